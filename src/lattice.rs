@@ -1,0 +1,203 @@
+//! Lattice geometry: dimensions, the lexicographic site index (x fastest), coordinates,
+//! nearest neighbours, parity and the fermion boundary phases.
+//!
+//! A `Lattice` is the *local* sub-lattice a process owns. Today one process owns the whole
+//! lattice (`offset = [0; 4]`, `global = dims`); a multi-GPU version splits `global` into
+//! blocks and adds halos, and only `neighbour` needs to learn about them.
+
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+
+/// Directions mu = 0, 1, 2, 3 are x, y, z, t.
+pub const NDIM: usize = 4;
+pub const DIR_NAMES: [&str; NDIM] = ["x", "y", "z", "t"];
+
+/// Fermion boundary condition in one direction (gauge links are always periodic).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Boundary {
+    #[default]
+    Periodic,
+    Antiperiodic,
+}
+
+impl Boundary {
+    /// The factor a fermion picks up when a hop crosses the lattice edge.
+    pub fn phase(self) -> f64 {
+        match self {
+            Boundary::Periodic => 1.0,
+            Boundary::Antiperiodic => -1.0,
+        }
+    }
+}
+
+/// The default: periodic in space, antiperiodic in time.
+pub const DEFAULT_BOUNDARY: [Boundary; NDIM] = [
+    Boundary::Periodic,
+    Boundary::Periodic,
+    Boundary::Periodic,
+    Boundary::Antiperiodic,
+];
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Lattice {
+    /// Local extent in x, y, z, t.
+    pub dims: [usize; NDIM],
+    /// Extent of the whole lattice (equal to `dims` on one process).
+    pub global: [usize; NDIM],
+    /// Global coordinate of the local site (0,0,0,0).
+    pub offset: [usize; NDIM],
+    pub boundary: [Boundary; NDIM],
+}
+
+impl Lattice {
+    /// A single-process lattice. Every extent must be at least 1 and the volume must fit
+    /// the 32-bit site indices the GPU kernels use.
+    pub fn new(dims: [usize; NDIM], boundary: [Boundary; NDIM]) -> Result<Self> {
+        for (mu, &l) in dims.iter().enumerate() {
+            if l == 0 {
+                return Err(Error::InvalidValue {
+                    key: format!("L{}", DIR_NAMES[mu].to_uppercase()),
+                    message: "every lattice extent must be at least 1".into(),
+                });
+            }
+        }
+        let volume = dims.iter().try_fold(1usize, |v, &l| v.checked_mul(l));
+        match volume {
+            Some(v) if v <= (i32::MAX as usize) / 24 => {}
+            _ => {
+                return Err(Error::InvalidValue {
+                    key: "lattice".into(),
+                    message: format!(
+                        "volume {}x{}x{}x{} is too large for one process (at most {} sites)",
+                        dims[0],
+                        dims[1],
+                        dims[2],
+                        dims[3],
+                        (i32::MAX as usize) / 24
+                    ),
+                })
+            }
+        }
+        Ok(Lattice {
+            dims,
+            global: dims,
+            offset: [0; NDIM],
+            boundary,
+        })
+    }
+
+    pub fn volume(&self) -> usize {
+        self.dims.iter().product()
+    }
+
+    /// Site index with x fastest: i = x + LX*(y + LY*(z + LZ*t)).
+    #[inline]
+    pub fn index(&self, c: [usize; NDIM]) -> usize {
+        let d = &self.dims;
+        c[0] + d[0] * (c[1] + d[1] * (c[2] + d[2] * c[3]))
+    }
+
+    #[inline]
+    pub fn coords(&self, mut i: usize) -> [usize; NDIM] {
+        let mut c = [0; NDIM];
+        for (mu, cm) in c.iter_mut().enumerate() {
+            *cm = i % self.dims[mu];
+            i /= self.dims[mu];
+        }
+        c
+    }
+
+    /// Parity (x+y+z+t) % 2 of the global coordinate; even = 0.
+    #[inline]
+    pub fn parity(&self, i: usize) -> usize {
+        let c = self.coords(i);
+        (0..NDIM).map(|mu| c[mu] + self.offset[mu]).sum::<usize>() % 2
+    }
+
+    /// The neighbour of site `i` one step forward (`forward = true`) or backward in
+    /// direction `mu`, and the fermion phase of the hop (the boundary factor when the hop
+    /// crosses the edge, else 1).
+    #[inline]
+    pub fn neighbour(&self, i: usize, mu: usize, forward: bool) -> (usize, f64) {
+        let mut c = self.coords(i);
+        let l = self.dims[mu];
+        let crosses = if forward {
+            c[mu] += 1;
+            if c[mu] == l {
+                c[mu] = 0;
+                true
+            } else {
+                false
+            }
+        } else if c[mu] == 0 {
+            c[mu] = l - 1;
+            true
+        } else {
+            c[mu] -= 1;
+            false
+        };
+        let phase = if crosses {
+            self.boundary[mu].phase()
+        } else {
+            1.0
+        };
+        (self.index(c), phase)
+    }
+
+    /// Even-odd code needs every extent even.
+    pub fn require_even(&self, what: &str) -> Result<()> {
+        for mu in 0..NDIM {
+            if self.dims[mu] % 2 != 0 {
+                return Err(Error::InvalidValue {
+                    key: format!("L{}", DIR_NAMES[mu].to_uppercase()),
+                    message: format!(
+                        "{what} needs every lattice extent even, but L{} = {}",
+                        DIR_NAMES[mu].to_uppercase(),
+                        self.dims[mu]
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    pub fn dims_string(&self) -> String {
+        format!(
+            "{}x{}x{}x{}",
+            self.dims[0], self.dims[1], self.dims[2], self.dims[3]
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn index_and_coords_round_trip_x_fastest() {
+        let l = Lattice::new([3, 4, 5, 6], DEFAULT_BOUNDARY).unwrap();
+        for i in 0..l.volume() {
+            assert_eq!(l.index(l.coords(i)), i);
+        }
+        // x fastest: site 1 is (1,0,0,0); site LX is (0,1,0,0).
+        assert_eq!(l.coords(1), [1, 0, 0, 0]);
+        assert_eq!(l.coords(3), [0, 1, 0, 0]);
+        assert_eq!(l.coords(3 * 4 * 5), [0, 0, 0, 1]);
+    }
+
+    #[test]
+    fn neighbours_wrap_with_antiperiodic_time() {
+        let l = Lattice::new([2, 2, 2, 4], DEFAULT_BOUNDARY).unwrap();
+        let last_t = l.index([0, 0, 0, 3]);
+        assert_eq!(l.neighbour(last_t, 3, true), (0, -1.0));
+        assert_eq!(l.neighbour(0, 3, false), (last_t, -1.0));
+        assert_eq!(l.neighbour(0, 0, false), (1, 1.0));
+        assert_eq!(l.neighbour(0, 0, true), (1, 1.0));
+    }
+
+    #[test]
+    fn zero_extent_is_refused() {
+        assert!(Lattice::new([4, 0, 4, 4], DEFAULT_BOUNDARY).is_err());
+    }
+}
