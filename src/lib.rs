@@ -2,13 +2,18 @@
 //! NVIDIA GPUs (every historical stencil version of the seed report) and on the CPU.
 
 pub mod backend;
+pub mod bench;
+pub mod cli;
+pub mod config;
 pub mod dirac;
 pub mod error;
 pub mod field;
 pub mod io;
 pub mod lattice;
 pub mod reduce;
+pub mod report;
 pub mod rng;
+pub mod run;
 pub mod solver;
 
 pub use error::{Error, Result};

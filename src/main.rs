@@ -1,1 +1,14 @@
-fn main(){}
+//! The `qcd-solve` command: parse the command line, set up logging, dispatch, and turn an
+//! error into its message and documented exit code (README, "Exit codes").
+
+use clap::Parser;
+use qcd_solve::cli::{self, Cli};
+
+fn main() {
+    let cli = Cli::parse();
+    cli::init_logging(cli.quiet);
+    if let Err(e) = cli::dispatch(cli) {
+        eprintln!("error: {e}");
+        std::process::exit(e.exit_code());
+    }
+}

@@ -33,7 +33,7 @@ impl CrParams {
         CrParams {
             tol,
             max_iterations,
-            stagnation_window: 500,
+            stagnation_window: 200,
             divergence_limit: 1e8,
         }
     }

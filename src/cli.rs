@@ -1,0 +1,158 @@
+//! Command-line interface: the main job (`qcd-solve CONFIG`) and the subcommands.
+
+use crate::config::{Device, LoadedConfig, Overrides};
+use crate::error::Result;
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+const AFTER_HELP: &str = "\
+Conventions: site index x fastest; spinors [site][spin][colour]; DeGrand-Rossi gammas;
+D = 1 - kappa * sum_mu [(1 - g_mu) U_mu(x) psi(x+mu) + (1 + g_mu) U_mu(x-mu)^+ psi(x-mu)];
+fermions periodic in space, antiperiodic in time unless [lattice] boundary says otherwise.
+Exit codes: 0 ok, 2 bad config or value, 3 file I/O, 4 bad file content, 5 CUDA unavailable
+or failed, 6 out of device memory, 7 solver did not converge, 8 a check failed.";
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "qcd-solve",
+    version,
+    about = "Wilson-Dirac Conjugate Residual solver for lattice QCD (CPU and NVIDIA GPUs)",
+    after_help = AFTER_HELP,
+    args_conflicts_with_subcommands = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// Only errors on stderr and no progress display.
+    #[arg(long, short, global = true)]
+    pub quiet: bool,
+}
+
+#[derive(Args, Debug, Default, Clone)]
+pub struct RunArgs {
+    /// The TOML config; without one, the embedded configs/16x16x16x32.toml runs.
+    pub config: Option<PathBuf>,
+    #[command(flatten)]
+    pub overrides: OverrideArgs,
+}
+
+#[derive(Args, Debug, Default, Clone)]
+pub struct OverrideArgs {
+    /// auto, cpu or cuda (overrides [backend] device).
+    #[arg(long)]
+    pub device: Option<Device>,
+    /// GPU stencil version, e.g. 1.3 (overrides [backend] kernel).
+    #[arg(long)]
+    pub kernel: Option<String>,
+    /// Workgroup multiple of versions 1.2+ (overrides [backend] multiple).
+    #[arg(long)]
+    pub multiple: Option<i64>,
+    /// CPU threads, 0 = all (overrides [backend] threads).
+    #[arg(long)]
+    pub threads: Option<i64>,
+    #[arg(long)]
+    pub kappa: Option<f64>,
+    /// Relative residual tolerance (overrides [solver] tolerance).
+    #[arg(long)]
+    pub tol: Option<f64>,
+    #[arg(long = "max-iter")]
+    pub max_iter: Option<i64>,
+    /// Folder for the report and the solution (keeps their file names).
+    #[arg(long)]
+    pub output: Option<PathBuf>,
+}
+
+impl OverrideArgs {
+    fn to_overrides(&self) -> Overrides {
+        Overrides {
+            device: self.device,
+            kernel: self.kernel.clone(),
+            multiple: self.multiple,
+            threads: self.threads,
+            kappa: self.kappa,
+            tol: self.tol,
+            max_iter: self.max_iter,
+            output: self.output.clone(),
+        }
+    }
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Read a gauge file, verify it and print format, dims, plaquette, link trace, checksums.
+    Info {
+        file: PathBuf,
+        /// auto, nersc, ildg, scidac or milc.
+        #[arg(long, default_value = "auto")]
+        format: String,
+    },
+    /// Benchmark the fast CPU operator against a triad over the same bytes.
+    Bench {
+        /// Lattice dims LX,LY,LZ,LT.
+        #[arg(long, default_value = "16,16,16,32", value_delimiter = ',')]
+        dims: Vec<usize>,
+        /// Operator applications to time (median reported).
+        #[arg(long, default_value_t = 10)]
+        repeat: usize,
+        #[arg(long, default_value_t = 0)]
+        threads: i64,
+    },
+}
+
+pub fn init_logging(quiet: bool) {
+    let default = if quiet { "error" } else { "info" };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}
+
+pub fn load_config(path: Option<&PathBuf>, o: &OverrideArgs) -> Result<LoadedConfig> {
+    let mut cfg = match path {
+        Some(p) => LoadedConfig::from_file(p)?,
+        None => {
+            tracing::info!("no config given: running the embedded configs/16x16x16x32.toml");
+            LoadedConfig::embedded_default()
+        }
+    };
+    cfg.apply(&o.to_overrides())?;
+    Ok(cfg)
+}
+
+pub fn dispatch(cli: Cli) -> Result<()> {
+    match cli.command {
+        None => {
+            let cfg = load_config(cli.run.config.as_ref(), &cli.run.overrides)?;
+            crate::run::run(&cfg).map(|_| ())
+        }
+        Some(Command::Info { file, format }) => {
+            let fmt = if format == "auto" {
+                None
+            } else {
+                Some(
+                    format
+                        .parse()
+                        .map_err(|e: String| crate::Error::invalid("--format", e))?,
+                )
+            };
+            let (_, info) = crate::io::read_gauge(
+                &file,
+                fmt,
+                None,
+                crate::lattice::DEFAULT_BOUNDARY,
+            )?;
+            println!("{info}");
+            Ok(())
+        }
+        Some(Command::Bench {
+            dims,
+            repeat,
+            threads,
+        }) => crate::bench::cpu_bench(&dims, repeat, threads),
+    }
+}

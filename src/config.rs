@@ -1,0 +1,440 @@
+//! The TOML run configuration (README, "Config reference"): schema, validation with the key
+//! and line named in every error, and command-line overrides.
+//!
+//! Relative input paths (gauge and source files) resolve against the config file's folder;
+//! output paths resolve against the current directory.
+
+use crate::backend::Operator;
+use crate::error::{Error, Result};
+use crate::field::gamma::GammaBasis;
+use crate::lattice::{Boundary, Lattice, DEFAULT_BOUNDARY, NDIM};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// The GPU stencil versions a config may name (stencil-versions.md).
+pub const KERNEL_VERSIONS: [&str; 9] = ["1.0", "1.1", "1.2", "1.3", "1.4", "1.5", "1.6", "1.6.1", "2.0"];
+
+/// The seed's problem, embedded so that `qcd-solve` runs with no file at all.
+pub const DEFAULT_CONFIG: &str = include_str!("../configs/16x16x16x32.toml");
+pub const DEFAULT_CONFIG_NAME: &str = "configs/16x16x16x32.toml (embedded)";
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    pub lattice: LatticeConfig,
+    pub gauge: GaugeConfig,
+    pub dirac: DiracConfig,
+    #[serde(default)]
+    pub source: SourceConfig,
+    #[serde(default)]
+    pub solver: SolverConfig,
+    #[serde(default)]
+    pub backend: BackendConfig,
+    #[serde(default)]
+    pub output: OutputConfig,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct LatticeConfig {
+    #[serde(rename = "LX")]
+    pub lx: i64,
+    #[serde(rename = "LY")]
+    pub ly: i64,
+    #[serde(rename = "LZ")]
+    pub lz: i64,
+    #[serde(rename = "LT")]
+    pub lt: i64,
+    /// Fermion boundary conditions for x, y, z, t.
+    #[serde(default = "default_boundary")]
+    pub boundary: [Boundary; NDIM],
+}
+
+fn default_boundary() -> [Boundary; NDIM] {
+    DEFAULT_BOUNDARY
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(tag = "type", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum GaugeConfig {
+    /// U = 1 everywhere (free field).
+    Unit,
+    /// Random SU(3) links from a seed (a "hot" field).
+    Random { seed: u64 },
+    /// A gauge file; `format` is "auto" (default), "nersc", "ildg", "scidac" or "milc".
+    File {
+        path: PathBuf,
+        #[serde(default = "default_format")]
+        format: String,
+    },
+}
+
+fn default_format() -> String {
+    "auto".into()
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct DiracConfig {
+    pub kappa: f64,
+    #[serde(default)]
+    pub gamma_basis: GammaBasis,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(tag = "type", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum SourceConfig {
+    /// A delta at one site (x, y, z, t), spin and colour.
+    Point {
+        #[serde(default)]
+        site: [i64; NDIM],
+        #[serde(default)]
+        spin: i64,
+        #[serde(default)]
+        colour: i64,
+    },
+    /// Complex Gaussian noise from a seed.
+    Random { seed: u64 },
+    /// e^{ip.x} on spin `spin`, colour `colour`, with integer mode numbers `momentum`.
+    PlaneWave {
+        momentum: [i64; NDIM],
+        #[serde(default)]
+        spin: i64,
+        #[serde(default)]
+        colour: i64,
+    },
+    /// A `.npy` file (`<c16`, shape [LT, LZ, LY, LX, 4, 3]).
+    File { path: PathBuf },
+}
+
+impl Default for SourceConfig {
+    fn default() -> Self {
+        SourceConfig::Point {
+            site: [0; NDIM],
+            spin: 0,
+            colour: 0,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SolverConfig {
+    /// Stop when ||r|| / ||b|| <= tolerance.
+    #[serde(default = "default_tol")]
+    pub tolerance: f64,
+    #[serde(default = "default_max_iter")]
+    pub max_iterations: i64,
+    /// "g5D" (Hermitian, the default) or "D" (the seed's choice). The seed's CR recurrence
+    /// assumes a Hermitian operator: on the non-Hermitian D it stagnates (README, "Solver").
+    #[serde(default = "default_operator")]
+    pub operator: Operator,
+}
+
+fn default_tol() -> f64 {
+    1e-10
+}
+fn default_max_iter() -> i64 {
+    2000
+}
+fn default_operator() -> Operator {
+    Operator::G5D
+}
+
+impl Default for SolverConfig {
+    fn default() -> Self {
+        SolverConfig {
+            tolerance: default_tol(),
+            max_iterations: default_max_iter(),
+            operator: default_operator(),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Device {
+    /// CUDA when a GPU is usable, otherwise the CPU (the reason is logged).
+    #[default]
+    Auto,
+    Cpu,
+    Cuda,
+}
+
+impl std::str::FromStr for Device {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "auto" => Ok(Device::Auto),
+            "cpu" => Ok(Device::Cpu),
+            "cuda" => Ok(Device::Cuda),
+            _ => Err(format!("unknown device `{s}` (expected auto, cpu or cuda)")),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct BackendConfig {
+    #[serde(default)]
+    pub device: Device,
+    /// GPU stencil version: "1.0" .. "2.0" (stencil-versions.md).
+    #[serde(default = "default_kernel")]
+    pub kernel: String,
+    /// Workgroup multiple of versions 1.2 and later (12 * multiple threads per block).
+    #[serde(default = "default_multiple")]
+    pub multiple: i64,
+    /// CPU threads; 0 = all cores.
+    #[serde(default)]
+    pub threads: i64,
+}
+
+fn default_kernel() -> String {
+    "1.6.1".into()
+}
+fn default_multiple() -> i64 {
+    16
+}
+
+impl Default for BackendConfig {
+    fn default() -> Self {
+        BackendConfig {
+            device: Device::Auto,
+            kernel: default_kernel(),
+            multiple: default_multiple(),
+            threads: 0,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct OutputConfig {
+    /// JSON report path; none = no report.
+    #[serde(default)]
+    pub report: Option<PathBuf>,
+    /// Solution `.npy` path; none = not written.
+    #[serde(default)]
+    pub solution: Option<PathBuf>,
+    /// Write the gauge field used as NERSC (3x3, IEEE64BIG) here.
+    #[serde(default)]
+    pub gauge: Option<PathBuf>,
+}
+
+/// Command-line values that override the config.
+#[derive(Clone, Debug, Default)]
+pub struct Overrides {
+    pub device: Option<Device>,
+    pub kernel: Option<String>,
+    pub multiple: Option<i64>,
+    pub threads: Option<i64>,
+    pub kappa: Option<f64>,
+    pub tol: Option<f64>,
+    pub max_iter: Option<i64>,
+    /// Folder that receives the report and the solution (their file names are kept).
+    pub output: Option<PathBuf>,
+}
+
+/// A parsed and validated configuration, with the text it came from (for line numbers)
+/// and the folder relative input paths resolve against.
+#[derive(Clone, Debug)]
+pub struct LoadedConfig {
+    pub config: Config,
+    pub source_name: String,
+    pub base_dir: PathBuf,
+    text: String,
+}
+
+impl LoadedConfig {
+    pub fn from_file(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        Self::from_str(&text, &path.display().to_string(), base)
+    }
+
+    pub fn embedded_default() -> Self {
+        Self::from_str(DEFAULT_CONFIG, DEFAULT_CONFIG_NAME, PathBuf::from("configs"))
+            .expect("the embedded default config is valid")
+    }
+
+    pub fn from_str(text: &str, name: &str, base_dir: PathBuf) -> Result<Self> {
+        let config: Config = toml::from_str(text).map_err(|e| Error::Config {
+            path: name.into(),
+            message: e.to_string().trim_end().to_string(),
+        })?;
+        let loaded = LoadedConfig {
+            config,
+            source_name: name.into(),
+            base_dir,
+            text: text.into(),
+        };
+        loaded.validate()?;
+        Ok(loaded)
+    }
+
+    /// Apply command-line overrides and validate again.
+    pub fn apply(&mut self, o: &Overrides) -> Result<()> {
+        let c = &mut self.config;
+        if let Some(d) = o.device {
+            c.backend.device = d;
+        }
+        if let Some(k) = &o.kernel {
+            c.backend.kernel = k.clone();
+        }
+        if let Some(m) = o.multiple {
+            c.backend.multiple = m;
+        }
+        if let Some(t) = o.threads {
+            c.backend.threads = t;
+        }
+        if let Some(k) = o.kappa {
+            c.dirac.kappa = k;
+        }
+        if let Some(t) = o.tol {
+            c.solver.tolerance = t;
+        }
+        if let Some(m) = o.max_iter {
+            c.solver.max_iterations = m;
+        }
+        if let Some(dir) = &o.output {
+            for p in [&mut c.output.report, &mut c.output.solution].into_iter().flatten() {
+                let name = p.file_name().map(PathBuf::from).unwrap_or_default();
+                *p = dir.join(name);
+            }
+        }
+        self.validate()
+    }
+
+    /// The line of `key` in `[section]` of the config text, for error messages.
+    fn line_of(&self, section: &str, key: &str) -> Option<usize> {
+        let mut current = String::new();
+        for (n, line) in self.text.lines().enumerate() {
+            let t = line.trim();
+            if let Some(rest) = t.strip_prefix('[') {
+                current = rest.trim_end_matches(']').trim().to_string();
+            } else if current == section {
+                if let Some((k, _)) = t.split_once('=') {
+                    if k.trim() == key {
+                        return Some(n + 1);
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    fn bad(&self, section: &str, key: &str, message: String) -> Error {
+        let at = match self.line_of(section, key) {
+            Some(n) => format!("{}, line {n}", self.source_name),
+            None => format!("{} (or the command line)", self.source_name),
+        };
+        Error::InvalidValue {
+            key: format!("{section}.{key}"),
+            message: format!("{message} ({at})"),
+        }
+    }
+
+    fn validate(&self) -> Result<()> {
+        let c = &self.config;
+        for (key, v) in [
+            ("LX", c.lattice.lx),
+            ("LY", c.lattice.ly),
+            ("LZ", c.lattice.lz),
+            ("LT", c.lattice.lt),
+        ] {
+            if v < 1 {
+                return Err(self.bad("lattice", key, format!("must be at least 1, got {v}")));
+            }
+        }
+        let k = c.dirac.kappa;
+        if !(k.is_finite() && k > 0.0) {
+            return Err(self.bad("dirac", "kappa", format!("must be positive, got {k}")));
+        }
+        let tol = c.solver.tolerance;
+        if !(tol.is_finite() && tol > 0.0 && tol < 1.0) {
+            return Err(self.bad(
+                "solver",
+                "tolerance",
+                format!("must be in (0, 1), got {tol}"),
+            ));
+        }
+        if c.solver.max_iterations < 1 {
+            return Err(self.bad(
+                "solver",
+                "max_iterations",
+                format!("must be at least 1, got {}", c.solver.max_iterations),
+            ));
+        }
+        if !(1..=1024).contains(&c.backend.multiple) {
+            return Err(self.bad(
+                "backend",
+                "multiple",
+                format!("must be in 1..=1024, got {}", c.backend.multiple),
+            ));
+        }
+        if c.backend.threads < 0 {
+            return Err(self.bad(
+                "backend",
+                "threads",
+                format!("must be 0 (all cores) or more, got {}", c.backend.threads),
+            ));
+        }
+        if !KERNEL_VERSIONS.contains(&c.backend.kernel.as_str()) {
+            return Err(self.bad(
+                "backend",
+                "kernel",
+                format!(
+                    "unknown stencil version `{}` (expected one of {})",
+                    c.backend.kernel,
+                    KERNEL_VERSIONS.join(", ")
+                ),
+            ));
+        }
+        let dims = self.dims();
+        match &c.source {
+            SourceConfig::Point { site, spin, colour } => {
+                for mu in 0..NDIM {
+                    if site[mu] < 0 || site[mu] as usize >= dims[mu] {
+                        return Err(self.bad(
+                            "source",
+                            "site",
+                            format!("{site:?} lies outside the {dims:?} lattice"),
+                        ));
+                    }
+                }
+                self.check_spin_colour(*spin, *colour)?;
+            }
+            SourceConfig::PlaneWave { spin, colour, .. } => self.check_spin_colour(*spin, *colour)?,
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn check_spin_colour(&self, spin: i64, colour: i64) -> Result<()> {
+        if !(0..4).contains(&spin) {
+            return Err(self.bad("source", "spin", format!("must be 0..3, got {spin}")));
+        }
+        if !(0..3).contains(&colour) {
+            return Err(self.bad("source", "colour", format!("must be 0..2, got {colour}")));
+        }
+        Ok(())
+    }
+
+    pub fn dims(&self) -> [usize; NDIM] {
+        let l = &self.config.lattice;
+        [l.lx as usize, l.ly as usize, l.lz as usize, l.lt as usize]
+    }
+
+    pub fn lattice(&self) -> Result<Lattice> {
+        Lattice::new(self.dims(), self.config.lattice.boundary)
+    }
+
+    /// An input path from the config, resolved against the config's folder.
+    pub fn input_path(&self, p: &Path) -> PathBuf {
+        if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            self.base_dir.join(p)
+        }
+    }
+}
