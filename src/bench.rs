@@ -81,7 +81,10 @@ pub fn measure(dims: [usize; 4], repeat: usize) -> Result<CpuBenchResult> {
 
 pub fn cpu_bench(dims: &[usize], repeat: usize, threads: i64) -> Result<()> {
     let dims: [usize; 4] = dims.try_into().map_err(|_| {
-        crate::Error::invalid("--dims", format!("needs 4 values LX,LY,LZ,LT, got {dims:?}"))
+        crate::Error::invalid(
+            "--dims",
+            format!("needs 4 values LX,LY,LZ,LT, got {dims:?}"),
+        )
     })?;
     let pool = crate::run::thread_pool(threads)?;
     let r = pool.install(|| measure(dims, repeat.max(1)))?;

@@ -99,6 +99,19 @@ pub enum Command {
         #[arg(long, default_value_t = 0)]
         threads: i64,
     },
+    /// CPU strong scaling of the solve: time, speed-up and efficiency per thread count.
+    Scale {
+        config: PathBuf,
+        /// Thread counts, e.g. 1,2,4.
+        #[arg(long, value_delimiter = ',', default_value = "1,2")]
+        threads: Vec<usize>,
+        /// Solves per count (median reported).
+        #[arg(long, default_value_t = 1)]
+        repeat: usize,
+        /// Folder for scale.csv, scale.json and the scale.svg/.png chart.
+        #[arg(long, default_value = "out/scale")]
+        out: PathBuf,
+    },
 }
 
 pub fn init_logging(quiet: bool) {
@@ -140,12 +153,8 @@ pub fn dispatch(cli: Cli) -> Result<()> {
                         .map_err(|e: String| crate::Error::invalid("--format", e))?,
                 )
             };
-            let (_, info) = crate::io::read_gauge(
-                &file,
-                fmt,
-                None,
-                crate::lattice::DEFAULT_BOUNDARY,
-            )?;
+            let (_, info) =
+                crate::io::read_gauge(&file, fmt, None, crate::lattice::DEFAULT_BOUNDARY)?;
             println!("{info}");
             Ok(())
         }
@@ -154,5 +163,14 @@ pub fn dispatch(cli: Cli) -> Result<()> {
             repeat,
             threads,
         }) => crate::bench::cpu_bench(&dims, repeat, threads),
+        Some(Command::Scale {
+            config,
+            threads,
+            repeat,
+            out,
+        }) => {
+            let cfg = load_config(Some(&config), &OverrideArgs::default())?;
+            crate::scale::run(&cfg, &threads, repeat, &out)
+        }
     }
 }

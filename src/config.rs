@@ -12,7 +12,9 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 /// The GPU stencil versions a config may name (stencil-versions.md).
-pub const KERNEL_VERSIONS: [&str; 9] = ["1.0", "1.1", "1.2", "1.3", "1.4", "1.5", "1.6", "1.6.1", "2.0"];
+pub const KERNEL_VERSIONS: [&str; 9] = [
+    "1.0", "1.1", "1.2", "1.3", "1.4", "1.5", "1.6", "1.6.1", "2.0",
+];
 
 /// The seed's problem, embedded so that `qcd-solve` runs with no file at all.
 pub const DEFAULT_CONFIG: &str = include_str!("../configs/16x16x16x32.toml");
@@ -253,8 +255,12 @@ impl LoadedConfig {
     }
 
     pub fn embedded_default() -> Self {
-        Self::from_str(DEFAULT_CONFIG, DEFAULT_CONFIG_NAME, PathBuf::from("configs"))
-            .expect("the embedded default config is valid")
+        Self::from_str(
+            DEFAULT_CONFIG,
+            DEFAULT_CONFIG_NAME,
+            PathBuf::from("configs"),
+        )
+        .expect("the embedded default config is valid")
     }
 
     pub fn from_str(text: &str, name: &str, base_dir: PathBuf) -> Result<Self> {
@@ -297,7 +303,10 @@ impl LoadedConfig {
             c.solver.max_iterations = m;
         }
         if let Some(dir) = &o.output {
-            for p in [&mut c.output.report, &mut c.output.solution].into_iter().flatten() {
+            for p in [&mut c.output.report, &mut c.output.solution]
+                .into_iter()
+                .flatten()
+            {
                 let name = p.file_name().map(PathBuf::from).unwrap_or_default();
                 *p = dir.join(name);
             }
@@ -404,7 +413,9 @@ impl LoadedConfig {
                 }
                 self.check_spin_colour(*spin, *colour)?;
             }
-            SourceConfig::PlaneWave { spin, colour, .. } => self.check_spin_colour(*spin, *colour)?,
+            SourceConfig::PlaneWave { spin, colour, .. } => {
+                self.check_spin_colour(*spin, *colour)?
+            }
             _ => {}
         }
         Ok(())

@@ -3,6 +3,7 @@
 
 pub mod backend;
 pub mod bench;
+pub mod charts;
 pub mod cli;
 pub mod config;
 pub mod dirac;
@@ -14,6 +15,7 @@ pub mod reduce;
 pub mod report;
 pub mod rng;
 pub mod run;
+pub mod scale;
 pub mod solver;
 
 pub use error::{Error, Result};

@@ -44,7 +44,11 @@ pub fn build_problem(cfg: &LoadedConfig) -> Result<Problem> {
             let fmt = if format == "auto" {
                 None
             } else {
-                Some(format.parse().map_err(|e: String| Error::invalid("gauge.format", e))?)
+                Some(
+                    format
+                        .parse()
+                        .map_err(|e: String| Error::invalid("gauge.format", e))?,
+                )
             };
             let (g, _info) =
                 crate::io::read_gauge(&path, fmt, Some(lattice.dims), lattice.boundary)?;

@@ -6,7 +6,9 @@ use qcd_solve::config::LoadedConfig;
 use std::path::Path;
 
 fn dir(kind: &str) -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/configs").join(kind)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/configs")
+        .join(kind)
 }
 
 #[test]
@@ -33,10 +35,18 @@ fn bad_configs_give_their_documented_error() {
             .unwrap_or_else(|| panic!("{} has no `# expect:` line", p.display()));
         let err = LoadedConfig::from_file(&p).expect_err(&p.display().to_string());
         let msg = err.to_string();
-        assert!(msg.contains(expect), "{}: `{msg}` lacks `{expect}`", p.display());
+        assert!(
+            msg.contains(expect),
+            "{}: `{msg}` lacks `{expect}`",
+            p.display()
+        );
         assert_eq!(err.exit_code(), 2, "{}", p.display());
         // Every message points at a line of the file.
-        assert!(msg.contains("line "), "{}: `{msg}` names no line", p.display());
+        assert!(
+            msg.contains("line "),
+            "{}: `{msg}` names no line",
+            p.display()
+        );
         n += 1;
     }
     assert!(n >= 10);

@@ -128,7 +128,13 @@ fn gauge_covariance_of_the_operator() {
         .collect();
     let psi = SpinorField::random(l.volume(), 5, 0);
     let mut a = SpinorField::zeros(l.volume());
-    dirac::apply(Operator::D, &u.gauge_transform(&gt), 0.12, &psi.gauge_transform(&gt), &mut a);
+    dirac::apply(
+        Operator::D,
+        &u.gauge_transform(&gt),
+        0.12,
+        &psi.gauge_transform(&gt),
+        &mut a,
+    );
     let mut b = SpinorField::zeros(l.volume());
     dirac::apply(Operator::D, &u, 0.12, &psi, &mut b);
     let d = a.rel_diff(&b.gauge_transform(&gt));

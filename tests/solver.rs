@@ -10,7 +10,13 @@ use qcd_solve::lattice::{Lattice, DEFAULT_BOUNDARY};
 use qcd_solve::rng::Stream;
 use qcd_solve::solver::{conjugate_residual, true_residual, CrParams, StopReason};
 
-fn solve(g: &GaugeField, kappa: f64, op: Operator, b: &SpinorField, tol: f64) -> (SpinorField, usize, StopReason, Vec<f64>) {
+fn solve(
+    g: &GaugeField,
+    kappa: f64,
+    op: Operator,
+    b: &SpinorField,
+    tol: f64,
+) -> (SpinorField, usize, StopReason, Vec<f64>) {
     let mut be = CpuBackend::new(g, kappa);
     let rhs = match op {
         Operator::D => b.clone(),
@@ -29,7 +35,11 @@ fn cr_on_g5d_reaches_tolerance_on_4_4_and_8_4() {
         let b = SpinorField::random(l.volume(), 4, 0);
         let tol = 1e-10;
         let (x, iters, reason, hist) = solve(&g, kappa, Operator::G5D, &b, tol);
-        assert_eq!(reason, StopReason::Converged, "{dims:?} after {iters} iterations");
+        assert_eq!(
+            reason,
+            StopReason::Converged,
+            "{dims:?} after {iters} iterations"
+        );
         assert!(*hist.last().unwrap() <= tol);
         // The true residual of the original system D x = b, recomputed from scratch, is
         // within 10x of tol (the bound; rounding drift of the recurrence only).
@@ -40,7 +50,10 @@ fn cr_on_g5d_reaches_tolerance_on_4_4_and_8_4() {
         // And through the backend's own true-residual routine for g5D.
         let mut be = CpuBackend::new(&g, kappa);
         let tr = true_residual(&mut be, Operator::G5D, &b.gamma5(), &x).unwrap();
-        assert!((tr - r).abs() <= 1e-3 * r + 1e-15, "g5 is unitary: {tr} vs {r}");
+        assert!(
+            (tr - r).abs() <= 1e-3 * r + 1e-15,
+            "g5 is unitary: {tr} vs {r}"
+        );
     }
 }
 
@@ -60,7 +73,11 @@ fn cr_on_d_converges_only_where_the_seed_recurrence_holds() {
 
     let (_, iters, reason, hist) = solve(&g, 0.124, Operator::D, &b, 1e-10);
     assert_eq!(reason, StopReason::Stagnation, "after {iters} iterations");
-    assert!(*hist.last().unwrap() > 1e-3, "residual {}", hist.last().unwrap());
+    assert!(
+        *hist.last().unwrap() > 1e-3,
+        "residual {}",
+        hist.last().unwrap()
+    );
 }
 
 #[test]
@@ -68,7 +85,10 @@ fn results_are_bitwise_identical_for_1_2_3_threads() {
     let l = Lattice::new([4, 4, 6, 8], DEFAULT_BOUNDARY).unwrap();
     let mut runs = Vec::new();
     for n in [1, 2, 3] {
-        let pool = rayon::ThreadPoolBuilder::new().num_threads(n).build().unwrap();
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .build()
+            .unwrap();
         runs.push(pool.install(|| {
             let g = GaugeField::random(&l, 8);
             let b = SpinorField::random(l.volume(), 2, 0);
@@ -79,8 +99,17 @@ fn results_are_bitwise_identical_for_1_2_3_threads() {
     for r in &runs[1..] {
         assert_eq!(r.0.to_bits(), runs[0].0.to_bits(), "plaquette bits");
         assert_eq!(r.2, runs[0].2, "iteration count");
-        assert!(r.3.iter().zip(&runs[0].3).all(|(a, b)| a.to_bits() == b.to_bits()));
-        assert!(r.1.data.iter().zip(&runs[0].1.data).all(|(a, b)| a.re.to_bits() == b.re.to_bits() && a.im.to_bits() == b.im.to_bits()));
+        assert!(r
+            .3
+            .iter()
+            .zip(&runs[0].3)
+            .all(|(a, b)| a.to_bits() == b.to_bits()));
+        assert!(r
+            .1
+            .data
+            .iter()
+            .zip(&runs[0].1.data)
+            .all(|(a, b)| a.re.to_bits() == b.re.to_bits() && a.im.to_bits() == b.im.to_bits()));
     }
 }
 
@@ -95,7 +124,13 @@ fn solution_is_gauge_covariant() {
     let b = SpinorField::random(l.volume(), 7, 0);
     let tol = 1e-12;
     let (x, ..) = solve(&u, 0.12, Operator::G5D, &b, tol);
-    let (xp, ..) = solve(&u.gauge_transform(&gt), 0.12, Operator::G5D, &b.gauge_transform(&gt), tol);
+    let (xp, ..) = solve(
+        &u.gauge_transform(&gt),
+        0.12,
+        Operator::G5D,
+        &b.gauge_transform(&gt),
+        tol,
+    );
     let d = xp.rel_diff(&x.gauge_transform(&gt));
     // Both solutions are within ~tol * cond of the exact one; 1e-8 leaves room for the
     // condition number (~1e2-1e3 here) without hiding a real covariance error (O(1)).

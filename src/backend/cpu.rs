@@ -40,7 +40,10 @@ impl Backend for CpuBackend<'_> {
     }
 
     fn copy(&mut self, dst: &mut SpinorField, src: &SpinorField) -> Result<()> {
-        dst.data.par_iter_mut().zip(&src.data).for_each(|(d, s)| *d = *s);
+        dst.data
+            .par_iter_mut()
+            .zip(&src.data)
+            .for_each(|(d, s)| *d = *s);
         Ok(())
     }
 
@@ -50,17 +53,25 @@ impl Backend for CpuBackend<'_> {
     }
 
     fn axpy(&mut self, a: C64, x: &SpinorField, y: &mut SpinorField) -> Result<()> {
-        y.data.par_iter_mut().zip(&x.data).for_each(|(y, x)| *y += a * x);
+        y.data
+            .par_iter_mut()
+            .zip(&x.data)
+            .for_each(|(y, x)| *y += a * x);
         Ok(())
     }
 
     fn xpay(&mut self, x: &SpinorField, a: C64, y: &mut SpinorField) -> Result<()> {
-        y.data.par_iter_mut().zip(&x.data).for_each(|(y, x)| *y = x + a * *y);
+        y.data
+            .par_iter_mut()
+            .zip(&x.data)
+            .for_each(|(y, x)| *y = x + a * *y);
         Ok(())
     }
 
     fn dot(&mut self, x: &SpinorField, y: &SpinorField) -> Result<C64> {
-        Ok(det_sum2(&x.data, &y.data, C64::new(0.0, 0.0), |a, b| a.conj() * b))
+        Ok(det_sum2(&x.data, &y.data, C64::new(0.0, 0.0), |a, b| {
+            a.conj() * b
+        }))
     }
 
     fn norm2(&mut self, x: &SpinorField) -> Result<f64> {

@@ -14,10 +14,22 @@ use rayon::prelude::*;
 /// A_mu for x, y, z, t as compile-time constants, so the unrolled loop over mu needs no
 /// run-time phase dispatch; `chiral_blocks_match_gamma` checks them against `ChiralBlock::of`.
 pub const CHIRAL_BLOCKS: [ChiralBlock; NDIM] = [
-    ChiralBlock { col: [1, 0], phase: [1, 1] },
-    ChiralBlock { col: [1, 0], phase: [2, 0] },
-    ChiralBlock { col: [0, 1], phase: [1, 3] },
-    ChiralBlock { col: [0, 1], phase: [0, 0] },
+    ChiralBlock {
+        col: [1, 0],
+        phase: [1, 1],
+    },
+    ChiralBlock {
+        col: [1, 0],
+        phase: [2, 0],
+    },
+    ChiralBlock {
+        col: [0, 1],
+        phase: [1, 3],
+    },
+    ChiralBlock {
+        col: [0, 1],
+        phase: [0, 0],
+    },
 ];
 
 #[inline(always)]
@@ -81,49 +93,46 @@ pub fn apply(
     let l = &gauge.lattice;
     let blocks = &CHIRAL_BLOCKS;
     let psi = &psi.data;
-    out.data
-        .par_chunks_mut(12)
-        .enumerate()
-        .for_each(|(x, o)| {
-            if let Sites::Parity(p) = sites {
-                if l.parity(x) != p {
-                    o.fill(ZERO);
-                    return;
-                }
+    out.data.par_chunks_mut(12).enumerate().for_each(|(x, o)| {
+        if let Sites::Parity(p) = sites {
+            if l.parity(x) != p {
+                o.fill(ZERO);
+                return;
             }
-            let mut acc = [[ZERO; 3]; 4];
-            let nb = l.neighbours(x);
-            for mu in 0..NDIM {
-                let b = &blocks[mu];
-                let (up, ph) = nb[mu][0];
-                let h = project(b, &load(psi, up), -1.0, ph);
-                let u = gauge.link(x, mu);
-                let uh = [u.mul_vec(&h[0]), u.mul_vec(&h[1])];
-                accumulate(b, &mut acc, &uh, -1.0);
+        }
+        let mut acc = [[ZERO; 3]; 4];
+        let nb = l.neighbours(x);
+        for mu in 0..NDIM {
+            let b = &blocks[mu];
+            let (up, ph) = nb[mu][0];
+            let h = project(b, &load(psi, up), -1.0, ph);
+            let u = gauge.link(x, mu);
+            let uh = [u.mul_vec(&h[0]), u.mul_vec(&h[1])];
+            accumulate(b, &mut acc, &uh, -1.0);
 
-                let (dn, ph) = nb[mu][1];
-                let h = project(b, &load(psi, dn), 1.0, ph);
-                let u = gauge.link(dn, mu);
-                let uh = [u.dagger_mul_vec(&h[0]), u.dagger_mul_vec(&h[1])];
-                accumulate(b, &mut acc, &uh, 1.0);
-            }
-            match epilogue {
-                Epilogue::Hop => {
-                    for s in 0..4 {
-                        o[3 * s..3 * s + 3].copy_from_slice(&acc[s]);
-                    }
-                }
-                Epilogue::Wilson { kappa, gamma5 } => {
-                    let own = load(psi, x);
-                    for s in 0..4 {
-                        let sign = if gamma5 && s >= 2 { -1.0 } else { 1.0 };
-                        for c in 0..3 {
-                            o[3 * s + c] = (own[s][c] - acc[s][c] * kappa) * sign;
-                        }
-                    }
+            let (dn, ph) = nb[mu][1];
+            let h = project(b, &load(psi, dn), 1.0, ph);
+            let u = gauge.link(dn, mu);
+            let uh = [u.dagger_mul_vec(&h[0]), u.dagger_mul_vec(&h[1])];
+            accumulate(b, &mut acc, &uh, 1.0);
+        }
+        match epilogue {
+            Epilogue::Hop => {
+                for s in 0..4 {
+                    o[3 * s..3 * s + 3].copy_from_slice(&acc[s]);
                 }
             }
-        });
+            Epilogue::Wilson { kappa, gamma5 } => {
+                let own = load(psi, x);
+                for s in 0..4 {
+                    let sign = if gamma5 && s >= 2 { -1.0 } else { 1.0 };
+                    for c in 0..3 {
+                        o[3 * s + c] = (own[s][c] - acc[s][c] * kappa) * sign;
+                    }
+                }
+            }
+        }
+    });
 }
 
 #[cfg(test)]

@@ -38,11 +38,22 @@ pub fn apply(
     out: &mut SpinorField,
 ) {
     let gamma5 = op == Operator::G5D;
-    fast::apply(gauge, inp, out, Sites::All, fast::Epilogue::Wilson { kappa, gamma5 });
+    fast::apply(
+        gauge,
+        inp,
+        out,
+        Sites::All,
+        fast::Epilogue::Wilson { kappa, gamma5 },
+    );
 }
 
 /// D psi with the reference operator (the test oracle).
-pub fn apply_reference(op: Operator, gauge: &GaugeField, kappa: f64, inp: &SpinorField) -> SpinorField {
+pub fn apply_reference(
+    op: Operator,
+    gauge: &GaugeField,
+    kappa: f64,
+    inp: &SpinorField,
+) -> SpinorField {
     let h = reference::hop(gauge, inp);
     let mut out = SpinorField::zeros(inp.volume());
     for k in 0..inp.data.len() {

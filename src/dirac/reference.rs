@@ -69,25 +69,22 @@ pub fn hop(gauge: &GaugeField, psi: &SpinorField) -> SpinorField {
     let l = &gauge.lattice;
     let li = li_matrices();
     let mut out = SpinorField::zeros(l.volume());
-    out.data
-        .par_chunks_mut(12)
-        .enumerate()
-        .for_each(|(x, o)| {
-            let mut tmp2 = [[ZERO; 4]; 3];
-            for mu in 0..NDIM {
-                let (up, ph_up) = l.neighbour(x, mu, true);
-                let tmp1 = xgemm34x44(&as_matrix(psi, up, ph_up), &li[mu][0]);
-                xgemm33x34_acc(&gauge.link(x, mu).0, &tmp1, &mut tmp2);
+    out.data.par_chunks_mut(12).enumerate().for_each(|(x, o)| {
+        let mut tmp2 = [[ZERO; 4]; 3];
+        for mu in 0..NDIM {
+            let (up, ph_up) = l.neighbour(x, mu, true);
+            let tmp1 = xgemm34x44(&as_matrix(psi, up, ph_up), &li[mu][0]);
+            xgemm33x34_acc(&gauge.link(x, mu).0, &tmp1, &mut tmp2);
 
-                let (dn, ph_dn) = l.neighbour(x, mu, false);
-                let tmp1 = xgemm34x44(&as_matrix(psi, dn, ph_dn), &li[mu][1]);
-                xgemm33x34_acc(&gauge.link(dn, mu).dagger().0, &tmp1, &mut tmp2);
+            let (dn, ph_dn) = l.neighbour(x, mu, false);
+            let tmp1 = xgemm34x44(&as_matrix(psi, dn, ph_dn), &li[mu][1]);
+            xgemm33x34_acc(&gauge.link(dn, mu).dagger().0, &tmp1, &mut tmp2);
+        }
+        for c in 0..3 {
+            for s in 0..4 {
+                o[s * 3 + c] = tmp2[c][s];
             }
-            for c in 0..3 {
-                for s in 0..4 {
-                    o[s * 3 + c] = tmp2[c][s];
-                }
-            }
-        });
+        }
+    });
     out
 }

@@ -174,10 +174,7 @@ mod tests {
 
     #[test]
     fn gamma5_is_product_and_diagonal() {
-        let g5 = matmul(
-            &matmul(&gamma(0), &gamma(1)),
-            &matmul(&gamma(2), &gamma(3)),
-        );
+        let g5 = matmul(&matmul(&gamma(0), &gamma(1)), &matmul(&gamma(2), &gamma(3)));
         let mut want = [[ZERO; 4]; 4];
         for s in 0..4 {
             want[s][s] = C64::new(GAMMA5_SIGN[s], 0.0);

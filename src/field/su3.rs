@@ -32,7 +32,8 @@ impl Su3 {
         let mut c = Su3::zero();
         for i in 0..3 {
             for j in 0..3 {
-                c.0[i][j] = self.0[i][0] * b.0[0][j] + self.0[i][1] * b.0[1][j] + self.0[i][2] * b.0[2][j];
+                c.0[i][j] =
+                    self.0[i][0] * b.0[0][j] + self.0[i][1] * b.0[1][j] + self.0[i][2] * b.0[2][j];
             }
         }
         c
@@ -162,7 +163,11 @@ mod tests {
         for _ in 0..100 {
             let u = Su3::random(&mut s);
             // Analytic: U U^dagger = 1 and det U = 1; Gram-Schmidt leaves rounding only.
-            assert!(u.unitarity_deviation() < 1e-14, "{}", u.unitarity_deviation());
+            assert!(
+                u.unitarity_deviation() < 1e-14,
+                "{}",
+                u.unitarity_deviation()
+            );
         }
     }
 
@@ -170,7 +175,11 @@ mod tests {
     fn dagger_mul_vec_matches_dagger() {
         let mut s = Stream::new(3, 9);
         let u = Su3::random(&mut s);
-        let v = [C64::new(1.0, 2.0), C64::new(-0.5, 0.25), C64::new(3.0, -1.0)];
+        let v = [
+            C64::new(1.0, 2.0),
+            C64::new(-0.5, 0.25),
+            C64::new(3.0, -1.0),
+        ];
         let a = u.dagger_mul_vec(&v);
         let b = u.dagger().mul_vec(&v);
         for k in 0..3 {

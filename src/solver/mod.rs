@@ -9,7 +9,12 @@ use crate::field::C64;
 use crate::Result;
 
 /// ||b - A x|| / ||b|| computed from scratch (not the iterated residual).
-pub fn true_residual<B: Backend>(backend: &mut B, op: Operator, b: &B::Field, x: &B::Field) -> Result<f64> {
+pub fn true_residual<B: Backend>(
+    backend: &mut B,
+    op: Operator,
+    b: &B::Field,
+    x: &B::Field,
+) -> Result<f64> {
     let mut ax = backend.alloc()?;
     backend.apply(op, &mut ax, x)?;
     // ax = b - ax
