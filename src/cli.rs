@@ -18,7 +18,6 @@ or failed, 6 out of device memory, 7 solver did not converge, 8 a check failed."
     version,
     about = "Wilson-Dirac Conjugate Residual solver for lattice QCD (CPU and NVIDIA GPUs)",
     after_help = AFTER_HELP,
-    args_conflicts_with_subcommands = true
 )]
 pub struct Cli {
     #[command(subcommand)]

@@ -1,0 +1,167 @@
+//! End-to-end tests of the `qcd-solve` binary: exit codes of the README, outputs written
+//! only on success, and the report's numbers.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_qcd-solve"));
+    c.arg("--quiet");
+    c
+}
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn write_config(dir: &Path, body: &str) -> PathBuf {
+    let p = dir.join("run.toml");
+    std::fs::write(&p, body).unwrap();
+    p
+}
+
+fn small(extra: &str) -> String {
+    format!(
+        "[lattice]\nLX = 4\nLY = 4\nLZ = 4\nLT = 4\n\n[gauge]\ntype = \"random\"\nseed = 3\n\n\
+         [dirac]\nkappa = 0.12\n\n[backend]\ndevice = \"cpu\"\n\n{extra}"
+    )
+}
+
+#[test]
+fn small_run_converges_and_writes_report_and_solution() {
+    let d = tempfile::tempdir().unwrap();
+    let rep = d.path().join("r.json");
+    let sol = d.path().join("x.npy");
+    let cfg = write_config(
+        d.path(),
+        &small(&format!(
+            "[output]\nreport = \"{}\"\nsolution = \"{}\"\n",
+            rep.display(),
+            sol.display()
+        )),
+    );
+    let out = bin().arg(&cfg).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("converged after"), "{stdout}");
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&rep).unwrap()).unwrap();
+    assert_eq!(r["converged"], true);
+    let tol = r["tolerance"].as_f64().unwrap();
+    // The true residual recomputed on the CPU is within 10x of the tolerance.
+    assert!(r["true_residual_of_d_cpu"].as_f64().unwrap() <= 10.0 * tol);
+    let hist = r["residual_history"].as_array().unwrap();
+    assert_eq!(hist.len(), r["iterations"].as_u64().unwrap() as usize + 1);
+    assert_eq!(hist[0].as_f64().unwrap(), 1.0, "history starts at ||b||/||b||");
+    // 4^4 sites x 12 complex x 16 bytes plus the npy header (a multiple of 64 bytes).
+    let len = std::fs::metadata(&sol).unwrap().len();
+    assert_eq!((len - 256 * 12 * 16) % 64, 0);
+}
+
+#[test]
+fn overrides_apply_and_output_folder_is_used() {
+    let d = tempfile::tempdir().unwrap();
+    let cfg = write_config(
+        d.path(),
+        &small("[output]\nreport = \"somewhere/r.json\"\n"),
+    );
+    let out = bin()
+        .arg(&cfg)
+        .args(["--kappa", "0.1", "--tol", "1e-6", "--threads", "1", "--output"])
+        .arg(d.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(d.path().join("r.json")).unwrap()).unwrap();
+    assert_eq!(r["kappa"].as_f64(), Some(0.1));
+    assert_eq!(r["tolerance"].as_f64(), Some(1e-6));
+    assert_eq!(r["threads"].as_u64(), Some(1));
+}
+
+#[test]
+fn bad_config_exits_2_and_writes_nothing() {
+    let d = tempfile::tempdir().unwrap();
+    let rep = d.path().join("r.json");
+    let cfg = write_config(
+        d.path(),
+        &small(&format!("[output]\nreport = \"{}\"\n", rep.display())).replace("kappa = 0.12", "kappa = -1.0"),
+    );
+    let out = bin().arg(&cfg).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("dirac.kappa") && err.contains("line 12"), "{err}");
+    assert!(!rep.exists());
+    assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1, "only the config remains");
+}
+
+#[test]
+fn missing_config_exits_3() {
+    let out = bin().arg("/nonexistent/run.toml").output().unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/run.toml"));
+}
+
+#[test]
+fn odd_dims_are_fine_for_the_full_operator() {
+    let d = tempfile::tempdir().unwrap();
+    let cfg = write_config(d.path(), &small("").replace("LX = 4", "LX = 3").replace("LT = 4", "LT = 5"));
+    let out = bin().arg(&cfg).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn non_convergence_exits_7_with_the_report_written() {
+    // CR on the non-Hermitian D stagnates (README, "Solver"): exit 7, report written.
+    let d = tempfile::tempdir().unwrap();
+    let rep = d.path().join("r.json");
+    let cfg = write_config(
+        d.path(),
+        &small(&format!(
+            "[solver]\noperator = \"D\"\nmax_iterations = 50\n\n[output]\nreport = \"{}\"\n",
+            rep.display()
+        )),
+    );
+    let out = bin().arg(&cfg).output().unwrap();
+    assert_eq!(out.status.code(), Some(7));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("maximum number of iterations"));
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&rep).unwrap()).unwrap();
+    assert_eq!(r["converged"], false);
+    assert_eq!(r["iterations"].as_u64(), Some(50));
+}
+
+#[test]
+fn scale_gives_one_row_per_thread_count() {
+    let d = tempfile::tempdir().unwrap();
+    let cfg = write_config(d.path(), &small(""));
+    let out = Command::new(env!("CARGO_BIN_EXE_qcd-solve"))
+        .args(["--quiet", "scale"])
+        .arg(&cfg)
+        .args(["--threads", "1,2,3", "--out"])
+        .arg(d.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let csv = std::fs::read_to_string(d.path().join("scale.csv")).unwrap();
+    let rows: Vec<&str> = csv.lines().skip(1).collect();
+    assert_eq!(rows.len(), 3);
+    for (row, n) in rows.iter().zip([1, 2, 3]) {
+        assert!(row.starts_with(&format!("{n},")), "{row}");
+    }
+    // The solve is bitwise the same for every thread count, so is the iteration count.
+    let its: Vec<&str> = rows.iter().map(|r| r.split(',').nth(1).unwrap()).collect();
+    assert!(its.windows(2).all(|w| w[0] == w[1]), "{its:?}");
+    for ext in ["svg", "png"] {
+        let bytes = std::fs::read(d.path().join(format!("scale.{ext}"))).unwrap();
+        match ext {
+            "svg" => assert!(String::from_utf8_lossy(&bytes).contains("<svg")),
+            _ => assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n"),
+        }
+    }
+}
+
+#[test]
+fn shipped_main_config_is_the_readme_command() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    assert!(readme.contains("cargo run --release -- configs/16x16x16x32.toml"));
+    assert!(root().join("configs/16x16x16x32.toml").exists());
+}
