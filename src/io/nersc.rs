@@ -328,8 +328,18 @@ pub fn write_nersc(path: &Path, field: &GaugeField, opts: NerscWrite) -> Result<
         encode_link(u, &layout, &mut buf);
         sum = sum.wrapping_add(decode_link(&buf, &layout).1);
     }
-    let plaq = field.plaquette();
-    let trace = field.link_trace();
+    // The header describes the field a reader will rebuild: with two rows stored, row 2
+    // comes from rows 0 and 1, which differs from the field's own row 2 unless it is
+    // exactly SU(3).
+    let (plaq, trace) = if opts.two_row {
+        let mut rebuilt = field.clone();
+        for u in rebuilt.links.iter_mut() {
+            u.0[2] = Su3::third_row(&u.0[0], &u.0[1]);
+        }
+        (rebuilt.plaquette(), rebuilt.link_trace())
+    } else {
+        (field.plaquette(), field.link_trace())
+    };
     let fp = match (opts.double, opts.big_endian) {
         (true, true) => "IEEE64BIG",
         (false, true) => "IEEE32BIG",
