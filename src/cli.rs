@@ -143,15 +143,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
             crate::run::run(&cfg).map(|_| ())
         }
         Some(Command::Info { file, format }) => {
-            let fmt = if format == "auto" {
-                None
-            } else {
-                Some(
-                    format
-                        .parse()
-                        .map_err(|e: String| crate::Error::invalid("--format", e))?,
-                )
-            };
+            let fmt = crate::io::parse_format(&format)?;
             let (_, info) =
                 crate::io::read_gauge(&file, fmt, None, crate::lattice::DEFAULT_BOUNDARY)?;
             println!("{info}");

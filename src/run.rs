@@ -41,15 +41,10 @@ pub fn build_problem(cfg: &LoadedConfig) -> Result<Problem> {
         ),
         GaugeConfig::File { path, format } => {
             let path = cfg.input_path(path);
-            let fmt = if format == "auto" {
-                None
-            } else {
-                Some(
-                    format
-                        .parse()
-                        .map_err(|e: String| Error::invalid("gauge.format", e))?,
-                )
-            };
+            let fmt = crate::io::parse_format(format).map_err(|e| match e {
+                Error::Format { message, .. } => Error::invalid("gauge.format", message),
+                other => other,
+            })?;
             let (g, _info) =
                 crate::io::read_gauge(&path, fmt, Some(lattice.dims), lattice.boundary)?;
             (g, format!("file {}", path.display()))

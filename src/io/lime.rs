@@ -1,0 +1,413 @@
+//! LIME containers (ILDG and SciDAC gauge files): the record parser, the reader of the
+//! gauge record in 32- or 64-bit big-endian NERSC 3x3 order, and the scidac-checksum
+//! (suma/sumb) verification.
+
+use super::{
+    byte_len, c_string, check_checksum, check_dims, decode_link_3x3, open, read_exact_at,
+    stream_units, ChecksumInfo, RawGauge,
+};
+use crate::error::{Error, Result};
+use crate::lattice::NDIM;
+use std::path::Path;
+
+const HEADER_LEN: u64 = 144;
+const MAGIC: u32 = 0x4567_89ab;
+/// XML and other metadata records are read whole only up to this size.
+const MAX_TEXT_RECORD: u64 = 1 << 20;
+
+/// One LIME record: its header fields and where its data lies in the file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LimeRecord {
+    pub version: u16,
+    /// Message-begin (0x8000) and message-end (0x4000) bits.
+    pub message_begin: bool,
+    pub message_end: bool,
+    pub type_name: String,
+    /// Offset of the record's data (right after its 144-byte header).
+    pub data_offset: u64,
+    pub data_len: u64,
+}
+
+/// Lists the records of a LIME file, checking every header's magic and that every record's
+/// data lies inside the file.
+pub fn records(path: &Path) -> Result<Vec<LimeRecord>> {
+    let (mut file, file_len) = open(path)?;
+    let mut out = Vec::new();
+    let mut offset = 0u64;
+    while offset < file_len {
+        if file_len - offset < HEADER_LEN {
+            return Err(Error::format(
+                path,
+                format!(
+                    "truncated: LIME record header at offset {offset} needs {HEADER_LEN} bytes, \
+                     only {} remain",
+                    file_len - offset
+                ),
+            ));
+        }
+        let h = read_exact_at(
+            path,
+            &mut file,
+            offset,
+            HEADER_LEN as usize,
+            "LIME record header",
+        )?;
+        let magic = u32::from_be_bytes([h[0], h[1], h[2], h[3]]);
+        if magic != MAGIC {
+            return Err(Error::format(
+                path,
+                format!(
+                    "bad LIME magic at offset {offset}: {magic:08x}, expected {MAGIC:08x} \
+                     (record {} of the file)",
+                    out.len() + 1
+                ),
+            ));
+        }
+        let version = u16::from_be_bytes([h[4], h[5]]);
+        let flags = u16::from_be_bytes([h[6], h[7]]);
+        let data_len = u64::from_be_bytes([h[8], h[9], h[10], h[11], h[12], h[13], h[14], h[15]]);
+        let type_name = c_string(&h[16..144]);
+        let data_offset = offset + HEADER_LEN;
+        if data_len > file_len - data_offset {
+            return Err(Error::format(
+                path,
+                format!(
+                    "truncated: LIME record \"{type_name}\" at offset {offset} declares {data_len} \
+                     data bytes, only {} remain",
+                    file_len - data_offset
+                ),
+            ));
+        }
+        out.push(LimeRecord {
+            version,
+            message_begin: flags & 0x8000 != 0,
+            message_end: flags & 0x4000 != 0,
+            type_name,
+            data_offset,
+            data_len,
+        });
+        // Data is padded with zeros to a multiple of 8; a missing pad after the last record
+        // is tolerated (the data itself is complete).
+        let padded = data_len.div_ceil(8) * 8;
+        offset = data_offset.saturating_add(padded).min(file_len);
+    }
+    if out.is_empty() {
+        return Err(Error::format(path, "empty file: no LIME records"));
+    }
+    Ok(out)
+}
+
+/// The text between `<tag>` and `</tag>` (attributes on the opening tag allowed), trimmed.
+fn xml_tag<'a>(xml: &'a str, tag: &str) -> Option<&'a str> {
+    let open = format!("<{tag}");
+    let mut from = 0;
+    while let Some(i) = xml[from..].find(&open) {
+        let after = from + i + open.len();
+        let rest = &xml[after..];
+        // `<lx` must not match `<lxyz>`: the name has to end here.
+        match rest.chars().next() {
+            Some('>') | Some(' ') | Some('\t') | Some('\n') | Some('\r') => {
+                let gt = rest.find('>')?;
+                let body = &rest[gt + 1..];
+                let close = format!("</{tag}>");
+                let end = body.find(&close)?;
+                return Some(body[..end].trim());
+            }
+            _ => from = after,
+        }
+    }
+    None
+}
+
+fn text_record(path: &Path, file: &mut std::fs::File, r: &LimeRecord) -> Result<String> {
+    if r.data_len > MAX_TEXT_RECORD {
+        return Err(Error::format(
+            path,
+            format!(
+                "LIME record \"{}\" is {} bytes, too large for a metadata record",
+                r.type_name, r.data_len
+            ),
+        ));
+    }
+    let b = read_exact_at(path, file, r.data_offset, r.data_len as usize, &r.type_name)?;
+    Ok(c_string(&b))
+}
+
+pub(crate) fn read(path: &Path, expected_dims: Option<[usize; NDIM]>) -> Result<RawGauge> {
+    let recs = records(path)?;
+    let (mut file, _) = open(path)?;
+    let find = |name: &str| recs.iter().position(|r| r.type_name == name);
+
+    // The gauge payload: ILDG's record if present, else SciDAC's.
+    let (bin_idx, ildg) = match (find("ildg-binary-data"), find("scidac-binary-data")) {
+        (Some(i), _) => (i, true),
+        (None, Some(i)) => (i, false),
+        (None, None) => {
+            let names: Vec<&str> = recs.iter().map(|r| r.type_name.as_str()).collect();
+            return Err(Error::format(
+                path,
+                format!(
+                    "no ildg-binary-data or scidac-binary-data record (records: {})",
+                    names.join(", ")
+                ),
+            ));
+        }
+    };
+    let bin = recs[bin_idx].clone();
+
+    // Precision and dims: ildg-format first, SciDAC private XML as the fallback; when both
+    // are present they must agree.
+    let mut from_ildg: Option<(u32, [usize; NDIM])> = None;
+    if let Some(i) = find("ildg-format") {
+        let xml = text_record(path, &mut file, &recs[i])?;
+        if let Some(field) = xml_tag(&xml, "field") {
+            if field != "su3gauge" {
+                return Err(Error::format(
+                    path,
+                    format!("ildg-format field = {field}, expected su3gauge"),
+                ));
+            }
+        }
+        let prec = parse_tag(path, &xml, "ildg-format", "precision")?;
+        let mut dims = [0usize; NDIM];
+        for (mu, tag) in ["lx", "ly", "lz", "lt"].iter().enumerate() {
+            dims[mu] = parse_tag(path, &xml, "ildg-format", tag)?;
+        }
+        from_ildg = Some((prec as u32, dims));
+    }
+    let mut from_scidac: (Option<u32>, Option<[usize; NDIM]>) = (None, None);
+    let mut scidac_datatype = None;
+    if let Some(i) = find("scidac-private-file-xml") {
+        let xml = text_record(path, &mut file, &recs[i])?;
+        if let Some(d) = xml_tag(&xml, "dims") {
+            let parts: Vec<&str> = d.split_whitespace().collect();
+            let parsed: Vec<usize> = parts.iter().filter_map(|p| p.parse().ok()).collect();
+            if parts.len() != NDIM || parsed.len() != NDIM {
+                return Err(Error::format(
+                    path,
+                    format!(
+                        "scidac-private-file-xml <dims> = \"{d}\" is not four positive integers"
+                    ),
+                ));
+            }
+            from_scidac.1 = Some([parsed[0], parsed[1], parsed[2], parsed[3]]);
+        }
+    }
+    if let Some(i) = find("scidac-private-record-xml") {
+        let xml = text_record(path, &mut file, &recs[i])?;
+        if let Some(p) = xml_tag(&xml, "precision") {
+            from_scidac.0 = Some(match p {
+                "F" => 32,
+                "D" => 64,
+                other => {
+                    return Err(Error::format(
+                        path,
+                        format!("scidac-private-record-xml <precision> = {other}, expected F or D"),
+                    ))
+                }
+            });
+        }
+        scidac_datatype = xml_tag(&xml, "datatype").map(str::to_string);
+        if let Some(c) = xml_tag(&xml, "colors") {
+            if c != "3" {
+                return Err(Error::format(
+                    path,
+                    format!("scidac-private-record-xml <colors> = {c}, expected 3"),
+                ));
+            }
+        }
+        if let Some(c) = xml_tag(&xml, "datacount") {
+            if c != "4" {
+                return Err(Error::format(
+                    path,
+                    format!("scidac-private-record-xml <datacount> = {c}, expected 4 (one matrix per direction)"),
+                ));
+            }
+        }
+    }
+    let (precision, dims, source) = match (from_ildg, from_scidac) {
+        (Some((p, d)), (sp, sd)) => {
+            if let Some(sp) = sp {
+                if sp != p {
+                    return Err(Error::format(
+                        path,
+                        format!(
+                            "precision: ildg-format says {p}, scidac-private-record-xml says {sp}"
+                        ),
+                    ));
+                }
+            }
+            if let Some(sd) = sd {
+                if sd != d {
+                    return Err(Error::format(
+                        path,
+                        format!("dimensions: ildg-format says {d:?}, scidac-private-file-xml says {sd:?}"),
+                    ));
+                }
+            }
+            (p, d, "ildg-format")
+        }
+        (None, (Some(p), Some(d))) => (p, d, "scidac-private-file-xml"),
+        (None, _) => return Err(Error::format(
+            path,
+            "neither an ildg-format record nor SciDAC private XML with <dims> and <precision>: \
+                 precision and dimensions unknown",
+        )),
+    };
+    if precision != 32 && precision != 64 {
+        return Err(Error::format(
+            path,
+            format!("precision = {precision} in {source}, expected 32 or 64"),
+        ));
+    }
+    let volume = check_dims(path, source, dims, expected_dims)?;
+    let double = precision == 64;
+    let site_bytes = NDIM * 18 * if double { 8 } else { 4 };
+    let payload = byte_len(path, volume, site_bytes)?;
+    if bin.data_len != payload {
+        return Err(Error::format(
+            path,
+            format!(
+                "{} record holds {} bytes, but {}x{}x{}x{} links in {precision}-bit need {payload}",
+                bin.type_name, bin.data_len, dims[0], dims[1], dims[2], dims[3]
+            ),
+        ));
+    }
+
+    let mut links = Vec::with_capacity(volume * NDIM);
+    let (mut suma, mut sumb) = (0u32, 0u32);
+    stream_units(
+        path,
+        &mut file,
+        bin.data_offset,
+        site_bytes,
+        volume,
+        &bin.type_name,
+        |first, bytes| {
+            for (k, site) in bytes.chunks_exact(site_bytes).enumerate() {
+                let s = first + k;
+                let crc = crc32fast::hash(site);
+                suma ^= crc.rotate_left((s % 29) as u32);
+                sumb ^= crc.rotate_left((s % 31) as u32);
+                for link in site.chunks_exact(site_bytes / NDIM) {
+                    links.push(decode_link_3x3(link, double, true));
+                }
+            }
+            Ok(())
+        },
+    )?;
+
+    // The checksum record belonging to the payload is the first one after it.
+    let mut checksums = Vec::new();
+    let ck_idx = recs
+        .iter()
+        .enumerate()
+        .skip(bin_idx + 1)
+        .find(|(_, r)| r.type_name == "scidac-checksum")
+        .map(|(i, _)| i);
+    match ck_idx {
+        Some(i) => {
+            let xml = text_record(path, &mut file, &recs[i])?;
+            for (tag, computed) in [("suma", suma), ("sumb", sumb)] {
+                let v = xml_tag(&xml, tag).ok_or_else(|| {
+                    Error::format(path, format!("scidac-checksum record has no <{tag}>"))
+                })?;
+                let stored = super::parse_hex_u32(v).ok_or_else(|| {
+                    Error::format(
+                        path,
+                        format!("scidac-checksum <{tag}> = {v} is not a 32-bit hex number"),
+                    )
+                })?;
+                let c = ChecksumInfo {
+                    name: tag.into(),
+                    stored,
+                    computed,
+                };
+                check_checksum(path, &c)?;
+                checksums.push(c);
+            }
+        }
+        None => tracing::warn!(
+            "{}: no scidac-checksum record after the gauge data; nothing to verify it against",
+            path.display()
+        ),
+    }
+
+    // tmLQCD's xlf-info states the plaquette in the same normalisation.
+    let mut header_plaquette = None;
+    let mut metadata = Vec::new();
+    if let Some(i) = find("xlf-info") {
+        let text = text_record(path, &mut file, &recs[i])?;
+        for line in text.lines() {
+            if let Some((k, v)) = line.split_once('=') {
+                if k.trim() == "plaquette" {
+                    let p: f64 = v.trim().parse().map_err(|_| {
+                        Error::format(
+                            path,
+                            format!("xlf-info plaquette = {} is not a number", v.trim()),
+                        )
+                    })?;
+                    header_plaquette = Some(("xlf-info plaquette".to_string(), p));
+                }
+            }
+        }
+    }
+    if let Some(i) = find("ildg-data-lfn") {
+        metadata.push((
+            "ildg-data-lfn".to_string(),
+            text_record(path, &mut file, &recs[i])?.trim().to_string(),
+        ));
+    }
+    let list: Vec<String> = recs
+        .iter()
+        .map(|r| format!("{} ({} bytes)", r.type_name, r.data_len))
+        .collect();
+    metadata.push(("LIME records".to_string(), list.join(", ")));
+
+    let format = if ildg && from_ildg.is_some() {
+        "ILDG"
+    } else {
+        "SciDAC"
+    };
+    let datatype = match scidac_datatype {
+        Some(dt) => format!("{}, {dt}", bin.type_name),
+        None => format!("{}, su3gauge", bin.type_name),
+    };
+    Ok(RawGauge {
+        format: format.into(),
+        datatype,
+        dims,
+        precision_bits: precision,
+        big_endian: true,
+        links,
+        checksums,
+        header_plaquette,
+        header_link_trace: None,
+        metadata,
+    })
+}
+
+fn parse_tag(path: &Path, xml: &str, record: &str, tag: &str) -> Result<usize> {
+    let v =
+        xml_tag(xml, tag).ok_or_else(|| Error::format(path, format!("{record} has no <{tag}>")))?;
+    v.parse().map_err(|_| {
+        Error::format(
+            path,
+            format!("{record} <{tag}> = {v} is not a positive integer"),
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::xml_tag;
+
+    #[test]
+    fn xml_tag_trims_and_matches_whole_names() {
+        let x = "<a><lx> 4 </lx><lxy>9</lxy><precision>64</precision></a>";
+        assert_eq!(xml_tag(x, "lx"), Some("4"));
+        assert_eq!(xml_tag(x, "lxy"), Some("9"));
+        assert_eq!(xml_tag(x, "precision"), Some("64"));
+        assert_eq!(xml_tag(x, "lt"), None);
+    }
+}

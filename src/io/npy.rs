@@ -1,0 +1,238 @@
+//! NumPy `.npy` (format 1.0) files for spinor solutions: dtype `<c16`, shape
+//! `(LT, LZ, LY, LX, 4, 3)`, C order, so `numpy.load` gives psi[t, z, y, x, spin, colour].
+
+use super::{open, read_exact_at, stream_units, write_atomic_with};
+use crate::error::{Error, Result};
+use crate::field::spinor::SITE_LEN;
+use crate::field::{SpinorField, C64};
+use crate::lattice::Lattice;
+use std::io::Write;
+use std::path::Path;
+
+const MAGIC: &[u8; 6] = b"\x93NUMPY";
+/// Bytes of one site: 12 complex doubles.
+const SITE_BYTES: usize = SITE_LEN * 16;
+
+/// The array shape of a spinor on `lattice`: t slowest, then z, y, x, spin, colour.
+fn shape_of(lattice: &Lattice) -> [usize; 6] {
+    let d = lattice.dims;
+    [d[3], d[2], d[1], d[0], 4, 3]
+}
+
+fn shape_string(s: &[usize]) -> String {
+    let parts: Vec<String> = s.iter().map(|v| v.to_string()).collect();
+    format!("({})", parts.join(", "))
+}
+
+/// Writes `psi` as a `.npy` file, atomically.
+pub fn write_spinor_npy(path: &Path, lattice: &Lattice, psi: &SpinorField) -> Result<()> {
+    if psi.data.len() != lattice.volume() * SITE_LEN {
+        return Err(Error::invalid(
+            "spinor",
+            format!(
+                "has {} complex numbers, expected {} for {}",
+                psi.data.len(),
+                lattice.volume() * SITE_LEN,
+                lattice.dims_string()
+            ),
+        ));
+    }
+    let mut header = format!(
+        "{{'descr': '<c16', 'fortran_order': False, 'shape': {}, }}",
+        shape_string(&shape_of(lattice))
+    );
+    // The spec: magic (6) + version (2) + length (2) + header ending in '\n', the total a
+    // multiple of 64 so the data is aligned; pad with spaces.
+    let unpadded = 10 + header.len() + 1;
+    header.push_str(&" ".repeat((64 - unpadded % 64) % 64));
+    header.push('\n');
+    let header_len = u16::try_from(header.len())
+        .map_err(|_| Error::invalid("spinor", "npy header longer than 65535 bytes"))?;
+
+    write_atomic_with(path, |w: &mut dyn Write| {
+        w.write_all(MAGIC)?;
+        w.write_all(&[1, 0])?;
+        w.write_all(&header_len.to_le_bytes())?;
+        w.write_all(header.as_bytes())?;
+        let mut buf = Vec::with_capacity(1 << 20);
+        for chunk in psi.data.chunks(1 << 15) {
+            buf.clear();
+            for z in chunk {
+                buf.extend_from_slice(&z.re.to_le_bytes());
+                buf.extend_from_slice(&z.im.to_le_bytes());
+            }
+            w.write_all(&buf)?;
+        }
+        Ok(())
+    })
+}
+
+/// Reads a `.npy` spinor written for `lattice`, checking magic, version, dtype, order and
+/// shape and naming whatever differs.
+pub fn read_spinor_npy(path: &Path, lattice: &Lattice) -> Result<SpinorField> {
+    let (mut file, file_len) = open(path)?;
+    if file_len < 10 {
+        return Err(Error::format(
+            path,
+            format!("truncated: {file_len} bytes is shorter than an npy preamble"),
+        ));
+    }
+    let pre = read_exact_at(
+        path,
+        &mut file,
+        0,
+        12.min(file_len as usize),
+        "npy preamble",
+    )?;
+    if &pre[..6] != MAGIC {
+        return Err(Error::format(
+            path,
+            "not an npy file: magic is not \\x93NUMPY",
+        ));
+    }
+    let (major, minor) = (pre[6], pre[7]);
+    // 1.x has a 2-byte header length; 2.x and 3.x (utf-8 header) a 4-byte one.
+    let (header_len, header_start) = match major {
+        1 => (u16::from_le_bytes([pre[8], pre[9]]) as u64, 10u64),
+        2 | 3 if pre.len() >= 12 => (
+            u32::from_le_bytes([pre[8], pre[9], pre[10], pre[11]]) as u64,
+            12u64,
+        ),
+        _ => {
+            return Err(Error::format(
+                path,
+                format!("npy version {major}.{minor} is not supported (expected 1.0)"),
+            ))
+        }
+    };
+    if header_start + header_len > file_len {
+        return Err(Error::format(
+            path,
+            format!(
+                "truncated: npy header declares {header_len} bytes, the file has {}",
+                file_len - header_start
+            ),
+        ));
+    }
+    let raw = read_exact_at(
+        path,
+        &mut file,
+        header_start,
+        header_len as usize,
+        "npy header",
+    )?;
+    let header =
+        String::from_utf8(raw).map_err(|_| Error::format(path, "npy header is not text"))?;
+
+    let descr = dict_value(&header, "descr")
+        .ok_or_else(|| Error::format(path, format!("npy header has no 'descr': {header}")))?;
+    let descr = descr.trim_matches(|c| c == '\'' || c == '"');
+    if descr != "<c16" {
+        return Err(Error::format(
+            path,
+            format!("dtype: file has '{descr}', expected '<c16' (little-endian complex128)"),
+        ));
+    }
+    let fortran = dict_value(&header, "fortran_order").ok_or_else(|| {
+        Error::format(path, format!("npy header has no 'fortran_order': {header}"))
+    })?;
+    if fortran != "False" {
+        return Err(Error::format(
+            path,
+            format!("fortran_order: file has {fortran}, expected False (C order)"),
+        ));
+    }
+    let shape_text = dict_value(&header, "shape")
+        .ok_or_else(|| Error::format(path, format!("npy header has no 'shape': {header}")))?;
+    let inner = shape_text.trim_start_matches('(').trim_end_matches(')');
+    let shape: Vec<usize> = inner
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse::<usize>())
+        .collect::<std::result::Result<_, _>>()
+        .map_err(|_| {
+            Error::format(
+                path,
+                format!("shape {shape_text} is not a tuple of integers"),
+            )
+        })?;
+    let want = shape_of(lattice);
+    if shape != want {
+        return Err(Error::format(
+            path,
+            format!(
+                "shape: file has {}, expected {} = (LT, LZ, LY, LX, spin, colour) for lattice {}",
+                shape_string(&shape),
+                shape_string(&want),
+                lattice.dims_string()
+            ),
+        ));
+    }
+    let volume = lattice.volume();
+    let data_start = header_start + header_len;
+    let need = (volume as u64) * SITE_BYTES as u64;
+    let have = file_len - data_start;
+    if have != need {
+        return Err(Error::format(
+            path,
+            format!(
+                "{}: shape {} needs {need} data bytes, the file has {have}",
+                if have < need {
+                    "truncated"
+                } else {
+                    "trailing data"
+                },
+                shape_string(&shape)
+            ),
+        ));
+    }
+    let mut data = Vec::with_capacity(volume * SITE_LEN);
+    stream_units(
+        path,
+        &mut file,
+        data_start,
+        SITE_BYTES,
+        volume,
+        "npy data",
+        |_, bytes| {
+            for z in bytes.chunks_exact(16) {
+                let re = f64::from_le_bytes([z[0], z[1], z[2], z[3], z[4], z[5], z[6], z[7]]);
+                let im = f64::from_le_bytes([z[8], z[9], z[10], z[11], z[12], z[13], z[14], z[15]]);
+                data.push(C64::new(re, im));
+            }
+            Ok(())
+        },
+    )?;
+    Ok(SpinorField { data })
+}
+
+/// The raw text of `key`'s value in the Python dict literal of an npy header: a quoted
+/// string, a parenthesised tuple, or a bare word (True/False).
+fn dict_value<'a>(header: &'a str, key: &str) -> Option<&'a str> {
+    let pos = header
+        .find(&format!("'{key}'"))
+        .or_else(|| header.find(&format!("\"{key}\"")))?;
+    let rest = &header[pos + key.len() + 2..];
+    let rest = rest.trim_start().strip_prefix(':')?.trim_start();
+    let end = match rest.chars().next()? {
+        '(' => rest.find(')')? + 1,
+        q @ ('\'' | '"') => rest[1..].find(q)? + 2,
+        _ => rest.find([',', '}']).unwrap_or(rest.len()),
+    };
+    Some(rest[..end].trim())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::dict_value;
+
+    #[test]
+    fn dict_values_of_a_numpy_header() {
+        let h = "{'descr': '<c16', 'fortran_order': False, 'shape': (2, 3), }";
+        assert_eq!(dict_value(h, "descr"), Some("'<c16'"));
+        assert_eq!(dict_value(h, "fortran_order"), Some("False"));
+        assert_eq!(dict_value(h, "shape"), Some("(2, 3)"));
+        assert_eq!(dict_value(h, "missing"), None);
+    }
+}
