@@ -173,7 +173,7 @@ impl Lattice {
     /// Even-odd code needs every extent even.
     pub fn require_even(&self, what: &str) -> Result<()> {
         for mu in 0..NDIM {
-            if self.dims[mu] % 2 != 0 {
+            if !self.dims[mu].is_multiple_of(2) {
                 return Err(Error::InvalidValue {
                     key: format!("L{}", DIR_NAMES[mu].to_uppercase()),
                     message: format!(

@@ -41,7 +41,11 @@ fn small_run_converges_and_writes_report_and_solution() {
         )),
     );
     let out = bin().arg(&cfg).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("converged after"), "{stdout}");
     let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&rep).unwrap()).unwrap();
@@ -51,7 +55,11 @@ fn small_run_converges_and_writes_report_and_solution() {
     assert!(r["true_residual_of_d_cpu"].as_f64().unwrap() <= 10.0 * tol);
     let hist = r["residual_history"].as_array().unwrap();
     assert_eq!(hist.len(), r["iterations"].as_u64().unwrap() as usize + 1);
-    assert_eq!(hist[0].as_f64().unwrap(), 1.0, "history starts at ||b||/||b||");
+    assert_eq!(
+        hist[0].as_f64().unwrap(),
+        1.0,
+        "history starts at ||b||/||b||"
+    );
     // 4^4 sites x 12 complex x 16 bytes plus the npy header (a multiple of 64 bytes).
     let len = std::fs::metadata(&sol).unwrap().len();
     assert_eq!((len - 256 * 12 * 16) % 64, 0);
@@ -66,11 +74,23 @@ fn overrides_apply_and_output_folder_is_used() {
     );
     let out = bin()
         .arg(&cfg)
-        .args(["--kappa", "0.1", "--tol", "1e-6", "--threads", "1", "--output"])
+        .args([
+            "--kappa",
+            "0.1",
+            "--tol",
+            "1e-6",
+            "--threads",
+            "1",
+            "--output",
+        ])
         .arg(d.path())
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let r: serde_json::Value =
         serde_json::from_slice(&std::fs::read(d.path().join("r.json")).unwrap()).unwrap();
     assert_eq!(r["kappa"].as_f64(), Some(0.1));
@@ -84,14 +104,22 @@ fn bad_config_exits_2_and_writes_nothing() {
     let rep = d.path().join("r.json");
     let cfg = write_config(
         d.path(),
-        &small(&format!("[output]\nreport = \"{}\"\n", rep.display())).replace("kappa = 0.12", "kappa = -1.0"),
+        &small(&format!("[output]\nreport = \"{}\"\n", rep.display()))
+            .replace("kappa = 0.12", "kappa = -1.0"),
     );
     let out = bin().arg(&cfg).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("dirac.kappa") && err.contains("line 12"), "{err}");
+    assert!(
+        err.contains("dirac.kappa") && err.contains("line 12"),
+        "{err}"
+    );
     assert!(!rep.exists());
-    assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1, "only the config remains");
+    assert_eq!(
+        std::fs::read_dir(d.path()).unwrap().count(),
+        1,
+        "only the config remains"
+    );
 }
 
 #[test]
@@ -104,9 +132,18 @@ fn missing_config_exits_3() {
 #[test]
 fn odd_dims_are_fine_for_the_full_operator() {
     let d = tempfile::tempdir().unwrap();
-    let cfg = write_config(d.path(), &small("").replace("LX = 4", "LX = 3").replace("LT = 4", "LT = 5"));
+    let cfg = write_config(
+        d.path(),
+        &small("")
+            .replace("LX = 4", "LX = 3")
+            .replace("LT = 4", "LT = 5"),
+    );
     let out = bin().arg(&cfg).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
@@ -140,7 +177,11 @@ fn scale_gives_one_row_per_thread_count() {
         .arg(d.path())
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let csv = std::fs::read_to_string(d.path().join("scale.csv")).unwrap();
     let rows: Vec<&str> = csv.lines().skip(1).collect();
     assert_eq!(rows.len(), 3);
@@ -164,4 +205,65 @@ fn shipped_main_config_is_the_readme_command() {
     let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
     assert!(readme.contains("cargo run --release -- configs/16x16x16x32.toml"));
     assert!(root().join("configs/16x16x16x32.toml").exists());
+}
+
+#[test]
+fn every_real_gauge_config_solves_with_its_manifest_plaquette() {
+    // configs/<format>-*.toml read ../shared/lattices; plaquettes from its MANIFEST.md
+    // (32-bit files are reunitarised, which moves the plaquette by ~1e-8: tolerance 1e-6).
+    let cases = [
+        ("nersc-atb", 0.5038664469),
+        ("ildg-atb", 0.5038664469),
+        ("milc-l4448", 0.5690557244),
+        ("scidac-l4448", 0.5690557244),
+        ("ildg-tmlqcd", 0.6350055722),
+    ];
+    let d = tempfile::tempdir().unwrap();
+    for (name, plaq) in cases {
+        let out = bin()
+            .arg(root().join("configs").join(format!("{name}.toml")))
+            .args(["--device", "cpu", "--output"])
+            .arg(d.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let r: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(d.path().join(format!("{name}.json"))).unwrap())
+                .unwrap();
+        let p = r["plaquette"].as_f64().unwrap();
+        assert!(
+            (p - plaq).abs() < 1e-6,
+            "{name}: plaquette {p} vs MANIFEST {plaq}"
+        );
+        assert_eq!(r["converged"], true, "{name}");
+    }
+}
+
+#[test]
+fn info_prints_the_verified_header_values() {
+    let f = root().join("../shared/lattices/ATB_nersc.l8t4b3360");
+    let out = bin().arg("info").arg(&f).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s = String::from_utf8_lossy(&out.stdout);
+    // MANIFEST: NERSC CHECKSUM b379560a, plaquette 0.5038664469.
+    assert!(s.contains("b379560a") && s.contains("0.50386644"), "{s}");
+}
+
+#[test]
+fn info_on_a_truncated_file_exits_4() {
+    let d = tempfile::tempdir().unwrap();
+    let src = std::fs::read(root().join("../shared/lattices/ATB_nersc.l8t4b3360")).unwrap();
+    let f = d.path().join("cut.nersc");
+    std::fs::write(&f, &src[..src.len() / 2]).unwrap();
+    let out = bin().arg("info").arg(&f).output().unwrap();
+    assert_eq!(out.status.code(), Some(4));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cut.nersc"));
 }
