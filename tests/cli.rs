@@ -267,3 +267,86 @@ fn info_on_a_truncated_file_exits_4() {
     assert_eq!(out.status.code(), Some(4));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cut.nersc"));
 }
+
+fn atb_config(dir: &Path, dims: [usize; 4], extra: &str) -> PathBuf {
+    let f = root().join("../shared/lattices/ATB_nersc.l8t4b3360");
+    write_config(
+        dir,
+        &format!(
+            "[lattice]\nLX = {}\nLY = {}\nLZ = {}\nLT = {}\n\n[gauge]\ntype = \"file\"\n\
+             path = \"{}\"\n\n[dirac]\nkappa = 0.12\n\n[backend]\ndevice = \"cpu\"\n\n{extra}",
+            dims[0],
+            dims[1],
+            dims[2],
+            dims[3],
+            f.display()
+        ),
+    )
+}
+
+#[test]
+fn wrong_dims_for_a_gauge_file_exit_4_and_write_nothing() {
+    let d = tempfile::tempdir().unwrap();
+    let rep = d.path().join("r.json");
+    let cfg = atb_config(
+        d.path(),
+        [8, 8, 8, 8],
+        &format!("[output]\nreport = \"{}\"\n", rep.display()),
+    );
+    let out = bin().arg(&cfg).output().unwrap();
+    assert_eq!(out.status.code(), Some(4));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("ATB_nersc.l8t4b3360"), "{err}");
+    assert!(!rep.exists());
+}
+
+#[test]
+fn flipped_byte_in_a_gauge_file_exits_4_and_writes_nothing() {
+    let d = tempfile::tempdir().unwrap();
+    let mut bytes = std::fs::read(root().join("../shared/lattices/ATB_nersc.l8t4b3360")).unwrap();
+    let n = bytes.len();
+    bytes[n - 1000] ^= 0x10;
+    let f = d.path().join("flipped.nersc");
+    std::fs::write(&f, bytes).unwrap();
+    let rep = d.path().join("r.json");
+    let cfg = write_config(
+        d.path(),
+        &format!(
+            "[lattice]\nLX = 8\nLY = 8\nLZ = 8\nLT = 4\n\n[gauge]\ntype = \"file\"\npath = \"flipped.nersc\"\n\n\
+             [dirac]\nkappa = 0.12\n\n[output]\nreport = \"{}\"\n",
+            rep.display()
+        ),
+    );
+    let out = bin().arg(&cfg).arg("--device").arg("cpu").output().unwrap();
+    assert_eq!(out.status.code(), Some(4));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("CHECKSUM"), "{err}");
+    assert!(!rep.exists());
+}
+
+#[test]
+fn gauge_output_reads_back_with_the_same_plaquette() {
+    let d = tempfile::tempdir().unwrap();
+    let g = d.path().join("u.nersc");
+    let cfg = write_config(
+        d.path(),
+        &small(&format!("[output]\ngauge = \"{}\"\n", g.display())),
+    );
+    let out = bin().arg(&cfg).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let info = bin().arg("info").arg(&g).output().unwrap();
+    assert!(
+        info.status.success(),
+        "{}",
+        String::from_utf8_lossy(&info.stderr)
+    );
+    let s = String::from_utf8_lossy(&info.stdout);
+    assert!(
+        s.contains("IEEE64BIG") || s.contains("64-bit, big-endian"),
+        "{s}"
+    );
+}

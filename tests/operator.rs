@@ -151,8 +151,8 @@ fn even_odd_pieces_reassemble_the_hopping_term() {
     dirac::fast::hop(&g, &psi, &mut full, Sites::All);
     let mut e = SpinorField::zeros(l.volume());
     let mut o = SpinorField::zeros(l.volume());
-    dirac::hop_eo(&g, &psi, &mut e, 0);
-    dirac::hop_eo(&g, &psi, &mut o, 1);
+    dirac::hop_eo(&g, &psi, &mut e, 0).unwrap();
+    dirac::hop_eo(&g, &psi, &mut o, 1).unwrap();
     let sum = SpinorField {
         data: e.data.iter().zip(&o.data).map(|(a, b)| a + b).collect(),
     };
@@ -165,6 +165,17 @@ fn even_odd_pieces_reassemble_the_hopping_term() {
         }
     }
     let mut e2 = SpinorField::zeros(l.volume());
-    dirac::hop_eo(&g, &odd_only, &mut e2, 0);
+    dirac::hop_eo(&g, &odd_only, &mut e2, 0).unwrap();
     assert!(e2.rel_diff(&e) < 1e-15);
+}
+
+#[test]
+fn even_odd_refuses_odd_extents_by_name() {
+    let l = lat([4, 4, 5, 4]);
+    let g = GaugeField::unit(&l);
+    let psi = SpinorField::random(l.volume(), 1, 0);
+    let mut out = SpinorField::zeros(l.volume());
+    let e = dirac::hop_eo(&g, &psi, &mut out, 0).unwrap_err();
+    assert_eq!(e.exit_code(), 2);
+    assert!(e.to_string().contains("LZ = 5"), "{e}");
 }

@@ -73,6 +73,15 @@ pub fn apply_dagger(gauge: &GaugeField, kappa: f64, inp: &SpinorField) -> Spinor
 }
 
 /// H_eo psi (even output sites, odd input sites) or H_oe psi, on full-length fields.
-pub fn hop_eo(gauge: &GaugeField, inp: &SpinorField, out: &mut SpinorField, output_parity: usize) {
+/// Even-odd splitting needs every extent even (otherwise a hop across the boundary would
+/// land on a site of the same parity): odd extents are refused by name.
+pub fn hop_eo(
+    gauge: &GaugeField,
+    inp: &SpinorField,
+    out: &mut SpinorField,
+    output_parity: usize,
+) -> crate::Result<()> {
+    gauge.lattice.require_even("even-odd preconditioning")?;
     fast::hop(gauge, inp, out, Sites::Parity(output_parity));
+    Ok(())
 }
