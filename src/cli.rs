@@ -114,6 +114,7 @@ pub enum Command {
 }
 
 pub fn init_logging(quiet: bool) {
+    crate::progress::set_quiet(quiet);
     let default = if quiet { "error" } else { "info" };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));

@@ -11,6 +11,7 @@ pub mod error;
 pub mod field;
 pub mod io;
 pub mod lattice;
+pub mod progress;
 pub mod reduce;
 pub mod report;
 pub mod rng;

@@ -127,7 +127,12 @@ pub fn solve_on<B: Backend>(
     let b = backend.upload(&rhs)?;
     let upload = t.elapsed().as_secs_f64();
     let t = Instant::now();
-    let out = solver::conjugate_residual(backend, problem.operator, &b, params)?;
+    let progress = crate::progress::SolveProgress::new("CR", params.tol);
+    let out =
+        solver::conjugate_residual_observed(backend, problem.operator, &b, params, &mut |k, r| {
+            progress.update(k, r)
+        })?;
+    progress.finish();
     // Reading the solution back is the first host wait after the last kernel.
     let solution = backend.download(&out.x)?;
     let solve = t.elapsed().as_secs_f64();

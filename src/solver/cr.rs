@@ -78,6 +78,18 @@ pub fn conjugate_residual<B: Backend>(
     b: &B::Field,
     params: &CrParams,
 ) -> Result<SolveOutcome<B::Field>> {
+    conjugate_residual_observed(backend, op, b, params, &mut |_, _| {})
+}
+
+/// As `conjugate_residual`, calling `observe(iteration, ||r||/||b||)` after every
+/// iteration (progress display; it sees only the scalar the loop already has).
+pub fn conjugate_residual_observed<B: Backend>(
+    backend: &mut B,
+    op: Operator,
+    b: &B::Field,
+    params: &CrParams,
+    observe: &mut dyn FnMut(usize, f64),
+) -> Result<SolveOutcome<B::Field>> {
     let mut x = backend.alloc()?;
     let mut r = backend.alloc()?;
     let mut p = backend.alloc()?;
@@ -131,6 +143,7 @@ pub fn conjugate_residual<B: Backend>(
         backend.xpay(&ar, beta, &mut ap)?;
         iterations += 1;
         history.push((nr / nb).sqrt());
+        observe(iterations, (nr / nb).sqrt());
         tracing::debug!(iteration = iterations, residual = (nr / nb).sqrt(), "CR");
     };
     Ok(SolveOutcome {

@@ -2,7 +2,7 @@
 
 pub mod cr;
 
-pub use cr::{conjugate_residual, CrParams, SolveOutcome, StopReason};
+pub use cr::{conjugate_residual, conjugate_residual_observed, CrParams, SolveOutcome, StopReason};
 
 use crate::backend::{Backend, Operator};
 use crate::field::C64;
