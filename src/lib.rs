@@ -18,5 +18,6 @@ pub mod rng;
 pub mod run;
 pub mod scale;
 pub mod solver;
+pub mod tune;
 
 pub use error::{Error, Result};

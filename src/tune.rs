@@ -1,0 +1,342 @@
+//! The launch-geometry tuning cache (QUDA's tunecache, seed 001's brute-force sweep): one
+//! TSV file of the best launch parameters found per (device, compute capability, kernel,
+//! lattice dims, precision, program version, kernel-source hash). Later runs reuse an
+//! entry only when every key field matches. A file that does not parse is reported and
+//! rebuilt from scratch; entries written by another program version or for other kernel
+//! sources are reported as stale and dropped. Never trusted blindly.
+
+use crate::error::{Error, Result};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+const HEADER: &str = "# qcd-solve tune cache v1";
+const COLUMNS: &str =
+    "device\tcc\tkernel\tdims\tprecision\tprogram_version\tsource_hash\tblock\tmultiple\tmillis";
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct TuneKey {
+    pub device: String,
+    /// Compute capability "major.minor".
+    pub cc: String,
+    pub kernel: String,
+    pub dims: [usize; 4],
+    pub precision: String,
+    pub program_version: String,
+    /// Hash of the kernel source and compile options (hex).
+    pub source_hash: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Launch {
+    /// Threads per block.
+    pub block: u32,
+    /// Sites per block for the fine-grain versions (1.2+), 1 otherwise.
+    pub multiple: u32,
+    /// Time per launch measured for this choice.
+    pub millis: f64,
+}
+
+#[derive(Debug, Default)]
+pub struct TuneCache {
+    path: PathBuf,
+    entries: BTreeMap<TuneKey, Launch>,
+    /// What was wrong with the file when it was loaded (shown to the user).
+    pub warnings: Vec<String>,
+}
+
+fn clean(s: &str) -> String {
+    s.replace(['\t', '\n'], " ")
+}
+
+impl TuneCache {
+    /// Load `path`; a missing file is an empty cache. Any line that does not parse makes
+    /// the whole file untrusted (reported, cache starts empty and is rewritten on save).
+    pub fn load(path: &Path, program_version: &str) -> TuneCache {
+        let mut cache = TuneCache {
+            path: path.to_path_buf(),
+            ..Default::default()
+        };
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return cache,
+            Err(e) => {
+                cache
+                    .warnings
+                    .push(format!("{}: unreadable ({e}); rebuilding", path.display()));
+                return cache;
+            }
+        };
+        let mut lines = text.lines();
+        if lines.next() != Some(HEADER) || lines.next() != Some(COLUMNS) {
+            cache.warnings.push(format!(
+                "{}: not a qcd-solve tune cache (bad header); rebuilding",
+                path.display()
+            ));
+            return cache;
+        }
+        let mut stale = 0;
+        for (n, line) in lines.enumerate() {
+            match parse_line(line) {
+                Some((k, v)) => {
+                    if k.program_version != program_version {
+                        stale += 1;
+                    } else {
+                        cache.entries.insert(k, v);
+                    }
+                }
+                None => {
+                    cache.warnings.push(format!(
+                        "{}: line {} is corrupt; discarding the whole cache and rebuilding",
+                        path.display(),
+                        n + 3
+                    ));
+                    cache.entries.clear();
+                    return cache;
+                }
+            }
+        }
+        if stale > 0 {
+            cache.warnings.push(format!(
+                "{}: {stale} stale entries from another program version dropped",
+                path.display()
+            ));
+        }
+        cache
+    }
+
+    pub fn get(&self, key: &TuneKey) -> Option<Launch> {
+        self.entries.get(key).copied()
+    }
+
+    /// An entry for the same kernel and shape but another source hash is stale too.
+    pub fn insert(&mut self, key: TuneKey, launch: Launch) {
+        self.entries.retain(|k, _| {
+            !(k.device == key.device
+                && k.cc == key.cc
+                && k.kernel == key.kernel
+                && k.dims == key.dims
+                && k.precision == key.precision)
+        });
+        self.entries.insert(key, launch);
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    pub fn save(&self) -> Result<()> {
+        let mut s = format!("{HEADER}\n{COLUMNS}\n");
+        for (k, v) in &self.entries {
+            s.push_str(&format!(
+                "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{:.6}\n",
+                clean(&k.device),
+                clean(&k.cc),
+                clean(&k.kernel),
+                k.dims.map(|d| d.to_string()).join("x"),
+                clean(&k.precision),
+                clean(&k.program_version),
+                clean(&k.source_hash),
+                v.block,
+                v.multiple,
+                v.millis
+            ));
+        }
+        crate::io::write_atomic(&self.path, s.as_bytes())
+    }
+}
+
+fn parse_line(line: &str) -> Option<(TuneKey, Launch)> {
+    let f: Vec<&str> = line.split('\t').collect();
+    if f.len() != 10 {
+        return None;
+    }
+    let dims: Vec<usize> = f[3]
+        .split('x')
+        .map(|d| d.parse().ok())
+        .collect::<Option<_>>()?;
+    let dims: [usize; 4] = dims.try_into().ok()?;
+    let launch = Launch {
+        block: f[7].parse().ok().filter(|&b| b > 0 && b <= 1024)?,
+        multiple: f[8].parse().ok().filter(|&m| m > 0)?,
+        millis: f[9]
+            .parse()
+            .ok()
+            .filter(|m: &f64| m.is_finite() && *m > 0.0)?,
+    };
+    if f[..7].iter().any(|s| s.is_empty()) {
+        return None;
+    }
+    Some((
+        TuneKey {
+            device: f[0].into(),
+            cc: f[1].into(),
+            kernel: f[2].into(),
+            dims,
+            precision: f[4].into(),
+            program_version: f[5].into(),
+            source_hash: f[6].into(),
+        },
+        launch,
+    ))
+}
+
+/// FNV-1a 64-bit of the kernel source and options: the cache's source fingerprint.
+pub fn source_hash(parts: &[&str]) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for p in parts {
+        for b in p.bytes().chain(std::iter::once(0)) {
+            h ^= b as u64;
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    format!("{h:016x}")
+}
+
+/// The default cache file: $QCD_SOLVE_TUNE_CACHE, else ~/.cache/qcd-solve/tune.tsv, else
+/// ./qcd-solve-tune.tsv.
+pub fn default_path() -> PathBuf {
+    if let Some(p) = std::env::var_os("QCD_SOLVE_TUNE_CACHE") {
+        return PathBuf::from(p);
+    }
+    match std::env::var_os("HOME") {
+        Some(h) => PathBuf::from(h).join(".cache/qcd-solve/tune.tsv"),
+        None => PathBuf::from("qcd-solve-tune.tsv"),
+    }
+}
+
+/// Keep the best of several timed candidates (smallest time; ties to the first).
+pub fn best(candidates: &[Launch]) -> Result<Launch> {
+    candidates
+        .iter()
+        .copied()
+        .filter(|c| c.millis.is_finite())
+        .min_by(|a, b| a.millis.total_cmp(&b.millis))
+        .ok_or_else(|| Error::CheckFailed("autotuning found no launch geometry that ran".into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(v: &str) -> TuneKey {
+        TuneKey {
+            device: "NVIDIA H100 80GB HBM3".into(),
+            cc: "9.0".into(),
+            kernel: "stencil-1.2".into(),
+            dims: [16, 16, 16, 32],
+            precision: "double".into(),
+            program_version: v.into(),
+            source_hash: source_hash(&["src", "-arch"]),
+        }
+    }
+
+    #[test]
+    fn round_trip() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("t.tsv");
+        let mut c = TuneCache::load(&p, "0.1.0");
+        assert!(c.is_empty() && c.warnings.is_empty());
+        let l = Launch {
+            block: 192,
+            multiple: 16,
+            millis: 0.123456,
+        };
+        c.insert(key("0.1.0"), l);
+        c.save().unwrap();
+        let c2 = TuneCache::load(&p, "0.1.0");
+        assert!(c2.warnings.is_empty(), "{:?}", c2.warnings);
+        assert_eq!(c2.get(&key("0.1.0")), Some(l));
+    }
+
+    #[test]
+    fn corrupt_file_is_reported_and_not_trusted() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("t.tsv");
+        let mut c = TuneCache::load(&p, "0.1.0");
+        c.insert(
+            key("0.1.0"),
+            Launch {
+                block: 128,
+                multiple: 1,
+                millis: 1.0,
+            },
+        );
+        c.save().unwrap();
+        let mut text = std::fs::read_to_string(&p).unwrap();
+        text.push_str("garbage\tline\n");
+        std::fs::write(&p, &text).unwrap();
+        let c2 = TuneCache::load(&p, "0.1.0");
+        assert!(c2.is_empty());
+        assert!(c2.warnings[0].contains("corrupt"), "{:?}", c2.warnings);
+        // A block size of 0 is corrupt too, not a launch to reuse.
+        std::fs::write(
+            &p,
+            text.replace("\t128\t", "\t0\t")
+                .replace("garbage\tline\n", ""),
+        )
+        .unwrap();
+        assert!(TuneCache::load(&p, "0.1.0").is_empty());
+        std::fs::write(&p, "not a cache\n").unwrap();
+        assert!(TuneCache::load(&p, "0.1.0").warnings[0].contains("bad header"));
+    }
+
+    #[test]
+    fn stale_entries_are_dropped() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("t.tsv");
+        let mut c = TuneCache::load(&p, "0.0.9");
+        c.insert(
+            key("0.0.9"),
+            Launch {
+                block: 64,
+                multiple: 1,
+                millis: 2.0,
+            },
+        );
+        c.save().unwrap();
+        let c2 = TuneCache::load(&p, "0.1.0");
+        assert!(c2.is_empty());
+        assert!(c2.warnings[0].contains("stale"));
+        // A new source hash for the same kernel replaces the old entry.
+        let mut c3 = TuneCache::load(&p, "0.0.9");
+        let mut k = key("0.0.9");
+        k.source_hash = source_hash(&["other source"]);
+        c3.insert(
+            k.clone(),
+            Launch {
+                block: 32,
+                multiple: 1,
+                millis: 3.0,
+            },
+        );
+        assert_eq!(c3.len(), 1);
+        assert!(c3.get(&key("0.0.9")).is_none());
+    }
+
+    #[test]
+    fn best_takes_the_fastest() {
+        let c = [
+            Launch {
+                block: 64,
+                multiple: 1,
+                millis: 2.0,
+            },
+            Launch {
+                block: 128,
+                multiple: 1,
+                millis: 1.5,
+            },
+            Launch {
+                block: 256,
+                multiple: 1,
+                millis: 1.7,
+            },
+        ];
+        assert_eq!(best(&c).unwrap().block, 128);
+        assert!(best(&[]).is_err());
+    }
+}
