@@ -2,6 +2,7 @@
 //! NVIDIA GPUs (every historical stencil version of the seed report) and on the CPU.
 
 pub mod backend;
+pub mod cuda;
 pub mod dirac;
 pub mod error;
 pub mod field;
