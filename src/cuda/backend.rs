@@ -134,6 +134,21 @@ pub fn device_bytes_needed(lattice: &Lattice, version: StencilVersion) -> usize 
     need
 }
 
+/// Refuse, before any allocation, a lattice whose backend would not fit in the free
+/// memory of GPU `device` (Error::DeviceMemory with both numbers).
+pub fn check_device_memory(
+    lattice: &Lattice,
+    version: StencilVersion,
+    device: usize,
+) -> Result<()> {
+    let ctx = open_context(device)?;
+    ensure_fits(
+        &ctx,
+        device_bytes_needed(lattice, version),
+        &format!("lattice {} with version {version}", lattice.dims_string()),
+    )
+}
+
 impl CudaBackend {
     pub fn new(gauge: &GaugeField, kappa: f64, opts: &CudaOptions) -> Result<Self> {
         let version = opts.version;
@@ -149,6 +164,7 @@ impl CudaBackend {
             device_bytes_needed(&lattice, version),
             &format!("lattice {} with version {version}", lattice.dims_string()),
         )?;
+
         // One stream, ordered by construction: no per-buffer event tracking.
         // SAFETY: all work of this backend goes to its single stream.
         unsafe { ctx.disable_event_tracking() };
@@ -656,5 +672,51 @@ impl Backend for CudaBackend {
             [&x.data, &ni, &mut self.partial[0]]
         );
         Ok(self.finish_reduction(reduce_blocks(n), false)?.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lattice::DEFAULT_BOUNDARY;
+
+    /// On a machine without a GPU (CI) construction is a clear Error::Cuda, never a panic;
+    /// with one it succeeds.
+    #[test]
+    fn construction_without_a_gpu_is_a_cuda_error() {
+        let l = Lattice::new([2, 2, 2, 2], DEFAULT_BOUNDARY).unwrap();
+        let g = GaugeField::unit(&l);
+        match CudaBackend::new(&g, 0.1, &CudaOptions::default()) {
+            Ok(b) => assert_eq!(b.lattice().volume(), 16),
+            Err(Error::Cuda(m)) => assert!(!m.is_empty()),
+            Err(e) => panic!("expected Error::Cuda, got {e}"),
+        }
+    }
+
+    #[test]
+    fn an_impossible_multiple_is_refused_before_the_device_is_opened() {
+        let l = Lattice::new([2, 2, 2, 2], DEFAULT_BOUNDARY).unwrap();
+        let g = GaugeField::unit(&l);
+        let opts = CudaOptions {
+            version: StencilVersion::V1_6,
+            multiple: 64,
+            device: 0,
+        };
+        match CudaBackend::new(&g, 0.1, &opts) {
+            Err(Error::InvalidValue { key, message }) => {
+                assert_eq!(key, "multiple");
+                assert!(message.contains("1.6.1"), "{message}");
+            }
+            other => panic!("expected InvalidValue, got {:?}", other.err()),
+        }
+    }
+
+    #[test]
+    fn memory_need_grows_with_the_version_buffers() {
+        let l = Lattice::new([4, 4, 4, 4], DEFAULT_BOUNDARY).unwrap();
+        let base = device_bytes_needed(&l, StencilVersion::V1_4);
+        assert!(device_bytes_needed(&l, StencilVersion::V1_0) > base); // bufMove table
+        assert!(device_bytes_needed(&l, StencilVersion::V1_6) > base); // reordered copy
+        assert!(device_bytes_needed(&l, StencilVersion::V2_0) > base); // tmp1, tmp2
     }
 }

@@ -22,7 +22,9 @@ mod timing;
 pub mod validate;
 pub mod version;
 
-pub use backend::{device_bytes_needed, CudaBackend, CudaOptions, DeviceSpinor, SetupTimes};
+pub use backend::{
+    check_device_memory, device_bytes_needed, CudaBackend, CudaOptions, DeviceSpinor, SetupTimes,
+};
 pub use compile::compile_all_kernels;
 pub use device::{device_info, device_info_of, triad_bandwidth, DeviceInfo};
 pub use timing::KernelStat;
