@@ -4,6 +4,7 @@
 //!   cuda_check validate         every version against the CPU on 16x16x16x32, 6x6x6x10
 //!                               and 12x12x12x24 (operator, CR history, true residual)
 //!   cuda_check bench            triad bandwidth, then one 16x16x16x32 CR solve per version
+//!   cuda_check sizes            cold NVRTC/JIT timings, then every version on 24^3x48 and 32^3x64
 //!   cuda_check all              validate, then bench; short tables last
 //!
 //! Bench figures per version (CR on g5 D, 143 iterations as in the seed): wall time per
@@ -202,14 +203,9 @@ fn kernel_table(title: &str, stats: &[KernelStat]) -> String {
     s
 }
 
+/// The bench of call 1: every version at multiple 16 on 16x16x16x32, a multiple sweep,
+/// and the kernel breakdown of 1.2 and 2.0.
 fn run_bench() -> Result<String> {
-    let triad = triad_bandwidth(3 << 29)?;
-    let l = lattice([16, 16, 16, 32]);
-    let volume = l.volume() as f64;
-    let gauge = GaugeField::random(&l, SEED);
-    let b = SpinorField::random(l.volume(), SEED, 2 << 40);
-    let mut rows = Vec::new();
-    let mut traces = String::new();
     let mut runs: Vec<(StencilVersion, usize)> = StencilVersion::all()
         .iter()
         .map(|&v| (v, MULTIPLE))
@@ -225,18 +221,78 @@ fn run_bench() -> Result<String> {
         }
     }
     runs.push((StencilVersion::V1_6, 24));
-    for (v, m) in runs {
+    bench_lattice([16, 16, 16, 32], &runs, true)
+}
+
+/// Every version at multiple 16 on larger lattices (the seed's 24^3x48, and 32^3x64).
+fn run_sizes() -> Result<String> {
+    let runs: Vec<(StencilVersion, usize)> = StencilVersion::all()
+        .iter()
+        .map(|&v| (v, MULTIPLE))
+        .collect();
+    let mut s = bench_lattice([24, 24, 24, 48], &runs, false)?;
+    s.push_str(&bench_lattice([32, 32, 32, 64], &runs, false)?);
+    Ok(s)
+}
+
+/// Cold NVRTC compilation of every program for the device, then the module load (PTX
+/// JIT) of each version's kernels, as a first CudaBackend::new sees them.
+fn run_compile_timing() -> Result<String> {
+    let info = device_info()?;
+    let arch = format!("sm_{}{}", info.cc.0, info.cc.1);
+    let t = Instant::now();
+    let programs = compile_all_kernels(&arch)?;
+    let mut s = format!(
+        "NVRTC, cold: {} programs for {arch} in {:.0} ms\nmodule load (JIT) + set-up on 4x4x4x4, ms compile/alloc/upload/layout:",
+        programs.len(),
+        t.elapsed().as_secs_f64() * 1e3
+    );
+    let l = lattice([4, 4, 4, 4]);
+    let gauge = GaugeField::random(&l, 1);
+    for &version in StencilVersion::all() {
+        let opts = CudaOptions {
+            version,
+            multiple: MULTIPLE,
+            device: 0,
+        };
+        let gpu = CudaBackend::new(&gauge, KAPPA, &opts)?;
+        let t = gpu.setup_times();
+        s.push_str(&format!(
+            " {version}: {:.0}/{:.1}/{:.1}/{:.1};",
+            t.compile_ms, t.alloc_ms, t.upload_ms, t.layout_ms
+        ));
+    }
+    s.push('\n');
+    Ok(s)
+}
+
+fn bench_lattice(
+    dims: [usize; 4],
+    runs: &[(StencilVersion, usize)],
+    traces: bool,
+) -> Result<String> {
+    let triad = triad_bandwidth(3 << 29)?;
+    let l = lattice(dims);
+    let volume = l.volume() as f64;
+    let gauge = GaugeField::random(&l, SEED);
+    let b = SpinorField::random(l.volume(), SEED, 2 << 40);
+    let mut rows = Vec::new();
+    let mut trace_text = String::new();
+    for &(v, m) in runs {
         match bench_one(&gauge, &b, v, m) {
             Ok((row, stats)) => {
-                if m == MULTIPLE && matches!(v, StencilVersion::V1_2 | StencilVersion::V2_0) {
-                    traces.push_str(&kernel_table(
+                if traces
+                    && m == MULTIPLE
+                    && matches!(v, StencilVersion::V1_2 | StencilVersion::V2_0)
+                {
+                    trace_text.push_str(&kernel_table(
                         &format!("kernels of one CR solve, version {v} (cf. the seed's traces, figures 9 and 10)"),
                         &stats,
                     ));
                 }
                 rows.push(row);
             }
-            Err(e) => println!("bench {v} multiple {m}: {e}"),
+            Err(e) => println!("bench {} {v} multiple {m}: {e}", l.dims_string()),
         }
     }
     let head = format!(
@@ -244,7 +300,7 @@ fn run_bench() -> Result<String> {
         l.dims_string()
     );
     Ok(format!(
-        "{traces}{head}{}",
+        "{trace_text}{head}{}",
         bench_table(&rows, volume, triad)
     ))
 }
@@ -261,7 +317,7 @@ fn main() -> ExitCode {
                 }
                 Ok(true)
             }
-            "validate" | "bench" | "all" => {
+            "validate" | "bench" | "sizes" | "all" => {
                 let info = device_info()?;
                 println!(
                     "device: {} sm_{}{} {} SMs, {:.1} GiB ({:.1} free)",
@@ -274,21 +330,25 @@ fn main() -> ExitCode {
                 );
                 let mut ok = true;
                 let mut summary = String::new();
-                if cmd != "bench" {
+                if cmd == "sizes" {
+                    summary.push_str(&run_compile_timing()?);
+                    summary.push_str(&run_sizes()?);
+                }
+                if cmd == "validate" || cmd == "all" {
                     let (rows, text) = run_validate()?;
                     let passed = rows.iter().filter(|r| r.pass).count();
                     ok &= passed == rows.len();
                     summary.push_str(&text);
                     summary.push_str(&format!("validate: {passed}/{} rows pass\n", rows.len()));
                 }
-                if cmd != "validate" {
+                if cmd == "bench" || cmd == "all" {
                     summary.push_str(&run_bench()?);
                 }
                 println!("==== summary ====\n{summary}");
                 Ok(ok)
             }
             _ => {
-                eprintln!("usage: cuda_check compile [ARCH] | validate | bench | all");
+                eprintln!("usage: cuda_check compile [ARCH] | validate | bench | sizes | all");
                 Ok(false)
             }
         }
