@@ -73,7 +73,7 @@ impl StencilVersion {
             V1_5 => "1.4 with the products reordered (tmp1 double-buffered): 8 barriers instead of 16",
             V1_6 => "1.5 with U rearranged on the device (uup/udn pairs contiguous, transposed, columns interleaved by two) and staged in shared memory",
             V1_6_1 => "1.6 reading U from global memory (fits multiple = 64 under 48 KB)",
-            V2_0 => "one kernel per product: xgemm34x44 then xgemm33x34 per hop, then the combine; 17 launches with global intermediate buffers",
+            V2_0 => "one kernel per product: xgemm34x44 then xgemm33x34 per hop, then the combine; 17 launches with global intermediate buffers (sparse Li, neighbours from coordinates, seed U layout)",
         }
     }
 
