@@ -6,6 +6,7 @@ pub mod bench;
 pub mod charts;
 pub mod cli;
 pub mod config;
+pub mod cuda;
 pub mod dirac;
 pub mod error;
 pub mod field;

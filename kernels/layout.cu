@@ -1,0 +1,93 @@
+// layout.cu: set-up kernels that build each stencil version's device layout from the
+// canonical gauge field (U_mu(x) row-major, [site][mu], mu = x, y, z, t), once per solve.
+//
+// - build_seed_links: the seed's doubled buffer (versions 1.0-1.5 and 2.0): per site the
+//   8 matrices uup(t,x,y,z) = U_mu(x), then udn(t,x,y,z) = U_mu(x-mu)^+. Because every
+//   site owns its 8 matrices, the fermion boundary phase of each hop (-1 across an
+//   antiperiodic edge) is folded into that hop's matrix here, and the stencils need no
+//   phase logic.
+// - build_move_table: the seed's displacement table bufMove (versions 1.0-1.3):
+//   move[site*8 + h] = the neighbour of `site` for hop h.
+// - reorder_links_v16: the version 1.6 / 1.6.1 rearrangement of the seed buffer, as a tiled
+//   transposition through shared memory (padded against bank conflicts).
+#include "common.cuh"
+
+// One thread per (site, hop, element): 72 complex per site.
+extern "C" __global__ void build_seed_links(const double2* __restrict__ canonical, double2* __restrict__ seed,
+                                            int volume, int lx, int ly, int lz, int lt, int antiperiodic_mask)
+{
+    const size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (size_t)volume * 72)
+        return;
+    const int site = (int)(t / 72);
+    const int r = (int)(t % 72);
+    const int h = r / 9, e = r % 9, row = e / 3, col = e % 3;
+    const Dims d = make_dims(lx, ly, lz, lt);
+    int c[4];
+    site_coords(site, d, c);
+    const int mu = hop_mu(h);
+    const bool fwd = hop_forward(h);
+    const double phase = hop_phase(c[mu], mu, fwd, d, antiperiodic_mask);
+    double2 v;
+    if (fwd) {
+        v = canonical[((size_t)site * 4 + mu) * 9 + row * 3 + col];
+    } else {
+        // U_mu(x-mu)^+ (row, col) = conj(U_mu(x-mu)(col, row)); links are periodic.
+        const int dn = neighbour_index(site, c[mu], mu, false, d);
+        const double2 u = canonical[((size_t)dn * 4 + mu) * 9 + col * 3 + row];
+        v = c_make(u.x, -u.y);
+    }
+    seed[t] = c_scale(phase, v);
+}
+
+// One thread per (site, hop).
+extern "C" __global__ void build_move_table(int* __restrict__ move, int volume, int lx, int ly, int lz, int lt)
+{
+    const size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (size_t)volume * 8)
+        return;
+    const int site = (int)(t / 8);
+    const int h = (int)(t % 8);
+    const Dims d = make_dims(lx, ly, lz, lt);
+    int c[4];
+    site_coords(site, d, c);
+    const int mu = hop_mu(h);
+    move[t] = neighbour_index(site, c[mu], mu, hop_forward(h), d);
+}
+
+// The version 1.6 layout and its offset function v16_offset are described in common.cuh.
+
+#define V16_TILE_SITES 32
+#define V16_SITE_STRIDE 73 // 72 complex per site, +1 so that rows fall in different banks
+
+// One block per tile of 32 sites, 256 threads: read the tile's 32*72 complex in the seed
+// order (coalesced), then write them out per direction, where the tile is contiguous in
+// the 1.6 layout (coalesced), reading the shared tile across sites.
+extern "C" __global__ void reorder_links_v16(const double2* __restrict__ seed, double2* __restrict__ reordered,
+                                             int volume)
+{
+    __shared__ double2 tile[V16_TILE_SITES * V16_SITE_STRIDE];
+    const int s0 = blockIdx.x * V16_TILE_SITES;
+    const int pairs = (volume + 1) / 2;
+    const int nsites = min(V16_TILE_SITES, 2 * pairs - s0); // includes the odd volume's pad site
+    for (int e = threadIdx.x; e < V16_TILE_SITES * 72; e += blockDim.x) {
+        const int s = e / 72, r = e % 72;
+        double2 v = c_zero();
+        if (s0 + s < volume)
+            v = seed[((size_t)(s0 + s)) * 72 + r];
+        tile[s * V16_SITE_STRIDE + r] = v;
+    }
+    __syncthreads();
+    // Per direction the tile's sites occupy nsites * 18 consecutive complex numbers,
+    // ordered (pair, updown, k, site in pair, i).
+    for (int dir = 0; dir < 4; ++dir) {
+        const size_t base = v16_offset(dir, pairs, s0, 0, 0, 0);
+        for (int e = threadIdx.x; e < nsites * 18; e += blockDim.x) {
+            const int pair = e / 36, r = e % 36;
+            const int updown = r / 18, k = (r / 6) % 3, q = (r / 3) % 2, i = r % 3;
+            const int s = pair * 2 + q;
+            const int h = updown * 4 + dir;
+            reordered[base + e] = tile[s * V16_SITE_STRIDE + h * 9 + i * 3 + k];
+        }
+    }
+}

@@ -1,0 +1,91 @@
+// reduce.cu: the seed's multi-pass tree reductions (report 004, IV.3, after NVIDIA's
+// "Optimizing Parallel Reduction in CUDA"): each block of REDUCE_BLOCK threads reduces
+// 2 * REDUCE_BLOCK inputs to one partial sum (the first addition during the load, then a
+// shared-memory tree with sequential addressing); the host launches the *_partial kernel
+// on the partial sums again until one value is left, each launch boundary being the
+// global barrier. The tree depends only on n and REDUCE_BLOCK, never on timing, so the
+// result has the same bits on every run.
+#include "common.cuh"
+
+#ifndef REDUCE_BLOCK
+#define REDUCE_BLOCK 256
+#endif
+
+__device__ __forceinline__ double tree_sum(double* sdata, double v)
+{
+    const int tid = threadIdx.x;
+    sdata[tid] = v;
+    __syncthreads();
+    for (int stride = REDUCE_BLOCK / 2; stride > 0; stride >>= 1) {
+        if (tid < stride)
+            sdata[tid] += sdata[tid + stride];
+        __syncthreads();
+    }
+    return sdata[0];
+}
+
+// partial[b] = sum |x_k|^2 over block b's 2*REDUCE_BLOCK elements.
+extern "C" __global__ void norm2_partial(const double2* __restrict__ x, int n, double* __restrict__ partial)
+{
+    __shared__ double sdata[REDUCE_BLOCK];
+    const int k = blockIdx.x * (2 * REDUCE_BLOCK) + threadIdx.x;
+    double v = 0.0;
+    if (k < n)
+        v = x[k].x * x[k].x + x[k].y * x[k].y;
+    if (k + REDUCE_BLOCK < n) {
+        const double2 z = x[k + REDUCE_BLOCK];
+        v += z.x * z.x + z.y * z.y;
+    }
+    const double s = tree_sum(sdata, v);
+    if (threadIdx.x == 0)
+        partial[blockIdx.x] = s;
+}
+
+// partial[b] = sum conj(x_k) y_k over block b's elements (re and im as two trees).
+extern "C" __global__ void dot_partial(const double2* __restrict__ x, const double2* __restrict__ y, int n,
+                                       double2* __restrict__ partial)
+{
+    __shared__ double sre[REDUCE_BLOCK];
+    __shared__ double sim[REDUCE_BLOCK];
+    const int k = blockIdx.x * (2 * REDUCE_BLOCK) + threadIdx.x;
+    double2 v = c_zero();
+    if (k < n)
+        v = c_conj_mul(x[k], y[k]);
+    if (k + REDUCE_BLOCK < n)
+        v = c_add(v, c_conj_mul(x[k + REDUCE_BLOCK], y[k + REDUCE_BLOCK]));
+    const double re = tree_sum(sre, v.x);
+    const double im = tree_sum(sim, v.y);
+    if (threadIdx.x == 0)
+        partial[blockIdx.x] = c_make(re, im);
+}
+
+// The later passes: out[b] = sum of block b's 2*REDUCE_BLOCK partial sums.
+extern "C" __global__ void sum_partial(const double* __restrict__ in, int n, double* __restrict__ out)
+{
+    __shared__ double sdata[REDUCE_BLOCK];
+    const int k = blockIdx.x * (2 * REDUCE_BLOCK) + threadIdx.x;
+    double v = 0.0;
+    if (k < n)
+        v = in[k];
+    if (k + REDUCE_BLOCK < n)
+        v += in[k + REDUCE_BLOCK];
+    const double s = tree_sum(sdata, v);
+    if (threadIdx.x == 0)
+        out[blockIdx.x] = s;
+}
+
+extern "C" __global__ void sum2_partial(const double2* __restrict__ in, int n, double2* __restrict__ out)
+{
+    __shared__ double sre[REDUCE_BLOCK];
+    __shared__ double sim[REDUCE_BLOCK];
+    const int k = blockIdx.x * (2 * REDUCE_BLOCK) + threadIdx.x;
+    double2 v = c_zero();
+    if (k < n)
+        v = in[k];
+    if (k + REDUCE_BLOCK < n)
+        v = c_add(v, in[k + REDUCE_BLOCK]);
+    const double re = tree_sum(sre, v.x);
+    const double im = tree_sum(sim, v.y);
+    if (threadIdx.x == 0)
+        out[blockIdx.x] = c_make(re, im);
+}

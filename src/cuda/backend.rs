@@ -1,0 +1,722 @@
+//! `CudaBackend`: the solver's `Backend` on one NVIDIA GPU, with the stencil version of
+//! the run. At construction it opens the device, checks free memory, compiles (NVRTC) and
+//! loads the kernels, uploads the canonical gauge field through a pinned host buffer and
+//! builds the version's link layout (and bufMove table) on the device. In the solver loop
+//! everything stays on the device; the only host-device traffic is the scalar each
+//! reduction returns. `axpy` is the seed's xaxpy; `xpay` is the seed's xscal then xaxpy;
+//! `dot` and `norm2` are the seed's multi-pass tree reductions (deterministic).
+
+use super::compile::{Program, BLAS1, LAYOUT, REDUCE};
+use super::device::{driver_err, ensure_fits, function, load_module, open_context, triad_on};
+use super::kernels::{li_in_hop_order, reduce_blocks, Kernel, BLAS_BLOCK};
+use super::stencil::{self, cfg_1d, StencilArgs, StencilKernels, StencilKind};
+use super::timing::{launch, GpuStream, KernelStat};
+use super::version::{LinkLayout, StencilVersion};
+use crate::backend::{Backend, Operator};
+use crate::error::{Error, Result};
+use crate::field::{GaugeField, SpinorField, C64};
+use crate::lattice::{Boundary, Lattice, NDIM};
+use cudarc::driver::{CudaFunction, CudaSlice, DriverError, PinnedHostSlice};
+use std::time::Instant;
+
+/// How to run on the GPU.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CudaOptions {
+    /// The stencilCore version.
+    pub version: StencilVersion,
+    /// Sites per block of the fine-grain versions 1.2 to 1.6.1 and 2.0 (12 * multiple
+    /// threads); the seed used 16 (Fermi), 8 (Kepler 3.0) and 64 (Kepler 3.5).
+    pub multiple: usize,
+    /// GPU ordinal.
+    pub device: usize,
+}
+
+impl Default for CudaOptions {
+    fn default() -> Self {
+        CudaOptions {
+            version: StencilVersion::V1_5,
+            multiple: 16,
+            device: 0,
+        }
+    }
+}
+
+/// Wall-clock times of the set-up phases, in milliseconds.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct SetupTimes {
+    /// NVRTC compilation and module loading (first use in the process only).
+    pub compile_ms: f64,
+    /// Device allocations.
+    pub alloc_ms: f64,
+    /// Gauge field through the pinned buffer to the device.
+    pub upload_ms: f64,
+    /// Building the version's link layout (and table) on the device.
+    pub layout_ms: f64,
+}
+
+/// A spinor field on the device: V * 12 complex doubles in the canonical order
+/// [site][spin][colour], (re, im) pairs.
+pub struct DeviceSpinor {
+    data: CudaSlice<f64>,
+}
+
+impl DeviceSpinor {
+    /// Number of complex numbers.
+    pub fn len(&self) -> usize {
+        self.data.len() / 2
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.data.is_empty()
+    }
+}
+
+struct BlasKernels {
+    xscal: CudaFunction,
+    xaxpy: CudaFunction,
+    norm2_partial: CudaFunction,
+    dot_partial: CudaFunction,
+    sum_partial: CudaFunction,
+    sum2_partial: CudaFunction,
+}
+
+pub struct CudaBackend {
+    gpu: GpuStream,
+    lattice: Lattice,
+    kappa: f64,
+    version: StencilVersion,
+    multiple: usize,
+    device_name: String,
+    blas: BlasKernels,
+    stencil: StencilKernels,
+    links: CudaSlice<f64>,
+    move_table: CudaSlice<i32>,
+    /// Ping-pong buffers of the reductions' partial sums (room for complex ones).
+    partial: [CudaSlice<f64>; 2],
+    /// Pinned host staging for spinor uploads and downloads (allocated on first use).
+    staging: Option<PinnedHostSlice<f64>>,
+    setup: SetupTimes,
+    applications: u64,
+}
+
+fn as_f64(data: &[C64]) -> &[f64] {
+    // SAFETY: num_complex::Complex<f64> is #[repr(C)] { re, im }: two f64, no padding.
+    unsafe { std::slice::from_raw_parts(data.as_ptr() as *const f64, data.len() * 2) }
+}
+
+fn as_f64_mut(data: &mut [C64]) -> &mut [f64] {
+    // SAFETY: as above.
+    unsafe { std::slice::from_raw_parts_mut(data.as_mut_ptr() as *mut f64, data.len() * 2) }
+}
+
+fn err(what: &'static str) -> impl Fn(DriverError) -> Error {
+    move |e| driver_err(what, e)
+}
+
+/// Bytes of device memory a backend needs: links (and the set-up copies), table,
+/// version buffers, reduction partials, and 8 spinor fields for the solver (CR's five,
+/// the source, and two for checks).
+pub fn device_bytes_needed(lattice: &Lattice, version: StencilVersion) -> usize {
+    let v = lattice.volume();
+    let spinor = v * 12 * 16;
+    let canonical = v * NDIM * 9 * 16;
+    let seed = v * 72 * 16;
+    let mut need = canonical + seed + 8 * spinor + 4 * reduce_blocks(v * 12) * 16;
+    if version.uses_move_table() {
+        need += v * 8 * 4;
+    }
+    if version.link_layout() == LinkLayout::Reordered {
+        need += v.div_ceil(2) * 2 * 72 * 16;
+    }
+    if stencil::kind(version) == StencilKind::Split {
+        need += 2 * spinor;
+    }
+    need
+}
+
+/// Refuse, before any allocation, a lattice whose backend would not fit in the free
+/// memory of GPU `device` (Error::DeviceMemory with both numbers).
+pub fn check_device_memory(
+    lattice: &Lattice,
+    version: StencilVersion,
+    device: usize,
+) -> Result<()> {
+    let ctx = open_context(device)?;
+    ensure_fits(
+        &ctx,
+        device_bytes_needed(lattice, version),
+        &format!("lattice {} with version {version}", lattice.dims_string()),
+    )
+}
+
+impl CudaBackend {
+    pub fn new(gauge: &GaugeField, kappa: f64, opts: &CudaOptions) -> Result<Self> {
+        let version = opts.version;
+        version.check_multiple(opts.multiple)?;
+        let lattice = gauge.lattice.clone();
+        let volume = lattice.volume();
+        let mut setup = SetupTimes::default();
+
+        let ctx = open_context(opts.device)?;
+        let device_name = ctx.name().map_err(err("reading the device name"))?;
+        ensure_fits(
+            &ctx,
+            device_bytes_needed(&lattice, version),
+            &format!("lattice {} with version {version}", lattice.dims_string()),
+        )?;
+
+        // One stream, ordered by construction: no per-buffer event tracking.
+        // SAFETY: all work of this backend goes to its single stream.
+        unsafe { ctx.disable_event_tracking() };
+        let stream = ctx.new_stream().map_err(err("creating a stream"))?;
+        let mut gpu = GpuStream::new(ctx.clone(), stream.clone());
+
+        // Kernels: compile on first use and load.
+        let t = Instant::now();
+        let (blas_mod, _) = load_module(&ctx, &Program::plain(&BLAS1))?;
+        let (red_mod, _) = load_module(&ctx, &Program::plain(&REDUCE))?;
+        let (layout_mod, _) = load_module(&ctx, &Program::plain(&LAYOUT))?;
+        let (st_mod, fresh) = load_module(&ctx, &stencil::program(version))?;
+        if fresh && stencil::needs_li_constant(version) {
+            upload_li(&st_mod, &stream)?;
+        }
+        let blas = BlasKernels {
+            xscal: function(&blas_mod, "xscal")?,
+            xaxpy: function(&blas_mod, "xaxpy")?,
+            norm2_partial: function(&red_mod, "norm2_partial")?,
+            dot_partial: function(&red_mod, "dot_partial")?,
+            sum_partial: function(&red_mod, "sum_partial")?,
+            sum2_partial: function(&red_mod, "sum2_partial")?,
+        };
+        let build_seed = function(&layout_mod, "build_seed_links")?;
+        let build_move = function(&layout_mod, "build_move_table")?;
+        let reorder = function(&layout_mod, "reorder_links_v16")?;
+        setup.compile_ms = t.elapsed().as_secs_f64() * 1e3;
+
+        // Allocations.
+        let t = Instant::now();
+        let n_canon = volume * NDIM * 18;
+        let mut canonical =
+            unsafe { stream.alloc::<f64>(n_canon) }.map_err(err("allocating the gauge field"))?;
+        let mut seed = unsafe { stream.alloc::<f64>(volume * 144) }
+            .map_err(err("allocating the link buffer"))?;
+        let mut move_table = stream
+            .alloc_zeros::<i32>(if version.uses_move_table() {
+                volume * 8
+            } else {
+                1
+            })
+            .map_err(err("allocating the displacement table"))?;
+        let nblocks = reduce_blocks(volume * 12);
+        let partial = [
+            stream
+                .alloc_zeros::<f64>(2 * nblocks)
+                .map_err(err("allocating reduction buffers"))?,
+            stream
+                .alloc_zeros::<f64>(2 * nblocks)
+                .map_err(err("allocating reduction buffers"))?,
+        ];
+        stream.synchronize().map_err(err("allocating"))?;
+        setup.alloc_ms = t.elapsed().as_secs_f64() * 1e3;
+
+        // Upload the canonical field through pinned memory.
+        let t = Instant::now();
+        {
+            // SAFETY: filled completely below before use.
+            let mut pinned = unsafe { ctx.alloc_pinned::<f64>(n_canon) }
+                .map_err(err("allocating pinned memory"))?;
+            let host = pinned.as_mut_slice().map_err(err("pinned memory"))?;
+            for (k, u) in gauge.links.iter().enumerate() {
+                host[k * 18..k * 18 + 18].copy_from_slice(as_f64(u.0.as_flattened()));
+            }
+            stream
+                .memcpy_htod(&pinned, &mut canonical)
+                .map_err(err("uploading the gauge field"))?;
+            stream
+                .synchronize()
+                .map_err(err("uploading the gauge field"))?;
+        }
+        setup.upload_ms = t.elapsed().as_secs_f64() * 1e3;
+
+        // Build the version's layout on the device.
+        let t = Instant::now();
+        let dims: [i32; 4] = std::array::from_fn(|mu| lattice.dims[mu] as i32);
+        let [lx, ly, lz, lt] = dims;
+        let vol = volume as i32;
+        let mask: i32 = (0..NDIM)
+            .filter(|&mu| lattice.boundary[mu] == Boundary::Antiperiodic)
+            .map(|mu| 1 << mu)
+            .sum();
+        let cfg = cfg_1d(volume * 72, BLAS_BLOCK, 0);
+        launch!(
+            gpu,
+            Kernel::Setup("build_seed_links"),
+            0,
+            &build_seed,
+            cfg,
+            [&canonical, &mut seed, &vol, &lx, &ly, &lz, &lt, &mask]
+        );
+        drop(canonical);
+        if version.uses_move_table() {
+            let cfg = cfg_1d(volume * 8, BLAS_BLOCK, 0);
+            launch!(
+                gpu,
+                Kernel::Setup("build_move_table"),
+                0,
+                &build_move,
+                cfg,
+                [&mut move_table, &vol, &lx, &ly, &lz, &lt]
+            );
+        }
+        let links = match version.link_layout() {
+            LinkLayout::Seed => seed,
+            LinkLayout::Reordered => {
+                let padded = volume.div_ceil(2) * 2;
+                let mut reordered = stream
+                    .alloc_zeros::<f64>(padded * 144)
+                    .map_err(err("allocating the 1.6 link buffer"))?;
+                let cfg = cfg_1d(padded, 32, 0);
+                let cfg = cudarc::driver::LaunchConfig {
+                    block_dim: (256, 1, 1),
+                    ..cfg
+                };
+                launch!(
+                    gpu,
+                    Kernel::Setup("reorder_links_v16"),
+                    0,
+                    &reorder,
+                    cfg,
+                    [&seed, &mut reordered, &vol]
+                );
+                drop(seed);
+                reordered
+            }
+        };
+        gpu.reset()?; // the set-up launches are not the solve's books
+        setup.layout_ms = t.elapsed().as_secs_f64() * 1e3;
+
+        let stencil = match stencil::kind(version) {
+            StencilKind::Coarse => StencilKernels::Coarse(function(&st_mod, "stencil_v1_0")?),
+            StencilKind::Fine => StencilKernels::Fine(function(&st_mod, "stencil_fine")?),
+            StencilKind::Split => StencilKernels::Split {
+                gemm34: function(&st_mod, "xgemm34x44")?,
+                gemm33: function(&st_mod, "xgemm33x34")?,
+                combine: function(&st_mod, "dslash_combine")?,
+                tmp1: stream
+                    .alloc_zeros::<f64>(volume * 24)
+                    .map_err(err("allocating 2.0's tmp1"))?,
+                tmp2: stream
+                    .alloc_zeros::<f64>(volume * 24)
+                    .map_err(err("allocating 2.0's tmp2"))?,
+            },
+        };
+
+        Ok(CudaBackend {
+            gpu,
+            lattice,
+            kappa,
+            version,
+            multiple: opts.multiple,
+            device_name,
+            blas,
+            stencil,
+            links,
+            move_table,
+            partial,
+            staging: None,
+            setup,
+            applications: 0,
+        })
+    }
+
+    pub fn version(&self) -> StencilVersion {
+        self.version
+    }
+
+    pub fn multiple(&self) -> usize {
+        self.multiple
+    }
+
+    pub fn lattice(&self) -> &Lattice {
+        &self.lattice
+    }
+
+    pub fn device_name(&self) -> &str {
+        &self.device_name
+    }
+
+    pub fn setup_times(&self) -> &SetupTimes {
+        &self.setup
+    }
+
+    /// Operator applications made so far.
+    pub fn applications(&self) -> u64 {
+        self.applications
+    }
+
+    /// Per-kernel launches, event-timed milliseconds, flops and bytes since construction
+    /// (or the last `reset_stats`). Synchronises the stream.
+    pub fn kernel_stats(&self) -> Vec<KernelStat> {
+        self.gpu.stats().unwrap_or_default()
+    }
+
+    /// The operator's kernels summed into one line ("stencil 1.5").
+    pub fn stencil_stats(&self) -> KernelStat {
+        let all = self.gpu.stats().unwrap_or_default();
+        let mut s = KernelStat {
+            name: format!("stencil {}", self.version),
+            launches: 0,
+            millis: 0.0,
+            flops: 0,
+            bytes: 0,
+        };
+        for (k, st) in all.iter().enumerate() {
+            if self.gpu.is_stencil_stat(k) {
+                s.launches += st.launches;
+                s.millis += st.millis;
+                s.flops += st.flops;
+                s.bytes += st.bytes;
+            }
+        }
+        s
+    }
+
+    pub fn reset_stats(&mut self) -> Result<()> {
+        self.applications = 0;
+        self.gpu.reset()
+    }
+
+    /// Wait for all queued work.
+    pub fn synchronize(&mut self) -> Result<()> {
+        self.gpu.sync()
+    }
+
+    /// The streaming triad on this backend's device (see `triad_bandwidth`).
+    pub fn triad_bandwidth(&mut self, bytes: usize) -> Result<f64> {
+        self.gpu.sync()?;
+        triad_on(&self.gpu.ctx, bytes)
+    }
+
+    fn n_complex(&self) -> usize {
+        self.lattice.volume() * 12
+    }
+
+    fn staging(&mut self) -> Result<&mut PinnedHostSlice<f64>> {
+        if self.staging.is_none() {
+            let n = self.n_complex() * 2;
+            // SAFETY: the contents are written before being read. Flags 0: cached, so
+            // that downloads can be read back quickly.
+            let p = unsafe { self.gpu.ctx.alloc_pinned_with_flags::<f64>(n, 0) }
+                .map_err(err("allocating pinned memory"))?;
+            self.staging = Some(p);
+        }
+        Ok(self.staging.as_mut().unwrap())
+    }
+
+    fn check_len(&self, n: usize, what: &str) -> Result<()> {
+        if n != self.n_complex() {
+            return Err(Error::invalid(
+                what,
+                format!(
+                    "field of {} complex numbers on a lattice that needs {}",
+                    n,
+                    self.n_complex()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Launch the first reduction pass, then sum the partials until one value is left,
+    /// and read it. `complex` selects the double2 passes. Returns (re, im).
+    fn finish_reduction(&mut self, first_blocks: usize, complex: bool) -> Result<(f64, f64)> {
+        let mut len = first_blocks;
+        let mut src = 0usize;
+        while len > 1 {
+            let blocks = reduce_blocks(len);
+            let n = len as i32;
+            let cfg = cfg_1d(len, 2 * super::kernels::REDUCE_BLOCK, 0);
+            let cfg = cudarc::driver::LaunchConfig {
+                block_dim: (super::kernels::REDUCE_BLOCK as u32, 1, 1),
+                ..cfg
+            };
+            let (a, b) = self.partial.split_at_mut(1);
+            let (from, to) = if src == 0 {
+                (&a[0], &mut b[0])
+            } else {
+                (&b[0], &mut a[0])
+            };
+            if complex {
+                launch!(
+                    self.gpu,
+                    Kernel::Sum2Partial,
+                    len,
+                    &self.blas.sum2_partial,
+                    cfg,
+                    [from, &n, to]
+                );
+            } else {
+                launch!(
+                    self.gpu,
+                    Kernel::SumPartial,
+                    len,
+                    &self.blas.sum_partial,
+                    cfg,
+                    [from, &n, to]
+                );
+            }
+            len = blocks;
+            src = 1 - src;
+        }
+        let mut out = [0.0f64; 2];
+        let view = self.partial[src].slice(0..2);
+        self.gpu
+            .stream
+            .memcpy_dtoh(&view, &mut out)
+            .map_err(err("reading a reduction result"))?;
+        self.gpu
+            .stream
+            .synchronize()
+            .map_err(err("reading a reduction result"))?;
+        // The stream is idle now: read the timing events of everything before.
+        self.gpu.collect()?;
+        Ok((out[0], if complex { out[1] } else { 0.0 }))
+    }
+
+    fn reduce_cfg(n: usize) -> cudarc::driver::LaunchConfig {
+        cudarc::driver::LaunchConfig {
+            grid_dim: (reduce_blocks(n) as u32, 1, 1),
+            block_dim: (super::kernels::REDUCE_BLOCK as u32, 1, 1),
+            shared_mem_bytes: 0,
+        }
+    }
+}
+
+/// Fill the module's `c_li` constant array with the seed's Li matrices in hop order
+/// (up t, x, y, z, then down t, x, y, z), from the CPU reference.
+fn upload_li(
+    module: &std::sync::Arc<cudarc::driver::CudaModule>,
+    stream: &std::sync::Arc<cudarc::driver::CudaStream>,
+) -> Result<()> {
+    let values = li_in_hop_order();
+    let mut symbol = module
+        .get_global("c_li", stream)
+        .map_err(err("finding the constant array c_li"))?;
+    if symbol.len() != values.len() * 8 {
+        return Err(Error::Cuda(format!(
+            "c_li holds {} bytes, expected {}",
+            symbol.len(),
+            values.len() * 8
+        )));
+    }
+    // SAFETY: the symbol is 256 doubles (checked above).
+    let mut view = unsafe { symbol.transmute_mut::<f64>(values.len()) }
+        .ok_or_else(|| Error::Cuda("c_li has the wrong size".into()))?;
+    stream
+        .memcpy_htod(&values, &mut view)
+        .map_err(err("uploading the Li matrices"))?;
+    stream
+        .synchronize()
+        .map_err(err("uploading the Li matrices"))?;
+    Ok(())
+}
+
+impl Backend for CudaBackend {
+    type Field = DeviceSpinor;
+
+    fn describe(&self) -> String {
+        format!(
+            "cuda {} (stencilCore {}, multiple {})",
+            self.device_name, self.version, self.multiple
+        )
+    }
+
+    fn alloc(&mut self) -> Result<DeviceSpinor> {
+        let n = self.n_complex() * 2;
+        let data = self
+            .gpu
+            .stream
+            .alloc_zeros::<f64>(n)
+            .map_err(err("allocating a spinor field"))?;
+        Ok(DeviceSpinor { data })
+    }
+
+    fn upload(&mut self, host: &SpinorField) -> Result<DeviceSpinor> {
+        self.check_len(host.data.len(), "source")?;
+        let mut field = self.alloc()?;
+        let stream = self.gpu.stream.clone();
+        let pinned = self.staging()?;
+        pinned
+            .as_mut_slice()
+            .map_err(err("pinned memory"))?
+            .copy_from_slice(as_f64(&host.data));
+        stream
+            .memcpy_htod(&*pinned, &mut field.data)
+            .map_err(err("uploading a spinor field"))?;
+        // The staging buffer is reused: wait until the copy has read it.
+        stream
+            .synchronize()
+            .map_err(err("uploading a spinor field"))?;
+        Ok(field)
+    }
+
+    fn download(&mut self, field: &DeviceSpinor) -> Result<SpinorField> {
+        self.check_len(field.len(), "field")?;
+        let stream = self.gpu.stream.clone();
+        let pinned = self.staging()?;
+        stream
+            .memcpy_dtoh(&field.data, &mut *pinned)
+            .map_err(err("downloading a spinor field"))?;
+        stream
+            .synchronize()
+            .map_err(err("downloading a spinor field"))?;
+        let mut host = SpinorField::zeros(self.lattice.volume());
+        let pinned = self.staging()?;
+        as_f64_mut(&mut host.data)
+            .copy_from_slice(pinned.as_slice().map_err(err("pinned memory"))?);
+        Ok(host)
+    }
+
+    fn copy(&mut self, dst: &mut DeviceSpinor, src: &DeviceSpinor) -> Result<()> {
+        let p = self.gpu.begin()?;
+        self.gpu
+            .stream
+            .memcpy_dtod(&src.data, &mut dst.data)
+            .map_err(err("copying a field"))?;
+        self.gpu.end(p, Kernel::Copy, self.n_complex())
+    }
+
+    fn apply(&mut self, op: Operator, out: &mut DeviceSpinor, inp: &DeviceSpinor) -> Result<()> {
+        let args = StencilArgs {
+            version: self.version,
+            multiple: self.multiple,
+            dims: std::array::from_fn(|mu| self.lattice.dims[mu] as i32),
+            volume: self.lattice.volume(),
+            links: &self.links,
+            move_table: &self.move_table,
+            kappa: self.kappa,
+            g5: op == Operator::G5D,
+        };
+        self.stencil
+            .launch(&mut self.gpu, &args, &inp.data, &mut out.data)?;
+        self.applications += 1;
+        Ok(())
+    }
+
+    fn axpy(&mut self, a: C64, x: &DeviceSpinor, y: &mut DeviceSpinor) -> Result<()> {
+        let n = self.n_complex();
+        let ni = n as i32;
+        let cfg = cfg_1d(n, BLAS_BLOCK, 0);
+        launch!(
+            self.gpu,
+            Kernel::Xaxpy,
+            n,
+            &self.blas.xaxpy,
+            cfg,
+            [&x.data, &mut y.data, &a.re, &a.im, &ni]
+        );
+        Ok(())
+    }
+
+    fn xpay(&mut self, x: &DeviceSpinor, a: C64, y: &mut DeviceSpinor) -> Result<()> {
+        // The seed's way: y = a y (xscal), then y = y + 1 x (xaxpy).
+        let n = self.n_complex();
+        let ni = n as i32;
+        let cfg = cfg_1d(n, BLAS_BLOCK, 0);
+        launch!(
+            self.gpu,
+            Kernel::Xscal,
+            n,
+            &self.blas.xscal,
+            cfg,
+            [&mut y.data, &a.re, &a.im, &ni]
+        );
+        let (one, zero) = (1.0f64, 0.0f64);
+        launch!(
+            self.gpu,
+            Kernel::Xaxpy,
+            n,
+            &self.blas.xaxpy,
+            cfg,
+            [&x.data, &mut y.data, &one, &zero, &ni]
+        );
+        Ok(())
+    }
+
+    fn dot(&mut self, x: &DeviceSpinor, y: &DeviceSpinor) -> Result<C64> {
+        let n = self.n_complex();
+        let ni = n as i32;
+        let cfg = Self::reduce_cfg(n);
+        launch!(
+            self.gpu,
+            Kernel::DotPartial,
+            n,
+            &self.blas.dot_partial,
+            cfg,
+            [&x.data, &y.data, &ni, &mut self.partial[0]]
+        );
+        let (re, im) = self.finish_reduction(reduce_blocks(n), true)?;
+        Ok(C64::new(re, im))
+    }
+
+    fn norm2(&mut self, x: &DeviceSpinor) -> Result<f64> {
+        let n = self.n_complex();
+        let ni = n as i32;
+        let cfg = Self::reduce_cfg(n);
+        launch!(
+            self.gpu,
+            Kernel::Norm2Partial,
+            n,
+            &self.blas.norm2_partial,
+            cfg,
+            [&x.data, &ni, &mut self.partial[0]]
+        );
+        Ok(self.finish_reduction(reduce_blocks(n), false)?.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lattice::DEFAULT_BOUNDARY;
+
+    /// On a machine without a GPU (CI) construction is a clear Error::Cuda, never a panic;
+    /// with one it succeeds.
+    #[test]
+    fn construction_without_a_gpu_is_a_cuda_error() {
+        let l = Lattice::new([2, 2, 2, 2], DEFAULT_BOUNDARY).unwrap();
+        let g = GaugeField::unit(&l);
+        match CudaBackend::new(&g, 0.1, &CudaOptions::default()) {
+            Ok(b) => assert_eq!(b.lattice().volume(), 16),
+            Err(Error::Cuda(m)) => assert!(!m.is_empty()),
+            Err(e) => panic!("expected Error::Cuda, got {e}"),
+        }
+    }
+
+    #[test]
+    fn an_impossible_multiple_is_refused_before_the_device_is_opened() {
+        let l = Lattice::new([2, 2, 2, 2], DEFAULT_BOUNDARY).unwrap();
+        let g = GaugeField::unit(&l);
+        let opts = CudaOptions {
+            version: StencilVersion::V1_6,
+            multiple: 64,
+            device: 0,
+        };
+        match CudaBackend::new(&g, 0.1, &opts) {
+            Err(Error::InvalidValue { key, message }) => {
+                assert_eq!(key, "multiple");
+                assert!(message.contains("1.6.1"), "{message}");
+            }
+            other => panic!("expected InvalidValue, got {:?}", other.err()),
+        }
+    }
+
+    #[test]
+    fn memory_need_grows_with_the_version_buffers() {
+        let l = Lattice::new([4, 4, 4, 4], DEFAULT_BOUNDARY).unwrap();
+        let base = device_bytes_needed(&l, StencilVersion::V1_4);
+        assert!(device_bytes_needed(&l, StencilVersion::V1_0) > base); // bufMove table
+        assert!(device_bytes_needed(&l, StencilVersion::V1_6) > base); // reordered copy
+        assert!(device_bytes_needed(&l, StencilVersion::V2_0) > base); // tmp1, tmp2
+    }
+}

@@ -1,0 +1,249 @@
+//! The one compile path of the CUDA kernels: the `.cu` sources of `kernels/` are embedded
+//! in the binary, their `#include "common.cuh"` is expanded from the embedded header, and
+//! NVRTC compiles them on first use for the device's architecture. PTX is cached per
+//! (source, architecture, options) for the life of the process; a compile error returns
+//! `Error::Cuda` with NVRTC's full log. `compile_all_kernels` runs every source with every
+//! define set the program uses through this same path, needing libnvrtc but no GPU.
+
+use super::version::StencilVersion;
+use crate::error::{Error, Result};
+use cudarc::nvrtc::{CompileError, CompileOptions, Ptx};
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+
+/// One embedded kernel source file.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub(crate) struct KernelSource {
+    pub name: &'static str,
+    pub code: &'static str,
+}
+
+const COMMON: &str = include_str!("../../kernels/common.cuh");
+const INCLUDE_LINE: &str = "#include \"common.cuh\"";
+
+pub(crate) static BLAS1: KernelSource = KernelSource {
+    name: "blas1.cu",
+    code: include_str!("../../kernels/blas1.cu"),
+};
+pub(crate) static REDUCE: KernelSource = KernelSource {
+    name: "reduce.cu",
+    code: include_str!("../../kernels/reduce.cu"),
+};
+pub(crate) static LAYOUT: KernelSource = KernelSource {
+    name: "layout.cu",
+    code: include_str!("../../kernels/layout.cu"),
+};
+pub(crate) static STENCIL_COARSE: KernelSource = KernelSource {
+    name: "stencil_coarse.cu",
+    code: include_str!("../../kernels/stencil_coarse.cu"),
+};
+pub(crate) static STENCIL_FINE: KernelSource = KernelSource {
+    name: "stencil_fine.cu",
+    code: include_str!("../../kernels/stencil_fine.cu"),
+};
+pub(crate) static STENCIL_SPLIT: KernelSource = KernelSource {
+    name: "stencil_split.cu",
+    code: include_str!("../../kernels/stencil_split.cu"),
+};
+
+/// A source with one set of preprocessor defines: the unit that is compiled and cached.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Program {
+    pub source: &'static KernelSource,
+    pub defines: Vec<(&'static str, &'static str)>,
+}
+
+impl Program {
+    pub fn plain(source: &'static KernelSource) -> Self {
+        Program {
+            source,
+            defines: Vec::new(),
+        }
+    }
+
+    /// "stencil_fine.cu [LI_SPARSE=1 ...]".
+    pub fn label(&self) -> String {
+        if self.defines.is_empty() {
+            self.source.name.to_string()
+        } else {
+            let d: Vec<String> = self
+                .defines
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            format!("{} [{}]", self.source.name, d.join(" "))
+        }
+    }
+
+    fn options(&self, arch: &str) -> Vec<String> {
+        let mut o = vec![
+            format!("--gpu-architecture={arch}"),
+            "-default-device".to_string(),
+            "--std=c++17".to_string(),
+        ];
+        o.extend(self.defines.iter().map(|(k, v)| format!("-D{k}={v}")));
+        o
+    }
+
+    /// The source with the shared header spliced in, `#line` directives keeping NVRTC's
+    /// messages pointing at the right file and line.
+    fn expanded(&self) -> String {
+        let mut out = String::with_capacity(COMMON.len() + self.source.code.len() + 128);
+        for (n, line) in self.source.code.lines().enumerate() {
+            if line.trim() == INCLUDE_LINE {
+                out.push_str("#line 1 \"common.cuh\"\n");
+                out.push_str(COMMON);
+                out.push_str(&format!("\n#line {} \"{}\"\n", n + 2, self.source.name));
+            } else {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+        out
+    }
+}
+
+/// Every (source, defines) the program compiles: the support kernels and each version's
+/// stencil program.
+pub(crate) fn all_programs() -> Vec<Program> {
+    let mut programs = vec![
+        Program::plain(&BLAS1),
+        Program::plain(&REDUCE),
+        Program::plain(&LAYOUT),
+    ];
+    for &v in StencilVersion::all() {
+        let p = super::stencil::program(v);
+        if !programs.contains(&p) {
+            programs.push(p);
+        }
+    }
+    programs
+}
+
+/// libnvrtc must be loadable before cudarc touches it (cudarc panics otherwise).
+pub(crate) fn require_nvrtc() -> Result<()> {
+    // SAFETY: only tries to dlopen the library by its usual names.
+    if unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        Ok(())
+    } else {
+        Err(Error::Cuda(
+            "libnvrtc not found: NVRTC (libnvrtc.so.13, from the CUDA toolkit or `pip install nvidia-cuda-nvrtc`) must be on the loader path (LD_LIBRARY_PATH) to compile the kernels".into(),
+        ))
+    }
+}
+
+fn check_arch(arch: &str) -> Result<()> {
+    let digits = arch
+        .strip_prefix("sm_")
+        .or_else(|| arch.strip_prefix("compute_"))
+        .unwrap_or("");
+    let core = digits.trim_end_matches(['a', 'f']);
+    if core.len() >= 2 && core.chars().all(|c| c.is_ascii_digit()) {
+        Ok(())
+    } else {
+        Err(Error::invalid(
+            "arch",
+            format!("`{arch}` is not a GPU architecture (expected e.g. sm_90)"),
+        ))
+    }
+}
+
+type CacheKey = (&'static str, String, Vec<String>);
+
+fn ptx_cache() -> &'static Mutex<HashMap<CacheKey, Ptx>> {
+    static CACHE: OnceLock<Mutex<HashMap<CacheKey, Ptx>>> = OnceLock::new();
+    CACHE.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// Compile (or fetch from the in-process cache) one program for `arch`.
+pub(crate) fn compile(program: &Program, arch: &str) -> Result<Ptx> {
+    check_arch(arch)?;
+    require_nvrtc()?;
+    let options = program.options(arch);
+    let key: CacheKey = (program.source.name, arch.to_string(), options.clone());
+    if let Some(ptx) = ptx_cache().lock().unwrap().get(&key) {
+        return Ok(ptx.clone());
+    }
+    let opts = CompileOptions {
+        options,
+        name: Some(program.source.name.to_string()),
+        ..Default::default()
+    };
+    let ptx =
+        cudarc::nvrtc::compile_ptx_with_opts(program.expanded(), opts).map_err(|e| match e {
+            CompileError::CompileError {
+                nvrtc,
+                options,
+                log,
+            } => Error::Cuda(format!(
+                "NVRTC could not compile {} ({nvrtc:?}) with options {options:?}:\n{}",
+                program.label(),
+                log.to_string_lossy()
+            )),
+            other => Error::Cuda(format!("NVRTC failed on {}: {other:?}", program.label())),
+        })?;
+    ptx_cache().lock().unwrap().insert(key, ptx.clone());
+    Ok(ptx)
+}
+
+/// Compile every kernel source with every define set it is used with, for `arch` (e.g.
+/// "sm_90"), through the program's own compile path. Needs libnvrtc only, no GPU.
+/// Returns each program's label and the size of its PTX in bytes.
+pub fn compile_all_kernels(arch: &str) -> Result<Vec<(String, usize)>> {
+    check_arch(arch)?;
+    require_nvrtc()?;
+    all_programs()
+        .iter()
+        .map(|p| Ok((p.label(), compile(p, arch)?.to_src().len())))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_is_spliced_with_line_directives() {
+        let p = Program::plain(&BLAS1);
+        let s = p.expanded();
+        assert!(!s.contains(INCLUDE_LINE));
+        assert!(s.contains("#line 1 \"common.cuh\""));
+        assert!(s.contains("#line") && s.contains("\"blas1.cu\""));
+        assert!(s.contains("c_madd"));
+    }
+
+    #[test]
+    fn every_version_has_a_program_and_the_list_has_no_duplicates() {
+        let all = all_programs();
+        for (a, pa) in all.iter().enumerate() {
+            for pb in &all[a + 1..] {
+                assert_ne!(pa, pb);
+            }
+        }
+        // support (3) + coarse + fine (1.1/1.2 share; 1.3, 1.4, 1.5, 1.6, 1.6.1) + split
+        assert_eq!(all.len(), 3 + 1 + 6 + 1);
+    }
+
+    #[test]
+    fn arch_strings_are_checked() {
+        assert!(check_arch("sm_90").is_ok());
+        assert!(check_arch("sm_90a").is_ok());
+        assert!(check_arch("compute_80").is_ok());
+        assert!(check_arch("90").is_err());
+        assert!(check_arch("sm_").is_err());
+    }
+
+    /// With libnvrtc on the loader path (CI installs it from PyPI), every program
+    /// compiles for sm_90; without it the error says so instead of panicking.
+    #[test]
+    fn compile_all_kernels_compiles_or_names_the_missing_library() {
+        match compile_all_kernels("sm_90") {
+            Ok(list) => {
+                assert_eq!(list.len(), all_programs().len());
+                assert!(list.iter().all(|(_, n)| *n > 0));
+            }
+            Err(Error::Cuda(m)) => assert!(m.contains("libnvrtc not found"), "{m}"),
+            Err(e) => panic!("unexpected error {e}"),
+        }
+    }
+}

@@ -1,0 +1,230 @@
+//! Opening the GPU and asking it about itself: library and device checks that turn every
+//! absence into a clear `Error::Cuda` (cudarc would panic), driver-error mapping (out of
+//! memory becomes `Error::DeviceMemory`), the free-memory check made before allocating,
+//! `device_info`, and the streaming triad whose bandwidth a solve is compared against.
+
+use super::compile::{self, Program};
+use crate::error::{Error, Result};
+use cudarc::driver::{
+    sys, CudaContext, CudaFunction, CudaModule, CudaStream, DriverError, LaunchConfig,
+    PushKernelArg,
+};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// What `device_info` reports.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct DeviceInfo {
+    pub name: String,
+    /// Compute capability (major, minor).
+    pub cc: (i32, i32),
+    pub total_mem: usize,
+    pub free_mem: usize,
+    pub sm_count: i32,
+}
+
+/// Map a driver error; out-of-memory is its own error (exit 6).
+pub(crate) fn driver_err(what: &str, e: DriverError) -> Error {
+    if e.0 == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+        Error::DeviceMemory(format!("{what}: {e}"))
+    } else {
+        Error::Cuda(format!("{what}: {e}"))
+    }
+}
+
+/// libcuda must be loadable before cudarc touches it.
+pub(crate) fn require_driver() -> Result<()> {
+    // SAFETY: only tries to dlopen the library by its usual names.
+    if unsafe { cudarc::driver::sys::is_culib_present() } {
+        Ok(())
+    } else {
+        Err(Error::Cuda(
+            "libcuda not found: no NVIDIA driver on this machine (libcuda.so must be on the loader path); use the CPU backend or run on a machine with an NVIDIA GPU".into(),
+        ))
+    }
+}
+
+/// The primary context of GPU `ordinal`, with a clear error when there is none.
+pub(crate) fn open_context(ordinal: usize) -> Result<Arc<CudaContext>> {
+    require_driver()?;
+    cudarc::driver::result::init().map_err(|e| driver_err("initialising the CUDA driver", e))?;
+    let count = CudaContext::device_count().map_err(|e| driver_err("counting GPUs", e))?;
+    if count <= 0 {
+        return Err(Error::Cuda("no CUDA-capable GPU found".into()));
+    }
+    if ordinal >= count as usize {
+        return Err(Error::Cuda(format!(
+            "GPU {ordinal} requested but only {count} found (devices 0..{count})"
+        )));
+    }
+    CudaContext::new(ordinal).map_err(|e| driver_err(&format!("opening GPU {ordinal}"), e))
+}
+
+/// "sm_90" for compute capability 9.0.
+pub(crate) fn arch_of(ctx: &CudaContext) -> Result<String> {
+    let (major, minor) = ctx
+        .compute_capability()
+        .map_err(|e| driver_err("reading the compute capability", e))?;
+    Ok(format!("sm_{major}{minor}"))
+}
+
+/// Refuse, before allocating, a need larger than the device's free memory.
+pub(crate) fn ensure_fits(ctx: &CudaContext, need: usize, what: &str) -> Result<()> {
+    let (free, total) = ctx
+        .mem_get_info()
+        .map_err(|e| driver_err("reading free device memory", e))?;
+    if need > free {
+        return Err(Error::DeviceMemory(format!(
+            "{what} needs {need} bytes ({:.2} GiB) but the device has {free} bytes ({:.2} GiB) free of {total}",
+            need as f64 / GIB,
+            free as f64 / GIB
+        )));
+    }
+    Ok(())
+}
+
+const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+type ModuleKey = (usize, Program, String);
+
+fn module_cache() -> &'static Mutex<HashMap<ModuleKey, Arc<CudaModule>>> {
+    static CACHE: OnceLock<Mutex<HashMap<ModuleKey, Arc<CudaModule>>>> = OnceLock::new();
+    CACHE.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// Load (once per process and device) the module of a program, compiling it if needed.
+/// Returns the module and whether it was loaded by this call (so that constant memory can
+/// be initialised once).
+pub(crate) fn load_module(
+    ctx: &Arc<CudaContext>,
+    program: &Program,
+) -> Result<(Arc<CudaModule>, bool)> {
+    let arch = arch_of(ctx)?;
+    let key = (ctx.ordinal(), program.clone(), arch.clone());
+    if let Some(m) = module_cache().lock().unwrap().get(&key) {
+        return Ok((m.clone(), false));
+    }
+    let ptx = compile::compile(program, &arch)?;
+    let module = ctx
+        .load_module(ptx)
+        .map_err(|e| driver_err(&format!("loading {}", program.label()), e))?;
+    module_cache().lock().unwrap().insert(key, module.clone());
+    Ok((module, true))
+}
+
+pub(crate) fn function(module: &Arc<CudaModule>, name: &str) -> Result<CudaFunction> {
+    module
+        .load_function(name)
+        .map_err(|e| driver_err(&format!("finding kernel {name}"), e))
+}
+
+fn err(what: &'static str) -> impl Fn(DriverError) -> Error {
+    move |e| driver_err(what, e)
+}
+
+/// Name, compute capability, memory and multiprocessors of GPU 0.
+pub fn device_info() -> Result<DeviceInfo> {
+    device_info_of(0)
+}
+
+pub fn device_info_of(ordinal: usize) -> Result<DeviceInfo> {
+    let ctx = open_context(ordinal)?;
+    let name = ctx
+        .name()
+        .map_err(|e| driver_err("reading the device name", e))?;
+    let cc = ctx
+        .compute_capability()
+        .map_err(|e| driver_err("reading the compute capability", e))?;
+    let (free_mem, total_mem) = ctx
+        .mem_get_info()
+        .map_err(|e| driver_err("reading device memory", e))?;
+    let sm_count = ctx
+        .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+        .map_err(|e| driver_err("reading the multiprocessor count", e))?;
+    Ok(DeviceInfo {
+        name,
+        cc,
+        total_mem,
+        free_mem,
+        sm_count,
+    })
+}
+
+/// Streaming bandwidth of GPU 0 in GB/s (1e9 bytes/s): a = b + s c over three f64 arrays
+/// of `bytes` bytes in all, counted as 2 reads and 1 write per element; the median of 9
+/// event-timed runs after 2 warm-ups.
+pub fn triad_bandwidth(bytes: usize) -> Result<f64> {
+    let ctx = open_context(0)?;
+    triad_on(&ctx, bytes)
+}
+
+pub(crate) fn triad_on(ctx: &Arc<CudaContext>, bytes: usize) -> Result<f64> {
+    let n = bytes / 24;
+    if n == 0 {
+        return Err(Error::invalid("triad bytes", "need at least 24 bytes"));
+    }
+    ensure_fits(ctx, 3 * n * 8, "the triad")?;
+    let stream: Arc<CudaStream> = ctx.default_stream();
+    let (module, _) = load_module(ctx, &Program::plain(&compile::BLAS1))?;
+    let f = function(&module, "triad")?;
+    let mut a = stream
+        .alloc_zeros::<f64>(n)
+        .map_err(err("triad allocation"))?;
+    let b = stream
+        .clone_htod(&vec![1.0f64; n])
+        .map_err(err("triad upload"))?;
+    let c = stream
+        .clone_htod(&vec![2.0f64; n])
+        .map_err(err("triad upload"))?;
+    let sms = ctx
+        .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+        .map_err(err("reading the multiprocessor count"))? as u32;
+    let blocks = ((n as u64).div_ceil(256)).min(sms as u64 * 32) as u32;
+    let cfg = LaunchConfig {
+        grid_dim: (blocks.max(1), 1, 1),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let s = 3.0f64;
+    let nn = n as i64;
+    let mut times = Vec::new();
+    for run in 0..11 {
+        let start = ctx
+            .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(err("creating an event"))?;
+        let end = ctx
+            .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(err("creating an event"))?;
+        start.record(&stream).map_err(err("recording an event"))?;
+        // SAFETY: triad(double* a, const double* b, const double* c, double s, long long n)
+        // with three device arrays of n doubles.
+        unsafe {
+            stream
+                .launch_builder(&f)
+                .arg(&mut a)
+                .arg(&b)
+                .arg(&c)
+                .arg(&s)
+                .arg(&nn)
+                .launch(cfg)
+        }
+        .map_err(err("launching the triad"))?;
+        end.record(&stream).map_err(err("recording an event"))?;
+        let ms = start.elapsed_ms(&end).map_err(err("timing the triad"))? as f64;
+        if run >= 2 {
+            times.push(ms);
+        }
+    }
+    let check = stream
+        .clone_dtoh(&a.slice(0..1))
+        .map_err(err("triad check"))?;
+    if check[0] != 7.0 {
+        return Err(Error::Cuda(format!(
+            "triad computed {} instead of 7",
+            check[0]
+        )));
+    }
+    times.sort_by(|x, y| x.partial_cmp(y).unwrap());
+    let median = times[times.len() / 2];
+    Ok((24 * n) as f64 / (median * 1e-3) / 1e9)
+}

@@ -1,0 +1,193 @@
+//! Kernel descriptors: every kernel the CUDA backend launches knows its name and the
+//! floating-point operations it executes and the global-memory bytes it moves in one
+//! launch, so that every timing prints GFLOP/s and GB/s (QUDA's habit). Counts are the
+//! kernels' own (what the code executes), not a model; the stencil versions' per-site
+//! counts live on `StencilVersion`.
+
+use super::version::StencilVersion;
+use crate::dirac::reference::li_matrices;
+
+/// The seed's hop order (kernels/common.cuh): hop h = 0..7 goes in direction HOP_MU[h]
+/// (0..3 = x, y, z, t), forward for h < 4: up t, x, y, z, then down t, x, y, z.
+pub const HOP_MU: [usize; 8] = [3, 0, 1, 2, 3, 0, 1, 2];
+
+/// The seed's Li matrices (from the CPU reference) in hop order, each 4x4 row-major, as
+/// (re, im) pairs: the contents of the kernels' `c_li` constant array.
+pub fn li_in_hop_order() -> Vec<f64> {
+    let li = li_matrices();
+    (0..8)
+        .flat_map(|h| {
+            li[HOP_MU[h]][h / 4]
+                .iter()
+                .flatten()
+                .flat_map(|z| [z.re, z.im])
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// Threads per block of the reduction kernels (REDUCE_BLOCK in reduce.cu); each block
+/// reduces twice as many inputs.
+pub const REDUCE_BLOCK: usize = 256;
+/// Threads per block of the BLAS-1 and element-wise kernels.
+pub const BLAS_BLOCK: usize = 256;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kernel {
+    /// y = a y, complex (seed: xMult).
+    Xscal,
+    /// y = y + a x, complex (seed: xMultAdd).
+    Xaxpy,
+    /// Device-to-device copy of a field.
+    Copy,
+    /// First pass of (x|x): n complex inputs.
+    Norm2Partial,
+    /// First pass of (x|y): n complex input pairs.
+    DotPartial,
+    /// Later passes over n real partial sums.
+    SumPartial,
+    /// Later passes over n complex partial sums.
+    Sum2Partial,
+    /// A fused stencilCore (versions 1.0 to 1.6.1) over n sites.
+    Stencil(StencilVersion),
+    /// Version 2.0's spin product of one hop over n sites.
+    Xgemm34x44,
+    /// Version 2.0's colour product of one hop over n sites (writing on the first hop).
+    Xgemm33x34 { accumulate: bool },
+    /// Version 2.0's out = psi - kappa tmp2 over n sites.
+    DslashCombine,
+    /// A set-up kernel (layout building); not booked in the solve's statistics.
+    Setup(&'static str),
+}
+
+/// Inputs a reduction pass loads in its blocks' second halves, and its block count.
+fn reduce_shape(n: usize) -> (u64, u64) {
+    let chunk = 2 * REDUCE_BLOCK;
+    let blocks = n.div_ceil(chunk);
+    let full = n / chunk;
+    let rest = n % chunk;
+    let second = full * REDUCE_BLOCK + rest.saturating_sub(REDUCE_BLOCK);
+    (second as u64, blocks as u64)
+}
+
+/// Blocks of a reduction pass over n inputs.
+pub fn reduce_blocks(n: usize) -> usize {
+    n.div_ceil(2 * REDUCE_BLOCK)
+}
+
+impl Kernel {
+    pub fn name(&self) -> String {
+        match self {
+            Kernel::Xscal => "xscal".into(),
+            Kernel::Xaxpy => "xaxpy".into(),
+            Kernel::Copy => "copy".into(),
+            Kernel::Norm2Partial => "norm2_partial".into(),
+            Kernel::DotPartial => "dot_partial".into(),
+            Kernel::SumPartial => "sum_partial".into(),
+            Kernel::Sum2Partial => "sum2_partial".into(),
+            Kernel::Stencil(v) => format!("stencilCore {v}"),
+            Kernel::Xgemm34x44 => "xgemm34x44 (2.0)".into(),
+            Kernel::Xgemm33x34 { .. } => "xgemm33x34 (2.0)".into(),
+            Kernel::DslashCombine => "dslash_combine (2.0)".into(),
+            Kernel::Setup(name) => (*name).into(),
+        }
+    }
+
+    /// Part of the operator application (the stencil), as opposed to BLAS-1 and reductions.
+    pub fn is_stencil(&self) -> bool {
+        matches!(
+            self,
+            Kernel::Stencil(_)
+                | Kernel::Xgemm34x44
+                | Kernel::Xgemm33x34 { .. }
+                | Kernel::DslashCombine
+        )
+    }
+
+    /// Executed floating-point operations of one launch over n elements (complex numbers
+    /// for BLAS-1 and reductions, sites for the stencils).
+    pub fn flops(&self, n: usize) -> u64 {
+        let nn = n as u64;
+        let tree = (REDUCE_BLOCK as u64) - 1;
+        match self {
+            Kernel::Xscal => 6 * nn,
+            Kernel::Xaxpy => 8 * nn,
+            Kernel::Copy => 0,
+            Kernel::Norm2Partial => {
+                let (second, blocks) = reduce_shape(n);
+                3 * nn + second + tree * blocks
+            }
+            Kernel::DotPartial => {
+                let (second, blocks) = reduce_shape(n);
+                6 * nn + 2 * second + 2 * tree * blocks
+            }
+            Kernel::SumPartial => {
+                let (second, blocks) = reduce_shape(n);
+                second + tree * blocks
+            }
+            Kernel::Sum2Partial => {
+                let (second, blocks) = reduce_shape(n);
+                2 * second + 2 * tree * blocks
+            }
+            Kernel::Stencil(v) => v.flops_per_site() * nn,
+            Kernel::Xgemm34x44 => 24 * nn,
+            Kernel::Xgemm33x34 { accumulate } => (if *accumulate { 288 } else { 264 }) * nn,
+            Kernel::DslashCombine => 48 * nn,
+            Kernel::Setup(_) => 0,
+        }
+    }
+
+    /// Global-memory bytes read plus written by one launch over n elements.
+    pub fn bytes(&self, n: usize) -> u64 {
+        let nn = n as u64;
+        let spinor = 192;
+        match self {
+            Kernel::Xscal => 32 * nn,
+            Kernel::Xaxpy => 48 * nn,
+            Kernel::Copy => 32 * nn,
+            Kernel::Norm2Partial => 16 * nn + 8 * reduce_blocks(n) as u64,
+            Kernel::DotPartial => 32 * nn + 16 * reduce_blocks(n) as u64,
+            Kernel::SumPartial => 8 * nn + 8 * reduce_blocks(n) as u64,
+            Kernel::Sum2Partial => 16 * nn + 16 * reduce_blocks(n) as u64,
+            Kernel::Stencil(v) => v.bytes_per_site() * nn,
+            Kernel::Xgemm34x44 => 2 * spinor * nn,
+            Kernel::Xgemm33x34 { accumulate } => {
+                (144 + spinor + spinor + if *accumulate { spinor } else { 0 }) * nn
+            }
+            Kernel::DslashCombine => 3 * spinor * nn,
+            Kernel::Setup(_) => 0,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_kernels_add_up_to_the_version_count() {
+        // 8 spin products, 7 accumulating and 1 writing colour products, 1 combine.
+        let v = 1000;
+        let flops = 8 * Kernel::Xgemm34x44.flops(v)
+            + 7 * Kernel::Xgemm33x34 { accumulate: true }.flops(v)
+            + Kernel::Xgemm33x34 { accumulate: false }.flops(v)
+            + Kernel::DslashCombine.flops(v);
+        assert_eq!(flops, StencilVersion::V2_0.flops_per_site() * v as u64);
+        let bytes = 8 * Kernel::Xgemm34x44.bytes(v)
+            + 7 * Kernel::Xgemm33x34 { accumulate: true }.bytes(v)
+            + Kernel::Xgemm33x34 { accumulate: false }.bytes(v)
+            + Kernel::DslashCombine.bytes(v);
+        assert_eq!(bytes, StencilVersion::V2_0.bytes_per_site() * v as u64);
+    }
+
+    #[test]
+    fn reduction_shape() {
+        // 1000 inputs: blocks of 512 -> 2 blocks; second halves: 256 + (488 - 256) = 488.
+        assert_eq!(reduce_shape(1000), (488, 2));
+        assert_eq!(reduce_shape(512), (256, 1));
+        assert_eq!(reduce_shape(100), (0, 1));
+        assert_eq!(reduce_blocks(1), 1);
+        // norm2 of 100: 300 for the squares, no second half, 255 tree additions.
+        assert_eq!(Kernel::Norm2Partial.flops(100), 300 + 255);
+    }
+}

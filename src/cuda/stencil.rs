@@ -1,0 +1,204 @@
+//! The one dispatch point of the stencilCore versions: `kind` maps each `StencilVersion`
+//! to its implementation (coarse kernel, fine-grain kernel with the version's compile-time
+//! switches, or the split kernels of 2.0); `program` gives the source and defines to
+//! compile, and `StencilKernels::launch` runs one operator application.
+
+use super::compile::{Program, STENCIL_COARSE, STENCIL_FINE, STENCIL_SPLIT};
+use super::kernels::{Kernel, BLAS_BLOCK};
+use super::timing::{launch, GpuStream};
+use super::version::StencilVersion;
+use crate::error::Result;
+use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StencilKind {
+    /// 1.0: stencil_coarse.cu, one thread per site.
+    Coarse,
+    /// 1.1 to 1.6.1: stencil_fine.cu, 12 threads per site.
+    Fine,
+    /// 2.0: stencil_split.cu, one kernel per product.
+    Split,
+}
+
+/// The dispatch: which implementation a version is.
+pub(crate) fn kind(v: StencilVersion) -> StencilKind {
+    use StencilVersion::*;
+    match v {
+        V1_0 => StencilKind::Coarse,
+        V1_1 | V1_2 | V1_3 | V1_4 | V1_5 | V1_6 | V1_6_1 => StencilKind::Fine,
+        V2_0 => StencilKind::Split,
+    }
+}
+
+fn flag(on: bool) -> &'static str {
+    if on {
+        "1"
+    } else {
+        "0"
+    }
+}
+
+/// The source and defines a version is compiled from.
+pub(crate) fn program(v: StencilVersion) -> Program {
+    match kind(v) {
+        StencilKind::Coarse => Program::plain(&STENCIL_COARSE),
+        StencilKind::Split => Program::plain(&STENCIL_SPLIT),
+        StencilKind::Fine => Program {
+            source: &STENCIL_FINE,
+            defines: vec![
+                ("LI_SPARSE", flag(v.sparse_li())),
+                ("NEIGHBOUR_FROM_COORDS", flag(!v.uses_move_table())),
+                ("FEWER_BARRIERS", flag(v.fewer_barriers())),
+                (
+                    "U_REORDERED",
+                    flag(v.link_layout() == super::version::LinkLayout::Reordered),
+                ),
+                ("U_IN_SHARED", flag(v.links_in_shared())),
+            ],
+        },
+    }
+}
+
+/// Whether a version's module holds the `c_li` constant array to upload.
+pub(crate) fn needs_li_constant(v: StencilVersion) -> bool {
+    kind(v) != StencilKind::Split && !v.sparse_li()
+}
+
+/// The loaded kernel(s) of a version, plus 2.0's intermediate buffers.
+pub(crate) enum StencilKernels {
+    Coarse(CudaFunction),
+    Fine(CudaFunction),
+    Split {
+        gemm34: CudaFunction,
+        gemm33: CudaFunction,
+        combine: CudaFunction,
+        tmp1: CudaSlice<f64>,
+        tmp2: CudaSlice<f64>,
+    },
+}
+
+/// Everything a launch needs besides the kernels: geometry and device buffers.
+pub(crate) struct StencilArgs<'a> {
+    pub version: StencilVersion,
+    pub multiple: usize,
+    pub dims: [i32; 4],
+    pub volume: usize,
+    pub links: &'a CudaSlice<f64>,
+    /// The displacement table (1.0-1.3) or a one-element placeholder.
+    pub move_table: &'a CudaSlice<i32>,
+    pub kappa: f64,
+    pub g5: bool,
+}
+
+fn grid(n: usize, per_block: usize) -> u32 {
+    n.div_ceil(per_block) as u32
+}
+
+/// A one-dimensional launch of `n` work items, `block` per block.
+pub(crate) fn cfg_1d(n: usize, block: usize, shared: usize) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (grid(n, block).max(1), 1, 1),
+        block_dim: (block as u32, 1, 1),
+        shared_mem_bytes: shared as u32,
+    }
+}
+
+impl StencilKernels {
+    /// Run out = A psi as the version's sequence of launches on `gpu`, booking each.
+    pub(crate) fn launch(
+        &mut self,
+        gpu: &mut GpuStream,
+        a: &StencilArgs<'_>,
+        psi: &CudaSlice<f64>,
+        out: &mut CudaSlice<f64>,
+    ) -> Result<()> {
+        let v = a.version;
+        let volume = a.volume as i32;
+        let g5 = a.g5 as i32;
+        let [lx, ly, lz, lt] = a.dims;
+        match self {
+            StencilKernels::Coarse(f) => {
+                let cfg = cfg_1d(a.volume, v.block_threads(a.multiple), 0);
+                launch!(
+                    gpu,
+                    Kernel::Stencil(v),
+                    a.volume,
+                    f,
+                    cfg,
+                    [psi, out, a.links, a.move_table, &a.kappa, &g5, &volume]
+                );
+            }
+            StencilKernels::Fine(f) => {
+                let spb = v.sites_per_block(a.multiple);
+                let spb_i = spb as i32;
+                let cfg = LaunchConfig {
+                    grid_dim: (grid(a.volume, spb), 1, 1),
+                    block_dim: (v.block_threads(a.multiple) as u32, 1, 1),
+                    shared_mem_bytes: v.shared_bytes(a.multiple) as u32,
+                };
+                launch!(
+                    gpu,
+                    Kernel::Stencil(v),
+                    a.volume,
+                    f,
+                    cfg,
+                    [
+                        psi,
+                        out,
+                        a.links,
+                        a.move_table,
+                        &a.kappa,
+                        &g5,
+                        &volume,
+                        &lx,
+                        &ly,
+                        &lz,
+                        &lt,
+                        &spb_i
+                    ]
+                );
+            }
+            StencilKernels::Split {
+                gemm34,
+                gemm33,
+                combine,
+                tmp1,
+                tmp2,
+            } => {
+                let elems = a.volume * 12;
+                let cfg = cfg_1d(elems, v.block_threads(a.multiple), 0);
+                for h in 0..8i32 {
+                    launch!(
+                        gpu,
+                        Kernel::Xgemm34x44,
+                        a.volume,
+                        gemm34,
+                        cfg,
+                        [psi, &mut *tmp1, &h, &volume, &lx, &ly, &lz, &lt]
+                    );
+                    let accumulate = h > 0;
+                    let acc_i = accumulate as i32;
+                    launch!(
+                        gpu,
+                        Kernel::Xgemm33x34 { accumulate },
+                        a.volume,
+                        gemm33,
+                        cfg,
+                        [a.links, &*tmp1, &mut *tmp2, &h, &acc_i, &volume]
+                    );
+                }
+                let n = elems as i32;
+                let cfg = cfg_1d(elems, BLAS_BLOCK, 0);
+                launch!(
+                    gpu,
+                    Kernel::DslashCombine,
+                    a.volume,
+                    combine,
+                    cfg,
+                    [psi, &*tmp2, out, &a.kappa, &g5, &n]
+                );
+            }
+        }
+        Ok(())
+    }
+}

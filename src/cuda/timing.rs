@@ -1,0 +1,206 @@
+//! The backend's stream and its books: every launch is bracketed by two CUDA events
+//! (CU_EVENT_DEFAULT, so they time) from a reusable pool, and counted with its kernel's
+//! flops and bytes. The events are read only after the stream has been synchronised
+//! anyway (a reduction returning its scalar), so timing adds no host synchronisation to
+//! the solver loop.
+
+use super::device::driver_err;
+use super::kernels::Kernel;
+use crate::error::Result;
+use cudarc::driver::{sys, CudaContext, CudaEvent, CudaStream};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Time and work of one kernel over the backend's life.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct KernelStat {
+    pub name: String,
+    pub launches: u64,
+    /// Sum of the event-timed durations of its launches.
+    pub millis: f64,
+    /// Executed floating-point operations (the kernel's own count), summed over launches.
+    pub flops: u64,
+    /// Global-memory bytes read and written, summed over launches.
+    pub bytes: u64,
+}
+
+impl KernelStat {
+    pub fn gflops(&self) -> f64 {
+        if self.millis > 0.0 {
+            self.flops as f64 / (self.millis * 1e6)
+        } else {
+            0.0
+        }
+    }
+
+    pub fn gbytes_per_s(&self) -> f64 {
+        if self.millis > 0.0 {
+            self.bytes as f64 / (self.millis * 1e6)
+        } else {
+            0.0
+        }
+    }
+}
+
+/// A launch whose start event has been recorded.
+pub(crate) struct Pending {
+    start: CudaEvent,
+    end: CudaEvent,
+}
+
+struct Booked {
+    stat: usize,
+    events: Pending,
+}
+
+/// Above this many unread event pairs (only outside reduction-driven loops), the stream is
+/// synchronised and the events read, to bound the pool.
+const MAX_PENDING: usize = 4096;
+
+pub(crate) struct GpuStream {
+    pub ctx: Arc<CudaContext>,
+    pub stream: Arc<CudaStream>,
+    pool: Vec<CudaEvent>,
+    pending: Vec<Booked>,
+    stats: Vec<KernelStat>,
+    stencil: Vec<bool>,
+    index: HashMap<String, usize>,
+}
+
+impl GpuStream {
+    pub fn new(ctx: Arc<CudaContext>, stream: Arc<CudaStream>) -> Self {
+        GpuStream {
+            ctx,
+            stream,
+            pool: Vec::new(),
+            pending: Vec::new(),
+            stats: Vec::new(),
+            stencil: Vec::new(),
+            index: HashMap::new(),
+        }
+    }
+
+    fn event(&mut self) -> Result<CudaEvent> {
+        match self.pool.pop() {
+            Some(e) => Ok(e),
+            None => self
+                .ctx
+                .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(|e| driver_err("creating a timing event", e)),
+        }
+    }
+
+    /// Record the start of a launch.
+    pub fn begin(&mut self) -> Result<Pending> {
+        if self.pending.len() >= MAX_PENDING {
+            self.sync()?;
+        }
+        let start = self.event()?;
+        let end = self.event()?;
+        start
+            .record(&self.stream)
+            .map_err(|e| driver_err("recording a timing event", e))?;
+        Ok(Pending { start, end })
+    }
+
+    /// Record the end of a launch and book it.
+    pub fn end(&mut self, p: Pending, kernel: Kernel, n: usize) -> Result<()> {
+        p.end
+            .record(&self.stream)
+            .map_err(|e| driver_err("recording a timing event", e))?;
+        let name = kernel.name();
+        let stat = match self.index.get(&name) {
+            Some(&k) => k,
+            None => {
+                self.stats.push(KernelStat {
+                    name: name.clone(),
+                    launches: 0,
+                    millis: 0.0,
+                    flops: 0,
+                    bytes: 0,
+                });
+                self.stencil.push(kernel.is_stencil());
+                self.index.insert(name, self.stats.len() - 1);
+                self.stats.len() - 1
+            }
+        };
+        let s = &mut self.stats[stat];
+        s.launches += 1;
+        s.flops += kernel.flops(n);
+        s.bytes += kernel.bytes(n);
+        self.pending.push(Booked { stat, events: p });
+        Ok(())
+    }
+
+    /// Read the events of completed launches (call after the stream has been synchronised).
+    pub fn collect(&mut self) -> Result<()> {
+        for b in std::mem::take(&mut self.pending) {
+            let ms = b
+                .events
+                .start
+                .elapsed_ms(&b.events.end)
+                .map_err(|e| driver_err("reading a timing event", e))?;
+            self.stats[b.stat].millis += ms as f64;
+            self.pool.push(b.events.start);
+            self.pool.push(b.events.end);
+        }
+        Ok(())
+    }
+
+    pub fn sync(&mut self) -> Result<()> {
+        self.stream
+            .synchronize()
+            .map_err(|e| driver_err("synchronising the stream", e))?;
+        self.collect()
+    }
+
+    /// The books so far (synchronises the stream to read the last launches).
+    pub fn stats(&self) -> Result<Vec<KernelStat>> {
+        self.stream
+            .synchronize()
+            .map_err(|e| driver_err("synchronising the stream", e))?;
+        let mut out = self.stats.clone();
+        for b in &self.pending {
+            let ms = b
+                .events
+                .start
+                .elapsed_ms(&b.events.end)
+                .map_err(|e| driver_err("reading a timing event", e))?;
+            out[b.stat].millis += ms as f64;
+        }
+        Ok(out)
+    }
+
+    /// Whether book `k` belongs to the operator application.
+    pub fn is_stencil_stat(&self, k: usize) -> bool {
+        self.stencil[k]
+    }
+
+    pub fn reset(&mut self) -> Result<()> {
+        self.sync()?;
+        self.stats.clear();
+        self.stencil.clear();
+        self.index.clear();
+        Ok(())
+    }
+}
+
+/// Launch a kernel on a `GpuStream` and book it: `launch!(gpu, kernel, n, func, cfg, [args])`.
+/// The arguments must match the kernel's extern "C" signature in kernels/*.cu.
+macro_rules! launch {
+    ($gpu:expr, $kernel:expr, $n:expr, $func:expr, $cfg:expr, [$($arg:expr),* $(,)?]) => {{
+        #[allow(unused_imports)]
+        use cudarc::driver::PushKernelArg as _;
+        let kernel = $kernel;
+        let pending = $gpu.begin()?;
+        let mut builder = $gpu.stream.launch_builder($func);
+        $( builder.arg($arg); )*
+        // SAFETY: the argument list matches the kernel's signature (see the call site's
+        // kernel source), every buffer is a live device allocation of this context sized
+        // for the launch, and the kernels guard their indices.
+        let launched = unsafe { builder.launch($cfg) };
+        launched.map_err(|e| $crate::cuda::device::driver_err(&format!("launching {}", kernel.name()), e))?;
+        $gpu.end(pending, kernel, $n)?;
+    }};
+}
+pub(crate) use launch;

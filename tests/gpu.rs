@@ -1,0 +1,211 @@
+//! GPU execution tests of the CUDA backend (built only with `--features gpu-tests`; CI has
+//! no GPU and never builds them). Every test opens the GPU first and fails loudly when
+//! there is none, so they never pass silently.
+//!
+//! Expected values: the CPU reference operator `dirac::apply_reference` (the seed's form)
+//! and the CPU backend; tolerances as in src/cuda/validate.rs.
+
+use qcd_solve::backend::cpu::CpuBackend;
+use qcd_solve::backend::{Backend, Operator};
+use qcd_solve::cuda::{check_device_memory, device_info, CudaBackend, CudaOptions, StencilVersion};
+use qcd_solve::dirac::apply_reference;
+use qcd_solve::field::{GaugeField, SpinorField, C64};
+use qcd_solve::lattice::{Lattice, DEFAULT_BOUNDARY};
+use qcd_solve::solver::{conjugate_residual, CrParams};
+use qcd_solve::Error;
+
+fn require_gpu() {
+    match device_info() {
+        Ok(info) => eprintln!("GPU: {} (sm_{}{})", info.name, info.cc.0, info.cc.1),
+        Err(e) => panic!("the gpu tests need an NVIDIA GPU with its driver and libnvrtc: {e}"),
+    }
+}
+
+fn lattice(dims: [usize; 4]) -> Lattice {
+    Lattice::new(dims, DEFAULT_BOUNDARY).unwrap()
+}
+
+/// Multiples exercised per version: 1 (one site per block), 5 (odd: blocks start on odd
+/// sites, the last block is partial) and 16 (the seed's Fermi choice).
+fn multiples(v: StencilVersion) -> Vec<usize> {
+    if v.uses_multiple() {
+        vec![1, 5, 16]
+    } else {
+        vec![16]
+    }
+}
+
+fn operator_matches_reference(dims: [usize; 4]) {
+    require_gpu();
+    let l = lattice(dims);
+    let kappa = 0.124;
+    let gauge = GaugeField::random(&l, 11);
+    let psi = SpinorField::random(l.volume(), 11, 1 << 40);
+    let mut failures = Vec::new();
+    for op in [Operator::D, Operator::G5D] {
+        let want = apply_reference(op, &gauge, kappa, &psi);
+        for &version in StencilVersion::all() {
+            for multiple in multiples(version) {
+                let opts = CudaOptions {
+                    version,
+                    multiple,
+                    device: 0,
+                };
+                let mut gpu = CudaBackend::new(&gauge, kappa, &opts)
+                    .unwrap_or_else(|e| panic!("version {version} multiple {multiple}: {e}"));
+                let d_psi = gpu.upload(&psi).unwrap();
+                let mut d_out = gpu.alloc().unwrap();
+                gpu.apply(op, &mut d_out, &d_psi).unwrap();
+                let got = gpu.download(&d_out).unwrap();
+                let rel = got.rel_diff(&want);
+                eprintln!(
+                    "{} {op} version {version} multiple {multiple}: {rel:.2e}",
+                    l.dims_string()
+                );
+                if rel.is_nan() || rel >= 1e-13 {
+                    failures.push(format!("{op} {version} m{multiple}: {rel:e}"));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "operator mismatches: {failures:?}");
+}
+
+#[test]
+fn every_version_matches_the_reference_on_6x6x6x10() {
+    operator_matches_reference([6, 6, 6, 10]);
+}
+
+#[test]
+fn every_version_matches_the_reference_on_odd_3x5x7x9() {
+    // Odd extents and an odd volume (945): wrap-around at 3, the 1.6 layout's padded
+    // last pair, partial last blocks.
+    operator_matches_reference([3, 5, 7, 9]);
+}
+
+#[test]
+fn reductions_give_identical_bits_on_every_run_and_match_the_cpu() {
+    require_gpu();
+    let l = lattice([8, 8, 8, 16]);
+    let gauge = GaugeField::unit(&l);
+    let x = SpinorField::random(l.volume(), 3, 1 << 40);
+    let y = SpinorField::random(l.volume(), 3, 2 << 40);
+    let mut gpu = CudaBackend::new(&gauge, 0.1, &CudaOptions::default()).unwrap();
+    let dx = gpu.upload(&x).unwrap();
+    let dy = gpu.upload(&y).unwrap();
+    let n0 = gpu.norm2(&dx).unwrap();
+    let d0 = gpu.dot(&dx, &dy).unwrap();
+    for _ in 0..50 {
+        assert_eq!(gpu.norm2(&dx).unwrap().to_bits(), n0.to_bits());
+        let d = gpu.dot(&dx, &dy).unwrap();
+        assert_eq!(
+            (d.re.to_bits(), d.im.to_bits()),
+            (d0.re.to_bits(), d0.im.to_bits())
+        );
+    }
+    let mut cpu = CpuBackend::new(&gauge, 0.1);
+    let nc = cpu.norm2(&x).unwrap();
+    let dc = cpu.dot(&x, &y).unwrap();
+    assert!((n0 - nc).abs() / nc < 1e-13, "norm2 {n0} vs {nc}");
+    assert!((d0 - dc).norm() / dc.norm() < 1e-12, "dot {d0} vs {dc}");
+}
+
+#[test]
+fn blas1_matches_the_cpu() {
+    require_gpu();
+    let l = lattice([4, 6, 6, 8]);
+    let gauge = GaugeField::unit(&l);
+    let x = SpinorField::random(l.volume(), 5, 1 << 40);
+    let y = SpinorField::random(l.volume(), 5, 2 << 40);
+    let a = C64::new(0.7, -1.3);
+    let mut gpu = CudaBackend::new(&gauge, 0.1, &CudaOptions::default()).unwrap();
+    let mut cpu = CpuBackend::new(&gauge, 0.1);
+    let dx = gpu.upload(&x).unwrap();
+    let mut dy = gpu.upload(&y).unwrap();
+    let mut hy = y.clone();
+    gpu.axpy(a, &dx, &mut dy).unwrap();
+    cpu.axpy(a, &x, &mut hy).unwrap();
+    assert!(gpu.download(&dy).unwrap().rel_diff(&hy) < 1e-15);
+    gpu.xpay(&dx, a, &mut dy).unwrap();
+    cpu.xpay(&x, a, &mut hy).unwrap();
+    assert!(gpu.download(&dy).unwrap().rel_diff(&hy) < 1e-15);
+    let mut dz = gpu.alloc().unwrap();
+    gpu.copy(&mut dz, &dy).unwrap();
+    assert_eq!(gpu.download(&dz).unwrap(), gpu.download(&dy).unwrap());
+}
+
+#[test]
+fn cr_on_the_gpu_follows_the_cpu() {
+    require_gpu();
+    let l = lattice([4, 4, 6, 8]);
+    let kappa = 0.12;
+    let gauge = GaugeField::random(&l, 9);
+    let b = SpinorField::random(l.volume(), 9, 1 << 40);
+    let params = CrParams::new(1e-10, 1000);
+    // The Hermitian g5 D: the seed's CR converges on it (on D it stagnates).
+    let op = Operator::G5D;
+    let cpu = conjugate_residual(&mut CpuBackend::new(&gauge, kappa), op, &b, &params).unwrap();
+    assert_eq!(cpu.reason, qcd_solve::solver::StopReason::Converged);
+    for &version in StencilVersion::all() {
+        let opts = CudaOptions {
+            version,
+            multiple: 16,
+            device: 0,
+        };
+        let mut gpu = CudaBackend::new(&gauge, kappa, &opts).unwrap();
+        let db = gpu.upload(&b).unwrap();
+        let out = conjugate_residual(&mut gpu, op, &db, &params).unwrap();
+        assert!(
+            out.iterations.abs_diff(cpu.iterations) <= 1,
+            "{version}: {} vs {} iterations",
+            out.iterations,
+            cpu.iterations
+        );
+        for (k, (g, c)) in out.history.iter().zip(&cpu.history).take(51).enumerate() {
+            assert!(
+                (g - c).abs() / c <= 1e-6,
+                "{version} iteration {k}: {g} vs {c}"
+            );
+        }
+    }
+}
+
+#[test]
+fn kernel_books_count_the_launches() {
+    require_gpu();
+    let l = lattice([4, 4, 4, 4]);
+    let gauge = GaugeField::random(&l, 1);
+    let opts = CudaOptions {
+        version: StencilVersion::V2_0,
+        multiple: 16,
+        device: 0,
+    };
+    let mut gpu = CudaBackend::new(&gauge, 0.1, &opts).unwrap();
+    let x = gpu.upload(&SpinorField::random(l.volume(), 1, 0)).unwrap();
+    let mut y = gpu.alloc().unwrap();
+    gpu.apply(Operator::D, &mut y, &x).unwrap();
+    gpu.apply(Operator::D, &mut y, &x).unwrap();
+    let stats = gpu.kernel_stats();
+    let get = |name: &str| stats.iter().find(|s| s.name == name).unwrap().clone();
+    assert_eq!(get("xgemm34x44 (2.0)").launches, 16);
+    assert_eq!(get("xgemm33x34 (2.0)").launches, 16);
+    assert_eq!(get("dslash_combine (2.0)").launches, 2);
+    let st = gpu.stencil_stats();
+    assert_eq!(st.flops, 2 * 2520 * 256);
+    assert!(st.millis > 0.0);
+}
+
+#[test]
+fn a_lattice_larger_than_the_device_is_refused_before_allocating() {
+    require_gpu();
+    // 96^4 = 8.5e7 sites need about 370 GB with version 1.6, more than any single GPU
+    // has (no host field is built: the check comes first).
+    let l = lattice([96, 96, 96, 96]);
+    match check_device_memory(&l, StencilVersion::V1_6, 0) {
+        Err(Error::DeviceMemory(m)) => {
+            assert!(m.contains("needs") && m.contains("free"), "{m}");
+            eprintln!("{m}");
+        }
+        other => panic!("expected DeviceMemory, got {:?}", other.err()),
+    }
+}

@@ -1,0 +1,75 @@
+// cuda_emu.h: just enough of CUDA's built-ins for the kernels of kernels/*.cu to compile
+// with a host C++ compiler and run on the CPU, so that their logic (indexing, layouts,
+// products, barriers) can be checked without a GPU. Blocks run one after another; the
+// threads of a block run as OS threads meeting at a std::barrier for __syncthreads (or
+// sequentially for kernels without barriers). Shared memory is per block; dynamic shared
+// memory starts filled with NaN bytes so that a read before a write shows up.
+// Not a performance model, not a race detector beyond what the barriers order.
+#pragma once
+#include <algorithm>
+#include <barrier>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#define QCD_EMULATION 1
+#define __global__
+#define __device__ static
+#define __forceinline__ inline
+#define __constant__
+#define __shared__ static
+
+struct double2 {
+    double x, y;
+};
+struct emu_uint3 {
+    unsigned x = 0, y = 0, z = 0;
+};
+
+extern thread_local emu_uint3 threadIdx, blockIdx, blockDim, gridDim;
+extern char* emu_dynamic_shared;
+extern std::barrier<>* emu_barrier;
+
+inline void __syncthreads() { emu_barrier->arrive_and_wait(); }
+using std::max;
+using std::min;
+
+#define QCD_DYNAMIC_SHARED(type, name) type* name = reinterpret_cast<type*>(emu_dynamic_shared)
+
+template <class F>
+void emu_launch(unsigned grid, unsigned block, size_t shared_bytes, bool barriers, F kernel)
+{
+    std::vector<char> shared(shared_bytes + 16);
+    for (unsigned b = 0; b < grid; ++b) {
+        std::memset(shared.data(), 0xff, shared.size());
+        emu_dynamic_shared = shared.data();
+        auto run = [&](unsigned t) {
+            threadIdx.x = t;
+            blockIdx.x = b;
+            blockDim.x = block;
+            gridDim.x = grid;
+            threadIdx.y = threadIdx.z = blockIdx.y = blockIdx.z = 0;
+            blockDim.y = blockDim.z = gridDim.y = gridDim.z = 1;
+            kernel();
+        };
+        if (!barriers) {
+            for (unsigned t = 0; t < block; ++t)
+                run(t);
+            continue;
+        }
+        std::barrier<> bar((std::ptrdiff_t)block);
+        emu_barrier = &bar;
+        std::vector<std::thread> threads;
+        threads.reserve(block);
+        for (unsigned t = 0; t < block; ++t)
+            threads.emplace_back([&, t] {
+                run(t);
+                bar.arrive_and_drop();
+            });
+        for (auto& th : threads)
+            th.join();
+    }
+}

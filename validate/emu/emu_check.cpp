@@ -1,0 +1,213 @@
+// emu_check.cpp: runs every stencilCore version, the layout kernels, BLAS-1 and the
+// multi-pass reductions of kernels/*.cu on the CPU through cuda_emu.h, with the same
+// launch geometry as src/cuda (stencil.rs, backend.rs), and compares with the oracle
+// written by `cargo run --example emu_dump`. Prints one line per check; exit 1 on failure.
+#include "cuda_emu.h"
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+thread_local emu_uint3 threadIdx, blockIdx, blockDim, gridDim;
+char* emu_dynamic_shared = nullptr;
+std::barrier<>* emu_barrier = nullptr;
+
+extern "C" {
+void build_seed_links(const double2*, double2*, int, int, int, int, int, int);
+void build_move_table(int*, int, int, int, int, int);
+void reorder_links_v16(const double2*, double2*, int);
+void stencil_v1_0(const double2*, double2*, const double2*, const int*, double, int, int);
+#define FINE(name) void name(const double2*, double2*, const double2*, const int*, double, int, int, int, int, int, int, int);
+FINE(stencil_fine_v11) FINE(stencil_fine_v13) FINE(stencil_fine_v14) FINE(stencil_fine_v15) FINE(stencil_fine_v16)
+FINE(stencil_fine_v161)
+void xgemm34x44(const double2*, double2*, int, int, int, int, int, int);
+void xgemm33x34(const double2*, const double2*, double2*, int, int, int);
+void dslash_combine(const double2*, const double2*, double2*, double, int, int);
+void xscal(double2*, double, double, int);
+void xaxpy(const double2*, double2*, double, double, int);
+void norm2_partial(const double2*, int, double*);
+void dot_partial(const double2*, const double2*, int, double2*);
+void sum_partial(const double*, int, double*);
+void sum2_partial(const double2*, int, double2*);
+}
+extern double2 c_li[128];
+extern double2 c_li_v11[128];
+
+static int failures = 0;
+static void report(const std::string& what, double value, double tol)
+{
+    const bool ok = value < tol;
+    if (!ok)
+        ++failures;
+    std::printf("%-44s %10.3e  %s\n", what.c_str(), value, ok ? "ok" : "FAIL");
+}
+
+static double rel_diff(const std::vector<double2>& a, const std::vector<double2>& b)
+{
+    double num = 0, den = 0;
+    for (size_t k = 0; k < a.size(); ++k) {
+        const double dx = a[k].x - b[k].x, dy = a[k].y - b[k].y;
+        num += dx * dx + dy * dy;
+        den += b[k].x * b[k].x + b[k].y * b[k].y;
+    }
+    return std::sqrt(num / den);
+}
+
+int main(int argc, char** argv)
+{
+    if (argc != 2) {
+        std::fprintf(stderr, "usage: emu_check DUMP\n");
+        return 2;
+    }
+    std::ifstream in(argv[1], std::ios::binary);
+    char magic[8];
+    in.read(magic, 8);
+    if (!in || std::string(magic, 8) != "QCDEMU01") {
+        std::fprintf(stderr, "not an emu dump\n");
+        return 2;
+    }
+    uint64_t dims64[4], mask64;
+    in.read((char*)dims64, 32);
+    in.read((char*)&mask64, 8);
+    double kappa;
+    in.read((char*)&kappa, 8);
+    const int lx = dims64[0], ly = dims64[1], lz = dims64[2], lt = dims64[3];
+    const int V = lx * ly * lz * lt;
+    std::vector<double2> li(128), canon((size_t)V * 36), psi((size_t)V * 12), refd((size_t)V * 12),
+        refg((size_t)V * 12);
+    in.read((char*)li.data(), 128 * 16);
+    in.read((char*)canon.data(), canon.size() * 16);
+    in.read((char*)psi.data(), psi.size() * 16);
+    in.read((char*)refd.data(), refd.size() * 16);
+    in.read((char*)refg.data(), refg.size() * 16);
+    double n2, dre, dim;
+    in.read((char*)&n2, 8);
+    in.read((char*)&dre, 8);
+    in.read((char*)&dim, 8);
+    if (!in) {
+        std::fprintf(stderr, "short dump\n");
+        return 2;
+    }
+    std::printf("lattice %dx%dx%dx%d (V = %d), kappa %g\n", lx, ly, lz, lt, V, kappa);
+    for (int k = 0; k < 128; ++k)
+        c_li[k] = c_li_v11[k] = li[k];
+
+    auto blocks = [](size_t n, size_t per) { return (unsigned)((n + per - 1) / per); };
+    const int mask = (int)mask64;
+
+    // Set-up layouts.
+    std::vector<double2> seed((size_t)V * 72);
+    emu_launch(blocks((size_t)V * 72, 256), 256, 0, false,
+               [&] { build_seed_links(canon.data(), seed.data(), V, lx, ly, lz, lt, mask); });
+    std::vector<int> move((size_t)V * 8);
+    emu_launch(blocks((size_t)V * 8, 256), 256, 0, false,
+               [&] { build_move_table(move.data(), V, lx, ly, lz, lt); });
+    const int padded = (V + 1) / 2 * 2;
+    std::vector<double2> reordered((size_t)padded * 72, double2{0, 0});
+    emu_launch(blocks(padded, 32), 256, 0, true, [&] { reorder_links_v16(seed.data(), reordered.data(), V); });
+
+    std::vector<double2> out((size_t)V * 12);
+    auto check_op = [&](const std::string& name, auto run) {
+        for (int g5 = 0; g5 < 2; ++g5) {
+            std::fill(out.begin(), out.end(), double2{NAN, NAN});
+            run(g5);
+            report(name + (g5 ? " g5D" : " D"), rel_diff(out, g5 ? refg : refd), 1e-13);
+        }
+    };
+
+    check_op("1.0 coarse", [&](int g5) {
+        emu_launch(blocks(V, 256), 256, 0, false,
+                   [&] { stencil_v1_0(psi.data(), out.data(), seed.data(), move.data(), kappa, g5, V); });
+    });
+
+    struct Fine {
+        const char* name;
+        void (*k)(const double2*, double2*, const double2*, const int*, double, int, int, int, int, int, int, int);
+        int tmp1, in_shared, reordered;
+    };
+    const Fine fines[] = {
+        {"1.2", stencil_fine_v11, 1, 0, 0}, {"1.3", stencil_fine_v13, 1, 0, 0},
+        {"1.4", stencil_fine_v14, 1, 0, 0}, {"1.5", stencil_fine_v15, 2, 0, 0},
+        {"1.6", stencil_fine_v16, 2, 1, 1}, {"1.6.1", stencil_fine_v161, 2, 0, 1},
+    };
+    // 1.1: one site per block of 16 threads.
+    check_op("1.1 (16 threads, 1 site)", [&](int g5) {
+        emu_launch(V, 16, 24 * 16, true, [&] {
+            stencil_fine_v11(psi.data(), out.data(), seed.data(), move.data(), kappa, g5, V, lx, ly, lz, lt, 1);
+        });
+    });
+    for (const Fine& f : fines) {
+        for (int multiple : {1, 5, 16}) {
+            const size_t complex = (size_t)multiple * 12 * (f.tmp1 + 1) + (f.in_shared ? 4 * (multiple / 2 + 1) * 36 : 0);
+            const double2* links = f.reordered ? reordered.data() : seed.data();
+            check_op(std::string(f.name) + " multiple " + std::to_string(multiple), [&](int g5) {
+                emu_launch(blocks(V, multiple), 12 * multiple, complex * 16, true, [&] {
+                    f.k(psi.data(), out.data(), links, move.data(), kappa, g5, V, lx, ly, lz, lt, multiple);
+                });
+            });
+        }
+    }
+
+    // 2.0: 8 x (xgemm34x44, xgemm33x34), then the combine.
+    check_op("2.0 split (multiple 16)", [&](int g5) {
+        std::vector<double2> tmp1((size_t)V * 12), tmp2((size_t)V * 12, double2{NAN, NAN});
+        const size_t n = (size_t)V * 12;
+        for (int h = 0; h < 8; ++h) {
+            emu_launch(blocks(n, 192), 192, 0, false,
+                       [&] { xgemm34x44(psi.data(), tmp1.data(), h, V, lx, ly, lz, lt); });
+            emu_launch(blocks(n, 192), 192, 0, false,
+                       [&] { xgemm33x34(seed.data(), tmp1.data(), tmp2.data(), h, h > 0, V); });
+        }
+        emu_launch(blocks(n, 256), 256, 0, false,
+                   [&] { dslash_combine(psi.data(), tmp2.data(), out.data(), kappa, g5, (int)n); });
+    });
+
+    // BLAS-1: y = a y; y = y + b x.
+    {
+        const int n = V * 12;
+        std::vector<double2> y = refd, want(n);
+        const double ar = 0.3, ai = -1.7, br = -0.25, bi = 0.5;
+        for (int k = 0; k < n; ++k) {
+            const double2 s = {ar * y[k].x - ai * y[k].y, ar * y[k].y + ai * y[k].x};
+            want[k] = {s.x + br * psi[k].x - bi * psi[k].y, s.y + br * psi[k].y + bi * psi[k].x};
+        }
+        emu_launch(blocks(n, 256), 256, 0, false, [&] { xscal(y.data(), ar, ai, n); });
+        emu_launch(blocks(n, 256), 256, 0, false, [&] { xaxpy(psi.data(), y.data(), br, bi, n); });
+        report("xscal + xaxpy", rel_diff(y, want), 1e-15);
+    }
+
+    // Multi-pass reductions, as CudaBackend::norm2 / dot do them.
+    {
+        const int n = V * 12;
+        auto rblocks = [](int m) { return (m + 511) / 512; };
+        std::vector<double> a(2 * rblocks(n)), b(2 * rblocks(n));
+        emu_launch(rblocks(n), 256, 0, true, [&] { norm2_partial(psi.data(), n, a.data()); });
+        int len = rblocks(n), passes = 1;
+        double* src = a.data();
+        double* dst = b.data();
+        while (len > 1) {
+            const int m = len;
+            emu_launch(rblocks(m), 256, 0, true, [&] { sum_partial(src, m, dst); });
+            len = rblocks(m);
+            std::swap(src, dst);
+            ++passes;
+        }
+        report("norm2 (" + std::to_string(passes) + " passes) vs CPU", std::fabs(src[0] - n2) / n2, 1e-13);
+
+        std::vector<double2> pa(rblocks(n)), pb(rblocks(n));
+        emu_launch(rblocks(n), 256, 0, true, [&] { dot_partial(psi.data(), refd.data(), n, pa.data()); });
+        len = rblocks(n);
+        double2* s2 = pa.data();
+        double2* d2 = pb.data();
+        while (len > 1) {
+            const int m = len;
+            emu_launch(rblocks(m), 256, 0, true, [&] { sum2_partial(s2, m, d2); });
+            len = rblocks(m);
+            std::swap(s2, d2);
+        }
+        const double dd = std::hypot(s2[0].x - dre, s2[0].y - dim) / std::hypot(dre, dim);
+        report("dot vs CPU", dd, 1e-13);
+    }
+
+    std::printf("%s: %d failure(s)\n", failures ? "FAILED" : "all checks passed", failures);
+    return failures ? 1 : 0;
+}
