@@ -98,6 +98,25 @@ pub enum Command {
         #[arg(long, default_value_t = 0)]
         threads: i64,
     },
+    /// Prove GPU stencil versions against the CPU reference: operator, CR history, true
+    /// residual (random gauge and source on the config's lattice, kappa, tolerance).
+    Validate {
+        config: PathBuf,
+        /// "all" or a list of versions, e.g. 1.3,1.6.1.
+        #[arg(long, default_value = "all")]
+        kernel: String,
+        /// Seed of the random gauge field and sources.
+        #[arg(long, default_value_t = 2013)]
+        seed: u64,
+    },
+    /// Compile every GPU kernel with NVRTC (no GPU needed; CI runs this).
+    Kernels {
+        /// Compile all kernels and report their PTX sizes.
+        #[arg(long)]
+        check: bool,
+        #[arg(long, default_value = "sm_90")]
+        arch: String,
+    },
     /// CPU strong scaling of the solve: time, speed-up and efficiency per thread count.
     Scale {
         config: PathBuf,
@@ -155,6 +174,23 @@ pub fn dispatch(cli: Cli) -> Result<()> {
             repeat,
             threads,
         }) => crate::bench::cpu_bench(&dims, repeat, threads),
+        Some(Command::Validate {
+            config,
+            kernel,
+            seed,
+        }) => validate(&config, &kernel, seed),
+        Some(Command::Kernels { check, arch }) => {
+            let compiled = crate::cuda::compile_all_kernels(&arch)?;
+            for (name, ptx) in &compiled {
+                println!("{name:<40} {ptx:>8} bytes of PTX");
+            }
+            println!(
+                "{} kernel programs compiled for {arch}{}",
+                compiled.len(),
+                if check { " (check passed)" } else { "" }
+            );
+            Ok(())
+        }
         Some(Command::Scale {
             config,
             threads,
@@ -164,5 +200,53 @@ pub fn dispatch(cli: Cli) -> Result<()> {
             let cfg = load_config(Some(&config), &OverrideArgs::default())?;
             crate::scale::run(&cfg, &threads, repeat, &out)
         }
+    }
+}
+
+/// Parse "all" or a comma list of stencil versions.
+pub fn parse_versions(s: &str) -> Result<Vec<crate::cuda::StencilVersion>> {
+    if s.trim() == "all" {
+        return Ok(crate::cuda::StencilVersion::all().to_vec());
+    }
+    s.split(',').map(|v| v.trim().parse()).collect()
+}
+
+fn validate(config: &std::path::Path, kernel: &str, seed: u64) -> Result<()> {
+    let cfg = load_config(Some(&config.to_path_buf()), &OverrideArgs::default())?;
+    let versions = parse_versions(kernel)?;
+    let c = &cfg.config;
+    let lattice = cfg.lattice()?;
+    println!(
+        "validate {} on {}: operator {}, kappa {}, tol {:.1e}, random gauge and source (seed {seed})",
+        cfg.source_name,
+        lattice.dims_string(),
+        c.solver.operator,
+        c.dirac.kappa,
+        c.solver.tolerance
+    );
+    let rows = crate::cuda::validate(
+        &lattice,
+        c.dirac.kappa,
+        c.solver.tolerance,
+        c.solver.max_iterations as usize,
+        c.solver.operator,
+        &versions,
+        c.backend.multiple as usize,
+        seed,
+    )?;
+    print!("{}", crate::cuda::format_table(&rows));
+    let failed: Vec<String> = rows
+        .iter()
+        .filter(|r| !r.pass)
+        .map(|r| r.version.to_string())
+        .collect();
+    if failed.is_empty() {
+        println!("all {} versions pass", rows.len());
+        Ok(())
+    } else {
+        Err(crate::Error::CheckFailed(format!(
+            "versions failing validation: {}",
+            failed.join(", ")
+        )))
     }
 }

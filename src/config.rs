@@ -11,11 +11,6 @@ use crate::lattice::{Boundary, Lattice, DEFAULT_BOUNDARY, NDIM};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
-/// The GPU stencil versions a config may name (stencil-versions.md).
-pub const KERNEL_VERSIONS: [&str; 9] = [
-    "1.0", "1.1", "1.2", "1.3", "1.4", "1.5", "1.6", "1.6.1", "2.0",
-];
-
 /// The seed's problem, embedded so that `qcd-solve` runs with no file at all.
 pub const DEFAULT_CONFIG: &str = include_str!("../configs/16x16x16x32.toml");
 pub const DEFAULT_CONFIG_NAME: &str = "configs/16x16x16x32.toml (embedded)";
@@ -388,16 +383,23 @@ impl LoadedConfig {
                 format!("must be 0 (all cores) or more, got {}", c.backend.threads),
             ));
         }
-        if !KERNEL_VERSIONS.contains(&c.backend.kernel.as_str()) {
-            return Err(self.bad(
-                "backend",
-                "kernel",
-                format!(
-                    "unknown stencil version `{}` (expected one of {})",
-                    c.backend.kernel,
-                    KERNEL_VERSIONS.join(", ")
-                ),
-            ));
+        match c.backend.kernel.parse::<crate::cuda::StencilVersion>() {
+            Err(e) => {
+                let msg = match e {
+                    Error::InvalidValue { message, .. } => message,
+                    other => other.to_string(),
+                };
+                return Err(self.bad("backend", "kernel", msg));
+            }
+            Ok(v) => {
+                if let Err(e) = v.check_multiple(c.backend.multiple as usize) {
+                    let msg = match e {
+                        Error::InvalidValue { message, .. } => message,
+                        other => other.to_string(),
+                    };
+                    return Err(self.bad("backend", "multiple", msg));
+                }
+            }
         }
         let dims = self.dims();
         match &c.source {

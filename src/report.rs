@@ -63,7 +63,66 @@ pub struct SolveReport {
     /// Operator bytes by the no-reuse model (2880 B/site, double) over the solve time.
     pub gbytes_per_second_model: f64,
     pub peak_memory_bytes: Option<u64>,
+    /// GPU runs only: per-kernel times, stencil rates, bandwidth against triad.
+    pub gpu: Option<GpuMetrics>,
     pub residual_history: Vec<f64>,
+}
+
+/// What a GPU solve adds to the report (times from CUDA events).
+#[derive(Clone, Debug, Serialize)]
+pub struct GpuMetrics {
+    pub device: String,
+    pub stencil_version: String,
+    pub multiple: usize,
+    pub compile_ms: f64,
+    pub alloc_ms: f64,
+    pub upload_ms: f64,
+    pub layout_ms: f64,
+    /// Event time of all stencil launches, and per operator application.
+    pub stencil_ms: f64,
+    pub stencil_us_per_apply: f64,
+    /// Stencil flops by the 1320-per-site model and by the version's own executed count.
+    pub stencil_gflops_model_1320: f64,
+    pub stencil_gflops_own_count: f64,
+    /// Stencil bandwidth by the 2880 B/site no-reuse model (conventions.md).
+    pub stencil_gbytes_per_second_model: f64,
+    /// A triad a = b + s c measured on the same device in the same run (read + write).
+    pub triad_gbytes_per_second: f64,
+    pub fraction_of_triad: f64,
+    pub kernels: Vec<crate::cuda::KernelStat>,
+}
+
+/// Bytes moved by the triad that the GPU bandwidth is compared with (3 x 256 MiB,
+/// far above any L2).
+pub const TRIAD_BYTES: usize = 3 << 28;
+
+pub fn gpu_metrics(be: &mut crate::cuda::CudaBackend, volume: usize) -> crate::Result<GpuMetrics> {
+    let st = be.stencil_stats();
+    // Operator applications, not launches (2.0 launches 17 kernels per application);
+    // both books include the final true-residual application.
+    let apps = be.applications().max(1) as f64;
+    let secs = (st.millis / 1e3).max(1e-12);
+    let v = volume as f64;
+    let triad = be.triad_bandwidth(TRIAD_BYTES)?;
+    let model_gbs = apps * v * dslash_model_bytes_per_site(18, 8) as f64 / secs / 1e9;
+    let t = be.setup_times().clone();
+    Ok(GpuMetrics {
+        device: be.device_name().to_string(),
+        stencil_version: be.version().to_string(),
+        multiple: be.multiple(),
+        compile_ms: t.compile_ms,
+        alloc_ms: t.alloc_ms,
+        upload_ms: t.upload_ms,
+        layout_ms: t.layout_ms,
+        stencil_ms: st.millis,
+        stencil_us_per_apply: 1e3 * st.millis / apps,
+        stencil_gflops_model_1320: apps * v * HOP_FLOPS_PER_SITE as f64 / secs / 1e9,
+        stencil_gflops_own_count: st.flops as f64 / secs / 1e9,
+        stencil_gbytes_per_second_model: model_gbs,
+        triad_gbytes_per_second: triad,
+        fraction_of_triad: model_gbs / triad,
+        kernels: be.kernel_stats(),
+    })
 }
 
 /// Peak resident memory of this process (Linux VmHWM).
@@ -80,6 +139,7 @@ pub fn build(
     r: &SolveResult,
     backend: &str,
     d_residual: f64,
+    gpu: Option<GpuMetrics>,
 ) -> SolveReport {
     let v = p.lattice.volume() as f64;
     let solve = r.timings.solve.max(1e-12);
@@ -118,6 +178,7 @@ pub fn build(
         gflops_model_1320: apps * v * HOP_FLOPS_PER_SITE as f64 / solve / 1e9,
         gbytes_per_second_model: apps * v * dslash_model_bytes_per_site(18, 8) as f64 / solve / 1e9,
         peak_memory_bytes: peak_memory_bytes(),
+        gpu,
         residual_history: r.history.clone(),
     }
 }
@@ -176,6 +237,35 @@ pub fn summary(r: &SolveReport) -> String {
             r.gflops_model_1320, r.gbytes_per_second_model
         ),
     );
+    if let Some(g) = &r.gpu {
+        line(
+            "GPU set-up",
+            format!(
+                "compile {:.1} ms, alloc {:.1} ms, upload {:.1} ms, layout {:.1} ms",
+                g.compile_ms, g.alloc_ms, g.upload_ms, g.layout_ms
+            ),
+        );
+        line(
+            "stencil",
+            format!(
+                "{:.1} us/apply, {:.1} GFLOP/s (1320 model), {:.1} GFLOP/s (version's own count)",
+                g.stencil_us_per_apply, g.stencil_gflops_model_1320, g.stencil_gflops_own_count
+            ),
+        );
+        line(
+            "bandwidth",
+            format!(
+                "{:.0} GB/s (2880 B/site model) = {:.2} of the triad ({:.0} GB/s, same run)",
+                g.stencil_gbytes_per_second_model, g.fraction_of_triad, g.triad_gbytes_per_second
+            ),
+        );
+        for k in &g.kernels {
+            line(
+                &format!("  kernel {}", k.name),
+                format!("{} launches, {:.3} ms", k.launches, k.millis),
+            );
+        }
+    }
     if let Some(m) = r.peak_memory_bytes {
         line("peak memory", format!("{:.1} MiB", m as f64 / 1048576.0));
     }

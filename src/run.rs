@@ -185,16 +185,28 @@ pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
             "problem ready"
         );
         let params = CrParams::new(c.solver.tolerance, c.solver.max_iterations as usize);
-        let (result, backend_description) = match choose_device(c.backend.device)? {
-            Device::Cpu | Device::Auto => {
+        let (result, backend_description, gpu) = match choose_device(c.backend.device)? {
+            Device::Cuda => {
+                let opts = cuda_options(cfg)?;
+                let mut be = crate::cuda::CudaBackend::new(&problem.gauge, problem.kappa, &opts)?;
+                let d = format!(
+                    "cuda {} (stencil {}, multiple {})",
+                    be.device_name(),
+                    opts.version,
+                    be.multiple()
+                );
+                let r = solve_on(&mut be, &problem, &params)?;
+                let gpu = report::gpu_metrics(&mut be, problem.lattice.volume())?;
+                (r, d, Some(gpu))
+            }
+            _ => {
                 let mut be = CpuBackend::new(&problem.gauge, problem.kappa);
                 let d = be.describe();
-                (solve_on(&mut be, &problem, &params)?, d)
+                (solve_on(&mut be, &problem, &params)?, d, None)
             }
-            Device::Cuda => unreachable!("choose_device returns Cpu or errors for now"),
         };
         let d_residual = cpu_residual_of_d(&problem, &result.solution);
-        let rep = report::build(cfg, &problem, &result, &backend_description, d_residual);
+        let rep = report::build(cfg, &problem, &result, &backend_description, d_residual, gpu);
         println!("{}", report::summary(&rep));
         write_outputs(cfg, &problem, &result, &rep)?;
         if result.reason != StopReason::Converged {
@@ -210,17 +222,40 @@ pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
     })
 }
 
-/// Resolve `auto` and check that the requested device can run.
-fn choose_device(requested: Device) -> Result<Device> {
+/// The CUDA options a config asks for.
+pub fn cuda_options(cfg: &LoadedConfig) -> Result<crate::cuda::CudaOptions> {
+    let b = &cfg.config.backend;
+    let version: crate::cuda::StencilVersion = b
+        .kernel
+        .parse()
+        .map_err(|e: Error| Error::invalid("backend.kernel", e.to_string()))?;
+    Ok(crate::cuda::CudaOptions {
+        version,
+        multiple: b.multiple as usize,
+        device: 0,
+    })
+}
+
+/// Resolve `auto` (a GPU when one is usable, else the CPU with the reason logged) and
+/// check that an explicit `cuda` can run.
+pub fn choose_device(requested: Device) -> Result<Device> {
     match requested {
         Device::Cpu => Ok(Device::Cpu),
-        Device::Auto => {
-            tracing::info!("device = auto: no CUDA backend in this build, running on the CPU");
-            Ok(Device::Cpu)
+        Device::Cuda => {
+            let info = crate::cuda::device_info()?;
+            tracing::info!(gpu = %info.name, "device = cuda");
+            Ok(Device::Cuda)
         }
-        Device::Cuda => Err(Error::Cuda(
-            "device = \"cuda\" requested, but this build has no CUDA backend yet".into(),
-        )),
+        Device::Auto => match crate::cuda::device_info() {
+            Ok(info) => {
+                tracing::info!(gpu = %info.name, "device = auto: using the GPU");
+                Ok(Device::Cuda)
+            }
+            Err(e) => {
+                tracing::info!("device = auto: no usable GPU ({e}); running on the CPU");
+                Ok(Device::Cpu)
+            }
+        },
     }
 }
 
