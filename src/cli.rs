@@ -109,6 +109,31 @@ pub enum Command {
         #[arg(long, default_value_t = 2013)]
         seed: u64,
     },
+    /// The seed's study: every GPU stencil version against the CPU and the triad, with
+    /// tuned launch geometry; a table, CSV, JSON and charts.
+    Ablate {
+        config: PathBuf,
+        /// "all" or a list of versions, e.g. 1.2,1.3,1.6.1.
+        #[arg(long, default_value = "all")]
+        kernels: String,
+        /// Timed solves per version after a warm-up (median and spread reported).
+        #[arg(long, default_value_t = 3)]
+        repeat: usize,
+        /// Folder for ablation.csv, ablation.json and the charts.
+        #[arg(long, default_value = "out/ablation")]
+        out: PathBuf,
+        /// Sweep launch geometry where the cache has none (the default).
+        #[arg(long, overrides_with = "no_tune")]
+        tune: bool,
+        /// Use the config's multiple for every version, no cache.
+        #[arg(long)]
+        no_tune: bool,
+        /// Tune cache file (default $QCD_SOLVE_TUNE_CACHE or ~/.cache/qcd-solve/tune.tsv).
+        #[arg(long)]
+        tune_cache: Option<PathBuf>,
+        #[command(flatten)]
+        overrides: OverrideArgs,
+    },
     /// Compile every GPU kernel with NVRTC (no GPU needed; CI runs this).
     Kernels {
         /// Compile all kernels and report their PTX sizes.
@@ -179,6 +204,31 @@ pub fn dispatch(cli: Cli) -> Result<()> {
             kernel,
             seed,
         }) => validate(&config, &kernel, seed),
+        Some(Command::Ablate {
+            config,
+            kernels,
+            repeat,
+            out,
+            tune: _,
+            no_tune,
+            tune_cache,
+            overrides,
+        }) => {
+            let cfg = load_config(Some(&config), &overrides)?;
+            if cfg.config.backend.device == Device::Cpu {
+                return Err(crate::Error::Cuda(
+                    "nothing to ablate with device = cpu: the study compares GPU stencil versions against the CPU; use --device cuda or auto on a machine with an NVIDIA GPU".into(),
+                ));
+            }
+            let versions = parse_versions(&kernels)?;
+            let mode = if no_tune {
+                crate::ablate::TuneMode::NoTune
+            } else {
+                crate::ablate::TuneMode::Tune
+            };
+            let cache = tune_cache.unwrap_or_else(crate::tune::default_path);
+            crate::ablate::run(&cfg, &versions, repeat, mode, &cache, &out)
+        }
         Some(Command::Kernels { check, arch }) => {
             let compiled = crate::cuda::compile_all_kernels(&arch)?;
             for (name, ptx) in &compiled {

@@ -1,6 +1,7 @@
 //! qcd-solve: the Wilson-Dirac equation of lattice QCD solved by Conjugate Residual on
 //! NVIDIA GPUs (every historical stencil version of the seed report) and on the CPU.
 
+pub mod ablate;
 pub mod backend;
 pub mod bench;
 pub mod charts;

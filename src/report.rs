@@ -22,8 +22,9 @@ pub struct Timings {
     /// Gauge field and source construction (or reading).
     pub setup: f64,
     pub upload: f64,
-    /// CR iterations and the download of the solution.
+    /// The CR iterations only.
     pub solve: f64,
+    pub download: f64,
     pub true_residual: f64,
 }
 

@@ -198,6 +198,25 @@ pub fn compile_all_kernels(arch: &str) -> Result<Vec<(String, usize)>> {
         .collect()
 }
 
+/// Every kernel source and the shared header, for fingerprinting (the tune cache keys its
+/// entries by a hash of these: any kernel edit makes old launch timings stale).
+pub fn all_sources() -> Vec<&'static str> {
+    let mut v = vec![COMMON];
+    v.extend(
+        [
+            &BLAS1,
+            &REDUCE,
+            &LAYOUT,
+            &STENCIL_COARSE,
+            &STENCIL_FINE,
+            &STENCIL_SPLIT,
+        ]
+        .iter()
+        .map(|s| s.code),
+    );
+    v
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

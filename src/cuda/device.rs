@@ -228,3 +228,45 @@ pub(crate) fn triad_on(ctx: &Arc<CudaContext>, bytes: usize) -> Result<f64> {
     let median = times[times.len() / 2];
     Ok((24 * n) as f64 / (median * 1e-3) / 1e9)
 }
+
+/// Host-to-device copy bandwidth in GB/s from pinned and from pageable host memory
+/// (seed 001's comparison): `bytes` per copy, median of 5 after a warm-up, wall clock
+/// around a synchronised copy.
+pub fn upload_bandwidth(bytes: usize) -> Result<(f64, f64)> {
+    let ctx = open_context(0)?;
+    let n = (bytes / 8).max(1);
+    ensure_fits(&ctx, n * 8, "the upload measurement")?;
+    let stream: Arc<CudaStream> = ctx.default_stream();
+    let mut dst = stream
+        .alloc_zeros::<f64>(n)
+        .map_err(err("upload measurement allocation"))?;
+    let pageable = vec![1.5f64; n];
+    // SAFETY: every element is written before the copy reads it.
+    let mut pinned =
+        unsafe { ctx.alloc_pinned::<f64>(n) }.map_err(err("allocating pinned memory"))?;
+    pinned
+        .as_mut_slice()
+        .map_err(err("pinned memory"))?
+        .fill(1.5);
+    let mut time = |from_pinned: bool| -> Result<f64> {
+        let mut t = Vec::new();
+        for run in 0..6 {
+            let start = std::time::Instant::now();
+            if from_pinned {
+                stream.memcpy_htod(&pinned, &mut dst)
+            } else {
+                stream.memcpy_htod(&pageable, &mut dst)
+            }
+            .map_err(err("host-to-device copy"))?;
+            stream.synchronize().map_err(err("synchronising"))?;
+            if run > 0 {
+                t.push(start.elapsed().as_secs_f64());
+            }
+        }
+        t.sort_by(f64::total_cmp);
+        Ok((n * 8) as f64 / t[t.len() / 2] / 1e9)
+    };
+    let p = time(true)?;
+    let q = time(false)?;
+    Ok((p, q))
+}

@@ -25,8 +25,8 @@ pub mod version;
 pub use backend::{
     check_device_memory, device_bytes_needed, CudaBackend, CudaOptions, DeviceSpinor, SetupTimes,
 };
-pub use compile::compile_all_kernels;
-pub use device::{device_info, device_info_of, triad_bandwidth, DeviceInfo};
+pub use compile::{all_sources, compile_all_kernels};
+pub use device::{device_info, device_info_of, triad_bandwidth, upload_bandwidth, DeviceInfo};
 pub use timing::KernelStat;
 pub use validate::{format_table, validate, ValidateRow};
 pub use version::StencilVersion;

@@ -1,0 +1,568 @@
+//! `qcd-solve ablate CONFIG`: the seed report's study (its figures 11 to 18: speed-up and
+//! GFLOP/s per stencil version) in one reproducible command. One CPU solve on all cores,
+//! a triad and an upload measurement on the GPU, then every selected version: launch
+//! geometry from the tune cache (or a timed sweep), a validation of its operator against
+//! the CPU, a warm-up solve and `repeat` timed solves. A table, CSV, JSON and charts.
+//! Every set-up phase has its own column; none is hidden in the solve time.
+
+use crate::backend::cpu::CpuBackend;
+use crate::backend::Backend;
+use crate::charts::{self, Chart};
+use crate::config::LoadedConfig;
+use crate::cuda::{CudaBackend, CudaOptions, StencilVersion};
+use crate::dirac::{self, HOP_FLOPS_PER_SITE};
+use crate::error::{Error, Result};
+use crate::field::SpinorField;
+use crate::report::{dslash_model_bytes_per_site, TRIAD_BYTES};
+use crate::run::{build_problem, solve_on, thread_pool, Problem};
+use crate::solver::{CrParams, StopReason};
+use crate::tune::{self, Launch, TuneCache, TuneKey};
+use serde::Serialize;
+use std::path::Path;
+
+/// Whether to use and fill the tune cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TuneMode {
+    /// Use cached launch geometry; sweep and store when missing.
+    Tune,
+    /// Use the config's `multiple` for every version.
+    NoTune,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct AblateRow {
+    pub version: String,
+    /// Launch geometry used (threads per block, sites per block) and where it came from.
+    pub block_threads: usize,
+    pub multiple: usize,
+    pub geometry: String,
+    pub valid: bool,
+    pub operator_rel_diff: f64,
+    pub iterations: usize,
+    pub ms_per_iteration_median: f64,
+    pub ms_per_iteration_spread: f64,
+    pub seconds_to_solution_median: f64,
+    pub seconds_to_solution_spread: f64,
+    pub speedup_over_cpu: f64,
+    pub gflops_model_1320: f64,
+    pub gflops_own_count: f64,
+    pub gbytes_per_second_model: f64,
+    pub fraction_of_triad: f64,
+    pub true_residual: f64,
+    pub compile_ms: f64,
+    pub alloc_ms: f64,
+    pub upload_ms: f64,
+    pub layout_ms: f64,
+    pub download_ms: f64,
+    pub stencil_share_of_solve: f64,
+    pub error: Option<String>,
+    #[serde(skip)]
+    pub history: Vec<f64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct AblateReport {
+    pub config_file: String,
+    pub lattice: [usize; 4],
+    pub kappa: f64,
+    pub operator: String,
+    pub tolerance: f64,
+    pub device: String,
+    pub repeat: usize,
+    pub cpu_threads: usize,
+    pub cpu_seconds: f64,
+    pub cpu_iterations: usize,
+    pub triad_gbytes_per_second: f64,
+    pub upload_pinned_gbytes_per_second: f64,
+    pub upload_pageable_gbytes_per_second: f64,
+    pub tune_cache: String,
+    pub rows: Vec<AblateRow>,
+}
+
+fn median_spread(mut v: Vec<f64>) -> (f64, f64) {
+    v.sort_by(f64::total_cmp);
+    let m = v[v.len() / 2];
+    (m, v[v.len() - 1] - v[0])
+}
+
+/// Time one stencil application of `version` with `multiple` (event-timed, median of 3
+/// blocks of 10 applications after a warm-up).
+fn time_apply(p: &Problem, version: StencilVersion, multiple: usize) -> Result<f64> {
+    let opts = CudaOptions {
+        version,
+        multiple,
+        device: 0,
+    };
+    let mut be = CudaBackend::new(&p.gauge, p.kappa, &opts)?;
+    let psi = be.upload(&SpinorField::random(p.lattice.volume(), 5, 0))?;
+    let mut out = be.alloc()?;
+    be.apply(p.operator, &mut out, &psi)?;
+    let mut t = Vec::new();
+    for _ in 0..3 {
+        be.reset_stats()?;
+        for _ in 0..10 {
+            be.apply(p.operator, &mut out, &psi)?;
+        }
+        t.push(be.stencil_stats().millis / 10.0);
+    }
+    Ok(median_spread(t).0)
+}
+
+/// The candidates of a version's free launch geometry: every `multiple` (sites per block,
+/// 12 threads each) the version accepts, up to 1024 threads per block.
+pub fn candidates(version: StencilVersion) -> Vec<usize> {
+    if !version.uses_multiple() {
+        return vec![1];
+    }
+    [1, 2, 4, 8, 12, 16, 21, 24, 32, 42, 48, 64, 85]
+        .into_iter()
+        .filter(|&m| version.check_multiple(m).is_ok())
+        .collect()
+}
+
+/// The launch geometry for `version`: cached, or swept now and stored.
+fn geometry(
+    p: &Problem,
+    version: StencilVersion,
+    device: &str,
+    cc: &str,
+    cache: &mut TuneCache,
+    mode: TuneMode,
+    config_multiple: usize,
+) -> Result<(usize, String)> {
+    if !version.uses_multiple() {
+        return Ok((config_multiple, "fixed by the version".into()));
+    }
+    if mode == TuneMode::NoTune {
+        return Ok((config_multiple, "config (--no-tune)".into()));
+    }
+    let key = TuneKey {
+        device: device.into(),
+        cc: cc.into(),
+        kernel: format!("stencil-{version}"),
+        dims: p.lattice.dims,
+        precision: "double".into(),
+        program_version: env!("CARGO_PKG_VERSION").into(),
+        source_hash: tune::source_hash(&crate::cuda::all_sources()),
+    };
+    if let Some(l) = cache.get(&key) {
+        return Ok((l.multiple as usize, "tune cache".into()));
+    }
+    let mut tried = Vec::new();
+    for m in candidates(version) {
+        match time_apply(p, version, m) {
+            Ok(ms) => tried.push(Launch {
+                block: version.block_threads(m) as u32,
+                multiple: m as u32,
+                millis: ms,
+            }),
+            Err(e) => tracing::warn!(%version, multiple = m, "candidate failed: {e}"),
+        }
+    }
+    let best = tune::best(&tried)?;
+    tracing::info!(%version, multiple = best.multiple, ms = best.millis, "tuned");
+    cache.insert(key, best);
+    Ok((
+        best.multiple as usize,
+        format!("swept {} candidates", tried.len()),
+    ))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_version(
+    p: &Problem,
+    version: StencilVersion,
+    multiple: usize,
+    geometry: String,
+    params: &CrParams,
+    repeat: usize,
+    cpu_seconds: f64,
+    triad: f64,
+) -> Result<AblateRow> {
+    let opts = CudaOptions {
+        version,
+        multiple,
+        device: 0,
+    };
+    let mut be = CudaBackend::new(&p.gauge, p.kappa, &opts)?;
+    let setup = be.setup_times().clone();
+    // Validation first: the operator on a random vector against the CPU operator.
+    let psi = SpinorField::random(p.lattice.volume(), 77, 0);
+    let mut cpu = SpinorField::zeros(p.lattice.volume());
+    dirac::apply(p.operator, &p.gauge, p.kappa, &psi, &mut cpu);
+    let d_psi = be.upload(&psi)?;
+    let mut d_out = be.alloc()?;
+    be.apply(p.operator, &mut d_out, &d_psi)?;
+    let rel = be.download(&d_out)?.rel_diff(&cpu);
+    let valid_op = rel < 1e-13;
+
+    let _warm = solve_on(&mut be, p, params)?;
+    let v = p.lattice.volume() as f64;
+    let (mut per_it, mut total, mut flops_own, mut stencil_share) = (vec![], vec![], 0.0, 0.0);
+    let mut last = None;
+    for _ in 0..repeat {
+        be.reset_stats()?;
+        let r = solve_on(&mut be, p, params)?;
+        let st = be.stencil_stats();
+        per_it.push(1e3 * r.timings.solve / r.iterations.max(1) as f64);
+        total.push(r.timings.solve);
+        flops_own = st.flops as f64 / (st.millis / 1e3).max(1e-12) / 1e9;
+        stencil_share = st.millis / 1e3 / r.timings.solve;
+        last = Some((r, st));
+    }
+    let (r, st) = last.expect("repeat >= 1");
+    let apps = be.applications().max(1) as f64;
+    let secs = (st.millis / 1e3).max(1e-12);
+    let gbs = apps * v * dslash_model_bytes_per_site(18, 8) as f64 / secs / 1e9;
+    let (pm, ps) = median_spread(per_it);
+    let (tm, ts) = median_spread(total);
+    let converged = r.reason == StopReason::Converged;
+    let true_ok = r.true_residual <= 2.0 * params.tol;
+    let mut error = None;
+    if !valid_op {
+        error = Some(format!("operator differs from the CPU by {rel:.2e}"));
+    } else if !converged || !true_ok {
+        error = Some(format!(
+            "solve {} with true residual {:.2e}",
+            r.reason.describe(),
+            r.true_residual
+        ));
+    }
+    Ok(AblateRow {
+        version: version.to_string(),
+        block_threads: version.block_threads(multiple),
+        multiple: if version.uses_multiple() { multiple } else { 0 },
+        geometry,
+        valid: error.is_none(),
+        operator_rel_diff: rel,
+        iterations: r.iterations,
+        ms_per_iteration_median: pm,
+        ms_per_iteration_spread: ps,
+        seconds_to_solution_median: tm,
+        seconds_to_solution_spread: ts,
+        speedup_over_cpu: cpu_seconds / tm,
+        gflops_model_1320: apps * v * HOP_FLOPS_PER_SITE as f64 / secs / 1e9,
+        gflops_own_count: flops_own,
+        gbytes_per_second_model: gbs,
+        fraction_of_triad: gbs / triad,
+        true_residual: r.true_residual,
+        compile_ms: setup.compile_ms,
+        alloc_ms: setup.alloc_ms,
+        upload_ms: setup.upload_ms,
+        layout_ms: setup.layout_ms,
+        download_ms: 1e3 * r.timings.download,
+        stencil_share_of_solve: stencil_share,
+        error,
+        history: r.history,
+    })
+}
+
+fn failed_row(version: StencilVersion, e: &Error) -> AblateRow {
+    AblateRow {
+        version: version.to_string(),
+        block_threads: 0,
+        multiple: 0,
+        geometry: String::new(),
+        valid: false,
+        operator_rel_diff: f64::NAN,
+        iterations: 0,
+        ms_per_iteration_median: f64::NAN,
+        ms_per_iteration_spread: f64::NAN,
+        seconds_to_solution_median: f64::NAN,
+        seconds_to_solution_spread: f64::NAN,
+        speedup_over_cpu: f64::NAN,
+        gflops_model_1320: f64::NAN,
+        gflops_own_count: f64::NAN,
+        gbytes_per_second_model: f64::NAN,
+        fraction_of_triad: f64::NAN,
+        true_residual: f64::NAN,
+        compile_ms: f64::NAN,
+        alloc_ms: f64::NAN,
+        upload_ms: f64::NAN,
+        layout_ms: f64::NAN,
+        download_ms: f64::NAN,
+        stencil_share_of_solve: f64::NAN,
+        error: Some(e.to_string()),
+        history: vec![],
+    }
+}
+
+pub fn measure(
+    cfg: &LoadedConfig,
+    versions: &[StencilVersion],
+    repeat: usize,
+    mode: TuneMode,
+    cache_path: &Path,
+) -> Result<(AblateReport, Vec<f64>)> {
+    let info = match crate::cuda::device_info() {
+        Ok(i) => i,
+        Err(e) => {
+            return Err(Error::Cuda(format!(
+                "nothing to ablate: the study compares GPU stencil versions and no GPU is usable here ({e})"
+            )))
+        }
+    };
+    let c = &cfg.config;
+    let pool = thread_pool(0)?;
+    let problem = pool.install(|| build_problem(cfg))?;
+    let params = CrParams::new(c.solver.tolerance, c.solver.max_iterations as usize);
+    // The CPU reference time: all cores, once.
+    let cpu = pool.install(|| {
+        let mut be = CpuBackend::new(&problem.gauge, problem.kappa);
+        solve_on(&mut be, &problem, &params)
+    })?;
+    tracing::info!(seconds = cpu.timings.solve, "CPU solve done");
+    let triad = crate::cuda::triad_bandwidth(TRIAD_BYTES)?;
+    let (pinned, pageable) = crate::cuda::upload_bandwidth(1 << 28)?;
+    let mut cache = TuneCache::load(cache_path, env!("CARGO_PKG_VERSION"));
+    for w in &cache.warnings {
+        eprintln!("warning: {w}");
+    }
+    let cc = format!("{}.{}", info.cc.0, info.cc.1);
+    let bar = crate::progress::counter("ablate", versions.len() as u64);
+    let mut rows = Vec::new();
+    for &v in versions {
+        if let Some(b) = &bar {
+            b.set_message(format!("version {v}"));
+        }
+        let row = geometry(
+            &problem,
+            v,
+            &info.name,
+            &cc,
+            &mut cache,
+            mode,
+            c.backend.multiple as usize,
+        )
+        .and_then(|(m, how)| {
+            run_version(
+                &problem,
+                v,
+                m,
+                how,
+                &params,
+                repeat.max(1),
+                cpu.timings.solve,
+                triad,
+            )
+        })
+        .unwrap_or_else(|e| failed_row(v, &e));
+        rows.push(row);
+        if let Some(b) = &bar {
+            b.inc(1);
+        }
+    }
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
+    if mode == TuneMode::Tune {
+        cache.save()?;
+    }
+    let report = AblateReport {
+        config_file: cfg.source_name.clone(),
+        lattice: problem.lattice.dims,
+        kappa: problem.kappa,
+        operator: problem.operator.to_string(),
+        tolerance: c.solver.tolerance,
+        device: info.name.clone(),
+        repeat: repeat.max(1),
+        cpu_threads: pool.current_num_threads(),
+        cpu_seconds: cpu.timings.solve,
+        cpu_iterations: cpu.iterations,
+        triad_gbytes_per_second: triad,
+        upload_pinned_gbytes_per_second: pinned,
+        upload_pageable_gbytes_per_second: pageable,
+        tune_cache: cache_path.display().to_string(),
+        rows,
+    };
+    Ok((report, cpu.history))
+}
+
+fn fmt(v: f64, prec: usize) -> String {
+    if v.is_finite() {
+        format!("{v:.prec$}")
+    } else {
+        "-".into()
+    }
+}
+
+pub fn table(r: &AblateReport) -> String {
+    let mut s = format!(
+        "ablation on {}: {}x{}x{}x{}, {} kappa {} tol {:.0e}; CPU {:.3} s ({} threads, {} iterations); triad {:.0} GB/s; upload pinned {:.1} GB/s, pageable {:.1} GB/s\n",
+        r.device, r.lattice[0], r.lattice[1], r.lattice[2], r.lattice[3], r.operator, r.kappa,
+        r.tolerance, r.cpu_seconds, r.cpu_threads, r.cpu_iterations, r.triad_gbytes_per_second,
+        r.upload_pinned_gbytes_per_second, r.upload_pageable_gbytes_per_second
+    );
+    s.push_str(&format!(
+        "{:<6} {:>5} {:>4} {:>5} {:>14} {:>14} {:>8} {:>8} {:>8} {:>7} {:>6} {:>9} {:>8} {:>7} {:>7} {}\n",
+        "ver", "block", "mult", "iter", "ms/iter (sprd)", "s total (sprd)", "speedup", "GF 1320",
+        "GF own", "GB/s", "triad", "true res", "comp ms", "up ms", "lay ms", "status"
+    ));
+    for x in &r.rows {
+        s.push_str(&format!(
+            "{:<6} {:>5} {:>4} {:>5} {:>7} ({:>5}) {:>7} ({:>5}) {:>8} {:>8} {:>8} {:>7} {:>6} {:>9} {:>8} {:>7} {:>7} {}\n",
+            x.version,
+            x.block_threads,
+            x.multiple,
+            x.iterations,
+            fmt(x.ms_per_iteration_median, 3),
+            fmt(x.ms_per_iteration_spread, 3),
+            fmt(x.seconds_to_solution_median, 4),
+            fmt(x.seconds_to_solution_spread, 4),
+            fmt(x.speedup_over_cpu, 1),
+            fmt(x.gflops_model_1320, 0),
+            fmt(x.gflops_own_count, 0),
+            fmt(x.gbytes_per_second_model, 0),
+            fmt(x.fraction_of_triad, 2),
+            if x.true_residual.is_finite() { format!("{:.2e}", x.true_residual) } else { "-".into() },
+            fmt(x.compile_ms, 1),
+            fmt(x.upload_ms, 1),
+            fmt(x.layout_ms, 1),
+            match &x.error {
+                None => format!("ok ({})", x.geometry),
+                Some(e) => format!("FAILED: {e}"),
+            }
+        ));
+    }
+    s
+}
+
+pub fn csv(r: &AblateReport) -> String {
+    let mut s = String::from(
+        "version,block_threads,multiple,geometry,valid,operator_rel_diff,iterations,ms_per_iteration_median,ms_per_iteration_spread,seconds_to_solution_median,seconds_to_solution_spread,speedup_over_cpu,gflops_model_1320,gflops_own_count,gbytes_per_second_model,fraction_of_triad,true_residual,compile_ms,alloc_ms,upload_ms,layout_ms,download_ms,stencil_share_of_solve,error\n",
+    );
+    for x in &r.rows {
+        s.push_str(&format!(
+            "{},{},{},{},{},{:e},{},{},{},{},{},{},{},{},{},{},{:e},{},{},{},{},{},{},\"{}\"\n",
+            x.version,
+            x.block_threads,
+            x.multiple,
+            x.geometry,
+            x.valid,
+            x.operator_rel_diff,
+            x.iterations,
+            x.ms_per_iteration_median,
+            x.ms_per_iteration_spread,
+            x.seconds_to_solution_median,
+            x.seconds_to_solution_spread,
+            x.speedup_over_cpu,
+            x.gflops_model_1320,
+            x.gflops_own_count,
+            x.gbytes_per_second_model,
+            x.fraction_of_triad,
+            x.true_residual,
+            x.compile_ms,
+            x.alloc_ms,
+            x.upload_ms,
+            x.layout_ms,
+            x.download_ms,
+            x.stencil_share_of_solve,
+            x.error.clone().unwrap_or_default().replace('"', "'")
+        ));
+    }
+    s
+}
+
+/// Draw the three charts of the study into `out`.
+pub fn draw_charts(
+    r: &AblateReport,
+    cpu_history: &[f64],
+    out: &Path,
+) -> Result<Vec<std::path::PathBuf>> {
+    let bars = |f: &dyn Fn(&AblateRow) -> f64| -> Vec<(String, f64, bool)> {
+        r.rows
+            .iter()
+            .map(|x| (x.version.clone(), f(x), x.valid))
+            .collect()
+    };
+    let title = format!(
+        "{} {}x{}x{}x{}",
+        r.device, r.lattice[0], r.lattice[1], r.lattice[2], r.lattice[3]
+    );
+    let mut files = charts::draw(
+        &out.join("speedup"),
+        &Chart::Bars {
+            title: &format!("Speed-up over the CPU ({} threads), {title}", r.cpu_threads),
+            y_label: "speed-up (time to solution)",
+            bars: &bars(&|x| x.speedup_over_cpu),
+        },
+    )?;
+    files.extend(charts::draw(
+        &out.join("gflops"),
+        &Chart::Bars {
+            title: &format!("Stencil GFLOP/s (1320 flops/site model), {title}"),
+            y_label: "GFLOP/s",
+            bars: &bars(&|x| x.gflops_model_1320),
+        },
+    )?);
+    files.extend(charts::draw(
+        &out.join("gflops_own"),
+        &Chart::Bars {
+            title: &format!("Stencil GFLOP/s (each version's own count), {title}"),
+            y_label: "GFLOP/s",
+            bars: &bars(&|x| x.gflops_own_count),
+        },
+    )?);
+    let mut series: Vec<(String, Vec<(f64, f64)>)> = vec![(
+        "CPU".into(),
+        cpu_history
+            .iter()
+            .enumerate()
+            .map(|(k, &y)| (k as f64, y))
+            .collect(),
+    )];
+    for x in r.rows.iter().filter(|x| x.valid) {
+        series.push((
+            x.version.clone(),
+            x.history
+                .iter()
+                .enumerate()
+                .map(|(k, &y)| (k as f64, y))
+                .collect(),
+        ));
+    }
+    files.extend(charts::draw(
+        &out.join("residuals"),
+        &Chart::Lines {
+            title: &format!("CR residual history, {title}"),
+            x_label: "iteration",
+            y_label: "||r|| / ||b||",
+            series: &series,
+            log_y: true,
+        },
+    )?);
+    Ok(files)
+}
+
+pub fn run(
+    cfg: &LoadedConfig,
+    versions: &[StencilVersion],
+    repeat: usize,
+    mode: TuneMode,
+    cache_path: &Path,
+    out: &Path,
+) -> Result<()> {
+    let (r, cpu_history) = measure(cfg, versions, repeat, mode, cache_path)?;
+    print!("{}", table(&r));
+    crate::io::write_atomic(&out.join("ablation.csv"), csv(&r).as_bytes())?;
+    let json = serde_json::to_vec_pretty(&r).expect("report serialises");
+    crate::io::write_atomic(&out.join("ablation.json"), &json)?;
+    for f in draw_charts(&r, &cpu_history, out)? {
+        println!("wrote {}", f.display());
+    }
+    println!("wrote {}", out.join("ablation.csv").display());
+    let failed: Vec<&str> = r
+        .rows
+        .iter()
+        .filter(|x| !x.valid)
+        .map(|x| x.version.as_str())
+        .collect();
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::CheckFailed(format!(
+            "versions failing validation in the ablation: {}",
+            failed.join(", ")
+        )))
+    }
+}

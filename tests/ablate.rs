@@ -1,0 +1,139 @@
+//! The ablation's outputs without a GPU: table and CSV agree, charts are valid SVG/PNG with
+//! one bar per version (failed versions drawn as such, not as results), and the CLI says
+//! clearly that there is nothing to ablate on the CPU. The GPU run itself is done by
+//! validate/on-device.sh (results in validate/results/).
+
+use qcd_solve::ablate::{self, AblateReport, AblateRow};
+use std::process::Command;
+
+fn row(v: &str, speedup: f64, valid: bool) -> AblateRow {
+    AblateRow {
+        version: v.into(),
+        block_threads: 192,
+        multiple: 16,
+        geometry: "tune cache".into(),
+        valid,
+        operator_rel_diff: 1.5e-16,
+        iterations: 92,
+        ms_per_iteration_median: 0.44 + speedup / 1000.0,
+        ms_per_iteration_spread: 0.01,
+        seconds_to_solution_median: 0.0405,
+        seconds_to_solution_spread: 0.001,
+        speedup_over_cpu: speedup,
+        gflops_model_1320: 1100.0 + speedup,
+        gflops_own_count: 2200.0,
+        gbytes_per_second_model: 2500.0,
+        fraction_of_triad: 0.86,
+        true_residual: 6.3e-11,
+        compile_ms: 20.0,
+        alloc_ms: 1.0,
+        upload_ms: 30.0,
+        layout_ms: 2.0,
+        download_ms: 3.0,
+        stencil_share_of_solve: 0.7,
+        error: if valid {
+            None
+        } else {
+            Some("operator differs".into())
+        },
+        history: vec![1.0, 0.1, 0.01],
+    }
+}
+
+fn report() -> AblateReport {
+    AblateReport {
+        config_file: "x.toml".into(),
+        lattice: [16, 16, 16, 32],
+        kappa: 0.124,
+        operator: "g5D".into(),
+        tolerance: 1e-10,
+        device: "Test GPU".into(),
+        repeat: 3,
+        cpu_threads: 2,
+        cpu_seconds: 8.0,
+        cpu_iterations: 93,
+        triad_gbytes_per_second: 2900.0,
+        upload_pinned_gbytes_per_second: 25.0,
+        upload_pageable_gbytes_per_second: 10.0,
+        tune_cache: "t.tsv".into(),
+        rows: vec![
+            row("1.0", 150.0, true),
+            row("1.3", 170.0, true),
+            row("2.0", 60.0, false),
+        ],
+    }
+}
+
+#[test]
+fn table_and_csv_agree() {
+    let r = report();
+    let csv = ablate::csv(&r);
+    let table = ablate::table(&r);
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), r.rows.len());
+    for (x, c) in r.rows.iter().zip(&rows) {
+        assert_eq!(c[col("version")], x.version);
+        let speedup: f64 = c[col("speedup_over_cpu")].parse().unwrap();
+        assert_eq!(speedup, x.speedup_over_cpu, "CSV carries the full value");
+        let iters: usize = c[col("iterations")].parse().unwrap();
+        assert_eq!(iters, x.iterations);
+        // The table shows the same numbers, rounded to the printed digits.
+        let line = table
+            .lines()
+            .find(|l| l.starts_with(&format!("{} ", x.version)))
+            .unwrap();
+        assert!(
+            line.contains(&format!("{:.1}", x.speedup_over_cpu)),
+            "{line}"
+        );
+        assert!(
+            line.contains(&format!("{:.0}", x.gflops_model_1320)),
+            "{line}"
+        );
+        assert_eq!(line.contains("FAILED"), !x.valid, "{line}");
+    }
+}
+
+#[test]
+fn charts_have_one_bar_per_version() {
+    let d = tempfile::tempdir().unwrap();
+    let r = report();
+    let files = ablate::draw_charts(&r, &[1.0, 0.2, 0.03], d.path()).unwrap();
+    assert_eq!(files.len(), 8, "4 charts x (svg, png)");
+    let svg = std::fs::read_to_string(d.path().join("speedup.svg")).unwrap();
+    assert!(svg.starts_with("<svg") || svg.contains("<svg"));
+    // Valid versions are drawn in the result colour, the failed one in grey with a label.
+    assert_eq!(
+        svg.matches("fill=\"#0000FF\"").count(),
+        2,
+        "one bar per valid version"
+    );
+    assert_eq!(
+        svg.matches("fill=\"#AAAAAA\"").count(),
+        1,
+        "the failed version marked"
+    );
+    assert!(svg.contains("failed"), "the failed bar is labelled");
+    for v in ["1.0", "1.3", "2.0"] {
+        assert!(svg.contains(&format!(">\n{v}\n</text>")), "label {v}");
+    }
+    for name in ["speedup", "gflops", "gflops_own", "residuals"] {
+        let png = std::fs::read(d.path().join(format!("{name}.png"))).unwrap();
+        assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "{name}.png");
+        assert!(png.len() > 1000);
+    }
+}
+
+#[test]
+fn ablate_on_the_cpu_says_there_is_nothing_to_ablate() {
+    let cfg = concat!(env!("CARGO_MANIFEST_DIR"), "/configs/8x8x8x8.toml");
+    let out = Command::new(env!("CARGO_BIN_EXE_qcd-solve"))
+        .args(["ablate", cfg, "--device", "cpu"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(5));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nothing to ablate"));
+}
