@@ -1,34 +1,54 @@
 #!/usr/bin/env bash
-# Runs ON the device machine, from the repository root, next to the binaries staged by
-# validate/device.sh: nvidia-smi, the GPU tests, then cuda_check (validate every stencil
-# version on 16x16x16x32, 6x6x6x10 and 12x12x12x24, and the 16x16x16x32 bench), a short
-# summary last. Full logs go to $OUT when the device tool provides it.
-#   MODE=validate|bench|all (default all)
+# Runs ON the device machine (repository root, binaries in .device/ from validate/device.sh):
+# every GPU check and measurement of the project in one call, a short table last.
+#   1. nvidia-smi; the GPU test target (tests/gpu.rs)
+#   2. NVRTC compile of every kernel there
+#   3. validate every stencil version on 16x16x16x32, 6x6x6x10, 12x12x12x24
+#   4. the main job on the GPU with every version (16x16x16x32, tol 1e-10)
+#   5. ablate 16x16x16x32 and 32x32x32x64 (tuned), then a re-run that reuses the cache
+#   6. the CPU bench on the host's cores
+# Everything lands in /tmp/qcd-out, packed into $OUT/results.tar.gz (the tool returns at
+# most 8 files), with the full log in $OUT/log.txt.
 set -uo pipefail
-dir=$(cd "$(dirname "$0")" && pwd)
-out=${OUT:-/tmp/qcd-out}
-mkdir -p "$out"
-mode=${MODE:-all}
+bin=$PWD/.device
+res=/tmp/qcd-out
+out=${OUT:-/tmp/qcd-return}
+mkdir -p "$res" "$out"
+export QCD_SOLVE_TUNE_CACHE=$res/tune.tsv RUST_LOG=${RUST_LOG:-warn}
+q="$bin/qcd-solve"
+: >"$res/status.txt"
 
-# NVRTC: use the loader path, else the pip wheel of the image's Python.
-if ! ldconfig -p 2>/dev/null | grep -q 'libnvrtc.so.13'; then
-    lib=$(python3 -c 'import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], "cu13", "lib"))' 2>/dev/null)
-    [ -f "$lib/libnvrtc.so.13" ] || lib=$(dirname "$(find / -name 'libnvrtc.so.13' -print -quit 2>/dev/null)")
-    export LD_LIBRARY_PATH=$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-fi
-echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)  LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
+step() { # name, command...: run it, record its exit code and seconds in status.txt
+    local name=$1; shift
+    echo; echo "===== $name: $*"
+    local t0=$(date +%s%N)
+    "$@"
+    local rc=$?
+    echo "$name rc=$rc $(( ($(date +%s%N) - t0) / 1000000 )) ms" >>"$res/status.txt"
+    return $rc
+}
+
+{
+echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv
+nproc
+step gpu-tests "$bin/gpu-tests" --test-threads=1
+step kernels "$q" kernels --check --arch sm_90
+for c in 16x16x16x32 6x6x6x10 12x12x12x24; do
+    step "validate-$c" "$q" validate "configs/$c.toml" --kernel all
+done
+for v in 1.0 1.1 1.2 1.3 1.4 1.5 1.6 1.6.1 2.0; do
+    step "solve-$v" "$q" -q configs/16x16x16x32.toml --device cuda --kernel "$v" --output "$res/solve-$v"
+done
+step ablate-16 "$q" -q ablate configs/16x16x16x32.toml --repeat 5 --out "$res/ablation-16x16x16x32"
+step ablate-32 "$q" -q ablate configs/32x32x32x64.toml --repeat 3 --out "$res/ablation-32x32x32x64"
+step ablate-reuse "$q" -q ablate configs/16x16x16x32.toml --kernels 1.2,1.6.1 --repeat 1 --out "$res/ablation-reuse"
+step bench-cpu "$q" bench --dims 16,16,16,32 --repeat 20
+step scale-cpu "$q" -q scale configs/16x16x16x32.toml --threads 1,2,4,8,16 --out "$res/scale"
+} 2>&1 | tee "$res/log.txt"
 
-echo "== gpu tests"
-"$dir/gpu-tests" --test-threads=1 >"$out/gpu-tests.log" 2>&1
-tests_rc=$?
-grep -E '^test |test result' "$out/gpu-tests.log"
-[ $tests_rc -eq 0 ] || tail -n 60 "$out/gpu-tests.log"
-
-echo "== cuda_check $mode"
-"$dir/cuda_check" "$mode" >"$out/cuda_check.log" 2>&1
-check_rc=$?
-sed -n '/==== summary ====/,$p' "$out/cuda_check.log"
-[ $check_rc -eq 0 ] || grep -v '^validate\|^version' "$out/cuda_check.log" | tail -n 20
-echo "gpu tests rc=$tests_rc, cuda_check rc=$check_rc"
-[ $tests_rc -eq 0 ] && [ $check_rc -eq 0 ]
+cp "$res/log.txt" "$out/log.txt"
+tar -C /tmp -czf "$out/results.tar.gz" qcd-out
+echo; echo "===== summary"
+cat "$res/status.txt"
+grep -E "^ablation on|^(1\.|2\.)[0-9.]* " "$res/log.txt" | tail -n 12
