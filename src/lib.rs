@@ -5,6 +5,7 @@ pub mod backend;
 pub mod dirac;
 pub mod error;
 pub mod field;
+pub mod gauge_gen;
 pub mod io;
 pub mod lattice;
 pub mod reduce;
