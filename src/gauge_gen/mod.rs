@@ -18,14 +18,15 @@ use crate::error::{Error, Result};
 use crate::field::gauge::Plaquette;
 use crate::field::GaugeField;
 use crate::lattice::Lattice;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::time::Instant;
 use update::{update_pass, Geometry, Update};
 
 pub use stats::{autocorrelation, AutocorrEstimate};
 
-/// Parameters of a generator run.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// Parameters of a generator run (a TOML table may give any subset; the rest default).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct HeatbathParams {
     /// Inverse coupling of the Wilson action, beta = 6 / g^2.
     pub beta: f64,
@@ -223,4 +224,23 @@ pub fn summarise(records: &[SweepRecord]) -> Option<PlaquetteSummary> {
         spatial: autocorrelation(&series(|p| p.spatial))?,
         temporal: autocorrelation(&series(|p| p.temporal))?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn params_from_toml_default_the_rest_and_refuse_unknown_keys() {
+        let p: HeatbathParams = toml::from_str("beta = 5.7\nhot_start = true").unwrap();
+        assert_eq!(p.beta, 5.7);
+        assert!(p.hot_start);
+        assert_eq!(p.overrelax, 4);
+        assert!(toml::from_str::<HeatbathParams>("betta = 5.7").is_err());
+        let bad = HeatbathParams {
+            every: 0,
+            ..Default::default()
+        };
+        assert!(bad.validate().unwrap_err().to_string().contains("every"));
+    }
 }
