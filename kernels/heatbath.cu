@@ -382,3 +382,32 @@ extern "C" __global__ void philox_probe(const unsigned int* counters, unsigned i
     out[4 * i + 2] = w.z;
     out[4 * i + 3] = w.w;
 }
+
+// Per-site plaquette sums for the measurement after every sweep: out[2x] = sum of
+// Re Tr U_p over the 3 spatial planes at x, out[2x+1] over the 3 planes containing t.
+// The host adds the V pairs in a fixed order (deterministic) and normalises.
+extern "C" __global__ void plaquette_sites(const double* links, int lx, int ly, int lz, int lt, double* out) {
+    geom g = {{lx, ly, lz, lt}};
+    unsigned int x = blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned int v = (unsigned int)lx * ly * lz * lt;
+    if (x >= v) return;
+    int c[4];
+    unsigned int r = x;
+    for (int mu = 0; mu < 4; ++mu) {
+        c[mu] = (int)(r % (unsigned int)g.d[mu]);
+        r /= (unsigned int)g.d[mu];
+    }
+    double s[2] = {0.0, 0.0};
+    for (int mu = 0; mu < 4; ++mu) {
+        for (int nu = mu + 1; nu < 4; ++nu) {
+            unsigned int xpmu = shifted(g, c, mu, 1);
+            unsigned int xpnu = shifted(g, c, nu, 1);
+            su3 a = mul(load_link(links, x, mu), load_link(links, xpmu, nu));
+            su3 b = mul(load_link(links, x, nu), load_link(links, xpnu, mu));
+            su3 p = mul_adj(a, b);
+            s[nu == 3] += p.m[0][0].re + p.m[1][1].re + p.m[2][2].re;
+        }
+    }
+    out[2 * x] = s[0];
+    out[2 * x + 1] = s[1];
+}

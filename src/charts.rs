@@ -209,8 +209,9 @@ pub fn draw(stem: &Path, chart: &Chart) -> Result<Vec<PathBuf>> {
     if let Some(dir) = stem.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     }
-    let svg = stem.with_extension("svg");
-    let png = stem.with_extension("png");
+    // Appended, not replaced: a stem may hold dots ("b6.0.plaquette").
+    let svg = PathBuf::from(format!("{}.svg", stem.display()));
+    let png = PathBuf::from(format!("{}.png", stem.display()));
     let mut text = String::new();
     draw_on(
         SVGBackend::with_string(&mut text, SIZE).into_drawing_area(),
@@ -219,7 +220,7 @@ pub fn draw(stem: &Path, chart: &Chart) -> Result<Vec<PathBuf>> {
     .map_err(|e| chart_err(&svg, e))?;
     crate::io::write_atomic(&svg, text.as_bytes())?;
 
-    let tmp = png.with_extension(format!("tmp-{}.png", std::process::id()));
+    let tmp = PathBuf::from(format!("{}.tmp-{}.png", stem.display(), std::process::id()));
     let drawn = draw_on(BitMapBackend::new(&tmp, SIZE).into_drawing_area(), chart);
     if let Err(e) = drawn {
         let _ = std::fs::remove_file(&tmp);

@@ -142,6 +142,40 @@ pub enum Command {
         #[arg(long, default_value = "sm_90")]
         arch: String,
     },
+    /// Generate thermalised quenched SU(3) fields (Cabibbo-Marinari heatbath plus
+    /// overrelaxation, Wilson action), saved as NERSC every K sweeps.
+    Generate {
+        #[arg(long)]
+        beta: f64,
+        /// LX,LY,LZ,LT (all even).
+        #[arg(long, value_delimiter = ',')]
+        dims: Vec<usize>,
+        /// Measured sweeps after thermalisation.
+        #[arg(long)]
+        sweeps: usize,
+        /// Thermalisation sweeps.
+        #[arg(long, default_value_t = 100)]
+        therm: usize,
+        /// Save every K-th measured configuration.
+        #[arg(long, default_value_t = 10)]
+        every: usize,
+        /// Overrelaxation steps per sweep.
+        #[arg(long, default_value_t = 4)]
+        overrelax: usize,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Start from a random field (default: cold, the unit field).
+        #[arg(long)]
+        hot: bool,
+        #[arg(long, default_value = "auto")]
+        device: Device,
+        /// CPU threads, 0 = all.
+        #[arg(long, default_value_t = 0)]
+        threads: i64,
+        /// Output stem: configurations OUT.<sweep>, OUT.history.json, OUT.plaquette.svg/png.
+        #[arg(long)]
+        out: PathBuf,
+    },
     /// CPU strong scaling of the solve: time, speed-up and efficiency per thread count.
     Scale {
         config: PathBuf,
@@ -240,6 +274,32 @@ pub fn dispatch(cli: Cli) -> Result<()> {
                 if check { " (check passed)" } else { "" }
             );
             Ok(())
+        }
+        Some(Command::Generate {
+            beta,
+            dims,
+            sweeps,
+            therm,
+            every,
+            overrelax,
+            seed,
+            hot,
+            device,
+            threads,
+            out,
+        }) => {
+            let params = crate::gauge_gen::HeatbathParams {
+                beta,
+                sweeps,
+                therm,
+                every,
+                overrelax,
+                seed,
+                hot_start: hot,
+            };
+            let dims = crate::generate::parse_dims(&dims)?;
+            crate::run::thread_pool(threads)?
+                .install(|| crate::generate::run(dims, &params, device, &out))
         }
         Some(Command::Scale {
             config,

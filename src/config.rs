@@ -64,6 +64,9 @@ pub enum GaugeConfig {
         #[serde(default = "default_format")]
         format: String,
     },
+    /// A thermalised quenched field (beta, therm, sweeps, overrelax, seed, hot_start),
+    /// generated on first use and cached in lattices/ under a name made from them.
+    Heatbath(crate::gauge_gen::HeatbathParams),
 }
 
 fn default_format() -> String {

@@ -12,6 +12,7 @@ pub mod dirac;
 pub mod error;
 pub mod field;
 pub mod gauge_gen;
+pub mod generate;
 pub mod io;
 pub mod lattice;
 pub mod progress;

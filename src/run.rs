@@ -39,6 +39,13 @@ pub fn build_problem(cfg: &LoadedConfig) -> Result<Problem> {
             GaugeField::random(&lattice, *seed),
             format!("random SU(3), seed {seed}"),
         ),
+        GaugeConfig::Heatbath(params) => (
+            crate::generate::cached_field(&lattice, params, c.backend.device)?,
+            format!(
+                "quenched heatbath, beta {}, {} + {} sweeps, seed {}",
+                params.beta, params.therm, params.sweeps, params.seed
+            ),
+        ),
         GaugeConfig::File { path, format } => {
             let path = cfg.input_path(path);
             let fmt = crate::io::parse_format(format).map_err(|e| match e {

@@ -209,3 +209,63 @@ fn a_lattice_larger_than_the_device_is_refused_before_allocating() {
         other => panic!("expected DeviceMemory, got {:?}", other.err()),
     }
 }
+
+fn heatbath(therm: usize, sweeps: usize, hot: bool) -> qcd_solve::gauge_gen::HeatbathParams {
+    qcd_solve::gauge_gen::HeatbathParams {
+        beta: 6.0,
+        sweeps,
+        therm,
+        every: 1,
+        overrelax: 4,
+        seed: 11,
+        hot_start: hot,
+    }
+}
+
+#[test]
+fn gpu_heatbath_follows_the_cpu_sweep_by_sweep_at_first() {
+    // Same Philox draws and update order (kernels/heatbath.cu's contract): the first
+    // sweeps agree to rounding; log/cos may differ by an ulp, so the chains drift apart
+    // later (chaotically), and only the first 3 sweeps are compared, to 1e-10.
+    require_gpu();
+    let l = lattice([8, 8, 8, 8]);
+    for hot in [false, true] {
+        let p = heatbath(0, 3, hot);
+        let mut cpu = qcd_solve::gauge_gen::Generator::new(&l, &p).unwrap();
+        let mut gpu = qcd_solve::cuda::heatbath::GpuGenerator::new(&l, &p).unwrap();
+        for s in 0..3 {
+            let a = cpu.sweep().plaquette;
+            let b = gpu.sweep().unwrap().plaquette;
+            assert!(
+                (a.total - b.total).abs() < 1e-10 && (a.temporal - b.temporal).abs() < 1e-10,
+                "hot {hot}, sweep {s}: CPU {a:?} GPU {b:?}"
+            );
+        }
+        let f = gpu.field().unwrap();
+        assert!(f.max_unitarity_deviation() < 1e-13, "SU(3) kept on the GPU");
+    }
+}
+
+#[test]
+fn gpu_heatbath_agrees_with_the_cpu_statistically() {
+    // After thermalisation the two chains are independent samples of one distribution:
+    // their mean plaquettes agree within 4 combined (autocorrelation-aware) errors.
+    require_gpu();
+    let l = lattice([8, 8, 8, 8]);
+    let p = heatbath(50, 300, false);
+    let mut cpu_rec = Vec::new();
+    qcd_solve::gauge_gen::generate(&l, &p, |r| cpu_rec.push(r)).unwrap();
+    let mut gpu = qcd_solve::cuda::heatbath::GpuGenerator::new(&l, &p).unwrap();
+    let gpu_rec: Vec<_> = (0..350).map(|_| gpu.sweep().unwrap()).collect();
+    let a = qcd_solve::gauge_gen::summarise(&cpu_rec).unwrap().total;
+    let b = qcd_solve::gauge_gen::summarise(&gpu_rec).unwrap().total;
+    let sigma = (a.error * a.error + b.error * b.error).sqrt();
+    assert!(
+        (a.mean - b.mean).abs() < 4.0 * sigma,
+        "CPU {} +- {}, GPU {} +- {}",
+        a.mean,
+        a.error,
+        b.mean,
+        b.error
+    );
+}

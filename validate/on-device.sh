@@ -6,12 +6,16 @@
 #   3. validate every stencil version on 16x16x16x32, 6x6x6x10, 12x12x12x24
 #   4. the main job on the GPU with every version (16x16x16x32, tol 1e-10)
 #   5. ablate 16x16x16x32 and 32x32x32x64 (tuned), then a re-run that reuses the cache
-#   6. the CPU bench on the host's cores
+#   6. the quenched generator on the GPU: beta 6.0 on 16^4 (validation against 0.5937) and
+#      the sweep time on 16^3x32; CR iterations against kappa on a beta 6.0 field
+#   7. the CPU bench and scaling on the host's cores
 # Everything lands in /tmp/qcd-out, packed into $OUT/results.tar.gz (the tool returns at
 # most 8 files), with the full log in $OUT/log.txt.
 set -uo pipefail
 bin=$PWD/.device
 res=/tmp/qcd-out
+big=/tmp/qcd-big   # solutions and gauge files: not sent back
+mkdir -p "$big"
 out=${OUT:-/tmp/qcd-return}
 mkdir -p "$res" "$out"
 export QCD_SOLVE_TUNE_CACHE=$res/tune.tsv RUST_LOG=${RUST_LOG:-warn}
@@ -38,11 +42,22 @@ for c in 16x16x16x32 6x6x6x10 12x12x12x24; do
     step "validate-$c" "$q" validate "configs/$c.toml" --kernel all
 done
 for v in 1.0 1.1 1.2 1.3 1.4 1.5 1.6 1.6.1 2.0; do
-    step "solve-$v" "$q" -q configs/16x16x16x32.toml --device cuda --kernel "$v" --output "$res/solve-$v"
+    step "solve-$v" "$q" -q configs/16x16x16x32.toml --device cuda --kernel "$v" --output "$big/solve-$v"
+    cp "$big/solve-$v/16x16x16x32.json" "$res/solve-$v.json" 2>/dev/null
 done
 step ablate-16 "$q" -q ablate configs/16x16x16x32.toml --repeat 5 --out "$res/ablation-16x16x16x32"
-step ablate-32 "$q" -q ablate configs/32x32x32x64.toml --repeat 3 --out "$res/ablation-32x32x32x64"
+# Run 1's sweep chose multiple 8 for every version at 32^3x64 too (validate/RESULTS.md).
+step ablate-32 "$q" -q ablate configs/32x32x32x64.toml --repeat 3 --no-tune --multiple 8 --out "$res/ablation-32x32x32x64"
 step ablate-reuse "$q" -q ablate configs/16x16x16x32.toml --kernels 1.2,1.6.1 --repeat 1 --out "$res/ablation-reuse"
+step generate-16x4 "$q" generate --beta 6.0 --dims 16,16,16,16 --therm 200 --sweeps 1000 --every 500 \
+    --device cuda --out "$big/b6.0_16x16x16x16"
+cp "$big"/b6.0_16x16x16x16.history.json "$big"/b6.0_16x16x16x16.plaquette.* "$res/" 2>/dev/null
+step generate-16x3x32 "$q" generate --beta 6.0 --dims 16,16,16,32 --therm 20 --sweeps 200 --every 1000 \
+    --device cuda --out "$big/b6.0_16x16x16x32"
+(cd "$big" && for k in 0.120 0.130 0.140 0.145 0.150 0.153 0.155; do
+    step "kappa-$k" "$q" -q "$OLDPWD/configs/heatbath-b6-16x16x16x32.toml" --device cuda --kappa "$k" --output "$big/kappa-$k"
+    cp "$big/kappa-$k/heatbath-b6-16x16x16x32.json" "$res/kappa-$k.json"
+done)
 step bench-cpu "$q" bench --dims 16,16,16,32 --repeat 20
 step scale-cpu "$q" -q scale configs/16x16x16x32.toml --threads 1,2,4,8,16 --out "$res/scale"
 } 2>&1 | tee "$res/log.txt"

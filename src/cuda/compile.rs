@@ -41,6 +41,20 @@ pub(crate) static STENCIL_FINE: KernelSource = KernelSource {
     name: "stencil_fine.cu",
     code: include_str!("../../kernels/stencil_fine.cu"),
 };
+pub(crate) static HEATBATH: KernelSource = KernelSource {
+    name: "heatbath.cu",
+    code: include_str!("../../kernels/heatbath.cu"),
+};
+
+/// The quenched generator's program: no FMA contraction, so + and * round as on the CPU.
+pub(crate) fn heatbath_program() -> Program {
+    Program {
+        source: &HEATBATH,
+        defines: Vec::new(),
+        flags: vec!["--fmad=false"],
+    }
+}
+
 pub(crate) static STENCIL_SPLIT: KernelSource = KernelSource {
     name: "stencil_split.cu",
     code: include_str!("../../kernels/stencil_split.cu"),
@@ -51,6 +65,8 @@ pub(crate) static STENCIL_SPLIT: KernelSource = KernelSource {
 pub(crate) struct Program {
     pub source: &'static KernelSource,
     pub defines: Vec<(&'static str, &'static str)>,
+    /// Extra NVRTC flags (the heatbath needs `--fmad=false` to round like the CPU).
+    pub flags: Vec<&'static str>,
 }
 
 impl Program {
@@ -58,6 +74,7 @@ impl Program {
         Program {
             source,
             defines: Vec::new(),
+            flags: Vec::new(),
         }
     }
 
@@ -82,6 +99,7 @@ impl Program {
             "--std=c++17".to_string(),
         ];
         o.extend(self.defines.iter().map(|(k, v)| format!("-D{k}={v}")));
+        o.extend(self.flags.iter().map(|f| f.to_string()));
         o
     }
 
@@ -110,6 +128,7 @@ pub(crate) fn all_programs() -> Vec<Program> {
         Program::plain(&BLAS1),
         Program::plain(&REDUCE),
         Program::plain(&LAYOUT),
+        heatbath_program(),
     ];
     for &v in StencilVersion::all() {
         let p = super::stencil::program(v);

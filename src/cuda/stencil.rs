@@ -55,6 +55,7 @@ pub(crate) fn program(v: StencilVersion) -> Program {
                 ),
                 ("U_IN_SHARED", flag(v.links_in_shared())),
             ],
+            flags: Vec::new(),
         },
     }
 }

@@ -1,0 +1,236 @@
+//! `qcd-solve generate`: thermalised quenched SU(3) fields (Wilson action) on the CPU or
+//! the GPU. Saves every K-th configuration after M thermalisation sweeps as NERSC 3x3
+//! IEEE64BIG (atomic writes), the plaquette history as JSON and a chart, and prints the
+//! mean plaquette with an autocorrelation-aware error and the link-update rate. Also the
+//! `[gauge] type = "heatbath"` source of configs: generated once, cached in lattices/.
+
+use crate::charts::{self, Chart};
+use crate::config::Device;
+use crate::error::{Error, Result};
+use crate::field::GaugeField;
+use crate::gauge_gen::{summarise, Generator, HeatbathParams, SweepRecord};
+use crate::io::{write_nersc, NerscWrite};
+use crate::lattice::{Lattice, DEFAULT_BOUNDARY};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+
+/// A CPU or GPU generator behind one interface.
+enum Sweeper {
+    Cpu(Box<Generator>),
+    Gpu(Box<crate::cuda::heatbath::GpuGenerator>),
+}
+
+impl Sweeper {
+    fn new(lattice: &Lattice, params: &HeatbathParams, device: Device) -> Result<(Self, String)> {
+        match crate::run::choose_device(device)? {
+            Device::Cuda => {
+                let g = crate::cuda::heatbath::GpuGenerator::new(lattice, params)?;
+                let name = crate::cuda::device_info().map(|i| i.name).unwrap_or_default();
+                Ok((Sweeper::Gpu(Box::new(g)), format!("cuda {name}")))
+            }
+            _ => Ok((
+                Sweeper::Cpu(Box::new(Generator::new(lattice, params)?)),
+                format!("cpu (rayon, {} threads)", rayon::current_num_threads()),
+            )),
+        }
+    }
+
+    fn sweep(&mut self) -> Result<SweepRecord> {
+        match self {
+            Sweeper::Cpu(g) => Ok(g.sweep()),
+            Sweeper::Gpu(g) => g.sweep(),
+        }
+    }
+
+    fn field(&mut self) -> Result<GaugeField> {
+        match self {
+            Sweeper::Cpu(g) => Ok(g.field().clone()),
+            Sweeper::Gpu(g) => g.field(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct GenerateReport {
+    pub params: HeatbathParams,
+    pub lattice: [usize; 4],
+    pub device: String,
+    pub link_updates_per_second: f64,
+    pub median_sweep_seconds: f64,
+    pub mean_plaquette: Option<f64>,
+    pub plaquette_error: Option<f64>,
+    pub tau_int: Option<f64>,
+    pub mean_spatial: Option<f64>,
+    pub mean_temporal: Option<f64>,
+    pub saved: Vec<PathBuf>,
+    pub history: Vec<SweepRecord>,
+}
+
+/// Run the generator; `save(record, field)` is called for every saved configuration.
+pub fn generate_with(
+    lattice: &Lattice,
+    params: &HeatbathParams,
+    device: Device,
+    mut save: impl FnMut(&SweepRecord, &GaugeField) -> Result<Option<PathBuf>>,
+) -> Result<(GaugeField, GenerateReport)> {
+    params.validate()?;
+    let (mut g, device_name) = Sweeper::new(lattice, params, device)?;
+    let total = params.therm + params.sweeps;
+    let bar = crate::progress::counter("sweeps", total as u64);
+    let mut history = Vec::with_capacity(total);
+    let mut saved = Vec::new();
+    for _ in 0..total {
+        let r = g.sweep()?;
+        if let Some(b) = &bar {
+            b.inc(1);
+            b.set_message(format!("plaquette {:.6}", r.plaquette.total));
+        }
+        tracing::debug!(sweep = r.sweep, plaquette = r.plaquette.total, "sweep");
+        if r.measured && (r.sweep + 1 - params.therm).is_multiple_of(params.every) {
+            let f = g.field()?;
+            if let Some(p) = save(&r, &f)? {
+                saved.push(p);
+            }
+        }
+        history.push(r);
+    }
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
+    let mut times: Vec<f64> = history.iter().map(|r| r.update_seconds).collect();
+    times.sort_by(f64::total_cmp);
+    let median = times[times.len() / 2];
+    let updates_per_sweep = (lattice.volume() * 4 * (1 + params.overrelax)) as f64;
+    let summary = summarise(&history);
+    let field = g.field()?;
+    let report = GenerateReport {
+        params: params.clone(),
+        lattice: lattice.dims,
+        device: device_name,
+        link_updates_per_second: updates_per_sweep / median,
+        median_sweep_seconds: median,
+        mean_plaquette: summary.map(|s| s.total.mean),
+        plaquette_error: summary.map(|s| s.total.error),
+        tau_int: summary.map(|s| s.total.tau_int),
+        mean_spatial: summary.map(|s| s.spatial.mean),
+        mean_temporal: summary.map(|s| s.temporal.mean),
+        saved,
+        history,
+    };
+    Ok((field, report))
+}
+
+/// The `generate` command: configurations `OUT.<sweep>`, `OUT.history.json`, and the
+/// chart `OUT.plaquette.svg/.png`.
+pub fn run(dims: [usize; 4], params: &HeatbathParams, device: Device, out: &Path) -> Result<()> {
+    let lattice = Lattice::new(dims, DEFAULT_BOUNDARY)?;
+    let (_, rep) = generate_with(&lattice, params, device, |r, f| {
+        let p = PathBuf::from(format!("{}.{}", out.display(), r.sweep + 1));
+        write_nersc(&p, f, NerscWrite::default())?;
+        Ok(Some(p))
+    })?;
+    let stem = out.display().to_string();
+    let json = serde_json::to_vec_pretty(&rep).expect("report serialises");
+    crate::io::write_atomic(Path::new(&format!("{stem}.history.json")), &json)?;
+    let series = |f: fn(&SweepRecord) -> f64| -> Vec<(f64, f64)> {
+        rep.history.iter().map(|r| (r.sweep as f64, f(r))).collect()
+    };
+    let files = charts::draw(
+        Path::new(&format!("{stem}.plaquette")),
+        &Chart::Lines {
+            title: &format!(
+                "Plaquette per sweep, beta {}, {}, {} start",
+                params.beta,
+                lattice.dims_string(),
+                if params.hot_start { "hot" } else { "cold" }
+            ),
+            x_label: "sweep",
+            y_label: "plaquette",
+            series: &[
+                ("total".into(), series(|r| r.plaquette.total)),
+                ("spatial".into(), series(|r| r.plaquette.spatial)),
+                ("temporal".into(), series(|r| r.plaquette.temporal)),
+            ],
+            log_y: false,
+        },
+    )?;
+    println!(
+        "generated {} on {}: beta {}, {} thermalisation + {} measured sweeps ({} overrelaxation per sweep), seed {}",
+        lattice.dims_string(),
+        rep.device,
+        params.beta,
+        params.therm,
+        params.sweeps,
+        params.overrelax,
+        params.seed
+    );
+    println!(
+        "speed: {:.3e} link updates/s ({:.2} ms per sweep, median)",
+        rep.link_updates_per_second,
+        1e3 * rep.median_sweep_seconds
+    );
+    match (rep.mean_plaquette, rep.plaquette_error, rep.tau_int) {
+        (Some(m), Some(e), Some(t)) => println!(
+            "plaquette: {m:.7} +- {e:.7} (tau_int {t:.2}; spatial {:.7}, temporal {:.7})",
+            rep.mean_spatial.unwrap_or(f64::NAN),
+            rep.mean_temporal.unwrap_or(f64::NAN)
+        ),
+        _ => println!("plaquette: too few measured sweeps for an error estimate"),
+    }
+    for p in rep.saved.iter().chain(files.iter()) {
+        println!("wrote {}", p.display());
+    }
+    println!("wrote {stem}.history.json");
+    Ok(())
+}
+
+/// The cache file of a `[gauge] type = "heatbath"` field, named from its parameters.
+pub fn cache_path(lattice: &Lattice, p: &HeatbathParams) -> PathBuf {
+    PathBuf::from("lattices").join(format!(
+        "heatbath_b{}_{}_therm{}_sweeps{}_or{}_seed{}_{}.nersc",
+        p.beta,
+        lattice.dims_string(),
+        p.therm,
+        p.sweeps,
+        p.overrelax,
+        p.seed,
+        if p.hot_start { "hot" } else { "cold" }
+    ))
+}
+
+/// The field of a `heatbath` gauge source: read from its cache file when present and valid
+/// (the NERSC reader verifies checksum, plaquette and link trace), otherwise generated
+/// (GPU when usable per `device`) and stored there.
+pub fn cached_field(lattice: &Lattice, params: &HeatbathParams, device: Device) -> Result<GaugeField> {
+    let path = cache_path(lattice, params);
+    if path.exists() {
+        match crate::io::read_gauge(&path, None, Some(lattice.dims), lattice.boundary) {
+            Ok((mut g, _)) => {
+                tracing::info!(path = %path.display(), "heatbath field reused from the cache");
+                g.lattice = lattice.clone();
+                return Ok(g);
+            }
+            Err(e) => tracing::warn!("cached heatbath field unusable ({e}); generating it again"),
+        }
+    }
+    let mut p = params.clone();
+    // Only the final field is used; no intermediate configurations.
+    p.every = usize::MAX;
+    tracing::info!(path = %path.display(), "generating the heatbath field (first use)");
+    let (field, rep) = generate_with(lattice, &p, device, |_, _| Ok(None))?;
+    tracing::info!(
+        plaquette = field.plaquette().total,
+        sweeps_per_second = 1.0 / rep.median_sweep_seconds,
+        "heatbath field generated"
+    );
+    write_nersc(&path, &field, NerscWrite::default())?;
+    let mut field = field;
+    field.lattice = lattice.clone();
+    Ok(field)
+}
+
+/// Parse "LX,LY,LZ,LT".
+pub fn parse_dims(d: &[usize]) -> Result<[usize; 4]> {
+    d.try_into()
+        .map_err(|_| Error::invalid("--dims", format!("needs 4 values LX,LY,LZ,LT, got {d:?}")))
+}
