@@ -409,21 +409,21 @@ trait Simd: Copy {
     fn prefetch(_p: *const u8, _bytes: usize) {}
 
     #[inline(always)]
-    fn hop_yzt<const MU: usize, const INIT: bool, const S: usize>(
+    fn hop_yzt<const MU: usize, const INIT: bool, const S: usize, const PH: bool>(
         h: &Hops<'_>,
         acc: &mut Full<Self>,
     ) {
-        hop_yzt::<Self, MU, INIT, S>(h, acc)
+        hop_yzt::<Self, MU, INIT, S, PH>(h, acc)
     }
 
     #[inline(always)]
-    fn hop_x<const S: usize, const WILSON: bool>(
+    fn hop_x<const S: usize, const WILSON: bool, const PH: bool>(
         x: &XHops<'_, Self>,
         carry: &mut Carry,
         acc: &Full<Self>,
         out: &mut SBlock,
     ) {
-        hop_x::<Self, S, WILSON>(x, carry, acc, out)
+        hop_x::<Self, S, WILSON, PH>(x, carry, acc, out)
     }
 
     #[inline(always)]
@@ -593,21 +593,21 @@ mod avx {
         }
 
         #[inline(always)]
-        fn hop_yzt<const MU: usize, const INIT: bool, const S: usize>(
+        fn hop_yzt<const MU: usize, const INIT: bool, const S: usize, const PH: bool>(
             h: &Hops<'_>,
             acc: &mut Full<Self>,
         ) {
-            unsafe { hop_yzt_avx::<MU, INIT, S>(h, acc) }
+            unsafe { hop_yzt_avx::<MU, INIT, S, PH>(h, acc) }
         }
 
         #[inline(always)]
-        fn hop_x<const S: usize, const WILSON: bool>(
+        fn hop_x<const S: usize, const WILSON: bool, const PH: bool>(
             x: &XHops<'_, Self>,
             carry: &mut Carry,
             acc: &Full<Self>,
             out: &mut SBlock,
         ) {
-            unsafe { hop_x_avx::<S, WILSON>(x, carry, acc, out) }
+            unsafe { hop_x_avx::<S, WILSON, PH>(x, carry, acc, out) }
         }
 
         #[inline(always)]
@@ -621,22 +621,22 @@ mod avx {
     // row keeps each piece within the 16 registers (the sum lives in memory anyway).
     #[target_feature(enable = "avx2,fma")]
     #[inline(never)]
-    unsafe fn hop_yzt_avx<const MU: usize, const INIT: bool, const S: usize>(
+    unsafe fn hop_yzt_avx<const MU: usize, const INIT: bool, const S: usize, const PH: bool>(
         h: &Hops<'_>,
         acc: &mut Full<Avx>,
     ) {
-        hop_yzt::<Avx, MU, INIT, S>(h, acc)
+        hop_yzt::<Avx, MU, INIT, S, PH>(h, acc)
     }
 
     #[target_feature(enable = "avx2,fma")]
     #[inline(never)]
-    unsafe fn hop_x_avx<const S: usize, const WILSON: bool>(
+    unsafe fn hop_x_avx<const S: usize, const WILSON: bool, const PH: bool>(
         x: &XHops<'_, Avx>,
         carry: &mut Carry,
         acc: &Full<Avx>,
         out: &mut SBlock,
     ) {
-        hop_x::<Avx, S, WILSON>(x, carry, acc, out)
+        hop_x::<Avx, S, WILSON, PH>(x, carry, acc, out)
     }
 
     #[target_feature(enable = "avx2,fma")]
@@ -755,10 +755,15 @@ fn proj_row<V: Simd, const MU: usize, const FWD: bool, const S: usize>(blk: &SBl
     h
 }
 
-/// h times the boundary phase +-1 given as a sign mask per lane. Branch-free on purpose:
-/// a branch here splits the piece and LLVM then hoists and spills the link loads.
+/// h times the boundary phase +-1 given as a sign mask per lane, when the piece is the
+/// one for blocks that touch the edge (PH); other blocks run a copy without the XORs.
+/// Branch-free on purpose: a branch here splits the piece and LLVM then hoists and spills
+/// the link loads.
 #[inline(always)]
-fn flip_row<V: Simd>(mut h: Row<V>, mask: V) -> Row<V> {
+fn flip_row<V: Simd, const PH: bool>(mut h: Row<V>, mask: V) -> Row<V> {
+    if !PH {
+        return h;
+    }
     for z in h.iter_mut() {
         *z = Cx {
             re: z.re.flip(mask),
@@ -887,18 +892,20 @@ struct Hops<'a> {
     /// `sign_mask` of the phases.
     sign_fwd: f64,
     sign_bwd: f64,
+    /// Whether either phase is -1 (the row touches an antiperiodic edge).
+    phased: bool,
 }
 
 /// Both hops in direction MU = 1, 2, 3 for half-spinor row S: whole neighbour blocks, one
 /// phase per block.
 #[inline(always)]
-fn hop_yzt<V: Simd, const MU: usize, const INIT: bool, const S: usize>(
+fn hop_yzt<V: Simd, const MU: usize, const INIT: bool, const S: usize, const PH: bool>(
     n: &Hops<'_>,
     acc: &mut Full<V>,
 ) {
-    let h = flip_row(proj_row::<V, MU, true, S>(n.pf), V::splat(n.sign_fwd));
+    let h = flip_row::<V, PH>(proj_row::<V, MU, true, S>(n.pf), V::splat(n.sign_fwd));
     let f = mat_vec::<V, false>(n.uf, &h);
-    let h = flip_row(proj_row::<V, MU, false, S>(n.pb), V::splat(n.sign_bwd));
+    let h = flip_row::<V, PH>(proj_row::<V, MU, false, S>(n.pb), V::splat(n.sign_bwd));
     let bk = mat_vec::<V, true>(n.ub, &h);
     combine::<V, MU, S>(acc, &f, &bk, if INIT { Mode::Init } else { Mode::Add });
 }
@@ -932,7 +939,7 @@ struct XHops<'a, V> {
 /// Backward: U_x(y)^+ P+ psi(y) is computed once per block (`carry`) and rotated up one
 /// lane, so neither the link nor two projections need shifting.
 #[inline(always)]
-fn hop_x<V: Simd, const S: usize, const WILSON: bool>(
+fn hop_x<V: Simd, const S: usize, const WILSON: bool, const PH: bool>(
     x: &XHops<'_, V>,
     carry: &mut Carry,
     acc: &Full<V>,
@@ -942,14 +949,14 @@ fn hop_x<V: Simd, const S: usize, const WILSON: bool>(
         proj_row::<V, 0, true, S>(x.cur),
         proj_row::<V, 0, true, S>(x.next),
     );
-    let f = mat_vec::<V, false>(x.link, &flip_row(h, x.sign_next));
+    let f = mat_vec::<V, false>(x.link, &flip_row::<V, PH>(h, x.sign_next));
     let here = mat_vec::<V, true>(x.link, &proj_row::<V, 0, false, S>(x.cur));
     let mut prev = [Cx::zero(); 3];
     for (c, p) in prev.iter_mut().enumerate() {
         *p = ld_cx(carry, 2 * (3 * S + c));
         st_cx(here[c], carry, 2 * (3 * S + c));
     }
-    let bk = flip_row(shift_prev(prev, here), x.sign_prev);
+    let bk = flip_row::<V, PH>(shift_prev(prev, here), x.sign_prev);
     // The last direction: finish spins S and lo straight into the output.
     let mut sum = *acc;
     combine::<V, 0, S>(&mut sum, &f, &bk, Mode::Add);
@@ -1040,17 +1047,25 @@ fn row_kernel<V: Simd, const WILSON: bool>(
                 ub: links(bwd, mu),
                 sign_fwd: sign_mask(rn[mu][0].1),
                 sign_bwd: sign_mask(rn[mu][1].1),
+                phased: rn[mu][0].1 < 0.0 || rn[mu][1].1 < 0.0,
             }
         };
-        let h = hops(1);
-        V::hop_yzt::<1, true, 0>(&h, &mut acc);
-        V::hop_yzt::<1, true, 1>(&h, &mut acc);
-        let h = hops(2);
-        V::hop_yzt::<2, false, 0>(&h, &mut acc);
-        V::hop_yzt::<2, false, 1>(&h, &mut acc);
-        let h = hops(3);
-        V::hop_yzt::<3, false, 0>(&h, &mut acc);
-        V::hop_yzt::<3, false, 1>(&h, &mut acc);
+        // Both spin rows of one direction, with or without the phase XORs.
+        macro_rules! yzt {
+            ($mu:literal, $init:literal) => {{
+                let h = hops($mu);
+                if h.phased {
+                    V::hop_yzt::<$mu, $init, 0, true>(&h, &mut acc);
+                    V::hop_yzt::<$mu, $init, 1, true>(&h, &mut acc);
+                } else {
+                    V::hop_yzt::<$mu, $init, 0, false>(&h, &mut acc);
+                    V::hop_yzt::<$mu, $init, 1, false>(&h, &mut acc);
+                }
+            }};
+        }
+        yzt!(1, true);
+        yzt!(2, false);
+        yzt!(3, false);
 
         let x = XHops {
             cur: &k.psi[b],
@@ -1061,7 +1076,12 @@ fn row_kernel<V: Simd, const WILSON: bool>(
             kappa,
             g5,
         };
-        V::hop_x::<0, WILSON>(&x, &mut carry, &acc, o);
-        V::hop_x::<1, WILSON>(&x, &mut carry, &acc, o);
+        if g.phase[0] < 0.0 && (bx == 0 || bx + 1 == nbx) {
+            V::hop_x::<0, WILSON, true>(&x, &mut carry, &acc, o);
+            V::hop_x::<1, WILSON, true>(&x, &mut carry, &acc, o);
+        } else {
+            V::hop_x::<0, WILSON, false>(&x, &mut carry, &acc, o);
+            V::hop_x::<1, WILSON, false>(&x, &mut carry, &acc, o);
+        }
     }
 }
