@@ -5,7 +5,8 @@
 //! Layout. Block b holds the sites 4b .. 4b+3 of `Lattice::index` (x fastest), one site per
 //! lane; every real number of a site is one lane of a `Lane = [f64; 4]`:
 //! - spinor block: 24 lanes, `[spin][colour][re, im]` (`spinor_slot`), 768 bytes;
-//! - link block: 4 directions x 18 lanes, `[mu][row][col][re, im]` (`link_slot`).
+//! - link block: 4 directions x 18 lanes, `[link_pos(mu)][row][col][re, im]` (`link_slot`),
+//!   the directions in the order the kernel reads them (y, z, t, x).
 //!
 //! The kernel needs LX % 4 == 0 (`supported`): then a block is 4 consecutive x in one row,
 //! every hop in y, z, t lands on a whole block with one boundary phase, and the hops in x
@@ -15,6 +16,14 @@
 //! None and `apply_lanes` falls back to the scalar `fast` operator through the canonical
 //! layout. Each output block is written by one task with a fixed operation order, so the
 //! result is bitwise the same for any thread count.
+//!
+//! Work per block: for y, z, t and each of the two half-spinor rows, one out-of-line piece
+//! projects both neighbours, multiplies by U and U^+ and adds f + b to the upper and
+//! i^-k (b - f) to the lower spin; x last, where the backward product U_x(y)^+ P+ psi(y) is
+//! computed once per block and carried to the next block of the row, and the epilogue
+//! psi - kappa H psi (x g5) is written directly. The flop count is the model's 1320 per
+//! site plus one x-backward product per row (1/(LX/4) of a hop per block) to start the
+//! carry. The output block, the t+1 spinor and the t-1 link are prefetched 4 blocks ahead.
 //!
 //! Instruction sets: AVX2 + FMA (`std::arch`, chosen at run time with
 //! `is_x86_feature_detected!`, no `-C target-cpu` needed) or a portable `[f64; 4]` path
@@ -328,7 +337,7 @@ type Carry = [Lane; 12];
 struct Geom {
     /// Blocks per x row.
     nbx: usize,
-    /// LY, LZ, LT (rows are indexed y + LY (z + LZ t)).
+    /// The extents (rows are indexed y + LY (z + LZ t)).
     dims: [usize; NDIM],
     phase: [f64; NDIM],
 }
