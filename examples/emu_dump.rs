@@ -27,8 +27,9 @@ fn main() {
     let d = apply_reference(Operator::D, &gauge, kappa, &psi);
     let g5d = apply_reference(Operator::G5D, &gauge, kappa, &psi);
     let mut cpu = CpuBackend::new(&gauge, kappa);
-    let n2 = cpu.norm2(&psi).unwrap();
-    let dot = cpu.dot(&psi, &d).unwrap();
+    let (cpsi, cd) = (cpu.upload(&psi).unwrap(), cpu.upload(&d).unwrap());
+    let n2 = cpu.norm2(&cpsi).unwrap();
+    let dot = cpu.dot(&cpsi, &cd).unwrap();
 
     let mut out: Vec<u8> = b"QCDEMU01".to_vec();
     let put_u = |o: &mut Vec<u8>, v: u64| o.extend_from_slice(&v.to_le_bytes());

@@ -25,7 +25,9 @@ impl Sweeper {
         match crate::run::choose_device(device)? {
             Device::Cuda => {
                 let g = crate::cuda::heatbath::GpuGenerator::new(lattice, params)?;
-                let name = crate::cuda::device_info().map(|i| i.name).unwrap_or_default();
+                let name = crate::cuda::device_info()
+                    .map(|i| i.name)
+                    .unwrap_or_default();
                 Ok((Sweeper::Gpu(Box::new(g)), format!("cuda {name}")))
             }
             _ => Ok((
@@ -201,7 +203,11 @@ pub fn cache_path(lattice: &Lattice, p: &HeatbathParams) -> PathBuf {
 /// The field of a `heatbath` gauge source: read from its cache file when present and valid
 /// (the NERSC reader verifies checksum, plaquette and link trace), otherwise generated
 /// (GPU when usable per `device`) and stored there.
-pub fn cached_field(lattice: &Lattice, params: &HeatbathParams, device: Device) -> Result<GaugeField> {
+pub fn cached_field(
+    lattice: &Lattice,
+    params: &HeatbathParams,
+    device: Device,
+) -> Result<GaugeField> {
     let path = cache_path(lattice, params);
     if path.exists() {
         match crate::io::read_gauge(&path, None, Some(lattice.dims), lattice.boundary) {

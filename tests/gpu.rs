@@ -104,8 +104,9 @@ fn reductions_give_identical_bits_on_every_run_and_match_the_cpu() {
         );
     }
     let mut cpu = CpuBackend::new(&gauge, 0.1);
-    let nc = cpu.norm2(&x).unwrap();
-    let dc = cpu.dot(&x, &y).unwrap();
+    let (cx, cy) = (cpu.upload(&x).unwrap(), cpu.upload(&y).unwrap());
+    let nc = cpu.norm2(&cx).unwrap();
+    let dc = cpu.dot(&cx, &cy).unwrap();
     assert!((n0 - nc).abs() / nc < 1e-13, "norm2 {n0} vs {nc}");
     assert!((d0 - dc).norm() / dc.norm() < 1e-12, "dot {d0} vs {dc}");
 }
@@ -122,13 +123,16 @@ fn blas1_matches_the_cpu() {
     let mut cpu = CpuBackend::new(&gauge, 0.1);
     let dx = gpu.upload(&x).unwrap();
     let mut dy = gpu.upload(&y).unwrap();
-    let mut hy = y.clone();
+    let cx = cpu.upload(&x).unwrap();
+    let mut hy = cpu.upload(&y).unwrap();
     gpu.axpy(a, &dx, &mut dy).unwrap();
-    cpu.axpy(a, &x, &mut hy).unwrap();
-    assert!(gpu.download(&dy).unwrap().rel_diff(&hy) < 1e-15);
+    cpu.axpy(a, &cx, &mut hy).unwrap();
+    let h = cpu.download(&hy).unwrap();
+    assert!(gpu.download(&dy).unwrap().rel_diff(&h) < 1e-15);
     gpu.xpay(&dx, a, &mut dy).unwrap();
-    cpu.xpay(&x, a, &mut hy).unwrap();
-    assert!(gpu.download(&dy).unwrap().rel_diff(&hy) < 1e-15);
+    cpu.xpay(&cx, a, &mut hy).unwrap();
+    let h = cpu.download(&hy).unwrap();
+    assert!(gpu.download(&dy).unwrap().rel_diff(&h) < 1e-15);
     let mut dz = gpu.alloc().unwrap();
     gpu.copy(&mut dz, &dy).unwrap();
     assert_eq!(gpu.download(&dz).unwrap(), gpu.download(&dy).unwrap());
@@ -144,7 +148,9 @@ fn cr_on_the_gpu_follows_the_cpu() {
     let params = CrParams::new(1e-10, 1000);
     // The Hermitian g5 D: the seed's CR converges on it (on D it stagnates).
     let op = Operator::G5D;
-    let cpu = conjugate_residual(&mut CpuBackend::new(&gauge, kappa), op, &b, &params).unwrap();
+    let mut cpu_be = CpuBackend::new(&gauge, kappa);
+    let cb = cpu_be.upload(&b).unwrap();
+    let cpu = conjugate_residual(&mut cpu_be, op, &cb, &params).unwrap();
     assert_eq!(cpu.reason, qcd_solve::solver::StopReason::Converged);
     for &version in StencilVersion::all() {
         let opts = CudaOptions {

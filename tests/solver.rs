@@ -22,6 +22,7 @@ fn solve(
         Operator::D => b.clone(),
         Operator::G5D => b.gamma5(),
     };
+    let rhs = be.upload(&rhs).unwrap();
     let out = conjugate_residual(&mut be, op, &rhs, &CrParams::new(tol, 3000)).unwrap();
     let x = be.download(&out.x).unwrap();
     (x, out.iterations, out.reason, out.history)
@@ -49,7 +50,8 @@ fn cr_on_g5d_reaches_tolerance_on_4_4_and_8_4() {
         assert!(r <= 10.0 * tol, "{dims:?}: true residual {r}");
         // And through the backend's own true-residual routine for g5D.
         let mut be = CpuBackend::new(&g, kappa);
-        let tr = true_residual(&mut be, Operator::G5D, &b.gamma5(), &x).unwrap();
+        let (bb, xx) = (be.upload(&b.gamma5()).unwrap(), be.upload(&x).unwrap());
+        let tr = true_residual(&mut be, Operator::G5D, &bb, &xx).unwrap();
         assert!(
             (tr - r).abs() <= 1e-3 * r + 1e-15,
             "g5 is unitary: {tr} vs {r}"

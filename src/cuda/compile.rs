@@ -258,8 +258,9 @@ mod tests {
                 assert_ne!(pa, pb);
             }
         }
-        // support (3) + coarse + fine (1.1/1.2 share; 1.3, 1.4, 1.5, 1.6, 1.6.1) + split
-        assert_eq!(all.len(), 3 + 1 + 6 + 1);
+        // support (3) + heatbath + coarse + fine (1.1/1.2 share; 1.3, 1.4, 1.5, 1.6,
+        // 1.6.1) + split
+        assert_eq!(all.len(), 3 + 1 + 1 + 6 + 1);
     }
 
     #[test]

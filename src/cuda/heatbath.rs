@@ -64,7 +64,9 @@ impl GpuGenerator {
             .iter()
             .flat_map(|u| u.0.iter().flatten().flat_map(|z| [z.re, z.im]))
             .collect();
-        let links = stream.clone_htod(&flat).map_err(err("uploading the links"))?;
+        let links = stream
+            .clone_htod(&flat)
+            .map_err(err("uploading the links"))?;
         let sums = stream
             .alloc_zeros::<f64>(2 * v)
             .map_err(err("allocating plaquette sums"))?;
