@@ -59,6 +59,7 @@ step generate-16x3x32 "$q" generate --beta 6.0 --dims 16,16,16,32 --therm 20 --s
     cp "$big/kappa-$k/heatbath-b6-16x16x16x32.json" "$res/kappa-$k.json"
 done)
 step bench-cpu "$q" bench --dims 16,16,16,32 --repeat 20
+step bench-cpu-32 "$q" bench --dims 32,32,32,32 --repeat 10
 step scale-cpu "$q" -q scale configs/16x16x16x32.toml --threads 1,2,4,8,16 --out "$res/scale"
 } 2>&1 | tee "$res/log.txt"
 
