@@ -56,7 +56,7 @@ pub struct AblateRow {
     pub download_ms: f64,
     pub stencil_share_of_solve: f64,
     pub error: Option<String>,
-    #[serde(skip)]
+    /// ||r|| / ||b|| per iteration of the last timed solve.
     pub history: Vec<f64>,
 }
 

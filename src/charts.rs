@@ -5,6 +5,7 @@
 
 use crate::error::{Error, Result};
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 use std::path::{Path, PathBuf};
 use std::sync::Once;
 
@@ -70,7 +71,7 @@ where
                 .margin(16)
                 .x_label_area_size(40)
                 .y_label_area_size(70)
-                .build_cartesian_2d((0..n).into_segmented(), 0.0..ymax)
+                .build_cartesian_2d((0..n - 1).into_segmented(), 0.0..ymax)
                 .map_err(|e| e.to_string())?;
             c.configure_mesh()
                 .disable_x_mesh()
@@ -89,23 +90,29 @@ where
                 } else {
                     (RGBColor(170, 170, 170).filled(), ymax * 0.05)
                 };
-                c.draw_series(std::iter::once(Rectangle::new(
+                let mut bar = Rectangle::new(
                     [
                         (SegmentValue::Exact(i), 0.0),
                         (SegmentValue::Exact(i + 1), height),
                     ],
                     style,
-                )))
-                .map_err(|e| e.to_string())?;
-                let text = if *ok {
-                    format!("{v:.3}")
-                } else {
+                );
+                bar.set_margin(0, 0, 6, 6);
+                c.draw_series(std::iter::once(bar))
+                    .map_err(|e| e.to_string())?;
+                let text = if !*ok {
                     "failed".to_string()
+                } else if v.abs() >= 100.0 {
+                    format!("{v:.0}")
+                } else {
+                    format!("{v:.3}")
                 };
+                let style = TextStyle::from((FONT, 13).into_font())
+                    .pos(Pos::new(HPos::Center, VPos::Bottom));
                 c.draw_series(std::iter::once(Text::new(
                     text,
-                    (SegmentValue::CenterOf(i), height + ymax * 0.02),
-                    (FONT, 13).into_font(),
+                    (SegmentValue::CenterOf(i), height + ymax * 0.01),
+                    style,
                 )))
                 .map_err(|e| e.to_string())?;
             }

@@ -102,6 +102,11 @@ fn charts_have_one_bar_per_version() {
     let d = tempfile::tempdir().unwrap();
     let r = report();
     let files = ablate::draw_charts(&r, &[1.0, 0.2, 0.03], d.path()).unwrap();
+    if let Some(keep) = std::env::var_os("QCD_SOLVE_KEEP_CHARTS") {
+        for f in &files {
+            std::fs::copy(f, std::path::Path::new(&keep).join(f.file_name().unwrap())).unwrap();
+        }
+    }
     assert_eq!(files.len(), 8, "4 charts x (svg, png)");
     let svg = std::fs::read_to_string(d.path().join("speedup.svg")).unwrap();
     assert!(svg.starts_with("<svg") || svg.contains("<svg"));

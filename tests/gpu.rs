@@ -230,9 +230,12 @@ fn heatbath(therm: usize, sweeps: usize, hot: bool) -> qcd_solve::gauge_gen::Hea
 
 #[test]
 fn gpu_heatbath_follows_the_cpu_sweep_by_sweep_at_first() {
-    // Same Philox draws and update order (kernels/heatbath.cu's contract): the first
-    // sweeps agree to rounding; log/cos may differ by an ulp, so the chains drift apart
-    // later (chaotically), and only the first 3 sweeps are compared, to 1e-10.
+    // Same Philox draws and update order (kernels/heatbath.cu's contract), so the first
+    // sweep agrees to rounding (1e-10). log/cos may differ from the host libm by an ulp,
+    // which can flip one accept/reject decision of the a0 sampler: after that the chains
+    // separate link by link. Measured on an H100 (validate/RESULTS.md): hot start, second
+    // sweep, spatial plaquettes 1.4e-8 apart. So later sweeps are held to 1e-4 only (one
+    // differing link moves an 8^4 plaquette by at most ~1e-4).
     require_gpu();
     let l = lattice([8, 8, 8, 8]);
     for hot in [false, true] {
@@ -242,10 +245,17 @@ fn gpu_heatbath_follows_the_cpu_sweep_by_sweep_at_first() {
         for s in 0..3 {
             let a = cpu.sweep().plaquette;
             let b = gpu.sweep().unwrap().plaquette;
-            assert!(
-                (a.total - b.total).abs() < 1e-10 && (a.temporal - b.temporal).abs() < 1e-10,
-                "hot {hot}, sweep {s}: CPU {a:?} GPU {b:?}"
-            );
+            let tol = if s == 0 { 1e-10 } else { 1e-4 };
+            for (x, y) in [
+                (a.total, b.total),
+                (a.spatial, b.spatial),
+                (a.temporal, b.temporal),
+            ] {
+                assert!(
+                    (x - y).abs() < tol,
+                    "hot {hot}, sweep {s}: CPU {a:?} GPU {b:?}"
+                );
+            }
         }
         let f = gpu.field().unwrap();
         assert!(f.max_unitarity_deviation() < 1e-13, "SU(3) kept on the GPU");
