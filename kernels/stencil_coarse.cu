@@ -4,7 +4,8 @@
 // the 8 hops, tmp1 = psi(neighbour) * Li (general xgemm34x44, Li from constant memory)
 // and tmp2 += Ulink * tmp1 (xgemm33x34), with tmp1 and tmp2 private 3x4 arrays; the
 // neighbour index is read from the displacement table (bufMove); U is the seed buffer
-// (8 matrices per site, boundary phases folded in). Blocks of 256 threads; the last block
+// (8 matrices per site, boundary phases folded in). Blocks of 256 threads (the seed's
+// choice; the block size is a launch parameter the autotuner sweeps); the last block
 // is guarded, so any volume works. Then out = psi - kappa * tmp2 (g5 sign fused).
 //
 // Executed work per site: 8 * (12 * 30 + 12 * 24) + 12 * 4 = 5232 flops; global memory

@@ -85,15 +85,10 @@ fn median_spread(mut v: Vec<f64>) -> (f64, f64) {
     (m, v[v.len() - 1] - v[0])
 }
 
-/// Time one stencil application of `version` with `multiple` (event-timed, median of 3
-/// blocks of 10 applications after a warm-up).
-fn time_apply(p: &Problem, version: StencilVersion, multiple: usize) -> Result<f64> {
-    let opts = CudaOptions {
-        version,
-        multiple,
-        device: 0,
-    };
-    let mut be = CudaBackend::new(&p.gauge, p.kappa, &opts)?;
+/// Time one stencil application with these options (event-timed, median of 3 blocks of
+/// 10 applications after a warm-up).
+fn time_apply(p: &Problem, opts: &CudaOptions) -> Result<f64> {
+    let mut be = CudaBackend::new(&p.gauge, p.kappa, opts)?;
     let psi = be.upload(&SpinorField::random(p.lattice.volume(), 5, 0))?;
     let mut out = be.alloc()?;
     be.apply(p.operator, &mut out, &psi)?;
@@ -108,15 +103,29 @@ fn time_apply(p: &Problem, version: StencilVersion, multiple: usize) -> Result<f
     Ok(median_spread(t).0)
 }
 
-/// The candidates of a version's free launch geometry: every `multiple` (sites per block,
-/// 12 threads each) the version accepts, up to 1024 threads per block.
-pub fn candidates(version: StencilVersion) -> Vec<usize> {
+/// The candidates of a version's free launch geometry: for 1.0 its block size, for 1.2 and
+/// later every `multiple` (sites per block, 12 threads each) the version accepts, up to
+/// 1024 threads per block; 1.1 has none (one site per 16-thread block, by definition).
+pub fn candidates(version: StencilVersion, base: &CudaOptions) -> Vec<CudaOptions> {
+    let with = |multiple, coarse_block| CudaOptions {
+        version,
+        multiple,
+        coarse_block,
+        device: base.device,
+    };
+    if version == StencilVersion::V1_0 {
+        return [64, 128, 256, 512, 1024]
+            .into_iter()
+            .map(|b| with(base.multiple, b))
+            .collect();
+    }
     if !version.uses_multiple() {
-        return vec![1];
+        return vec![with(base.multiple, base.coarse_block)];
     }
     [1, 2, 4, 8, 12, 16, 21, 24, 32, 42, 48, 64, 85]
         .into_iter()
         .filter(|&m| version.check_multiple(m).is_ok())
+        .map(|m| with(m, base.coarse_block))
         .collect()
 }
 
@@ -128,13 +137,18 @@ fn geometry(
     cc: &str,
     cache: &mut TuneCache,
     mode: TuneMode,
-    config_multiple: usize,
-) -> Result<(usize, String)> {
-    if !version.uses_multiple() {
-        return Ok((config_multiple, "fixed by the version".into()));
+    base: &CudaOptions,
+) -> Result<(CudaOptions, String)> {
+    let cands = candidates(version, base);
+    let fixed = CudaOptions {
+        version,
+        ..base.clone()
+    };
+    if cands.len() == 1 {
+        return Ok((fixed, "fixed by the version".into()));
     }
     if mode == TuneMode::NoTune {
-        return Ok((config_multiple, "config (--no-tune)".into()));
+        return Ok((fixed, "config (--no-tune)".into()));
     }
     let key = TuneKey {
         device: device.into(),
@@ -145,45 +159,55 @@ fn geometry(
         program_version: env!("CARGO_PKG_VERSION").into(),
         source_hash: tune::source_hash(&crate::cuda::all_sources()),
     };
+    let from = |l: Launch| CudaOptions {
+        version,
+        multiple: if version.uses_multiple() {
+            l.multiple as usize
+        } else {
+            base.multiple
+        },
+        coarse_block: if version == StencilVersion::V1_0 {
+            l.block as usize
+        } else {
+            base.coarse_block
+        },
+        device: base.device,
+    };
     if let Some(l) = cache.get(&key) {
-        return Ok((l.multiple as usize, "tune cache".into()));
+        return Ok((from(l), "tune cache".into()));
     }
     let mut tried = Vec::new();
-    for m in candidates(version) {
-        match time_apply(p, version, m) {
+    for c in &cands {
+        match time_apply(p, c) {
             Ok(ms) => tried.push(Launch {
-                block: version.block_threads(m) as u32,
-                multiple: m as u32,
+                block: if version == StencilVersion::V1_0 {
+                    c.coarse_block as u32
+                } else {
+                    version.block_threads(c.multiple) as u32
+                },
+                multiple: c.multiple as u32,
                 millis: ms,
             }),
-            Err(e) => tracing::warn!(%version, multiple = m, "candidate failed: {e}"),
+            Err(e) => tracing::warn!(%version, ?c, "candidate failed: {e}"),
         }
     }
     let best = tune::best(&tried)?;
-    tracing::info!(%version, multiple = best.multiple, ms = best.millis, "tuned");
+    tracing::info!(%version, block = best.block, multiple = best.multiple, ms = best.millis, "tuned");
     cache.insert(key, best);
-    Ok((
-        best.multiple as usize,
-        format!("swept {} candidates", tried.len()),
-    ))
+    Ok((from(best), format!("swept {} candidates", tried.len())))
 }
 
 #[allow(clippy::too_many_arguments)]
 fn run_version(
     p: &Problem,
-    version: StencilVersion,
-    multiple: usize,
+    opts: CudaOptions,
     geometry: String,
     params: &CrParams,
     repeat: usize,
     cpu_seconds: f64,
     triad: f64,
 ) -> Result<AblateRow> {
-    let opts = CudaOptions {
-        version,
-        multiple,
-        device: 0,
-    };
+    let version = opts.version;
     let mut be = CudaBackend::new(&p.gauge, p.kappa, &opts)?;
     let setup = be.setup_times().clone();
     // Validation first: the operator on a random vector against the CPU operator.
@@ -230,8 +254,12 @@ fn run_version(
     }
     Ok(AblateRow {
         version: version.to_string(),
-        block_threads: version.block_threads(multiple),
-        multiple: if version.uses_multiple() { multiple } else { 0 },
+        block_threads: be.block_threads(),
+        multiple: if version.uses_multiple() {
+            opts.multiple
+        } else {
+            0
+        },
         geometry,
         valid: error.is_none(),
         operator_rel_diff: rel,
@@ -325,28 +353,20 @@ pub fn measure(
         if let Some(b) = &bar {
             b.set_message(format!("version {v}"));
         }
-        let row = geometry(
-            &problem,
-            v,
-            &info.name,
-            &cc,
-            &mut cache,
-            mode,
-            c.backend.multiple as usize,
-        )
-        .and_then(|(m, how)| {
-            run_version(
-                &problem,
-                v,
-                m,
-                how,
-                &params,
-                repeat.max(1),
-                cpu.timings.solve,
-                triad,
-            )
-        })
-        .unwrap_or_else(|e| failed_row(v, &e));
+        let base = crate::run::cuda_options(cfg)?;
+        let row = geometry(&problem, v, &info.name, &cc, &mut cache, mode, &base)
+            .and_then(|(opts, how)| {
+                run_version(
+                    &problem,
+                    opts,
+                    how,
+                    &params,
+                    repeat.max(1),
+                    cpu.timings.solve,
+                    triad,
+                )
+            })
+            .unwrap_or_else(|e| failed_row(v, &e));
         rows.push(row);
         if let Some(b) = &bar {
             b.inc(1);

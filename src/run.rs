@@ -243,7 +243,7 @@ pub fn cuda_options(cfg: &LoadedConfig) -> Result<crate::cuda::CudaOptions> {
     Ok(crate::cuda::CudaOptions {
         version,
         multiple: b.multiple as usize,
-        device: 0,
+        ..Default::default()
     })
 }
 

@@ -142,3 +142,28 @@ fn ablate_on_the_cpu_says_there_is_nothing_to_ablate() {
     assert_eq!(out.status.code(), Some(5));
     assert!(String::from_utf8_lossy(&out.stderr).contains("nothing to ablate"));
 }
+
+#[test]
+fn tuning_candidates_cover_every_free_launch_geometry() {
+    use qcd_solve::cuda::{CudaOptions, StencilVersion};
+    let base = CudaOptions::default();
+    // 1.0: its block size (the seed's 256 among them).
+    let c = ablate::candidates(StencilVersion::V1_0, &base);
+    let blocks: Vec<usize> = c.iter().map(|o| o.coarse_block).collect();
+    assert_eq!(blocks, [64, 128, 256, 512, 1024]);
+    // 1.1: none (one site per 16-thread block by definition).
+    assert_eq!(ablate::candidates(StencilVersion::V1_1, &base).len(), 1);
+    // 1.6 stages U in 48 KB of shared memory: multiples above 27 are not candidates
+    // (stencil-versions.md: the reason for 1.6.1), while 1.6.1 goes up to 85 (1020 threads).
+    let m16: Vec<usize> = ablate::candidates(StencilVersion::V1_6, &base)
+        .iter()
+        .map(|o| o.multiple)
+        .collect();
+    assert!(m16.iter().all(|&m| m <= 27) && m16.contains(&16), "{m16:?}");
+    let m161: Vec<usize> = ablate::candidates(StencilVersion::V1_6_1, &base)
+        .iter()
+        .map(|o| o.multiple)
+        .collect();
+    assert_eq!(m161.last(), Some(&85));
+    assert!(m161.iter().all(|&m| 12 * m <= 1024));
+}

@@ -25,13 +25,16 @@ fn lattice(dims: [usize; 4]) -> Lattice {
     Lattice::new(dims, DEFAULT_BOUNDARY).unwrap()
 }
 
-/// Multiples exercised per version: 1 (one site per block), 5 (odd: blocks start on odd
-/// sites, the last block is partial) and 16 (the seed's Fermi choice).
-fn multiples(v: StencilVersion) -> Vec<usize> {
+/// Launch geometries exercised per version, as (multiple, 1.0's block): multiples 1 (one
+/// site per block), 5 (odd: blocks start on odd sites, the last block is partial) and 16
+/// (the seed's Fermi choice); for 1.0 blocks of 64, 256 (the seed's) and 1024.
+fn multiples(v: StencilVersion) -> Vec<(usize, usize)> {
     if v.uses_multiple() {
-        vec![1, 5, 16]
+        vec![(1, 256), (5, 256), (16, 256)]
+    } else if v == StencilVersion::V1_0 {
+        vec![(16, 64), (16, 256), (16, 1024)]
     } else {
-        vec![16]
+        vec![(16, 256)]
     }
 }
 
@@ -45,10 +48,11 @@ fn operator_matches_reference(dims: [usize; 4]) {
     for op in [Operator::D, Operator::G5D] {
         let want = apply_reference(op, &gauge, kappa, &psi);
         for &version in StencilVersion::all() {
-            for multiple in multiples(version) {
+            for (multiple, coarse_block) in multiples(version) {
                 let opts = CudaOptions {
                     version,
                     multiple,
+                    coarse_block,
                     device: 0,
                 };
                 let mut gpu = CudaBackend::new(&gauge, kappa, &opts)
@@ -156,7 +160,7 @@ fn cr_on_the_gpu_follows_the_cpu() {
         let opts = CudaOptions {
             version,
             multiple: 16,
-            device: 0,
+            ..CudaOptions::default()
         };
         let mut gpu = CudaBackend::new(&gauge, kappa, &opts).unwrap();
         let db = gpu.upload(&b).unwrap();
@@ -184,7 +188,7 @@ fn kernel_books_count_the_launches() {
     let opts = CudaOptions {
         version: StencilVersion::V2_0,
         multiple: 16,
-        device: 0,
+        ..CudaOptions::default()
     };
     let mut gpu = CudaBackend::new(&gauge, 0.1, &opts).unwrap();
     let x = gpu.upload(&SpinorField::random(l.volume(), 1, 0)).unwrap();

@@ -27,6 +27,9 @@ pub struct CudaOptions {
     /// Sites per block of the fine-grain versions 1.2 to 1.6.1 and 2.0 (12 * multiple
     /// threads); the seed used 16 (Fermi), 8 (Kepler 3.0) and 64 (Kepler 3.5).
     pub multiple: usize,
+    /// Threads per block of the coarse-grain version 1.0 (one thread per site); the seed
+    /// chose 256, the autotuner sweeps 64..=1024.
+    pub coarse_block: usize,
     /// GPU ordinal.
     pub device: usize,
 }
@@ -36,6 +39,7 @@ impl Default for CudaOptions {
         CudaOptions {
             version: StencilVersion::V1_5,
             multiple: 16,
+            coarse_block: crate::cuda::version::COARSE_BLOCK,
             device: 0,
         }
     }
@@ -86,6 +90,7 @@ pub struct CudaBackend {
     kappa: f64,
     version: StencilVersion,
     multiple: usize,
+    coarse_block: usize,
     device_name: String,
     blas: BlasKernels,
     stencil: StencilKernels,
@@ -153,6 +158,15 @@ impl CudaBackend {
     pub fn new(gauge: &GaugeField, kappa: f64, opts: &CudaOptions) -> Result<Self> {
         let version = opts.version;
         version.check_multiple(opts.multiple)?;
+        if !(32..=1024).contains(&opts.coarse_block) || !opts.coarse_block.is_multiple_of(32) {
+            return Err(Error::invalid(
+                "coarse_block",
+                format!(
+                    "version 1.0's block must be a multiple of 32 in 32..=1024, got {}",
+                    opts.coarse_block
+                ),
+            ));
+        }
         let lattice = gauge.lattice.clone();
         let volume = lattice.volume();
         let mut setup = SetupTimes::default();
@@ -317,6 +331,7 @@ impl CudaBackend {
             kappa,
             version,
             multiple: opts.multiple,
+            coarse_block: opts.coarse_block,
             device_name,
             blas,
             stencil,
@@ -335,6 +350,14 @@ impl CudaBackend {
 
     pub fn multiple(&self) -> usize {
         self.multiple
+    }
+
+    /// Threads per block of the stencil launch as configured (1.0: `coarse_block`).
+    pub fn block_threads(&self) -> usize {
+        match self.version {
+            StencilVersion::V1_0 => self.coarse_block,
+            v => v.block_threads(self.multiple),
+        }
     }
 
     pub fn lattice(&self) -> &Lattice {
@@ -590,6 +613,7 @@ impl Backend for CudaBackend {
         let args = StencilArgs {
             version: self.version,
             multiple: self.multiple,
+            coarse_block: self.coarse_block,
             dims: std::array::from_fn(|mu| self.lattice.dims[mu] as i32),
             volume: self.lattice.volume(),
             links: &self.links,
@@ -700,7 +724,7 @@ mod tests {
         let opts = CudaOptions {
             version: StencilVersion::V1_6,
             multiple: 64,
-            device: 0,
+            ..CudaOptions::default()
         };
         match CudaBackend::new(&g, 0.1, &opts) {
             Err(Error::InvalidValue { key, message }) => {

@@ -82,6 +82,8 @@ pub(crate) enum StencilKernels {
 pub(crate) struct StencilArgs<'a> {
     pub version: StencilVersion,
     pub multiple: usize,
+    /// Threads per block of 1.0.
+    pub coarse_block: usize,
     pub dims: [i32; 4],
     pub volume: usize,
     pub links: &'a CudaSlice<f64>,
@@ -119,7 +121,7 @@ impl StencilKernels {
         let [lx, ly, lz, lt] = a.dims;
         match self {
             StencilKernels::Coarse(f) => {
-                let cfg = cfg_1d(a.volume, v.block_threads(a.multiple), 0);
+                let cfg = cfg_1d(a.volume, a.coarse_block, 0);
                 launch!(
                     gpu,
                     Kernel::Stencil(v),

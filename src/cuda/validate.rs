@@ -116,7 +116,7 @@ pub fn validate(
         let opts = CudaOptions {
             version,
             multiple,
-            device: 0,
+            ..CudaOptions::default()
         };
         let row = match validate_one(&truth, kappa, op, &params, &opts) {
             Ok(row) => row,
