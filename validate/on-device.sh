@@ -11,6 +11,7 @@
 #   7. the CPU bench and scaling on the host's cores
 # Everything lands in /tmp/qcd-out, packed into $OUT/results.tar.gz (the tool returns at
 # most 8 files), with the full log in $OUT/log.txt.
+#   MODE=quick: only the GPU tests and a fresh 16x16x16x32 ablation (tuned) plus its reuse.
 set -uo pipefail
 bin=$PWD/.device
 res=/tmp/qcd-out
@@ -38,6 +39,10 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max
 nproc
 step gpu-tests "$bin/gpu-tests" --test-threads=1
 step kernels "$q" kernels --check --arch sm_90
+if [ "${MODE:-full}" = quick ]; then
+    step ablate-16 "$q" -q ablate configs/16x16x16x32.toml --repeat 5 --out "$res/ablation-16x16x16x32"
+    step ablate-reuse "$q" -q ablate configs/16x16x16x32.toml --kernels 1.0,1.6.1 --repeat 1 --out "$res/ablation-reuse"
+else
 for c in 16x16x16x32 6x6x6x10 12x12x12x24; do
     step "validate-$c" "$q" validate "configs/$c.toml" --kernel all
 done
@@ -61,6 +66,7 @@ done)
 step bench-cpu "$q" bench --dims 16,16,16,32 --repeat 20
 step bench-cpu-32 "$q" bench --dims 32,32,32,32 --repeat 10
 step scale-cpu "$q" -q scale configs/16x16x16x32.toml --threads 1,2,4,8,16 --out "$res/scale"
+fi
 } 2>&1 | tee "$res/log.txt"
 
 cp "$res/log.txt" "$out/log.txt"
