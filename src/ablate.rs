@@ -114,7 +114,7 @@ pub fn candidates(version: StencilVersion, base: &CudaOptions) -> Vec<CudaOption
         device: base.device,
     };
     if version == StencilVersion::V1_0 {
-        return [64, 128, 256, 512, 1024]
+        return [64, 128, 256, crate::cuda::MAX_COARSE_BLOCK]
             .into_iter()
             .map(|b| with(base.multiple, b))
             .collect();
