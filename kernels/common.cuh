@@ -56,6 +56,25 @@ __device__ __forceinline__ double2 c_madd(double2 acc, double2 a, double2 b)
 __device__ __forceinline__ double2 c_add_i(double2 a, double2 b) { return c_make(a.x - b.y, a.y + b.x); }
 __device__ __forceinline__ double2 c_sub_i(double2 a, double2 b) { return c_make(a.x + b.y, a.y - b.x); }
 
+// i^K z for a compile-time K: a swap and signs, no flops.
+template <int K>
+__device__ __forceinline__ double2 c_ipow(double2 z)
+{
+    return (K & 3) == 0 ? z : (K & 3) == 1 ? c_make(-z.y, z.x) : (K & 3) == 2 ? c_neg(z) : c_make(z.y, -z.x);
+}
+
+// ---------------------------------------------------------------- SU(3)
+// Two-row compression: for U in SU(3), row 2 = conj(row0 x row1). Fills u[2] from u[0], u[1].
+__device__ __forceinline__ void su3_third_row(double2 u[3][3])
+{
+#pragma unroll
+    for (int k = 0; k < 3; ++k) {
+        const int a = (k + 1) % 3, b = (k + 2) % 3;
+        const double2 x = c_sub(c_mul(u[0][a], u[1][b]), c_mul(u[0][b], u[1][a]));
+        u[2][k] = c_make(x.x, -x.y);
+    }
+}
+
 // ---------------------------------------------------------------- lattice geometry
 struct Dims {
     int l[4]; // LX, LY, LZ, LT

@@ -10,6 +10,9 @@
 //   move[site*8 + h] = the neighbour of `site` for hop h.
 // - reorder_links_v16: the version 1.6 / 1.6.1 rearrangement of the seed buffer, as a tiled
 //   transposition through shared memory (padded against bank conflicts).
+// - build_v3_links: version 3.0's structure of arrays, the canonical field itself (4 links
+//   per site, no doubled buffer, no folded phase): element e = row*3 + col of U_mu(s) at
+//   (mu*9 + e)*V + s, so that consecutive sites are consecutive 16-byte words.
 #include "common.cuh"
 
 // One thread per (site, hop, element): 72 complex per site.
@@ -90,4 +93,16 @@ extern "C" __global__ void reorder_links_v16(const double2* __restrict__ seed, d
             reordered[base + e] = tile[s * V16_SITE_STRIDE + h * 9 + i * 3 + k];
         }
     }
+}
+
+// One thread per output complex (coalesced writes).
+extern "C" __global__ void build_v3_links(const double2* __restrict__ canonical, double2* __restrict__ soa,
+                                          int volume)
+{
+    const size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (size_t)volume * 36)
+        return;
+    const size_t site = t % (size_t)volume;
+    const size_t me = t / (size_t)volume; // mu*9 + e
+    soa[t] = canonical[site * 36 + me];
 }

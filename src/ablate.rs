@@ -103,7 +103,8 @@ fn time_apply(p: &Problem, opts: &CudaOptions) -> Result<f64> {
     Ok(median_spread(t).0)
 }
 
-/// The candidates of a version's free launch geometry: for 1.0 its block size, for 1.2 and
+/// The candidates of a version's free launch geometry: for 1.0 and 3.0 (one thread per
+/// site) its block size, for 1.2 and
 /// later every `multiple` (sites per block, 12 threads each) the version accepts, up to
 /// 1024 threads per block; 1.1 has none (one site per 16-thread block, by definition).
 pub fn candidates(version: StencilVersion, base: &CudaOptions) -> Vec<CudaOptions> {
@@ -112,11 +113,19 @@ pub fn candidates(version: StencilVersion, base: &CudaOptions) -> Vec<CudaOption
         multiple,
         coarse_block,
         device: base.device,
+        reconstruct_12: base.reconstruct_12 && version.supports_reconstruct_12(),
     };
-    if version == StencilVersion::V1_0 {
-        return [64, 128, 256, crate::cuda::MAX_COARSE_BLOCK]
-            .into_iter()
-            .map(|b| with(base.multiple, b))
+    if version.uses_coarse_block() {
+        // 1.0: powers of two 64..=1024; 3.0: warp multiples 32..=512 (its launch bound).
+        let blocks: &[usize] = if version == StencilVersion::V3_0 {
+            &[32, 64, 96, 128, 192, 256, 384, 512]
+        } else {
+            &[64, 128, 256, 512, 1024]
+        };
+        return blocks
+            .iter()
+            .filter(|&&b| b <= version.max_coarse_block())
+            .map(|&b| with(base.multiple, b))
             .collect();
     }
     if !version.uses_multiple() {
@@ -142,6 +151,7 @@ fn geometry(
     let cands = candidates(version, base);
     let fixed = CudaOptions {
         version,
+        reconstruct_12: base.reconstruct_12 && version.supports_reconstruct_12(),
         ..base.clone()
     };
     if cands.len() == 1 {
@@ -153,7 +163,11 @@ fn geometry(
     let key = TuneKey {
         device: device.into(),
         cc: cc.into(),
-        kernel: format!("stencil-{version}"),
+        kernel: if base.reconstruct_12 && version.supports_reconstruct_12() {
+            format!("stencil-{version}-r12")
+        } else {
+            format!("stencil-{version}")
+        },
         dims: p.lattice.dims,
         precision: "double".into(),
         program_version: env!("CARGO_PKG_VERSION").into(),
@@ -166,12 +180,13 @@ fn geometry(
         } else {
             base.multiple
         },
-        coarse_block: if version == StencilVersion::V1_0 {
+        coarse_block: if version.uses_coarse_block() {
             l.block as usize
         } else {
             base.coarse_block
         },
         device: base.device,
+        reconstruct_12: base.reconstruct_12 && version.supports_reconstruct_12(),
     };
     if let Some(l) = cache.get(&key) {
         return Ok((from(l), "tune cache".into()));
@@ -180,7 +195,7 @@ fn geometry(
     for c in &cands {
         match time_apply(p, c) {
             Ok(ms) => tried.push(Launch {
-                block: if version == StencilVersion::V1_0 {
+                block: if version.uses_coarse_block() {
                     c.coarse_block as u32
                 } else {
                     version.block_threads(c.multiple) as u32

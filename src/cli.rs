@@ -48,6 +48,10 @@ pub struct OverrideArgs {
     /// Workgroup multiple of versions 1.2+ (overrides [backend] multiple).
     #[arg(long)]
     pub multiple: Option<i64>,
+    /// Reals per link the stencil reads: 18, or 12 (two-row compression, kernel 3.0 only;
+    /// overrides [backend] reconstruct).
+    #[arg(long)]
+    pub reconstruct: Option<i64>,
     /// CPU threads, 0 = all (overrides [backend] threads).
     #[arg(long)]
     pub threads: Option<i64>,
@@ -69,6 +73,7 @@ impl OverrideArgs {
             device: self.device,
             kernel: self.kernel.clone(),
             multiple: self.multiple,
+            reconstruct: self.reconstruct,
             threads: self.threads,
             kappa: self.kappa,
             tol: self.tol,

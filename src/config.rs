@@ -184,6 +184,10 @@ pub struct BackendConfig {
     /// Workgroup multiple of versions 1.2 and later (12 * multiple threads per block).
     #[serde(default = "default_multiple")]
     pub multiple: i64,
+    /// Reals stored per gauge link the stencil reads: 18 (full 3x3), or 12 (two rows, the
+    /// third rebuilt as conj(row0 x row1) in registers; version 3.0 only, SU(3) fields).
+    #[serde(default = "default_reconstruct")]
+    pub reconstruct: i64,
     /// CPU threads; 0 = all cores.
     #[serde(default)]
     pub threads: i64,
@@ -195,6 +199,9 @@ fn default_kernel() -> String {
 fn default_multiple() -> i64 {
     16
 }
+fn default_reconstruct() -> i64 {
+    18
+}
 
 impl Default for BackendConfig {
     fn default() -> Self {
@@ -202,6 +209,7 @@ impl Default for BackendConfig {
             device: Device::Auto,
             kernel: default_kernel(),
             multiple: default_multiple(),
+            reconstruct: default_reconstruct(),
             threads: 0,
         }
     }
@@ -227,6 +235,7 @@ pub struct Overrides {
     pub device: Option<Device>,
     pub kernel: Option<String>,
     pub multiple: Option<i64>,
+    pub reconstruct: Option<i64>,
     pub threads: Option<i64>,
     pub kappa: Option<f64>,
     pub tol: Option<f64>,
@@ -287,6 +296,9 @@ impl LoadedConfig {
         }
         if let Some(m) = o.multiple {
             c.backend.multiple = m;
+        }
+        if let Some(r) = o.reconstruct {
+            c.backend.reconstruct = r;
         }
         if let Some(t) = o.threads {
             c.backend.threads = t;
@@ -395,6 +407,18 @@ impl LoadedConfig {
                 return Err(self.bad("backend", "kernel", msg));
             }
             Ok(v) => {
+                if c.backend.reconstruct != 18
+                    && !(c.backend.reconstruct == 12 && v.supports_reconstruct_12())
+                {
+                    return Err(self.bad(
+                        "backend",
+                        "reconstruct",
+                        format!(
+                            "must be 18, or 12 with kernel 3.0; got {} with kernel {v}",
+                            c.backend.reconstruct
+                        ),
+                    ));
+                }
                 if let Err(e) = v.check_multiple(c.backend.multiple as usize) {
                     let msg = match e {
                         Error::InvalidValue { message, .. } => message,

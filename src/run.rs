@@ -243,6 +243,7 @@ pub fn cuda_options(cfg: &LoadedConfig) -> Result<crate::cuda::CudaOptions> {
     Ok(crate::cuda::CudaOptions {
         version,
         multiple: b.multiple as usize,
+        reconstruct_12: b.reconstruct == 12,
         ..Default::default()
     })
 }

@@ -27,13 +27,16 @@ fn lattice(dims: [usize; 4]) -> Lattice {
 
 /// Launch geometries exercised per version, as (multiple, 1.0's block): multiples 1 (one
 /// site per block), 5 (odd: blocks start on odd sites, the last block is partial) and 16
-/// (the seed's Fermi choice); for 1.0 blocks of 64, 256 (the seed's) and 512 (the most
-/// that launches: 1024 runs out of registers on an H100).
+/// (the seed's Fermi choice); for 1.0 blocks of 64, 256 (the seed's) and 512 (the
+/// most that launches: 1024 runs out of registers on an H100); for 3.0
+/// blocks of 32, 96 (not a power of two), 256 and 512 (its launch bound).
 fn multiples(v: StencilVersion) -> Vec<(usize, usize)> {
     if v.uses_multiple() {
         vec![(1, 256), (5, 256), (16, 256)]
     } else if v == StencilVersion::V1_0 {
         vec![(16, 64), (16, 256), (16, 512)]
+    } else if v == StencilVersion::V3_0 {
+        vec![(16, 32), (16, 96), (16, 256), (16, 512)]
     } else {
         vec![(16, 256)]
     }
@@ -55,6 +58,7 @@ fn operator_matches_reference(dims: [usize; 4]) {
                     multiple,
                     coarse_block,
                     device: 0,
+                    reconstruct_12: false,
                 };
                 let mut gpu = CudaBackend::new(&gauge, kappa, &opts)
                     .unwrap_or_else(|e| panic!("version {version} multiple {multiple}: {e}"));
@@ -64,11 +68,14 @@ fn operator_matches_reference(dims: [usize; 4]) {
                 let got = gpu.download(&d_out).unwrap();
                 let rel = got.rel_diff(&want);
                 eprintln!(
-                    "{} {op} version {version} multiple {multiple}: {rel:.2e}",
-                    l.dims_string()
+                    "{} {op} version {version} multiple {multiple} block {}: {rel:.2e}",
+                    l.dims_string(),
+                    gpu.block_threads()
                 );
                 if rel.is_nan() || rel >= 1e-13 {
-                    failures.push(format!("{op} {version} m{multiple}: {rel:e}"));
+                    failures.push(format!(
+                        "{op} {version} m{multiple} b{coarse_block}: {rel:e}"
+                    ));
                 }
             }
         }
@@ -86,6 +93,60 @@ fn every_version_matches_the_reference_on_odd_3x5x7x9() {
     // Odd extents and an odd volume (945): wrap-around at 3, the 1.6 layout's padded
     // last pair, partial last blocks.
     operator_matches_reference([3, 5, 7, 9]);
+}
+
+/// Version 3.0 applies the fermion phases in-kernel from the lattice's per-direction
+/// boundary, and optionally rebuilds row 2 of each link (reconstruct-12): both against the
+/// reference, for boundaries other than the default, and 12 against 18 reals on an SU(3)
+/// field (equal to rounding).
+#[test]
+fn version_3_0_boundaries_and_reconstruct_12() {
+    use qcd_solve::lattice::Boundary::{Antiperiodic as A, Periodic as P};
+    require_gpu();
+    let kappa = 0.124;
+    let mut failures = Vec::new();
+    for (dims, boundary) in [
+        ([6, 6, 6, 10], DEFAULT_BOUNDARY),
+        ([3, 5, 7, 9], [A, P, A, P]),
+        ([4, 6, 4, 6], [P, P, P, P]),
+        ([5, 4, 3, 8], [A, A, A, A]),
+    ] {
+        let l = Lattice::new(dims, boundary).unwrap();
+        let gauge = GaugeField::random(&l, 5);
+        let psi = SpinorField::random(l.volume(), 5, 1 << 40);
+        for op in [Operator::D, Operator::G5D] {
+            let want = apply_reference(op, &gauge, kappa, &psi);
+            let mut outs = Vec::new();
+            for reconstruct_12 in [false, true] {
+                let opts = CudaOptions {
+                    version: StencilVersion::V3_0,
+                    coarse_block: 64,
+                    reconstruct_12,
+                    ..CudaOptions::default()
+                };
+                let mut gpu = CudaBackend::new(&gauge, kappa, &opts).unwrap();
+                let d_psi = gpu.upload(&psi).unwrap();
+                let mut d_out = gpu.alloc().unwrap();
+                gpu.apply(op, &mut d_out, &d_psi).unwrap();
+                let got = gpu.download(&d_out).unwrap();
+                let rel = got.rel_diff(&want);
+                eprintln!(
+                    "{} {boundary:?} {op} 3.0 r{}: {rel:.2e}",
+                    l.dims_string(),
+                    if reconstruct_12 { 12 } else { 18 }
+                );
+                if rel.is_nan() || rel >= 1e-13 {
+                    failures.push(format!("{dims:?} {op} r12={reconstruct_12}: {rel:e}"));
+                }
+                outs.push(got);
+            }
+            let rel = outs[1].rel_diff(&outs[0]);
+            if rel.is_nan() || rel >= 1e-14 {
+                failures.push(format!("{dims:?} {op} 12 vs 18 reals: {rel:e}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "3.0 mismatches: {failures:?}");
 }
 
 #[test]

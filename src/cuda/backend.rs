@@ -3,7 +3,10 @@
 //! loads the kernels, uploads the canonical gauge field through a pinned host buffer and
 //! builds the version's link layout (and bufMove table) on the device. In the solver loop
 //! everything stays on the device; the only host-device traffic is the scalar each
-//! reduction returns. `axpy` is the seed's xaxpy; `xpay` is the seed's xscal then xaxpy;
+//! reduction returns. Version 3.0 keeps links and spinors as structures of arrays across
+//! sites (`LinkLayout::SoA`): its link array is built on the device from the canonical
+//! field, and spinors are permuted to that order on upload and back on download (BLAS-1
+//! and reductions are element-wise, so they run unchanged). `axpy` is the seed's xaxpy; `xpay` is the seed's xscal then xaxpy;
 //! `dot` and `norm2` are the seed's multi-pass tree reductions (deterministic).
 
 use super::compile::{Program, BLAS1, LAYOUT, REDUCE};
@@ -19,9 +22,6 @@ use crate::lattice::{Boundary, Lattice, NDIM};
 use cudarc::driver::{CudaFunction, CudaSlice, DriverError, PinnedHostSlice};
 use std::time::Instant;
 
-/// Largest block of version 1.0 that launches (register-limited).
-pub const MAX_COARSE_BLOCK: usize = 512;
-
 /// How to run on the GPU.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CudaOptions {
@@ -31,10 +31,13 @@ pub struct CudaOptions {
     /// threads); the seed used 16 (Fermi), 8 (Kepler 3.0) and 64 (Kepler 3.5).
     pub multiple: usize,
     /// Threads per block of the coarse-grain version 1.0 (one thread per site); the seed
-    /// chose 256, the autotuner sweeps 64..=512.
+    /// chose 256, the autotuner sweeps 64..=512 (`StencilVersion::max_coarse_block`).
     pub coarse_block: usize,
     /// GPU ordinal.
     pub device: usize,
+    /// Read 12 reals per link (rows 0 and 1; row 2 = conj(row0 x row1) rebuilt in
+    /// registers) instead of 18: version 3.0 only, exact for SU(3) fields to rounding.
+    pub reconstruct_12: bool,
 }
 
 impl Default for CudaOptions {
@@ -44,6 +47,7 @@ impl Default for CudaOptions {
             multiple: 16,
             coarse_block: crate::cuda::version::COARSE_BLOCK,
             device: 0,
+            reconstruct_12: false,
         }
     }
 }
@@ -61,8 +65,8 @@ pub struct SetupTimes {
     pub layout_ms: f64,
 }
 
-/// A spinor field on the device: V * 12 complex doubles in the canonical order
-/// [site][spin][colour], (re, im) pairs.
+/// A spinor field on the device: V * 12 complex doubles, (re, im) pairs, in the canonical
+/// order [site][spin][colour], or for version 3.0 [spin][colour][site].
 pub struct DeviceSpinor {
     data: CudaSlice<f64>,
 }
@@ -99,6 +103,8 @@ pub struct CudaBackend {
     stencil: StencilKernels,
     links: CudaSlice<f64>,
     move_table: CudaSlice<i32>,
+    /// Bit mu: fermions antiperiodic in direction mu (applied in-kernel by 3.0).
+    antiperiodic_mask: i32,
     /// Ping-pong buffers of the reductions' partial sums (room for complex ones).
     partial: [CudaSlice<f64>; 2],
     /// Pinned host staging for spinor uploads and downloads (allocated on first use).
@@ -117,6 +123,28 @@ fn as_f64_mut(data: &mut [C64]) -> &mut [f64] {
     unsafe { std::slice::from_raw_parts_mut(data.as_mut_ptr() as *mut f64, data.len() * 2) }
 }
 
+/// Canonical [site][12 complex] (as f64 pairs) to 3.0's [12 complex][site].
+fn spinor_to_soa(canonical: &[f64], soa: &mut [f64]) {
+    let v = canonical.len() / 24;
+    for (site, s) in canonical.chunks_exact(24).enumerate() {
+        for k in 0..12 {
+            soa[2 * (k * v + site)] = s[2 * k];
+            soa[2 * (k * v + site) + 1] = s[2 * k + 1];
+        }
+    }
+}
+
+/// The inverse of `spinor_to_soa`.
+fn spinor_from_soa(soa: &[f64], canonical: &mut [f64]) {
+    let v = canonical.len() / 24;
+    for (site, s) in canonical.chunks_exact_mut(24).enumerate() {
+        for k in 0..12 {
+            s[2 * k] = soa[2 * (k * v + site)];
+            s[2 * k + 1] = soa[2 * (k * v + site) + 1];
+        }
+    }
+}
+
 fn err(what: &'static str) -> impl Fn(DriverError) -> Error {
     move |e| driver_err(what, e)
 }
@@ -128,8 +156,12 @@ pub fn device_bytes_needed(lattice: &Lattice, version: StencilVersion) -> usize 
     let v = lattice.volume();
     let spinor = v * 12 * 16;
     let canonical = v * NDIM * 9 * 16;
-    let seed = v * 72 * 16;
-    let mut need = canonical + seed + 8 * spinor + 4 * reduce_blocks(v * 12) * 16;
+    let links = if version.link_layout() == LinkLayout::SoA {
+        v * NDIM * 9 * 16
+    } else {
+        v * 72 * 16
+    };
+    let mut need = canonical + links + 8 * spinor + 4 * reduce_blocks(v * 12) * 16;
     if version.uses_move_table() {
         need += v * 8 * 4;
     }
@@ -161,16 +193,20 @@ impl CudaBackend {
     pub fn new(gauge: &GaugeField, kappa: f64, opts: &CudaOptions) -> Result<Self> {
         let version = opts.version;
         version.check_multiple(opts.multiple)?;
-        // 1.0 keeps its private tmp arrays in registers: 1024 threads per block ask for
-        // more registers than an SM has (CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES on an H100,
-        // validate/RESULTS.md), so its block is capped at 512.
-        if !(32..=MAX_COARSE_BLOCK).contains(&opts.coarse_block)
-            || !opts.coarse_block.is_multiple_of(32)
-        {
+        if opts.reconstruct_12 && !version.supports_reconstruct_12() {
+            return Err(Error::invalid(
+                "reconstruct",
+                format!(
+                    "two-row link compression is implemented by version 3.0 only, not {version}"
+                ),
+            ));
+        }
+        let max_block = version.max_coarse_block();
+        if !(32..=max_block).contains(&opts.coarse_block) || !opts.coarse_block.is_multiple_of(32) {
             return Err(Error::invalid(
                 "coarse_block",
                 format!(
-                    "version 1.0's block must be a multiple of 32 in 32..={MAX_COARSE_BLOCK}, got {}",
+                    "the block of the one-thread-per-site versions must be a multiple of 32 in 32..={max_block} for version {version}, got {}",
                     opts.coarse_block
                 ),
             ));
@@ -198,7 +234,7 @@ impl CudaBackend {
         let (blas_mod, _) = load_module(&ctx, &Program::plain(&BLAS1))?;
         let (red_mod, _) = load_module(&ctx, &Program::plain(&REDUCE))?;
         let (layout_mod, _) = load_module(&ctx, &Program::plain(&LAYOUT))?;
-        let (st_mod, fresh) = load_module(&ctx, &stencil::program(version))?;
+        let (st_mod, fresh) = load_module(&ctx, &stencil::program(version, opts.reconstruct_12))?;
         if fresh && stencil::needs_li_constant(version) {
             upload_li(&st_mod, &stream)?;
         }
@@ -213,6 +249,8 @@ impl CudaBackend {
         let build_seed = function(&layout_mod, "build_seed_links")?;
         let build_move = function(&layout_mod, "build_move_table")?;
         let reorder = function(&layout_mod, "reorder_links_v16")?;
+        let build_v3 = function(&layout_mod, "build_v3_links")?;
+        let soa = version.link_layout() == LinkLayout::SoA;
         setup.compile_ms = t.elapsed().as_secs_f64() * 1e3;
 
         // Allocations.
@@ -220,7 +258,8 @@ impl CudaBackend {
         let n_canon = volume * NDIM * 18;
         let mut canonical =
             unsafe { stream.alloc::<f64>(n_canon) }.map_err(err("allocating the gauge field"))?;
-        let mut seed = unsafe { stream.alloc::<f64>(volume * 144) }
+        // 3.0 keeps 4 links per site (36 complex); the others the seed's 8 (72 complex).
+        let mut seed = unsafe { stream.alloc::<f64>(volume * if soa { 72 } else { 144 }) }
             .map_err(err("allocating the link buffer"))?;
         let mut move_table = stream
             .alloc_zeros::<i32>(if version.uses_move_table() {
@@ -269,15 +308,27 @@ impl CudaBackend {
             .filter(|&mu| lattice.boundary[mu] == Boundary::Antiperiodic)
             .map(|mu| 1 << mu)
             .sum();
-        let cfg = cfg_1d(volume * 72, BLAS_BLOCK, 0);
-        launch!(
-            gpu,
-            Kernel::Setup("build_seed_links"),
-            0,
-            &build_seed,
-            cfg,
-            [&canonical, &mut seed, &vol, &lx, &ly, &lz, &lt, &mask]
-        );
+        if soa {
+            let cfg = cfg_1d(volume * 36, BLAS_BLOCK, 0);
+            launch!(
+                gpu,
+                Kernel::Setup("build_v3_links"),
+                0,
+                &build_v3,
+                cfg,
+                [&canonical, &mut seed, &vol]
+            );
+        } else {
+            let cfg = cfg_1d(volume * 72, BLAS_BLOCK, 0);
+            launch!(
+                gpu,
+                Kernel::Setup("build_seed_links"),
+                0,
+                &build_seed,
+                cfg,
+                [&canonical, &mut seed, &vol, &lx, &ly, &lz, &lt, &mask]
+            );
+        }
         drop(canonical);
         if version.uses_move_table() {
             let cfg = cfg_1d(volume * 8, BLAS_BLOCK, 0);
@@ -291,7 +342,7 @@ impl CudaBackend {
             );
         }
         let links = match version.link_layout() {
-            LinkLayout::Seed => seed,
+            LinkLayout::Seed | LinkLayout::SoA => seed,
             LinkLayout::Reordered => {
                 let padded = volume.div_ceil(2) * 2;
                 let mut reordered = stream
@@ -320,6 +371,7 @@ impl CudaBackend {
         let stencil = match stencil::kind(version) {
             StencilKind::Coarse => StencilKernels::Coarse(function(&st_mod, "stencil_v1_0")?),
             StencilKind::Fine => StencilKernels::Fine(function(&st_mod, "stencil_fine")?),
+            StencilKind::Projected => StencilKernels::Projected(function(&st_mod, "stencil_v3")?),
             StencilKind::Split => StencilKernels::Split {
                 gemm34: function(&st_mod, "xgemm34x44")?,
                 gemm33: function(&st_mod, "xgemm33x34")?,
@@ -345,6 +397,7 @@ impl CudaBackend {
             stencil,
             links,
             move_table,
+            antiperiodic_mask: mask,
             partial,
             staging: None,
             setup,
@@ -360,10 +413,10 @@ impl CudaBackend {
         self.multiple
     }
 
-    /// Threads per block of the stencil launch as configured (1.0: `coarse_block`).
+    /// Threads per block of the stencil launch as configured (1.0 and 3.0: `coarse_block`).
     pub fn block_threads(&self) -> usize {
         match self.version {
-            StencilVersion::V1_0 => self.coarse_block,
+            v if v.uses_coarse_block() => self.coarse_block,
             v => v.block_threads(self.multiple),
         }
     }
@@ -576,11 +629,14 @@ impl Backend for CudaBackend {
         self.check_len(host.data.len(), "source")?;
         let mut field = self.alloc()?;
         let stream = self.gpu.stream.clone();
+        let soa = self.version.link_layout() == LinkLayout::SoA;
         let pinned = self.staging()?;
-        pinned
-            .as_mut_slice()
-            .map_err(err("pinned memory"))?
-            .copy_from_slice(as_f64(&host.data));
+        let dst = pinned.as_mut_slice().map_err(err("pinned memory"))?;
+        if soa {
+            spinor_to_soa(as_f64(&host.data), dst);
+        } else {
+            dst.copy_from_slice(as_f64(&host.data));
+        }
         stream
             .memcpy_htod(&*pinned, &mut field.data)
             .map_err(err("uploading a spinor field"))?;
@@ -602,9 +658,14 @@ impl Backend for CudaBackend {
             .synchronize()
             .map_err(err("downloading a spinor field"))?;
         let mut host = SpinorField::zeros(self.lattice.volume());
+        let soa = self.version.link_layout() == LinkLayout::SoA;
         let pinned = self.staging()?;
-        as_f64_mut(&mut host.data)
-            .copy_from_slice(pinned.as_slice().map_err(err("pinned memory"))?);
+        let src = pinned.as_slice().map_err(err("pinned memory"))?;
+        if soa {
+            spinor_from_soa(src, as_f64_mut(&mut host.data));
+        } else {
+            as_f64_mut(&mut host.data).copy_from_slice(src);
+        }
         Ok(host)
     }
 
@@ -628,6 +689,7 @@ impl Backend for CudaBackend {
             move_table: &self.move_table,
             kappa: self.kappa,
             g5: op == Operator::G5D,
+            antiperiodic_mask: self.antiperiodic_mask,
         };
         self.stencil
             .launch(&mut self.gpu, &args, &inp.data, &mut out.data)?;
@@ -769,5 +831,19 @@ mod tests {
         assert!(device_bytes_needed(&l, StencilVersion::V1_0) > base); // bufMove table
         assert!(device_bytes_needed(&l, StencilVersion::V1_6) > base); // reordered copy
         assert!(device_bytes_needed(&l, StencilVersion::V2_0) > base); // tmp1, tmp2
+        assert!(device_bytes_needed(&l, StencilVersion::V3_0) < base); // 4 links, not 8
+    }
+
+    #[test]
+    fn soa_spinor_order_round_trips() {
+        let v = 5;
+        let canonical: Vec<f64> = (0..v * 24).map(|k| k as f64).collect();
+        let mut soa = vec![0.0; v * 24];
+        spinor_to_soa(&canonical, &mut soa);
+        // element k = 7 of site 3 sits at k*V + site.
+        assert_eq!(soa[2 * (7 * v + 3)], canonical[3 * 24 + 14]);
+        let mut back = vec![0.0; v * 24];
+        spinor_from_soa(&soa, &mut back);
+        assert_eq!(back, canonical);
     }
 }

@@ -41,6 +41,10 @@ pub(crate) static STENCIL_FINE: KernelSource = KernelSource {
     name: "stencil_fine.cu",
     code: include_str!("../../kernels/stencil_fine.cu"),
 };
+pub(crate) static STENCIL_V3: KernelSource = KernelSource {
+    name: "stencil_v3.cu",
+    code: include_str!("../../kernels/stencil_v3.cu"),
+};
 pub(crate) static HEATBATH: KernelSource = KernelSource {
     name: "heatbath.cu",
     code: include_str!("../../kernels/heatbath.cu"),
@@ -131,9 +135,11 @@ pub(crate) fn all_programs() -> Vec<Program> {
         heatbath_program(),
     ];
     for &v in StencilVersion::all() {
-        let p = super::stencil::program(v);
-        if !programs.contains(&p) {
-            programs.push(p);
+        for r12 in [false, true] {
+            let p = super::stencil::program(v, r12);
+            if !programs.contains(&p) {
+                programs.push(p);
+            }
         }
     }
     programs
@@ -229,6 +235,7 @@ pub fn all_sources() -> Vec<&'static str> {
             &STENCIL_COARSE,
             &STENCIL_FINE,
             &STENCIL_SPLIT,
+            &STENCIL_V3,
         ]
         .iter()
         .map(|s| s.code),
@@ -259,8 +266,8 @@ mod tests {
             }
         }
         // support (3) + heatbath + coarse + fine (1.1/1.2 share; 1.3, 1.4, 1.5, 1.6,
-        // 1.6.1) + split
-        assert_eq!(all.len(), 3 + 1 + 1 + 6 + 1);
+        // 1.6.1) + split + 3.0 (18 and 12 reals per link)
+        assert_eq!(all.len(), 3 + 1 + 1 + 6 + 1 + 2);
     }
 
     #[test]

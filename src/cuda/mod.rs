@@ -25,7 +25,6 @@ pub mod version;
 
 pub use backend::{
     check_device_memory, device_bytes_needed, CudaBackend, CudaOptions, DeviceSpinor, SetupTimes,
-    MAX_COARSE_BLOCK,
 };
 pub use compile::{all_sources, compile_all_kernels};
 pub use device::{device_info, device_info_of, triad_bandwidth, upload_bandwidth, DeviceInfo};

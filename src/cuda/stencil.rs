@@ -1,9 +1,9 @@
 //! The one dispatch point of the stencilCore versions: `kind` maps each `StencilVersion`
 //! to its implementation (coarse kernel, fine-grain kernel with the version's compile-time
-//! switches, or the split kernels of 2.0); `program` gives the source and defines to
+//! switches, the split kernels of 2.0, or 3.0's spin-projected kernel); `program` gives the source and defines to
 //! compile, and `StencilKernels::launch` runs one operator application.
 
-use super::compile::{Program, STENCIL_COARSE, STENCIL_FINE, STENCIL_SPLIT};
+use super::compile::{Program, STENCIL_COARSE, STENCIL_FINE, STENCIL_SPLIT, STENCIL_V3};
 use super::kernels::{Kernel, BLAS_BLOCK};
 use super::timing::{launch, GpuStream};
 use super::version::StencilVersion;
@@ -18,6 +18,8 @@ pub(crate) enum StencilKind {
     Fine,
     /// 2.0: stencil_split.cu, one kernel per product.
     Split,
+    /// 3.0: stencil_v3.cu, one thread per site, spin-projected, structure-of-arrays layout.
+    Projected,
 }
 
 /// The dispatch: which implementation a version is.
@@ -27,6 +29,7 @@ pub(crate) fn kind(v: StencilVersion) -> StencilKind {
         V1_0 => StencilKind::Coarse,
         V1_1 | V1_2 | V1_3 | V1_4 | V1_5 | V1_6 | V1_6_1 => StencilKind::Fine,
         V2_0 => StencilKind::Split,
+        V3_0 => StencilKind::Projected,
     }
 }
 
@@ -38,11 +41,17 @@ fn flag(on: bool) -> &'static str {
     }
 }
 
-/// The source and defines a version is compiled from.
-pub(crate) fn program(v: StencilVersion) -> Program {
+/// The source and defines a version is compiled from (`reconstruct_12`: 3.0's two-row
+/// link compression; the other versions have none and ignore it).
+pub(crate) fn program(v: StencilVersion, reconstruct_12: bool) -> Program {
     match kind(v) {
         StencilKind::Coarse => Program::plain(&STENCIL_COARSE),
         StencilKind::Split => Program::plain(&STENCIL_SPLIT),
+        StencilKind::Projected => Program {
+            source: &STENCIL_V3,
+            defines: vec![("RECONSTRUCT_12", flag(reconstruct_12))],
+            flags: Vec::new(),
+        },
         StencilKind::Fine => Program {
             source: &STENCIL_FINE,
             defines: vec![
@@ -62,13 +71,14 @@ pub(crate) fn program(v: StencilVersion) -> Program {
 
 /// Whether a version's module holds the `c_li` constant array to upload.
 pub(crate) fn needs_li_constant(v: StencilVersion) -> bool {
-    kind(v) != StencilKind::Split && !v.sparse_li()
+    kind(v) == StencilKind::Coarse || (kind(v) == StencilKind::Fine && !v.sparse_li())
 }
 
 /// The loaded kernel(s) of a version, plus 2.0's intermediate buffers.
 pub(crate) enum StencilKernels {
     Coarse(CudaFunction),
     Fine(CudaFunction),
+    Projected(CudaFunction),
     Split {
         gemm34: CudaFunction,
         gemm33: CudaFunction,
@@ -82,7 +92,7 @@ pub(crate) enum StencilKernels {
 pub(crate) struct StencilArgs<'a> {
     pub version: StencilVersion,
     pub multiple: usize,
-    /// Threads per block of 1.0.
+    /// Threads (= sites) per block of the one-thread-per-site versions 1.0 and 3.0.
     pub coarse_block: usize,
     pub dims: [i32; 4],
     pub volume: usize,
@@ -91,6 +101,9 @@ pub(crate) struct StencilArgs<'a> {
     pub move_table: &'a CudaSlice<i32>,
     pub kappa: f64,
     pub g5: bool,
+    /// Bit mu set: fermions antiperiodic in direction mu (3.0 applies the phases itself;
+    /// the other versions have them folded into their link buffers).
+    pub antiperiodic_mask: i32,
 }
 
 fn grid(n: usize, per_block: usize) -> u32 {
@@ -158,6 +171,29 @@ impl StencilKernels {
                         &lz,
                         &lt,
                         &spb_i
+                    ]
+                );
+            }
+            StencilKernels::Projected(f) => {
+                let cfg = cfg_1d(a.volume, a.coarse_block, 0);
+                launch!(
+                    gpu,
+                    Kernel::Stencil(v),
+                    a.volume,
+                    f,
+                    cfg,
+                    [
+                        psi,
+                        out,
+                        a.links,
+                        &a.kappa,
+                        &g5,
+                        &volume,
+                        &lx,
+                        &ly,
+                        &lz,
+                        &lt,
+                        &a.antiperiodic_mask
                     ]
                 );
             }

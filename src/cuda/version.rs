@@ -2,7 +2,8 @@
 //! as a plain enum with no CUDA dependency, so that a config can name one on a machine
 //! without a GPU. For each version: what it is, its launch geometry, its shared memory,
 //! and its own executed flops and global-memory bytes per site (next to the QUDA-style
-//! model of conventions.md: 1320 flops, 2880 bytes per site).
+//! model of conventions.md: 1320 flops, 2880 bytes per site). Version 3.0 is ours, not the
+//! seed's: the spin-projected, fused, bandwidth-bound dslash of kernels/stencil_v3.cu.
 
 use crate::error::{Error, Result};
 use std::fmt;
@@ -20,6 +21,7 @@ pub enum StencilVersion {
     V1_6,
     V1_6_1,
     V2_0,
+    V3_0,
 }
 
 /// Complex numbers per site of a spinor, and bytes of one complex double.
@@ -31,6 +33,8 @@ pub const SHARED_LIMIT_BYTES: usize = 48 * 1024;
 pub const COARSE_BLOCK: usize = 256;
 /// Largest `multiple`: 12 * multiple threads must fit a block of 1024.
 pub const MAX_MULTIPLE: usize = 85;
+/// Largest block of version 3.0 (V3_MAX_BLOCK in kernels/stencil_v3.cu).
+pub const V3_MAX_BLOCK: usize = 512;
 
 /// Where a version reads its links from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,12 +43,15 @@ pub enum LinkLayout {
     Seed,
     /// Version 1.6's rearrangement (pairs contiguous, transposed, interleaved by two).
     Reordered,
+    /// Version 3.0: the canonical 4 links per site as a structure of arrays across sites
+    /// (element (mu, row, col) of site s at (mu*9 + row*3 + col)*V + s); spinors too.
+    SoA,
 }
 
 impl StencilVersion {
     pub fn all() -> &'static [StencilVersion] {
         use StencilVersion::*;
-        &[V1_0, V1_1, V1_2, V1_3, V1_4, V1_5, V1_6, V1_6_1, V2_0]
+        &[V1_0, V1_1, V1_2, V1_3, V1_4, V1_5, V1_6, V1_6_1, V2_0, V3_0]
     }
 
     pub fn as_str(self) -> &'static str {
@@ -59,6 +66,7 @@ impl StencilVersion {
             V1_6 => "1.6",
             V1_6_1 => "1.6.1",
             V2_0 => "2.0",
+            V3_0 => "3.0",
         }
     }
 
@@ -74,25 +82,58 @@ impl StencilVersion {
             V1_6 => "1.5 with U rearranged on the device (uup/udn pairs contiguous, transposed, columns interleaved by two) and staged in shared memory",
             V1_6_1 => "1.6 reading U from global memory (fits multiple = 64 under 48 KB)",
             V2_0 => "one kernel per product: xgemm34x44 then xgemm33x34 per hop, then the combine; 17 launches with global intermediate buffers (sparse Li, neighbours from coordinates, seed U layout)",
+            V3_0 => "ours, bandwidth-bound: one thread per site, spin projection to half spinors (1368 flops fused), out = psi - kappa*hop and the g5 sign fused in the store, 4 links per site (backward hop applies U(x-mu)^+), structure-of-arrays double2 layout (coalesced 16-byte loads), boundary phases from coordinates, block size = coarse_block",
         }
     }
 
     /// Threads that work on one site (1.1 launches 16 per site, 4 of them idle).
     pub fn threads_per_site(self) -> usize {
         match self {
-            StencilVersion::V1_0 => 1,
+            StencilVersion::V1_0 | StencilVersion::V3_0 => 1,
             _ => 12,
         }
     }
 
     /// Whether the run parameter `multiple` (sites per block) applies.
     pub fn uses_multiple(self) -> bool {
-        !matches!(self, StencilVersion::V1_0 | StencilVersion::V1_1)
+        !matches!(
+            self,
+            StencilVersion::V1_0 | StencilVersion::V1_1 | StencilVersion::V3_0
+        )
+    }
+
+    /// Whether the run parameter `coarse_block` (threads = sites per block of a
+    /// one-thread-per-site kernel) applies: 1.0 and 3.0.
+    pub fn uses_coarse_block(self) -> bool {
+        self.threads_per_site() == 1
+    }
+
+    /// The largest `coarse_block` the version launches with (3.0 is compiled with
+    /// __launch_bounds__(V3_MAX_BLOCK), which caps its registers per thread).
+    pub fn max_coarse_block(self) -> usize {
+        match self {
+            StencilVersion::V3_0 => V3_MAX_BLOCK,
+            // 1.0 keeps its private tmp arrays in registers: 1024 threads per block ask
+            // for more registers than an SM has (CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES on an
+            // H100, validate/RESULTS.md run 3).
+            StencilVersion::V1_0 => 512,
+            _ => 1024,
+        }
+    }
+
+    /// Two-row link compression available (`reconstruct = 12`): 3.0.
+    pub fn supports_reconstruct_12(self) -> bool {
+        self == StencilVersion::V3_0
+    }
+
+    /// Spin projection to half spinors (QUDA's 1320/1368 flop formulation): 3.0.
+    pub fn spin_projected(self) -> bool {
+        self == StencilVersion::V3_0
     }
 
     /// Hand-written sparse Li products (1.3 and later) instead of the general 4x4 product.
     pub fn sparse_li(self) -> bool {
-        self >= StencilVersion::V1_3
+        self >= StencilVersion::V1_3 && !self.spin_projected()
     }
 
     /// Neighbours read from the displacement table (1.0 to 1.3).
@@ -110,6 +151,7 @@ impl StencilVersion {
     pub fn link_layout(self) -> LinkLayout {
         match self {
             StencilVersion::V1_6 | StencilVersion::V1_6_1 => LinkLayout::Reordered,
+            StencilVersion::V3_0 => LinkLayout::SoA,
             _ => LinkLayout::Seed,
         }
     }
@@ -123,7 +165,7 @@ impl StencilVersion {
     pub fn barriers(self) -> Option<u32> {
         use StencilVersion::*;
         match self {
-            V1_0 | V2_0 => None,
+            V1_0 | V2_0 | V3_0 => None,
             V1_1 | V1_2 | V1_3 | V1_4 => Some(16),
             V1_5 | V1_6_1 => Some(8),
             V1_6 => Some(9),
@@ -133,7 +175,7 @@ impl StencilVersion {
     /// Sites handled by one block.
     pub fn sites_per_block(self, multiple: usize) -> usize {
         match self {
-            StencilVersion::V1_0 => COARSE_BLOCK,
+            StencilVersion::V1_0 | StencilVersion::V3_0 => COARSE_BLOCK,
             StencilVersion::V1_1 => 1,
             _ => multiple,
         }
@@ -142,7 +184,7 @@ impl StencilVersion {
     /// Threads per block of the stencil kernel(s).
     pub fn block_threads(self, multiple: usize) -> usize {
         match self {
-            StencilVersion::V1_0 => COARSE_BLOCK,
+            StencilVersion::V1_0 | StencilVersion::V3_0 => COARSE_BLOCK,
             StencilVersion::V1_1 => 16,
             _ => 12 * multiple,
         }
@@ -161,7 +203,7 @@ impl StencilVersion {
     pub fn shared_bytes(self, multiple: usize) -> usize {
         use StencilVersion::*;
         match self {
-            V1_0 | V2_0 => 0,
+            V1_0 | V2_0 | V3_0 => 0,
             _ => {
                 let spb = self.sites_per_block(multiple);
                 let mut complex = spb * 12 * (self.tmp1_buffers() + 1);
@@ -206,6 +248,11 @@ impl StencilVersion {
     /// Floating-point operations the version executes per site and operator application
     /// (its own count; the model count is 1320 for the hop term, 1368 fused).
     pub fn flops_per_site(self) -> u64 {
+        if self.spin_projected() {
+            // 8 x (12 projection + 2 x 66 mat-vec) + 7 x 24 accumulation + 48 fused output:
+            // QUDA's fused count, executed as counted.
+            return 1368;
+        }
         // general xgemm34x44: 12 elements x (4 complex mul + 3 add) = 360
         // sparse xgemm34x44:  12 elements x 1 complex add = 24
         // xgemm33x34 accumulating: 12 x 3 complex multiply-adds = 288 (264 writing)
@@ -219,9 +266,17 @@ impl StencilVersion {
 
     /// Global-memory bytes per site and operator application, each distinct datum a site
     /// needs counted once (no reuse between sites assumed).
+    ///
+    /// Exception, 3.0: the DRAM floor of conventions.md (4 links, psi and out once per
+    /// site: 960 bytes in double, R = 18), because its structure-of-arrays layout lets the
+    /// 8 neighbour spinors and the backward links come from cache; its GB/s against this
+    /// count is the bandwidth the floor would need at the measured time.
     pub fn bytes_per_site(self) -> u64 {
         let spinor = SITE_COMPLEX * COMPLEX_BYTES; // 192
         let link = 9 * COMPLEX_BYTES; // 144
+        if self.spin_projected() {
+            return 4 * link + 2 * spinor;
+        }
         match self {
             StencilVersion::V2_0 => {
                 let gemm34 = 8 * 2 * spinor;
@@ -287,7 +342,11 @@ mod tests {
         for &v in StencilVersion::all() {
             assert_eq!(v.to_string().parse::<StencilVersion>().unwrap(), v);
         }
-        assert_eq!(StencilVersion::all().len(), 9);
+        assert_eq!(StencilVersion::all().len(), 10);
+        assert_eq!(
+            "3.0".parse::<StencilVersion>().unwrap(),
+            StencilVersion::V3_0
+        );
         assert!("1.7".parse::<StencilVersion>().is_err());
         assert_eq!(
             " 1.6.1 ".parse::<StencilVersion>().unwrap(),
@@ -317,6 +376,11 @@ mod tests {
         );
         assert_eq!(StencilVersion::V1_4.bytes_per_site(), 3072);
         assert_eq!(StencilVersion::V2_0.bytes_per_site(), 9216);
+        // 3.0: the DRAM floor, 4 links + psi + out.
+        assert_eq!(StencilVersion::V3_0.bytes_per_site(), 960);
+        assert_eq!(StencilVersion::V3_0.flops_per_site(), 1368);
+        assert!(!StencilVersion::V3_0.uses_multiple());
+        assert!(StencilVersion::V3_0.uses_coarse_block());
     }
 
     #[test]

@@ -21,6 +21,7 @@
 #define __forceinline__ inline
 #define __constant__
 #define __shared__ static
+#define __launch_bounds__(...)
 
 struct double2 {
     double x, y;

@@ -21,6 +21,8 @@ compile blas1 blas1.cu
 compile reduce reduce.cu
 compile coarse stencil_coarse.cu
 compile split stencil_split.cu
+compile v3 stencil_v3.cu -DRECONSTRUCT_12=0
+compile v3_r12 stencil_v3.cu -DRECONSTRUCT_12=1 -Dstencil_v3=stencil_v3_r12
 fine() { # tag LI_SPARSE NEIGHBOUR_FROM_COORDS FEWER_BARRIERS U_REORDERED U_IN_SHARED
     compile "fine_$1" stencil_fine.cu -Dstencil_fine=stencil_fine_$1 -Dc_li=c_li_$1 \
         -DLI_SPARSE=$2 -DNEIGHBOUR_FROM_COORDS=$3 -DFEWER_BARRIERS=$4 -DU_REORDERED=$5 -DU_IN_SHARED=$6
