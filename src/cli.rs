@@ -55,11 +55,13 @@ pub struct OverrideArgs {
     /// CPU threads, 0 = all (overrides [backend] threads).
     #[arg(long)]
     pub threads: Option<i64>,
+    /// Hopping parameter, > 0 (overrides [dirac] kappa).
     #[arg(long)]
     pub kappa: Option<f64>,
     /// Relative residual tolerance (overrides [solver] tolerance).
     #[arg(long)]
     pub tol: Option<f64>,
+    /// Maximum CR iterations (overrides [solver] max_iterations).
     #[arg(long = "max-iter")]
     pub max_iter: Option<i64>,
     /// Folder for the report and the solution (keeps their file names).
