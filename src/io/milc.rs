@@ -2,8 +2,8 @@
 //! byte order, and the sum29/sum31 checksum verification.
 
 use super::{
-    byte_len, c_string, check_checksum, check_dims, decode_link_3x3, open, read_exact_at,
-    stream_units, u32_at, ChecksumInfo, RawGauge, MILC_MAGIC,
+    byte_len, c_string, check_checksum, check_dims, check_payload, decode_link_3x3, open,
+    read_exact_at, stream_units, u32_at, ChecksumInfo, RawGauge, MILC_MAGIC,
 };
 use crate::error::{Error, Result};
 use crate::lattice::NDIM;
@@ -64,21 +64,11 @@ pub(crate) fn read(path: &Path, expected_dims: Option<[usize; NDIM]>) -> Result<
 
     let payload = byte_len(path, volume, SITE_BYTES)?;
     let available = file_len - HEADER_LEN as u64;
-    if available != payload {
-        let what = if available < payload {
-            "truncated"
-        } else {
-            "trailing data"
-        };
-        return Err(Error::format(
-            path,
-            format!(
-                "{what}: {}x{}x{}x{} float32 links need {payload} bytes after the header, the \
-                 file has {available}",
-                dims[0], dims[1], dims[2], dims[3]
-            ),
-        ));
-    }
+    let need = format!(
+        "{}x{}x{}x{} float32 links need {payload} bytes after the header",
+        dims[0], dims[1], dims[2], dims[3]
+    );
+    check_payload(path, available, payload, &need)?;
 
     let mut links = Vec::with_capacity(volume * NDIM);
     let (mut sum29, mut sum31) = (0u32, 0u32);

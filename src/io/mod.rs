@@ -518,6 +518,24 @@ pub(crate) fn byte_len(path: &Path, count: usize, size: usize) -> Result<u64> {
         .ok_or_else(|| Error::format(path, "payload size overflows"))
 }
 
+/// A payload must fill the file exactly: fewer bytes is a truncated file, more is
+/// trailing data. `need` says what the format needs ("... need N bytes after ..."),
+/// in the reader's own words.
+pub(crate) fn check_payload(path: &Path, available: u64, payload: u64, need: &str) -> Result<()> {
+    if available == payload {
+        return Ok(());
+    }
+    let what = if available < payload {
+        "truncated"
+    } else {
+        "trailing data"
+    };
+    Err(Error::format(
+        path,
+        format!("{what}: {need}, the file has {available}"),
+    ))
+}
+
 #[inline]
 pub(crate) fn u32_at(b: &[u8], big: bool) -> u32 {
     let a = [b[0], b[1], b[2], b[3]];

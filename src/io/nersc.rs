@@ -3,8 +3,8 @@
 //! which writes a complete header and the links atomically.
 
 use super::{
-    byte_len, check_checksum, check_dims, open, read_exact_at, stream_units, u32_at, u64_at,
-    write_atomic_with, ChecksumInfo, RawGauge,
+    byte_len, check_checksum, check_dims, check_payload, open, read_exact_at, stream_units, u32_at,
+    u64_at, write_atomic_with, ChecksumInfo, RawGauge,
 };
 use crate::error::{Error, Result};
 use crate::field::{GaugeField, Su3, C64};
@@ -116,21 +116,11 @@ pub(crate) fn read(path: &Path, expected_dims: Option<[usize; NDIM]>) -> Result<
     let site_bytes = NDIM * layout.link_bytes();
     let payload = byte_len(path, volume, site_bytes)?;
     let available = file_len - data_start as u64;
-    if available != payload {
-        let what = if available < payload {
-            "truncated"
-        } else {
-            "trailing data"
-        };
-        return Err(Error::format(
-            path,
-            format!(
-                "{what}: {datatype} {fp} on {}x{}x{}x{} needs {payload} bytes after END_HEADER, \
-                 the file has {available}",
-                dims[0], dims[1], dims[2], dims[3]
-            ),
-        ));
-    }
+    let need = format!(
+        "{datatype} {fp} on {}x{}x{}x{} needs {payload} bytes after END_HEADER",
+        dims[0], dims[1], dims[2], dims[3]
+    );
+    check_payload(path, available, payload, &need)?;
 
     let mut links = Vec::with_capacity(volume * NDIM);
     let mut sum = 0u32;
