@@ -10,10 +10,10 @@ use crate::backend::Backend;
 use crate::charts::{self, Chart};
 use crate::config::LoadedConfig;
 use crate::cuda::{CudaBackend, CudaOptions, StencilVersion};
-use crate::dirac::{self, HOP_FLOPS_PER_SITE};
+use crate::dirac;
 use crate::error::{Error, Result};
 use crate::field::SpinorField;
-use crate::report::{dslash_model_bytes_per_site, TRIAD_BYTES};
+use crate::report::TRIAD_BYTES;
 use crate::run::{build_problem, solve_on, thread_pool, Problem};
 use crate::solver::{CrParams, StopReason};
 use crate::tune::{self, Launch, TuneCache, TuneKey};
@@ -236,23 +236,18 @@ fn run_version(
     let valid_op = rel < 1e-13;
 
     let _warm = solve_on(&mut be, p, params)?;
-    let v = p.lattice.volume() as f64;
-    let (mut per_it, mut total, mut flops_own, mut stencil_share) = (vec![], vec![], 0.0, 0.0);
+    let (mut per_it, mut total) = (vec![], vec![]);
     let mut last = None;
     for _ in 0..repeat {
         be.reset_stats()?;
         let r = solve_on(&mut be, p, params)?;
-        let st = be.stencil_stats();
         per_it.push(1e3 * r.timings.solve / r.iterations.max(1) as f64);
         total.push(r.timings.solve);
-        flops_own = st.flops as f64 / (st.millis / 1e3).max(1e-12) / 1e9;
-        stencil_share = st.millis / 1e3 / r.timings.solve;
-        last = Some((r, st));
+        last = Some(r);
     }
-    let (r, st) = last.expect("repeat >= 1");
-    let apps = be.applications().max(1) as f64;
-    let secs = (st.millis / 1e3).max(1e-12);
-    let gbs = apps * v * dslash_model_bytes_per_site(18, 8) as f64 / secs / 1e9;
+    let r = last.expect("repeat >= 1");
+    // The books cover the last timed solve (reset before it).
+    let rates = crate::report::stencil_rates(&be, p.lattice.volume());
     let (pm, ps) = median_spread(per_it);
     let (tm, ts) = median_spread(total);
     let converged = r.reason == StopReason::Converged;
@@ -284,17 +279,17 @@ fn run_version(
         seconds_to_solution_median: tm,
         seconds_to_solution_spread: ts,
         speedup_over_cpu: cpu_seconds / tm,
-        gflops_model_1320: apps * v * HOP_FLOPS_PER_SITE as f64 / secs / 1e9,
-        gflops_own_count: flops_own,
-        gbytes_per_second_model: gbs,
-        fraction_of_triad: gbs / triad,
+        gflops_model_1320: rates.gflops_model_1320,
+        gflops_own_count: rates.gflops_own_count,
+        gbytes_per_second_model: rates.gbytes_per_second_model,
+        fraction_of_triad: rates.gbytes_per_second_model / triad,
         true_residual: r.true_residual,
         compile_ms: setup.compile_ms,
         alloc_ms: setup.alloc_ms,
         upload_ms: setup.upload_ms,
         layout_ms: setup.layout_ms,
         download_ms: 1e3 * r.timings.download,
-        stencil_share_of_solve: stencil_share,
+        stencil_share_of_solve: rates.millis / 1e3 / r.timings.solve,
         error,
         history: r.history,
     })

@@ -97,15 +97,38 @@ pub struct GpuMetrics {
 /// far above any L2).
 pub const TRIAD_BYTES: usize = 3 << 28;
 
-pub fn gpu_metrics(be: &mut crate::cuda::CudaBackend, volume: usize) -> crate::Result<GpuMetrics> {
+/// The stencil's rates over everything booked since the backend's stats were last reset,
+/// by the models of conventions.md and by the version's own flop count.
+#[derive(Clone, Copy, Debug)]
+pub struct StencilRates {
+    pub millis: f64,
+    pub us_per_apply: f64,
+    pub gflops_model_1320: f64,
+    pub gflops_own_count: f64,
+    /// By the 2880 B/site no-reuse model.
+    pub gbytes_per_second_model: f64,
+}
+
+pub fn stencil_rates(be: &crate::cuda::CudaBackend, volume: usize) -> StencilRates {
     let st = be.stencil_stats();
-    // Operator applications, not launches (2.0 launches 17 kernels per application);
-    // both books include the final true-residual application.
+    // Operator applications, not launches (2.0 launches 17 kernels per application).
     let apps = be.applications().max(1) as f64;
     let secs = (st.millis / 1e3).max(1e-12);
     let v = volume as f64;
+    StencilRates {
+        millis: st.millis,
+        us_per_apply: 1e3 * st.millis / apps,
+        gflops_model_1320: apps * v * HOP_FLOPS_PER_SITE as f64 / secs / 1e9,
+        gflops_own_count: st.flops as f64 / secs / 1e9,
+        gbytes_per_second_model: apps * v * dslash_model_bytes_per_site(18, 8) as f64 / secs / 1e9,
+    }
+}
+
+/// The GPU part of a solve report; the triad is measured here, on the same device.
+pub fn gpu_metrics(be: &mut crate::cuda::CudaBackend, volume: usize) -> crate::Result<GpuMetrics> {
+    // Both books include the final true-residual application.
+    let r = stencil_rates(be, volume);
     let triad = be.triad_bandwidth(TRIAD_BYTES)?;
-    let model_gbs = apps * v * dslash_model_bytes_per_site(18, 8) as f64 / secs / 1e9;
     let t = be.setup_times().clone();
     Ok(GpuMetrics {
         device: be.device_name().to_string(),
@@ -115,13 +138,13 @@ pub fn gpu_metrics(be: &mut crate::cuda::CudaBackend, volume: usize) -> crate::R
         alloc_ms: t.alloc_ms,
         upload_ms: t.upload_ms,
         layout_ms: t.layout_ms,
-        stencil_ms: st.millis,
-        stencil_us_per_apply: 1e3 * st.millis / apps,
-        stencil_gflops_model_1320: apps * v * HOP_FLOPS_PER_SITE as f64 / secs / 1e9,
-        stencil_gflops_own_count: st.flops as f64 / secs / 1e9,
-        stencil_gbytes_per_second_model: model_gbs,
+        stencil_ms: r.millis,
+        stencil_us_per_apply: r.us_per_apply,
+        stencil_gflops_model_1320: r.gflops_model_1320,
+        stencil_gflops_own_count: r.gflops_own_count,
+        stencil_gbytes_per_second_model: r.gbytes_per_second_model,
         triad_gbytes_per_second: triad,
-        fraction_of_triad: model_gbs / triad,
+        fraction_of_triad: r.gbytes_per_second_model / triad,
         kernels: be.kernel_stats(),
     })
 }
