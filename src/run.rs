@@ -126,9 +126,10 @@ pub fn solve_on<B: Backend>(
     problem: &Problem,
     params: &CrParams,
 ) -> Result<SolveResult> {
-    let rhs = match problem.operator {
-        Operator::D => problem.source.clone(),
-        Operator::G5D => problem.source.gamma5(),
+    let rhs = if problem.operator.gamma5() {
+        problem.source.gamma5()
+    } else {
+        problem.source.clone()
     };
     let t = Instant::now();
     let b = backend.upload(&rhs)?;

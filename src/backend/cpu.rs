@@ -3,11 +3,11 @@
 //! reductions. Run it inside a rayon pool to choose the thread count; results are bitwise
 //! the same for any count (fixed chunking, see `crate::reduce`).
 
-use super::{Backend, Operator};
+use super::{Backend, CrScalars, Layout, Operator, Precision, Subset};
 use crate::dirac::simd::{self, Isa, Lane, LaneGauge, LaneSpinor, W};
 use crate::field::{GaugeField, SpinorField, C64};
 use crate::reduce::det_sum2;
-use crate::Result;
+use crate::{Error, Result};
 use rayon::prelude::*;
 
 /// Complex groups (a re lane and an im lane, W numbers) per task in the BLAS-1 loops.
@@ -70,10 +70,8 @@ impl LaneSum {
     }
 }
 
-impl Backend for CpuBackend<'_> {
-    type Field = LaneSpinor;
-
-    fn describe(&self) -> String {
+impl CpuBackend<'_> {
+    fn lane_describe(&self) -> String {
         let kernel = match &self.blocked {
             Some(_) => format!("{} lanes", Isa::detect().name()),
             None => "scalar, LX % 4 != 0".to_string(),
@@ -84,19 +82,15 @@ impl Backend for CpuBackend<'_> {
         )
     }
 
-    fn alloc(&mut self) -> Result<LaneSpinor> {
+    fn lane_alloc(&mut self) -> Result<LaneSpinor> {
         Ok(LaneSpinor::zeros(self.gauge.lattice.volume()))
     }
 
-    fn upload(&mut self, host: &SpinorField) -> Result<LaneSpinor> {
+    fn lane_upload(&mut self, host: &SpinorField) -> Result<LaneSpinor> {
         Ok(LaneSpinor::from_canonical(host))
     }
 
-    fn download(&mut self, field: &LaneSpinor) -> Result<SpinorField> {
-        Ok(field.to_canonical())
-    }
-
-    fn copy(&mut self, dst: &mut LaneSpinor, src: &LaneSpinor) -> Result<()> {
+    fn lane_copy(&mut self, dst: &mut LaneSpinor, src: &LaneSpinor) -> Result<()> {
         dst.data
             .par_iter_mut()
             .zip(&src.data)
@@ -104,12 +98,12 @@ impl Backend for CpuBackend<'_> {
         Ok(())
     }
 
-    fn apply(&mut self, op: Operator, out: &mut LaneSpinor, inp: &LaneSpinor) -> Result<()> {
+    fn lane_apply(&mut self, op: Operator, out: &mut LaneSpinor, inp: &LaneSpinor) -> Result<()> {
         simd::apply_lanes(op, self.gauge, self.blocked.as_ref(), self.kappa, inp, out);
         Ok(())
     }
 
-    fn axpy(&mut self, a: C64, x: &LaneSpinor, y: &mut LaneSpinor) -> Result<()> {
+    fn lane_axpy(&mut self, a: C64, x: &LaneSpinor, y: &mut LaneSpinor) -> Result<()> {
         // Same operations as `y += a * x` on C64 (no fused multiply-add): the blocked
         // field gives the bits the canonical one would.
         groups_mut(y)
@@ -126,7 +120,7 @@ impl Backend for CpuBackend<'_> {
         Ok(())
     }
 
-    fn xpay(&mut self, x: &LaneSpinor, a: C64, y: &mut LaneSpinor) -> Result<()> {
+    fn lane_xpay(&mut self, x: &LaneSpinor, a: C64, y: &mut LaneSpinor) -> Result<()> {
         groups_mut(y)
             .par_chunks_mut(GROUPS_PER_TASK)
             .zip(groups(x).par_chunks(GROUPS_PER_TASK))
@@ -142,7 +136,7 @@ impl Backend for CpuBackend<'_> {
         Ok(())
     }
 
-    fn dot(&mut self, x: &LaneSpinor, y: &LaneSpinor) -> Result<C64> {
+    fn lane_dot(&mut self, x: &LaneSpinor, y: &LaneSpinor) -> Result<C64> {
         let s = det_sum2(
             groups(x),
             groups(y),
@@ -155,12 +149,410 @@ impl Backend for CpuBackend<'_> {
         Ok(s.total())
     }
 
-    fn norm2(&mut self, x: &LaneSpinor) -> Result<f64> {
+    fn lane_norm2(&mut self, x: &LaneSpinor) -> Result<f64> {
         let g = groups(x);
         let s = det_sum2(g, g, LaneSum::default(), |[xr, xi], _| LaneSum {
             re: std::array::from_fn(|i| xr.0[i] * xr.0[i] + xi.0[i] * xi.0[i]),
             im: [0.0; W],
         });
         Ok(s.total().re)
+    }
+}
+
+/// A field of the CPU backend. Full double-precision fields (the seed's solve) use the
+/// vectorised site-blocked layout; every other layout (half lattices, single precision)
+/// is kept plainly: 12 complex numbers per site in the canonical order, half fields in
+/// checkerboard order (cb = lexicographic index / 2). Single precision is storage
+/// precision: every value written to a single field is rounded to f32 (arithmetic in
+/// f64), which is what mixed precision changes about the solve; the CPU stays the simple
+/// validator.
+pub struct CpuField {
+    layout: Layout,
+    repr: Repr,
+}
+
+enum Repr {
+    Lanes(LaneSpinor),
+    Plain(Vec<C64>),
+}
+
+impl CpuField {
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+}
+
+/// The value as the field's precision stores it.
+#[inline]
+fn store(precision: Precision, z: C64) -> C64 {
+    match precision {
+        Precision::Double => z,
+        Precision::Single => C64::new(z.re as f32 as f64, z.im as f32 as f64),
+    }
+}
+
+/// Full-lattice site index of checkerboard index cb of parity p (all extents even).
+fn site_of(l: &crate::lattice::Lattice, p: usize, cb: usize) -> usize {
+    let s = 2 * cb;
+    if l.parity(s) == p {
+        s
+    } else {
+        s + 1
+    }
+}
+
+fn mismatch(what: &str, a: Layout, b: Layout) -> Error {
+    Error::invalid(
+        "backend",
+        format!("{what}: fields of different layouts ({a:?} and {b:?})"),
+    )
+}
+
+impl CpuBackend<'_> {
+    fn lattice(&self) -> &crate::lattice::Lattice {
+        &self.gauge.lattice
+    }
+
+    /// The field as a full canonical field (zeros on the sites a half field lacks).
+    fn canonical(&self, f: &CpuField) -> SpinorField {
+        match &f.repr {
+            Repr::Lanes(l) => l.to_canonical(),
+            Repr::Plain(v) => match f.layout.subset.parity() {
+                None => SpinorField { data: v.clone() },
+                Some(p) => {
+                    let l = self.lattice();
+                    let mut out = SpinorField::zeros(l.volume());
+                    for (cb, s) in v.chunks_exact(12).enumerate() {
+                        let x = site_of(l, p, cb);
+                        out.data[12 * x..12 * x + 12].copy_from_slice(s);
+                    }
+                    out
+                }
+            },
+        }
+    }
+
+    /// Write the sites of `f`'s subset from a full canonical field, rounding to its
+    /// precision.
+    fn assign(&self, f: &mut CpuField, full: &SpinorField) {
+        let layout = f.layout;
+        match &mut f.repr {
+            Repr::Lanes(l) => l.assign_canonical(full),
+            Repr::Plain(v) => match layout.subset.parity() {
+                None => {
+                    for (d, s) in v.iter_mut().zip(&full.data) {
+                        *d = store(layout.precision, *s);
+                    }
+                }
+                Some(p) => {
+                    let l = &self.gauge.lattice;
+                    for (cb, d) in v.chunks_exact_mut(12).enumerate() {
+                        let x = site_of(l, p, cb);
+                        for (dk, sk) in d.iter_mut().zip(&full.data[12 * x..12 * x + 12]) {
+                            *dk = store(layout.precision, *sk);
+                        }
+                    }
+                }
+            },
+        }
+    }
+
+    fn require_half_lattice(&self) -> Result<()> {
+        self.lattice().require_even("even-odd preconditioning")
+    }
+
+    /// The Schur operator M_ee = 1 - kappa^2 H_eo H_oe (times g5) on an even field, in
+    /// double through full-lattice temporaries.
+    fn schur(&self, gamma5: bool, inp: &SpinorField) -> SpinorField {
+        let v = self.lattice().volume();
+        let mut odd = SpinorField::zeros(v);
+        crate::dirac::fast::hop(self.gauge, inp, &mut odd, crate::dirac::Sites::Parity(1));
+        let mut even = SpinorField::zeros(v);
+        crate::dirac::fast::hop(self.gauge, &odd, &mut even, crate::dirac::Sites::Parity(0));
+        let k2 = self.kappa * self.kappa;
+        for (o, i) in even.data.iter_mut().zip(&inp.data) {
+            *o = *i - k2 * *o;
+        }
+        if gamma5 {
+            even.gamma5()
+        } else {
+            even
+        }
+    }
+}
+
+/// The CPU's fused-CR state: the scalars and the history, on the host.
+pub struct CpuCrState {
+    s: CrScalars,
+    history: Vec<f64>,
+}
+
+impl Backend for CpuBackend<'_> {
+    type Field = CpuField;
+    type CrState = CpuCrState;
+
+    fn describe(&self) -> String {
+        self.lane_describe()
+    }
+
+    fn alloc(&mut self) -> Result<CpuField> {
+        Ok(CpuField {
+            layout: Layout::FULL,
+            repr: Repr::Lanes(self.lane_alloc()?),
+        })
+    }
+
+    fn alloc_layout(&mut self, layout: Layout) -> Result<CpuField> {
+        if layout == Layout::FULL {
+            return self.alloc();
+        }
+        if layout.subset != Subset::Full {
+            self.require_half_lattice()?;
+        }
+        let n = layout.subset.sites(self.lattice().volume()) * 12;
+        Ok(CpuField {
+            layout,
+            repr: Repr::Plain(vec![C64::new(0.0, 0.0); n]),
+        })
+    }
+
+    fn layout(&self, field: &CpuField) -> Layout {
+        field.layout
+    }
+
+    fn upload(&mut self, host: &SpinorField) -> Result<CpuField> {
+        Ok(CpuField {
+            layout: Layout::FULL,
+            repr: Repr::Lanes(self.lane_upload(host)?),
+        })
+    }
+
+    fn download(&mut self, field: &CpuField) -> Result<SpinorField> {
+        Ok(self.canonical(field))
+    }
+
+    fn copy(&mut self, dst: &mut CpuField, src: &CpuField) -> Result<()> {
+        match (&mut dst.repr, &src.repr) {
+            (Repr::Lanes(d), Repr::Lanes(s)) => self.lane_copy(d, s),
+            (Repr::Plain(d), Repr::Plain(s)) if dst.layout == src.layout => {
+                d.copy_from_slice(s);
+                Ok(())
+            }
+            _ => Err(mismatch("copy", dst.layout, src.layout)),
+        }
+    }
+
+    fn apply(&mut self, op: Operator, out: &mut CpuField, inp: &CpuField) -> Result<()> {
+        if out.layout != inp.layout {
+            return Err(mismatch("apply", out.layout, inp.layout));
+        }
+        if let (Repr::Lanes(o), Repr::Lanes(i)) = (&mut out.repr, &inp.repr) {
+            if op.is_schur() {
+                return Err(Error::invalid(
+                    "backend",
+                    "the Schur operator acts on even-site fields, not full ones",
+                ));
+            }
+            return self.lane_apply(op, o, i);
+        }
+        let full = self.canonical(inp);
+        let result = if op.is_schur() {
+            if inp.layout.subset != Subset::Even {
+                return Err(Error::invalid(
+                    "backend",
+                    "the Schur operator acts on even-site fields",
+                ));
+            }
+            self.schur(op.gamma5(), &full)
+        } else {
+            if inp.layout.subset != Subset::Full {
+                return Err(Error::invalid(
+                    "backend",
+                    format!("operator {op} acts on full-lattice fields"),
+                ));
+            }
+            let mut r = SpinorField::zeros(full.volume());
+            crate::dirac::apply(op, self.gauge, self.kappa, &full, &mut r);
+            r
+        };
+        self.assign(out, &result);
+        Ok(())
+    }
+
+    fn axpy(&mut self, a: C64, x: &CpuField, y: &mut CpuField) -> Result<()> {
+        let prec = y.layout.precision;
+        match (&x.repr, &mut y.repr) {
+            (Repr::Lanes(x), Repr::Lanes(y)) => self.lane_axpy(a, x, y),
+            (Repr::Plain(xv), Repr::Plain(yv)) if x.layout == y.layout => {
+                yv.par_iter_mut()
+                    .zip(xv.par_iter())
+                    .for_each(|(y, x)| *y = store(prec, *y + a * *x));
+                Ok(())
+            }
+            _ => Err(mismatch("axpy", x.layout, y.layout)),
+        }
+    }
+
+    fn xpay(&mut self, x: &CpuField, a: C64, y: &mut CpuField) -> Result<()> {
+        let prec = y.layout.precision;
+        match (&x.repr, &mut y.repr) {
+            (Repr::Lanes(x), Repr::Lanes(y)) => self.lane_xpay(x, a, y),
+            (Repr::Plain(xv), Repr::Plain(yv)) if x.layout == y.layout => {
+                yv.par_iter_mut()
+                    .zip(xv.par_iter())
+                    .for_each(|(y, x)| *y = store(prec, *x + a * *y));
+                Ok(())
+            }
+            _ => Err(mismatch("xpay", x.layout, y.layout)),
+        }
+    }
+
+    fn dot(&mut self, x: &CpuField, y: &CpuField) -> Result<C64> {
+        match (&x.repr, &y.repr) {
+            (Repr::Lanes(x), Repr::Lanes(y)) => self.lane_dot(x, y),
+            (Repr::Plain(xv), Repr::Plain(yv)) if x.layout == y.layout => {
+                let re = crate::reduce::det_sum2(xv, yv, 0.0, |a, b| a.re * b.re + a.im * b.im);
+                let im = crate::reduce::det_sum2(xv, yv, 0.0, |a, b| a.re * b.im - a.im * b.re);
+                Ok(C64::new(re, im))
+            }
+            _ => Err(mismatch("dot", x.layout, y.layout)),
+        }
+    }
+
+    fn norm2(&mut self, x: &CpuField) -> Result<f64> {
+        match &x.repr {
+            Repr::Lanes(l) => self.lane_norm2(l),
+            Repr::Plain(v) => Ok(crate::reduce::det_sum(v, |a| a.norm_sqr())),
+        }
+    }
+
+    fn convert(&mut self, dst: &mut CpuField, src: &CpuField) -> Result<()> {
+        let (ds, ss) = (dst.layout.subset, src.layout.subset);
+        let ok = ds == ss || ds == Subset::Full || ss == Subset::Full;
+        if !ok {
+            return Err(mismatch("convert", dst.layout, src.layout));
+        }
+        let full = self.canonical(src);
+        if ds == Subset::Full && ss != Subset::Full {
+            // Scatter: only the sites of src's parity change.
+            let mut d = self.canonical(dst);
+            let p = ss.parity().unwrap();
+            let l = self.lattice();
+            for x in 0..l.volume() {
+                if l.parity(x) == p {
+                    d.data[12 * x..12 * x + 12].copy_from_slice(&full.data[12 * x..12 * x + 12]);
+                }
+            }
+            self.assign(dst, &d);
+        } else {
+            self.assign(dst, &full);
+        }
+        Ok(())
+    }
+
+    fn hop_xpay(
+        &mut self,
+        out: &mut CpuField,
+        inp: &CpuField,
+        y: &CpuField,
+        c: f64,
+        gamma5: bool,
+    ) -> Result<()> {
+        let p = match out.layout.subset.parity() {
+            Some(p) if inp.layout.subset == Subset::from_parity(1 - p) => p,
+            _ => return Err(mismatch("hop_xpay", out.layout, inp.layout)),
+        };
+        if y.layout != out.layout {
+            return Err(mismatch("hop_xpay", out.layout, y.layout));
+        }
+        let full = self.canonical(inp);
+        let mut h = SpinorField::zeros(full.volume());
+        crate::dirac::fast::hop(self.gauge, &full, &mut h, crate::dirac::Sites::Parity(p));
+        let yf = self.canonical(y);
+        for (o, yv) in h.data.iter_mut().zip(&yf.data) {
+            *o = *yv + c * *o;
+        }
+        let h = if gamma5 { h.gamma5() } else { h };
+        self.assign(out, &h);
+        Ok(())
+    }
+
+    fn cr_state(&mut self, s: &CrScalars) -> Result<CpuCrState> {
+        let mut history = vec![f64::NAN; s.max_iter as usize + 1];
+        history[s.iter as usize] = s.nr;
+        Ok(CpuCrState { s: *s, history })
+    }
+
+    fn cr_set(&mut self, state: &mut CpuCrState, s: &CrScalars) -> Result<()> {
+        state.s = *s;
+        state.history[s.iter as usize] = s.nr;
+        Ok(())
+    }
+
+    fn cr_get(&mut self, state: &CpuCrState) -> Result<CrScalars> {
+        Ok(state.s)
+    }
+
+    fn cr_history(&mut self, state: &CpuCrState) -> Result<Vec<f64>> {
+        Ok(state.history[..=state.s.iter as usize].to_vec())
+    }
+
+    fn cr_update_xr(
+        &mut self,
+        state: &mut CpuCrState,
+        p: &CpuField,
+        ap: &CpuField,
+        x: &mut CpuField,
+        r: &mut CpuField,
+    ) -> Result<()> {
+        if !state.s.active {
+            return Ok(());
+        }
+        let alpha = state.s.alpha;
+        self.axpy(alpha, p, x)?;
+        self.axpy(-alpha, ap, r)?;
+        let s = &mut state.s;
+        s.nr = self.norm2(r)?;
+        s.iter += 1;
+        state.history[s.iter as usize] = s.nr;
+        Ok(())
+    }
+
+    fn cr_apply_dot(
+        &mut self,
+        op: Operator,
+        state: &mut CpuCrState,
+        r: &CpuField,
+        ar: &mut CpuField,
+    ) -> Result<()> {
+        if !state.s.active {
+            return Ok(());
+        }
+        self.apply(op, ar, r)?;
+        let rar = self.dot(r, ar)?;
+        state.s.beta = rar / state.s.rar;
+        state.s.rar = rar;
+        Ok(())
+    }
+
+    fn cr_update_p(
+        &mut self,
+        state: &mut CpuCrState,
+        r: &CpuField,
+        ar: &CpuField,
+        p: &mut CpuField,
+        ap: &mut CpuField,
+    ) -> Result<()> {
+        if !state.s.active {
+            return Ok(());
+        }
+        let beta = state.s.beta;
+        self.xpay(r, beta, p)?;
+        self.xpay(ar, beta, ap)?;
+        let s = &mut state.s;
+        s.apap = self.norm2(ap)?;
+        s.alpha = s.rar.conj() / s.apap;
+        s.active = s.still_active();
+        Ok(())
     }
 }

@@ -71,7 +71,30 @@ pub struct DeviceSpinor {
     data: CudaSlice<f64>,
 }
 
+/// A field's device data, for kernel arguments (the fused CR kernels take either).
+pub(crate) enum RawField<'a> {
+    Double(&'a CudaSlice<f64>),
+    #[allow(dead_code)]
+    Single(&'a CudaSlice<f32>),
+}
+
+pub(crate) enum RawFieldMut<'a> {
+    Double(&'a mut CudaSlice<f64>),
+    #[allow(dead_code)]
+    Single(&'a mut CudaSlice<f32>),
+}
+
 impl DeviceSpinor {
+    #[allow(dead_code)]
+    pub(crate) fn raw(&self) -> RawField<'_> {
+        RawField::Double(&self.data)
+    }
+
+    #[allow(dead_code)]
+    pub(crate) fn raw_mut(&mut self) -> RawFieldMut<'_> {
+        RawFieldMut::Double(&mut self.data)
+    }
+
     /// Number of complex numbers.
     pub fn len(&self) -> usize {
         self.data.len() / 2
@@ -607,6 +630,11 @@ fn upload_li(
 
 impl Backend for CudaBackend {
     type Field = DeviceSpinor;
+    type CrState = super::fused::DeviceCrState;
+
+    fn layout(&self, _field: &DeviceSpinor) -> crate::backend::Layout {
+        crate::backend::Layout::FULL
+    }
 
     fn describe(&self) -> String {
         format!(
@@ -688,7 +716,7 @@ impl Backend for CudaBackend {
             links: &self.links,
             move_table: &self.move_table,
             kappa: self.kappa,
-            g5: op == Operator::G5D,
+            g5: op.gamma5(),
             antiperiodic_mask: self.antiperiodic_mask,
         };
         self.stencil

@@ -16,6 +16,7 @@
 mod backend;
 mod compile;
 mod device;
+mod fused;
 pub mod heatbath;
 pub mod kernels;
 mod stencil;

@@ -61,9 +61,10 @@ pub fn apply_reference(
     for k in 0..inp.data.len() {
         out.data[k] = inp.data[k] - kappa * h.data[k];
     }
-    match op {
-        Operator::D => out,
-        Operator::G5D => out.gamma5(),
+    if op.gamma5() {
+        out.gamma5()
+    } else {
+        out
     }
 }
 

@@ -1,0 +1,121 @@
+// cr_device.cuh: what the fused CR iteration's kernels share (kernels/cr_fused.cu and the
+// dot epilogue of stencil_v3.cu): the device-resident scalar block and the single-pass
+// deterministic reduction.
+//
+// Scalars: one array of CR_SCALARS doubles (indices below; the same numbers are in
+// src/cuda/fused.rs). The kernels of one iteration are
+//   xr    (if active) x += alpha p, r -= alpha Ap, nr = (r|r); iter += 1, hist[iter] = nr
+//   apply (if active) Ar = A r with rar_new = (r|Ar); beta = rar_new / rar, rar = rar_new
+//   p     (if active) p = r + beta p, Ap = Ar + beta Ap, apap = (Ap|Ap);
+//         alpha = conj(rar) / apap; active = nr > eps && iter < max_iter && nr finite
+// so every kernel of an iteration reads the same `active` (only the last kernel sets it),
+// and the host needs to read the block only when it wants to check convergence.
+//
+// Reduction: each block sums its threads' values in a fixed tree into partials[block];
+// the last block to arrive (an atomic ticket, which wraps back to 0 for the next launch)
+// sums the partials in index order with a fixed tree. The result does not depend on
+// which block finished last or on timing: the same bits every run for the same launch
+// geometry.
+#pragma once
+#include "common.cuh"
+
+#define CR_RAR_RE 0
+#define CR_RAR_IM 1
+#define CR_APAP 2
+#define CR_NR 3
+#define CR_EPS 4
+#define CR_ALPHA_RE 5
+#define CR_ALPHA_IM 6
+#define CR_BETA_RE 7
+#define CR_BETA_IM 8
+#define CR_ITER 9
+#define CR_MAX_ITER 10
+#define CR_ACTIVE 11
+#define CR_SCALARS 12
+
+// Ticket counters, one per reducing kernel of the iteration (unsigned[CR_TICKETS]).
+#define CR_TICKET_XR 0
+#define CR_TICKET_APPLY 1
+#define CR_TICKET_P 2
+#define CR_TICKETS 4
+
+__device__ __forceinline__ bool cr_active(const double* s) { return s[CR_ACTIVE] != 0.0; }
+
+// a / b for complex a, b.
+__device__ __forceinline__ double2 c_div(double2 a, double2 b)
+{
+    const double d = b.x * b.x + b.y * b.y;
+    return c_make((a.x * b.x + a.y * b.y) / d, (a.y * b.x - a.x * b.y) / d);
+}
+
+// Sum of v over the block in a fixed tree; sh has blockDim.x entries (any block size).
+// Every thread gets the total.
+__device__ __forceinline__ double2 cr_block_sum(double2 v, double2* sh)
+{
+    const unsigned t = threadIdx.x, n = blockDim.x;
+    unsigned half = 1;
+    while (half < n)
+        half <<= 1;
+    sh[t] = v;
+    __syncthreads();
+    for (half >>= 1; half > 0; half >>= 1) {
+        if (t < half && t + half < n)
+            sh[t] = c_add(sh[t], sh[t + half]);
+        __syncthreads();
+    }
+    const double2 total = sh[0];
+    __syncthreads(); // sh may be reused
+    return total;
+}
+
+// Adds this block's sum of v to partials[blockIdx.x]. Returns true in the last block to
+// arrive, where every thread gets the total over all blocks in *total.
+__device__ __forceinline__ bool cr_reduce_last(double2 v, double2* sh, double2* partials, unsigned* ticket,
+                                               double2* total)
+{
+    __shared__ int cr_is_last;
+    const double2 b = cr_block_sum(v, sh);
+    if (threadIdx.x == 0) {
+        partials[blockIdx.x] = b;
+        __threadfence();
+        const unsigned k = atomicInc(ticket, gridDim.x - 1);
+        cr_is_last = (k == gridDim.x - 1);
+    }
+    __syncthreads();
+    if (!cr_is_last)
+        return false;
+    __threadfence();
+    double2 acc = c_zero();
+    for (unsigned i = threadIdx.x; i < gridDim.x; i += blockDim.x)
+        acc = c_add(acc, __ldcg(partials + i));
+    *total = cr_block_sum(acc, sh);
+    return true;
+}
+
+// The last block's updates of the scalars, one per kernel (thread 0 calls them).
+__device__ __forceinline__ void cr_finish_xr(double* s, double* hist, double nr)
+{
+    const double it = s[CR_ITER] + 1.0;
+    s[CR_NR] = nr;
+    s[CR_ITER] = it;
+    hist[(size_t)it] = nr;
+}
+
+__device__ __forceinline__ void cr_finish_apply(double* s, double2 rar_new)
+{
+    const double2 beta = c_div(rar_new, c_make(s[CR_RAR_RE], s[CR_RAR_IM]));
+    s[CR_BETA_RE] = beta.x;
+    s[CR_BETA_IM] = beta.y;
+    s[CR_RAR_RE] = rar_new.x;
+    s[CR_RAR_IM] = rar_new.y;
+}
+
+__device__ __forceinline__ void cr_finish_p(double* s, double apap)
+{
+    s[CR_APAP] = apap;
+    s[CR_ALPHA_RE] = s[CR_RAR_RE] / apap;
+    s[CR_ALPHA_IM] = -s[CR_RAR_IM] / apap;
+    const double nr = s[CR_NR];
+    const bool go = isfinite(nr) && nr > s[CR_EPS] && s[CR_ITER] < s[CR_MAX_ITER];
+    s[CR_ACTIVE] = go ? 1.0 : 0.0;
+}
