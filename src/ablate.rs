@@ -14,7 +14,7 @@ use crate::dirac;
 use crate::error::{Error, Result};
 use crate::field::SpinorField;
 use crate::report::TRIAD_BYTES;
-use crate::run::{build_problem, solve_on, thread_pool, Problem};
+use crate::run::{build_problem, solve_on, thread_pool, Problem, SolvePlan};
 use crate::solver::{CrParams, StopReason};
 use crate::tune::{self, Launch, TuneCache, TuneKey};
 use serde::Serialize;
@@ -217,7 +217,7 @@ fn run_version(
     p: &Problem,
     opts: CudaOptions,
     geometry: String,
-    params: &CrParams,
+    params: &SolvePlan,
     repeat: usize,
     cpu_seconds: f64,
     triad: f64,
@@ -251,7 +251,7 @@ fn run_version(
     let (pm, ps) = median_spread(per_it);
     let (tm, ts) = median_spread(total);
     let converged = r.reason == StopReason::Converged;
-    let true_ok = r.true_residual <= 2.0 * params.tol;
+    let true_ok = r.true_residual <= 2.0 * params.cr.tol;
     let mut error = None;
     if !valid_op {
         error = Some(format!("operator differs from the CPU by {rel:.2e}"));
@@ -343,7 +343,10 @@ pub fn measure(
     let c = &cfg.config;
     let pool = thread_pool(0)?;
     let problem = pool.install(|| build_problem(cfg))?;
-    let params = CrParams::new(c.solver.tolerance, c.solver.max_iterations as usize);
+    let params = SolvePlan::seed(CrParams::new(
+        c.solver.tolerance,
+        c.solver.max_iterations as usize,
+    ));
     // The CPU reference time: all cores, once.
     let cpu = pool.install(|| {
         let mut be = CpuBackend::new(&problem.gauge, problem.kappa);

@@ -64,6 +64,19 @@ pub struct OverrideArgs {
     /// Maximum CR iterations (overrides [solver] max_iterations).
     #[arg(long = "max-iter")]
     pub max_iter: Option<i64>,
+    /// none or even-odd (overrides [solver] preconditioning).
+    #[arg(long, value_enum)]
+    pub preconditioning: Option<crate::config::Preconditioning>,
+    /// double or single-double (overrides [solver] precision).
+    #[arg(long, value_enum)]
+    pub precision: Option<crate::config::SolverPrecision>,
+    /// seed, fused or auto (overrides [solver] iteration).
+    #[arg(long, value_enum)]
+    pub iteration: Option<crate::config::Iteration>,
+    /// Fused iteration: host residual check every N iterations (overrides [solver]
+    /// check_every).
+    #[arg(long = "check-every")]
+    pub check_every: Option<i64>,
     /// Folder for the report and the solution (keeps their file names).
     #[arg(long)]
     pub output: Option<PathBuf>,
@@ -80,6 +93,10 @@ impl OverrideArgs {
             kappa: self.kappa,
             tol: self.tol,
             max_iter: self.max_iter,
+            preconditioning: self.preconditioning,
+            precision: self.precision,
+            iteration: self.iteration,
+            check_every: self.check_every,
             output: self.output.clone(),
         }
     }

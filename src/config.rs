@@ -129,6 +129,57 @@ pub struct SolverConfig {
     /// assumes a Hermitian operator: on the non-Hermitian D it stagnates (README, "Solver").
     #[serde(default = "default_operator")]
     pub operator: Operator,
+    /// "none" or "even-odd" (CR on the Schur complement M_ee, odd sites reconstructed).
+    #[serde(default)]
+    pub preconditioning: Preconditioning,
+    /// "double", or "single-double" (single-precision iteration, reliable updates in
+    /// double, final true residual in double).
+    #[serde(default)]
+    pub precision: SolverPrecision,
+    /// Mixed precision: recompute the true residual in double when the iterated residual
+    /// has dropped by this factor since the last time (0 < delta < 1).
+    #[serde(default = "default_delta")]
+    pub reliable_delta: f64,
+    /// "seed" (Algorithm 1 as the seed ran it: one host read per reduction), "fused"
+    /// (three fused passes, scalars on the device, graphs) or "auto" (fused with kernel 3.0,
+    /// even-odd or single-double; seed otherwise).
+    #[serde(default)]
+    pub iteration: Iteration,
+    /// Fused iteration: read the residual on the host every this many iterations.
+    #[serde(default = "default_check_every")]
+    pub check_every: i64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, Default, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Preconditioning {
+    #[default]
+    None,
+    EvenOdd,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, Default, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum SolverPrecision {
+    #[default]
+    Double,
+    SingleDouble,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, Default, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Iteration {
+    #[default]
+    Auto,
+    Seed,
+    Fused,
+}
+
+fn default_delta() -> f64 {
+    0.1
+}
+fn default_check_every() -> i64 {
+    10
 }
 
 fn default_tol() -> f64 {
@@ -147,6 +198,11 @@ impl Default for SolverConfig {
             tolerance: default_tol(),
             max_iterations: default_max_iter(),
             operator: default_operator(),
+            preconditioning: Preconditioning::None,
+            precision: SolverPrecision::Double,
+            reliable_delta: default_delta(),
+            iteration: Iteration::Auto,
+            check_every: default_check_every(),
         }
     }
 }
@@ -240,6 +296,10 @@ pub struct Overrides {
     pub kappa: Option<f64>,
     pub tol: Option<f64>,
     pub max_iter: Option<i64>,
+    pub preconditioning: Option<Preconditioning>,
+    pub precision: Option<SolverPrecision>,
+    pub iteration: Option<Iteration>,
+    pub check_every: Option<i64>,
     /// Folder that receives the report and the solution (their file names are kept).
     pub output: Option<PathBuf>,
 }
@@ -312,6 +372,18 @@ impl LoadedConfig {
         if let Some(m) = o.max_iter {
             c.solver.max_iterations = m;
         }
+        if let Some(p) = o.preconditioning {
+            c.solver.preconditioning = p;
+        }
+        if let Some(p) = o.precision {
+            c.solver.precision = p;
+        }
+        if let Some(i) = o.iteration {
+            c.solver.iteration = i;
+        }
+        if let Some(k) = o.check_every {
+            c.solver.check_every = k;
+        }
         if let Some(dir) = &o.output {
             for p in [&mut c.output.report, &mut c.output.solution]
                 .into_iter()
@@ -383,6 +455,50 @@ impl LoadedConfig {
                 "max_iterations",
                 format!("must be at least 1, got {}", c.solver.max_iterations),
             ));
+        }
+        let d = c.solver.reliable_delta;
+        if !(d.is_finite() && d > 0.0 && d < 1.0) {
+            return Err(self.bad(
+                "solver",
+                "reliable_delta",
+                format!("must be in (0, 1), got {d}"),
+            ));
+        }
+        if c.solver.check_every < 1 {
+            return Err(self.bad(
+                "solver",
+                "check_every",
+                format!("must be at least 1, got {}", c.solver.check_every),
+            ));
+        }
+        let fast = c.solver.preconditioning != Preconditioning::None
+            || c.solver.precision != SolverPrecision::Double;
+        if fast && c.solver.iteration == Iteration::Seed {
+            return Err(self.bad(
+                "solver",
+                "iteration",
+                "even-odd preconditioning and single-double run on the fused iteration; \
+                 set iteration = \"fused\" or \"auto\""
+                    .to_string(),
+            ));
+        }
+        if c.solver.preconditioning == Preconditioning::EvenOdd {
+            for (key, v) in [
+                ("LX", c.lattice.lx),
+                ("LY", c.lattice.ly),
+                ("LZ", c.lattice.lz),
+                ("LT", c.lattice.lt),
+            ] {
+                if v % 2 != 0 {
+                    return Err(self.bad(
+                        "lattice",
+                        key,
+                        format!(
+                            "even-odd preconditioning needs every extent even, got {key} = {v}"
+                        ),
+                    ));
+                }
+            }
         }
         if !(1..=1024).contains(&c.backend.multiple) {
             return Err(self.bad(

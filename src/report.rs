@@ -47,6 +47,14 @@ pub struct SolveReport {
     pub source: String,
     pub backend: String,
     pub threads: usize,
+    /// "seed CR", or "fused CR" with its options (even-odd, single-double, check interval).
+    pub solver: String,
+    /// Fused iteration: host reads of the scalar block.
+    pub host_checks: Option<usize>,
+    /// Mixed precision: reliable updates, and the double true residual at each
+    /// (iteration, ||r||/||b||).
+    pub reliable_updates: Option<usize>,
+    pub true_residual_at_updates: Vec<(usize, f64)>,
     pub converged: bool,
     pub stop_reason: String,
     pub iterations: usize,
@@ -189,6 +197,18 @@ pub fn build(
         source: p.source_description.clone(),
         backend: backend.into(),
         threads: rayon::current_num_threads(),
+        solver: r.plan.clone(),
+        host_checks: r.fused.as_ref().map(|f| f.checks),
+        reliable_updates: r
+            .fused
+            .as_ref()
+            .filter(|f| f.reliable_updates > 0)
+            .map(|f| f.reliable_updates),
+        true_residual_at_updates: r
+            .fused
+            .as_ref()
+            .map(|f| f.true_residuals.clone())
+            .unwrap_or_default(),
         converged: r.reason == crate::solver::StopReason::Converged,
         stop_reason: r.reason.describe().into(),
         iterations: r.iterations,
@@ -228,10 +248,15 @@ pub fn summary(r: &SolveReport) -> String {
     line("operator", r.operator.clone());
     line("source", r.source.clone());
     line("backend", r.backend.clone());
-    line(
-        "result",
-        format!("{} after {} iterations", r.stop_reason, r.iterations),
-    );
+    line("solver", r.solver.clone());
+    let mut result = format!("{} after {} iterations", r.stop_reason, r.iterations);
+    if let Some(n) = r.reliable_updates {
+        result.push_str(&format!(" ({n} reliable updates in double)"));
+    }
+    if let Some(n) = r.host_checks {
+        result.push_str(&format!(", {n} host checks"));
+    }
+    line("result", result);
     line(
         "residual",
         format!(

@@ -3,15 +3,17 @@
 //! the summary, the JSON report, the solution and (if asked) the gauge field.
 
 use crate::backend::cpu::CpuBackend;
-use crate::backend::{Backend, Operator};
-use crate::config::{Device, GaugeConfig, LoadedConfig, SourceConfig};
+use crate::backend::{Backend, Layout, Operator, Precision, Subset};
+use crate::config::{
+    Device, GaugeConfig, Iteration, LoadedConfig, Preconditioning, SolverPrecision, SourceConfig,
+};
 use crate::dirac;
 use crate::error::{Error, Result};
 use crate::field::gauge::Plaquette;
 use crate::field::{GaugeField, SpinorField, C64};
 use crate::lattice::Lattice;
 use crate::report::{self, SolveReport, Timings};
-use crate::solver::{self, CrParams, StopReason};
+use crate::solver::{self, CrParams, FusedParams, FusedStats, StopReason};
 use std::time::Instant;
 
 /// Everything the solver needs, built from a config.
@@ -108,47 +110,182 @@ pub fn build_problem(cfg: &LoadedConfig) -> Result<Problem> {
     })
 }
 
+/// How to solve: the seed's CR, or the fused iteration with its options.
+#[derive(Clone, Debug)]
+pub struct SolvePlan {
+    pub cr: CrParams,
+    /// The fused iteration (solver::fused) instead of the seed's Algorithm 1.
+    pub fused: bool,
+    pub preconditioning: Preconditioning,
+    /// Precision of the iteration's fields (Single: single-double).
+    pub precision: Precision,
+    pub reliable_delta: f64,
+    pub check_every: usize,
+}
+
+impl SolvePlan {
+    /// The seed's CR on the full lattice in double.
+    pub fn seed(cr: CrParams) -> Self {
+        SolvePlan {
+            cr,
+            fused: false,
+            preconditioning: Preconditioning::None,
+            precision: Precision::Double,
+            reliable_delta: 0.1,
+            check_every: 1,
+        }
+    }
+
+    /// What the config's [solver] asks for; `fast_kernel`: the backend runs the fast path
+    /// (kernel 3.0 on the GPU), which makes `iteration = "auto"` fused.
+    pub fn from_config(c: &crate::config::Config, fast_kernel: bool) -> Self {
+        let s = &c.solver;
+        let precision = match s.precision {
+            SolverPrecision::Double => Precision::Double,
+            SolverPrecision::SingleDouble => Precision::Single,
+        };
+        let needs_fused =
+            s.preconditioning != Preconditioning::None || precision != Precision::Double;
+        let fused = match s.iteration {
+            Iteration::Seed => false,
+            Iteration::Fused => true,
+            Iteration::Auto => needs_fused || fast_kernel,
+        };
+        SolvePlan {
+            cr: CrParams::new(s.tolerance, s.max_iterations as usize),
+            fused,
+            preconditioning: s.preconditioning,
+            precision,
+            reliable_delta: s.reliable_delta,
+            check_every: s.check_every as usize,
+        }
+    }
+
+    fn fused_params(&self) -> FusedParams {
+        FusedParams {
+            tol: self.cr.tol,
+            max_iterations: self.cr.max_iterations,
+            check_every: self.check_every,
+            precision: self.precision,
+            delta: self.reliable_delta,
+            stagnation_window: self.cr.stagnation_window,
+            divergence_limit: self.cr.divergence_limit,
+        }
+    }
+
+    /// "seed CR", "fused CR, even-odd, single-double (delta 0.1), check every 10".
+    pub fn describe(&self) -> String {
+        if !self.fused {
+            return "seed CR".into();
+        }
+        let mut d = String::from("fused CR");
+        if self.preconditioning == Preconditioning::EvenOdd {
+            d.push_str(", even-odd");
+        }
+        if self.precision == Precision::Single {
+            d.push_str(&format!(", single-double (delta {})", self.reliable_delta));
+        }
+        d.push_str(&format!(", check every {}", self.check_every));
+        d
+    }
+}
+
 /// What one solve on one backend produced.
 pub struct SolveResult {
     pub solution: SpinorField,
     pub iterations: usize,
     pub reason: StopReason,
+    /// Relative residual of the system CR iterated (the Schur system for even-odd).
     pub history: Vec<f64>,
     pub operator_applications: usize,
-    /// ||rhs - A x|| / ||rhs|| on the backend that solved.
+    /// ||rhs - A x|| / ||rhs|| of the full system on the backend that solved.
     pub true_residual: f64,
     pub timings: Timings,
+    /// The fused iteration's own counts (None for the seed's CR).
+    pub fused: Option<FusedStats>,
+    pub plan: String,
 }
 
-/// Solve A x = rhs on any backend; rhs = b for D and g5 b for g5 D (so x solves D x = b).
+/// Solve D x = b (through A = D or g5 D, rhs = b or g5 b) on any backend as `plan` says.
 pub fn solve_on<B: Backend>(
     backend: &mut B,
     problem: &Problem,
-    params: &CrParams,
+    plan: &SolvePlan,
 ) -> Result<SolveResult> {
-    let rhs = if problem.operator.gamma5() {
+    let op = problem.operator;
+    let rhs = if op.gamma5() {
         problem.source.gamma5()
     } else {
         problem.source.clone()
     };
+    if plan.preconditioning == Preconditioning::EvenOdd {
+        problem.lattice.require_even("even-odd preconditioning")?;
+    }
     let t = Instant::now();
     let b = backend.upload(&rhs)?;
+    let source = if plan.preconditioning == Preconditioning::EvenOdd {
+        Some(backend.upload(&problem.source)?)
+    } else {
+        None
+    };
     let upload = t.elapsed().as_secs_f64();
     let t = Instant::now();
-    let progress = crate::progress::SolveProgress::new("CR", params.tol);
-    let out =
-        solver::conjugate_residual_observed(backend, problem.operator, &b, params, &mut |k, r| {
-            progress.update(k, r)
-        })?;
+    let progress = crate::progress::SolveProgress::new("CR", plan.cr.tol);
+    let mut observe = |k, r| progress.update(k, r);
+    let (out, fused) = match (&source, plan.fused) {
+        (None, false) => (
+            solver::conjugate_residual_observed(backend, op, &b, &plan.cr, &mut observe)?,
+            None,
+        ),
+        (None, true) => {
+            let (out, st) = solver::fused_cr(backend, op, &b, &plan.fused_params(), &mut observe)?;
+            (out, Some(st))
+        }
+        (Some(src), _) => {
+            // rhs_e = [g5] (b_e + kappa H_eo b_o); solve; x_o = b_o + kappa H_oe x_e.
+            let even = Layout::new(Subset::Even, Precision::Double);
+            let odd = Layout::new(Subset::Odd, Precision::Double);
+            let mut be_ = backend.alloc_layout(even)?;
+            let mut bo = backend.alloc_layout(odd)?;
+            backend.convert(&mut be_, src)?;
+            backend.convert(&mut bo, src)?;
+            let mut rhs_e = backend.alloc_layout(even)?;
+            backend.hop_xpay(&mut rhs_e, &bo, &be_, problem.kappa, op.gamma5())?;
+            let (out, st) = solver::fused_cr(
+                backend,
+                op.schur(),
+                &rhs_e,
+                &plan.fused_params(),
+                &mut observe,
+            )?;
+            let mut xo = backend.alloc_layout(odd)?;
+            backend.hop_xpay(&mut xo, &out.x, &bo, problem.kappa, false)?;
+            let mut x = backend.alloc()?;
+            backend.convert(&mut x, &out.x)?;
+            backend.convert(&mut x, &xo)?;
+            let out = solver::SolveOutcome {
+                x,
+                iterations: out.iterations,
+                reason: out.reason,
+                history: out.history,
+                // The reconstruction's hop is half an application.
+                operator_applications: out.operator_applications,
+            };
+            (out, Some(st))
+        }
+    };
+    let x = out.x;
     progress.finish();
-    // The loop ends on a reduction whose scalar the host has read, so every kernel of
-    // the solve has finished here: the download below is timed on its own.
+    // Every path ends on a host read of a scalar (or a reduction), after the last kernel
+    // of the solve except the even-odd reconstruction, which the download below waits
+    // for: the solve time is taken after a synchronising norm.
+    let _ = backend.norm2(&x)?;
     let solve = t.elapsed().as_secs_f64();
     let t = Instant::now();
-    let solution = backend.download(&out.x)?;
+    let solution = backend.download(&x)?;
     let download = t.elapsed().as_secs_f64();
     let t = Instant::now();
-    let true_residual = solver::true_residual(backend, problem.operator, &b, &out.x)?;
+    let true_residual = solver::true_residual(backend, op, &b, &x)?;
     let check = t.elapsed().as_secs_f64();
     Ok(SolveResult {
         solution,
@@ -164,6 +301,8 @@ pub fn solve_on<B: Backend>(
             download,
             true_residual: check,
         },
+        fused,
+        plan: plan.describe(),
     })
 }
 
@@ -196,10 +335,11 @@ pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
             plaquette = problem.plaquette.total,
             "problem ready"
         );
-        let params = CrParams::new(c.solver.tolerance, c.solver.max_iterations as usize);
         let (result, backend_description, gpu) = match choose_device(c.backend.device)? {
             Device::Cuda => {
                 let opts = cuda_options(cfg)?;
+                let params = SolvePlan::from_config(c, opts.version.is_fast_path());
+                check_plan_on_gpu(&params, opts.version)?;
                 let mut be = crate::cuda::CudaBackend::new(&problem.gauge, problem.kappa, &opts)?;
                 let d = format!(
                     "cuda {} (stencil {}, multiple {})",
@@ -212,6 +352,7 @@ pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
                 (r, d, Some(gpu))
             }
             _ => {
+                let params = SolvePlan::from_config(c, false);
                 let mut be = CpuBackend::new(&problem.gauge, problem.kappa);
                 let d = be.describe();
                 (solve_on(&mut be, &problem, &params)?, d, None)
@@ -232,6 +373,29 @@ pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
         }
         Ok(rep)
     })
+}
+
+/// The fast path's options need kernel 3.0 on the GPU: refuse them early, by key.
+pub fn check_plan_on_gpu(plan: &SolvePlan, version: crate::cuda::StencilVersion) -> Result<()> {
+    if version.is_fast_path() {
+        return Ok(());
+    }
+    let key = if plan.preconditioning != Preconditioning::None {
+        "solver.preconditioning"
+    } else if plan.precision != Precision::Double {
+        "solver.precision"
+    } else if plan.fused {
+        "solver.iteration"
+    } else {
+        return Ok(());
+    };
+    Err(Error::invalid(
+        key,
+        format!(
+            "{} runs on the GPU with backend.kernel = \"3.0\" only (kernel {version} is a seed version)",
+            plan.describe()
+        ),
+    ))
 }
 
 /// The CUDA options a config asks for.

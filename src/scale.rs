@@ -7,8 +7,7 @@ use crate::backend::cpu::CpuBackend;
 use crate::charts::{self, Chart};
 use crate::config::LoadedConfig;
 use crate::error::{Error, Result};
-use crate::run::{build_problem, solve_on, thread_pool};
-use crate::solver::CrParams;
+use crate::run::{build_problem, solve_on, thread_pool, SolvePlan};
 use serde::Serialize;
 use std::path::Path;
 
@@ -32,8 +31,7 @@ pub fn measure(cfg: &LoadedConfig, threads: &[usize], repeat: usize) -> Result<V
         ));
     }
     let problem = build_problem(cfg)?;
-    let c = &cfg.config.solver;
-    let params = CrParams::new(c.tolerance, c.max_iterations as usize);
+    let params = SolvePlan::from_config(&cfg.config, false);
     let mut rows: Vec<ScaleRow> = Vec::new();
     for &n in threads {
         let pool = thread_pool(n as i64)?;

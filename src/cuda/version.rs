@@ -121,6 +121,11 @@ impl StencilVersion {
         }
     }
 
+    /// Our own fast path (3.0): even-odd fields, single precision and the fused CR.
+    pub fn is_fast_path(self) -> bool {
+        self == StencilVersion::V3_0
+    }
+
     /// Two-row link compression available (`reconstruct = 12`): 3.0.
     pub fn supports_reconstruct_12(self) -> bool {
         self == StencilVersion::V3_0

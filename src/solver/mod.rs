@@ -1,8 +1,10 @@
 //! Krylov solvers, written once over `crate::backend::Backend`.
 
 pub mod cr;
+pub mod fused;
 
 pub use cr::{conjugate_residual, conjugate_residual_observed, CrParams, SolveOutcome, StopReason};
+pub use fused::{fused_cr, FusedParams, FusedStats};
 
 use crate::backend::{Backend, Operator};
 use crate::field::C64;
