@@ -31,7 +31,10 @@ pub enum TuneMode {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct AblateRow {
+    /// The stencil version, or for the fast path's option rows "3.0" plus the options.
     pub version: String,
+    /// The solver as run ("seed CR", "fused CR, even-odd, ...").
+    pub solver: String,
     /// Launch geometry used (threads per block, sites per block) and where it came from.
     pub block_threads: usize,
     pub multiple: usize,
@@ -246,6 +249,7 @@ fn run_version(
         last = Some(r);
     }
     let r = last.expect("repeat >= 1");
+    let label = variant_label(version, params, opts.reconstruct_12);
     // The books cover the last timed solve (reset before it).
     let rates = crate::report::stencil_rates(&be, p.lattice.volume());
     let (pm, ps) = median_spread(per_it);
@@ -263,7 +267,8 @@ fn run_version(
         ));
     }
     Ok(AblateRow {
-        version: version.to_string(),
+        version: label,
+        solver: r.plan.clone(),
         block_threads: be.block_threads(),
         multiple: if version.uses_multiple() {
             opts.multiple
@@ -295,9 +300,59 @@ fn run_version(
     })
 }
 
-fn failed_row(version: StencilVersion, e: &Error) -> AblateRow {
+/// "1.6.1", or "3.0 fused+eo+single+r12" for the option rows.
+fn variant_label(version: StencilVersion, plan: &SolvePlan, r12: bool) -> String {
+    let mut l = version.to_string();
+    if plan.fused {
+        l.push_str(" fused");
+        if plan.preconditioning == crate::config::Preconditioning::EvenOdd {
+            l.push_str("+eo");
+        }
+        if plan.precision == crate::backend::Precision::Single {
+            l.push_str("+single");
+        }
+    }
+    if r12 {
+        l.push_str(if plan.fused { "+r12" } else { " r12" });
+    }
+    l
+}
+
+/// The fast path's option rows (kernel 3.0): the fused iteration, then each option on
+/// its own and together, so that the table shows each option's own gain.
+pub fn option_variants(base: &SolvePlan) -> Vec<(SolvePlan, bool)> {
+    use crate::backend::Precision;
+    use crate::config::Preconditioning;
+    let fused = SolvePlan {
+        fused: true,
+        ..base.clone()
+    };
+    let eo = SolvePlan {
+        preconditioning: Preconditioning::EvenOdd,
+        ..fused.clone()
+    };
+    let single = SolvePlan {
+        precision: Precision::Single,
+        ..fused.clone()
+    };
+    let both = SolvePlan {
+        precision: Precision::Single,
+        ..eo.clone()
+    };
+    vec![
+        (fused.clone(), false),
+        (fused, true),
+        (eo, false),
+        (single, false),
+        (both.clone(), false),
+        (both, true),
+    ]
+}
+
+fn failed_row(label: String, e: &Error) -> AblateRow {
     AblateRow {
-        version: version.to_string(),
+        version: label,
+        solver: String::new(),
         block_threads: 0,
         multiple: 0,
         geometry: String::new(),
@@ -379,10 +434,51 @@ pub fn measure(
                     triad,
                 )
             })
-            .unwrap_or_else(|e| failed_row(v, &e));
+            .unwrap_or_else(|e| failed_row(v.to_string(), &e));
         rows.push(row);
         if let Some(b) = &bar {
             b.inc(1);
+        }
+    }
+    // The fast path's options, on 3.0's tuned geometry.
+    if versions.contains(&StencilVersion::V3_0) {
+        let base = crate::run::cuda_options(cfg)?;
+        let fast = SolvePlan {
+            check_every: c.solver.check_every as usize,
+            reliable_delta: c.solver.reliable_delta,
+            ..params.clone()
+        };
+        for (plan, r12) in option_variants(&fast) {
+            let label = variant_label(StencilVersion::V3_0, &plan, r12);
+            if let Some(b) = &bar {
+                b.set_message(label.clone());
+            }
+            let row = geometry(
+                &problem,
+                StencilVersion::V3_0,
+                &info.name,
+                &cc,
+                &mut cache,
+                mode,
+                &base,
+            )
+            .and_then(|(opts, how)| {
+                let opts = CudaOptions {
+                    reconstruct_12: r12,
+                    ..opts
+                };
+                run_version(
+                    &problem,
+                    opts,
+                    how,
+                    &plan,
+                    repeat.max(1),
+                    cpu.timings.solve,
+                    triad,
+                )
+            })
+            .unwrap_or_else(|e| failed_row(label, &e));
+            rows.push(row);
         }
     }
     if let Some(b) = &bar {
@@ -427,13 +523,13 @@ pub fn table(r: &AblateReport) -> String {
         r.upload_pinned_gbytes_per_second, r.upload_pageable_gbytes_per_second
     );
     s.push_str(&format!(
-        "{:<6} {:>5} {:>4} {:>5} {:>14} {:>14} {:>8} {:>8} {:>8} {:>7} {:>6} {:>9} {:>8} {:>7} {:>7} {}\n",
+        "{:<24} {:>5} {:>4} {:>5} {:>14} {:>14} {:>8} {:>8} {:>8} {:>7} {:>6} {:>9} {:>8} {:>7} {:>7} {}\n",
         "ver", "block", "mult", "iter", "ms/iter (sprd)", "s total (sprd)", "speedup", "GF 1320",
         "GF own", "GB/s", "triad", "true res", "comp ms", "up ms", "lay ms", "status"
     ));
     for x in &r.rows {
         s.push_str(&format!(
-            "{:<6} {:>5} {:>4} {:>5} {:>7} ({:>5}) {:>7} ({:>5}) {:>8} {:>8} {:>8} {:>7} {:>6} {:>9} {:>8} {:>7} {:>7} {}\n",
+            "{:<24} {:>5} {:>4} {:>5} {:>7} ({:>5}) {:>7} ({:>5}) {:>8} {:>8} {:>8} {:>7} {:>6} {:>9} {:>8} {:>7} {:>7} {}\n",
             x.version,
             x.block_threads,
             x.multiple,
@@ -457,17 +553,66 @@ pub fn table(r: &AblateReport) -> String {
             }
         ));
     }
+    s.push_str(&gains_table(r));
+    s
+}
+
+/// Time to solution of every row against the fastest seed version (1.0 to 2.0) and
+/// against 3.0 with the seed's CR: what each step and each option buys.
+pub fn gains_table(r: &AblateReport) -> String {
+    let seed_best = r
+        .rows
+        .iter()
+        .filter(|x| x.valid && !x.version.starts_with("3.0"))
+        .min_by(|a, b| {
+            a.seconds_to_solution_median
+                .total_cmp(&b.seconds_to_solution_median)
+        });
+    let v3 = r.rows.iter().find(|x| x.valid && x.version == "3.0");
+    let Some(best) = seed_best else {
+        return String::new();
+    };
+    let mut s = format!(
+        "\ntime to solution against the fastest seed version ({}, {:.2} ms, {} iterations):\n{:<24} {:>5} {:>9} {:>9} {:>11} {}\n",
+        best.version,
+        1e3 * best.seconds_to_solution_median,
+        best.iterations,
+        "variant",
+        "iter",
+        "ms",
+        "x seed",
+        "x 3.0 seed",
+        "solver"
+    );
+    for x in r.rows.iter().filter(|x| x.version.starts_with("3.0")) {
+        let t = x.seconds_to_solution_median;
+        s.push_str(&format!(
+            "{:<24} {:>5} {:>9} {:>9} {:>11} {}\n",
+            x.version,
+            x.iterations,
+            fmt(1e3 * t, 3),
+            fmt(best.seconds_to_solution_median / t, 2),
+            v3.map(|v| fmt(v.seconds_to_solution_median / t, 2))
+                .unwrap_or_else(|| "-".into()),
+            if x.valid {
+                x.solver.clone()
+            } else {
+                format!("FAILED: {}", x.error.clone().unwrap_or_default())
+            }
+        ));
+    }
     s
 }
 
 pub fn csv(r: &AblateReport) -> String {
     let mut s = String::from(
-        "version,block_threads,multiple,geometry,valid,operator_rel_diff,iterations,ms_per_iteration_median,ms_per_iteration_spread,seconds_to_solution_median,seconds_to_solution_spread,speedup_over_cpu,gflops_model_1320,gflops_own_count,gbytes_per_second_model,fraction_of_triad,true_residual,compile_ms,alloc_ms,upload_ms,layout_ms,download_ms,stencil_share_of_solve,error\n",
+        "version,solver,block_threads,multiple,geometry,valid,operator_rel_diff,iterations,ms_per_iteration_median,ms_per_iteration_spread,seconds_to_solution_median,seconds_to_solution_spread,speedup_over_cpu,gflops_model_1320,gflops_own_count,gbytes_per_second_model,fraction_of_triad,true_residual,compile_ms,alloc_ms,upload_ms,layout_ms,download_ms,stencil_share_of_solve,error\n",
     );
     for x in &r.rows {
         s.push_str(&format!(
-            "{},{},{},{},{},{:e},{},{},{},{},{},{},{},{},{},{},{:e},{},{},{},{},{},{},\"{}\"\n",
+            "{},\"{}\",{},{},{},{},{:e},{},{},{},{},{},{},{},{},{},{},{:e},{},{},{},{},{},{},\"{}\"\n",
             x.version,
+            x.solver,
             x.block_threads,
             x.multiple,
             x.geometry,

@@ -9,6 +9,7 @@ use std::process::Command;
 fn row(v: &str, speedup: f64, valid: bool) -> AblateRow {
     AblateRow {
         version: v.into(),
+        solver: "seed CR".into(),
         block_threads: 192,
         multiple: 16,
         geometry: "tune cache".into(),
@@ -95,6 +96,34 @@ fn table_and_csv_agree() {
         );
         assert_eq!(line.contains("FAILED"), !x.valid, "{line}");
     }
+}
+
+#[test]
+fn gains_table_divides_by_the_fastest_valid_seed_version() {
+    let mut r = report();
+    r.rows[1].seconds_to_solution_median = 0.040; // 1.3, the fastest valid seed row
+    r.rows[2].seconds_to_solution_median = 0.001; // 2.0, failed: must not count
+    let mut v3 = row("3.0", 200.0, true);
+    v3.seconds_to_solution_median = 0.032;
+    let mut opt = row("3.0 fused+eo+single", 900.0, true);
+    opt.solver = "fused CR, even-odd, single-double (delta 0.1), check every 10".into();
+    opt.seconds_to_solution_median = 0.002;
+    r.rows.push(v3);
+    r.rows.push(opt);
+    let g = ablate::gains_table(&r);
+    assert!(g.contains("fastest seed version (1.3, 40.00 ms"), "{g}");
+    let line = g
+        .lines()
+        .find(|l| l.starts_with("3.0 fused+eo+single "))
+        .unwrap();
+    // 40 ms / 2 ms = 20x over the seed, 32 / 2 = 16x over 3.0 with the seed's CR.
+    assert!(
+        line.contains(" 20.00 ") && line.contains(" 16.00 "),
+        "{line}"
+    );
+    // The CSV quotes the solver (it has commas) and keeps one row per variant.
+    let csv = ablate::csv(&r);
+    assert!(csv.contains("\"fused CR, even-odd, single-double (delta 0.1), check every 10\""));
 }
 
 #[test]
