@@ -301,7 +301,7 @@ fn run_version(
 }
 
 /// "1.6.1", or "3.0 fused+eo+single+r12" for the option rows.
-fn variant_label(version: StencilVersion, plan: &SolvePlan, r12: bool) -> String {
+pub fn variant_label(version: StencilVersion, plan: &SolvePlan, r12: bool) -> String {
     let mut l = version.to_string();
     if plan.fused {
         l.push_str(" fused");

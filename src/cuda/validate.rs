@@ -19,11 +19,13 @@ use super::backend::{CudaBackend, CudaOptions};
 use super::device::device_info;
 use super::version::StencilVersion;
 use crate::backend::cpu::CpuBackend;
-use crate::backend::{Backend, Operator};
+use crate::backend::{Backend, Layout, Operator, Precision, Subset};
+use crate::config::Preconditioning;
 use crate::dirac;
 use crate::error::Result;
 use crate::field::{GaugeField, SpinorField};
 use crate::lattice::Lattice;
+use crate::run::{solve_on, Problem, SolvePlan};
 use crate::solver::{conjugate_residual, true_residual, CrParams, SolveOutcome};
 
 /// Relative difference allowed between the GPU operator and the CPU reference (double).
@@ -41,6 +43,8 @@ pub const TRUE_RESIDUAL_FACTOR: f64 = 2.0;
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct ValidateRow {
     pub version: StencilVersion,
+    /// "1.6.1", or for 3.0's fast-path rows the options ("3.0 fused+eo+single").
+    pub variant: String,
     pub lattice: String,
     pub multiple: usize,
     /// ||A_gpu psi - A_ref psi|| / ||A_ref psi||.
@@ -122,6 +126,7 @@ pub fn validate(
             Ok(row) => row,
             Err(e) => ValidateRow {
                 version,
+                variant: version.to_string(),
                 lattice: lattice.dims_string(),
                 multiple,
                 op_rel_diff: f64::NAN,
@@ -136,7 +141,118 @@ pub fn validate(
         };
         rows.push(row);
     }
+    if versions.contains(&StencilVersion::V3_0) {
+        for (plan, r12) in crate::ablate::option_variants(&SolvePlan::seed(params.clone())) {
+            let opts = CudaOptions {
+                version: StencilVersion::V3_0,
+                multiple,
+                reconstruct_12: r12,
+                ..CudaOptions::default()
+            };
+            let variant = crate::ablate::variant_label(StencilVersion::V3_0, &plan, r12);
+            let row =
+                validate_variant(&truth, kappa, op, &plan, &opts, &variant).unwrap_or_else(|e| {
+                    ValidateRow {
+                        version: StencilVersion::V3_0,
+                        variant,
+                        lattice: lattice.dims_string(),
+                        multiple,
+                        op_rel_diff: f64::NAN,
+                        iterations_gpu: 0,
+                        iterations_cpu: 0,
+                        history_max_rel_diff: f64::NAN,
+                        true_residual: f64::NAN,
+                        tol,
+                        pass: false,
+                        error: Some(e.to_string()),
+                    }
+                });
+            rows.push(row);
+        }
+    }
     Ok(rows)
+}
+
+/// Allowed relative difference of GPU and CPU operators and histories in single precision
+/// (the CPU rounds stored values to f32 but computes in f64; the GPU computes in f32).
+pub const SINGLE_TOL: f64 = 1e-6;
+/// Single-double iteration counts may differ by this much (rounding moves the reliable
+/// updates).
+pub const SINGLE_ITERATION_SLACK: usize = 5;
+
+/// One fast-path variant of 3.0: its operator (the full one, or the Schur operator on an
+/// even field, in the variant's precision) against the CPU backend, which tests/fast.rs
+/// holds to the seed-form reference; the same solve (solve_on with the same plan) on both
+/// backends; the GPU solution's true residual of D x = b on the CPU.
+fn validate_variant(
+    t: &CpuTruth,
+    kappa: f64,
+    op: Operator,
+    plan: &SolvePlan,
+    opts: &CudaOptions,
+    variant: &str,
+) -> Result<ValidateRow> {
+    let mut gpu = CudaBackend::new(&t.gauge, kappa, opts)?;
+    let mut cpu = CpuBackend::new(&t.gauge, kappa);
+    let eo = plan.preconditioning == Preconditioning::EvenOdd;
+    let layout = Layout::new(if eo { Subset::Even } else { Subset::Full }, plan.precision);
+    let aop = if eo { op.schur() } else { op };
+    let op_rel_diff = {
+        let d_psi = gpu.upload(&t.psi)?;
+        let mut d_in = gpu.alloc_layout(layout)?;
+        gpu.convert(&mut d_in, &d_psi)?;
+        let mut d_out = gpu.alloc_layout(layout)?;
+        gpu.apply(aop, &mut d_out, &d_in)?;
+        let c_psi = cpu.upload(&t.psi)?;
+        let mut c_in = cpu.alloc_layout(layout)?;
+        cpu.convert(&mut c_in, &c_psi)?;
+        let mut c_out = cpu.alloc_layout(layout)?;
+        cpu.apply(aop, &mut c_out, &c_in)?;
+        gpu.download(&d_out)?.rel_diff(&cpu.download(&c_out)?)
+    };
+    let problem = Problem {
+        lattice: t.gauge.lattice.clone(),
+        gauge: t.gauge.clone(),
+        gauge_description: "random".into(),
+        plaquette: t.gauge.plaquette(),
+        link_trace: t.gauge.link_trace(),
+        kappa,
+        operator: op,
+        source: t.b.clone(),
+        source_description: "random".into(),
+        setup_seconds: 0.0,
+    };
+    let g = solve_on(&mut gpu, &problem, plan)?;
+    let c = solve_on(&mut cpu, &problem, plan)?;
+    let mut dx = SpinorField::zeros(t.b.volume());
+    dirac::apply(Operator::D, &t.gauge, kappa, &g.solution, &mut dx);
+    let true_res = dx.rel_diff(&t.b);
+    let history_max_rel_diff = history_diff(&g.history, &c.history);
+    let single = plan.precision == Precision::Single;
+    let (op_tol, hist_tol, slack) = if single {
+        (SINGLE_TOL, SINGLE_TOL.sqrt(), SINGLE_ITERATION_SLACK)
+    } else {
+        (OPERATOR_TOL, HISTORY_TOL, ITERATION_SLACK)
+    };
+    let pass = op_rel_diff < op_tol
+        && g.iterations.abs_diff(c.iterations) <= slack
+        && (single || history_max_rel_diff <= hist_tol)
+        && g.reason == crate::solver::StopReason::Converged
+        && true_res <= TRUE_RESIDUAL_FACTOR * plan.cr.tol;
+    Ok(ValidateRow {
+        version: opts.version,
+        variant: variant.to_string(),
+        lattice: t.gauge.lattice.dims_string(),
+        multiple: opts.multiple,
+        op_rel_diff,
+        iterations_gpu: g.iterations,
+        iterations_cpu: c.iterations,
+        history_max_rel_diff,
+        true_residual: true_res,
+        tol: plan.cr.tol,
+        pass,
+        error: None,
+    })
 }
 
 fn validate_one(
@@ -167,6 +283,7 @@ fn validate_one(
         && true_res <= TRUE_RESIDUAL_FACTOR * params.tol;
     Ok(ValidateRow {
         version: opts.version,
+        variant: opts.version.to_string(),
         lattice: t.gauge.lattice.dims_string(),
         multiple: opts.multiple,
         op_rel_diff,
@@ -183,13 +300,13 @@ fn validate_one(
 /// The rows as a fixed-width table, errors listed after it.
 pub fn format_table(rows: &[ValidateRow]) -> String {
     let mut s = format!(
-        "{:<7} {:<12} {:>4} {:>10} {:>9} {:>10} {:>10} {:>6}\n",
+        "{:<22} {:<12} {:>4} {:>10} {:>9} {:>10} {:>10} {:>6}\n",
         "version", "lattice", "mult", "op rel", "iter g/c", "hist rel", "true res", "result"
     );
     for r in rows {
         s.push_str(&format!(
-            "{:<7} {:<12} {:>4} {:>10.2e} {:>9} {:>10.2e} {:>10.2e} {:>6}\n",
-            r.version.to_string(),
+            "{:<22} {:<12} {:>4} {:>10.2e} {:>9} {:>10.2e} {:>10.2e} {:>6}\n",
+            r.variant,
             r.lattice,
             r.multiple,
             r.op_rel_diff,
@@ -202,7 +319,7 @@ pub fn format_table(rows: &[ValidateRow]) -> String {
     for r in rows.iter().filter(|r| r.error.is_some()) {
         s.push_str(&format!(
             "{} on {}: {}\n",
-            r.version,
+            r.variant,
             r.lattice,
             r.error.as_deref().unwrap_or("")
         ));
@@ -228,6 +345,7 @@ mod tests {
     fn table_marks_failures_and_lists_errors() {
         let row = ValidateRow {
             version: StencilVersion::V1_6,
+            variant: "1.6".into(),
             lattice: "4x4x4x4".into(),
             multiple: 64,
             op_rel_diff: f64::NAN,
