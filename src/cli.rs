@@ -122,6 +122,20 @@ pub enum Command {
         #[arg(long, default_value_t = 0)]
         threads: i64,
     },
+    /// Kernel 3.0 against its DRAM floors (dslash, Schur operator, fused CR iteration, in
+    /// double and single, 18 and 12 reals per link), as ratios to the triad of the same
+    /// run.
+    Floor {
+        /// Lattice dims LX,LY,LZ,LT.
+        #[arg(long, default_value = "16,16,16,32", value_delimiter = ',')]
+        dims: Vec<usize>,
+        /// Calls timed per row (after one warm-up).
+        #[arg(long, default_value_t = 200)]
+        repeat: usize,
+        /// Threads per block of the 3.0 stencil (default: the backend's).
+        #[arg(long)]
+        block: Option<usize>,
+    },
     /// Prove GPU stencil versions against the CPU reference: operator, CR history, true
     /// residual (random gauge and source on the config's lattice, kappa, tolerance).
     Validate {
@@ -262,6 +276,15 @@ pub fn dispatch(cli: Cli) -> Result<()> {
             kernel,
             seed,
         }) => validate(&config, &kernel, seed),
+        Some(Command::Floor {
+            dims,
+            repeat,
+            block,
+        }) => {
+            let (triad, rows) = crate::floor::measure(&dims, repeat.max(1), block)?;
+            print!("{}", crate::floor::table(&dims, triad, &rows));
+            Ok(())
+        }
         Some(Command::Ablate {
             config,
             kernels,

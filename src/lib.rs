@@ -11,6 +11,7 @@ pub mod cuda;
 pub mod dirac;
 pub mod error;
 pub mod field;
+pub mod floor;
 pub mod gauge_gen;
 pub mod generate;
 pub mod io;

@@ -1,0 +1,232 @@
+//! `qcd-solve floor --dims 16,16,16,32`: the fast path (kernel 3.0) against its DRAM
+//! floors, measured as ratios in one run. B is the streaming triad measured first on the
+//! same device; each row times `repeat` back-to-back calls (after a warm-up) with the host
+//! clock around a synchronised batch, and divides by the time the row's floor bytes take
+//! at B. Floors (each field read or written once, conventions.md):
+//!
+//! - dslash, full lattice: 4 links + 1 input + 1 output spinor per site: 960 B/site in
+//!   double with 18 reals per link, 768 with 12; half that in single;
+//! - Schur operator M_ee on an even field: two half-lattice hops, each reading every link
+//!   (the odd outputs need the even sites' backward links and their own forward ones),
+//!   plus five half-lattice spinors (x_e, tmp_o written and read, x_e again, out);
+//! - one fused CR iteration on the full lattice: a dslash plus two BLAS passes of six
+//!   spinors each (xr: x, p, r, Ap read, x, r written; p: r, Ar, p, Ap read, p, Ap
+//!   written): 960 + 2 * 6 * 192 = 3264 B/site in double.
+
+use crate::backend::{Backend, CrScalars, Layout, Operator, Precision, Subset};
+use crate::cuda::{CudaBackend, CudaOptions, StencilVersion};
+use crate::error::{Error, Result};
+use crate::field::{GaugeField, SpinorField, C64};
+use crate::lattice::{Lattice, DEFAULT_BOUNDARY};
+use crate::report::TRIAD_BYTES;
+use std::time::Instant;
+
+/// Bytes per lattice site of the row's floor.
+pub fn dslash_floor(reconstruct: usize, precision: Precision) -> f64 {
+    let p = bytes_per_real(precision);
+    (4 * reconstruct * p + 2 * 24 * p) as f64
+}
+
+pub fn schur_floor(reconstruct: usize, precision: Precision) -> f64 {
+    let p = bytes_per_real(precision);
+    // Per full-lattice site: 2 hops x all links, 5 half spinors = 2.5 spinors.
+    (2 * 4 * reconstruct * p) as f64 + 2.5 * (24 * p) as f64
+}
+
+pub fn cr_iteration_floor(reconstruct: usize, precision: Precision) -> f64 {
+    let p = bytes_per_real(precision);
+    dslash_floor(reconstruct, precision) + (2 * 6 * 24 * p) as f64
+}
+
+fn bytes_per_real(p: Precision) -> usize {
+    match p {
+        Precision::Double => 8,
+        Precision::Single => 4,
+    }
+}
+
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct FloorRow {
+    pub what: String,
+    pub bytes_per_site: f64,
+    pub microseconds: f64,
+    pub floor_microseconds: f64,
+    pub ratio: f64,
+    /// The issue's bound on the ratio, where there is one.
+    pub target: Option<f64>,
+}
+
+fn time_batch(
+    be: &mut CudaBackend,
+    repeat: usize,
+    f: &mut dyn FnMut(&mut CudaBackend) -> Result<()>,
+) -> Result<f64> {
+    f(be)?; // warm-up (compilation, graph capture)
+    be.synchronize()?;
+    let t = Instant::now();
+    for _ in 0..repeat {
+        f(be)?;
+    }
+    be.synchronize()?;
+    Ok(t.elapsed().as_secs_f64() / repeat as f64)
+}
+
+pub fn measure(
+    dims: &[usize],
+    repeat: usize,
+    block: Option<usize>,
+) -> Result<(f64, Vec<FloorRow>)> {
+    if dims.len() != 4 {
+        return Err(Error::invalid(
+            "--dims",
+            format!("needs 4 extents, got {dims:?}"),
+        ));
+    }
+    let l = Lattice::new([dims[0], dims[1], dims[2], dims[3]], DEFAULT_BOUNDARY)?;
+    let v = l.volume() as f64;
+    let gauge = GaugeField::random(&l, 2013);
+    let psi = SpinorField::random(l.volume(), 5, 0);
+    let kappa = 0.124;
+    let triad = crate::cuda::triad_bandwidth(TRIAD_BYTES)?;
+    let floor_us = |bytes: f64| 1e6 * bytes * v / (triad * 1e9);
+    let mut rows = Vec::new();
+    let mut push = |what: String, bytes: f64, secs: f64, target: Option<f64>| {
+        let f = floor_us(bytes);
+        rows.push(FloorRow {
+            what,
+            bytes_per_site: bytes,
+            microseconds: 1e6 * secs,
+            floor_microseconds: f,
+            ratio: 1e6 * secs / f,
+            target,
+        })
+    };
+    for r12 in [false, true] {
+        let mut opts = CudaOptions {
+            version: StencilVersion::V3_0,
+            reconstruct_12: r12,
+            ..CudaOptions::default()
+        };
+        if let Some(b) = block {
+            opts.coarse_block = b;
+        }
+        let mut be = CudaBackend::new(&gauge, kappa, &opts)?;
+        let rec = if r12 { 12 } else { 18 };
+        let full = be.upload(&psi)?;
+        for prec in [Precision::Double, Precision::Single] {
+            let lf = Layout::new(Subset::Full, prec);
+            let mut inp = be.alloc_layout(lf)?;
+            be.convert(&mut inp, &full)?;
+            let mut out = be.alloc_layout(lf)?;
+            let t = time_batch(&mut be, repeat, &mut |be| {
+                be.apply(Operator::G5D, &mut out, &inp)
+            })?;
+            let target = (!r12 && prec == Precision::Double).then_some(1.25);
+            push(
+                format!("dslash full {prec:?} r{rec}").to_lowercase(),
+                dslash_floor(rec, prec),
+                t,
+                target,
+            );
+            let le = Layout::new(Subset::Even, prec);
+            let mut ein = be.alloc_layout(le)?;
+            be.convert(&mut ein, &full)?;
+            let mut eout = be.alloc_layout(le)?;
+            let t = time_batch(&mut be, repeat, &mut |be| {
+                be.apply(Operator::G5Schur, &mut eout, &ein)
+            })?;
+            push(
+                format!("schur even-odd {prec:?} r{rec}").to_lowercase(),
+                schur_floor(rec, prec),
+                t,
+                None,
+            );
+            // One fused CR iteration (kept running: eps 0, no iteration limit reached).
+            let mut x = be.alloc_layout(lf)?;
+            let mut r = be.alloc_layout(lf)?;
+            be.copy(&mut r, &inp)?;
+            let mut p = be.alloc_layout(lf)?;
+            be.copy(&mut p, &inp)?;
+            let mut ap = be.alloc_layout(lf)?;
+            be.apply(Operator::G5D, &mut ap, &p)?;
+            let mut ar = be.alloc_layout(lf)?;
+            let nr = be.norm2(&r)?;
+            let apap = be.norm2(&ap)?;
+            let rar = be.dot(&r, &ap)?;
+            let s = CrScalars {
+                rar,
+                apap,
+                nr,
+                eps: 0.0,
+                alpha: rar.conj() / apap,
+                beta: C64::new(0.0, 0.0),
+                iter: 0,
+                max_iter: (4 * repeat + 8) as u64,
+                active: true,
+            };
+            let mut st = be.cr_state(&s)?;
+            let key = 0xF100 + r12 as u64 * 2 + (prec == Precision::Single) as u64;
+            let k = 10;
+            let t = time_batch(&mut be, repeat.div_ceil(k), &mut |be| {
+                be.repeat(key, k, &mut |be: &mut CudaBackend| {
+                    be.cr_update_xr(&mut st, &p, &ap, &mut x, &mut r)?;
+                    be.cr_apply_dot(Operator::G5D, &mut st, &r, &mut ar)?;
+                    be.cr_update_p(&mut st, &r, &ar, &mut p, &mut ap)
+                })
+            })? / k as f64;
+            be.forget_graphs();
+            let done = be.cr_get(&st)?;
+            if !done.active {
+                return Err(Error::CheckFailed(format!(
+                    "the timed CR iterations stopped early (iteration {}, nr {:e})",
+                    done.iter, done.nr
+                )));
+            }
+            let target = (!r12 && prec == Precision::Double).then_some(1.3);
+            push(
+                format!("CR iteration fused {prec:?} r{rec}").to_lowercase(),
+                cr_iteration_floor(rec, prec),
+                t,
+                target,
+            );
+        }
+    }
+    Ok((triad, rows))
+}
+
+pub fn table(dims: &[usize], triad: f64, rows: &[FloorRow]) -> String {
+    let mut s = format!(
+        "kernel 3.0 against its DRAM floors on {dims:?}, triad B = {triad:.0} GB/s\n{:<30} {:>8} {:>10} {:>10} {:>7} {}\n",
+        "row", "B/site", "us", "floor us", "ratio", "target"
+    );
+    for r in rows {
+        s.push_str(&format!(
+            "{:<30} {:>8.0} {:>10.2} {:>10.2} {:>7.3} {}\n",
+            r.what,
+            r.bytes_per_site,
+            r.microseconds,
+            r.floor_microseconds,
+            r.ratio,
+            match r.target {
+                Some(t) if r.ratio <= t => format!("<= {t}: met"),
+                Some(t) => format!("<= {t}: MISSED by {:.0}%", 100.0 * (r.ratio / t - 1.0)),
+                None => String::new(),
+            }
+        ));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn floors_are_the_issue_s_numbers() {
+        // issue: 960 B/site dslash and 3264 B/site CR iteration, double, 18 reals.
+        assert_eq!(dslash_floor(18, Precision::Double), 960.0);
+        assert_eq!(cr_iteration_floor(18, Precision::Double), 3264.0);
+        assert_eq!(dslash_floor(12, Precision::Single), 384.0);
+        assert_eq!(schur_floor(18, Precision::Double), 1152.0 + 480.0);
+    }
+}
