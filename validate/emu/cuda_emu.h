@@ -7,6 +7,7 @@
 // Not a performance model, not a race detector beyond what the barriers order.
 #pragma once
 #include <algorithm>
+#include <atomic>
 #include <barrier>
 #include <cmath>
 #include <cstddef>
@@ -26,6 +27,9 @@
 struct double2 {
     double x, y;
 };
+struct float2 {
+    float x, y;
+};
 struct emu_uint3 {
     unsigned x = 0, y = 0, z = 0;
 };
@@ -35,8 +39,25 @@ extern char* emu_dynamic_shared;
 extern std::barrier<>* emu_barrier;
 
 inline void __syncthreads() { emu_barrier->arrive_and_wait(); }
+using std::isfinite;
 using std::max;
 using std::min;
+
+// Blocks run one after another and one thread per block does the atomics of the kernels
+// here, so these need no atomicity; the fence is a plain memory fence.
+inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+// CUDA's atomicInc: old = *a; *a = old >= limit ? 0 : old + 1; returns old.
+inline unsigned atomicInc(unsigned* a, unsigned limit)
+{
+    const unsigned old = *a;
+    *a = old >= limit ? 0u : old + 1u;
+    return old;
+}
+template <class T>
+inline T __ldcg(const T* p)
+{
+    return *p;
+}
 
 #define QCD_DYNAMIC_SHARED(type, name) type* name = reinterpret_cast<type*>(emu_dynamic_shared)
 
