@@ -5,7 +5,8 @@
 // against a sequential sum), the scalar-block updates (nr, iter, history, apap, alpha,
 // active with each stop condition), the ticket counters back at 0 after every launch,
 // and that an inactive block changes nothing. Double and single fields, several grids
-// and block sizes (including grids of 1 and blocks that are not powers of two).
+// and block sizes (including grids of 1 and blocks that are not powers of two), blocks
+// run first to last and last to first (another block sums the partials: same bits).
 // Prints one line per check; exit 1 on failure.
 #include "cuda_emu.h"
 #include <cstdio>
@@ -152,7 +153,9 @@ static void run_case(const char* prec, size_t n, unsigned grid, unsigned block)
 {
     using F = Field<T>;
     char tag[128];
-    std::snprintf(tag, sizeof tag, "%s n=%zu grid=%u block=%u", prec, n, grid, block);
+    std::snprintf(tag, sizeof tag, "%s n=%zu grid=%u block=%u%s", prec, n, grid, block,
+                  emu_reverse_blocks ? " reversed" : "");
+    rng.seed(n * 7919 + grid * 31 + block);
     const unsigned max_iter = 9;
     auto x = random_field<T>(n), r = random_field<T>(n), p = random_field<T>(n), ap = random_field<T>(n),
          ar = random_field<T>(n);
@@ -272,10 +275,16 @@ int main()
         unsigned grid, block;
     };
     const Geo geos[] = {{1, 1, 32}, {972, 1, 64}, {972, 3, 96}, {5000, 7, 64}, {4096, 4, 256}, {777, 40, 32}};
-    for (const Geo& g : geos) {
-        run_case<double2>("double", g.n, g.grid, g.block);
-        run_case<float2>("single", g.n, g.grid, g.block);
+    // Blocks in launch order, then last to first: the same data and the same bits (the
+    // tree-order checks are exact), whichever block arrives last and sums the partials.
+    for (bool reverse : {false, true}) {
+        emu_reverse_blocks = reverse;
+        for (const Geo& g : geos) {
+            run_case<double2>("double", g.n, g.grid, g.block);
+            run_case<float2>("single", g.n, g.grid, g.block);
+        }
     }
+    emu_reverse_blocks = false;
     stop_conditions();
     std::printf("%s\n", failures ? "cr_check: FAILED" : "cr_check: all passed");
     return failures ? 1 : 0;
