@@ -86,10 +86,12 @@ pub(crate) enum RawFieldMut<'a> {
 }
 
 impl DeviceSpinor {
+    #[allow(dead_code)]
     pub(crate) fn raw(&self) -> RawField<'_> {
         RawField::Double(&self.data)
     }
 
+    #[allow(dead_code)]
     pub(crate) fn raw_mut(&mut self) -> RawFieldMut<'_> {
         RawFieldMut::Double(&mut self.data)
     }
@@ -134,7 +136,7 @@ pub struct CudaBackend {
     setup: SetupTimes,
     applications: u64,
     /// The fused CR iteration's kernels (loaded on first use) and recorded graphs.
-    fused: super::fused::Fused,
+    fused: Fused,
 }
 
 fn as_f64(data: &[C64]) -> &[f64] {
