@@ -98,7 +98,8 @@ __device__ __forceinline__ void cr_finish_xr(double* s, double* hist, double nr)
     const double it = s[CR_ITER] + 1.0;
     s[CR_NR] = nr;
     s[CR_ITER] = it;
-    hist[(size_t)it] = nr;
+    if (it <= s[CR_MAX_ITER]) // always, when the host set a consistent block (active => iter < max_iter)
+        hist[(size_t)it] = nr;
 }
 
 __device__ __forceinline__ void cr_finish_apply(double* s, double2 rar_new)

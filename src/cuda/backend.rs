@@ -11,11 +11,12 @@
 
 use super::compile::{Program, BLAS1, LAYOUT, REDUCE};
 use super::device::{driver_err, ensure_fits, function, load_module, open_context, triad_on};
+use super::fused::{DeviceCrState, Fused};
 use super::kernels::{li_in_hop_order, reduce_blocks, Kernel, BLAS_BLOCK};
 use super::stencil::{self, cfg_1d, StencilArgs, StencilKernels, StencilKind};
 use super::timing::{launch, GpuStream, KernelStat};
 use super::version::{LinkLayout, StencilVersion};
-use crate::backend::{Backend, Operator};
+use crate::backend::{Backend, CrScalars, Operator};
 use crate::error::{Error, Result};
 use crate::field::{GaugeField, SpinorField, C64};
 use crate::lattice::{Boundary, Lattice, NDIM};
@@ -134,6 +135,8 @@ pub struct CudaBackend {
     staging: Option<PinnedHostSlice<f64>>,
     setup: SetupTimes,
     applications: u64,
+    /// The fused CR iteration's kernels (loaded on first use) and recorded graphs.
+    fused: Fused,
 }
 
 fn as_f64(data: &[C64]) -> &[f64] {
@@ -425,6 +428,7 @@ impl CudaBackend {
             staging: None,
             setup,
             applications: 0,
+            fused: Default::default(),
         })
     }
 
@@ -630,7 +634,7 @@ fn upload_li(
 
 impl Backend for CudaBackend {
     type Field = DeviceSpinor;
-    type CrState = super::fused::DeviceCrState;
+    type CrState = DeviceCrState;
 
     fn layout(&self, _field: &DeviceSpinor) -> crate::backend::Layout {
         crate::backend::Layout::FULL
@@ -794,6 +798,81 @@ impl Backend for CudaBackend {
             [&x.data, &ni, &mut self.partial[0]]
         );
         Ok(self.finish_reduction(reduce_blocks(n), false)?.0)
+    }
+
+    // The fused CR iteration (version 3.0): src/cuda/fused.rs.
+    fn cr_state(&mut self, s: &CrScalars) -> Result<DeviceCrState> {
+        self.fast_path()?;
+        self.fused
+            .new_state(&mut self.gpu, self.lattice.volume(), s)
+    }
+
+    fn cr_set(&mut self, state: &mut DeviceCrState, s: &CrScalars) -> Result<()> {
+        self.fast_path()?;
+        Fused::set(&mut self.gpu, state, s)
+    }
+
+    fn cr_get(&mut self, state: &DeviceCrState) -> Result<CrScalars> {
+        self.fast_path()?;
+        Fused::get(&mut self.gpu, state)
+    }
+
+    fn cr_history(&mut self, state: &DeviceCrState) -> Result<Vec<f64>> {
+        self.fast_path()?;
+        Fused::history(&mut self.gpu, state)
+    }
+
+    fn cr_update_xr(
+        &mut self,
+        state: &mut DeviceCrState,
+        p: &DeviceSpinor,
+        ap: &DeviceSpinor,
+        x: &mut DeviceSpinor,
+        r: &mut DeviceSpinor,
+    ) -> Result<()> {
+        self.fast_path()?;
+        let (p, ap, x, r) = (p.raw(), ap.raw(), x.raw_mut(), r.raw_mut());
+        self.fused.update_xr(&mut self.gpu, state, p, ap, x, r)
+    }
+
+    fn cr_update_p(
+        &mut self,
+        state: &mut DeviceCrState,
+        r: &DeviceSpinor,
+        ar: &DeviceSpinor,
+        p: &mut DeviceSpinor,
+        ap: &mut DeviceSpinor,
+    ) -> Result<()> {
+        self.fast_path()?;
+        let (r, ar, p, ap) = (r.raw(), ar.raw(), p.raw_mut(), ap.raw_mut());
+        self.fused.update_p(&mut self.gpu, state, r, ar, p, ap)
+    }
+
+    fn repeat(
+        &mut self,
+        key: u64,
+        times: usize,
+        body: &mut dyn FnMut(&mut Self) -> Result<()>,
+    ) -> Result<()> {
+        if self.fast_path().is_err() {
+            return (0..times).try_for_each(|_| body(self));
+        }
+        super::fused::repeat(self, |b| (&mut b.gpu, &mut b.fused), key, times, body)
+    }
+
+    fn forget_graphs(&mut self) {
+        self.fused.forget_graphs();
+    }
+}
+
+impl CudaBackend {
+    /// The fast path (fused CR, graphs) is version 3.0's; others refuse by name.
+    fn fast_path(&self) -> Result<()> {
+        if self.version == StencilVersion::V3_0 {
+            Ok(())
+        } else {
+            Err(crate::backend::unsupported(self, "the fused CR iteration"))
+        }
     }
 }
 

@@ -19,7 +19,9 @@ pub(crate) struct KernelSource {
 }
 
 const COMMON: &str = include_str!("../../kernels/common.cuh");
-const INCLUDE_LINE: &str = "#include \"common.cuh\"";
+const CR_DEVICE: &str = include_str!("../../kernels/cr_device.cuh");
+/// The headers a source may `#include "..."` (spliced in, each at most once per program).
+const HEADERS: [(&str, &str); 2] = [("common.cuh", COMMON), ("cr_device.cuh", CR_DEVICE)];
 
 pub(crate) static BLAS1: KernelSource = KernelSource {
     name: "blas1.cu",
@@ -54,6 +56,21 @@ pub(crate) static HEATBATH: KernelSource = KernelSource {
 pub(crate) fn heatbath_program() -> Program {
     Program {
         source: &HEATBATH,
+        defines: Vec::new(),
+        flags: vec!["--fmad=false"],
+    }
+}
+
+/// The fused CR iteration's element-wise kernels: no FMA contraction, so that the updates
+/// round as the CPU backend's.
+pub(crate) static CR_FUSED: KernelSource = KernelSource {
+    name: "cr_fused.cu",
+    code: include_str!("../../kernels/cr_fused.cu"),
+};
+
+pub(crate) fn cr_fused_program() -> Program {
+    Program {
+        source: &CR_FUSED,
         defines: Vec::new(),
         flags: vec!["--fmad=false"],
     }
@@ -107,21 +124,39 @@ impl Program {
         o
     }
 
-    /// The source with the shared header spliced in, `#line` directives keeping NVRTC's
-    /// messages pointing at the right file and line.
+    /// The source with the shared headers spliced in (recursively, each once), `#line`
+    /// directives keeping NVRTC's messages pointing at the right file and line.
     fn expanded(&self) -> String {
         let mut out = String::with_capacity(COMMON.len() + self.source.code.len() + 128);
-        for (n, line) in self.source.code.lines().enumerate() {
-            if line.trim() == INCLUDE_LINE {
-                out.push_str("#line 1 \"common.cuh\"\n");
-                out.push_str(COMMON);
-                out.push_str(&format!("\n#line {} \"{}\"\n", n + 2, self.source.name));
-            } else {
+        let mut seen = Vec::new();
+        splice(self.source.name, self.source.code, &mut seen, &mut out);
+        out
+    }
+}
+
+/// Append `code` (file `name`) to `out`, replacing each `#include "h"` of a known header
+/// by its text the first time (the headers are `#pragma once`) and by nothing after.
+fn splice(name: &str, code: &str, seen: &mut Vec<&'static str>, out: &mut String) {
+    for (n, line) in code.lines().enumerate() {
+        let header = line
+            .trim()
+            .strip_prefix("#include \"")
+            .and_then(|rest| rest.strip_suffix('"'))
+            .and_then(|h| HEADERS.iter().find(|(hn, _)| *hn == h));
+        match header {
+            Some(&(hname, hcode)) => {
+                if !seen.contains(&hname) {
+                    seen.push(hname);
+                    out.push_str(&format!("#line 1 \"{hname}\"\n"));
+                    splice(hname, hcode, seen, out);
+                }
+                out.push_str(&format!("\n#line {} \"{name}\"\n", n + 2));
+            }
+            None => {
                 out.push_str(line);
                 out.push('\n');
             }
         }
-        out
     }
 }
 
@@ -133,6 +168,7 @@ pub(crate) fn all_programs() -> Vec<Program> {
         Program::plain(&REDUCE),
         Program::plain(&LAYOUT),
         heatbath_program(),
+        cr_fused_program(),
     ];
     for &v in StencilVersion::all() {
         for r12 in [false, true] {
@@ -226,9 +262,10 @@ pub fn compile_all_kernels(arch: &str) -> Result<Vec<(String, usize)>> {
 /// Every kernel source and the shared header, for fingerprinting (the tune cache keys its
 /// entries by a hash of these: any kernel edit makes old launch timings stale).
 pub fn all_sources() -> Vec<&'static str> {
-    let mut v = vec![COMMON];
+    let mut v = vec![COMMON, CR_DEVICE];
     v.extend(
         [
+            &CR_FUSED,
             &BLAS1,
             &REDUCE,
             &LAYOUT,
@@ -247,6 +284,8 @@ pub fn all_sources() -> Vec<&'static str> {
 mod tests {
     use super::*;
 
+    const INCLUDE_LINE: &str = "#include \"common.cuh\"";
+
     #[test]
     fn header_is_spliced_with_line_directives() {
         let p = Program::plain(&BLAS1);
@@ -258,6 +297,16 @@ mod tests {
     }
 
     #[test]
+    fn nested_headers_are_spliced_once() {
+        let s = cr_fused_program().expanded();
+        assert!(!s.contains("#include \""), "an include was left");
+        assert_eq!(s.matches("#line 1 \"common.cuh\"").count(), 1);
+        assert_eq!(s.matches("#line 1 \"cr_device.cuh\"").count(), 1);
+        assert!(s.find("c_madd").unwrap() < s.find("cr_reduce_last").unwrap());
+        assert!(s.contains("\"cr_fused.cu\""));
+    }
+
+    #[test]
     fn every_version_has_a_program_and_the_list_has_no_duplicates() {
         let all = all_programs();
         for (a, pa) in all.iter().enumerate() {
@@ -265,9 +314,9 @@ mod tests {
                 assert_ne!(pa, pb);
             }
         }
-        // support (3) + heatbath + coarse + fine (1.1/1.2 share; 1.3, 1.4, 1.5, 1.6,
+        // support (3) + heatbath + fused CR + coarse + fine (1.1/1.2 share; 1.3, 1.4, 1.5, 1.6,
         // 1.6.1) + split + 3.0 (18 and 12 reals per link)
-        assert_eq!(all.len(), 3 + 1 + 1 + 6 + 1 + 2);
+        assert_eq!(all.len(), 3 + 1 + 1 + 1 + 6 + 1 + 2);
     }
 
     #[test]

@@ -1,8 +1,26 @@
 //! The fused CR iteration on the GPU (kernels/cr_fused.cu, kernels/cr_device.cuh): the
 //! scalars live in device memory and the kernels update them themselves, so an iteration
 //! needs no host read and can be recorded once as a CUDA graph and replayed.
+//!
+//! - `Fused`: the backend's part (the kernels, loaded on first use, and the graph cache);
+//! - `DeviceCrState`: one solve's scalar block, history, reduction partials and tickets;
+//! - `scalars_to_block` / `block_to_scalars`: the host <-> device form of `CrScalars`;
+//! - `cr_grid`: the fixed launch geometry of the element-wise kernels;
+//! - `repeat`: `Backend::repeat` with stream capture into cached CUDA graphs.
+//!
+//! The operator with its (r|Ar) epilogue (`cr_apply_dot`) is the stencil's (stencil_v3.cu):
+//! it uses the same state (scalars, partials from index 0, tickets[CR_TICKET_APPLY]).
 
-use cudarc::driver::CudaSlice;
+use super::backend::{RawField, RawFieldMut};
+use super::compile::cr_fused_program;
+use super::device::{driver_err, function, load_module};
+use super::kernels::Kernel;
+use super::timing::{launch, CaptureTally, GpuStream};
+use crate::backend::{CrScalars, Precision};
+use crate::error::{Error, Result};
+use crate::field::C64;
+use cudarc::driver::{sys, CudaFunction, CudaGraph, CudaSlice, LaunchConfig};
+use std::collections::HashMap;
 
 /// Indices into the device scalar block (the same numbers as kernels/cr_device.cuh).
 pub const CR_RAR_RE: usize = 0;
@@ -18,11 +36,77 @@ pub const CR_ITER: usize = 9;
 pub const CR_MAX_ITER: usize = 10;
 pub const CR_ACTIVE: usize = 11;
 pub const CR_SCALARS: usize = 12;
-/// Ticket counters (kernels/cr_device.cuh CR_TICKET_*).
+/// Ticket counters (kernels/cr_device.cuh CR_TICKET_*; the kernels pick their own, the
+/// host only allocates CR_TICKETS zeroed counters; kept in step with the header by a test).
+#[allow(dead_code)]
 pub const CR_TICKET_XR: usize = 0;
+#[allow(dead_code)]
 pub const CR_TICKET_APPLY: usize = 1;
+#[allow(dead_code)]
 pub const CR_TICKET_P: usize = 2;
 pub const CR_TICKETS: usize = 4;
+
+/// Threads per block of cr_xr and cr_p (dynamic shared memory: 16 bytes per thread).
+pub const CR_BLOCK: usize = 256;
+/// Elements per thread the grid is sized for (at least; the grid is capped).
+pub const CR_PER_THREAD: usize = 8;
+/// The most blocks of cr_xr and cr_p: about 8 resident blocks on each SM of an H100.
+pub const CR_MAX_GRID: usize = 1024;
+
+/// Blocks of cr_xr and cr_p over n complex numbers: a function of n only, so that the
+/// reductions' trees (and so their bits) are the same on every run and every device.
+pub fn cr_grid(n: usize) -> usize {
+    n.div_ceil(CR_BLOCK * CR_PER_THREAD).clamp(1, CR_MAX_GRID)
+}
+
+/// The launch of cr_xr and cr_p over n complex numbers.
+pub(crate) fn cr_cfg(n: usize) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (cr_grid(n) as u32, 1, 1),
+        block_dim: (CR_BLOCK as u32, 1, 1),
+        shared_mem_bytes: (CR_BLOCK * 16) as u32,
+    }
+}
+
+/// Doubles of the partial-sum buffer for a lattice of `volume` sites: a double2 per block
+/// of any launch of at least 32 threads per block over the full lattice (one thread per
+/// site: the stencil's dot epilogue), and of cr_xr and cr_p.
+pub fn partials_len(volume: usize) -> usize {
+    2 * (volume / 32 + 1).max(CR_MAX_GRID)
+}
+
+/// `CrScalars` as the device block (iter and max_iter as exact doubles, active 1 or 0).
+pub fn scalars_to_block(s: &CrScalars) -> [f64; CR_SCALARS] {
+    let mut b = [0.0; CR_SCALARS];
+    b[CR_RAR_RE] = s.rar.re;
+    b[CR_RAR_IM] = s.rar.im;
+    b[CR_APAP] = s.apap;
+    b[CR_NR] = s.nr;
+    b[CR_EPS] = s.eps;
+    b[CR_ALPHA_RE] = s.alpha.re;
+    b[CR_ALPHA_IM] = s.alpha.im;
+    b[CR_BETA_RE] = s.beta.re;
+    b[CR_BETA_IM] = s.beta.im;
+    b[CR_ITER] = s.iter as f64;
+    b[CR_MAX_ITER] = s.max_iter as f64;
+    b[CR_ACTIVE] = if s.active { 1.0 } else { 0.0 };
+    b
+}
+
+/// The inverse of `scalars_to_block`.
+pub fn block_to_scalars(b: &[f64; CR_SCALARS]) -> CrScalars {
+    CrScalars {
+        rar: C64::new(b[CR_RAR_RE], b[CR_RAR_IM]),
+        apap: b[CR_APAP],
+        nr: b[CR_NR],
+        eps: b[CR_EPS],
+        alpha: C64::new(b[CR_ALPHA_RE], b[CR_ALPHA_IM]),
+        beta: C64::new(b[CR_BETA_RE], b[CR_BETA_IM]),
+        iter: b[CR_ITER] as u64,
+        max_iter: b[CR_MAX_ITER] as u64,
+        active: b[CR_ACTIVE] != 0.0,
+    }
+}
 
 /// The device side of one fused CR solve.
 pub struct DeviceCrState {
@@ -30,9 +114,476 @@ pub struct DeviceCrState {
     pub(crate) scalars: CudaSlice<f64>,
     /// nr of iterations 0..=max_iter.
     pub(crate) history: CudaSlice<f64>,
-    /// Per-block partial sums (double2 as pairs), room for any launch of at least 32
-    /// threads per block over the full lattice.
+    /// Per-block partial sums (double2 as pairs), `partials_len(volume)` doubles: room for
+    /// any launch of at least 32 threads per block over the full lattice, and for
+    /// cr_xr and cr_p.
     pub(crate) partials: CudaSlice<f64>,
     /// CR_TICKETS counters, zero between launches.
     pub(crate) tickets: CudaSlice<u32>,
+}
+
+struct FusedKernels {
+    xr_d: CudaFunction,
+    xr_s: CudaFunction,
+    p_d: CudaFunction,
+    p_s: CudaFunction,
+}
+
+struct CachedGraph {
+    graph: CudaGraph,
+    /// The launches it holds (counted at capture).
+    tally: CaptureTally,
+}
+
+/// The backend's part of the fused iteration: its kernels (compiled and loaded on first
+/// use) and the graphs `repeat` recorded, by (key, times).
+#[derive(Default)]
+pub(crate) struct Fused {
+    kernels: Option<FusedKernels>,
+    graphs: HashMap<(u64, usize), CachedGraph>,
+}
+
+fn err(what: &'static str) -> impl Fn(cudarc::driver::DriverError) -> Error {
+    move |e| driver_err(what, e)
+}
+
+/// The scalars must fit the history: iter <= max_iter < history length.
+fn check_scalars(s: &CrScalars, history_len: usize) -> Result<()> {
+    if s.iter > s.max_iter || s.max_iter as usize >= history_len {
+        return Err(Error::invalid(
+            "cr_state",
+            format!(
+                "iter {} and max_iter {} do not fit a history of {} entries",
+                s.iter, s.max_iter, history_len
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Complex numbers of each field of a call, and their common precision; all four must
+/// agree (else Error::InvalidValue).
+fn common_shape(fields: [(Precision, usize); 4], what: &str) -> Result<(Precision, usize)> {
+    let (prec, len) = fields[0];
+    if fields.iter().any(|&f| f != (prec, len)) {
+        return Err(Error::invalid(
+            "fields",
+            format!("{what} needs four fields of one precision and length, got {fields:?}"),
+        ));
+    }
+    if len > i32::MAX as usize {
+        return Err(Error::invalid(
+            "fields",
+            format!("{what}: {len} complex numbers do not fit the kernels' int count"),
+        ));
+    }
+    Ok((prec, len))
+}
+
+fn shape(f: &RawField<'_>) -> (Precision, usize) {
+    match f {
+        RawField::Double(d) => (Precision::Double, d.len() / 2),
+        RawField::Single(s) => (Precision::Single, s.len() / 2),
+    }
+}
+
+fn shape_mut(f: &RawFieldMut<'_>) -> (Precision, usize) {
+    match f {
+        RawFieldMut::Double(d) => (Precision::Double, d.len() / 2),
+        RawFieldMut::Single(s) => (Precision::Single, s.len() / 2),
+    }
+}
+
+fn mixed() -> Error {
+    Error::invalid(
+        "fields",
+        "the fields of a fused CR update differ in precision",
+    )
+}
+
+impl Fused {
+    fn kernels(&mut self, gpu: &GpuStream) -> Result<&FusedKernels> {
+        if self.kernels.is_none() {
+            let (module, _) = load_module(&gpu.ctx, &cr_fused_program())?;
+            self.kernels = Some(FusedKernels {
+                xr_d: function(&module, "cr_xr_d")?,
+                xr_s: function(&module, "cr_xr_s")?,
+                p_d: function(&module, "cr_p_d")?,
+                p_s: function(&module, "cr_p_s")?,
+            });
+        }
+        Ok(self.kernels.as_ref().unwrap())
+    }
+
+    /// A new state for a lattice of `volume` sites holding `s` (history of s.max_iter + 1
+    /// entries, NaN except history[s.iter] = s.nr; tickets zero). Loads the kernels.
+    pub fn new_state(
+        &mut self,
+        gpu: &mut GpuStream,
+        volume: usize,
+        s: &CrScalars,
+    ) -> Result<DeviceCrState> {
+        self.kernels(gpu)?;
+        let hlen = s.max_iter as usize + 1;
+        check_scalars(s, hlen)?;
+        let stream = gpu.stream.clone();
+        let mut history = vec![f64::NAN; hlen];
+        history[s.iter as usize] = s.nr;
+        let state = DeviceCrState {
+            scalars: stream
+                .clone_htod(&scalars_to_block(s))
+                .map_err(err("uploading the CR scalars"))?,
+            history: stream
+                .clone_htod(&history)
+                .map_err(err("uploading the CR history"))?,
+            partials: stream
+                .alloc_zeros::<f64>(partials_len(volume))
+                .map_err(err("allocating the CR partial sums"))?,
+            tickets: stream
+                .alloc_zeros::<u32>(CR_TICKETS)
+                .map_err(err("allocating the CR tickets"))?,
+        };
+        // The host vectors are temporaries: wait for the copies.
+        gpu.sync()?;
+        Ok(state)
+    }
+
+    /// Overwrite the scalars and history[s.iter] = s.nr.
+    pub fn set(gpu: &mut GpuStream, state: &mut DeviceCrState, s: &CrScalars) -> Result<()> {
+        check_scalars(s, state.history.len())?;
+        let block = scalars_to_block(s);
+        let nr = [s.nr];
+        let it = s.iter as usize;
+        gpu.stream
+            .memcpy_htod(&block, &mut state.scalars)
+            .map_err(err("uploading the CR scalars"))?;
+        let mut entry = state.history.slice_mut(it..it + 1);
+        gpu.stream
+            .memcpy_htod(&nr, &mut entry)
+            .map_err(err("uploading a CR history entry"))?;
+        gpu.sync()
+    }
+
+    /// The scalars: one device-to-host transfer of the block (waits for queued work).
+    pub fn get(gpu: &mut GpuStream, state: &DeviceCrState) -> Result<CrScalars> {
+        let mut block = [0.0f64; CR_SCALARS];
+        gpu.stream
+            .memcpy_dtoh(&state.scalars, &mut block)
+            .map_err(err("reading the CR scalars"))?;
+        gpu.sync()?;
+        Ok(block_to_scalars(&block))
+    }
+
+    /// history[0..=iter].
+    pub fn history(gpu: &mut GpuStream, state: &DeviceCrState) -> Result<Vec<f64>> {
+        let s = Self::get(gpu, state)?;
+        let n = (s.iter as usize + 1).min(state.history.len());
+        let mut out = vec![0.0f64; n];
+        gpu.stream
+            .memcpy_dtoh(&state.history.slice(0..n), &mut out)
+            .map_err(err("reading the CR history"))?;
+        gpu.sync()?;
+        Ok(out)
+    }
+
+    /// If active: x += alpha p, r -= alpha Ap; nr = (r|r); iter += 1, history[iter] = nr.
+    pub fn update_xr(
+        &mut self,
+        gpu: &mut GpuStream,
+        state: &mut DeviceCrState,
+        p: RawField<'_>,
+        ap: RawField<'_>,
+        x: RawFieldMut<'_>,
+        r: RawFieldMut<'_>,
+    ) -> Result<()> {
+        let (prec, n) = common_shape(
+            [shape(&p), shape(&ap), shape_mut(&x), shape_mut(&r)],
+            "cr_update_xr",
+        )?;
+        let k = self.kernels(gpu)?;
+        let ni = n as i32;
+        let cfg = cr_cfg(n);
+        let DeviceCrState {
+            scalars,
+            history,
+            partials,
+            tickets,
+        } = state;
+        match (p, ap, x, r) {
+            (
+                RawField::Double(p),
+                RawField::Double(ap),
+                RawFieldMut::Double(x),
+                RawFieldMut::Double(r),
+            ) => launch!(
+                gpu,
+                Kernel::CrXr(prec),
+                n,
+                &k.xr_d,
+                cfg,
+                [x, r, p, ap, &ni, scalars, history, partials, tickets]
+            ),
+            (
+                RawField::Single(p),
+                RawField::Single(ap),
+                RawFieldMut::Single(x),
+                RawFieldMut::Single(r),
+            ) => launch!(
+                gpu,
+                Kernel::CrXr(prec),
+                n,
+                &k.xr_s,
+                cfg,
+                [x, r, p, ap, &ni, scalars, history, partials, tickets]
+            ),
+            _ => return Err(mixed()),
+        }
+        Ok(())
+    }
+
+    /// If active: p = r + beta p, Ap = Ar + beta Ap; apap = (Ap|Ap); alpha = conj(rar)/apap;
+    /// active = nr > eps && iter < max_iter && nr finite.
+    pub fn update_p(
+        &mut self,
+        gpu: &mut GpuStream,
+        state: &mut DeviceCrState,
+        r: RawField<'_>,
+        ar: RawField<'_>,
+        p: RawFieldMut<'_>,
+        ap: RawFieldMut<'_>,
+    ) -> Result<()> {
+        let (prec, n) = common_shape(
+            [shape(&r), shape(&ar), shape_mut(&p), shape_mut(&ap)],
+            "cr_update_p",
+        )?;
+        let k = self.kernels(gpu)?;
+        let ni = n as i32;
+        let cfg = cr_cfg(n);
+        let DeviceCrState {
+            scalars,
+            partials,
+            tickets,
+            ..
+        } = state;
+        match (r, ar, p, ap) {
+            (
+                RawField::Double(r),
+                RawField::Double(ar),
+                RawFieldMut::Double(p),
+                RawFieldMut::Double(ap),
+            ) => launch!(
+                gpu,
+                Kernel::CrP(prec),
+                n,
+                &k.p_d,
+                cfg,
+                [p, ap, r, ar, &ni, scalars, partials, tickets]
+            ),
+            (
+                RawField::Single(r),
+                RawField::Single(ar),
+                RawFieldMut::Single(p),
+                RawFieldMut::Single(ap),
+            ) => launch!(
+                gpu,
+                Kernel::CrP(prec),
+                n,
+                &k.p_s,
+                cfg,
+                [p, ap, r, ar, &ni, scalars, partials, tickets]
+            ),
+            _ => return Err(mixed()),
+        }
+        Ok(())
+    }
+
+    /// Drop the recorded graphs (an in-flight graph is freed when it completes).
+    pub fn forget_graphs(&mut self) {
+        self.graphs.clear();
+    }
+}
+
+/// The stat a graph launch is booked under (its launches' flops and bytes).
+pub const GRAPH_STAT: &str = "cr graph";
+
+fn launch_graph(gpu: &mut GpuStream, g: &CachedGraph) -> Result<()> {
+    let pending = gpu.begin()?;
+    g.graph.launch().map_err(err("launching a CUDA graph"))?;
+    gpu.end_named(pending, GRAPH_STAT, false, g.tally.flops, g.tally.bytes)
+}
+
+/// `Backend::repeat` on the GPU. The first call with a (key, times) captures `times` runs
+/// of `body` into one CUDA graph (thread-local capture mode: the body must queue work
+/// only, never synchronise or read to the host), instantiates and caches it, and launches
+/// it; later calls launch the cached graph. Inside a capture (a nested repeat) the body is
+/// simply run `times` times into the outer graph. `parts` gives the backend's stream and
+/// fused state.
+pub(crate) fn repeat<B>(
+    backend: &mut B,
+    parts: for<'a> fn(&'a mut B) -> (&'a mut GpuStream, &'a mut Fused),
+    key: u64,
+    times: usize,
+    body: &mut dyn FnMut(&mut B) -> Result<()>,
+) -> Result<()> {
+    if times == 0 {
+        return Ok(());
+    }
+    let (gpu, fused) = parts(backend);
+    if gpu.capturing() {
+        for _ in 0..times {
+            body(backend)?;
+        }
+        return Ok(());
+    }
+    if let Some(g) = fused.graphs.get(&(key, times)) {
+        return launch_graph(gpu, g);
+    }
+    gpu.stream
+        .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+        .map_err(err("beginning a CUDA graph capture"))?;
+    gpu.begin_capture();
+    let mut outcome = Ok(());
+    for _ in 0..times {
+        outcome = body(backend);
+        if outcome.is_err() {
+            break;
+        }
+    }
+    let (gpu, fused) = parts(backend);
+    let tally = gpu.end_capture();
+    let ended = gpu.stream.end_capture(sys::CUgraphInstantiate_flags(0));
+    outcome.map_err(|e| match e {
+        Error::Cuda(m) => Error::Cuda(format!(
+            "while capturing CUDA graph {key} (x{times}): {m} (a captured body may only queue work: no synchronisation, no host reads)"
+        )),
+        other => other,
+    })?;
+    let graph = ended
+        .map_err(err(
+            "capturing a CUDA graph (a captured body may only queue work: no synchronisation, no host reads)",
+        ))?
+        .ok_or_else(|| Error::Cuda(format!("capturing CUDA graph {key} gave no graph")))?;
+    let cached = fused
+        .graphs
+        .entry((key, times))
+        .or_insert(CachedGraph { graph, tally });
+    launch_graph(gpu, cached)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scalars_round_trip_through_the_block() {
+        let s = CrScalars {
+            rar: C64::new(1.5, -2.25),
+            apap: 3.0e-7,
+            nr: 1.0e-21,
+            eps: 4.0e-22,
+            alpha: C64::new(-0.125, 7.0),
+            beta: C64::new(0.3, f64::MIN_POSITIVE),
+            iter: 123_456,
+            max_iter: 1 << 40,
+            active: true,
+        };
+        let b = scalars_to_block(&s);
+        assert_eq!(b[CR_ITER], 123_456.0);
+        assert_eq!(b[CR_ACTIVE], 1.0);
+        assert_eq!(b[CR_ALPHA_IM], 7.0);
+        assert_eq!(block_to_scalars(&b), s);
+        let off = CrScalars { active: false, ..s };
+        assert_eq!(scalars_to_block(&off)[CR_ACTIVE], 0.0);
+        assert_eq!(block_to_scalars(&scalars_to_block(&off)), off);
+        assert_eq!(
+            block_to_scalars(&scalars_to_block(&CrScalars::default())),
+            CrScalars::default()
+        );
+    }
+
+    #[test]
+    fn indices_match_the_device_header() {
+        let header = include_str!("../../kernels/cr_device.cuh");
+        for (name, value) in [
+            ("CR_RAR_RE", CR_RAR_RE),
+            ("CR_RAR_IM", CR_RAR_IM),
+            ("CR_APAP", CR_APAP),
+            ("CR_NR", CR_NR),
+            ("CR_EPS", CR_EPS),
+            ("CR_ALPHA_RE", CR_ALPHA_RE),
+            ("CR_ALPHA_IM", CR_ALPHA_IM),
+            ("CR_BETA_RE", CR_BETA_RE),
+            ("CR_BETA_IM", CR_BETA_IM),
+            ("CR_ITER", CR_ITER),
+            ("CR_MAX_ITER", CR_MAX_ITER),
+            ("CR_ACTIVE", CR_ACTIVE),
+            ("CR_SCALARS", CR_SCALARS),
+            ("CR_TICKET_XR", CR_TICKET_XR),
+            ("CR_TICKET_APPLY", CR_TICKET_APPLY),
+            ("CR_TICKET_P", CR_TICKET_P),
+            ("CR_TICKETS", CR_TICKETS),
+        ] {
+            let line = format!("#define {name} {value}\n");
+            assert!(
+                header.contains(&line),
+                "cr_device.cuh lacks `{}`",
+                line.trim()
+            );
+        }
+    }
+
+    #[test]
+    fn grid_depends_on_n_only_and_is_bounded() {
+        assert_eq!(cr_grid(0), 1);
+        assert_eq!(cr_grid(1), 1);
+        assert_eq!(cr_grid(CR_BLOCK * CR_PER_THREAD), 1);
+        assert_eq!(cr_grid(CR_BLOCK * CR_PER_THREAD + 1), 2);
+        // 16^4 sites, 12 complex each: 786432 / 2048 = 384 blocks of 8 elements a thread.
+        assert_eq!(cr_grid(16usize.pow(4) * 12), 384);
+        // 32^4 and larger: capped, more elements per thread.
+        assert_eq!(cr_grid(32usize.pow(4) * 12), CR_MAX_GRID);
+        assert_eq!(cr_grid(usize::MAX / 2), CR_MAX_GRID);
+        let cfg = cr_cfg(1000);
+        assert_eq!(cfg.block_dim.0 as usize, CR_BLOCK);
+        assert_eq!(cfg.shared_mem_bytes as usize, CR_BLOCK * 16);
+        // Partials cover the grid and a one-thread-per-site launch of 32-thread blocks.
+        for v in [16, 4096, 65536, 1 << 20] {
+            assert!(partials_len(v) >= 2 * (v / 32 + 1));
+            assert!(partials_len(v) >= 2 * cr_grid(v * 12));
+        }
+    }
+
+    #[test]
+    fn scalars_that_do_not_fit_the_history_are_refused() {
+        let s = CrScalars {
+            iter: 5,
+            max_iter: 4,
+            ..CrScalars::default()
+        };
+        assert!(matches!(
+            check_scalars(&s, 5),
+            Err(Error::InvalidValue { .. })
+        ));
+        let s = CrScalars {
+            iter: 4,
+            max_iter: 4,
+            ..CrScalars::default()
+        };
+        assert!(check_scalars(&s, 5).is_ok());
+        assert!(check_scalars(&s, 4).is_err());
+    }
+
+    #[test]
+    fn mixed_fields_are_refused() {
+        let ok = [(Precision::Double, 12); 4];
+        assert_eq!(common_shape(ok, "x").unwrap(), (Precision::Double, 12));
+        let mut bad = ok;
+        bad[2] = (Precision::Single, 12);
+        assert!(matches!(
+            common_shape(bad, "x"),
+            Err(Error::InvalidValue { .. })
+        ));
+        bad[2] = (Precision::Double, 24);
+        assert!(common_shape(bad, "x").is_err());
+    }
 }

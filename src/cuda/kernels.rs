@@ -5,6 +5,7 @@
 //! counts live on `StencilVersion`.
 
 use super::version::StencilVersion;
+use crate::backend::Precision;
 use crate::dirac::reference::li_matrices;
 
 /// The seed's hop order (kernels/common.cuh): hop h = 0..7 goes in direction HOP_MU[h]
@@ -56,8 +57,31 @@ pub enum Kernel {
     Xgemm33x34 { accumulate: bool },
     /// Version 2.0's out = psi - kappa tmp2 over n sites.
     DslashCombine,
+    /// The fused CR iteration's x += alpha p, r -= alpha Ap with nr = (r|r) and the
+    /// scalar update, over n complex numbers of fields of this precision.
+    CrXr(Precision),
+    /// The fused CR iteration's p = r + beta p, Ap = Ar + beta Ap with apap = (Ap|Ap) and
+    /// the scalar update, over n complex numbers.
+    CrP(Precision),
     /// A set-up kernel (layout building); not booked in the solve's statistics.
     Setup(&'static str),
+}
+
+/// Flops of cr_xr or cr_p over n complex numbers beyond the per-element work: the block
+/// trees (double2 additions, 2 flops each) of every block and of the last block, the last
+/// block's sum of the partials, and the scalar update (`finish` flops).
+fn cr_reduction_flops(n: usize, finish: u64) -> u64 {
+    let grid = super::fused::cr_grid(n) as u64;
+    let tree = 2 * (super::fused::CR_BLOCK as u64 - 1);
+    tree * (grid + 1) + 2 * grid + finish
+}
+
+/// Bytes of a complex number of this precision.
+fn complex_bytes(p: Precision) -> u64 {
+    match p {
+        Precision::Double => 16,
+        Precision::Single => 8,
+    }
 }
 
 /// Inputs a reduction pass loads in its blocks' second halves, and its block count.
@@ -89,6 +113,8 @@ impl Kernel {
             Kernel::Xgemm34x44 => "xgemm34x44 (2.0)".into(),
             Kernel::Xgemm33x34 { .. } => "xgemm33x34 (2.0)".into(),
             Kernel::DslashCombine => "dslash_combine (2.0)".into(),
+            Kernel::CrXr(p) => format!("cr_xr ({})", precision_name(*p)),
+            Kernel::CrP(p) => format!("cr_p ({})", precision_name(*p)),
             Kernel::Setup(name) => (*name).into(),
         }
     }
@@ -133,6 +159,10 @@ impl Kernel {
             Kernel::Xgemm34x44 => 24 * nn,
             Kernel::Xgemm33x34 { accumulate } => (if *accumulate { 288 } else { 264 }) * nn,
             Kernel::DslashCombine => 48 * nn,
+            // Per element: two complex multiply-adds (8 each), |z|^2 (3) and its sum (1).
+            // xr's last block adds 1 to iter; p's divides twice (alpha).
+            Kernel::CrXr(_) => 20 * nn + cr_reduction_flops(n, 1),
+            Kernel::CrP(_) => 20 * nn + cr_reduction_flops(n, 2),
             Kernel::Setup(_) => 0,
         }
     }
@@ -155,8 +185,22 @@ impl Kernel {
                 (144 + spinor + spinor + if *accumulate { spinor } else { 0 }) * nn
             }
             Kernel::DslashCombine => 3 * spinor * nn,
+            // Four fields read, two written; each block writes a double2 partial and the
+            // last block reads them all; the scalars (12 doubles read, a few written, and
+            // xr's history entry) are noise but counted as one block read.
+            Kernel::CrXr(p) | Kernel::CrP(p) => {
+                let grid = super::fused::cr_grid(n) as u64;
+                6 * complex_bytes(*p) * nn + 32 * grid + 8 * super::fused::CR_SCALARS as u64
+            }
             Kernel::Setup(_) => 0,
         }
+    }
+}
+
+fn precision_name(p: Precision) -> &'static str {
+    match p {
+        Precision::Double => "double",
+        Precision::Single => "single",
     }
 }
 
@@ -178,6 +222,31 @@ mod tests {
             + Kernel::Xgemm33x34 { accumulate: false }.bytes(v)
             + Kernel::DslashCombine.bytes(v);
         assert_eq!(bytes, StencilVersion::V2_0.bytes_per_site() * v as u64);
+    }
+
+    #[test]
+    fn fused_cr_counts() {
+        // 2048 complex: one block of 256 threads.
+        let n = 2048;
+        assert_eq!(
+            Kernel::CrXr(Precision::Double).flops(n),
+            20 * 2048 + 510 * 2 + 2 + 1
+        );
+        assert_eq!(
+            Kernel::CrP(Precision::Single).flops(n),
+            20 * 2048 + 510 * 2 + 2 + 2
+        );
+        // Six fields of 16 (double) or 8 (single) bytes a complex number.
+        assert_eq!(
+            Kernel::CrXr(Precision::Double).bytes(n),
+            6 * 16 * 2048 + 32 + 96
+        );
+        assert_eq!(
+            Kernel::CrP(Precision::Single).bytes(n),
+            6 * 8 * 2048 + 32 + 96
+        );
+        assert_eq!(Kernel::CrXr(Precision::Single).name(), "cr_xr (single)");
+        assert!(!Kernel::CrP(Precision::Double).is_stencil());
     }
 
     #[test]

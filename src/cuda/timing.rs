@@ -42,15 +42,27 @@ impl KernelStat {
     }
 }
 
-/// A launch whose start event has been recorded.
+/// A launch whose start event has been recorded (or, under graph capture, none).
 pub(crate) struct Pending {
+    events: Option<Events>,
+}
+
+struct Events {
     start: CudaEvent,
     end: CudaEvent,
 }
 
 struct Booked {
     stat: usize,
-    events: Pending,
+    events: Events,
+}
+
+/// What the launches captured into a graph add up to (booked per graph launch).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct CaptureTally {
+    pub launches: u64,
+    pub flops: u64,
+    pub bytes: u64,
 }
 
 /// Above this many unread event pairs (only outside reduction-driven loops), the stream is
@@ -65,6 +77,9 @@ pub(crate) struct GpuStream {
     stats: Vec<KernelStat>,
     stencil: Vec<bool>,
     index: HashMap<String, usize>,
+    /// Some while the stream is being captured into a graph: launches are only counted
+    /// here (events cannot be recorded and read inside a graph).
+    capture: Option<CaptureTally>,
 }
 
 impl GpuStream {
@@ -77,7 +92,22 @@ impl GpuStream {
             stats: Vec::new(),
             stencil: Vec::new(),
             index: HashMap::new(),
+            capture: None,
         }
+    }
+
+    /// Start counting launches instead of timing them (the stream is being captured).
+    pub fn begin_capture(&mut self) {
+        self.capture = Some(CaptureTally::default());
+    }
+
+    /// Stop counting; what the captured launches add up to.
+    pub fn end_capture(&mut self) -> CaptureTally {
+        self.capture.take().unwrap_or_default()
+    }
+
+    pub fn capturing(&self) -> bool {
+        self.capture.is_some()
     }
 
     fn event(&mut self) -> Result<CudaEvent> {
@@ -92,6 +122,9 @@ impl GpuStream {
 
     /// Record the start of a launch.
     pub fn begin(&mut self) -> Result<Pending> {
+        if self.capture.is_some() {
+            return Ok(Pending { events: None });
+        }
         if self.pending.len() >= MAX_PENDING {
             self.sync()?;
         }
@@ -100,35 +133,65 @@ impl GpuStream {
         start
             .record(&self.stream)
             .map_err(|e| driver_err("recording a timing event", e))?;
-        Ok(Pending { start, end })
+        Ok(Pending {
+            events: Some(Events { start, end }),
+        })
     }
 
-    /// Record the end of a launch and book it.
+    /// Record the end of a launch and book it (under capture: count it).
     pub fn end(&mut self, p: Pending, kernel: Kernel, n: usize) -> Result<()> {
-        p.end
+        if let Some(t) = &mut self.capture {
+            t.launches += 1;
+            t.flops += kernel.flops(n);
+            t.bytes += kernel.bytes(n);
+            return Ok(());
+        }
+        self.end_named(
+            p,
+            &kernel.name(),
+            kernel.is_stencil(),
+            kernel.flops(n),
+            kernel.bytes(n),
+        )
+    }
+
+    /// Record the end of a launch (or of a graph launch) and book it under `name` with
+    /// the given work.
+    pub fn end_named(
+        &mut self,
+        p: Pending,
+        name: &str,
+        stencil: bool,
+        flops: u64,
+        bytes: u64,
+    ) -> Result<()> {
+        let Some(events) = p.events else {
+            return Ok(());
+        };
+        events
+            .end
             .record(&self.stream)
             .map_err(|e| driver_err("recording a timing event", e))?;
-        let name = kernel.name();
-        let stat = match self.index.get(&name) {
+        let stat = match self.index.get(name) {
             Some(&k) => k,
             None => {
                 self.stats.push(KernelStat {
-                    name: name.clone(),
+                    name: name.to_string(),
                     launches: 0,
                     millis: 0.0,
                     flops: 0,
                     bytes: 0,
                 });
-                self.stencil.push(kernel.is_stencil());
-                self.index.insert(name, self.stats.len() - 1);
+                self.stencil.push(stencil);
+                self.index.insert(name.to_string(), self.stats.len() - 1);
                 self.stats.len() - 1
             }
         };
         let s = &mut self.stats[stat];
         s.launches += 1;
-        s.flops += kernel.flops(n);
-        s.bytes += kernel.bytes(n);
-        self.pending.push(Booked { stat, events: p });
+        s.flops += flops;
+        s.bytes += bytes;
+        self.pending.push(Booked { stat, events });
         Ok(())
     }
 

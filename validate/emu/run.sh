@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Check the CUDA kernels' logic on the CPU (no GPU, no CUDA): compile kernels/*.cu with
 # g++ through cuda_emu.h, one object per define set (as src/cuda/stencil.rs compiles them),
-# and compare every version with the Rust oracle on awkward lattice sizes.
+# and compare every version with the Rust oracle on awkward lattice sizes; check the fused
+# CR kernels (cr_check.cpp) against a host computation.
 # Usage: validate/emu/run.sh [LX LY LZ LT ...]   (default: 3 5 7 9 and 4 4 4 6)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -34,10 +35,14 @@ fine v15 1 1 1 0 0
 fine v16 1 1 1 1 1
 fine v161 1 1 1 1 0
 $cxx -I "$root/validate/emu" "$root/validate/emu/emu_check.cpp" "${objs[@]}" -o "$build/emu_check"
+# The fused CR kernels (their own check, no oracle dump needed).
+$cxx $inc -c "$root/kernels/cr_fused.cu" -o "$build/cr_fused.o"
+$cxx -include "$root/validate/emu/cuda_emu.h" -I "$root/kernels" "$root/validate/emu/cr_check.cpp" "$build/cr_fused.o" -o "$build/cr_check"
 (cd "$root" && cargo build --release --example emu_dump -q)
 sizes=("$@")
 [ ${#sizes[@]} -eq 0 ] && sizes=(3 5 7 9 4 4 4 6)
 status=0
+"$build/cr_check" || status=1
 for ((k = 0; k < ${#sizes[@]}; k += 4)); do
     dump=$build/dump_${sizes[k]}x${sizes[k+1]}x${sizes[k+2]}x${sizes[k+3]}.bin
     "$root/target/release/examples/emu_dump" "${sizes[@]:k:4}" "$dump"

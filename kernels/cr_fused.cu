@@ -1,0 +1,140 @@
+// cr_fused.cu: the element-wise kernels of the fused CR iteration (the operator with its
+// (r|Ar) epilogue is stencil_v3.cu's). Each updates two fields, reduces a norm with the
+// single-pass deterministic reduction of cr_device.cuh and lets its last block update the
+// device scalar block; nothing is read by the host. See cr_device.cuh for the iteration.
+//
+// Fields are arrays of n complex numbers, double2 or float2 (one instantiation each:
+// cr_xr_d, cr_xr_s, cr_p_d, cr_p_s). Single fields are storage precision: values are
+// loaded into double, computed in double and rounded on the store; the norms sum the
+// stored (rounded) values, in double, as the CPU backend does.
+//
+// Launch (src/cuda/fused.rs): CR_BLOCK threads per block, a grid that depends only on n
+// (cr_grid), dynamic shared memory blockDim.x * 16 bytes. A grid-stride loop gives every
+// thread several elements, four at a time while it can: the same elements in the same
+// order for every run, so the same bits. The program is compiled with --fmad=false: the
+// updates round exactly as the CPU backend's y + a*x and x + a*y (no fused multiply-add).
+#include "cr_device.cuh"
+
+__device__ __forceinline__ double2 cr_load(const double2* __restrict__ a, size_t i) { return a[i]; }
+__device__ __forceinline__ double2 cr_load(const float2* __restrict__ a, size_t i)
+{
+    const float2 z = a[i];
+    return c_make((double)z.x, (double)z.y);
+}
+// Store z; returns the value as stored.
+__device__ __forceinline__ double2 cr_store(double2* __restrict__ a, size_t i, double2 z)
+{
+    a[i] = z;
+    return z;
+}
+__device__ __forceinline__ double2 cr_store(float2* __restrict__ a, size_t i, double2 z)
+{
+    float2 w;
+    w.x = (float)z.x;
+    w.y = (float)z.y;
+    a[i] = w;
+    return c_make((double)w.x, (double)w.y);
+}
+__device__ __forceinline__ double cr_norm(double2 z) { return z.x * z.x + z.y * z.y; }
+
+// One element of xr: x += alpha p, r -= alpha Ap; returns |r_new|^2.
+template <class T>
+__device__ __forceinline__ double cr_xr_one(T* __restrict__ x, T* __restrict__ r, const T* __restrict__ p,
+                                            const T* __restrict__ ap, double2 alpha, size_t i)
+{
+    const double2 xv = cr_load(x, i), rv = cr_load(r, i), pv = cr_load(p, i), av = cr_load(ap, i);
+    cr_store(x, i, c_add(xv, c_mul(alpha, pv)));
+    return cr_norm(cr_store(r, i, c_sub(rv, c_mul(alpha, av))));
+}
+
+// One element of p: p = r + beta p, Ap = Ar + beta Ap; returns |Ap_new|^2.
+template <class T>
+__device__ __forceinline__ double cr_p_one(T* __restrict__ p, T* __restrict__ ap, const T* __restrict__ r,
+                                           const T* __restrict__ ar, double2 beta, size_t i)
+{
+    const double2 pv = cr_load(p, i), av = cr_load(ap, i), rv = cr_load(r, i), arv = cr_load(ar, i);
+    cr_store(p, i, c_add(rv, c_mul(beta, pv)));
+    return cr_norm(cr_store(ap, i, c_add(arv, c_mul(beta, av))));
+}
+
+// The grid-stride loop shared by both kernels: f(i) for every element of this thread, in
+// increasing i, summing what it returns (four elements per step while four are left, so
+// that their loads are in flight together).
+template <class F>
+__device__ __forceinline__ double cr_stride_sum(size_t n, F f)
+{
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    double acc = 0.0;
+    for (; i + 3 * stride < n; i += 4 * stride) {
+        const double a0 = f(i), a1 = f(i + stride), a2 = f(i + 2 * stride), a3 = f(i + 3 * stride);
+        acc += a0;
+        acc += a1;
+        acc += a2;
+        acc += a3;
+    }
+    for (; i < n; i += stride)
+        acc += f(i);
+    return acc;
+}
+
+template <class T>
+__device__ __forceinline__ void cr_xr(T* __restrict__ x, T* __restrict__ r, const T* __restrict__ p,
+                                      const T* __restrict__ ap, int n, double* s, double* hist,
+                                      double2* partials, unsigned* tickets)
+{
+    if (!cr_active(s))
+        return;
+    QCD_DYNAMIC_SHARED(double2, cr_sh);
+    const double2 alpha = c_make(s[CR_ALPHA_RE], s[CR_ALPHA_IM]);
+    const double acc = cr_stride_sum((size_t)n, [&](size_t i) { return cr_xr_one(x, r, p, ap, alpha, i); });
+    double2 total;
+    if (cr_reduce_last(c_make(acc, 0.0), cr_sh, partials, tickets + CR_TICKET_XR, &total) && threadIdx.x == 0)
+        cr_finish_xr(s, hist, total.x);
+}
+
+template <class T>
+__device__ __forceinline__ void cr_p(T* __restrict__ p, T* __restrict__ ap, const T* __restrict__ r,
+                                     const T* __restrict__ ar, int n, double* s, double2* partials,
+                                     unsigned* tickets)
+{
+    if (!cr_active(s))
+        return;
+    QCD_DYNAMIC_SHARED(double2, cr_sh);
+    const double2 beta = c_make(s[CR_BETA_RE], s[CR_BETA_IM]);
+    const double acc = cr_stride_sum((size_t)n, [&](size_t i) { return cr_p_one(p, ap, r, ar, beta, i); });
+    double2 total;
+    if (cr_reduce_last(c_make(acc, 0.0), cr_sh, partials, tickets + CR_TICKET_P, &total) && threadIdx.x == 0)
+        cr_finish_p(s, total.x);
+}
+
+// If active: x += alpha p, r -= alpha Ap; nr = (r|r); iter += 1, hist[iter] = nr.
+extern "C" __global__ void cr_xr_d(double2* __restrict__ x, double2* __restrict__ r, const double2* __restrict__ p,
+                                   const double2* __restrict__ ap, int n, double* s, double* hist,
+                                   double2* partials, unsigned* tickets)
+{
+    cr_xr(x, r, p, ap, n, s, hist, partials, tickets);
+}
+
+extern "C" __global__ void cr_xr_s(float2* __restrict__ x, float2* __restrict__ r, const float2* __restrict__ p,
+                                   const float2* __restrict__ ap, int n, double* s, double* hist,
+                                   double2* partials, unsigned* tickets)
+{
+    cr_xr(x, r, p, ap, n, s, hist, partials, tickets);
+}
+
+// If active: p = r + beta p, Ap = Ar + beta Ap; apap = (Ap|Ap), alpha = conj(rar)/apap,
+// active = nr > eps && iter < max_iter && nr finite.
+extern "C" __global__ void cr_p_d(double2* __restrict__ p, double2* __restrict__ ap, const double2* __restrict__ r,
+                                  const double2* __restrict__ ar, int n, double* s, double2* partials,
+                                  unsigned* tickets)
+{
+    cr_p(p, ap, r, ar, n, s, partials, tickets);
+}
+
+extern "C" __global__ void cr_p_s(float2* __restrict__ p, float2* __restrict__ ap, const float2* __restrict__ r,
+                                  const float2* __restrict__ ar, int n, double* s, double2* partials,
+                                  unsigned* tickets)
+{
+    cr_p(p, ap, r, ar, n, s, partials, tickets);
+}
