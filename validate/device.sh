@@ -2,8 +2,8 @@
 # Build HERE (no GPU needed), compile-check every kernel with NVRTC, and stage the device
 # binaries in .device/ (ignored), which the device machine receives with `carry`.
 #   bash validate/device.sh        then:  run  command "bash validate/on-device.sh"  carry [".device"]
-# Stages: qcd-solve (release, debug info stripped) and gpu-tests (tests/gpu.rs built with
-# --features gpu-tests).
+# Stages: qcd-solve (release, debug info stripped) and the GPU test binaries gpu-tests,
+# gpu-fast-tests, gpu-fused-tests (tests/gpu*.rs built with --features gpu-tests).
 set -euo pipefail
 root=$(git rev-parse --show-toplevel)
 cd "$root"
@@ -16,17 +16,21 @@ fi
 
 cargo build --release
 LD_LIBRARY_PATH=$nvrtc_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} ./target/release/qcd-solve kernels --check --arch sm_90 | tail -1
-gpu_test=$(cargo test --release --features gpu-tests --no-run --message-format=json 2>/dev/null |
+# The GPU test targets: tests/gpu.rs (seed versions), gpu_fast.rs (3.0's layouts and
+# operators), gpu_fused.rs (the fused CR kernels and graphs).
+cargo test --release --features gpu-tests --no-run --message-format=json 2>/dev/null |
     python3 -c 'import json,sys
 for line in sys.stdin:
     m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "gpu" and m.get("executable"):
-        print(m["executable"])')
-[ -x "$gpu_test" ] || { echo "gpu test binary not found" >&2; exit 1; }
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] in ("gpu", "gpu_fast", "gpu_fused") and m.get("executable"):
+        print(m["target"]["name"], m["executable"])' >"$root/target/gpu-tests.list"
+grep -q '^gpu ' "$root/target/gpu-tests.list" || { echo "gpu test binary not found" >&2; exit 1; }
 
 mkdir -p "$dest"
 objcopy --strip-debug target/release/qcd-solve "$dest/qcd-solve"
-objcopy --strip-debug "$gpu_test" "$dest/gpu-tests"
+while read -r name exe; do
+    objcopy --strip-debug "$exe" "$dest/${name//_/-}-tests"
+done <"$root/target/gpu-tests.list"
 chmod +x "$dest"/*
 git check-ignore -q "$dest/qcd-solve" || { echo "$dest is not git-ignored" >&2; exit 1; }
 du -sh "$dest"

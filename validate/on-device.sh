@@ -12,6 +12,8 @@
 # Everything lands in /tmp/qcd-out, packed into $OUT/results.tar.gz (the tool returns at
 # most 8 files), with the full log in $OUT/log.txt.
 #   MODE=quick: only the GPU tests and a fresh 16x16x16x32 ablation (tuned) plus its reuse.
+#   MODE=fast: the GPU tests and issue 6's fast path: floors, validate, the options' ablation
+#   and the main job with each option.
 set -uo pipefail
 bin=$PWD/.device
 res=/tmp/qcd-out
@@ -37,9 +39,23 @@ step() { # name, command...: run it, record its exit code and seconds in status.
 echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv
 nproc
-step gpu-tests "$bin/gpu-tests" --test-threads=1
+for t in "$bin"/gpu*-tests; do
+    step "$(basename "$t")" "$t" --test-threads=1
+done
 step kernels "$q" kernels --check --arch sm_90
-if [ "${MODE:-full}" = quick ]; then
+if [ "${MODE:-full}" = fast ]; then
+    # Issue 6: the fast path. Floors, validation of every option, options' time to solution.
+    step floor "$q" floor --dims 16,16,16,32 --repeat 300
+    step validate-fast-16 "$q" validate configs/16x16x16x32.toml --kernel 1.6.1,3.0
+    step validate-fast-6 "$q" validate configs/6x6x6x10.toml --kernel 3.0
+    step ablate-fast "$q" -q ablate configs/16x16x16x32.toml --kernels 1.5,1.6,1.6.1,2.0,3.0 --repeat 5 --out "$res/ablation-fast-16x16x16x32"
+    for o in "" "--preconditioning even-odd" "--precision single-double" "--preconditioning even-odd --precision single-double --reconstruct 12"; do
+        n=$(echo "x$o" | tr -c 'a-z0-9\n' '_')
+        step "solve-3.0$n" "$q" -q configs/16x16x16x32.toml --device cuda --kernel 3.0 $o --output "$big/s$n"
+        cp "$big/s$n/16x16x16x32.json" "$res/solve-3.0$n.json" 2>/dev/null
+    done
+    step floor-32 "$q" floor --dims 32,32,32,64 --repeat 50
+elif [ "${MODE:-full}" = quick ]; then
     step ablate-16 "$q" -q ablate configs/16x16x16x32.toml --repeat 5 --out "$res/ablation-16x16x16x32"
     step ablate-reuse "$q" -q ablate configs/16x16x16x32.toml --kernels 1.0,1.6.1 --repeat 1 --out "$res/ablation-reuse"
 else
@@ -73,4 +89,4 @@ cp "$res/log.txt" "$out/log.txt"
 tar -C /tmp -czf "$out/results.tar.gz" qcd-out
 echo; echo "===== summary"
 cat "$res/status.txt"
-grep -E "^ablation on|^(1\.|2\.)[0-9.]* " "$res/log.txt" | tail -n 12
+grep -E "^ablation on|^(1\.|2\.|3\.)[0-9.]* |^(dslash|schur|CR iteration|cr iteration)|^time to solution" "$res/log.txt" | tail -n 40
