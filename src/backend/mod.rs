@@ -299,7 +299,7 @@ pub fn unsupported<B: Backend + ?Sized>(backend: &B, what: &str) -> Error {
     Error::invalid(
         "backend",
         format!(
-            "{what} need the fast path (kernel = \"3.0\", or the CPU); {} does not have them",
+            "{what}: this needs the fast path (kernel = \"3.0\", or the CPU), which {} does not have",
             backend.describe()
         ),
     )
