@@ -1,5 +1,6 @@
 //! The one compile path of the CUDA kernels: the `.cu` sources of `kernels/` are embedded
-//! in the binary, their `#include "common.cuh"` is expanded from the embedded header, and
+//! in the binary, their `#include "common.cuh"` (and `"cr_device.cuh"`) lines are expanded
+//! from the embedded headers (each at most once, as `#pragma once` would), and
 //! NVRTC compiles them on first use for the device's architecture. PTX is cached per
 //! (source, architecture, options) for the life of the process; a compile error returns
 //! `Error::Cuda` with NVRTC's full log. `compile_all_kernels` runs every source with every
@@ -19,6 +20,10 @@ pub(crate) struct KernelSource {
 }
 
 const COMMON: &str = include_str!("../../kernels/common.cuh");
+const CR_DEVICE: &str = include_str!("../../kernels/cr_device.cuh");
+/// The embedded headers a source may `#include "..."`.
+const HEADERS: [(&str, &str); 2] = [("common.cuh", COMMON), ("cr_device.cuh", CR_DEVICE)];
+#[cfg(test)]
 const INCLUDE_LINE: &str = "#include \"common.cuh\"";
 
 pub(crate) static BLAS1: KernelSource = KernelSource {
@@ -107,21 +112,39 @@ impl Program {
         o
     }
 
-    /// The source with the shared header spliced in, `#line` directives keeping NVRTC's
-    /// messages pointing at the right file and line.
+    /// The source with the shared headers spliced in (each once; `#pragma once` lines
+    /// dropped), `#line` directives keeping NVRTC's messages pointing at the right file
+    /// and line.
     fn expanded(&self) -> String {
         let mut out = String::with_capacity(COMMON.len() + self.source.code.len() + 128);
-        for (n, line) in self.source.code.lines().enumerate() {
-            if line.trim() == INCLUDE_LINE {
-                out.push_str("#line 1 \"common.cuh\"\n");
-                out.push_str(COMMON);
-                out.push_str(&format!("\n#line {} \"{}\"\n", n + 2, self.source.name));
-            } else {
-                out.push_str(line);
-                out.push('\n');
-            }
-        }
+        let mut done = Vec::new();
+        splice(self.source.name, self.source.code, &mut done, &mut out);
         out
+    }
+}
+
+/// The header an `#include "name"` line names, if it is one of ours.
+fn included_header(line: &str) -> Option<(&'static str, &'static str)> {
+    let rest = line.trim().strip_prefix("#include")?.trim();
+    let name = rest.strip_prefix('"')?.strip_suffix('"')?;
+    HEADERS.iter().copied().find(|(h, _)| *h == name)
+}
+
+fn splice(name: &str, code: &str, done: &mut Vec<&'static str>, out: &mut String) {
+    for (n, line) in code.lines().enumerate() {
+        if let Some((h, text)) = included_header(line) {
+            if !done.contains(&h) {
+                done.push(h);
+                out.push_str(&format!("#line 1 \"{h}\"\n"));
+                splice(h, text, done, out);
+                out.push_str(&format!("\n#line {} \"{}\"\n", n + 2, name));
+            }
+        } else if line.trim() == "#pragma once" {
+            out.push('\n');
+        } else {
+            out.push_str(line);
+            out.push('\n');
+        }
     }
 }
 
@@ -135,10 +158,12 @@ pub(crate) fn all_programs() -> Vec<Program> {
         heatbath_program(),
     ];
     for &v in StencilVersion::all() {
-        for r12 in [false, true] {
-            let p = super::stencil::program(v, r12);
-            if !programs.contains(&p) {
-                programs.push(p);
+        for single in [false, true] {
+            for r12 in [false, true] {
+                let p = super::stencil::program(v, r12, single);
+                if !programs.contains(&p) {
+                    programs.push(p);
+                }
             }
         }
     }
@@ -226,7 +251,7 @@ pub fn compile_all_kernels(arch: &str) -> Result<Vec<(String, usize)>> {
 /// Every kernel source and the shared header, for fingerprinting (the tune cache keys its
 /// entries by a hash of these: any kernel edit makes old launch timings stale).
 pub fn all_sources() -> Vec<&'static str> {
-    let mut v = vec![COMMON];
+    let mut v = vec![COMMON, CR_DEVICE];
     v.extend(
         [
             &BLAS1,
@@ -255,6 +280,19 @@ mod tests {
         assert!(s.contains("#line 1 \"common.cuh\""));
         assert!(s.contains("#line") && s.contains("\"blas1.cu\""));
         assert!(s.contains("c_madd"));
+    }
+
+    #[test]
+    fn nested_headers_are_spliced_once() {
+        let p = super::super::stencil::program(StencilVersion::V3_0, false, true);
+        let s = p.expanded();
+        assert!(!s.contains("#include \"common.cuh\""));
+        assert!(!s.contains("#include \"cr_device.cuh\""));
+        assert!(!s.contains("#pragma once"));
+        assert_eq!(s.matches("#line 1 \"common.cuh\"").count(), 1);
+        assert_eq!(s.matches("#line 1 \"cr_device.cuh\"").count(), 1);
+        assert_eq!(s.matches("struct Dims {").count(), 1);
+        assert!(s.contains("cr_reduce_last"));
     }
 
     #[test]
