@@ -18,10 +18,7 @@ fn solve(
     tol: f64,
 ) -> (SpinorField, usize, StopReason, Vec<f64>) {
     let mut be = CpuBackend::new(g, kappa);
-    let rhs = match op {
-        Operator::D => b.clone(),
-        Operator::G5D => b.gamma5(),
-    };
+    let rhs = if op.gamma5() { b.gamma5() } else { b.clone() };
     let rhs = be.upload(&rhs).unwrap();
     let out = conjugate_residual(&mut be, op, &rhs, &CrParams::new(tol, 3000)).unwrap();
     let x = be.download(&out.x).unwrap();

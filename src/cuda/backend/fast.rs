@@ -45,7 +45,7 @@ pub(crate) fn eo_site(l: &Lattice, s: usize) -> (usize, usize) {
 /// Refuse a lattice 3.0 cannot lay out by parity.
 pub(crate) fn check_even_lattice(l: &Lattice) -> Result<()> {
     let parity_offset: usize = l.offset.iter().sum();
-    if l.dims.iter().any(|d| d % 2 != 0) || parity_offset % 2 != 0 {
+    if l.dims.iter().any(|d| !d.is_multiple_of(2)) || !parity_offset.is_multiple_of(2) {
         return Err(Error::invalid(
             "kernel",
             format!(
