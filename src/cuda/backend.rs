@@ -983,6 +983,24 @@ mod tests {
     }
 
     #[test]
+    fn version_3_0_refuses_odd_extents_before_the_device_is_opened() {
+        let l = Lattice::new([4, 4, 4, 3], DEFAULT_BOUNDARY).unwrap();
+        let g = GaugeField::unit(&l);
+        let opts = CudaOptions {
+            version: StencilVersion::V3_0,
+            coarse_block: 64,
+            ..CudaOptions::default()
+        };
+        match CudaBackend::new(&g, 0.1, &opts) {
+            Err(Error::InvalidValue { message, .. }) => {
+                assert!(message.contains("needs even extents"), "{message}");
+                assert!(message.contains("4x4x4x3"), "{message}");
+            }
+            other => panic!("expected InvalidValue, got {:?}", other.err()),
+        }
+    }
+
+    #[test]
     fn memory_need_grows_with_the_version_buffers() {
         let l = Lattice::new([4, 4, 4, 4], DEFAULT_BOUNDARY).unwrap();
         let base = device_bytes_needed(&l, StencilVersion::V1_4);

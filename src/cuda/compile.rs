@@ -304,8 +304,8 @@ mod tests {
             }
         }
         // support (3) + heatbath + coarse + fine (1.1/1.2 share; 1.3, 1.4, 1.5, 1.6,
-        // 1.6.1) + split + 3.0 (18 and 12 reals per link)
-        assert_eq!(all.len(), 3 + 1 + 1 + 6 + 1 + 2);
+        // 1.6.1) + split + 3.0 (18 and 12 reals per link, double and single)
+        assert_eq!(all.len(), 3 + 1 + 1 + 6 + 1 + 4);
     }
 
     #[test]
