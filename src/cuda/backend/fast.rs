@@ -240,6 +240,21 @@ impl CudaBackend {
         })
     }
 
+    /// Build now what the fast path otherwise makes on first use for `precision` (the
+    /// single-precision links and stencil module, the Schur temporary), so that no
+    /// allocation or set-up launch happens later, e.g. inside a recorded CUDA graph. A
+    /// no-op for the seed versions.
+    pub fn prepare_fast_path(&mut self, precision: Precision) -> Result<()> {
+        if !self.is_fast() {
+            return Ok(());
+        }
+        if precision == Precision::Single {
+            self.ensure_single()?;
+        }
+        self.ensure_tmp(precision)?;
+        Ok(())
+    }
+
     /// The stencil function and link address of a precision (single built if needed).
     fn stencil_for(&mut self, precision: Precision) -> Result<(CudaFunction, u64)> {
         let stream = self.gpu.stream.clone();
