@@ -1,6 +1,6 @@
 // common.cuh: what every qcd-solve CUDA kernel shares, and nothing else.
 //
-// - complex double helpers on double2 (x = re, y = im);
+// - complex helpers on double2 (x = re, y = im), and on float2 for single precision;
 // - site indexing (x fastest: i = x + LX*(y + LY*(z + LZ*t))) and nearest neighbours with
 //   the fermion boundary phase of a hop;
 // - the seed's hop order and its link buffer (report 004, listing 2): hop h = 0..7 is
@@ -25,53 +25,76 @@
 
 #define QCD_ANTIPERIODIC(mask, mu) (((mask) >> (mu)) & 1)
 
-// ---------------------------------------------------------------- complex double
-__device__ __forceinline__ double2 c_make(double re, double im)
+// ---------------------------------------------------------------- complex numbers
+// double2 (x = re, y = im) everywhere; float2 for the single-precision fields of version
+// 3.0. The arithmetic helpers are templates over the complex type Z (deduced from the
+// arguments, so mixing precisions does not compile); c_make and c_zero stay double2.
+#if defined(QCD_EMULATION) && !defined(QCD_EMU_FLOAT2)
+#define QCD_EMU_FLOAT2 1
+struct float2 {
+    float x, y;
+};
+#endif
+
+template <class Z> struct c_real_of;
+template <> struct c_real_of<double2> {
+    typedef double type;
+};
+template <> struct c_real_of<float2> {
+    typedef float type;
+};
+template <class Z> using real_of = typename c_real_of<Z>::type;
+
+template <class Z> __device__ __forceinline__ Z c_of(real_of<Z> re, real_of<Z> im)
 {
-    double2 z;
+    Z z;
     z.x = re;
     z.y = im;
     return z;
 }
+__device__ __forceinline__ double2 c_make(double re, double im) { return c_of<double2>(re, im); }
 __device__ __forceinline__ double2 c_zero() { return c_make(0.0, 0.0); }
-__device__ __forceinline__ double2 c_add(double2 a, double2 b) { return c_make(a.x + b.x, a.y + b.y); }
-__device__ __forceinline__ double2 c_sub(double2 a, double2 b) { return c_make(a.x - b.x, a.y - b.y); }
-__device__ __forceinline__ double2 c_neg(double2 a) { return c_make(-a.x, -a.y); }
-__device__ __forceinline__ double2 c_scale(double s, double2 a) { return c_make(s * a.x, s * a.y); }
-__device__ __forceinline__ double2 c_mul(double2 a, double2 b)
+// Widening to double2 (exact for float2).
+__device__ __forceinline__ double2 c_dbl(double2 z) { return z; }
+__device__ __forceinline__ double2 c_dbl(float2 z) { return c_make(z.x, z.y); }
+template <class Z> __device__ __forceinline__ Z c_add(Z a, Z b) { return c_of<Z>(a.x + b.x, a.y + b.y); }
+template <class Z> __device__ __forceinline__ Z c_sub(Z a, Z b) { return c_of<Z>(a.x - b.x, a.y - b.y); }
+template <class Z> __device__ __forceinline__ Z c_neg(Z a) { return c_of<Z>(-a.x, -a.y); }
+template <class Z> __device__ __forceinline__ Z c_scale(real_of<Z> s, Z a) { return c_of<Z>(s * a.x, s * a.y); }
+template <class Z> __device__ __forceinline__ Z c_mul(Z a, Z b)
 {
-    return c_make(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);
+    return c_of<Z>(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);
 }
 // conj(a) * b
-__device__ __forceinline__ double2 c_conj_mul(double2 a, double2 b)
+template <class Z> __device__ __forceinline__ Z c_conj_mul(Z a, Z b)
 {
-    return c_make(a.x * b.x + a.y * b.y, a.x * b.y - a.y * b.x);
+    return c_of<Z>(a.x * b.x + a.y * b.y, a.x * b.y - a.y * b.x);
 }
 // acc + a * b (one complex multiply-add: 8 flops)
-__device__ __forceinline__ double2 c_madd(double2 acc, double2 a, double2 b)
+template <class Z> __device__ __forceinline__ Z c_madd(Z acc, Z a, Z b)
 {
-    return c_make(acc.x + a.x * b.x - a.y * b.y, acc.y + a.x * b.y + a.y * b.x);
+    return c_of<Z>(acc.x + a.x * b.x - a.y * b.y, acc.y + a.x * b.y + a.y * b.x);
 }
 // a + i b and a - i b: one complex addition (2 flops), the factor i is a swap and a sign.
-__device__ __forceinline__ double2 c_add_i(double2 a, double2 b) { return c_make(a.x - b.y, a.y + b.x); }
-__device__ __forceinline__ double2 c_sub_i(double2 a, double2 b) { return c_make(a.x + b.y, a.y - b.x); }
+template <class Z> __device__ __forceinline__ Z c_add_i(Z a, Z b) { return c_of<Z>(a.x - b.y, a.y + b.x); }
+template <class Z> __device__ __forceinline__ Z c_sub_i(Z a, Z b) { return c_of<Z>(a.x + b.y, a.y - b.x); }
 
 // i^K z for a compile-time K: a swap and signs, no flops.
-template <int K>
-__device__ __forceinline__ double2 c_ipow(double2 z)
+template <int K, class Z>
+__device__ __forceinline__ Z c_ipow(Z z)
 {
-    return (K & 3) == 0 ? z : (K & 3) == 1 ? c_make(-z.y, z.x) : (K & 3) == 2 ? c_neg(z) : c_make(z.y, -z.x);
+    return (K & 3) == 0 ? z : (K & 3) == 1 ? c_of<Z>(-z.y, z.x) : (K & 3) == 2 ? c_neg(z) : c_of<Z>(z.y, -z.x);
 }
 
 // ---------------------------------------------------------------- SU(3)
 // Two-row compression: for U in SU(3), row 2 = conj(row0 x row1). Fills u[2] from u[0], u[1].
-__device__ __forceinline__ void su3_third_row(double2 u[3][3])
+template <class Z> __device__ __forceinline__ void su3_third_row(Z u[3][3])
 {
 #pragma unroll
     for (int k = 0; k < 3; ++k) {
         const int a = (k + 1) % 3, b = (k + 2) % 3;
-        const double2 x = c_sub(c_mul(u[0][a], u[1][b]), c_mul(u[0][b], u[1][a]));
-        u[2][k] = c_make(x.x, -x.y);
+        const Z x = c_sub(c_mul(u[0][a], u[1][b]), c_mul(u[0][b], u[1][a]));
+        u[2][k] = c_of<Z>(x.x, -x.y);
     }
 }
 

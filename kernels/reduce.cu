@@ -24,16 +24,20 @@ __device__ __forceinline__ double tree_sum(double* sdata, double v)
     return sdata[0];
 }
 
-// partial[b] = sum |x_k|^2 over block b's 2*REDUCE_BLOCK elements.
-extern "C" __global__ void norm2_partial(const double2* __restrict__ x, int n, double* __restrict__ partial)
+// partial[b] = sum |x_k|^2 over block b's 2*REDUCE_BLOCK elements (Z = double2, or float2
+// for version 3.0's single-precision fields: widened to double, summed in double).
+template <class Z>
+__device__ __forceinline__ void norm2_partial_t(const Z* __restrict__ x, int n, double* __restrict__ partial)
 {
     __shared__ double sdata[REDUCE_BLOCK];
     const int k = blockIdx.x * (2 * REDUCE_BLOCK) + threadIdx.x;
     double v = 0.0;
-    if (k < n)
-        v = x[k].x * x[k].x + x[k].y * x[k].y;
+    if (k < n) {
+        const double2 z = c_dbl(x[k]);
+        v = z.x * z.x + z.y * z.y;
+    }
     if (k + REDUCE_BLOCK < n) {
-        const double2 z = x[k + REDUCE_BLOCK];
+        const double2 z = c_dbl(x[k + REDUCE_BLOCK]);
         v += z.x * z.x + z.y * z.y;
     }
     const double s = tree_sum(sdata, v);
@@ -42,21 +46,41 @@ extern "C" __global__ void norm2_partial(const double2* __restrict__ x, int n, d
 }
 
 // partial[b] = sum conj(x_k) y_k over block b's elements (re and im as two trees).
-extern "C" __global__ void dot_partial(const double2* __restrict__ x, const double2* __restrict__ y, int n,
-                                       double2* __restrict__ partial)
+template <class Z>
+__device__ __forceinline__ void dot_partial_t(const Z* __restrict__ x, const Z* __restrict__ y, int n,
+                                              double2* __restrict__ partial)
 {
     __shared__ double sre[REDUCE_BLOCK];
     __shared__ double sim[REDUCE_BLOCK];
     const int k = blockIdx.x * (2 * REDUCE_BLOCK) + threadIdx.x;
     double2 v = c_zero();
     if (k < n)
-        v = c_conj_mul(x[k], y[k]);
+        v = c_conj_mul(c_dbl(x[k]), c_dbl(y[k]));
     if (k + REDUCE_BLOCK < n)
-        v = c_add(v, c_conj_mul(x[k + REDUCE_BLOCK], y[k + REDUCE_BLOCK]));
+        v = c_add(v, c_conj_mul(c_dbl(x[k + REDUCE_BLOCK]), c_dbl(y[k + REDUCE_BLOCK])));
     const double re = tree_sum(sre, v.x);
     const double im = tree_sum(sim, v.y);
     if (threadIdx.x == 0)
         partial[blockIdx.x] = c_make(re, im);
+}
+
+extern "C" __global__ void norm2_partial(const double2* __restrict__ x, int n, double* __restrict__ partial)
+{
+    norm2_partial_t(x, n, partial);
+}
+extern "C" __global__ void norm2_partial_f(const float2* __restrict__ x, int n, double* __restrict__ partial)
+{
+    norm2_partial_t(x, n, partial);
+}
+extern "C" __global__ void dot_partial(const double2* __restrict__ x, const double2* __restrict__ y, int n,
+                                       double2* __restrict__ partial)
+{
+    dot_partial_t(x, y, n, partial);
+}
+extern "C" __global__ void dot_partial_f(const float2* __restrict__ x, const float2* __restrict__ y, int n,
+                                         double2* __restrict__ partial)
+{
+    dot_partial_t(x, y, n, partial);
 }
 
 // The later passes: out[b] = sum of block b's 2*REDUCE_BLOCK partial sums.

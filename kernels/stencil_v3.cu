@@ -1,8 +1,16 @@
-// stencil_v3.cu: version 3.0, the Wilson dslash written for the memory-bandwidth limit.
+// stencil_v3.cu: version 3.0, the Wilson dslash written for the memory-bandwidth limit,
+// for full fields and for the even-odd (parity) fields of the fast path, in double and
+// single precision.
 //
-// out = psi - kappa * sum_mu [ (1 - g_mu) U_mu(x) psi(x+mu) + (1 + g_mu) U_mu(x-mu)^+ psi(x-mu) ]
-// (times g5 = diag(1,1,-1,-1) for Operator G5D, fused in the store), one thread per site,
-// the block size a launch parameter (the backend's `coarse_block`, capped at V3_MAX_BLOCK).
+// out = [g5] (y + c * H inp), H the hopping term
+//   H psi(x) = sum_mu [ (1 - g_mu) U_mu(x) psi(x+mu) + (1 + g_mu) U_mu(x-mu)^+ psi(x-mu) ],
+// one thread per output site, the block size a launch parameter (the backend's
+// `coarse_block`, capped at V3_MAX_BLOCK). Two modes (argument `parity`):
+// - full (parity < 0): inp, y, out are full fields, one thread per site over V sites
+//   (thread t: parity t / Vh, checkerboard index t % Vh). y = inp, c = -kappa is D.
+// - parity p (0 or 1): out and y are half fields of parity p, inp a half field of parity
+//   1 - p, one thread per checkerboard site over Vh. y may be null: out = [g5] c H inp.
+//   Schur: tmp_o = H inp_e (p = 1, y null, c = 1), then out_e = x_e - kappa^2 H tmp_o.
 //
 // - Spin projection (DeGrand-Rossi, g_mu = [[0, A],[A^+, 0]]): a forward hop projects the
 //   neighbour to the half spinor h = psi_up - A psi_dn, multiplies its two colour vectors by
@@ -10,19 +18,29 @@
 //   A psi_dn, U_mu(x-mu)^+ and +A^+ (U^+ h). A has one entry i^p per row, so the
 //   projection is one complex addition per element. Executed flops per site: 8 hops x
 //   (12 projection + 132 for two SU(3) mat-vecs) + 7 x 24 accumulation (the first hop
-//   writes) + 48 for psi - kappa*hop = 1368, QUDA's fused count.
-// - Gauge field stored once: 4 links per site (the canonical field), the backward hop reads
-//   the neighbour's U_mu(x-mu) and applies its dagger in registers.
+//   writes) = 1320, + 48 for y + c*hop (24 for c*hop without y) = 1368, QUDA's fused count.
+// - Gauge field stored once: 4 links per site, the backward hop reads the neighbour's
+//   U_mu(x-mu) and applies its dagger in registers.
 // - Fermion boundary phases from the coordinates (bit mu of antiperiodic_mask: -1 across
 //   the edge in direction mu), applied to the half spinor as a sign.
-// - Layout (structure of arrays, double2 per complex): spinor element k = spin*3 + colour
-//   of site s at k*V + s; link element e = row*3 + col of U_mu(s) at (mu*9 + e)*V + s. So
-//   consecutive threads (sites) read consecutive 16-byte words: every load is coalesced.
-//   build_v3_links (layout.cu) builds the link array on the device; the backend permutes
-//   spinors to this order on upload and back on download.
+// - Layout: parity-major structure of arrays (every extent even), one complex (double2 or
+//   float2) per element, Vh = V/2, cb = lexicographic index / 2. A half field holds
+//   element k = spin*3 + colour of checkerboard site cb at k*Vh + cb; a full field is
+//   [even half][odd half] (p*12*Vh + k*Vh + cb). Links: element e = row*3 + col of U_mu at
+//   site (p, cb) at p*36*Vh + (mu*9 + e)*Vh + cb. Consecutive threads read consecutive
+//   words: every load is coalesced. build_v3_links (layout.cu) builds the link array on
+//   the device; the backend permutes spinors to this order on upload and back on download.
+// - V3_SINGLE=1: fields and links are float2 and the arithmetic is single precision
+//   (the dot epilogue still accumulates in double).
 // - RECONSTRUCT_12=1: only rows 0 and 1 of each link are read, row 2 = conj(row0 x row1)
 //   is rebuilt in registers (SU(3) fields only).
+// - Fused CR: when s (the device scalar block, cr_device.cuh) is non-null, every thread
+//   returns at once unless the iteration is active. When partials is also non-null the
+//   kernel reduces (y|out) = sum conj(y) out over the sites it wrote (double, the
+//   single-pass deterministic cr_reduce_last; dynamic shared memory blockDim.x double2)
+//   and the last block stores it: beta = (y|out) / rar, rar = (y|out).
 #include "common.cuh"
+#include "cr_device.cuh"
 
 #ifndef V3_MAX_BLOCK
 #define V3_MAX_BLOCK 512
@@ -30,6 +48,16 @@
 #ifndef RECONSTRUCT_12
 #define RECONSTRUCT_12 0
 #endif
+#ifndef V3_SINGLE
+#define V3_SINGLE 0
+#endif
+
+#if V3_SINGLE
+typedef float2 real2;
+#else
+typedef double2 real2;
+#endif
+typedef real_of<real2> real;
 
 // A_mu of g_mu = [[0, A],[A^+, 0]]: row r has the single entry i^v3_ph(mu, r) in column
 // v3_col(mu, r). x: [[0, i],[i, 0]], y: [[0, -1],[1, 0]], z: [[i, 0],[0, -i]], t: 1.
@@ -39,39 +67,51 @@ __device__ __forceinline__ constexpr int v3_ph(int mu, int r)
     return mu == 0 ? 1 : mu == 1 ? (r == 0 ? 2 : 0) : mu == 2 ? (r == 0 ? 1 : 3) : 0;
 }
 
-// U(i, k) of the link of direction mu at site s, 3x3 in registers.
-__device__ __forceinline__ void v3_load_link(const double2* __restrict__ links, size_t vol, int mu, int s,
-                                             double2 u[3][3])
+// The lexicographic index and coordinates of checkerboard site cb of parity p: 2 cb or
+// 2 cb + 1 (x is even at 2 cb because LX is even, so the pair shares y, z, t).
+__device__ __forceinline__ int v3_site(int p, int cb, const Dims& d, int c[4])
 {
-    const double2* p = links + (size_t)mu * 9 * vol + s;
+    const int s0 = 2 * cb;
+    site_coords(s0, d, c);
+    const int shift = (c[0] + c[1] + c[2] + c[3] + p) & 1;
+    c[0] += shift;
+    return s0 + shift;
+}
+
+// U(i, k) of the link of direction mu at checkerboard site cb of one parity's link array.
+__device__ __forceinline__ void v3_load_link(const real2* __restrict__ links, size_t vh, int mu, int cb,
+                                             real2 u[3][3])
+{
+    const real2* p = links + (size_t)mu * 9 * vh + cb;
     const int rows = RECONSTRUCT_12 ? 2 : 3;
 #pragma unroll
     for (int i = 0; i < rows; ++i)
 #pragma unroll
         for (int k = 0; k < 3; ++k)
-            u[i][k] = p[(i * 3 + k) * vol];
+            u[i][k] = p[(i * 3 + k) * vh];
 #if RECONSTRUCT_12
     su3_third_row(u);
 #endif
 }
 
-// One hop of direction MU (forward or backward) from neighbour site n, whose link is the
-// one at site ls (x for forward, x - mu for backward), with sign `neg` for an antiperiodic
-// crossing. FIRST: write acc instead of accumulating.
+// One hop of direction MU (forward or backward) from the neighbour at checkerboard index
+// n of the input half field psi, whose link is at checkerboard index ls of the link half
+// array `links` (x for forward, x - mu for backward), with sign `neg` for an
+// antiperiodic crossing. FIRST: write acc instead of accumulating.
 template <int MU, bool FWD, bool FIRST>
-__device__ __forceinline__ void v3_hop(const double2* __restrict__ psi, const double2* __restrict__ links,
-                                       size_t vol, int n, int ls, bool neg, double2 acc[4][3])
+__device__ __forceinline__ void v3_hop(const real2* __restrict__ psi, const real2* __restrict__ links,
+                                       size_t vh, int n, int ls, bool neg, real2 acc[4][3])
 {
     constexpr int c0 = v3_col(MU, 0), c1 = v3_col(MU, 1);
     constexpr int p0 = v3_ph(MU, 0), p1 = v3_ph(MU, 1);
     // Half spinor h_r = psi_r -/+ i^p_r psi_{2 + c_r}.
-    double2 h[2][3];
+    real2 h[2][3];
 #pragma unroll
     for (int c = 0; c < 3; ++c) {
-        const double2 u0 = psi[(size_t)c * vol + n];
-        const double2 u1 = psi[(size_t)(3 + c) * vol + n];
-        const double2 a0 = c_ipow<p0>(psi[(size_t)((2 + c0) * 3 + c) * vol + n]);
-        const double2 a1 = c_ipow<p1>(psi[(size_t)((2 + c1) * 3 + c) * vol + n]);
+        const real2 u0 = psi[(size_t)c * vh + n];
+        const real2 u1 = psi[(size_t)(3 + c) * vh + n];
+        const real2 a0 = c_ipow<p0>(psi[(size_t)((2 + c0) * 3 + c) * vh + n]);
+        const real2 a1 = c_ipow<p1>(psi[(size_t)((2 + c1) * 3 + c) * vh + n]);
         h[0][c] = FWD ? c_sub(u0, a0) : c_add(u0, a0);
         h[1][c] = FWD ? c_sub(u1, a1) : c_add(u1, a1);
         if (neg) {
@@ -79,20 +119,20 @@ __device__ __forceinline__ void v3_hop(const double2* __restrict__ psi, const do
             h[1][c] = c_neg(h[1][c]);
         }
     }
-    double2 u[3][3];
-    v3_load_link(links, vol, MU, ls, u);
+    real2 u[3][3];
+    v3_load_link(links, vh, MU, ls, u);
     // w_r = U h_r (forward) or U^+ h_r (backward): 2 x 66 flops.
-    double2 w[2][3];
+    real2 w[2][3];
 #pragma unroll
     for (int r = 0; r < 2; ++r)
 #pragma unroll
         for (int i = 0; i < 3; ++i) {
             if (FWD) {
-                double2 s = c_mul(u[i][0], h[r][0]);
+                real2 s = c_mul(u[i][0], h[r][0]);
                 s = c_madd(s, u[i][1], h[r][1]);
                 w[r][i] = c_madd(s, u[i][2], h[r][2]);
             } else {
-                double2 s = c_conj_mul(u[0][i], h[r][0]);
+                real2 s = c_conj_mul(u[0][i], h[r][0]);
                 s = c_add(s, c_conj_mul(u[1][i], h[r][1]));
                 w[r][i] = c_add(s, c_conj_mul(u[2][i], h[r][2]));
             }
@@ -101,8 +141,8 @@ __device__ __forceinline__ void v3_hop(const double2* __restrict__ psi, const do
     constexpr int q0 = (4 - p0) & 3, q1 = (4 - p1) & 3;
 #pragma unroll
     for (int c = 0; c < 3; ++c) {
-        const double2 l0 = c_ipow<q0>(w[0][c]);
-        const double2 l1 = c_ipow<q1>(w[1][c]);
+        const real2 l0 = c_ipow<q0>(w[0][c]);
+        const real2 l1 = c_ipow<q1>(w[1][c]);
         if (FIRST) {
             acc[0][c] = w[0][c];
             acc[1][c] = w[1][c];
@@ -117,40 +157,78 @@ __device__ __forceinline__ void v3_hop(const double2* __restrict__ psi, const do
     }
 }
 
-// Forward and backward hop of direction MU.
+// Forward and backward hop of direction MU for the site `site` (coordinates c) of parity
+// p: psi is the input half field (parity 1 - p), links_here / links_there the link arrays
+// of parity p and 1 - p.
 template <int MU, bool FIRST>
-__device__ __forceinline__ void v3_direction(const double2* __restrict__ psi, const double2* __restrict__ links,
-                                             size_t vol, int site, const int c[4], const Dims& d, int mask,
-                                             double2 acc[4][3])
+__device__ __forceinline__ void v3_direction(const real2* __restrict__ psi, const real2* __restrict__ links_here,
+                                             const real2* __restrict__ links_there, size_t vh, int site, int cb,
+                                             const int c[4], const Dims& d, int mask, real2 acc[4][3])
 {
-    const int up = neighbour_index(site, c[MU], MU, true, d);
-    const int dn = neighbour_index(site, c[MU], MU, false, d);
+    const int up = neighbour_index(site, c[MU], MU, true, d) >> 1;
+    const int dn = neighbour_index(site, c[MU], MU, false, d) >> 1;
     const bool anti = QCD_ANTIPERIODIC(mask, MU);
-    v3_hop<MU, true, FIRST>(psi, links, vol, up, site, anti && c[MU] == d.l[MU] - 1, acc);
-    v3_hop<MU, false, false>(psi, links, vol, dn, dn, anti && c[MU] == 0, acc);
+    v3_hop<MU, true, FIRST>(psi, links_here, vh, up, cb, anti && c[MU] == d.l[MU] - 1, acc);
+    v3_hop<MU, false, false>(psi, links_there, vh, dn, dn, anti && c[MU] == 0, acc);
 }
 
 extern "C" __global__ void __launch_bounds__(V3_MAX_BLOCK)
-    stencil_v3(const double2* __restrict__ psi, double2* __restrict__ out, const double2* __restrict__ links,
-               double kappa, int g5, int volume, int lx, int ly, int lz, int lt, int antiperiodic_mask)
+    stencil_v3(const real2* __restrict__ inp, const real2* __restrict__ y, real2* __restrict__ out,
+               const real2* __restrict__ links, double c, int g5, int parity, int volume, int lx, int ly, int lz,
+               int lt, int antiperiodic_mask, double* __restrict__ s, double2* __restrict__ partials,
+               unsigned* __restrict__ ticket)
 {
-    const int site = blockIdx.x * blockDim.x + threadIdx.x;
-    if (site >= volume)
-        return;
-    const size_t vol = (size_t)volume;
-    const Dims d = make_dims(lx, ly, lz, lt);
-    int c[4];
-    site_coords(site, d, c);
-    double2 acc[4][3];
-    v3_direction<3, true>(psi, links, vol, site, c, d, antiperiodic_mask, acc);
-    v3_direction<0, false>(psi, links, vol, site, c, d, antiperiodic_mask, acc);
-    v3_direction<1, false>(psi, links, vol, site, c, d, antiperiodic_mask, acc);
-    v3_direction<2, false>(psi, links, vol, site, c, d, antiperiodic_mask, acc);
+    if (s && !cr_active(s))
+        return; // uniform: every thread of every block
+    const int vh = volume / 2;
+    const bool full = parity < 0;
+    const int n = full ? volume : vh;
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    double2 dot = c_zero();
+    if (t < n) {
+        const int p = full ? t / vh : parity;
+        const int cb = full ? t % vh : t;
+        const size_t half = (size_t)12 * vh;
+        const real2* in_h = inp + (full ? (size_t)(1 - p) * half : 0);
+        const real2* y_h = y ? y + (full ? (size_t)p * half : 0) : nullptr;
+        real2* out_h = out + (full ? (size_t)p * half : 0);
+        const real2* l_here = links + (size_t)p * 36 * vh;
+        const real2* l_there = links + (size_t)(1 - p) * 36 * vh;
+        const Dims d = make_dims(lx, ly, lz, lt);
+        int x[4];
+        const int site = v3_site(p, cb, d, x);
+        real2 acc[4][3];
+        v3_direction<3, true>(in_h, l_here, l_there, vh, site, cb, x, d, antiperiodic_mask, acc);
+        v3_direction<0, false>(in_h, l_here, l_there, vh, site, cb, x, d, antiperiodic_mask, acc);
+        v3_direction<1, false>(in_h, l_here, l_there, vh, site, cb, x, d, antiperiodic_mask, acc);
+        v3_direction<2, false>(in_h, l_here, l_there, vh, site, cb, x, d, antiperiodic_mask, acc);
+        const real cr = (real)c;
 #pragma unroll
-    for (int j = 0; j < 4; ++j)
+        for (int j = 0; j < 4; ++j)
 #pragma unroll
-        for (int i = 0; i < 3; ++i) {
-            const size_t k = (size_t)(j * 3 + i) * vol + site;
-            out[k] = dslash_output(psi[k], acc[j][i], kappa, g5, j);
-        }
+            for (int i = 0; i < 3; ++i) {
+                const size_t k = (size_t)(j * 3 + i) * vh + cb;
+                const real2 h = acc[j][i];
+                real2 v;
+                if (y_h) {
+                    const real2 yk = y_h[k];
+                    v = c_of<real2>(yk.x + cr * h.x, yk.y + cr * h.y);
+                    if (g5 && j >= 2)
+                        v = c_neg(v);
+                    if (partials)
+                        dot = c_add(dot, c_conj_mul(c_dbl(yk), c_dbl(v)));
+                } else {
+                    v = c_scale(cr, h);
+                    if (g5 && j >= 2)
+                        v = c_neg(v);
+                }
+                out_h[k] = v;
+            }
+    }
+    if (partials) {
+        QCD_DYNAMIC_SHARED(double2, v3_shared);
+        double2 total;
+        if (cr_reduce_last(dot, v3_shared, partials, ticket, &total) && threadIdx.x == 0)
+            cr_finish_apply(s, total);
+    }
 }

@@ -3,11 +3,16 @@
 //! loads the kernels, uploads the canonical gauge field through a pinned host buffer and
 //! builds the version's link layout (and bufMove table) on the device. In the solver loop
 //! everything stays on the device; the only host-device traffic is the scalar each
-//! reduction returns. Version 3.0 keeps links and spinors as structures of arrays across
-//! sites (`LinkLayout::SoA`): its link array is built on the device from the canonical
-//! field, and spinors are permuted to that order on upload and back on download (BLAS-1
-//! and reductions are element-wise, so they run unchanged). `axpy` is the seed's xaxpy; `xpay` is the seed's xscal then xaxpy;
-//! `dot` and `norm2` are the seed's multi-pass tree reductions (deterministic).
+//! reduction returns. Version 3.0 keeps links and spinors as parity-major structures of
+//! arrays across sites (`LinkLayout::SoA`, see `fast`): its link array is built on the
+//! device from the canonical field, and spinors are permuted to that order on upload and
+//! back on download (BLAS-1 and reductions are element-wise, so they run unchanged). 3.0
+//! alone has the fast path (`fast`): half-lattice and single-precision fields, the
+//! even-odd operators, conversions and the fused (r|Ar) epilogue. `axpy` is the seed's
+//! xaxpy; `xpay` is the seed's xscal then xaxpy; `dot` and `norm2` are the seed's
+//! multi-pass tree reductions (deterministic).
+
+mod fast;
 
 use super::compile::{Program, BLAS1, LAYOUT, REDUCE};
 use super::device::{driver_err, ensure_fits, function, load_module, open_context, triad_on};
@@ -16,7 +21,7 @@ use super::kernels::{li_in_hop_order, reduce_blocks, Kernel, BLAS_BLOCK};
 use super::stencil::{self, cfg_1d, StencilArgs, StencilKernels, StencilKind};
 use super::timing::{launch, GpuStream, KernelStat};
 use super::version::{LinkLayout, StencilVersion};
-use crate::backend::{Backend, CrScalars, Operator};
+use crate::backend::{unsupported, Backend, CrScalars, Layout, Operator};
 use crate::error::{Error, Result};
 use crate::field::{GaugeField, SpinorField, C64};
 use crate::lattice::{Boundary, Lattice, NDIM};
@@ -66,43 +71,86 @@ pub struct SetupTimes {
     pub layout_ms: f64,
 }
 
-/// A spinor field on the device: V * 12 complex doubles, (re, im) pairs, in the canonical
-/// order [site][spin][colour], or for version 3.0 [spin][colour][site].
+/// A spinor field on the device: 12 complex numbers per site of its layout's subset, (re,
+/// im) pairs, in the canonical order [site][spin][colour] (seed versions: full double
+/// fields only), or for version 3.0 in its parity-major order (see `fast`), in double or
+/// single precision.
 pub struct DeviceSpinor {
-    data: CudaSlice<f64>,
+    data: DeviceData,
+    layout: Layout,
+}
+
+/// A field's storage.
+pub(crate) enum DeviceData {
+    Double(CudaSlice<f64>),
+    Single(CudaSlice<f32>),
 }
 
 /// A field's device data, for kernel arguments (the fused CR kernels take either).
+#[allow(dead_code)]
 pub(crate) enum RawField<'a> {
     Double(&'a CudaSlice<f64>),
-    #[allow(dead_code)]
     Single(&'a CudaSlice<f32>),
 }
 
+#[allow(dead_code)]
 pub(crate) enum RawFieldMut<'a> {
     Double(&'a mut CudaSlice<f64>),
-    #[allow(dead_code)]
     Single(&'a mut CudaSlice<f32>),
 }
 
 impl DeviceSpinor {
     #[allow(dead_code)]
     pub(crate) fn raw(&self) -> RawField<'_> {
-        RawField::Double(&self.data)
+        match &self.data {
+            DeviceData::Double(d) => RawField::Double(d),
+            DeviceData::Single(s) => RawField::Single(s),
+        }
     }
 
     #[allow(dead_code)]
     pub(crate) fn raw_mut(&mut self) -> RawFieldMut<'_> {
-        RawFieldMut::Double(&mut self.data)
+        match &mut self.data {
+            DeviceData::Double(d) => RawFieldMut::Double(d),
+            DeviceData::Single(s) => RawFieldMut::Single(s),
+        }
     }
 
     /// Number of complex numbers.
     pub fn len(&self) -> usize {
-        self.data.len() / 2
+        match &self.data {
+            DeviceData::Double(d) => d.len() / 2,
+            DeviceData::Single(s) => s.len() / 2,
+        }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.data.is_empty()
+        self.len() == 0
+    }
+
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    /// The double data of a full field (the seed versions' only kind).
+    fn double(&self) -> Result<&CudaSlice<f64>> {
+        match &self.data {
+            DeviceData::Double(d) => Ok(d),
+            DeviceData::Single(_) => Err(Error::invalid(
+                "backend",
+                "a single-precision field where a double one is needed",
+            )),
+        }
+    }
+
+    fn double_mut(&mut self) -> Result<&mut CudaSlice<f64>> {
+        match &mut self.data {
+            DeviceData::Double(d) => Ok(d),
+            DeviceData::Single(_) => Err(Error::invalid(
+                "backend",
+                "a single-precision field where a double one is needed",
+            )),
+        }
     }
 }
 
@@ -137,6 +185,10 @@ pub struct CudaBackend {
     applications: u64,
     /// The fused CR iteration's kernels (loaded on first use) and recorded graphs.
     fused: Fused,
+    /// 3.0 was built with two-row link compression.
+    reconstruct_12: bool,
+    /// 3.0's fast path (None for the seed versions).
+    fast: Option<fast::FastState>,
 }
 
 fn as_f64(data: &[C64]) -> &[f64] {
@@ -149,35 +201,14 @@ fn as_f64_mut(data: &mut [C64]) -> &mut [f64] {
     unsafe { std::slice::from_raw_parts_mut(data.as_mut_ptr() as *mut f64, data.len() * 2) }
 }
 
-/// Canonical [site][12 complex] (as f64 pairs) to 3.0's [12 complex][site].
-fn spinor_to_soa(canonical: &[f64], soa: &mut [f64]) {
-    let v = canonical.len() / 24;
-    for (site, s) in canonical.chunks_exact(24).enumerate() {
-        for k in 0..12 {
-            soa[2 * (k * v + site)] = s[2 * k];
-            soa[2 * (k * v + site) + 1] = s[2 * k + 1];
-        }
-    }
-}
-
-/// The inverse of `spinor_to_soa`.
-fn spinor_from_soa(soa: &[f64], canonical: &mut [f64]) {
-    let v = canonical.len() / 24;
-    for (site, s) in canonical.chunks_exact_mut(24).enumerate() {
-        for k in 0..12 {
-            s[2 * k] = soa[2 * (k * v + site)];
-            s[2 * k + 1] = soa[2 * (k * v + site) + 1];
-        }
-    }
-}
-
 fn err(what: &'static str) -> impl Fn(DriverError) -> Error {
     move |e| driver_err(what, e)
 }
 
 /// Bytes of device memory a backend needs: links (and the set-up copies), table,
 /// version buffers, reduction partials, and 8 spinor fields for the solver (CR's five,
-/// the source, and two for checks).
+/// the source, and two for checks). For 3.0 also what the fast path may add: the
+/// single-precision links and the odd Schur temporaries in both precisions.
 pub fn device_bytes_needed(lattice: &Lattice, version: StencilVersion) -> usize {
     let v = lattice.volume();
     let spinor = v * 12 * 16;
@@ -196,6 +227,10 @@ pub fn device_bytes_needed(lattice: &Lattice, version: StencilVersion) -> usize 
     }
     if stencil::kind(version) == StencilKind::Split {
         need += 2 * spinor;
+    }
+    if stencil::kind(version) == StencilKind::Projected {
+        need += v * NDIM * 9 * 8; // float2 links
+        need += spinor / 2 + spinor / 4; // odd temporaries, double and single
     }
     need
 }
@@ -238,6 +273,9 @@ impl CudaBackend {
             ));
         }
         let lattice = gauge.lattice.clone();
+        if version == StencilVersion::V3_0 {
+            fast::check_even_lattice(&lattice)?;
+        }
         let volume = lattice.volume();
         let mut setup = SetupTimes::default();
 
@@ -260,7 +298,8 @@ impl CudaBackend {
         let (blas_mod, _) = load_module(&ctx, &Program::plain(&BLAS1))?;
         let (red_mod, _) = load_module(&ctx, &Program::plain(&REDUCE))?;
         let (layout_mod, _) = load_module(&ctx, &Program::plain(&LAYOUT))?;
-        let (st_mod, fresh) = load_module(&ctx, &stencil::program(version, opts.reconstruct_12))?;
+        let (st_mod, fresh) =
+            load_module(&ctx, &stencil::program(version, opts.reconstruct_12, false))?;
         if fresh && stencil::needs_li_constant(version) {
             upload_li(&st_mod, &stream)?;
         }
@@ -342,7 +381,7 @@ impl CudaBackend {
                 0,
                 &build_v3,
                 cfg,
-                [&canonical, &mut seed, &vol]
+                [&canonical, &mut seed, &vol, &lx, &ly, &lz, &lt]
             );
         } else {
             let cfg = cfg_1d(volume * 72, BLAS_BLOCK, 0);
@@ -411,6 +450,16 @@ impl CudaBackend {
             },
         };
 
+        let fast = match &stencil {
+            StencilKernels::Projected(f) => Some(fast::FastState::new(
+                &blas_mod,
+                &red_mod,
+                &layout_mod,
+                f.clone(),
+            )?),
+            _ => None,
+        };
+
         Ok(CudaBackend {
             gpu,
             lattice,
@@ -429,6 +478,8 @@ impl CudaBackend {
             setup,
             applications: 0,
             fused: Default::default(),
+            reconstruct_12: opts.reconstruct_12,
+            fast,
         })
     }
 
@@ -636,8 +687,8 @@ impl Backend for CudaBackend {
     type Field = DeviceSpinor;
     type CrState = DeviceCrState;
 
-    fn layout(&self, _field: &DeviceSpinor) -> crate::backend::Layout {
-        crate::backend::Layout::FULL
+    fn layout(&self, field: &DeviceSpinor) -> Layout {
+        field.layout
     }
 
     fn describe(&self) -> String {
@@ -654,7 +705,20 @@ impl Backend for CudaBackend {
             .stream
             .alloc_zeros::<f64>(n)
             .map_err(err("allocating a spinor field"))?;
-        Ok(DeviceSpinor { data })
+        Ok(DeviceSpinor {
+            data: DeviceData::Double(data),
+            layout: Layout::FULL,
+        })
+    }
+
+    fn alloc_layout(&mut self, layout: Layout) -> Result<DeviceSpinor> {
+        if self.is_fast() {
+            self.fast_alloc(layout)
+        } else if layout == Layout::FULL {
+            self.alloc()
+        } else {
+            Err(unsupported(self, "half-lattice or single-precision fields"))
+        }
     }
 
     fn upload(&mut self, host: &SpinorField) -> Result<DeviceSpinor> {
@@ -662,15 +726,16 @@ impl Backend for CudaBackend {
         let mut field = self.alloc()?;
         let stream = self.gpu.stream.clone();
         let soa = self.version.link_layout() == LinkLayout::SoA;
+        let lattice = self.lattice.clone();
         let pinned = self.staging()?;
         let dst = pinned.as_mut_slice().map_err(err("pinned memory"))?;
         if soa {
-            spinor_to_soa(as_f64(&host.data), dst);
+            fast::spinor_to_soa(&lattice, as_f64(&host.data), dst);
         } else {
             dst.copy_from_slice(as_f64(&host.data));
         }
         stream
-            .memcpy_htod(&*pinned, &mut field.data)
+            .memcpy_htod(&*pinned, field.double_mut()?)
             .map_err(err("uploading a spinor field"))?;
         // The staging buffer is reused: wait until the copy has read it.
         stream
@@ -680,21 +745,29 @@ impl Backend for CudaBackend {
     }
 
     fn download(&mut self, field: &DeviceSpinor) -> Result<SpinorField> {
+        let mut host = SpinorField::zeros(self.lattice.volume());
+        if field.layout != Layout::FULL {
+            // 3.0's other layouts: widened to double, the sites a half field lacks zero.
+            let raw = self.read_raw(field)?;
+            let parity = field.layout.subset.parity();
+            fast::spinor_from_soa(&self.lattice, &raw, as_f64_mut(&mut host.data), parity);
+            return Ok(host);
+        }
         self.check_len(field.len(), "field")?;
         let stream = self.gpu.stream.clone();
         let pinned = self.staging()?;
         stream
-            .memcpy_dtoh(&field.data, &mut *pinned)
+            .memcpy_dtoh(field.double()?, &mut *pinned)
             .map_err(err("downloading a spinor field"))?;
         stream
             .synchronize()
             .map_err(err("downloading a spinor field"))?;
-        let mut host = SpinorField::zeros(self.lattice.volume());
         let soa = self.version.link_layout() == LinkLayout::SoA;
+        let lattice = self.lattice.clone();
         let pinned = self.staging()?;
         let src = pinned.as_slice().map_err(err("pinned memory"))?;
         if soa {
-            spinor_from_soa(src, as_f64_mut(&mut host.data));
+            fast::spinor_from_soa(&lattice, src, as_f64_mut(&mut host.data), None);
         } else {
             as_f64_mut(&mut host.data).copy_from_slice(src);
         }
@@ -702,15 +775,24 @@ impl Backend for CudaBackend {
     }
 
     fn copy(&mut self, dst: &mut DeviceSpinor, src: &DeviceSpinor) -> Result<()> {
+        if self.is_fast() {
+            return self.fast_copy(dst, src);
+        }
         let p = self.gpu.begin()?;
         self.gpu
             .stream
-            .memcpy_dtod(&src.data, &mut dst.data)
+            .memcpy_dtod(src.double()?, dst.double_mut()?)
             .map_err(err("copying a field"))?;
         self.gpu.end(p, Kernel::Copy, self.n_complex())
     }
 
     fn apply(&mut self, op: Operator, out: &mut DeviceSpinor, inp: &DeviceSpinor) -> Result<()> {
+        if self.is_fast() {
+            return self.fast_apply(op, out, inp, None);
+        }
+        if op.is_schur() {
+            return Err(unsupported(self, "the even-odd Schur operator"));
+        }
         let args = StencilArgs {
             version: self.version,
             multiple: self.multiple,
@@ -722,14 +804,18 @@ impl Backend for CudaBackend {
             kappa: self.kappa,
             g5: op.gamma5(),
             antiperiodic_mask: self.antiperiodic_mask,
+            reconstruct_12: self.reconstruct_12,
         };
         self.stencil
-            .launch(&mut self.gpu, &args, &inp.data, &mut out.data)?;
+            .launch(&mut self.gpu, &args, inp.double()?, out.double_mut()?)?;
         self.applications += 1;
         Ok(())
     }
 
     fn axpy(&mut self, a: C64, x: &DeviceSpinor, y: &mut DeviceSpinor) -> Result<()> {
+        if self.is_fast() {
+            return self.fast_axpy(a, x, y);
+        }
         let n = self.n_complex();
         let ni = n as i32;
         let cfg = cfg_1d(n, BLAS_BLOCK, 0);
@@ -739,23 +825,27 @@ impl Backend for CudaBackend {
             n,
             &self.blas.xaxpy,
             cfg,
-            [&x.data, &mut y.data, &a.re, &a.im, &ni]
+            [x.double()?, y.double_mut()?, &a.re, &a.im, &ni]
         );
         Ok(())
     }
 
     fn xpay(&mut self, x: &DeviceSpinor, a: C64, y: &mut DeviceSpinor) -> Result<()> {
+        if self.is_fast() {
+            return self.fast_xpay(x, a, y);
+        }
         // The seed's way: y = a y (xscal), then y = y + 1 x (xaxpy).
         let n = self.n_complex();
         let ni = n as i32;
         let cfg = cfg_1d(n, BLAS_BLOCK, 0);
+        let yd = y.double_mut()?;
         launch!(
             self.gpu,
             Kernel::Xscal,
             n,
             &self.blas.xscal,
             cfg,
-            [&mut y.data, &a.re, &a.im, &ni]
+            [&mut *yd, &a.re, &a.im, &ni]
         );
         let (one, zero) = (1.0f64, 0.0f64);
         launch!(
@@ -764,12 +854,15 @@ impl Backend for CudaBackend {
             n,
             &self.blas.xaxpy,
             cfg,
-            [&x.data, &mut y.data, &one, &zero, &ni]
+            [x.double()?, yd, &one, &zero, &ni]
         );
         Ok(())
     }
 
     fn dot(&mut self, x: &DeviceSpinor, y: &DeviceSpinor) -> Result<C64> {
+        if self.is_fast() {
+            return self.fast_dot(x, y);
+        }
         let n = self.n_complex();
         let ni = n as i32;
         let cfg = Self::reduce_cfg(n);
@@ -779,13 +872,16 @@ impl Backend for CudaBackend {
             n,
             &self.blas.dot_partial,
             cfg,
-            [&x.data, &y.data, &ni, &mut self.partial[0]]
+            [x.double()?, y.double()?, &ni, &mut self.partial[0]]
         );
         let (re, im) = self.finish_reduction(reduce_blocks(n), true)?;
         Ok(C64::new(re, im))
     }
 
     fn norm2(&mut self, x: &DeviceSpinor) -> Result<f64> {
+        if self.is_fast() {
+            return self.fast_norm2(x);
+        }
         let n = self.n_complex();
         let ni = n as i32;
         let cfg = Self::reduce_cfg(n);
@@ -795,9 +891,43 @@ impl Backend for CudaBackend {
             n,
             &self.blas.norm2_partial,
             cfg,
-            [&x.data, &ni, &mut self.partial[0]]
+            [x.double()?, &ni, &mut self.partial[0]]
         );
         Ok(self.finish_reduction(reduce_blocks(n), false)?.0)
+    }
+
+    fn convert(&mut self, dst: &mut DeviceSpinor, src: &DeviceSpinor) -> Result<()> {
+        if !self.is_fast() {
+            return Err(unsupported(self, "field conversions"));
+        }
+        self.fast_convert(dst, src)
+    }
+
+    fn hop_xpay(
+        &mut self,
+        out: &mut DeviceSpinor,
+        inp: &DeviceSpinor,
+        y: &DeviceSpinor,
+        c: f64,
+        gamma5: bool,
+    ) -> Result<()> {
+        if !self.is_fast() {
+            return Err(unsupported(self, "even-odd hopping terms"));
+        }
+        self.fast_hop_xpay(out, inp, y, c, gamma5)
+    }
+
+    fn cr_apply_dot(
+        &mut self,
+        op: Operator,
+        state: &mut Self::CrState,
+        r: &DeviceSpinor,
+        ar: &mut DeviceSpinor,
+    ) -> Result<()> {
+        if !self.is_fast() {
+            return Err(unsupported(self, "the fused CR iteration"));
+        }
+        self.fast_apply(op, ar, r, Some(state))
     }
 
     // The fused CR iteration (version 3.0): src/cuda/fused.rs.
@@ -932,6 +1062,24 @@ mod tests {
     }
 
     #[test]
+    fn version_3_0_refuses_odd_extents_before_the_device_is_opened() {
+        let l = Lattice::new([4, 4, 4, 3], DEFAULT_BOUNDARY).unwrap();
+        let g = GaugeField::unit(&l);
+        let opts = CudaOptions {
+            version: StencilVersion::V3_0,
+            coarse_block: 64,
+            ..CudaOptions::default()
+        };
+        match CudaBackend::new(&g, 0.1, &opts) {
+            Err(Error::InvalidValue { message, .. }) => {
+                assert!(message.contains("needs even extents"), "{message}");
+                assert!(message.contains("4x4x4x3"), "{message}");
+            }
+            other => panic!("expected InvalidValue, got {:?}", other.err()),
+        }
+    }
+
+    #[test]
     fn memory_need_grows_with_the_version_buffers() {
         let l = Lattice::new([4, 4, 4, 4], DEFAULT_BOUNDARY).unwrap();
         let base = device_bytes_needed(&l, StencilVersion::V1_4);
@@ -939,18 +1087,5 @@ mod tests {
         assert!(device_bytes_needed(&l, StencilVersion::V1_6) > base); // reordered copy
         assert!(device_bytes_needed(&l, StencilVersion::V2_0) > base); // tmp1, tmp2
         assert!(device_bytes_needed(&l, StencilVersion::V3_0) < base); // 4 links, not 8
-    }
-
-    #[test]
-    fn soa_spinor_order_round_trips() {
-        let v = 5;
-        let canonical: Vec<f64> = (0..v * 24).map(|k| k as f64).collect();
-        let mut soa = vec![0.0; v * 24];
-        spinor_to_soa(&canonical, &mut soa);
-        // element k = 7 of site 3 sits at k*V + site.
-        assert_eq!(soa[2 * (7 * v + 3)], canonical[3 * 24 + 14]);
-        let mut back = vec![0.0; v * 24];
-        spinor_from_soa(&soa, &mut back);
-        assert_eq!(back, canonical);
     }
 }

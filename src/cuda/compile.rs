@@ -1,5 +1,6 @@
 //! The one compile path of the CUDA kernels: the `.cu` sources of `kernels/` are embedded
-//! in the binary, their `#include "common.cuh"` is expanded from the embedded header, and
+//! in the binary, their `#include "common.cuh"` (and `"cr_device.cuh"`) lines are expanded
+//! from the embedded headers (each at most once, as `#pragma once` would), and
 //! NVRTC compiles them on first use for the device's architecture. PTX is cached per
 //! (source, architecture, options) for the life of the process; a compile error returns
 //! `Error::Cuda` with NVRTC's full log. `compile_all_kernels` runs every source with every
@@ -20,7 +21,7 @@ pub(crate) struct KernelSource {
 
 const COMMON: &str = include_str!("../../kernels/common.cuh");
 const CR_DEVICE: &str = include_str!("../../kernels/cr_device.cuh");
-/// The headers a source may `#include "..."` (spliced in, each at most once per program).
+/// The embedded headers a source may `#include "..."`.
 const HEADERS: [(&str, &str); 2] = [("common.cuh", COMMON), ("cr_device.cuh", CR_DEVICE)];
 
 pub(crate) static BLAS1: KernelSource = KernelSource {
@@ -124,38 +125,38 @@ impl Program {
         o
     }
 
-    /// The source with the shared headers spliced in (recursively, each once), `#line`
-    /// directives keeping NVRTC's messages pointing at the right file and line.
+    /// The source with the shared headers spliced in (each once; `#pragma once` lines
+    /// dropped), `#line` directives keeping NVRTC's messages pointing at the right file
+    /// and line.
     fn expanded(&self) -> String {
         let mut out = String::with_capacity(COMMON.len() + self.source.code.len() + 128);
-        let mut seen = Vec::new();
-        splice(self.source.name, self.source.code, &mut seen, &mut out);
+        let mut done = Vec::new();
+        splice(self.source.name, self.source.code, &mut done, &mut out);
         out
     }
 }
 
-/// Append `code` (file `name`) to `out`, replacing each `#include "h"` of a known header
-/// by its text the first time (the headers are `#pragma once`) and by nothing after.
-fn splice(name: &str, code: &str, seen: &mut Vec<&'static str>, out: &mut String) {
+/// The header an `#include "name"` line names, if it is one of ours.
+fn included_header(line: &str) -> Option<(&'static str, &'static str)> {
+    let rest = line.trim().strip_prefix("#include")?.trim();
+    let name = rest.strip_prefix('"')?.strip_suffix('"')?;
+    HEADERS.iter().copied().find(|(h, _)| *h == name)
+}
+
+fn splice(name: &str, code: &str, done: &mut Vec<&'static str>, out: &mut String) {
     for (n, line) in code.lines().enumerate() {
-        let header = line
-            .trim()
-            .strip_prefix("#include \"")
-            .and_then(|rest| rest.strip_suffix('"'))
-            .and_then(|h| HEADERS.iter().find(|(hn, _)| *hn == h));
-        match header {
-            Some(&(hname, hcode)) => {
-                if !seen.contains(&hname) {
-                    seen.push(hname);
-                    out.push_str(&format!("#line 1 \"{hname}\"\n"));
-                    splice(hname, hcode, seen, out);
-                }
-                out.push_str(&format!("\n#line {} \"{name}\"\n", n + 2));
+        if let Some((h, text)) = included_header(line) {
+            if !done.contains(&h) {
+                done.push(h);
+                out.push_str(&format!("#line 1 \"{h}\"\n"));
+                splice(h, text, done, out);
+                out.push_str(&format!("\n#line {} \"{}\"\n", n + 2, name));
             }
-            None => {
-                out.push_str(line);
-                out.push('\n');
-            }
+        } else if line.trim() == "#pragma once" {
+            out.push('\n');
+        } else {
+            out.push_str(line);
+            out.push('\n');
         }
     }
 }
@@ -171,10 +172,12 @@ pub(crate) fn all_programs() -> Vec<Program> {
         cr_fused_program(),
     ];
     for &v in StencilVersion::all() {
-        for r12 in [false, true] {
-            let p = super::stencil::program(v, r12);
-            if !programs.contains(&p) {
-                programs.push(p);
+        for single in [false, true] {
+            for r12 in [false, true] {
+                let p = super::stencil::program(v, r12, single);
+                if !programs.contains(&p) {
+                    programs.push(p);
+                }
             }
         }
     }
@@ -304,6 +307,15 @@ mod tests {
         assert_eq!(s.matches("#line 1 \"cr_device.cuh\"").count(), 1);
         assert!(s.find("c_madd").unwrap() < s.find("cr_reduce_last").unwrap());
         assert!(s.contains("\"cr_fused.cu\""));
+        let p = super::super::stencil::program(StencilVersion::V3_0, false, true);
+        let s = p.expanded();
+        assert!(!s.contains("#include \"common.cuh\""));
+        assert!(!s.contains("#include \"cr_device.cuh\""));
+        assert!(!s.contains("#pragma once"));
+        assert_eq!(s.matches("#line 1 \"common.cuh\"").count(), 1);
+        assert_eq!(s.matches("#line 1 \"cr_device.cuh\"").count(), 1);
+        assert_eq!(s.matches("struct Dims {").count(), 1);
+        assert!(s.contains("cr_reduce_last"));
     }
 
     #[test]
@@ -314,9 +326,9 @@ mod tests {
                 assert_ne!(pa, pb);
             }
         }
-        // support (3) + heatbath + fused CR + coarse + fine (1.1/1.2 share; 1.3, 1.4, 1.5, 1.6,
-        // 1.6.1) + split + 3.0 (18 and 12 reals per link)
-        assert_eq!(all.len(), 3 + 1 + 1 + 1 + 6 + 1 + 2);
+        // support (3) + heatbath + fused CR + coarse + fine (1.1/1.2 share; 1.3, 1.4, 1.5,
+        // 1.6, 1.6.1) + split + 3.0 (18 and 12 reals per link, double and single)
+        assert_eq!(all.len(), 3 + 1 + 1 + 1 + 6 + 1 + 4);
     }
 
     #[test]

@@ -33,6 +33,26 @@ pub const REDUCE_BLOCK: usize = 256;
 /// Threads per block of the BLAS-1 and element-wise kernels.
 pub const BLAS_BLOCK: usize = 256;
 
+/// What one launch of version 3.0's stencil computes (kernels/stencil_v3.cu).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum V3Mode {
+    /// Full fields, out = [g5] (inp - kappa H inp): one thread per site over V.
+    Full,
+    /// Half fields, out = [g5] c H inp (no y): one thread per site of one parity.
+    Parity,
+    /// Half fields, out = [g5] (y + c H inp).
+    ParityXpay,
+}
+
+/// Bytes per complex number of a field of this precision.
+pub fn complex_bytes(single: bool) -> u64 {
+    if single {
+        8
+    } else {
+        16
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Kernel {
     /// y = a y, complex (seed: xMult).
@@ -65,6 +85,26 @@ pub enum Kernel {
     CrP(Precision),
     /// A set-up kernel (layout building); not booked in the solve's statistics.
     Setup(&'static str),
+    /// Version 3.0's stencil over n written sites: full or parity mode, single precision
+    /// (float2 fields and links), two-row links, fused (y|out) epilogue.
+    V3 {
+        mode: V3Mode,
+        single: bool,
+        r12: bool,
+        dot: bool,
+    },
+    /// y = y + a x on float2 fields.
+    XaxpyF,
+    /// y = x + a y on float2 fields (one pass).
+    XpayF,
+    /// First pass of (x|x) over n float2 inputs (double sums).
+    Norm2PartialF,
+    /// First pass of (x|y) over n float2 input pairs (double sums).
+    DotPartialF,
+    /// Precision conversion of n complex numbers (to float2, or to double2).
+    Convert { to_single: bool },
+    /// Device-to-device copy of n float2 numbers.
+    CopySingle,
 }
 
 /// Flops of cr_xr or cr_p over n complex numbers beyond the per-element work: the block
@@ -74,14 +114,6 @@ fn cr_reduction_flops(n: usize, finish: u64) -> u64 {
     let grid = super::fused::cr_grid(n) as u64;
     let tree = 2 * (super::fused::CR_BLOCK as u64 - 1);
     tree * (grid + 1) + 2 * grid + finish
-}
-
-/// Bytes of a complex number of this precision.
-fn complex_bytes(p: Precision) -> u64 {
-    match p {
-        Precision::Double => 16,
-        Precision::Single => 8,
-    }
 }
 
 /// Inputs a reduction pass loads in its blocks' second halves, and its block count.
@@ -116,6 +148,40 @@ impl Kernel {
             Kernel::CrXr(p) => format!("cr_xr ({})", precision_name(*p)),
             Kernel::CrP(p) => format!("cr_p ({})", precision_name(*p)),
             Kernel::Setup(name) => (*name).into(),
+            Kernel::V3 {
+                mode,
+                single,
+                r12,
+                dot,
+            } => {
+                let mut tags = Vec::new();
+                match mode {
+                    V3Mode::Full => {}
+                    V3Mode::Parity => tags.push("eo"),
+                    V3Mode::ParityXpay => tags.push("eo xpay"),
+                }
+                if *single {
+                    tags.push("single");
+                }
+                if *r12 {
+                    tags.push("r12");
+                }
+                if *dot {
+                    tags.push("dot");
+                }
+                if tags.is_empty() {
+                    "stencilCore 3.0".into()
+                } else {
+                    format!("stencilCore 3.0 [{}]", tags.join(", "))
+                }
+            }
+            Kernel::XaxpyF => "xaxpy (single)".into(),
+            Kernel::XpayF => "xpay (single)".into(),
+            Kernel::Norm2PartialF => "norm2_partial (single)".into(),
+            Kernel::DotPartialF => "dot_partial (single)".into(),
+            Kernel::Convert { to_single: true } => "to_single".into(),
+            Kernel::Convert { to_single: false } => "to_double".into(),
+            Kernel::CopySingle => "copy (single)".into(),
         }
     }
 
@@ -124,6 +190,7 @@ impl Kernel {
         matches!(
             self,
             Kernel::Stencil(_)
+                | Kernel::V3 { .. }
                 | Kernel::Xgemm34x44
                 | Kernel::Xgemm33x34 { .. }
                 | Kernel::DslashCombine
@@ -164,6 +231,17 @@ impl Kernel {
             Kernel::CrXr(_) => 20 * nn + cr_reduction_flops(n, 1),
             Kernel::CrP(_) => 20 * nn + cr_reduction_flops(n, 2),
             Kernel::Setup(_) => 0,
+            Kernel::V3 { mode, dot, .. } => {
+                // 1320 for the hopping term; y + c*hop 48 (c*hop alone 24); the (y|out)
+                // epilogue 12 conj-multiply-adds of 8 (the block trees not counted).
+                let tail = if *mode == V3Mode::Parity { 24 } else { 48 };
+                let dot = if *dot { 96 } else { 0 };
+                (1320 + tail + dot) * nn
+            }
+            Kernel::XaxpyF | Kernel::XpayF => 8 * nn,
+            Kernel::Norm2PartialF => Kernel::Norm2Partial.flops(n),
+            Kernel::DotPartialF => Kernel::DotPartial.flops(n),
+            Kernel::Convert { .. } | Kernel::CopySingle => 0,
         }
     }
 
@@ -190,9 +268,20 @@ impl Kernel {
             // xr's history entry) are noise but counted as one block read.
             Kernel::CrXr(p) | Kernel::CrP(p) => {
                 let grid = super::fused::cr_grid(n) as u64;
-                6 * complex_bytes(*p) * nn + 32 * grid + 8 * super::fused::CR_SCALARS as u64
+                6 * complex_bytes(*p == Precision::Single) * nn
+                    + 32 * grid
+                    + 8 * super::fused::CR_SCALARS as u64
             }
             Kernel::Setup(_) => 0,
+            Kernel::V3 {
+                mode, single, r12, ..
+            } => v3_bytes_per_site(*mode, *single, *r12) * nn,
+            Kernel::XaxpyF => 24 * nn,
+            Kernel::XpayF => 24 * nn,
+            Kernel::Norm2PartialF => 8 * nn + 8 * reduce_blocks(n) as u64,
+            Kernel::DotPartialF => 16 * nn + 16 * reduce_blocks(n) as u64,
+            Kernel::Convert { .. } => 24 * nn,
+            Kernel::CopySingle => 16 * nn,
         }
     }
 }
@@ -201,6 +290,22 @@ fn precision_name(p: Precision) -> &'static str {
     match p {
         Precision::Double => "double",
         Precision::Single => "single",
+    }
+}
+
+/// Version 3.0's DRAM floor per written site (each array read once, conventions.md): the
+/// links (18 or 12 reals each) and the spinors in the launch's precision. Full mode: 4
+/// links, the input (which is also y) and the output. Parity mode: the half lattice's
+/// sites read the links of both parities (8 per written site), the input half field, y
+/// (xpay only) and the output. The dot epilogue's per-block partials are not counted.
+pub fn v3_bytes_per_site(mode: V3Mode, single: bool, r12: bool) -> u64 {
+    let real = if single { 4 } else { 8 };
+    let link = if r12 { 12 } else { 18 } * real;
+    let spinor = 24 * real;
+    match mode {
+        V3Mode::Full => 4 * link + 2 * spinor,
+        V3Mode::Parity => 8 * link + 2 * spinor,
+        V3Mode::ParityXpay => 8 * link + 3 * spinor,
     }
 }
 
@@ -247,6 +352,39 @@ mod tests {
         );
         assert_eq!(Kernel::CrXr(Precision::Single).name(), "cr_xr (single)");
         assert!(!Kernel::CrP(Precision::Double).is_stencil());
+    }
+
+    #[test]
+    fn v3_books_follow_precision_reconstruct_and_mode() {
+        let full = Kernel::V3 {
+            mode: V3Mode::Full,
+            single: false,
+            r12: false,
+            dot: false,
+        };
+        // The full double R=18 launch is the old 3.0 count, under the old name.
+        assert_eq!(full.bytes(1), StencilVersion::V3_0.bytes_per_site());
+        assert_eq!(full.flops(1), StencilVersion::V3_0.flops_per_site());
+        assert_eq!(full.name(), "stencilCore 3.0");
+        assert_eq!(v3_bytes_per_site(V3Mode::Full, true, false), 480);
+        assert_eq!(v3_bytes_per_site(V3Mode::Full, false, true), 4 * 96 + 384);
+        assert_eq!(
+            v3_bytes_per_site(V3Mode::Parity, false, false),
+            8 * 144 + 384
+        );
+        assert_eq!(
+            v3_bytes_per_site(V3Mode::ParityXpay, true, true),
+            8 * 48 + 3 * 96
+        );
+        let eo = Kernel::V3 {
+            mode: V3Mode::Parity,
+            single: true,
+            r12: true,
+            dot: true,
+        };
+        assert_eq!(eo.flops(10), (1344 + 96) * 10);
+        assert_eq!(eo.name(), "stencilCore 3.0 [eo, single, r12, dot]");
+        assert!(eo.is_stencil());
     }
 
     #[test]

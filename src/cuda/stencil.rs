@@ -4,11 +4,11 @@
 //! compile, and `StencilKernels::launch` runs one operator application.
 
 use super::compile::{Program, STENCIL_COARSE, STENCIL_FINE, STENCIL_SPLIT, STENCIL_V3};
-use super::kernels::{Kernel, BLAS_BLOCK};
+use super::kernels::{Kernel, V3Mode, BLAS_BLOCK};
 use super::timing::{launch, GpuStream};
 use super::version::StencilVersion;
 use crate::error::Result;
-use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig};
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum StencilKind {
@@ -42,14 +42,18 @@ fn flag(on: bool) -> &'static str {
 }
 
 /// The source and defines a version is compiled from (`reconstruct_12`: 3.0's two-row
-/// link compression; the other versions have none and ignore it).
-pub(crate) fn program(v: StencilVersion, reconstruct_12: bool) -> Program {
+/// link compression; `single`: 3.0's single-precision kernel; the other versions have
+/// neither and ignore them).
+pub(crate) fn program(v: StencilVersion, reconstruct_12: bool, single: bool) -> Program {
     match kind(v) {
         StencilKind::Coarse => Program::plain(&STENCIL_COARSE),
         StencilKind::Split => Program::plain(&STENCIL_SPLIT),
         StencilKind::Projected => Program {
             source: &STENCIL_V3,
-            defines: vec![("RECONSTRUCT_12", flag(reconstruct_12))],
+            defines: vec![
+                ("RECONSTRUCT_12", flag(reconstruct_12)),
+                ("V3_SINGLE", flag(single)),
+            ],
             flags: Vec::new(),
         },
         StencilKind::Fine => Program {
@@ -104,6 +108,101 @@ pub(crate) struct StencilArgs<'a> {
     /// Bit mu set: fermions antiperiodic in direction mu (3.0 applies the phases itself;
     /// the other versions have them folded into their link buffers).
     pub antiperiodic_mask: i32,
+    /// 3.0: the module reads 12 reals per link (for the books).
+    pub reconstruct_12: bool,
+}
+
+/// The device address of an allocation (kernel pointer arguments that may be null or
+/// offset, and fields of either precision). The backend's stream is its only stream and
+/// event tracking is off, so no synchronisation is attached.
+pub(crate) fn dptr<T>(s: &CudaSlice<T>, stream: &CudaStream) -> u64 {
+    let (p, _sync) = s.device_ptr(stream);
+    p
+}
+
+/// One launch of 3.0's stencil (kernels/stencil_v3.cu `stencil_v3`, whose argument list
+/// this is): out = [g5] (y + c H inp) over the full lattice (`parity` None, y = inp) or
+/// over the sites of one parity (half fields; y may be 0 = null). `s` non-zero gates the
+/// launch on the fused-CR scalar block's `active`; `partials` and `ticket` non-zero (with
+/// s) add the (y|out) epilogue. Pointers are device addresses (`dptr`), already offset.
+pub(crate) struct V3Launch {
+    pub parity: Option<usize>,
+    pub single: bool,
+    pub reconstruct_12: bool,
+    pub inp: u64,
+    pub y: u64,
+    pub out: u64,
+    pub links: u64,
+    pub c: f64,
+    pub g5: bool,
+    pub dims: [i32; 4],
+    pub volume: usize,
+    pub block: usize,
+    pub antiperiodic_mask: i32,
+    pub s: u64,
+    pub partials: u64,
+    pub ticket: u64,
+}
+
+impl V3Launch {
+    /// Sites the launch writes (= threads with work).
+    pub fn sites(&self) -> usize {
+        match self.parity {
+            None => self.volume,
+            Some(_) => self.volume / 2,
+        }
+    }
+
+    pub fn kernel(&self) -> Kernel {
+        let mode = match (self.parity, self.y) {
+            (None, _) => V3Mode::Full,
+            (Some(_), 0) => V3Mode::Parity,
+            (Some(_), _) => V3Mode::ParityXpay,
+        };
+        Kernel::V3 {
+            mode,
+            single: self.single,
+            r12: self.reconstruct_12,
+            dot: self.partials != 0,
+        }
+    }
+}
+
+/// Run one 3.0 stencil launch on `gpu`, booking it.
+pub(crate) fn launch_v3(gpu: &mut GpuStream, f: &CudaFunction, a: &V3Launch) -> Result<()> {
+    let n = a.sites();
+    let dot = a.partials != 0;
+    let cfg = cfg_1d(n, a.block, if dot { a.block * 16 } else { 0 });
+    let parity: i32 = a.parity.map_or(-1, |p| p as i32);
+    let g5 = a.g5 as i32;
+    let volume = a.volume as i32;
+    let [lx, ly, lz, lt] = a.dims;
+    launch!(
+        gpu,
+        a.kernel(),
+        n,
+        f,
+        cfg,
+        [
+            &a.inp,
+            &a.y,
+            &a.out,
+            &a.links,
+            &a.c,
+            &g5,
+            &parity,
+            &volume,
+            &lx,
+            &ly,
+            &lz,
+            &lt,
+            &a.antiperiodic_mask,
+            &a.s,
+            &a.partials,
+            &a.ticket
+        ]
+    );
+    Ok(())
 }
 
 fn grid(n: usize, per_block: usize) -> u32 {
@@ -175,27 +274,27 @@ impl StencilKernels {
                 );
             }
             StencilKernels::Projected(f) => {
-                let cfg = cfg_1d(a.volume, a.coarse_block, 0);
-                launch!(
-                    gpu,
-                    Kernel::Stencil(v),
-                    a.volume,
-                    f,
-                    cfg,
-                    [
-                        psi,
-                        out,
-                        a.links,
-                        &a.kappa,
-                        &g5,
-                        &volume,
-                        &lx,
-                        &ly,
-                        &lz,
-                        &lt,
-                        &a.antiperiodic_mask
-                    ]
-                );
+                let stream = gpu.stream.clone();
+                let inp = dptr(psi, &stream);
+                let l = V3Launch {
+                    parity: None,
+                    single: false,
+                    reconstruct_12: a.reconstruct_12,
+                    inp,
+                    y: inp,
+                    out: dptr(out, &stream),
+                    links: dptr(a.links, &stream),
+                    c: -a.kappa,
+                    g5: a.g5,
+                    dims: a.dims,
+                    volume: a.volume,
+                    block: a.coarse_block,
+                    antiperiodic_mask: a.antiperiodic_mask,
+                    s: 0,
+                    partials: 0,
+                    ticket: 0,
+                };
+                launch_v3(gpu, f, &l)?;
             }
             StencilKernels::Split {
                 gemm34,

@@ -82,7 +82,7 @@ impl StencilVersion {
             V1_6 => "1.5 with U rearranged on the device (uup/udn pairs contiguous, transposed, columns interleaved by two) and staged in shared memory",
             V1_6_1 => "1.6 reading U from global memory (fits multiple = 64 under 48 KB)",
             V2_0 => "one kernel per product: xgemm34x44 then xgemm33x34 per hop, then the combine; 17 launches with global intermediate buffers (sparse Li, neighbours from coordinates, seed U layout)",
-            V3_0 => "ours, bandwidth-bound: one thread per site, spin projection to half spinors (1368 flops fused), out = psi - kappa*hop and the g5 sign fused in the store, 4 links per site (backward hop applies U(x-mu)^+), structure-of-arrays double2 layout (coalesced 16-byte loads), boundary phases from coordinates, block size = coarse_block",
+            V3_0 => "ours, bandwidth-bound: one thread per site, spin projection to half spinors (1368 flops fused), out = psi - kappa*hop and the g5 sign fused in the store, 4 links per site (backward hop applies U(x-mu)^+), parity-major structure-of-arrays layout (coalesced loads; even extents only), boundary phases from coordinates, block size = coarse_block; the fast path: even-odd fields and operators, single precision, fused (r|Ar)",
         }
     }
 

@@ -15,9 +15,6 @@ extern "C" {
 void build_seed_links(const double2*, double2*, int, int, int, int, int, int);
 void build_move_table(int*, int, int, int, int, int);
 void reorder_links_v16(const double2*, double2*, int);
-void build_v3_links(const double2*, double2*, int);
-void stencil_v3(const double2*, double2*, const double2*, double, int, int, int, int, int, int, int);
-void stencil_v3_r12(const double2*, double2*, const double2*, double, int, int, int, int, int, int, int);
 void stencil_v1_0(const double2*, double2*, const double2*, const int*, double, int, int);
 #define FINE(name) void name(const double2*, double2*, const double2*, const int*, double, int, int, int, int, int, int, int);
 FINE(stencil_fine_v11) FINE(stencil_fine_v13) FINE(stencil_fine_v14) FINE(stencil_fine_v15) FINE(stencil_fine_v16)
@@ -164,29 +161,7 @@ int main(int argc, char** argv)
                    [&] { dslash_combine(psi.data(), tmp2.data(), out.data(), kappa, g5, (int)n); });
     });
 
-    // 3.0: structure-of-arrays spinors and links, phases from the mask, one thread per site,
-    // blocks of 32, 96 and 512 (the last block partial); R = 18 and reconstruct-12.
-    {
-        std::vector<double2> soa_links((size_t)V * 36), soa_psi((size_t)V * 12), soa_out((size_t)V * 12);
-        emu_launch(blocks((size_t)V * 36, 256), 256, 0, false,
-                   [&] { build_v3_links(canon.data(), soa_links.data(), V); });
-        for (int s = 0; s < V; ++s)
-            for (int k = 0; k < 12; ++k)
-                soa_psi[(size_t)k * V + s] = psi[(size_t)s * 12 + k];
-        using V3 = void (*)(const double2*, double2*, const double2*, double, int, int, int, int, int, int, int);
-        const std::pair<const char*, V3> v3s[] = {{"3.0", stencil_v3}, {"3.0 reconstruct-12", stencil_v3_r12}};
-        for (auto [name, k] : v3s)
-            for (int block : {32, 96, 512})
-                check_op(std::string(name) + " block " + std::to_string(block), [&](int g5) {
-                    std::fill(soa_out.begin(), soa_out.end(), double2{NAN, NAN});
-                    emu_launch(blocks(V, block), block, 0, false, [&] {
-                        k(soa_psi.data(), soa_out.data(), soa_links.data(), kappa, g5, V, lx, ly, lz, lt, mask);
-                    });
-                    for (int s = 0; s < V; ++s)
-                        for (int e = 0; e < 12; ++e)
-                            out[(size_t)s * 12 + e] = soa_out[(size_t)e * V + s];
-                });
-    }
+    // 3.0 (parity-major layout, every mode and precision): run_v3eo.sh / emu_v3eo.cpp.
 
     // BLAS-1: y = a y; y = y + b x.
     {

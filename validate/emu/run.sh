@@ -2,7 +2,8 @@
 # Check the CUDA kernels' logic on the CPU (no GPU, no CUDA): compile kernels/*.cu with
 # g++ through cuda_emu.h, one object per define set (as src/cuda/stencil.rs compiles them),
 # and compare every version with the Rust oracle on awkward lattice sizes; check the fused
-# CR kernels (cr_check.cpp) against a host computation.
+# CR kernels (cr_check.cpp) against a host computation; 3.0 in every mode and precision
+# (run_v3eo.sh).
 # Usage: validate/emu/run.sh [LX LY LZ LT ...]   (default: 3 5 7 9 and 4 4 4 6)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -22,8 +23,6 @@ compile blas1 blas1.cu
 compile reduce reduce.cu
 compile coarse stencil_coarse.cu
 compile split stencil_split.cu
-compile v3 stencil_v3.cu -DRECONSTRUCT_12=0
-compile v3_r12 stencil_v3.cu -DRECONSTRUCT_12=1 -Dstencil_v3=stencil_v3_r12
 fine() { # tag LI_SPARSE NEIGHBOUR_FROM_COORDS FEWER_BARRIERS U_REORDERED U_IN_SHARED
     compile "fine_$1" stencil_fine.cu -Dstencil_fine=stencil_fine_$1 -Dc_li=c_li_$1 \
         -DLI_SPARSE=$2 -DNEIGHBOUR_FROM_COORDS=$3 -DFEWER_BARRIERS=$4 -DU_REORDERED=$5 -DU_IN_SHARED=$6
@@ -48,4 +47,5 @@ for ((k = 0; k < ${#sizes[@]}; k += 4)); do
     "$root/target/release/examples/emu_dump" "${sizes[@]:k:4}" "$dump"
     "$build/emu_check" "$dump" || status=1
 done
+bash "$root/validate/emu/run_v3eo.sh" || status=1
 exit $status

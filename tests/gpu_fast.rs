@@ -1,0 +1,424 @@
+#![cfg(feature = "gpu-tests")]
+//! GPU execution tests of version 3.0's fast path (half-lattice and single-precision
+//! fields, the even-odd operators, conversions, hop_xpay, the fused (r|Ar) epilogue),
+//! each against the CPU backend on the same fields. Built only with `--features
+//! gpu-tests`; every test opens the GPU first and fails loudly when there is none.
+//!
+//! Tolerances (relative, norm-wise): double 1e-13 (1e-12 for reductions, whose summation
+//! order differs), single 1e-6 (the GPU computes in binary32, the CPU rounds only what it
+//! stores).
+
+use qcd_solve::backend::cpu::CpuBackend;
+use qcd_solve::backend::{Backend, CrScalars, Layout, Operator, Precision, Subset};
+use qcd_solve::cuda::{device_info, CudaBackend, CudaOptions, StencilVersion};
+use qcd_solve::field::{GaugeField, SpinorField, C64};
+use qcd_solve::lattice::{Boundary, Lattice, DEFAULT_BOUNDARY};
+use qcd_solve::Error;
+
+fn require_gpu() {
+    match device_info() {
+        Ok(info) => eprintln!("GPU: {} (sm_{}{})", info.name, info.cc.0, info.cc.1),
+        Err(e) => panic!("the gpu tests need an NVIDIA GPU with its driver and libnvrtc: {e}"),
+    }
+}
+
+const KAPPA: f64 = 0.124;
+
+/// The test lattices: antiperiodic t (the default) on 4x4x4x8, and 6x4x8x4 with
+/// antiperiodic t and x (the in-kernel phases in two directions).
+fn lattices() -> Vec<Lattice> {
+    let mut b = DEFAULT_BOUNDARY;
+    assert_eq!(b[3], Boundary::Antiperiodic);
+    let first = Lattice::new([4, 4, 4, 8], b).unwrap();
+    b[0] = Boundary::Antiperiodic;
+    vec![first, Lattice::new([6, 4, 8, 4], b).unwrap()]
+}
+
+fn gpu(gauge: &GaugeField, reconstruct_12: bool, block: usize) -> CudaBackend {
+    let opts = CudaOptions {
+        version: StencilVersion::V3_0,
+        coarse_block: block,
+        reconstruct_12,
+        ..CudaOptions::default()
+    };
+    CudaBackend::new(gauge, KAPPA, &opts).unwrap()
+}
+
+/// A field of `layout` holding `host`'s sites of that subset (upload, then convert).
+fn field<B: Backend>(b: &mut B, host: &SpinorField, layout: Layout) -> B::Field {
+    let full = b.upload(host).unwrap();
+    let mut f = b.alloc_layout(layout).unwrap();
+    b.convert(&mut f, &full).unwrap();
+    f
+}
+
+fn tol(p: Precision) -> f64 {
+    match p {
+        Precision::Double => 1e-13,
+        Precision::Single => 1e-6,
+    }
+}
+
+const OPS: [Operator; 4] = [
+    Operator::D,
+    Operator::G5D,
+    Operator::Schur,
+    Operator::G5Schur,
+];
+
+fn op_layout(op: Operator, p: Precision) -> Layout {
+    Layout::new(
+        if op.is_schur() {
+            Subset::Even
+        } else {
+            Subset::Full
+        },
+        p,
+    )
+}
+
+#[test]
+fn every_operator_matches_the_cpu_in_both_precisions() {
+    require_gpu();
+    let mut failures = Vec::new();
+    for l in lattices() {
+        let gauge = GaugeField::random(&l, 21);
+        let psi = SpinorField::random(l.volume(), 21, 1 << 40);
+        let mut cpu = CpuBackend::new(&gauge, KAPPA);
+        for (r12, block) in [(false, 96), (true, 32), (false, 512)] {
+            let mut g = gpu(&gauge, r12, block);
+            if r12 {
+                // Built ahead (as before a graph capture) or lazily: the same results.
+                g.prepare_fast_path(Precision::Single).unwrap();
+            }
+            for prec in [Precision::Double, Precision::Single] {
+                for op in OPS {
+                    let layout = op_layout(op, prec);
+                    let cx = field(&mut cpu, &psi, layout);
+                    let mut cy = cpu.alloc_layout(layout).unwrap();
+                    cpu.apply(op, &mut cy, &cx).unwrap();
+                    let want = cpu.download(&cy).unwrap();
+                    let gx = field(&mut g, &psi, layout);
+                    let mut gy = g.alloc_layout(layout).unwrap();
+                    g.apply(op, &mut gy, &gx).unwrap();
+                    let got = g.download(&gy).unwrap();
+                    let rel = got.rel_diff(&want);
+                    eprintln!(
+                        "{} {op} {prec:?} r12={r12} block {block}: {rel:.2e}",
+                        l.dims_string()
+                    );
+                    if rel.is_nan() || rel > tol(prec) {
+                        failures.push(format!(
+                            "{} {op} {prec:?} r12={r12} b{block}: {rel:e}",
+                            l.dims_string()
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{failures:?}");
+}
+
+#[test]
+fn reconstruct_12_equals_18_reals_in_double() {
+    require_gpu();
+    for l in lattices() {
+        let gauge = GaugeField::random(&l, 4);
+        let psi = SpinorField::random(l.volume(), 4, 1 << 40);
+        for op in OPS {
+            let layout = op_layout(op, Precision::Double);
+            let mut outs = Vec::new();
+            for r12 in [false, true] {
+                let mut g = gpu(&gauge, r12, 128);
+                let x = field(&mut g, &psi, layout);
+                let mut y = g.alloc_layout(layout).unwrap();
+                g.apply(op, &mut y, &x).unwrap();
+                outs.push(g.download(&y).unwrap());
+            }
+            let rel = outs[1].rel_diff(&outs[0]);
+            assert!(rel <= 1e-13, "{} {op}: {rel:e}", l.dims_string());
+        }
+    }
+}
+
+#[test]
+fn hop_xpay_matches_the_cpu() {
+    require_gpu();
+    for l in lattices() {
+        let gauge = GaugeField::random(&l, 8);
+        let a = SpinorField::random(l.volume(), 8, 1 << 40);
+        let b = SpinorField::random(l.volume(), 8, 2 << 40);
+        let mut cpu = CpuBackend::new(&gauge, KAPPA);
+        let mut g = gpu(&gauge, false, 64);
+        for prec in [Precision::Double, Precision::Single] {
+            for p in [Subset::Even, Subset::Odd] {
+                let q = Subset::from_parity(1 - p.parity().unwrap());
+                for (c, g5) in [(KAPPA, false), (-0.37, true)] {
+                    let (lo, li) = (Layout::new(p, prec), Layout::new(q, prec));
+                    let (ci, cy) = (field(&mut cpu, &a, li), field(&mut cpu, &b, lo));
+                    let mut co = cpu.alloc_layout(lo).unwrap();
+                    cpu.hop_xpay(&mut co, &ci, &cy, c, g5).unwrap();
+                    let want = cpu.download(&co).unwrap();
+                    let (gi, gy) = (field(&mut g, &a, li), field(&mut g, &b, lo));
+                    let mut go = g.alloc_layout(lo).unwrap();
+                    g.hop_xpay(&mut go, &gi, &gy, c, g5).unwrap();
+                    let rel = g.download(&go).unwrap().rel_diff(&want);
+                    eprintln!(
+                        "{} {p:?} {prec:?} c={c} g5={g5}: {rel:.2e}",
+                        l.dims_string()
+                    );
+                    assert!(rel <= tol(prec), "{p:?} {prec:?} c={c} g5={g5}: {rel:e}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn conversions_round_trip_and_match_the_cpu() {
+    require_gpu();
+    let l = &lattices()[1];
+    let gauge = GaugeField::random(l, 2);
+    let psi = SpinorField::random(l.volume(), 2, 1 << 40);
+    let mut cpu = CpuBackend::new(&gauge, KAPPA);
+    let mut g = gpu(&gauge, false, 256);
+    let full = g.upload(&psi).unwrap();
+    // Gather both parities in double and scatter them back: exact.
+    let mut back = g.alloc().unwrap();
+    for p in [Subset::Even, Subset::Odd] {
+        let mut h = g.alloc_layout(Layout::new(p, Precision::Double)).unwrap();
+        g.convert(&mut h, &full).unwrap();
+        g.convert(&mut back, &h).unwrap();
+    }
+    assert_eq!(g.download(&back).unwrap(), psi);
+    // Through single precision and every subset, against the CPU's same sequence.
+    for subset in [Subset::Full, Subset::Even, Subset::Odd] {
+        let s = Layout::new(subset, Precision::Single);
+        let d = Layout::new(subset, Precision::Double);
+        let gs = field(&mut g, &psi, s);
+        let mut gd = g.alloc_layout(d).unwrap();
+        g.convert(&mut gd, &gs).unwrap();
+        let cs = field(&mut cpu, &psi, s);
+        let mut cd = cpu.alloc_layout(d).unwrap();
+        cpu.convert(&mut cd, &cs).unwrap();
+        let (a, b) = (g.download(&gd).unwrap(), cpu.download(&cd).unwrap());
+        assert_eq!(a, b, "{subset:?}: f32 rounding is the same on both");
+        assert_eq!(g.download(&gs).unwrap(), b);
+        let exact = field(&mut cpu, &psi, d);
+        assert!(a.rel_diff(&cpu.download(&exact).unwrap()) < 1e-7);
+        // Scatter a single half into a full single field: the other parity stays.
+        if subset != Subset::Full {
+            let mut gf = field(&mut g, &psi, Layout::new(Subset::Full, Precision::Single));
+            let zero = g.alloc_layout(s).unwrap();
+            g.convert(&mut gf, &zero).unwrap();
+            let mut cf = field(&mut cpu, &psi, Layout::new(Subset::Full, Precision::Single));
+            let czero = cpu.alloc_layout(s).unwrap();
+            cpu.convert(&mut cf, &czero).unwrap();
+            assert_eq!(g.download(&gf).unwrap(), cpu.download(&cf).unwrap());
+        }
+    }
+}
+
+#[test]
+fn blas_and_reductions_on_half_and_single_fields_match_the_cpu() {
+    require_gpu();
+    let l = &lattices()[0];
+    let gauge = GaugeField::unit(l);
+    let x = SpinorField::random(l.volume(), 3, 1 << 40);
+    let y = SpinorField::random(l.volume(), 3, 2 << 40);
+    let a = C64::new(0.7, -1.3);
+    let mut cpu = CpuBackend::new(&gauge, KAPPA);
+    let mut g = gpu(&gauge, false, 256);
+    for subset in [Subset::Full, Subset::Even, Subset::Odd] {
+        for prec in [Precision::Double, Precision::Single] {
+            let lay = Layout::new(subset, prec);
+            let (gx, mut gy) = (field(&mut g, &x, lay), field(&mut g, &y, lay));
+            let (cx, mut cy) = (field(&mut cpu, &x, lay), field(&mut cpu, &y, lay));
+            let (n0, nc) = (g.norm2(&gx).unwrap(), cpu.norm2(&cx).unwrap());
+            assert!((n0 - nc).abs() / nc < 1e-12, "{lay:?} norm2 {n0} vs {nc}");
+            let (d0, dc) = (g.dot(&gx, &gy).unwrap(), cpu.dot(&cx, &cy).unwrap());
+            assert!(
+                (d0 - dc).norm() / dc.norm() < 1e-12,
+                "{lay:?} dot {d0} vs {dc}"
+            );
+            // Bitwise repeatable.
+            assert_eq!(g.dot(&gx, &gy).unwrap(), d0);
+            g.axpy(a, &gx, &mut gy).unwrap();
+            cpu.axpy(a, &cx, &mut cy).unwrap();
+            let rel = g
+                .download(&gy)
+                .unwrap()
+                .rel_diff(&cpu.download(&cy).unwrap());
+            assert!(rel <= tol(prec), "{lay:?} axpy {rel:e}");
+            g.xpay(&gx, a, &mut gy).unwrap();
+            cpu.xpay(&cx, a, &mut cy).unwrap();
+            let rel = g
+                .download(&gy)
+                .unwrap()
+                .rel_diff(&cpu.download(&cy).unwrap());
+            assert!(rel <= tol(prec), "{lay:?} xpay {rel:e}");
+            let mut gz = g.alloc_layout(lay).unwrap();
+            g.copy(&mut gz, &gy).unwrap();
+            assert_eq!(g.download(&gz).unwrap(), g.download(&gy).unwrap());
+        }
+    }
+}
+
+#[test]
+fn cr_apply_dot_matches_the_cpu_and_obeys_active() {
+    require_gpu();
+    for l in lattices() {
+        let gauge = GaugeField::random(&l, 13);
+        let r = SpinorField::random(l.volume(), 13, 1 << 40);
+        let mut cpu = CpuBackend::new(&gauge, KAPPA);
+        // Block 32: the most blocks the partials have room for.
+        for block in [32, 256] {
+            let mut g = gpu(&gauge, false, block);
+            for prec in [Precision::Double, Precision::Single] {
+                for op in OPS {
+                    let layout = op_layout(op, prec);
+                    let s = CrScalars {
+                        rar: C64::new(0.7, -0.2),
+                        iter: 3,
+                        max_iter: 10,
+                        nr: 1.0,
+                        active: true,
+                        ..CrScalars::default()
+                    };
+                    let (cr, mut car) = (
+                        field(&mut cpu, &r, layout),
+                        cpu.alloc_layout(layout).unwrap(),
+                    );
+                    let mut cs = cpu.cr_state(&s).unwrap();
+                    cpu.cr_apply_dot(op, &mut cs, &cr, &mut car).unwrap();
+                    let want = cpu.cr_get(&cs).unwrap();
+                    let (gr, mut gar) =
+                        (field(&mut g, &r, layout), g.alloc_layout(layout).unwrap());
+                    let mut gs = g.fast_test_cr_state(&s).unwrap();
+                    // Twice: the ticket must have wrapped back to zero in between.
+                    for _ in 0..2 {
+                        let mut gs1 = g.fast_test_cr_state(&s).unwrap();
+                        g.cr_apply_dot(op, &mut gs1, &gr, &mut gar).unwrap();
+                        g.cr_apply_dot(op, &mut gs, &gr, &mut gar).unwrap();
+                    }
+                    let got = g.fast_test_cr_read(&gs).unwrap();
+                    // The second call saw rar = rar_new: beta = 1.
+                    let rel = (got.rar - want.rar).norm() / want.rar.norm();
+                    let tol_dot = if prec == Precision::Double {
+                        1e-12
+                    } else {
+                        1e-6
+                    };
+                    eprintln!(
+                        "{} {op} {prec:?} block {block}: rar {rel:.2e}",
+                        l.dims_string()
+                    );
+                    assert!(
+                        rel <= tol_dot,
+                        "{op} {prec:?} b{block}: rar {} vs {}",
+                        got.rar,
+                        want.rar
+                    );
+                    assert!(
+                        (got.beta - C64::new(1.0, 0.0)).norm() < 1e-14,
+                        "{}",
+                        got.beta
+                    );
+                    let one = {
+                        let mut gs1 = g.fast_test_cr_state(&s).unwrap();
+                        g.cr_apply_dot(op, &mut gs1, &gr, &mut gar).unwrap();
+                        g.fast_test_cr_read(&gs1).unwrap()
+                    };
+                    let rb = (one.beta - want.beta).norm() / want.beta.norm();
+                    assert!(
+                        rb <= tol_dot,
+                        "{op} {prec:?}: beta {} vs {}",
+                        one.beta,
+                        want.beta
+                    );
+                    let rel = g
+                        .download(&gar)
+                        .unwrap()
+                        .rel_diff(&cpu.download(&car).unwrap());
+                    assert!(rel <= tol(prec), "{op} {prec:?}: Ar {rel:e}");
+                    // Inactive: nothing changes, neither the field nor the scalars.
+                    let off = CrScalars { active: false, ..s };
+                    let mut gz = g.alloc_layout(layout).unwrap();
+                    let mut gs0 = g.fast_test_cr_state(&off).unwrap();
+                    g.cr_apply_dot(op, &mut gs0, &gr, &mut gz).unwrap();
+                    assert_eq!(g.norm2(&gz).unwrap(), 0.0);
+                    assert_eq!(g.fast_test_cr_read(&gs0).unwrap(), off);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn odd_extents_are_refused_by_3_0() {
+    require_gpu();
+    let l = Lattice::new([4, 4, 5, 8], DEFAULT_BOUNDARY).unwrap();
+    let gauge = GaugeField::unit(&l);
+    let opts = CudaOptions {
+        version: StencilVersion::V3_0,
+        coarse_block: 64,
+        ..CudaOptions::default()
+    };
+    match CudaBackend::new(&gauge, KAPPA, &opts) {
+        Err(Error::InvalidValue { message, .. }) => {
+            assert!(
+                message.contains("even extents") && message.contains("4x4x5x8"),
+                "{message}"
+            )
+        }
+        other => panic!("expected InvalidValue, got {:?}", other.err()),
+    }
+}
+
+#[test]
+fn mixed_layouts_and_seed_versions_are_refused_not_panics() {
+    require_gpu();
+    let l = &lattices()[0];
+    let gauge = GaugeField::unit(l);
+    let psi = SpinorField::random(l.volume(), 1, 0);
+    let mut g = gpu(&gauge, false, 64);
+    let even = Layout::new(Subset::Even, Precision::Double);
+    let odd = Layout::new(Subset::Odd, Precision::Double);
+    let even_s = Layout::new(Subset::Even, Precision::Single);
+    let e = field(&mut g, &psi, even);
+    let mut o = field(&mut g, &psi, odd);
+    let mut es = field(&mut g, &psi, even_s);
+    let mut full = g.upload(&psi).unwrap();
+    let invalid = |r: Result<(), Error>| matches!(r, Err(Error::InvalidValue { .. }));
+    assert!(invalid(g.axpy(C64::new(1.0, 0.0), &e, &mut o)));
+    assert!(invalid(g.xpay(&e, C64::new(1.0, 0.0), &mut es)));
+    assert!(matches!(g.dot(&e, &es), Err(Error::InvalidValue { .. })));
+    assert!(invalid(g.copy(&mut o, &e)));
+    assert!(invalid(g.convert(&mut o, &e)));
+    assert!(invalid(g.apply(Operator::D, &mut o, &e)));
+    let full2 = g.upload(&psi).unwrap();
+    assert!(invalid(g.apply(Operator::Schur, &mut full, &full2)));
+    assert!(invalid(g.apply(Operator::Schur, &mut es, &e)));
+    let o2 = field(&mut g, &psi, odd);
+    assert!(invalid(g.hop_xpay(&mut o, &o2, &e, 1.0, false)));
+    assert!(invalid(g.hop_xpay(&mut es, &o2, &e, 1.0, false)));
+    // A seed version refuses the fast path by name.
+    let opts = CudaOptions {
+        version: StencilVersion::V1_5,
+        ..CudaOptions::default()
+    };
+    let mut seed = CudaBackend::new(&gauge, KAPPA, &opts).unwrap();
+    match seed.alloc_layout(even) {
+        Err(Error::InvalidValue { message, .. }) => {
+            assert!(message.contains("fast path"), "{message}")
+        }
+        other => panic!("expected a refusal, got {:?}", other.err()),
+    }
+    let x = seed.upload(&psi).unwrap();
+    let mut y = seed.alloc().unwrap();
+    assert!(invalid(seed.apply(Operator::Schur, &mut y, &x)));
+    assert!(invalid(seed.convert(&mut y, &x)));
+    assert!(invalid(seed.hop_xpay(&mut y, &x, &x, 1.0, false)));
+    assert_eq!(seed.layout(&x), Layout::FULL);
+}

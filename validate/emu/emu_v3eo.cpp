@@ -1,0 +1,222 @@
+// emu_v3eo.cpp: runs version 3.0's parity-major stencil family (kernels/stencil_v3.cu in
+// double and single precision, 18 and 12 reals per link; full and parity modes, the xpay
+// form, the fused (y|out) epilogue) and build_v3_links / to_single (layout.cu) on the CPU
+// through cuda_emu.h, with the launch geometry of src/cuda (stencil::launch_v3), and
+// compares with the CPU backend's results written by `cargo run --example emu_v3eo_dump`.
+// Prints one line per check; exit 1 on failure. Run by validate/emu/run_v3eo.sh.
+#include "cuda_emu.h"
+#include "emu_v3eo_atomics.h"
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#ifndef QCD_EMU_FLOAT2 // as kernels/common.cuh defines it under QCD_EMULATION
+#define QCD_EMU_FLOAT2 1
+struct float2 {
+    float x, y;
+};
+#endif
+
+thread_local emu_uint3 threadIdx, blockIdx, blockDim, gridDim;
+char* emu_dynamic_shared = nullptr;
+std::barrier<>* emu_barrier = nullptr;
+
+#define V3D(name)                                                                                                     \
+    void name(const double2*, const double2*, double2*, const double2*, double, int, int, int, int, int, int, int,    \
+              int, double*, double2*, unsigned*);
+#define V3S(name)                                                                                                     \
+    void name(const float2*, const float2*, float2*, const float2*, double, int, int, int, int, int, int, int, int,   \
+              double*, double2*, unsigned*);
+extern "C" {
+void build_v3_links(const double2*, double2*, int, int, int, int, int);
+void to_single(const double2*, float2*, long long);
+void to_double(const float2*, double2*, long long);
+V3D(stencil_v3_d) V3D(stencil_v3_d12) V3S(stencil_v3_s) V3S(stencil_v3_s12)
+}
+
+static int failures = 0;
+static void report(const std::string& what, double value, double tol)
+{
+    const bool ok = value <= tol; // NaN fails
+    if (!ok)
+        ++failures;
+    std::printf("%-52s %10.3e  %s\n", what.c_str(), value, ok ? "ok" : "FAIL");
+}
+
+static double rel_diff(const std::vector<double2>& a, const std::vector<double2>& b)
+{
+    double num = 0, den = 0;
+    for (size_t k = 0; k < a.size(); ++k) {
+        const double dx = a[k].x - b[k].x, dy = a[k].y - b[k].y;
+        num += dx * dx + dy * dy;
+        den += b[k].x * b[k].x + b[k].y * b[k].y;
+    }
+    return std::sqrt(num / den);
+}
+
+static double2 to_d(double2 z) { return z; }
+static double2 to_d(float2 z) { return double2{z.x, z.y}; }
+template <class T> static T from_d(double2 z);
+template <> double2 from_d<double2>(double2 z) { return z; }
+template <> float2 from_d<float2>(double2 z) { return float2{(float)z.x, (float)z.y}; }
+
+int main(int argc, char** argv)
+{
+    if (argc != 2) {
+        std::fprintf(stderr, "usage: emu_v3eo DUMP\n");
+        return 2;
+    }
+    std::ifstream in(argv[1], std::ios::binary);
+    char magic[8];
+    in.read(magic, 8);
+    if (!in || std::string(magic, 8) != "QCDV3EO1") {
+        std::fprintf(stderr, "not a v3eo dump\n");
+        return 2;
+    }
+    uint64_t dims64[4], mask64;
+    in.read((char*)dims64, 32);
+    in.read((char*)&mask64, 8);
+    double kappa;
+    in.read((char*)&kappa, 8);
+    const int lx = dims64[0], ly = dims64[1], lz = dims64[2], lt = dims64[3];
+    const int V = lx * ly * lz * lt, vh = V / 2;
+    const int mask = (int)mask64;
+    const size_t nf = (size_t)V * 12;
+    std::vector<double2> canon((size_t)V * 36), psi(nf), phi(nf);
+    in.read((char*)canon.data(), canon.size() * 16);
+    in.read((char*)psi.data(), nf * 16);
+    in.read((char*)phi.data(), nf * 16);
+    // refs[prec][0..6]: D, g5D, Mee, g5Mee, hop even, hop odd
+    std::vector<double2> refs[2][6];
+    for (auto& r : refs)
+        for (auto& f : r) {
+            f.resize(nf);
+            in.read((char*)f.data(), nf * 16);
+        }
+    double rar_re, rar_im;
+    in.read((char*)&rar_re, 8);
+    in.read((char*)&rar_im, 8);
+    if (!in) {
+        std::fprintf(stderr, "short dump\n");
+        return 2;
+    }
+    std::printf("lattice %dx%dx%dx%d (V = %d), kappa %g, antiperiodic mask %d\n", lx, ly, lz, lt, V, kappa, mask);
+
+    // Host mirror of src/cuda/backend/fast.rs: (parity, cb) of a lexicographic site.
+    auto parity = [&](int s) {
+        const int x = s % lx, y = (s / lx) % ly, z = (s / lx / ly) % lz, t = s / lx / ly / lz;
+        return (x + y + z + t) & 1;
+    };
+    auto to_pm = [&](const std::vector<double2>& c) {
+        std::vector<double2> pm(nf);
+        for (int s = 0; s < V; ++s)
+            for (int k = 0; k < 12; ++k)
+                pm[(size_t)parity(s) * 12 * vh + (size_t)k * vh + s / 2] = c[(size_t)s * 12 + k];
+        return pm;
+    };
+    // A parity-major field (full, or the half of parity p) back to canonical (zeros elsewhere).
+    auto from_pm = [&](const std::vector<double2>& pm, int p) {
+        std::vector<double2> c(nf, double2{0, 0});
+        for (int s = 0; s < V; ++s) {
+            const int q = parity(s);
+            if (p >= 0 && q != p)
+                continue;
+            const size_t base = p >= 0 ? 0 : (size_t)q * 12 * vh;
+            for (int k = 0; k < 12; ++k)
+                c[(size_t)s * 12 + k] = pm[base + (size_t)k * vh + s / 2];
+        }
+        return c;
+    };
+    auto blocks = [](size_t n, size_t per) { return (unsigned)((n + per - 1) / per); };
+
+    std::vector<double2> links_d((size_t)V * 36);
+    emu_launch(blocks((size_t)V * 36, 256), 256, 0, false,
+               [&] { build_v3_links(canon.data(), links_d.data(), V, lx, ly, lz, lt); });
+    std::vector<float2> links_s((size_t)V * 36);
+    emu_launch(blocks((size_t)V * 36, 256), 256, 0, false,
+               [&] { to_single(links_d.data(), links_s.data(), (long long)V * 36); });
+    {
+        std::vector<double2> back((size_t)V * 36);
+        emu_launch(blocks((size_t)V * 36, 256), 256, 0, false,
+                   [&] { to_double(links_s.data(), back.data(), (long long)V * 36); });
+        double worst = 0;
+        for (size_t k = 0; k < back.size(); ++k)
+            worst = std::max(worst, std::abs(back[k].x - links_d[k].x) + std::abs(back[k].y - links_d[k].y));
+        report("to_single / to_double links (max abs diff)", worst, 1e-6);
+    }
+
+    const std::vector<double2> psi_pm = to_pm(psi), phi_pm = to_pm(phi);
+
+    auto run = [&](const char* name, auto kernel, auto* links, auto zero, int prec, int block) {
+        using T = decltype(zero);
+        const double tol = prec == 0 ? 1e-13 : 1e-6;
+        std::vector<T> x(nf), y(nf), out(nf), tmp((size_t)vh * 12);
+        for (size_t k = 0; k < nf; ++k) {
+            x[k] = from_d<T>(psi_pm[k]);
+            y[k] = from_d<T>(phi_pm[k]);
+        }
+        auto widen = [&](const std::vector<T>& f, size_t n) {
+            std::vector<double2> d(nf, double2{0, 0});
+            for (size_t k = 0; k < n; ++k)
+                d[k] = to_d(f[k]);
+            return d;
+        };
+        const T* xe = x.data();
+        const T* xo = x.data() + (size_t)12 * vh;
+        auto launch = [&](const T* inp, const T* yy, T* o, double c, int g5, int par, double* s, double2* partials,
+                          unsigned* ticket) {
+            const size_t n = par < 0 ? V : vh;
+            const bool dot = partials != nullptr;
+            emu_launch(blocks(n, block), block, dot ? block * 16 : 0, dot, [&] {
+                kernel(inp, yy, o, links, c, g5, par, V, lx, ly, lz, lt, mask, s, partials, ticket);
+            });
+        };
+        const std::string tag = std::string(name) + " b" + std::to_string(block) + " ";
+        for (int g5 = 0; g5 < 2; ++g5) {
+            std::fill(out.begin(), out.end(), from_d<T>(double2{NAN, NAN}));
+            launch(x.data(), x.data(), out.data(), -kappa, g5, -1, nullptr, nullptr, nullptr);
+            report(tag + (g5 ? "g5D full" : "D full"), rel_diff(from_pm(widen(out, nf), -1), refs[prec][g5]), tol);
+        }
+        for (int g5 = 0; g5 < 2; ++g5) {
+            std::fill(out.begin(), out.end(), from_d<T>(double2{NAN, NAN}));
+            launch(xe, nullptr, tmp.data(), 1.0, 0, 1, nullptr, nullptr, nullptr);
+            // The fused epilogue on the g5 Mee launch: scalars active, rar = 1.
+            double s[12] = {1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 10, 1};
+            std::vector<double2> partials(V / 32 + 1);
+            unsigned ticket = 0;
+            launch(tmp.data(), xe, out.data(), -kappa * kappa, g5, 0, g5 ? s : nullptr,
+                   g5 ? partials.data() : nullptr, g5 ? &ticket : nullptr);
+            report(tag + (g5 ? "g5Mee even (fused dot)" : "Mee even"),
+                   rel_diff(from_pm(widen(out, (size_t)12 * vh), 0), refs[prec][2 + g5]), tol);
+            if (g5) {
+                const double d = std::hypot(s[0] - rar_re, s[1] - rar_im) / std::hypot(rar_re, rar_im);
+                report(tag + "  (r|g5 Mee r) vs CPU", d, prec == 0 ? 1e-12 : 1e-6);
+                report(tag + "  beta = rar_new / 1", std::hypot(s[7] - s[0], s[8] - s[1]), 0.0);
+                report(tag + "  ticket back to 0", ticket, 0);
+                // Inactive: nothing is written.
+                s[11] = 0;
+                std::vector<T> untouched(nf, from_d<T>(double2{7, 7}));
+                launch(tmp.data(), xe, untouched.data(), -kappa * kappa, 1, 0, s, partials.data(), &ticket);
+                double moved = 0;
+                for (auto& z : untouched)
+                    moved += std::abs(to_d(z).x - 7) + std::abs(to_d(z).y - 7);
+                report(tag + "  inactive launch writes nothing", moved, 0);
+            }
+        }
+        std::fill(out.begin(), out.end(), from_d<T>(double2{NAN, NAN}));
+        launch(xo, y.data(), out.data(), 0.37, 1, 0, nullptr, nullptr, nullptr);
+        report(tag + "hop_xpay even (c 0.37, g5)", rel_diff(from_pm(widen(out, (size_t)12 * vh), 0), refs[prec][4]),
+               tol);
+        std::fill(out.begin(), out.end(), from_d<T>(double2{NAN, NAN}));
+        launch(xe, y.data() + (size_t)12 * vh, out.data(), -0.21, 0, 1, nullptr, nullptr, nullptr);
+        report(tag + "hop_xpay odd (c -0.21)", rel_diff(from_pm(widen(out, (size_t)12 * vh), 1), refs[prec][5]), tol);
+    };
+    for (int block : {32, 96}) {
+        run("3.0 double", stencil_v3_d, links_d.data(), double2{}, 0, block);
+        run("3.0 double r12", stencil_v3_d12, links_d.data(), double2{}, 0, block);
+        run("3.0 single", stencil_v3_s, links_s.data(), float2{}, 1, block);
+        run("3.0 single r12", stencil_v3_s12, links_s.data(), float2{}, 1, block);
+    }
+    std::printf("%s\n", failures ? "FAILED" : "all checks passed");
+    return failures ? 1 : 0;
+}
