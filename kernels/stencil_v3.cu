@@ -43,7 +43,7 @@
 #include "cr_device.cuh"
 
 #ifndef V3_MAX_BLOCK
-#define V3_MAX_BLOCK 512
+#define V3_MAX_BLOCK 256
 #endif
 #ifndef RECONSTRUCT_12
 #define RECONSTRUCT_12 0

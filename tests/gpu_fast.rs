@@ -85,7 +85,7 @@ fn every_operator_matches_the_cpu_in_both_precisions() {
         let gauge = GaugeField::random(&l, 21);
         let psi = SpinorField::random(l.volume(), 21, 1 << 40);
         let mut cpu = CpuBackend::new(&gauge, KAPPA);
-        for (r12, block) in [(false, 96), (true, 32), (false, 512)] {
+        for (r12, block) in [(false, 96), (true, 32), (false, 256)] {
             let mut g = gpu(&gauge, r12, block);
             if r12 {
                 // Built ahead (as before a graph capture) or lazily: the same results.
