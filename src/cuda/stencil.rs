@@ -172,7 +172,14 @@ impl V3Launch {
 pub(crate) fn launch_v3(gpu: &mut GpuStream, f: &CudaFunction, a: &V3Launch) -> Result<()> {
     let n = a.sites();
     let dot = a.partials != 0;
-    let cfg = cfg_1d(n, a.block, if dot { a.block * 16 } else { 0 });
+    // Full mode: warps alternate parity over the same checkerboard range (kernels/
+    // stencil_v3.cu), so the threads cover both halves rounded up to whole warps.
+    let threads = if a.parity.is_none() {
+        2 * (a.volume / 2).div_ceil(32) * 32
+    } else {
+        n
+    };
+    let cfg = cfg_1d(threads, a.block, if dot { a.block * 16 } else { 0 });
     let parity: i32 = a.parity.map_or(-1, |p| p as i32);
     let g5 = a.g5 as i32;
     let volume = a.volume as i32;

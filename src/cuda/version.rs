@@ -34,7 +34,7 @@ pub const COARSE_BLOCK: usize = 256;
 /// Largest `multiple`: 12 * multiple threads must fit a block of 1024.
 pub const MAX_MULTIPLE: usize = 85;
 /// Largest block of version 3.0 (V3_MAX_BLOCK in kernels/stencil_v3.cu).
-pub const V3_MAX_BLOCK: usize = 256;
+pub const V3_MAX_BLOCK: usize = 512;
 
 /// Where a version reads its links from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -165,7 +165,8 @@ int main(int argc, char** argv)
         const T* xo = x.data() + (size_t)12 * vh;
         auto launch = [&](const T* inp, const T* yy, T* o, double c, int g5, int par, double* s, double2* partials,
                           unsigned* ticket) {
-            const size_t n = par < 0 ? V : vh;
+            // Full mode covers both halves in whole warps (src/cuda/stencil.rs launch_v3).
+            const size_t n = par < 0 ? 2 * ((vh + 31) / 32 * 32) : vh;
             const bool dot = partials != nullptr;
             emu_launch(blocks(n, block), block, dot ? block * 16 : 0, dot, [&] {
                 kernel(inp, yy, o, links, c, g5, par, V, lx, ly, lz, lt, mask, s, partials, ticket);
