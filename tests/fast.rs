@@ -337,3 +337,20 @@ fn command_line_options_give_exit_code_2_with_the_value_named() {
         "{err}"
     );
 }
+
+#[test]
+fn the_iteration_limit_holds_exactly_whatever_the_batch() {
+    // max_iterations 23 with batches of 10: the device-side stop ends at 23, not 30.
+    let p = problem([4, 4, 4, 8], 0.124);
+    let mut be = CpuBackend::new(&p.gauge, p.kappa);
+    let b = be.upload(&p.source.gamma5()).unwrap();
+    let fp = FusedParams {
+        check_every: 10,
+        ..FusedParams::new(1e-14, 23)
+    };
+    let (out, _) = fused_cr(&mut be, Operator::G5D, &b, &fp, &mut |_, _| {}).unwrap();
+    assert_eq!(out.reason, StopReason::MaxIterations);
+    assert_eq!(out.iterations, 23);
+    assert_eq!(out.history.len(), 24);
+    assert_eq!(out.operator_applications, 24);
+}

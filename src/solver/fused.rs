@@ -128,7 +128,7 @@ pub fn fused_cr<B: Backend>(
     let mut state = be.cr_state(&s)?;
     be.cr_apply_dot(op, &mut state, &r, &mut ap)?;
     s = be.cr_get(&state)?;
-    s.nr = be.norm2(&r)?;
+    s.nr = if mixed { be.norm2(&r)? } else { nb };
     s.apap = be.norm2(&ap)?;
     s.alpha = s.rar.conj() / s.apap;
     s.beta = C64::new(0.0, 0.0);
@@ -209,7 +209,9 @@ pub fn fused_cr<B: Backend>(
             observe(iter, rel);
         }
 
-        let k = params.check_every.max(1).min(params.max_iterations - iter);
+        // Always the same batch (one recorded graph per solve): the device itself stops at
+        // max_iterations, so a batch that would pass it does nothing extra.
+        let k = params.check_every.max(1);
         be.repeat(key, k, &mut |be: &mut B| {
             be.cr_update_xr(&mut state, &p, &ap, &mut x, &mut r)?;
             be.cr_apply_dot(op, &mut state, &r, &mut ar)?;
