@@ -141,6 +141,35 @@ pub fn candidates(version: StencilVersion, base: &CudaOptions) -> Vec<CudaOption
         .collect()
 }
 
+/// The launch geometry the main job uses (src/run.rs): the tune cache's entry for this
+/// device, version and lattice, or a sweep now (stored for next time). Returns the
+/// options and where the geometry came from.
+pub fn tuned_options(p: &Problem, base: &CudaOptions) -> Result<(CudaOptions, String)> {
+    let info = crate::cuda::device_info()?;
+    let cc = format!("{}.{}", info.cc.0, info.cc.1);
+    let path = tune::default_path();
+    let mut cache = TuneCache::load(&path, env!("CARGO_PKG_VERSION"));
+    for w in &cache.warnings {
+        tracing::warn!("{w}");
+    }
+    let before = cache.len();
+    let r = geometry(
+        p,
+        base.version,
+        &info.name,
+        &cc,
+        &mut cache,
+        TuneMode::Tune,
+        base,
+    )?;
+    if cache.len() != before {
+        if let Err(e) = cache.save() {
+            tracing::warn!("the tune cache {} was not saved: {e}", path.display());
+        }
+    }
+    Ok(r)
+}
+
 /// The launch geometry for `version`: cached, or swept now and stored.
 fn geometry(
     p: &Problem,

@@ -247,6 +247,15 @@ pub struct BackendConfig {
     /// CPU threads; 0 = all cores.
     #[serde(default)]
     pub threads: i64,
+    /// GPU: take the stencil's launch geometry (block, multiple) from the autotuner's
+    /// cache, sweeping and storing it on first use; false: `multiple` and the default
+    /// block as given.
+    #[serde(default = "default_tune")]
+    pub tune: bool,
+}
+
+fn default_tune() -> bool {
+    true
 }
 
 fn default_kernel() -> String {
@@ -267,6 +276,7 @@ impl Default for BackendConfig {
             multiple: default_multiple(),
             reconstruct: default_reconstruct(),
             threads: 0,
+            tune: default_tune(),
         }
     }
 }

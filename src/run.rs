@@ -338,6 +338,15 @@ pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
         let (result, backend_description, gpu) = match choose_device(c.backend.device)? {
             Device::Cuda => {
                 let opts = cuda_options(cfg)?;
+                // Launch geometry from the autotuner (tune cache, or a sweep stored there),
+                // unless the config fixes it with `tune = false`.
+                let opts = if c.backend.tune {
+                    let (o, how) = crate::ablate::tuned_options(&problem, &opts)?;
+                    tracing::info!(block = o.coarse_block, multiple = o.multiple, "launch geometry: {how}");
+                    o
+                } else {
+                    opts
+                };
                 let params = SolvePlan::from_config(c, opts.version.is_fast_path());
                 check_plan_on_gpu(&params, opts.version)?;
                 let mut be = crate::cuda::CudaBackend::new(&problem.gauge, problem.kappa, &opts)?;
