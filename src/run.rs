@@ -221,6 +221,7 @@ pub fn solve_on<B: Backend>(
     if plan.preconditioning == Preconditioning::EvenOdd {
         problem.lattice.require_even("even-odd preconditioning")?;
     }
+    backend.prepare(plan.precision, plan.fused)?;
     let t = Instant::now();
     let b = backend.upload(&rhs)?;
     let source = if plan.preconditioning == Preconditioning::EvenOdd {

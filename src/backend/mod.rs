@@ -292,6 +292,13 @@ pub trait Backend {
     }
     /// Forget recorded graphs (the fields they name are about to be freed).
     fn forget_graphs(&mut self) {}
+
+    /// Compile, load and build ahead whatever a solve with fields of `precision` and (if
+    /// `fused`) the fused iteration will need, so that the solve's time does not include
+    /// first-use set-up (and no set-up happens during a graph capture).
+    fn prepare(&mut self, _precision: Precision, _fused: bool) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// The error of a capability this backend does not have.

@@ -993,6 +993,19 @@ impl Backend for CudaBackend {
     fn forget_graphs(&mut self) {
         self.fused.forget_graphs();
     }
+
+    fn prepare(&mut self, precision: crate::backend::Precision, fused: bool) -> Result<()> {
+        if self.fast_path().is_err() {
+            return Ok(());
+        }
+        self.prepare_fast_path(precision)?;
+        if fused {
+            // Loads the fused-CR module (its first use compiles it).
+            let s = CrScalars::default();
+            drop(self.cr_state(&s)?);
+        }
+        Ok(())
+    }
 }
 
 impl CudaBackend {
