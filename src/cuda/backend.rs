@@ -87,20 +87,17 @@ pub(crate) enum DeviceData {
 }
 
 /// A field's device data, for kernel arguments (the fused CR kernels take either).
-#[allow(dead_code)]
 pub(crate) enum RawField<'a> {
     Double(&'a CudaSlice<f64>),
     Single(&'a CudaSlice<f32>),
 }
 
-#[allow(dead_code)]
 pub(crate) enum RawFieldMut<'a> {
     Double(&'a mut CudaSlice<f64>),
     Single(&'a mut CudaSlice<f32>),
 }
 
 impl DeviceSpinor {
-    #[allow(dead_code)]
     pub(crate) fn raw(&self) -> RawField<'_> {
         match &self.data {
             DeviceData::Double(d) => RawField::Double(d),
@@ -108,7 +105,6 @@ impl DeviceSpinor {
         }
     }
 
-    #[allow(dead_code)]
     pub(crate) fn raw_mut(&mut self) -> RawFieldMut<'_> {
         match &mut self.data {
             DeviceData::Double(d) => RawFieldMut::Double(d),
