@@ -307,3 +307,86 @@ fn seed_versions_refuse_the_fused_iteration_by_name() {
         other => panic!("expected a refusal, got {:?}", other.err()),
     }
 }
+
+/// The whole fused solve on the GPU: the residual history of the seed's CR on the same
+/// backend to rounding (issue 6: "the same residual history as the seed path"), and the
+/// same bits when run twice (single-pass reductions finished by the last block), also for
+/// even-odd with single-double through the main job's solve_on.
+#[test]
+fn fused_solve_follows_the_seed_history_and_repeats_bitwise() {
+    use qcd_solve::backend::Operator;
+    use qcd_solve::run::{solve_on, Problem, SolvePlan};
+    use qcd_solve::solver::{conjugate_residual, fused_cr, CrParams, FusedParams, StopReason};
+    require_gpu();
+    let l = lattice([8, 8, 8, 16]);
+    let g = GaugeField::random(&l, 7);
+    let src = SpinorField::random(l.volume(), 8, 0);
+    let mut be = gpu(&g, StencilVersion::V3_0);
+    let b = be.upload(&src.gamma5()).unwrap();
+    let seed = conjugate_residual(&mut be, Operator::G5D, &b, &CrParams::new(1e-10, 1000)).unwrap();
+    assert_eq!(seed.reason, StopReason::Converged);
+    let fp = FusedParams {
+        check_every: 10,
+        ..FusedParams::new(1e-10, 1000)
+    };
+    let mut runs = vec![];
+    for _ in 0..2 {
+        let (out, _) = fused_cr(&mut be, Operator::G5D, &b, &fp, &mut |_, _| {}).unwrap();
+        assert_eq!(out.reason, StopReason::Converged);
+        let x = be.download(&out.x).unwrap();
+        runs.push((out.history, x));
+    }
+    let (hist, x) = &runs[0];
+    assert!(
+        hist.len().abs_diff(seed.history.len()) <= 1,
+        "fused {} vs seed {} iterations",
+        hist.len() - 1,
+        seed.history.len() - 1
+    );
+    let worst = hist
+        .iter()
+        .zip(&seed.history)
+        .map(|(f, s)| rel(*f, *s))
+        .fold(0.0, f64::max);
+    eprintln!(
+        "fused vs seed history on the GPU: {worst:.2e} over {} iterations",
+        hist.len() - 1
+    );
+    assert!(worst <= 1e-8, "fused vs seed history: {worst:.2e}");
+    assert_eq!(runs[0].0, runs[1].0, "history bits differ between two runs");
+    assert_eq!(
+        x.data, runs[1].1.data,
+        "solution bits differ between two runs"
+    );
+
+    let p = gauge_problem(&l, g.clone(), src.clone());
+    let mut plan = SolvePlan::seed(CrParams::new(1e-10, 1000));
+    plan.fused = true;
+    plan.preconditioning = qcd_solve::config::Preconditioning::EvenOdd;
+    plan.precision = qcd_solve::backend::Precision::Single;
+    plan.check_every = 5;
+    let a = solve_on(&mut be, &p, &plan).unwrap();
+    let c = solve_on(&mut be, &p, &plan).unwrap();
+    assert_eq!(a.reason, StopReason::Converged);
+    assert_eq!(a.history, c.history, "even-odd single-double history bits");
+    assert_eq!(
+        a.solution.data, c.solution.data,
+        "even-odd single-double solution bits"
+    );
+    assert!(a.true_residual <= 1.5e-10, "{}", a.true_residual);
+
+    fn gauge_problem(l: &Lattice, gauge: GaugeField, source: SpinorField) -> Problem {
+        Problem {
+            lattice: l.clone(),
+            plaquette: gauge.plaquette(),
+            link_trace: gauge.link_trace(),
+            gauge,
+            gauge_description: "random".into(),
+            kappa: 0.124,
+            operator: Operator::G5D,
+            source,
+            source_description: "random".into(),
+            setup_seconds: 0.0,
+        }
+    }
+}
