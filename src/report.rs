@@ -69,7 +69,8 @@ pub struct SolveReport {
     pub seconds_per_iteration: f64,
     /// Operator flops by the 1320-per-site model over the solve time.
     pub gflops_model_1320: f64,
-    /// Operator bytes by the no-reuse model (2880 B/site, double) over the solve time.
+    /// Operator bytes by the no-reuse model over the solve time: 8 (R P + 24 P) + 24 P per
+    /// site for R reals per link and P bytes per real of the iteration (2880 in double, R 18).
     pub gbytes_per_second_model: f64,
     pub peak_memory_bytes: Option<u64>,
     /// GPU runs only: per-kernel times, stencil rates, bandwidth against triad.
@@ -220,7 +221,19 @@ pub fn build(
         timings: r.timings.clone(),
         seconds_per_iteration: solve / (r.iterations.max(1) as f64),
         gflops_model_1320: apps * v * HOP_FLOPS_PER_SITE as f64 / solve / 1e9,
-        gbytes_per_second_model: apps * v * dslash_model_bytes_per_site(18, 8) as f64 / solve / 1e9,
+        // The iteration's precision and link compression (single-double iterates in f32).
+        gbytes_per_second_model: apps
+            * v
+            * dslash_model_bytes_per_site(
+                cfg.config.backend.reconstruct as u64,
+                if cfg.config.solver.precision == crate::config::SolverPrecision::SingleDouble {
+                    4
+                } else {
+                    8
+                },
+            ) as f64
+            / solve
+            / 1e9,
         peak_memory_bytes: peak_memory_bytes(),
         gpu,
         residual_history: r.history.clone(),
@@ -282,7 +295,7 @@ pub fn summary(r: &SolveReport) -> String {
     line(
         "performance",
         format!(
-            "{:.2} GFLOP/s (1320 flops/site model), {:.2} GB/s (2880 B/site model)",
+            "{:.2} GFLOP/s (1320 flops/site model), {:.2} GB/s (no-reuse byte model)",
             r.gflops_model_1320, r.gbytes_per_second_model
         ),
     );
