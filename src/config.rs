@@ -552,6 +552,28 @@ impl LoadedConfig {
                     };
                     return Err(self.bad("backend", "multiple", msg));
                 }
+                // On an explicit GPU the fast path's options need 3.0 (with device = "auto"
+                // the run may fall back to the CPU, which has them all; run.rs checks then).
+                if c.backend.device == Device::Cuda && !v.is_fast_path() {
+                    let key = if c.solver.preconditioning != Preconditioning::None {
+                        Some("preconditioning")
+                    } else if c.solver.precision != SolverPrecision::Double {
+                        Some("precision")
+                    } else if c.solver.iteration == Iteration::Fused {
+                        Some("iteration")
+                    } else {
+                        None
+                    };
+                    if let Some(key) = key {
+                        return Err(self.bad(
+                            "solver",
+                            key,
+                            format!(
+                                "runs on the GPU with backend.kernel = \"3.0\" only, not the seed version {v}"
+                            ),
+                        ));
+                    }
+                }
             }
         }
         let dims = self.dims();
