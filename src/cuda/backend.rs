@@ -679,6 +679,38 @@ fn upload_li(
     Ok(())
 }
 
+/// y = x + a y over n complex numbers the seed's way: y = a y (xscal), then y = y + 1 x
+/// (xaxpy). Shared by the seed versions and 3.0's double fields.
+fn seed_xpay(
+    gpu: &mut GpuStream,
+    blas: &BlasKernels,
+    x: &CudaSlice<f64>,
+    a: C64,
+    y: &mut CudaSlice<f64>,
+    n: usize,
+) -> Result<()> {
+    let ni = n as i32;
+    let cfg = cfg_1d(n, BLAS_BLOCK, 0);
+    launch!(
+        gpu,
+        Kernel::Xscal,
+        n,
+        &blas.xscal,
+        cfg,
+        [&mut *y, &a.re, &a.im, &ni]
+    );
+    let (one, zero) = (1.0f64, 0.0f64);
+    launch!(
+        gpu,
+        Kernel::Xaxpy,
+        n,
+        &blas.xaxpy,
+        cfg,
+        [x, y, &one, &zero, &ni]
+    );
+    Ok(())
+}
+
 impl Backend for CudaBackend {
     type Field = DeviceSpinor;
     type CrState = DeviceCrState;
@@ -830,29 +862,15 @@ impl Backend for CudaBackend {
         if self.is_fast() {
             return self.fast_xpay(x, a, y);
         }
-        // The seed's way: y = a y (xscal), then y = y + 1 x (xaxpy).
         let n = self.n_complex();
-        let ni = n as i32;
-        let cfg = cfg_1d(n, BLAS_BLOCK, 0);
-        let yd = y.double_mut()?;
-        launch!(
-            self.gpu,
-            Kernel::Xscal,
+        seed_xpay(
+            &mut self.gpu,
+            &self.blas,
+            x.double()?,
+            a,
+            y.double_mut()?,
             n,
-            &self.blas.xscal,
-            cfg,
-            [&mut *yd, &a.re, &a.im, &ni]
-        );
-        let (one, zero) = (1.0f64, 0.0f64);
-        launch!(
-            self.gpu,
-            Kernel::Xaxpy,
-            n,
-            &self.blas.xaxpy,
-            cfg,
-            [x.double()?, yd, &one, &zero, &ni]
-        );
-        Ok(())
+        )
     }
 
     fn dot(&mut self, x: &DeviceSpinor, y: &DeviceSpinor) -> Result<C64> {

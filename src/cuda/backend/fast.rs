@@ -541,23 +541,7 @@ impl CudaBackend {
         match (&x.data, &mut y.data) {
             (DeviceData::Double(xd), DeviceData::Double(yd)) => {
                 // The seed's way, as for full fields: y = a y, then y = y + x.
-                launch!(
-                    self.gpu,
-                    Kernel::Xscal,
-                    n,
-                    &self.blas.xscal,
-                    cfg,
-                    [&mut *yd, &a.re, &a.im, &ni]
-                );
-                let (one, zero) = (1.0f64, 0.0f64);
-                launch!(
-                    self.gpu,
-                    Kernel::Xaxpy,
-                    n,
-                    &self.blas.xaxpy,
-                    cfg,
-                    [xd, yd, &one, &zero, &ni]
-                );
+                super::seed_xpay(&mut self.gpu, &self.blas, xd, a, yd, n)?
             }
             (DeviceData::Single(xs), DeviceData::Single(ys)) => launch!(
                 self.gpu,
