@@ -29,13 +29,6 @@
 // double2 (x = re, y = im) everywhere; float2 for the single-precision fields of version
 // 3.0. The arithmetic helpers are templates over the complex type Z (deduced from the
 // arguments, so mixing precisions does not compile); c_make and c_zero stay double2.
-#if defined(QCD_EMULATION) && !defined(QCD_EMU_FLOAT2)
-#define QCD_EMU_FLOAT2 1
-struct float2 {
-    float x, y;
-};
-#endif
-
 template <class Z> struct c_real_of;
 template <> struct c_real_of<double2> {
     typedef double type;

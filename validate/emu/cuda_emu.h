@@ -18,7 +18,6 @@
 #include <vector>
 
 #define QCD_EMULATION 1
-#define QCD_EMU_ATOMICS 1 // atomicInc, __threadfence, __ldcg, isfinite are defined below
 #define __global__
 #define __device__ static
 #define __forceinline__ inline
@@ -32,7 +31,6 @@ struct double2 {
 struct float2 {
     float x, y;
 };
-#define QCD_EMU_FLOAT2 1
 struct emu_uint3 {
     unsigned x = 0, y = 0, z = 0;
 };

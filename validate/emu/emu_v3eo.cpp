@@ -5,17 +5,9 @@
 // compares with the CPU backend's results written by `cargo run --example emu_v3eo_dump`.
 // Prints one line per check; exit 1 on failure. Run by validate/emu/run_v3eo.sh.
 #include "cuda_emu.h"
-#include "emu_v3eo_atomics.h"
 #include <cstdio>
 #include <fstream>
 #include <string>
-
-#ifndef QCD_EMU_FLOAT2 // as kernels/common.cuh defines it under QCD_EMULATION
-#define QCD_EMU_FLOAT2 1
-struct float2 {
-    float x, y;
-};
-#endif
 
 thread_local emu_uint3 threadIdx, blockIdx, blockDim, gridDim;
 char* emu_dynamic_shared = nullptr;

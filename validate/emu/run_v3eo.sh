@@ -9,7 +9,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$root/target/emu_v3eo
 mkdir -p "$build"
 cxx="g++ -std=c++20 -O2 -pthread -Wall -Wno-unknown-pragmas -Wno-unused-variable -Wno-unused-function -Wno-unused-but-set-variable"
-inc="-include $root/validate/emu/cuda_emu.h -include $root/validate/emu/emu_v3eo_atomics.h -I $root/kernels -x c++"
+inc="-include $root/validate/emu/cuda_emu.h -I $root/kernels -x c++"
 objs=()
 compile() { # name source defines...
     local name=$1 src=$2
