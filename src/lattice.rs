@@ -115,6 +115,25 @@ impl Lattice {
         (0..NDIM).map(|mu| c[mu] + self.offset[mu]).sum::<usize>() % 2
     }
 
+    /// (parity, checkerboard index) of site i, with cb = i / 2: when LX is even the pair
+    /// 2 cb, 2 cb + 1 shares y, z, t and holds one site of each parity (half-lattice
+    /// fields of even-odd code are in this order).
+    #[inline]
+    pub fn checkerboard(&self, i: usize) -> (usize, usize) {
+        (self.parity(i), i / 2)
+    }
+
+    /// The site of checkerboard index cb and parity p: the inverse of `checkerboard`.
+    #[inline]
+    pub fn checkerboard_site(&self, p: usize, cb: usize) -> usize {
+        let s = 2 * cb;
+        if self.parity(s) == p {
+            s
+        } else {
+            s + 1
+        }
+    }
+
     /// The neighbour of site `i` one step forward (`forward = true`) or backward in
     /// direction `mu`, and the fermion phase of the hop (the boundary factor when the hop
     /// crosses the edge, else 1).
@@ -198,6 +217,21 @@ impl Lattice {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn checkerboard_index_is_a_bijection_onto_the_two_halves() {
+        // Definition (conventions.md parity, cb = i / 2): each parity gets V/2 distinct
+        // indices, and checkerboard_site inverts checkerboard.
+        let l = Lattice::new([4, 2, 6, 2], DEFAULT_BOUNDARY).unwrap();
+        let vh = l.volume() / 2;
+        let mut seen = vec![[false; 2]; vh];
+        for i in 0..l.volume() {
+            let (p, cb) = l.checkerboard(i);
+            assert!(cb < vh && !seen[cb][p], "site {i}");
+            seen[cb][p] = true;
+            assert_eq!(l.checkerboard_site(p, cb), i);
+        }
+    }
 
     #[test]
     fn index_and_coords_round_trip_x_fastest() {

@@ -3,7 +3,7 @@
 //! reductions. Run it inside a rayon pool to choose the thread count; results are bitwise
 //! the same for any count (fixed chunking, see `crate::reduce`).
 
-use super::{Backend, CrScalars, Layout, Operator, Precision, Subset};
+use super::{layout_mismatch as mismatch, Backend, CrScalars, Layout, Operator, Precision, Subset};
 use crate::dirac::simd::{self, Isa, Lane, LaneGauge, LaneSpinor, W};
 use crate::field::{GaugeField, SpinorField, C64};
 use crate::reduce::det_sum2;
@@ -191,23 +191,6 @@ fn store(precision: Precision, z: C64) -> C64 {
     }
 }
 
-/// Full-lattice site index of checkerboard index cb of parity p (all extents even).
-fn site_of(l: &crate::lattice::Lattice, p: usize, cb: usize) -> usize {
-    let s = 2 * cb;
-    if l.parity(s) == p {
-        s
-    } else {
-        s + 1
-    }
-}
-
-fn mismatch(what: &str, a: Layout, b: Layout) -> Error {
-    Error::invalid(
-        "backend",
-        format!("{what}: fields of different layouts ({a:?} and {b:?})"),
-    )
-}
-
 impl CpuBackend<'_> {
     fn lattice(&self) -> &crate::lattice::Lattice {
         &self.gauge.lattice
@@ -223,7 +206,7 @@ impl CpuBackend<'_> {
                     let l = self.lattice();
                     let mut out = SpinorField::zeros(l.volume());
                     for (cb, s) in v.chunks_exact(12).enumerate() {
-                        let x = site_of(l, p, cb);
+                        let x = l.checkerboard_site(p, cb);
                         out.data[12 * x..12 * x + 12].copy_from_slice(s);
                     }
                     out
@@ -247,7 +230,7 @@ impl CpuBackend<'_> {
                 Some(p) => {
                     let l = &self.gauge.lattice;
                     for (cb, d) in v.chunks_exact_mut(12).enumerate() {
-                        let x = site_of(l, p, cb);
+                        let x = l.checkerboard_site(p, cb);
                         for (dk, sk) in d.iter_mut().zip(&full.data[12 * x..12 * x + 12]) {
                             *dk = store(layout.precision, *sk);
                         }

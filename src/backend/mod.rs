@@ -301,6 +301,14 @@ pub trait Backend {
     }
 }
 
+/// The error of an operation given fields of different layouts.
+pub fn layout_mismatch(what: &str, a: Layout, b: Layout) -> Error {
+    Error::invalid(
+        "backend",
+        format!("{what}: fields of different layouts ({a:?} and {b:?})"),
+    )
+}
+
 /// The error of a capability this backend does not have.
 pub fn unsupported<B: Backend + ?Sized>(backend: &B, what: &str) -> Error {
     Error::invalid(

@@ -12,7 +12,7 @@
 
 use super::{err, CudaBackend, DeviceData, DeviceSpinor};
 use crate::backend::CrScalars;
-use crate::backend::{Layout, Operator, Precision, Subset};
+use crate::backend::{layout_mismatch as mismatch, Layout, Operator, Precision, Subset};
 use crate::cuda::device::{function, load_module};
 use crate::cuda::fused::*;
 use crate::cuda::kernels::{reduce_blocks, Kernel, BLAS_BLOCK};
@@ -37,11 +37,6 @@ pub(crate) fn link_index(vh: usize, p: usize, cb: usize, mu: usize, e: usize) ->
     p * 36 * vh + (mu * 9 + e) * vh + cb
 }
 
-/// (parity, checkerboard index) of lexicographic site s.
-pub(crate) fn eo_site(l: &Lattice, s: usize) -> (usize, usize) {
-    (l.parity(s), s / 2)
-}
-
 /// Refuse a lattice 3.0 cannot lay out by parity.
 pub(crate) fn check_even_lattice(l: &Lattice) -> Result<()> {
     let parity_offset: usize = l.offset.iter().sum();
@@ -61,7 +56,7 @@ pub(crate) fn check_even_lattice(l: &Lattice) -> Result<()> {
 pub(crate) fn spinor_to_soa(l: &Lattice, canonical: &[f64], soa: &mut [f64]) {
     let vh = l.volume() / 2;
     for (site, s) in canonical.chunks_exact(24).enumerate() {
-        let (p, cb) = eo_site(l, site);
+        let (p, cb) = l.checkerboard(site);
         for k in 0..12 {
             let i = spinor_index(vh, p, cb, k);
             soa[2 * i] = s[2 * k];
@@ -80,7 +75,7 @@ pub(crate) fn spinor_from_soa(
 ) {
     let vh = l.volume() / 2;
     for (site, s) in canonical.chunks_exact_mut(24).enumerate() {
-        let (p, cb) = eo_site(l, site);
+        let (p, cb) = l.checkerboard(site);
         let base = match parity {
             None => p * 12 * vh,
             Some(q) if q == p => 0,
@@ -92,13 +87,6 @@ pub(crate) fn spinor_from_soa(
             s[2 * k + 1] = soa[2 * i + 1];
         }
     }
-}
-
-fn mismatch(what: &str, a: Layout, b: Layout) -> Error {
-    Error::invalid(
-        "backend",
-        format!("{what}: fields of different layouts ({a:?} and {b:?})"),
-    )
 }
 
 /// The fast path's kernels and lazily built state.
@@ -679,7 +667,7 @@ mod tests {
             let mut seen = vec![false; v * 12];
             let mut seen_links = vec![false; v * 36];
             for s in 0..v {
-                let (p, cb) = eo_site(&l, s);
+                let (p, cb) = l.checkerboard(s);
                 assert!(cb < vh);
                 assert_eq!(kernel_site(&l, p, cb), s, "{d:?} site {s}");
                 for k in 0..12 {
