@@ -295,10 +295,10 @@ fn cr_apply_dot_matches_the_cpu_and_obeys_active() {
                     let want = cpu.cr_get(&cs).unwrap();
                     let (gr, mut gar) =
                         (field(&mut g, &r, layout), g.alloc_layout(layout).unwrap());
-                    let mut gs = g.fast_test_cr_state(&s).unwrap();
+                    let mut gs = g.cr_state(&s).unwrap();
                     // Twice: the ticket must have wrapped back to zero in between.
                     for _ in 0..2 {
-                        let mut gs1 = g.fast_test_cr_state(&s).unwrap();
+                        let mut gs1 = g.cr_state(&s).unwrap();
                         g.cr_apply_dot(op, &mut gs1, &gr, &mut gar).unwrap();
                         g.cr_apply_dot(op, &mut gs, &gr, &mut gar).unwrap();
                     }
@@ -329,7 +329,7 @@ fn cr_apply_dot_matches_the_cpu_and_obeys_active() {
                         got.beta
                     );
                     let one = {
-                        let mut gs1 = g.fast_test_cr_state(&s).unwrap();
+                        let mut gs1 = g.cr_state(&s).unwrap();
                         g.cr_apply_dot(op, &mut gs1, &gr, &mut gar).unwrap();
                         g.fast_test_cr_read(&gs1).unwrap()
                     };
@@ -348,7 +348,7 @@ fn cr_apply_dot_matches_the_cpu_and_obeys_active() {
                     // Inactive: nothing changes, neither the field nor the scalars.
                     let off = CrScalars { active: false, ..s };
                     let mut gz = g.alloc_layout(layout).unwrap();
-                    let mut gs0 = g.fast_test_cr_state(&off).unwrap();
+                    let mut gs0 = g.cr_state(&off).unwrap();
                     g.cr_apply_dot(op, &mut gs0, &gr, &mut gz).unwrap();
                     assert_eq!(g.norm2(&gz).unwrap(), 0.0);
                     assert_eq!(g.fast_test_cr_read(&gs0).unwrap(), off);

@@ -599,12 +599,6 @@ impl CudaBackend {
         Ok(self.finish_reduction(reduce_blocks(n), false)?.0)
     }
 
-    /// A device scalar block holding `s` (tests: `Backend::cr_state`).
-    #[doc(hidden)]
-    pub fn fast_test_cr_state(&mut self, s: &CrScalars) -> Result<DeviceCrState> {
-        <Self as crate::backend::Backend>::cr_state(self, s)
-    }
-
     /// Read a scalar block and check that every ticket counter is back at zero (tests).
     #[doc(hidden)]
     pub fn fast_test_cr_read(&mut self, state: &DeviceCrState) -> Result<CrScalars> {
