@@ -6,7 +6,7 @@
 //!
 //! Tolerances (relative, norm-wise): double 1e-13 (1e-12 for reductions, whose summation
 //! order differs), single 1e-6 (the GPU computes in binary32, the CPU rounds only what it
-//! stores).
+//! stores) and 1e-5 for the single-precision (r|g5 D r), whose terms cancel (see there).
 
 use qcd_solve::backend::cpu::CpuBackend;
 use qcd_solve::backend::{Backend, CrScalars, Layout, Operator, Precision, Subset};

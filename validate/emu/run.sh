@@ -6,18 +6,8 @@
 # (run_v3eo.sh).
 # Usage: validate/emu/run.sh [LX LY LZ LT ...]   (default: 3 5 7 9 and 4 4 4 6)
 set -euo pipefail
-root=$(cd "$(dirname "$0")/../.." && pwd)
-build=$root/target/emu
-mkdir -p "$build"
-cxx="g++ -std=c++20 -O2 -pthread -Wall -Wno-unknown-pragmas -Wno-unused-variable -Wno-unused-function -Wno-unused-but-set-variable"
-inc="-include $root/validate/emu/cuda_emu.h -I $root/kernels -x c++"
-objs=()
-compile() { # name source defines...
-    local name=$1 src=$2
-    shift 2
-    $cxx $inc "$@" -c "$root/kernels/$src" -o "$build/$name.o"
-    objs+=("$build/$name.o")
-}
+build=$(cd "$(dirname "$0")/../.." && pwd)/target/emu
+source "$(dirname "$0")/common.sh"
 compile layout layout.cu
 compile blas1 blas1.cu
 compile reduce reduce.cu

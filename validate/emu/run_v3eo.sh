@@ -5,18 +5,8 @@
 # and compare with the CPU backend (examples/emu_v3eo_dump.rs) on even lattices.
 # Usage: validate/emu/run_v3eo.sh [LX LY LZ LT ...]   (default: 4 4 4 8 and 6 4 8 4)
 set -euo pipefail
-root=$(cd "$(dirname "$0")/../.." && pwd)
-build=$root/target/emu_v3eo
-mkdir -p "$build"
-cxx="g++ -std=c++20 -O2 -pthread -Wall -Wno-unknown-pragmas -Wno-unused-variable -Wno-unused-function -Wno-unused-but-set-variable"
-inc="-include $root/validate/emu/cuda_emu.h -I $root/kernels -x c++"
-objs=()
-compile() { # name source defines...
-    local name=$1 src=$2
-    shift 2
-    $cxx $inc "$@" -c "$root/kernels/$src" -o "$build/$name.o"
-    objs+=("$build/$name.o")
-}
+build=$(cd "$(dirname "$0")/../.." && pwd)/target/emu_v3eo
+source "$(dirname "$0")/common.sh"
 compile layout layout.cu
 compile v3_d stencil_v3.cu -DRECONSTRUCT_12=0 -DV3_SINGLE=0 -Dstencil_v3=stencil_v3_d
 compile v3_d12 stencil_v3.cu -DRECONSTRUCT_12=1 -DV3_SINGLE=0 -Dstencil_v3=stencil_v3_d12

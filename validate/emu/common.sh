@@ -1,0 +1,14 @@
+# Sourced by run.sh and run_v3eo.sh (set `build` first): the host compiler line and
+# `compile NAME SOURCE DEFINES...`, which builds kernels/SOURCE through cuda_emu.h into
+# $build/NAME.o and appends it to `objs`.
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+mkdir -p "$build"
+cxx="g++ -std=c++20 -O2 -pthread -Wall -Wno-unknown-pragmas -Wno-unused-variable -Wno-unused-function -Wno-unused-but-set-variable"
+inc="-include $root/validate/emu/cuda_emu.h -I $root/kernels -x c++"
+objs=()
+compile() { # name source defines...
+    local name=$1 src=$2
+    shift 2
+    $cxx $inc "$@" -c "$root/kernels/$src" -o "$build/$name.o"
+    objs+=("$build/$name.o")
+}
