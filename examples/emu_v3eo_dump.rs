@@ -9,7 +9,8 @@
 //! Usage: emu_v3eo_dump LX LY LZ LT FILE
 
 use qcd_solve::backend::cpu::CpuBackend;
-use qcd_solve::backend::{Backend, Layout, Operator, Precision, Subset};
+use qcd_solve::backend::prelude::*;
+use qcd_solve::backend::{Layout, Operator, Precision, Subset};
 use qcd_solve::field::{GaugeField, SpinorField};
 use qcd_solve::lattice::{Boundary, Lattice, DEFAULT_BOUNDARY};
 use std::io::Write;

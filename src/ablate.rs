@@ -6,7 +6,7 @@
 //! Every set-up phase has its own column; none is hidden in the solve time.
 
 use crate::backend::cpu::CpuBackend;
-use crate::backend::Backend;
+use crate::backend::prelude::*;
 use crate::charts::{self, Chart};
 use crate::config::LoadedConfig;
 use crate::cuda::{CudaBackend, CudaOptions, StencilVersion};

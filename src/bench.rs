@@ -3,12 +3,12 @@
 //! comparison, and a triad a = b + s c over the same number of bytes measured in the same
 //! run, interleaved with the operators. The ratio is the figure of merit (target >= 0.5).
 
-use crate::backend::Operator;
 use crate::dirac::simd::{Isa, LaneGauge, LaneSpinor};
 use crate::dirac::{self, simd};
 use crate::error::Result;
 use crate::field::{GaugeField, SpinorField};
 use crate::lattice::{Lattice, DEFAULT_BOUNDARY};
+use crate::linalg::Operator;
 use crate::report::dslash_floor_bytes_per_site;
 use rayon::prelude::*;
 use std::time::Instant;

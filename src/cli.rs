@@ -77,6 +77,12 @@ pub struct OverrideArgs {
     /// check_every).
     #[arg(long = "check-every")]
     pub check_every: Option<i64>,
+    /// Krylov method: cr, bicgstab, gcr or cgne (overrides [solver] method).
+    #[arg(long)]
+    pub method: Option<crate::solver::Method>,
+    /// GCR restart length (overrides [solver] restart).
+    #[arg(long)]
+    pub restart: Option<i64>,
     /// Folder for the report and the solution (keeps their file names).
     #[arg(long)]
     pub output: Option<PathBuf>,
@@ -97,6 +103,8 @@ impl OverrideArgs {
             precision: self.precision,
             iteration: self.iteration,
             check_every: self.check_every,
+            method: self.method,
+            restart: self.restart,
             output: self.output.clone(),
         }
     }
@@ -377,7 +385,7 @@ fn validate(config: &std::path::Path, kernel: &str, seed: u64) -> Result<()> {
         "validate {} on {}: operator {}, kappa {}, tol {:.1e}, random gauge and source (seed {seed})",
         cfg.source_name,
         lattice.dims_string(),
-        c.solver.operator,
+        c.solver.operator(),
         c.dirac.kappa,
         c.solver.tolerance
     );
@@ -386,7 +394,7 @@ fn validate(config: &std::path::Path, kernel: &str, seed: u64) -> Result<()> {
         c.dirac.kappa,
         c.solver.tolerance,
         c.solver.max_iterations as usize,
-        c.solver.operator,
+        c.solver.operator(),
         &versions,
         c.backend.multiple as usize,
         seed,

@@ -4,10 +4,11 @@
 //! Relative input paths (gauge and source files) resolve against the config file's folder;
 //! output paths resolve against the current directory.
 
-use crate::backend::Operator;
 use crate::error::{Error, Result};
 use crate::field::gamma::GammaBasis;
 use crate::lattice::{Boundary, Lattice, DEFAULT_BOUNDARY, NDIM};
+use crate::linalg::Operator;
+use crate::solver::Method;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -125,10 +126,18 @@ pub struct SolverConfig {
     pub tolerance: f64,
     #[serde(default = "default_max_iter")]
     pub max_iterations: i64,
-    /// "g5D" (Hermitian, the default) or "D" (the seed's choice). The seed's CR recurrence
-    /// assumes a Hermitian operator: on the non-Hermitian D it stagnates (README, "Solver").
-    #[serde(default = "default_operator")]
-    pub operator: Operator,
+    /// "cr" (the seed's Conjugate Residual, the default), "bicgstab", "gcr" (GCR(m),
+    /// m = `restart`) or "cgne" (CG on the normal equations D^dag D x = D^dag b).
+    #[serde(default = "default_method")]
+    pub method: Method,
+    /// GCR: directions kept before a restart (1..=64).
+    #[serde(default = "default_restart")]
+    pub restart: i64,
+    /// "g5D" or "D" (the seed's choice). Default: g5D for cr and cgne, D for bicgstab and
+    /// gcr. The seed's CR recurrence assumes a Hermitian operator: on the non-Hermitian D
+    /// it stagnates (README, "Solver"); CGNE always iterates on g5 D (D^dag D = (g5 D)^2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operator: Option<Operator>,
     /// "none" or "even-odd" (CR on the Schur complement M_ee, odd sites reconstructed).
     #[serde(default)]
     pub preconditioning: Preconditioning,
@@ -188,8 +197,18 @@ fn default_tol() -> f64 {
 fn default_max_iter() -> i64 {
     2000
 }
-fn default_operator() -> Operator {
-    Operator::G5D
+fn default_method() -> Method {
+    Method::Cr
+}
+fn default_restart() -> i64 {
+    10
+}
+
+impl SolverConfig {
+    /// The operator form the solve starts from: the config's, else the method's default.
+    pub fn operator(&self) -> Operator {
+        self.operator.unwrap_or(self.method.default_operator())
+    }
 }
 
 impl Default for SolverConfig {
@@ -197,7 +216,9 @@ impl Default for SolverConfig {
         SolverConfig {
             tolerance: default_tol(),
             max_iterations: default_max_iter(),
-            operator: default_operator(),
+            method: default_method(),
+            restart: default_restart(),
+            operator: None,
             preconditioning: Preconditioning::None,
             precision: SolverPrecision::Double,
             reliable_delta: default_delta(),
@@ -310,6 +331,8 @@ pub struct Overrides {
     pub precision: Option<SolverPrecision>,
     pub iteration: Option<Iteration>,
     pub check_every: Option<i64>,
+    pub method: Option<Method>,
+    pub restart: Option<i64>,
     /// Folder that receives the report and the solution (their file names are kept).
     pub output: Option<PathBuf>,
 }
@@ -393,6 +416,12 @@ impl LoadedConfig {
         }
         if let Some(k) = o.check_every {
             c.solver.check_every = k;
+        }
+        if let Some(m) = o.method {
+            c.solver.method = m;
+        }
+        if let Some(m) = o.restart {
+            c.solver.restart = m;
         }
         if let Some(dir) = &o.output {
             for p in [&mut c.output.report, &mut c.output.solution]
@@ -481,9 +510,26 @@ impl LoadedConfig {
                 format!("must be at least 1, got {}", c.solver.check_every),
             ));
         }
+        if !(1..=64).contains(&c.solver.restart) {
+            return Err(self.bad(
+                "solver",
+                "restart",
+                format!("must be in 1..=64, got {}", c.solver.restart),
+            ));
+        }
+        if c.solver.method != Method::Cr && c.solver.iteration == Iteration::Fused {
+            return Err(self.bad(
+                "solver",
+                "iteration",
+                format!(
+                    "the fused iteration is CR's; method = \"{}\" runs with iteration = \"auto\"",
+                    c.solver.method
+                ),
+            ));
+        }
         let fast = c.solver.preconditioning != Preconditioning::None
             || c.solver.precision != SolverPrecision::Double;
-        if fast && c.solver.iteration == Iteration::Seed {
+        if fast && c.solver.method == Method::Cr && c.solver.iteration == Iteration::Seed {
             return Err(self.bad(
                 "solver",
                 "iteration",

@@ -42,6 +42,11 @@ pub enum Error {
     /// A validation or benchmark check failed.
     #[error("check failed: {0}")]
     CheckFailed(String),
+
+    /// An internal invariant did not hold (fields of different layouts handed to one
+    /// operation, an operator used outside its domain): a bug, not bad input.
+    #[error("internal error (please report): {0}")]
+    Internal(String),
 }
 
 impl Error {
@@ -55,6 +60,7 @@ impl Error {
             Error::DeviceMemory(_) => 6,
             Error::NotConverged(_) => 7,
             Error::CheckFailed(_) => 8,
+            Error::Internal(_) => 9,
         }
     }
 
@@ -70,6 +76,10 @@ impl Error {
             path: path.into(),
             message: message.into(),
         }
+    }
+
+    pub fn internal(message: impl Into<String>) -> Self {
+        Error::Internal(message.into())
     }
 
     pub fn invalid(key: impl Into<String>, message: impl Into<String>) -> Self {

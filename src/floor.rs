@@ -13,7 +13,8 @@
 //!   spinors each (xr: x, p, r, Ap read, x, r written; p: r, Ar, p, Ap read, p, Ap
 //!   written): 960 + 2 * 6 * 192 = 3264 B/site in double.
 
-use crate::backend::{Backend, CrScalars, Layout, Operator, Precision, Subset};
+use crate::backend::prelude::*;
+use crate::backend::{CrScalars, Layout, Operator, Precision, Subset};
 use crate::cuda::{CudaBackend, CudaOptions, StencilVersion};
 use crate::error::{Error, Result};
 use crate::field::{GaugeField, SpinorField, C64};

@@ -16,6 +16,7 @@ pub mod gauge_gen;
 pub mod generate;
 pub mod io;
 pub mod lattice;
+pub mod linalg;
 pub mod progress;
 pub mod reduce;
 pub mod report;

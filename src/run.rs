@@ -3,7 +3,8 @@
 //! the summary, the JSON report, the solution and (if asked) the gauge field.
 
 use crate::backend::cpu::CpuBackend;
-use crate::backend::{Backend, Layout, Operator, Precision, Subset};
+use crate::backend::prelude::*;
+use crate::backend::{Layout, Operator, Precision};
 use crate::config::{
     Device, GaugeConfig, Iteration, LoadedConfig, Preconditioning, SolverPrecision, SourceConfig,
 };
@@ -13,7 +14,7 @@ use crate::field::gauge::Plaquette;
 use crate::field::{GaugeField, SpinorField, C64};
 use crate::lattice::Lattice;
 use crate::report::{self, SolveReport, Timings};
-use crate::solver::{self, CrParams, FusedParams, FusedStats, StopReason};
+use crate::solver::{self, CrParams, Method, SolveSpec, SolveStats, StopReason};
 use std::time::Instant;
 
 /// Everything the solver needs, built from a config.
@@ -103,41 +104,47 @@ pub fn build_problem(cfg: &LoadedConfig) -> Result<Problem> {
         plaquette,
         link_trace,
         kappa: c.dirac.kappa,
-        operator: c.solver.operator,
+        operator: c.solver.operator(),
         source,
         source_description,
         setup_seconds: t0.elapsed().as_secs_f64(),
     })
 }
 
-/// How to solve: the seed's CR, or the fused iteration with its options.
+/// How to solve: the method, and for CR the seed's loop or the fused iteration, with the
+/// wrappers (even-odd, single-double).
 #[derive(Clone, Debug)]
 pub struct SolvePlan {
+    pub method: Method,
     pub cr: CrParams,
-    /// The fused iteration (solver::fused) instead of the seed's Algorithm 1.
+    /// CR only: the backend's fused iteration instead of the seed's Algorithm 1 loop.
     pub fused: bool,
     pub preconditioning: Preconditioning,
     /// Precision of the iteration's fields (Single: single-double).
     pub precision: Precision,
     pub reliable_delta: f64,
     pub check_every: usize,
+    /// GCR's restart length.
+    pub restart: usize,
 }
 
 impl SolvePlan {
     /// The seed's CR on the full lattice in double.
     pub fn seed(cr: CrParams) -> Self {
         SolvePlan {
+            method: Method::Cr,
             cr,
             fused: false,
             preconditioning: Preconditioning::None,
             precision: Precision::Double,
             reliable_delta: 0.1,
             check_every: 1,
+            restart: 10,
         }
     }
 
     /// What the config's [solver] asks for; `fast_kernel`: the backend runs the fast path
-    /// (kernel 3.0 on the GPU), which makes `iteration = "auto"` fused.
+    /// (kernel 3.0 on the GPU), which makes CR's `iteration = "auto"` fused.
     pub fn from_config(c: &crate::config::Config, fast_kernel: bool) -> Self {
         let s = &c.solver;
         let precision = match s.precision {
@@ -146,46 +153,56 @@ impl SolvePlan {
         };
         let needs_fused =
             s.preconditioning != Preconditioning::None || precision != Precision::Double;
-        let fused = match s.iteration {
-            Iteration::Seed => false,
-            Iteration::Fused => true,
-            Iteration::Auto => needs_fused || fast_kernel,
-        };
+        let fused = s.method == Method::Cr
+            && match s.iteration {
+                Iteration::Seed => false,
+                Iteration::Fused => true,
+                Iteration::Auto => needs_fused || fast_kernel,
+            };
         SolvePlan {
+            method: s.method,
             cr: CrParams::new(s.tolerance, s.max_iterations as usize),
             fused,
             preconditioning: s.preconditioning,
             precision,
             reliable_delta: s.reliable_delta,
             check_every: s.check_every as usize,
+            restart: s.restart as usize,
         }
     }
 
-    fn fused_params(&self) -> FusedParams {
-        FusedParams {
-            tol: self.cr.tol,
-            max_iterations: self.cr.max_iterations,
-            check_every: self.check_every,
+    /// The solver's spec.
+    pub fn spec(&self) -> SolveSpec {
+        SolveSpec {
+            fused: self.fused,
+            check_every: if self.fused { self.check_every } else { 1 },
             precision: self.precision,
             delta: self.reliable_delta,
-            stagnation_window: self.cr.stagnation_window,
-            divergence_limit: self.cr.divergence_limit,
+            even_odd: self.preconditioning == Preconditioning::EvenOdd,
+            restart: self.restart,
+            ..SolveSpec::new(self.method, self.cr.clone())
         }
     }
 
-    /// "seed CR", "fused CR, even-odd, single-double (delta 0.1), check every 10".
+    /// "seed CR", "fused CR, even-odd, single-double (delta 0.1), check every 10",
+    /// "BiCGStab, even-odd".
     pub fn describe(&self) -> String {
-        if !self.fused {
-            return "seed CR".into();
-        }
-        let mut d = String::from("fused CR");
+        let mut d = match self.method {
+            Method::Cr if self.fused => String::from("fused CR"),
+            Method::Cr => String::from("seed CR"),
+            Method::Bicgstab => String::from("BiCGStab"),
+            Method::Gcr => format!("GCR({})", self.restart),
+            Method::Cgne => String::from("CGNE"),
+        };
         if self.preconditioning == Preconditioning::EvenOdd {
             d.push_str(", even-odd");
         }
         if self.precision == Precision::Single {
             d.push_str(&format!(", single-double (delta {})", self.reliable_delta));
         }
-        d.push_str(&format!(", check every {}", self.check_every));
+        if self.fused {
+            d.push_str(&format!(", check every {}", self.check_every));
+        }
         d
     }
 }
@@ -195,14 +212,14 @@ pub struct SolveResult {
     pub solution: SpinorField,
     pub iterations: usize,
     pub reason: StopReason,
-    /// Relative residual of the system CR iterated (the Schur system for even-odd).
+    /// Relative residual of the system iterated (the Schur system for even-odd).
     pub history: Vec<f64>,
     pub operator_applications: usize,
     /// ||rhs - A x|| / ||rhs|| of the full system on the backend that solved.
     pub true_residual: f64,
     pub timings: Timings,
-    /// The fused iteration's own counts (None for the seed's CR).
-    pub fused: Option<FusedStats>,
+    /// The solve's counts (checks, reliable updates).
+    pub fused: Option<SolveStats>,
     pub plan: String,
 }
 
@@ -212,7 +229,7 @@ pub fn solve_on<B: Backend>(
     problem: &Problem,
     plan: &SolvePlan,
 ) -> Result<SolveResult> {
-    let op = problem.operator;
+    let op = plan.method.iterated_form(problem.operator);
     let rhs = if op.gamma5() {
         problem.source.gamma5()
     } else {
@@ -225,56 +242,16 @@ pub fn solve_on<B: Backend>(
     let t = Instant::now();
     let b = backend.upload(&rhs)?;
     let source = if plan.preconditioning == Preconditioning::EvenOdd {
-        Some(backend.upload(&problem.source)?)
+        backend.upload(&problem.source)?
     } else {
-        None
+        backend.alloc_layout(Layout::FULL)?
     };
     let upload = t.elapsed().as_secs_f64();
     let t = Instant::now();
-    let progress = crate::progress::SolveProgress::new("CR", plan.cr.tol);
+    let progress = crate::progress::SolveProgress::new(plan.method.name(), plan.cr.tol);
     let mut observe = |k, r| progress.update(k, r);
-    let (out, fused) = match (&source, plan.fused) {
-        (None, false) => (
-            solver::conjugate_residual_observed(backend, op, &b, &plan.cr, &mut observe)?,
-            None,
-        ),
-        (None, true) => {
-            let (out, st) = solver::fused_cr(backend, op, &b, &plan.fused_params(), &mut observe)?;
-            (out, Some(st))
-        }
-        (Some(src), _) => {
-            // rhs_e = [g5] (b_e + kappa H_eo b_o); solve; x_o = b_o + kappa H_oe x_e.
-            let even = Layout::new(Subset::Even, Precision::Double);
-            let odd = Layout::new(Subset::Odd, Precision::Double);
-            let mut be_ = backend.alloc_layout(even)?;
-            let mut bo = backend.alloc_layout(odd)?;
-            backend.convert(&mut be_, src)?;
-            backend.convert(&mut bo, src)?;
-            let mut rhs_e = backend.alloc_layout(even)?;
-            backend.hop_xpay(&mut rhs_e, &bo, &be_, problem.kappa, op.gamma5())?;
-            let (out, st) = solver::fused_cr(
-                backend,
-                op.schur(),
-                &rhs_e,
-                &plan.fused_params(),
-                &mut observe,
-            )?;
-            let mut xo = backend.alloc_layout(odd)?;
-            backend.hop_xpay(&mut xo, &out.x, &bo, problem.kappa, false)?;
-            let mut x = backend.alloc()?;
-            backend.convert(&mut x, &out.x)?;
-            backend.convert(&mut x, &xo)?;
-            let out = solver::SolveOutcome {
-                x,
-                iterations: out.iterations,
-                reason: out.reason,
-                history: out.history,
-                // The reconstruction's hop is half an application.
-                operator_applications: out.operator_applications,
-            };
-            (out, Some(st))
-        }
-    };
+    let spec = plan.spec();
+    let out = solver::solve(backend, &spec, op, &b, &source, &mut observe)?;
     let x = out.x;
     progress.finish();
     // Every path ends on a host read of a scalar (or a reduction), after the last kernel
@@ -288,6 +265,7 @@ pub fn solve_on<B: Backend>(
     let t = Instant::now();
     let true_residual = solver::true_residual(backend, op, &b, &x)?;
     let check = t.elapsed().as_secs_f64();
+    let wrapped = plan.fused || plan.method != Method::Cr || spec.even_odd;
     Ok(SolveResult {
         solution,
         iterations: out.iterations,
@@ -302,7 +280,7 @@ pub fn solve_on<B: Backend>(
             download,
             true_residual: check,
         },
-        fused,
+        fused: wrapped.then_some(out.stats),
         plan: plan.describe(),
     })
 }

@@ -5,7 +5,8 @@
 //! residuals recomputed from scratch with the reference operator).
 
 use qcd_solve::backend::cpu::CpuBackend;
-use qcd_solve::backend::{Backend, Layout, Operator, Precision, Subset};
+use qcd_solve::backend::prelude::*;
+use qcd_solve::backend::{Layout, Operator, Precision, Subset};
 use qcd_solve::dirac;
 use qcd_solve::field::{GaugeField, SpinorField};
 use qcd_solve::lattice::{Boundary, Lattice, DEFAULT_BOUNDARY};

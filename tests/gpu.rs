@@ -6,7 +6,8 @@
 //! and the CPU backend; tolerances as in src/cuda/validate.rs.
 
 use qcd_solve::backend::cpu::CpuBackend;
-use qcd_solve::backend::{Backend, Operator};
+use qcd_solve::backend::prelude::*;
+use qcd_solve::backend::Operator;
 use qcd_solve::cuda::{check_device_memory, device_info, CudaBackend, CudaOptions, StencilVersion};
 use qcd_solve::dirac::apply_reference;
 use qcd_solve::field::{GaugeField, SpinorField, C64};

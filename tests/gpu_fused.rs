@@ -8,7 +8,8 @@
 //! norms differ only in summation order, so 1e-13 relative).
 
 use qcd_solve::backend::cpu::CpuBackend;
-use qcd_solve::backend::{Backend, CrScalars};
+use qcd_solve::backend::prelude::*;
+use qcd_solve::backend::CrScalars;
 use qcd_solve::cuda::{device_info, CudaBackend, CudaOptions, StencilVersion};
 use qcd_solve::field::{GaugeField, SpinorField, C64};
 use qcd_solve::lattice::{Lattice, DEFAULT_BOUNDARY};

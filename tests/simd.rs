@@ -3,7 +3,8 @@
 //! round trips, and bitwise independence of the thread count.
 
 use qcd_solve::backend::cpu::CpuBackend;
-use qcd_solve::backend::{Backend, Operator};
+use qcd_solve::backend::prelude::*;
+use qcd_solve::backend::Operator;
 use qcd_solve::dirac::fast::Epilogue;
 use qcd_solve::dirac::simd::{self, Isa, LaneGauge, LaneSpinor};
 use qcd_solve::dirac::{self, Sites};

@@ -3,7 +3,8 @@
 //! counts, and gauge covariance x' = G x (conventions.md).
 
 use qcd_solve::backend::cpu::CpuBackend;
-use qcd_solve::backend::{Backend, Operator};
+use qcd_solve::backend::prelude::*;
+use qcd_solve::backend::Operator;
 use qcd_solve::dirac;
 use qcd_solve::field::{GaugeField, SpinorField, Su3};
 use qcd_solve::lattice::{Lattice, DEFAULT_BOUNDARY};

@@ -3,7 +3,10 @@
 //! reductions. Run it inside a rayon pool to choose the thread count; results are bitwise
 //! the same for any count (fixed chunking, see `crate::reduce`).
 
-use super::{layout_mismatch as mismatch, Backend, CrScalars, Layout, Operator, Precision, Subset};
+use super::{
+    layout_mismatch as mismatch, CrScalars, FusedCr, Layout, Operator, Precision, Prepare, Space,
+    Subset, WilsonKernels,
+};
 use crate::dirac::simd::{self, Isa, Lane, LaneGauge, LaneSpinor, W};
 use crate::field::{GaugeField, SpinorField, C64};
 use crate::reduce::det_sum2;
@@ -270,24 +273,19 @@ pub struct CpuCrState {
     history: Vec<f64>,
 }
 
-impl Backend for CpuBackend<'_> {
+impl Space for CpuBackend<'_> {
     type Field = CpuField;
-    type CrState = CpuCrState;
 
     fn describe(&self) -> String {
         self.lane_describe()
     }
 
-    fn alloc(&mut self) -> Result<CpuField> {
-        Ok(CpuField {
-            layout: Layout::FULL,
-            repr: Repr::Lanes(self.lane_alloc()?),
-        })
-    }
-
     fn alloc_layout(&mut self, layout: Layout) -> Result<CpuField> {
         if layout == Layout::FULL {
-            return self.alloc();
+            return Ok(CpuField {
+                layout: Layout::FULL,
+                repr: Repr::Lanes(self.lane_alloc()?),
+            });
         }
         if layout.subset != Subset::Full {
             self.require_half_lattice()?;
@@ -325,40 +323,27 @@ impl Backend for CpuBackend<'_> {
         }
     }
 
-    fn apply(&mut self, op: Operator, out: &mut CpuField, inp: &CpuField) -> Result<()> {
-        if out.layout != inp.layout {
-            return Err(mismatch("apply", out.layout, inp.layout));
+    fn convert(&mut self, dst: &mut CpuField, src: &CpuField) -> Result<()> {
+        let (ds, ss) = (dst.layout.subset, src.layout.subset);
+        let ok = ds == ss || ds == Subset::Full || ss == Subset::Full;
+        if !ok {
+            return Err(mismatch("convert", dst.layout, src.layout));
         }
-        if let (Repr::Lanes(o), Repr::Lanes(i)) = (&mut out.repr, &inp.repr) {
-            if op.is_schur() {
-                return Err(Error::invalid(
-                    "backend",
-                    "the Schur operator acts on even-site fields, not full ones",
-                ));
+        let full = self.canonical(src);
+        if ds == Subset::Full && ss != Subset::Full {
+            // Scatter: only the sites of src's parity change.
+            let mut d = self.canonical(dst);
+            let p = ss.parity().unwrap();
+            let l = self.lattice();
+            for x in 0..l.volume() {
+                if l.parity(x) == p {
+                    d.data[12 * x..12 * x + 12].copy_from_slice(&full.data[12 * x..12 * x + 12]);
+                }
             }
-            return self.lane_apply(op, o, i);
-        }
-        let full = self.canonical(inp);
-        let result = if op.is_schur() {
-            if inp.layout.subset != Subset::Even {
-                return Err(Error::invalid(
-                    "backend",
-                    "the Schur operator acts on even-site fields",
-                ));
-            }
-            self.schur(op.gamma5(), &full)
+            self.assign(dst, &d);
         } else {
-            if inp.layout.subset != Subset::Full {
-                return Err(Error::invalid(
-                    "backend",
-                    format!("operator {op} acts on full-lattice fields"),
-                ));
-            }
-            let mut r = SpinorField::zeros(full.volume());
-            crate::dirac::apply(op, self.gauge, self.kappa, &full, &mut r);
-            r
-        };
-        self.assign(out, &result);
+            self.assign(dst, &full);
+        }
         Ok(())
     }
 
@@ -408,28 +393,44 @@ impl Backend for CpuBackend<'_> {
             Repr::Plain(v) => Ok(crate::reduce::det_sum(v, |a| a.norm_sqr())),
         }
     }
+}
 
-    fn convert(&mut self, dst: &mut CpuField, src: &CpuField) -> Result<()> {
-        let (ds, ss) = (dst.layout.subset, src.layout.subset);
-        let ok = ds == ss || ds == Subset::Full || ss == Subset::Full;
-        if !ok {
-            return Err(mismatch("convert", dst.layout, src.layout));
+impl WilsonKernels for CpuBackend<'_> {
+    fn kappa(&self) -> f64 {
+        self.kappa
+    }
+
+    fn apply(&mut self, op: Operator, out: &mut CpuField, inp: &CpuField) -> Result<()> {
+        if out.layout != inp.layout {
+            return Err(mismatch("apply", out.layout, inp.layout));
         }
-        let full = self.canonical(src);
-        if ds == Subset::Full && ss != Subset::Full {
-            // Scatter: only the sites of src's parity change.
-            let mut d = self.canonical(dst);
-            let p = ss.parity().unwrap();
-            let l = self.lattice();
-            for x in 0..l.volume() {
-                if l.parity(x) == p {
-                    d.data[12 * x..12 * x + 12].copy_from_slice(&full.data[12 * x..12 * x + 12]);
-                }
+        if let (Repr::Lanes(o), Repr::Lanes(i)) = (&mut out.repr, &inp.repr) {
+            if op.is_schur() {
+                return Err(Error::internal(
+                    "the Schur operator acts on even-site fields, not full ones",
+                ));
             }
-            self.assign(dst, &d);
-        } else {
-            self.assign(dst, &full);
+            return self.lane_apply(op, o, i);
         }
+        let full = self.canonical(inp);
+        let result = if op.is_schur() {
+            if inp.layout.subset != Subset::Even {
+                return Err(Error::internal(
+                    "the Schur operator acts on even-site fields",
+                ));
+            }
+            self.schur(op.gamma5(), &full)
+        } else {
+            if inp.layout.subset != Subset::Full {
+                return Err(Error::internal(format!(
+                    "operator {op} acts on full-lattice fields"
+                )));
+            }
+            let mut r = SpinorField::zeros(full.volume());
+            crate::dirac::apply(op, self.gauge, self.kappa, &full, &mut r);
+            r
+        };
+        self.assign(out, &result);
         Ok(())
     }
 
@@ -458,6 +459,14 @@ impl Backend for CpuBackend<'_> {
         let h = if gamma5 { h.gamma5() } else { h };
         self.assign(out, &h);
         Ok(())
+    }
+}
+
+impl FusedCr for CpuBackend<'_> {
+    type CrState = CpuCrState;
+
+    fn fused_cr_available(&self) -> bool {
+        true
     }
 
     fn cr_state(&mut self, s: &CrScalars) -> Result<CpuCrState> {
@@ -536,6 +545,26 @@ impl Backend for CpuBackend<'_> {
         s.apap = self.norm2(ap)?;
         s.alpha = s.rar.conj() / s.apap;
         s.active = s.still_active();
+        Ok(())
+    }
+
+    fn repeat(
+        &mut self,
+        _key: u64,
+        times: usize,
+        body: &mut dyn FnMut(&mut Self) -> Result<()>,
+    ) -> Result<()> {
+        for _ in 0..times {
+            body(self)?;
+        }
+        Ok(())
+    }
+
+    fn forget_graphs(&mut self) {}
+}
+
+impl Prepare for CpuBackend<'_> {
+    fn prepare(&mut self, _precision: Precision, _fused: bool) -> Result<()> {
         Ok(())
     }
 }

@@ -21,7 +21,9 @@ use super::kernels::{li_in_hop_order, reduce_blocks, Kernel, BLAS_BLOCK};
 use super::stencil::{self, cfg_1d, StencilArgs, StencilKernels, StencilKind};
 use super::timing::{launch, GpuStream, KernelStat};
 use super::version::{LinkLayout, StencilVersion};
-use crate::backend::{unsupported, Backend, CrScalars, Layout, Operator};
+use crate::backend::{
+    unsupported, CrScalars, FusedCr, Layout, Operator, Prepare, Space, WilsonKernels,
+};
 use crate::error::{Error, Result};
 use crate::field::{GaugeField, SpinorField, C64};
 use crate::lattice::{Boundary, Lattice, NDIM};
@@ -711,13 +713,8 @@ fn seed_xpay(
     Ok(())
 }
 
-impl Backend for CudaBackend {
+impl Space for CudaBackend {
     type Field = DeviceSpinor;
-    type CrState = DeviceCrState;
-
-    fn layout(&self, field: &DeviceSpinor) -> Layout {
-        field.layout
-    }
 
     fn describe(&self) -> String {
         format!(
@@ -726,27 +723,18 @@ impl Backend for CudaBackend {
         )
     }
 
-    fn alloc(&mut self) -> Result<DeviceSpinor> {
-        let n = self.n_complex() * 2;
-        let data = self
-            .gpu
-            .stream
-            .alloc_zeros::<f64>(n)
-            .map_err(err("allocating a spinor field"))?;
-        Ok(DeviceSpinor {
-            data: DeviceData::Double(data),
-            layout: Layout::FULL,
-        })
-    }
-
     fn alloc_layout(&mut self, layout: Layout) -> Result<DeviceSpinor> {
         if self.is_fast() {
             self.fast_alloc(layout)
         } else if layout == Layout::FULL {
-            self.alloc()
+            self.seed_alloc()
         } else {
             Err(unsupported(self, "half-lattice or single-precision fields"))
         }
+    }
+
+    fn layout(&self, field: &DeviceSpinor) -> Layout {
+        field.layout
     }
 
     fn upload(&mut self, host: &SpinorField) -> Result<DeviceSpinor> {
@@ -814,30 +802,11 @@ impl Backend for CudaBackend {
         self.gpu.end(p, Kernel::Copy, self.n_complex())
     }
 
-    fn apply(&mut self, op: Operator, out: &mut DeviceSpinor, inp: &DeviceSpinor) -> Result<()> {
-        if self.is_fast() {
-            return self.fast_apply(op, out, inp, None);
+    fn convert(&mut self, dst: &mut DeviceSpinor, src: &DeviceSpinor) -> Result<()> {
+        if !self.is_fast() {
+            return Err(unsupported(self, "field conversions"));
         }
-        if op.is_schur() {
-            return Err(unsupported(self, "the even-odd Schur operator"));
-        }
-        let args = StencilArgs {
-            version: self.version,
-            multiple: self.multiple,
-            coarse_block: self.coarse_block,
-            dims: std::array::from_fn(|mu| self.lattice.dims[mu] as i32),
-            volume: self.lattice.volume(),
-            links: &self.links,
-            move_table: &self.move_table,
-            kappa: self.kappa,
-            g5: op.gamma5(),
-            antiperiodic_mask: self.antiperiodic_mask,
-            reconstruct_12: self.reconstruct_12,
-        };
-        self.stencil
-            .launch(&mut self.gpu, &args, inp.double()?, out.double_mut()?)?;
-        self.applications += 1;
-        Ok(())
+        self.fast_convert(dst, src)
     }
 
     fn axpy(&mut self, a: C64, x: &DeviceSpinor, y: &mut DeviceSpinor) -> Result<()> {
@@ -909,12 +878,37 @@ impl Backend for CudaBackend {
         );
         Ok(self.finish_reduction(reduce_blocks(n), false)?.0)
     }
+}
 
-    fn convert(&mut self, dst: &mut DeviceSpinor, src: &DeviceSpinor) -> Result<()> {
-        if !self.is_fast() {
-            return Err(unsupported(self, "field conversions"));
+impl WilsonKernels for CudaBackend {
+    fn kappa(&self) -> f64 {
+        self.kappa
+    }
+
+    fn apply(&mut self, op: Operator, out: &mut DeviceSpinor, inp: &DeviceSpinor) -> Result<()> {
+        if self.is_fast() {
+            return self.fast_apply(op, out, inp, None);
         }
-        self.fast_convert(dst, src)
+        if op.is_schur() {
+            return Err(unsupported(self, "the even-odd Schur operator"));
+        }
+        let args = StencilArgs {
+            version: self.version,
+            multiple: self.multiple,
+            coarse_block: self.coarse_block,
+            dims: std::array::from_fn(|mu| self.lattice.dims[mu] as i32),
+            volume: self.lattice.volume(),
+            links: &self.links,
+            move_table: &self.move_table,
+            kappa: self.kappa,
+            g5: op.gamma5(),
+            antiperiodic_mask: self.antiperiodic_mask,
+            reconstruct_12: self.reconstruct_12,
+        };
+        self.stencil
+            .launch(&mut self.gpu, &args, inp.double()?, out.double_mut()?)?;
+        self.applications += 1;
+        Ok(())
     }
 
     fn hop_xpay(
@@ -930,21 +924,15 @@ impl Backend for CudaBackend {
         }
         self.fast_hop_xpay(out, inp, y, c, gamma5)
     }
+}
 
-    fn cr_apply_dot(
-        &mut self,
-        op: Operator,
-        state: &mut Self::CrState,
-        r: &DeviceSpinor,
-        ar: &mut DeviceSpinor,
-    ) -> Result<()> {
-        if !self.is_fast() {
-            return Err(unsupported(self, "the fused CR iteration"));
-        }
-        self.fast_apply(op, ar, r, Some(state))
+impl FusedCr for CudaBackend {
+    type CrState = DeviceCrState;
+
+    fn fused_cr_available(&self) -> bool {
+        self.fast_path().is_ok()
     }
 
-    // The fused CR iteration (version 3.0): src/cuda/fused.rs.
     fn cr_state(&mut self, s: &CrScalars) -> Result<DeviceCrState> {
         self.fast_path()?;
         self.fused
@@ -979,6 +967,19 @@ impl Backend for CudaBackend {
         self.fused.update_xr(&mut self.gpu, state, p, ap, x, r)
     }
 
+    fn cr_apply_dot(
+        &mut self,
+        op: Operator,
+        state: &mut Self::CrState,
+        r: &DeviceSpinor,
+        ar: &mut DeviceSpinor,
+    ) -> Result<()> {
+        if !self.is_fast() {
+            return Err(unsupported(self, "the fused CR iteration"));
+        }
+        self.fast_apply(op, ar, r, Some(state))
+    }
+
     fn cr_update_p(
         &mut self,
         state: &mut DeviceCrState,
@@ -1007,7 +1008,9 @@ impl Backend for CudaBackend {
     fn forget_graphs(&mut self) {
         self.fused.forget_graphs();
     }
+}
 
+impl Prepare for CudaBackend {
     fn prepare(&mut self, precision: crate::backend::Precision, fused: bool) -> Result<()> {
         if self.fast_path().is_err() {
             return Ok(());
@@ -1019,6 +1022,22 @@ impl Backend for CudaBackend {
             drop(self.cr_state(&s)?);
         }
         Ok(())
+    }
+}
+
+impl CudaBackend {
+    /// A full double field in the seed versions' layout.
+    fn seed_alloc(&mut self) -> Result<DeviceSpinor> {
+        let n = self.n_complex() * 2;
+        let data = self
+            .gpu
+            .stream
+            .alloc_zeros::<f64>(n)
+            .map_err(err("allocating a spinor field"))?;
+        Ok(DeviceSpinor {
+            data: DeviceData::Double(data),
+            layout: Layout::FULL,
+        })
     }
 }
 

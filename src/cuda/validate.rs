@@ -19,7 +19,8 @@ use super::backend::{CudaBackend, CudaOptions};
 use super::device::device_info;
 use super::version::StencilVersion;
 use crate::backend::cpu::CpuBackend;
-use crate::backend::{Backend, Layout, Operator, Precision, Subset};
+use crate::backend::prelude::*;
+use crate::backend::{Layout, Operator, Precision, Subset};
 use crate::config::Preconditioning;
 use crate::dirac;
 use crate::error::Result;
@@ -107,6 +108,7 @@ pub fn validate(
         reason: solved.reason,
         history: solved.history,
         operator_applications: solved.operator_applications,
+        stats: solved.stats,
     };
     let truth = CpuTruth {
         gauge,

@@ -14,8 +14,8 @@ pub mod fast;
 pub mod reference;
 pub mod simd;
 
-use crate::backend::Operator;
 use crate::field::{GaugeField, SpinorField};
+use crate::linalg::Operator;
 
 /// Flops of the hopping term per site (QUDA's count: projection 96, 16 SU(3) mat-vec
 /// 1056, accumulation 168).

@@ -31,9 +31,9 @@
 
 use super::fast::{self, Epilogue, CHIRAL_BLOCKS};
 use super::Sites;
-use crate::backend::Operator;
 use crate::field::{GaugeField, SpinorField, Su3, C64};
 use crate::lattice::{Lattice, NDIM};
+use crate::linalg::Operator;
 use rayon::prelude::*;
 
 /// Sites per block (lanes of a vector).

@@ -9,148 +9,319 @@
 //!   p = r + beta p; Ap = Ar + beta Ap
 //! ```
 //! with (u|v) = sum conj(u) v and eps = tol^2 (b|b). One operator application per
-//! iteration. The relative residual sqrt(nr/(b|b)) of every iteration is recorded.
+//! iteration. Written once, here, as three passes per iteration
+//!
+//! ```text
+//! xr:    x += alpha p; r -= alpha Ap; nr = (r|r)
+//! apply: Ar = A r;  rar_new = (r|Ar); beta = rar_new / rar
+//! p:     p = r + beta p; Ap = Ar + beta Ap; apap = (Ap|Ap); alpha = conj(rar) / apap
+//! ```
+//! (alpha and beta are Algorithm 1's quantities, computed at the end of the pass that
+//! produces their inputs), driven by an engine: `HostEngine` keeps the scalars on the host
+//! and uses only the vector space and the operator, in Algorithm 1's order of operations;
+//! `DeviceEngine` is the backend's fused capability (`backend::FusedCr`), whose scalars
+//! stay on the device, checked every `check_every` iterations and replayed as a graph.
 
-use crate::backend::{Backend, Operator};
+use super::monitor::{Iterate, Monitor, Run, Verdict};
+use crate::backend::{CrScalars, FusedCr};
 use crate::field::C64;
+use crate::linalg::{LinearOperator, Operator, Space};
 use crate::Result;
-use serde::Serialize;
 
-#[derive(Clone, Debug)]
-pub struct CrParams {
-    /// Stop when ||r|| / ||b|| <= tol.
-    pub tol: f64,
-    pub max_iterations: usize,
-    /// Declare stagnation when the residual has not reached a new minimum (by 1%) for
-    /// this many iterations.
-    pub stagnation_window: usize,
-    /// Declare divergence when ||r|| / ||b|| exceeds this.
-    pub divergence_limit: f64,
+/// Where the CR scalars live and how a batch of iterations runs.
+pub trait CrEngine<S: Space> {
+    /// Overwrite the scalars (creating the block on first use) and the history entry of
+    /// s.iter.
+    fn set(&mut self, space: &mut S, s: &CrScalars) -> Result<()>;
+    fn get(&mut self, space: &mut S) -> Result<CrScalars>;
+    /// If active: ar = A r, rar_new = (r|Ar), beta = rar_new / rar, rar = rar_new.
+    fn apply_dot(&mut self, space: &mut S, r: &S::Field, ar: &mut S::Field) -> Result<()>;
+    /// k iterations (each a no-op once the iteration is inactive).
+    fn batch(&mut self, space: &mut S, k: usize, w: &mut CrFields<S>) -> Result<()>;
+    /// nr of iterations from..=iter.
+    fn history(&mut self, space: &mut S, from: usize) -> Result<Vec<f64>>;
+    /// Forget what was recorded on the workspace.
+    fn release(&mut self, space: &mut S);
+    /// Operator applications per apply (for the counts).
+    fn cost(&self) -> usize;
 }
 
-impl CrParams {
-    pub fn new(tol: f64, max_iterations: usize) -> Self {
-        CrParams {
-            tol,
-            max_iterations,
-            stagnation_window: 200,
-            divergence_limit: 1e8,
+/// The workspace: x, r, p, Ap, Ar of one layout.
+pub struct CrFields<S: Space> {
+    pub x: S::Field,
+    pub r: S::Field,
+    pub p: S::Field,
+    pub ap: S::Field,
+    pub ar: S::Field,
+}
+
+/// Scalars on the host; any linear operator.
+pub struct HostEngine<A> {
+    pub op: A,
+    s: CrScalars,
+    history: Vec<f64>,
+}
+
+impl<A> HostEngine<A> {
+    pub fn new(op: A) -> Self {
+        HostEngine {
+            op,
+            s: CrScalars::default(),
+            history: Vec::new(),
         }
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum StopReason {
-    Converged,
-    MaxIterations,
-    Stagnation,
-    Divergence,
-    NotANumber,
-}
-
-impl StopReason {
-    pub fn describe(self) -> &'static str {
-        match self {
-            StopReason::Converged => "converged",
-            StopReason::MaxIterations => "reached the maximum number of iterations",
-            StopReason::Stagnation => "stagnated (no progress in the stagnation window)",
-            StopReason::Divergence => "diverged (residual grew past the divergence limit)",
-            StopReason::NotANumber => "produced NaN or infinity",
+impl<S: Space, A: LinearOperator<S>> CrEngine<S> for HostEngine<A> {
+    fn set(&mut self, _space: &mut S, s: &CrScalars) -> Result<()> {
+        let n = s.max_iter as usize + 1;
+        if self.history.len() < n {
+            self.history.resize(n, f64::NAN);
         }
+        self.s = *s;
+        self.history[s.iter as usize] = s.nr;
+        Ok(())
+    }
+
+    fn get(&mut self, _space: &mut S) -> Result<CrScalars> {
+        Ok(self.s)
+    }
+
+    fn apply_dot(&mut self, space: &mut S, r: &S::Field, ar: &mut S::Field) -> Result<()> {
+        if !self.s.active {
+            return Ok(());
+        }
+        self.op.apply(space, ar, r)?;
+        let rar = space.dot(r, ar)?;
+        self.s.beta = rar / self.s.rar;
+        self.s.rar = rar;
+        Ok(())
+    }
+
+    fn batch(&mut self, space: &mut S, k: usize, w: &mut CrFields<S>) -> Result<()> {
+        for _ in 0..k {
+            if !self.s.active {
+                break;
+            }
+            // xr
+            let alpha = self.s.alpha;
+            space.axpy(alpha, &w.p, &mut w.x)?;
+            space.axpy(-alpha, &w.ap, &mut w.r)?;
+            self.s.nr = space.norm2(&w.r)?;
+            self.s.iter += 1;
+            self.history[self.s.iter as usize] = self.s.nr;
+            // apply
+            self.apply_dot(space, &w.r, &mut w.ar)?;
+            // p
+            let beta = self.s.beta;
+            space.xpay(&w.r, beta, &mut w.p)?;
+            space.xpay(&w.ar, beta, &mut w.ap)?;
+            let s = &mut self.s;
+            s.apap = space.norm2(&w.ap)?;
+            s.alpha = s.rar.conj() / s.apap;
+            s.active = s.still_active();
+        }
+        Ok(())
+    }
+
+    fn history(&mut self, _space: &mut S, from: usize) -> Result<Vec<f64>> {
+        Ok(self.history[from..=self.s.iter as usize].to_vec())
+    }
+
+    fn release(&mut self, _space: &mut S) {}
+
+    fn cost(&self) -> usize {
+        self.op.stencil_applications()
     }
 }
 
-pub struct SolveOutcome<F> {
-    pub x: F,
-    pub iterations: usize,
-    pub reason: StopReason,
-    /// ||r_k|| / ||b|| for k = 0 (= 1) .. iterations.
-    pub history: Vec<f64>,
-    /// Operator applications made (iterations + 1).
-    pub operator_applications: usize,
+static GRAPH_KEY: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// The backend's fused iteration: scalars where the backend computes, batches replayed
+/// under one graph key per workspace.
+pub struct DeviceEngine<S: FusedCr> {
+    form: Operator,
+    state: Option<S::CrState>,
+    key: u64,
 }
 
-/// Solve A x = b by CR. Never fails on non-convergence: the outcome says why it stopped.
-pub fn conjugate_residual<B: Backend>(
-    backend: &mut B,
-    op: Operator,
-    b: &B::Field,
-    params: &CrParams,
-) -> Result<SolveOutcome<B::Field>> {
-    conjugate_residual_observed(backend, op, b, params, &mut |_, _| {})
+impl<S: FusedCr> DeviceEngine<S> {
+    /// The fused kernels apply one Wilson form; other operators have no fused path.
+    pub fn new<A: LinearOperator<S>>(op: &A) -> Result<Self> {
+        let form = op.wilson_form().ok_or_else(|| {
+            crate::Error::internal(format!(
+                "the fused CR applies Wilson forms only, not {}",
+                op.name()
+            ))
+        })?;
+        Ok(DeviceEngine {
+            form,
+            state: None,
+            key: GRAPH_KEY.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        })
+    }
+
+    fn state(&mut self) -> Result<&mut S::CrState> {
+        self.state
+            .as_mut()
+            .ok_or_else(|| crate::Error::internal("fused CR state used before it was set"))
+    }
 }
 
-/// As `conjugate_residual`, calling `observe(iteration, ||r||/||b||)` after every
-/// iteration (progress display; it sees only the scalar the loop already has).
-pub fn conjugate_residual_observed<B: Backend>(
-    backend: &mut B,
-    op: Operator,
-    b: &B::Field,
-    params: &CrParams,
-    observe: &mut dyn FnMut(usize, f64),
-) -> Result<SolveOutcome<B::Field>> {
-    let mut x = backend.alloc()?;
-    let mut r = backend.alloc()?;
-    let mut p = backend.alloc()?;
-    let mut ap = backend.alloc()?;
-    let mut ar = backend.alloc()?;
-    backend.copy(&mut r, b)?;
-    backend.copy(&mut p, &r)?;
-    let nb = backend.norm2(b)?;
-    let eps = params.tol * params.tol * nb;
-    let mut nr = nb;
-    backend.apply(op, &mut ap, &p)?;
-    let mut applications = 1;
-    let mut rar = backend.dot(&r, &ap)?;
+impl<S: FusedCr> CrEngine<S> for DeviceEngine<S> {
+    fn set(&mut self, space: &mut S, s: &CrScalars) -> Result<()> {
+        match &mut self.state {
+            Some(st) => space.cr_set(st, s),
+            None => {
+                self.state = Some(space.cr_state(s)?);
+                Ok(())
+            }
+        }
+    }
 
-    let mut history = vec![(nr / nb).sqrt()];
-    let mut best = f64::INFINITY;
-    let mut best_at = 0;
-    let mut iterations = 0;
-    let reason = loop {
-        if !nr.is_finite() {
-            break StopReason::NotANumber;
-        }
-        if nr <= eps {
-            break StopReason::Converged;
-        }
-        let rel = (nr / nb).sqrt();
-        if rel > params.divergence_limit {
-            break StopReason::Divergence;
-        }
-        if rel < 0.99 * best {
-            best = rel;
-            best_at = iterations;
-        } else if iterations - best_at >= params.stagnation_window {
-            break StopReason::Stagnation;
-        }
-        if iterations >= params.max_iterations {
-            break StopReason::MaxIterations;
-        }
+    fn get(&mut self, space: &mut S) -> Result<CrScalars> {
+        let st = self.state()?;
+        space.cr_get(st)
+    }
 
-        let rarold = rar;
-        let apap = backend.norm2(&ap)?;
-        let alpha = rar.conj() / apap;
-        backend.axpy(alpha, &p, &mut x)?;
-        backend.axpy(-alpha, &ap, &mut r)?;
-        nr = backend.norm2(&r)?;
-        backend.apply(op, &mut ar, &r)?;
-        applications += 1;
-        rar = backend.dot(&r, &ar)?;
-        let beta: C64 = rar / rarold;
-        backend.xpay(&r, beta, &mut p)?;
-        backend.xpay(&ar, beta, &mut ap)?;
-        iterations += 1;
-        history.push((nr / nb).sqrt());
-        observe(iterations, (nr / nb).sqrt());
-        tracing::debug!(iteration = iterations, residual = (nr / nb).sqrt(), "CR");
-    };
-    Ok(SolveOutcome {
-        x,
-        iterations,
-        reason,
-        history,
-        operator_applications: applications,
-    })
+    fn apply_dot(&mut self, space: &mut S, r: &S::Field, ar: &mut S::Field) -> Result<()> {
+        let form = self.form;
+        let st = self.state()?;
+        space.cr_apply_dot(form, st, r, ar)
+    }
+
+    fn batch(&mut self, space: &mut S, k: usize, w: &mut CrFields<S>) -> Result<()> {
+        let (form, key) = (self.form, self.key);
+        let st = self.state()?;
+        space.repeat(key, k, &mut |sp: &mut S| {
+            sp.cr_update_xr(st, &w.p, &w.ap, &mut w.x, &mut w.r)?;
+            sp.cr_apply_dot(form, st, &w.r, &mut w.ar)?;
+            sp.cr_update_p(st, &w.r, &w.ar, &mut w.p, &mut w.ap)
+        })
+    }
+
+    fn history(&mut self, space: &mut S, from: usize) -> Result<Vec<f64>> {
+        let st = self.state()?;
+        let h = space.cr_history(st)?;
+        Ok(h[from..].to_vec())
+    }
+
+    fn release(&mut self, space: &mut S) {
+        space.forget_graphs();
+        self.state = None;
+    }
+
+    fn cost(&self) -> usize {
+        1
+    }
+}
+
+/// Conjugate Residual over an engine. A Hermitian operator is assumed (the seed's short
+/// recurrence); on D it stagnates (README, Solver).
+pub struct Cr<S: Space, E> {
+    pub engine: E,
+    /// Read the scalars every this many iterations (1: Algorithm 1's own loop).
+    pub check_every: usize,
+    work: Option<CrFields<S>>,
+}
+
+impl<S: Space, E: CrEngine<S>> Cr<S, E> {
+    pub fn new(engine: E, check_every: usize) -> Self {
+        Cr {
+            engine,
+            check_every: check_every.max(1),
+            work: None,
+        }
+    }
+
+    fn workspace(&mut self, space: &mut S, rhs: &S::Field) -> Result<&mut CrFields<S>> {
+        let layout = space.layout(rhs);
+        let fits = matches!(&self.work, Some(w) if space.layout(&w.x) == layout);
+        if !fits {
+            self.engine.release(space);
+            self.work = Some(CrFields {
+                x: space.alloc_layout(layout)?,
+                r: space.alloc_layout(layout)?,
+                p: space.alloc_layout(layout)?,
+                ap: space.alloc_layout(layout)?,
+                ar: space.alloc_layout(layout)?,
+            });
+        }
+        Ok(self.work.as_mut().unwrap())
+    }
+}
+
+impl<S: Space, E: CrEngine<S>> Iterate<S> for Cr<S, E> {
+    fn run(
+        &mut self,
+        space: &mut S,
+        rhs: &S::Field,
+        monitor: &mut Monitor,
+        start_iter: usize,
+        nr0: Option<f64>,
+    ) -> Result<Run> {
+        let fresh = self.work.is_none();
+        let w = self.workspace(space, rhs)?;
+        space.copy(&mut w.r, rhs)?;
+        if !fresh {
+            space.zero(&mut w.x)?;
+        }
+        space.copy(&mut w.p, &w.r)?;
+        let nr = match nr0 {
+            Some(nr) => nr,
+            None => space.norm2(&w.r)?,
+        };
+        let mut s = CrScalars {
+            rar: C64::new(1.0, 0.0),
+            nr,
+            eps: monitor.eps,
+            iter: start_iter as u64,
+            max_iter: monitor.rules.max_iterations as u64,
+            active: true,
+            ..Default::default()
+        };
+        // Ap = A p (p = r) and rar = (r|Ap).
+        let w = self.work.as_mut().unwrap();
+        self.engine.set(space, &s)?;
+        self.engine.apply_dot(space, &w.r, &mut w.ap)?;
+        s.rar = self.engine.get(space)?.rar;
+        s.apap = space.norm2(&w.ap)?;
+        s.alpha = s.rar.conj() / s.apap;
+        s.beta = C64::new(0.0, 0.0);
+        s.active = s.still_active();
+        self.engine.set(space, &s)?;
+
+        let mut checks = 0;
+        let verdict = loop {
+            let s = self.engine.get(space)?;
+            checks += 1;
+            match monitor.check(s.iter as usize, s.nr, s.active) {
+                Verdict::Continue => {}
+                v => break v,
+            }
+            self.engine.batch(space, self.check_every, w)?;
+        };
+        let history = self.engine.history(space, start_iter)?;
+        let iter = start_iter + history.len() - 1;
+        Ok(Run {
+            iter,
+            applications: (history.len()) * self.engine.cost(),
+            history,
+            verdict,
+            checks,
+        })
+    }
+
+    fn solution(&self) -> Option<&S::Field> {
+        self.work.as_ref().map(|w| &w.x)
+    }
+
+    fn take_solution(&mut self) -> Option<S::Field> {
+        self.work.take().map(|w| w.x)
+    }
+
+    fn release(&mut self, space: &mut S) {
+        self.engine.release(space);
+        self.work = None;
+    }
 }

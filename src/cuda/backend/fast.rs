@@ -612,7 +612,7 @@ impl CudaBackend {
         if t.iter().any(|&k| k != 0) {
             return Err(Error::Cuda(format!("CR tickets not back to zero: {t:?}")));
         }
-        <Self as crate::backend::Backend>::cr_get(self, state)
+        <Self as crate::backend::FusedCr>::cr_get(self, state)
     }
 
     /// A field's values as f64 pairs in its own (3.0) order.

@@ -1,0 +1,139 @@
+//! The seam every solver is written against: a vector `Space` (fields of a layout and
+//! precision, the BLAS-1 family, reductions returning host scalars, precision conversion)
+//! and `LinearOperator`s acting in it (`operator`: the Wilson forms and the wrappers
+//! `Gamma5`, `Schur`, `Normal`). Backends implement `Space` and the Wilson kernels; the
+//! solvers (`crate::solver`) see nothing else, so a new solver needs no backend change.
+//! Communication, when the lattice is split, enters at two places only: an operator's
+//! apply (halo exchange) and the space's reductions (global sums).
+
+pub mod operator;
+
+pub use operator::{
+    Form, Gamma5, LinearOperator, Normal, Operator, Schur, Wilson, WilsonForm, WilsonKernels,
+};
+
+use crate::field::{SpinorField, C64};
+use crate::{Error, Result};
+use serde::Serialize;
+
+/// Which sites a field holds. Half fields (even or odd) hold V/2 sites in the checkerboard
+/// order cb = lexicographic index / 2 (every extent even).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Subset {
+    Full,
+    Even,
+    Odd,
+}
+
+impl Subset {
+    /// 0 for even, 1 for odd (None for full).
+    pub fn parity(self) -> Option<usize> {
+        match self {
+            Subset::Full => None,
+            Subset::Even => Some(0),
+            Subset::Odd => Some(1),
+        }
+    }
+
+    pub fn from_parity(p: usize) -> Subset {
+        if p == 0 {
+            Subset::Even
+        } else {
+            Subset::Odd
+        }
+    }
+
+    /// Sites of a field of this subset on a lattice of `volume` sites.
+    pub fn sites(self, volume: usize) -> usize {
+        match self {
+            Subset::Full => volume,
+            _ => volume / 2,
+        }
+    }
+}
+
+/// Storage precision of a field. Reductions always accumulate in double; single fields
+/// store (and on the GPU compute) in IEEE binary32.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Precision {
+    Double,
+    Single,
+}
+
+/// What a field is: its sites and its precision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Layout {
+    pub subset: Subset,
+    pub precision: Precision,
+}
+
+impl Layout {
+    pub const FULL: Layout = Layout {
+        subset: Subset::Full,
+        precision: Precision::Double,
+    };
+
+    pub fn new(subset: Subset, precision: Precision) -> Layout {
+        Layout { subset, precision }
+    }
+
+    /// The same sites in another precision.
+    pub fn with_precision(self, precision: Precision) -> Layout {
+        Layout { precision, ..self }
+    }
+}
+
+/// A vector space of spinor fields living wherever a backend computes. Every method is
+/// required: a backend that cannot hold a layout says so from `alloc_layout`, by name.
+pub trait Space {
+    /// A spinor field of this space.
+    type Field;
+
+    /// A short description for reports ("cpu (rayon, 2 threads)", "cuda NVIDIA H100 ...").
+    fn describe(&self) -> String;
+
+    /// A zeroed full-lattice double field.
+    fn alloc(&mut self) -> Result<Self::Field> {
+        self.alloc_layout(Layout::FULL)
+    }
+    /// A zeroed field of any layout this space holds.
+    fn alloc_layout(&mut self, layout: Layout) -> Result<Self::Field>;
+    /// The layout of a field this space made.
+    fn layout(&self, field: &Self::Field) -> Layout;
+
+    /// A full double field from the host.
+    fn upload(&mut self, host: &SpinorField) -> Result<Self::Field>;
+    /// The field as a full canonical host field (zeros on the sites a half field lacks).
+    fn download(&mut self, field: &Self::Field) -> Result<SpinorField>;
+    /// dst = src (same layout).
+    fn copy(&mut self, dst: &mut Self::Field, src: &Self::Field) -> Result<()>;
+    /// dst = src, converting precision (same subset), or gathering the sites of dst's
+    /// parity from a full src, or scattering a half src into those sites of a full dst
+    /// (the other parity of dst untouched).
+    fn convert(&mut self, dst: &mut Self::Field, src: &Self::Field) -> Result<()>;
+
+    /// y = y + a x  (the seed's xaxpy).
+    fn axpy(&mut self, a: C64, x: &Self::Field, y: &mut Self::Field) -> Result<()>;
+    /// y = x + a y  (the seed does this as xscal then xaxpy).
+    fn xpay(&mut self, x: &Self::Field, a: C64, y: &mut Self::Field) -> Result<()>;
+    /// (x|y) = sum conj(x) y, summed over the whole (global) lattice.
+    fn dot(&mut self, x: &Self::Field, y: &Self::Field) -> Result<C64>;
+    /// (x|x).
+    fn norm2(&mut self, x: &Self::Field) -> Result<f64>;
+
+    /// y = 0 (through the axpy family: y = 0 + 0 y would keep NaN, so a fresh zero field
+    /// is copied in).
+    fn zero(&mut self, y: &mut Self::Field) -> Result<()> {
+        let z = self.alloc_layout(self.layout(y))?;
+        self.copy(y, &z)
+    }
+}
+
+/// The error of an operation given fields of different layouts.
+pub fn layout_mismatch(what: &str, a: Layout, b: Layout) -> Error {
+    Error::internal(format!(
+        "{what}: fields of different layouts ({a:?} and {b:?})"
+    ))
+}

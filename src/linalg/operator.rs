@@ -1,0 +1,238 @@
+//! Linear operators over a `Space`: the Wilson-Dirac forms a backend applies as one kernel
+//! (`Wilson` = D, and the wrappers `Gamma5<A>` = g5 A and `Schur<A>` = the even-odd Schur
+//! complement of A), and `Normal<A>` = A^dag A for a Hermitian A, composed of two applies.
+//! The wrappers are types, so which forms exist is checked by the compiler: the same shape
+//! as QUDA's DiracM / DiracMdagM wrappers over one Dirac object.
+
+use super::{Space, Subset};
+use crate::field::C64;
+use crate::Result;
+use serde::Serialize;
+use std::marker::PhantomData;
+
+/// The Wilson-Dirac forms a backend's kernels apply in one call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub enum Operator {
+    /// The Wilson-Dirac operator D (as in the seed; not Hermitian).
+    #[serde(rename = "D")]
+    D,
+    /// The Hermitian (indefinite) Q = g5 D.
+    #[serde(rename = "g5D")]
+    G5D,
+    /// The even-odd Schur complement M_ee = 1 - kappa^2 H_eo H_oe on even-site fields
+    /// (chosen by `[solver] preconditioning = "even-odd"`, never named in a config).
+    #[serde(rename = "Mee", skip_deserializing)]
+    Schur,
+    /// Its Hermitian form g5 M_ee.
+    #[serde(rename = "g5Mee", skip_deserializing)]
+    G5Schur,
+}
+
+impl Operator {
+    /// The operator an even-odd solve inverts in place of this full-lattice one. (The
+    /// Schur complement of g5 D is g5 M_ee: g5 is site-diagonal.)
+    pub fn schur(self) -> Operator {
+        match self {
+            Operator::D | Operator::Schur => Operator::Schur,
+            Operator::G5D | Operator::G5Schur => Operator::G5Schur,
+        }
+    }
+
+    /// g5 times this form (g5^2 = 1).
+    pub fn times_gamma5(self) -> Operator {
+        match self {
+            Operator::D => Operator::G5D,
+            Operator::G5D => Operator::D,
+            Operator::Schur => Operator::G5Schur,
+            Operator::G5Schur => Operator::Schur,
+        }
+    }
+
+    /// Whether the result is multiplied by g5 (the Hermitian forms).
+    pub fn gamma5(self) -> bool {
+        matches!(self, Operator::G5D | Operator::G5Schur)
+    }
+
+    /// Whether it acts on even-site (half) fields.
+    pub fn is_schur(self) -> bool {
+        matches!(self, Operator::Schur | Operator::G5Schur)
+    }
+}
+
+impl std::fmt::Display for Operator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Operator::D => "D",
+            Operator::G5D => "g5D",
+            Operator::Schur => "Mee",
+            Operator::G5Schur => "g5Mee",
+        })
+    }
+}
+
+/// What a backend provides for the Wilson operator: the forms above as one kernel each,
+/// and the even-odd hopping term used to prepare sources and reconstruct solutions.
+pub trait WilsonKernels: Space {
+    /// The hopping parameter the kernels were built with.
+    fn kappa(&self) -> f64;
+    /// out = A inp for the form `op` (full fields for D and g5D, even fields for the Schur
+    /// forms).
+    fn apply(&mut self, op: Operator, out: &mut Self::Field, inp: &Self::Field) -> Result<()>;
+    /// out = [g5] (y + c H inp) on half fields: out and y of one parity, inp of the other;
+    /// H is the hopping term (docs: conventions.md, Even-odd). With c = kappa this
+    /// prepares the even-odd source b_e + kappa H_eo b_o and reconstructs x_o = b_o +
+    /// kappa H_oe x_e.
+    fn hop_xpay(
+        &mut self,
+        out: &mut Self::Field,
+        inp: &Self::Field,
+        y: &Self::Field,
+        c: f64,
+        gamma5: bool,
+    ) -> Result<()>;
+}
+
+/// A linear operator A acting on fields of a space.
+pub trait LinearOperator<S: Space> {
+    /// out = A inp.
+    fn apply(&mut self, space: &mut S, out: &mut S::Field, inp: &S::Field) -> Result<()>;
+    /// The sites its fields hold (Full, or Even for the Schur forms).
+    fn domain(&self) -> Subset;
+    /// Whether A = A^dag.
+    fn hermitian(&self) -> bool;
+    /// "g5D", "Mee", "(g5D)^2".
+    fn name(&self) -> String;
+    /// Applications of the Wilson stencil per apply (for the reports' counts).
+    fn stencil_applications(&self) -> usize {
+        1
+    }
+    /// The single kernel form, when the backend applies this operator as one Wilson
+    /// kernel: lets a backend capability (the fused CR) fuse its own epilogue into it.
+    fn wilson_form(&self) -> Option<Operator> {
+        None
+    }
+    /// out = A inp and (inp|out). Backends with a fused epilogue override this through
+    /// their capability; here: apply, then dot.
+    fn apply_dot(&mut self, space: &mut S, out: &mut S::Field, inp: &S::Field) -> Result<C64> {
+        self.apply(space, out, inp)?;
+        space.dot(inp, out)
+    }
+}
+
+/// An operator the Wilson kernels apply as one form.
+pub trait WilsonForm {
+    fn form(&self) -> Operator;
+}
+
+/// The Wilson-Dirac operator D on the full lattice.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Wilson;
+
+/// g5 A.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Gamma5<A>(pub A);
+
+/// The even-odd Schur complement of A, on even sites: A_ee - A_eo A_oo^{-1} A_oe (for
+/// D: M_ee = 1 - kappa^2 H_eo H_oe).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Schur<A>(pub A);
+
+impl WilsonForm for Wilson {
+    fn form(&self) -> Operator {
+        Operator::D
+    }
+}
+impl<A: WilsonForm> WilsonForm for Gamma5<A> {
+    fn form(&self) -> Operator {
+        self.0.form().times_gamma5()
+    }
+}
+impl<A: WilsonForm> WilsonForm for Schur<A> {
+    fn form(&self) -> Operator {
+        self.0.form().schur()
+    }
+}
+
+/// Any Wilson form at run time (the config picks D or g5D, the plan picks even-odd).
+#[derive(Clone, Copy, Debug)]
+pub struct Form(pub Operator);
+
+impl WilsonForm for Form {
+    fn form(&self) -> Operator {
+        self.0
+    }
+}
+
+macro_rules! wilson_linear_operator {
+    ($($t:ty $(where $a:ident)?),*) => {$(
+        impl<S: WilsonKernels $(, $a: WilsonForm)?> LinearOperator<S> for $t {
+            fn apply(&mut self, space: &mut S, out: &mut S::Field, inp: &S::Field) -> Result<()> {
+                space.apply(self.form(), out, inp)
+            }
+            fn domain(&self) -> Subset {
+                if self.form().is_schur() { Subset::Even } else { Subset::Full }
+            }
+            fn hermitian(&self) -> bool {
+                self.form().gamma5()
+            }
+            fn name(&self) -> String {
+                self.form().to_string()
+            }
+            fn wilson_form(&self) -> Option<Operator> {
+                Some(self.form())
+            }
+        }
+    )*};
+}
+wilson_linear_operator!(Wilson, Form, Gamma5<A> where A, Schur<A> where A);
+
+/// A^dag A = A A for a Hermitian A (CG on the normal equations: for A = g5 D this is
+/// D^dag D, Hermitian positive definite). Two applies through one temporary.
+pub struct Normal<S: Space, A> {
+    pub inner: A,
+    tmp: Option<S::Field>,
+    _space: PhantomData<S>,
+}
+
+impl<S: Space, A: LinearOperator<S>> Normal<S, A> {
+    /// Refuses a non-Hermitian A (A^dag A would need A^dag, which this is not).
+    pub fn new(inner: A) -> Result<Self> {
+        if !inner.hermitian() {
+            return Err(crate::Error::internal(format!(
+                "Normal<{}>: the operator is not Hermitian",
+                inner.name()
+            )));
+        }
+        Ok(Normal {
+            inner,
+            tmp: None,
+            _space: PhantomData,
+        })
+    }
+}
+
+impl<S: Space, A: LinearOperator<S>> LinearOperator<S> for Normal<S, A> {
+    fn apply(&mut self, space: &mut S, out: &mut S::Field, inp: &S::Field) -> Result<()> {
+        let layout = space.layout(inp);
+        let mut tmp = match self.tmp.take() {
+            Some(t) if space.layout(&t) == layout => t,
+            _ => space.alloc_layout(layout)?,
+        };
+        self.inner.apply(space, &mut tmp, inp)?;
+        self.inner.apply(space, out, &tmp)?;
+        self.tmp = Some(tmp);
+        Ok(())
+    }
+    fn domain(&self) -> Subset {
+        self.inner.domain()
+    }
+    fn hermitian(&self) -> bool {
+        true
+    }
+    fn name(&self) -> String {
+        format!("({})^2", self.inner.name())
+    }
+    fn stencil_applications(&self) -> usize {
+        2 * self.inner.stencil_applications()
+    }
+}

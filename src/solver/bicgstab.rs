@@ -1,0 +1,106 @@
+//! BiCGStab (van der Vorst 1992) for a general (non-Hermitian) A, e.g. D itself:
+//!
+//! ```text
+//! r = b; r0 = b; p = r; rho = (r0|r)
+//! loop: v = A p; alpha = rho / (r0|v); s = r - alpha v
+//!       t = A s; omega = (t|s) / (t|t)
+//!       x += alpha p + omega s; r = s - omega t
+//!       rho' = (r0|r); beta = (rho'/rho)(alpha/omega); p = r + beta (p - omega v)
+//! ```
+//! Two applications per iteration. Only the vector space and the operator are used.
+
+use super::monitor::{Iterate, Monitor, Run, Verdict};
+use crate::linalg::{LinearOperator, Space};
+use crate::Result;
+
+pub struct BiCgStab<S: Space, A> {
+    pub op: A,
+    x: Option<S::Field>,
+}
+
+impl<S: Space, A: LinearOperator<S>> BiCgStab<S, A> {
+    pub fn new(op: A) -> Self {
+        BiCgStab { op, x: None }
+    }
+}
+
+impl<S: Space, A: LinearOperator<S>> Iterate<S> for BiCgStab<S, A> {
+    fn run(
+        &mut self,
+        space: &mut S,
+        b: &S::Field,
+        monitor: &mut Monitor,
+        start_iter: usize,
+        nr0: Option<f64>,
+    ) -> Result<Run> {
+        let layout = space.layout(b);
+        let mut x = space.alloc_layout(layout)?;
+        let mut r = space.alloc_layout(layout)?;
+        space.copy(&mut r, b)?;
+        let mut r0 = space.alloc_layout(layout)?;
+        space.copy(&mut r0, b)?;
+        let mut p = space.alloc_layout(layout)?;
+        space.copy(&mut p, b)?;
+        let mut v = space.alloc_layout(layout)?;
+        let mut t = space.alloc_layout(layout)?;
+        let mut rho = space.dot(&r0, &r)?;
+        let mut nr = match nr0 {
+            Some(nr) => nr,
+            None => space.norm2(&r)?,
+        };
+        let mut history = vec![nr];
+        let mut iter = start_iter;
+        let mut applications = 0;
+        let cost = self.op.stencil_applications();
+        let verdict = loop {
+            match monitor.check(iter, nr, true) {
+                Verdict::Continue => {}
+                v => break v,
+            }
+            self.op.apply(space, &mut v, &p)?;
+            applications += cost;
+            let alpha = rho / space.dot(&r0, &v)?;
+            // r becomes s = r - alpha v.
+            space.axpy(-alpha, &v, &mut r)?;
+            self.op.apply(space, &mut t, &r)?;
+            applications += cost;
+            let tt = space.norm2(&t)?;
+            let omega = if tt > 0.0 {
+                space.dot(&t, &r)? / tt
+            } else {
+                // s = 0: the alpha step solved the system.
+                crate::field::C64::new(0.0, 0.0)
+            };
+            space.axpy(alpha, &p, &mut x)?;
+            space.axpy(omega, &r, &mut x)?;
+            space.axpy(-omega, &t, &mut r)?;
+            nr = space.norm2(&r)?;
+            iter += 1;
+            history.push(nr);
+            let rho_new = space.dot(&r0, &r)?;
+            let beta = (rho_new / rho) * (alpha / omega);
+            rho = rho_new;
+            // p = r + beta (p - omega v)
+            space.axpy(-omega, &v, &mut p)?;
+            space.xpay(&r, beta, &mut p)?;
+        };
+        self.x = Some(x);
+        Ok(Run {
+            iter,
+            history,
+            verdict,
+            applications,
+            checks: iter - start_iter + 1,
+        })
+    }
+
+    fn solution(&self) -> Option<&S::Field> {
+        self.x.as_ref()
+    }
+    fn take_solution(&mut self) -> Option<S::Field> {
+        self.x.take()
+    }
+    fn release(&mut self, _space: &mut S) {
+        self.x = None;
+    }
+}

@@ -1,0 +1,112 @@
+//! GCR(m), the Generalised Conjugate Residual method (Eisenstat, Elman and Schultz 1983)
+//! for a general A, restarted every m directions:
+//!
+//! ```text
+//! r = b
+//! repeat: for k = 0..m:
+//!           p_k = r; q_k = A p_k
+//!           for j < k: c = (q_j|q_k)/(q_j|q_j); q_k -= c q_j; p_k -= c p_j
+//!           alpha = (q_k|r)/(q_k|q_k); x += alpha p_k; r -= alpha q_k
+//! ```
+//! One application per iteration; 2m fields of storage. It minimises ||r|| over the
+//! Krylov space of each cycle, so the residual never grows.
+
+use super::monitor::{Iterate, Monitor, Run, Verdict};
+use crate::linalg::{LinearOperator, Space};
+use crate::Result;
+
+pub struct Gcr<S: Space, A> {
+    pub op: A,
+    /// Directions kept before a restart.
+    pub restart: usize,
+    x: Option<S::Field>,
+}
+
+impl<S: Space, A: LinearOperator<S>> Gcr<S, A> {
+    pub fn new(op: A, restart: usize) -> Self {
+        Gcr {
+            op,
+            restart: restart.max(1),
+            x: None,
+        }
+    }
+}
+
+impl<S: Space, A: LinearOperator<S>> Iterate<S> for Gcr<S, A> {
+    fn run(
+        &mut self,
+        space: &mut S,
+        b: &S::Field,
+        monitor: &mut Monitor,
+        start_iter: usize,
+        nr0: Option<f64>,
+    ) -> Result<Run> {
+        let layout = space.layout(b);
+        let m = self.restart;
+        let mut x = space.alloc_layout(layout)?;
+        let mut r = space.alloc_layout(layout)?;
+        space.copy(&mut r, b)?;
+        let mut ps: Vec<S::Field> = Vec::with_capacity(m);
+        let mut qs: Vec<S::Field> = Vec::with_capacity(m);
+        let mut qq: Vec<f64> = Vec::with_capacity(m);
+        let mut nr = match nr0 {
+            Some(nr) => nr,
+            None => space.norm2(&r)?,
+        };
+        let mut history = vec![nr];
+        let mut iter = start_iter;
+        let mut applications = 0;
+        let mut k = 0;
+        let verdict = loop {
+            match monitor.check(iter, nr, true) {
+                Verdict::Continue => {}
+                v => break v,
+            }
+            if k == m {
+                k = 0;
+            }
+            if ps.len() <= k {
+                ps.push(space.alloc_layout(layout)?);
+                qs.push(space.alloc_layout(layout)?);
+                qq.push(0.0);
+            }
+            let (done_p, rest_p) = ps.split_at_mut(k);
+            let (done_q, rest_q) = qs.split_at_mut(k);
+            let (pk, qk) = (&mut rest_p[0], &mut rest_q[0]);
+            space.copy(pk, &r)?;
+            self.op.apply(space, qk, pk)?;
+            applications += self.op.stencil_applications();
+            for j in 0..k {
+                let c = space.dot(&done_q[j], qk)? / qq[j];
+                space.axpy(-c, &done_q[j], qk)?;
+                space.axpy(-c, &done_p[j], pk)?;
+            }
+            qq[k] = space.norm2(qk)?;
+            let alpha = space.dot(qk, &r)? / qq[k];
+            space.axpy(alpha, pk, &mut x)?;
+            space.axpy(-alpha, qk, &mut r)?;
+            nr = space.norm2(&r)?;
+            iter += 1;
+            k += 1;
+            history.push(nr);
+        };
+        self.x = Some(x);
+        Ok(Run {
+            iter,
+            history,
+            verdict,
+            applications,
+            checks: iter - start_iter + 1,
+        })
+    }
+
+    fn solution(&self) -> Option<&S::Field> {
+        self.x.as_ref()
+    }
+    fn take_solution(&mut self) -> Option<S::Field> {
+        self.x.take()
+    }
+    fn release(&mut self, _space: &mut S) {
+        self.x = None;
+    }
+}

@@ -1,0 +1,90 @@
+//! Mixed precision by reliable updates (Sleijpen and van der Vorst; QUDA's scheme), as a
+//! wrapper around any solver: the inner solver iterates on single-precision fields
+//! (scalars and reductions in double) from the current residual; whenever its iterated
+//! residual has dropped by `delta` since the last update, or it stopped by itself, it
+//! hands back, and here x_d += x_s, the true residual r = b - A x_d is recomputed in
+//! double and the inner solver restarts from it. (Keeping CR's search direction across an
+//! update, as CG's reliable updates do, was measured to stall it: tests/fast.rs.) The
+//! solve ends only when the double true residual is at or below tol.
+
+use super::monitor::{Iterate, Monitor, Verdict};
+use super::{SolveOutcome, SolveStats};
+use crate::field::C64;
+use crate::linalg::{LinearOperator, Precision, Space};
+use crate::{Error, Result};
+
+/// Solve A x = b (b double) with `inner` running in `precision`; `op` is the double
+/// operator of the true residual.
+pub fn solve<S: Space, A: LinearOperator<S>, I: Iterate<S>>(
+    space: &mut S,
+    op: &mut A,
+    inner: &mut I,
+    b: &S::Field,
+    precision: Precision,
+    delta: f64,
+    monitor: &mut Monitor,
+) -> Result<SolveOutcome<S::Field>> {
+    let outer = space.layout(b);
+    let inner_layout = outer.with_precision(precision);
+    let mut stats = SolveStats::default();
+    let mut xd = space.alloc_layout(outer)?;
+    let mut scratch = space.alloc_layout(outer)?;
+    let mut rs = space.alloc_layout(inner_layout)?;
+    space.convert(&mut rs, b)?;
+    let nr_start = space.norm2(&rs)?;
+    monitor.handoff_below = Some(delta * delta * nr_start);
+
+    let mut history: Vec<f64> = Vec::new();
+    let mut iter = 0;
+    let mut nr0 = Some(nr_start);
+    let mut applications = 0;
+    let reason = loop {
+        let run = inner.run(space, &rs, monitor, iter, nr0)?;
+        history.pop();
+        history.extend_from_slice(&run.history);
+        iter = run.iter;
+        applications += run.applications;
+        stats.checks += run.checks;
+        if stats.reliable_updates > 0 {
+            stats.restart_applications += 1;
+        }
+        match run.verdict {
+            Verdict::Stop(reason) => break reason,
+            Verdict::Handoff => {}
+            Verdict::Continue => return Err(Error::internal("a solver run ended on Continue")),
+        }
+        // The reliable update: fold x_s into x_d, recompute r in double.
+        let xs = inner
+            .solution()
+            .ok_or_else(|| Error::internal("reliable update without an inner solution"))?;
+        space.convert(&mut scratch, xs)?;
+        space.axpy(C64::new(1.0, 0.0), &scratch, &mut xd)?;
+        op.apply(space, &mut scratch, &xd)?;
+        applications += op.stencil_applications();
+        space.xpay(b, C64::new(-1.0, 0.0), &mut scratch)?;
+        let nr_true = space.norm2(&scratch)?;
+        space.convert(&mut rs, &scratch)?;
+        if let Some(last) = history.last_mut() {
+            *last = nr_true;
+        }
+        stats.reliable_updates += 1;
+        stats
+            .true_residuals
+            .push((iter, (nr_true / monitor.nb).sqrt()));
+        monitor.handoff_below = Some(delta * delta * nr_true);
+        if let Some(reason) = monitor.judge(iter, nr_true, true) {
+            break reason;
+        }
+        nr0 = Some(nr_true);
+    };
+    inner.release(space);
+    monitor.handoff_below = None;
+    Ok(SolveOutcome {
+        x: xd,
+        iterations: iter,
+        reason,
+        history: monitor.relative(&history),
+        operator_applications: applications,
+        stats,
+    })
+}
