@@ -16,6 +16,7 @@ pub mod gauge_gen;
 pub mod generate;
 pub mod io;
 pub mod lattice;
+pub mod memory;
 pub mod progress;
 pub mod reduce;
 pub mod report;
@@ -23,6 +24,7 @@ pub mod rng;
 pub mod run;
 pub mod scale;
 pub mod solver;
+pub mod threads;
 pub mod tune;
 
 pub use error::{Error, Result};

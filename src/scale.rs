@@ -95,6 +95,7 @@ pub fn csv(rows: &[ScaleRow]) -> String {
 
 /// Print the table and write `scale.csv`, `scale.json` and the `scale.svg/.png` chart.
 pub fn run(cfg: &LoadedConfig, threads: &[usize], repeat: usize, out: &Path) -> Result<()> {
+    crate::io::outputs::prepare_folders(&[&out.join("scale.csv")])?;
     let rows = measure(cfg, threads, repeat)?;
     println!(
         "CPU scaling of the CR solve, {} ({} host cores)",
