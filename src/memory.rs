@@ -317,3 +317,71 @@ pub fn check_device(lattice: &Lattice, opts: &crate::cuda::CudaOptions) -> Resul
     let (free, total) = crate::cuda::device_free_memory(opts.device)?;
     check_device_fits(&lattice.dims_string(), opts.version, need, free, total)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cuda::{device_bytes_needed, StencilVersion};
+    use crate::lattice::DEFAULT_BOUNDARY;
+
+    const GIB_U: u64 = 1 << 30;
+
+    #[test]
+    fn a_64_3x128_lattice_is_refused_on_an_80_gib_gpu_before_tuning() {
+        // 64^3 x 128 = 33554432 sites. device_bytes_needed's parts give at least the
+        // canonical links (576 B/site), the stencil's links (>= 576) and 8 spinor fields
+        // (8 x 192): 2688 B/site, 90.2e9 bytes, above an H100's 80 GiB (85.9e9).
+        let l = Lattice::new([64, 64, 64, 128], DEFAULT_BOUNDARY).unwrap();
+        let v = l.volume() as u64;
+        assert_eq!(v, 33_554_432);
+        for version in [StencilVersion::V1_6_1, StencilVersion::V3_0] {
+            let need = device_bytes_needed(&l, version) as u64;
+            assert!(need >= 2688 * v, "{version}: {need}");
+            let free = 79 * GIB_U;
+            match check_device_fits(&l.dims_string(), version, need, free, 80 * GIB_U) {
+                Err(Error::DeviceMemory(m)) => {
+                    assert!(m.contains(&format!("needs {need} bytes")), "{m}");
+                    assert!(m.contains(&format!("{free} bytes")), "{m}");
+                    assert!(m.contains("more GPUs"), "{m}");
+                    if version == StencilVersion::V1_6_1 {
+                        assert!(m.contains("--kernel 3.0"), "{m}");
+                        assert!(m.contains("--preconditioning even-odd"), "{m}");
+                        assert!(m.contains("--reconstruct 12"), "{m}");
+                    }
+                }
+                other => panic!("{version}: expected DeviceMemory, got {other:?}"),
+            }
+            // Exit 6, as documented.
+            let e = check_device_fits("x", version, need, free, 80 * GIB_U).unwrap_err();
+            assert_eq!(e.exit_code(), 6);
+            // An H200's 141 GiB holds it.
+            assert!(check_device_fits("x", version, need, 140 * GIB_U, 141 * GIB_U).is_ok());
+        }
+    }
+
+    #[test]
+    fn the_cpu_estimate_is_a_per_site_sum() {
+        // run_need for a random gauge on the CPU: 576 + 2*192 + 4*192 + 576 + 10*192.
+        let n = run_need(
+            "4x4x4x4",
+            256,
+            &GaugeConfig::Random { seed: 1 },
+            Device::Cpu,
+        );
+        assert_eq!(n.bytes, 256 * 4224);
+        // On the GPU the solver's fields are on the device: 576 + 2*192 + 4*192 + 576.
+        let g = run_need(
+            "4x4x4x4",
+            256,
+            &GaugeConfig::Random { seed: 1 },
+            Device::Cuda,
+        );
+        assert_eq!(g.bytes, 256 * 2304);
+        let a = Available {
+            bytes: n.bytes - 1,
+            source: "test".into(),
+        };
+        assert_eq!(check_fits(&n, &a).unwrap_err().exit_code(), 6);
+        assert!(check_fits(&g, &a).is_ok());
+    }
+}
