@@ -86,6 +86,51 @@ fn a_memory_limit_below_the_estimate_refuses_the_run_with_both_numbers() {
 }
 
 #[test]
+fn the_host_estimate_bounds_the_measured_peak_of_every_plan() {
+    // The report's peak_memory_bytes is the process's VmHWM (src/report.rs). On 16^4
+    // (estimate 65536 x 4224 = 276824064 bytes) the measured peaks were 182 MB (seed CR)
+    // to 251 MB (fused even-odd single-double): the estimate, an upper bound over the
+    // plans, must stay above every plan's peak and within 2x of it (useful, not wild).
+    let d = tempfile::tempdir().unwrap();
+    let cfg = config(
+        d.path(),
+        [16, 16, 16, 16],
+        &format!("[solver]\ntolerance = 1e-3\n\n{}", outputs(d.path())),
+    );
+    let estimate = 65536 * CPU_RUN_BYTES_PER_SITE;
+    for plan in [
+        vec![],
+        vec!["--iteration", "fused"],
+        vec!["--preconditioning", "even-odd"],
+        vec!["--precision", "single-double"],
+        vec![
+            "--preconditioning",
+            "even-odd",
+            "--precision",
+            "single-double",
+        ],
+    ] {
+        let out = bin().arg("-q").arg(&cfg).args(&plan).output().unwrap();
+        assert!(out.status.success(), "{plan:?}: {}", stderr(&out));
+        let r: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(d.path().join("r.json")).unwrap()).unwrap();
+        let peak = r["peak_memory_bytes"].as_u64().unwrap();
+        assert!(
+            peak <= estimate,
+            "{plan:?}: peak {peak} > estimate {estimate}"
+        );
+        assert!(
+            estimate as f64 <= 2.0 * peak as f64,
+            "{plan:?}: estimate {estimate} > 2 x peak {peak}"
+        );
+        eprintln!(
+            "{plan:?}: peak {peak}, estimate / peak {:.2}",
+            estimate as f64 / peak as f64
+        );
+    }
+}
+
+#[test]
 fn bench_and_generate_are_refused_under_a_memory_limit() {
     let d = tempfile::tempdir().unwrap();
     let b = bin()
