@@ -189,6 +189,10 @@ pub fn run(dims: [usize; 4], params: &HeatbathParams, device: Device, out: &Path
             log_y: false,
         },
     )?;
+    if crate::progress::is_quiet() {
+        // --quiet: the results are the files.
+        return Ok(());
+    }
     println!(
         "generated {} on {}: beta {}, {} thermalisation + {} measured sweeps ({} overrelaxation per sweep), seed {}",
         lattice.dims_string(),

@@ -508,6 +508,27 @@ fn quiet_means_no_stdout_and_only_errors_on_stderr() {
     assert_eq!(stdout(&quiet), "");
     assert_eq!(stderr(&quiet), "");
     assert!(d.path().join("r.json").exists());
+    // generate and scale too: their results are files.
+    let g = bin()
+        .args([
+            "-q", "generate", "--beta", "6", "--dims", "4,4,4,4", "--sweeps", "1",
+        ])
+        .args(["--therm", "0", "--device", "cpu", "--out"])
+        .arg(d.path().join("g"))
+        .output()
+        .unwrap();
+    let s = bin()
+        .args(["-q", "scale"])
+        .arg(&cfg)
+        .args(["--threads", "1", "--out"])
+        .arg(d.path())
+        .output()
+        .unwrap();
+    for out in [g, s] {
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert_eq!(stdout(&out), "");
+    }
+    assert!(d.path().join("g.1").exists() && d.path().join("scale.csv").exists());
 }
 
 // ------------------------------------------------------------- 9. logs when piped
