@@ -546,9 +546,9 @@ fn fmt(v: f64, prec: usize) -> String {
 
 pub fn table(r: &AblateReport) -> String {
     let mut s = format!(
-        "ablation on {}: {}x{}x{}x{}, {} kappa {} tol {:.0e}; CPU {:.3} s ({} threads, {} iterations); triad {:.0} GB/s; upload pinned {:.1} GB/s, pageable {:.1} GB/s\n",
+        "ablation on {}: {}x{}x{}x{}, {} kappa {} tol {:.0e}; CPU {:.3} s ({}, {} iterations); triad {:.0} GB/s; upload pinned {:.1} GB/s, pageable {:.1} GB/s\n",
         r.device, r.lattice[0], r.lattice[1], r.lattice[2], r.lattice[3], r.operator, r.kappa,
-        r.tolerance, r.cpu_seconds, r.cpu_threads, r.cpu_iterations, r.triad_gbytes_per_second,
+        r.tolerance, r.cpu_seconds, crate::threads::count(r.cpu_threads), r.cpu_iterations, r.triad_gbytes_per_second,
         r.upload_pinned_gbytes_per_second, r.upload_pageable_gbytes_per_second
     );
     s.push_str(&format!(
@@ -689,7 +689,10 @@ pub fn draw_charts(
     let mut files = charts::draw(
         &out.join("speedup"),
         &Chart::Bars {
-            title: &format!("Speed-up over the CPU ({} threads), {title}", r.cpu_threads),
+            title: &format!(
+                "Speed-up over the CPU ({}), {title}",
+                crate::threads::count(r.cpu_threads)
+            ),
             y_label: "speed-up (time to solution)",
             bars: &bars(&|x| x.speedup_over_cpu),
         },

@@ -133,19 +133,25 @@ pub fn cpu_bench(dims: &[usize], repeat: usize, threads: i64) -> Result<()> {
             format!("needs 4 values LX,LY,LZ,LT, got {dims:?}"),
         )
     })?;
+    crate::threads::check(threads, "--threads")?;
+    let lattice = Lattice::new(dims, DEFAULT_BOUNDARY)?;
+    crate::memory::check_host(&crate::memory::bench_need(
+        &lattice.dims_string(),
+        lattice.volume() as u64,
+    ))?;
     let pool = crate::run::thread_pool(threads)?;
     let r = pool.install(|| measure(dims, repeat.max(1)))?;
     let gb = |s: f64| r.floor_bytes / s / 1e9;
     let ns = |s: f64| 1e9 * s / r.volume as f64;
     let gflops = |s: f64| 1320.0 * r.volume as f64 / s / 1e9;
     println!(
-        "CPU operator benchmark, {}x{}x{}x{} ({} sites), {} threads, median of {repeat}",
+        "CPU operator benchmark, {}x{}x{}x{} ({} sites), {}, median of {repeat}",
         dims[0],
         dims[1],
         dims[2],
         dims[3],
         r.volume,
-        pool.current_num_threads()
+        crate::threads::count(pool.current_num_threads())
     );
     let kernel = match r.isa {
         Some(isa) => format!("blocked {}", isa.name()),

@@ -10,7 +10,7 @@ Conventions: site index x fastest; spinors [site][spin][colour]; DeGrand-Rossi g
 D = 1 - kappa * sum_mu [(1 - g_mu) U_mu(x) psi(x+mu) + (1 + g_mu) U_mu(x-mu)^+ psi(x-mu)];
 fermions periodic in space, antiperiodic in time unless [lattice] boundary says otherwise.
 Exit codes: 0 ok, 2 bad config or value, 3 file I/O, 4 bad file content, 5 CUDA unavailable
-or failed, 6 out of device memory, 7 solver did not converge, 8 a check failed.";
+or failed, 6 out of device or host memory, 7 solver did not converge, 8 a check failed.";
 
 #[derive(Parser, Debug)]
 #[command(
@@ -46,23 +46,23 @@ pub struct OverrideArgs {
     #[arg(long)]
     pub kernel: Option<String>,
     /// Workgroup multiple of versions 1.2+ (overrides [backend] multiple).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub multiple: Option<i64>,
     /// Reals per link the stencil reads: 18, or 12 (two-row compression, kernel 3.0 only;
     /// overrides [backend] reconstruct).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub reconstruct: Option<i64>,
     /// CPU threads, 0 = all (overrides [backend] threads).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub threads: Option<i64>,
     /// Hopping parameter, > 0 (overrides [dirac] kappa).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub kappa: Option<f64>,
     /// Relative residual tolerance (overrides [solver] tolerance).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub tol: Option<f64>,
     /// Maximum CR iterations (overrides [solver] max_iterations).
-    #[arg(long = "max-iter")]
+    #[arg(long = "max-iter", allow_negative_numbers = true)]
     pub max_iter: Option<i64>,
     /// none or even-odd (overrides [solver] preconditioning).
     #[arg(long, value_enum)]
@@ -75,7 +75,7 @@ pub struct OverrideArgs {
     pub iteration: Option<crate::config::Iteration>,
     /// Fused iteration: host residual check every N iterations (overrides [solver]
     /// check_every).
-    #[arg(long = "check-every")]
+    #[arg(long = "check-every", allow_negative_numbers = true)]
     pub check_every: Option<i64>,
     /// Krylov method: cr, bicgstab, gcr or cgne (overrides [solver] method).
     #[arg(long)]
@@ -124,10 +124,11 @@ pub enum Command {
         /// Lattice dims LX,LY,LZ,LT.
         #[arg(long, default_value = "16,16,16,32", value_delimiter = ',')]
         dims: Vec<usize>,
-        /// Operator applications to time (median reported).
-        #[arg(long, default_value_t = 10)]
+        /// Operator applications to time (median reported), at least 1.
+        #[arg(long, default_value_t = 10, value_parser = at_least_one)]
         repeat: usize,
-        #[arg(long, default_value_t = 0)]
+        /// CPU threads, 0 = all (at most 4 x the cores).
+        #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
         threads: i64,
     },
     /// Kernel 3.0 against its DRAM floors (dslash, Schur operator, fused CR iteration, in
@@ -137,8 +138,8 @@ pub enum Command {
         /// Lattice dims LX,LY,LZ,LT.
         #[arg(long, default_value = "16,16,16,32", value_delimiter = ',')]
         dims: Vec<usize>,
-        /// Calls timed per row (after one warm-up).
-        #[arg(long, default_value_t = 200)]
+        /// Calls timed per row (after one warm-up), at least 1.
+        #[arg(long, default_value_t = 200, value_parser = at_least_one)]
         repeat: usize,
         /// Threads per block of the 3.0 stencil (default: the backend's).
         #[arg(long)]
@@ -162,8 +163,9 @@ pub enum Command {
         /// "all" or a list of versions, e.g. 1.2,1.3,1.6.1.
         #[arg(long, default_value = "all")]
         kernels: String,
-        /// Timed solves per version after a warm-up (median and spread reported).
-        #[arg(long, default_value_t = 3)]
+        /// Timed solves per version after a warm-up (median and spread reported), at
+        /// least 1.
+        #[arg(long, default_value_t = 3, value_parser = at_least_one)]
         repeat: usize,
         /// Folder for ablation.csv, ablation.json and the charts.
         #[arg(long, default_value = "out/ablation")]
@@ -191,19 +193,20 @@ pub enum Command {
     /// Generate thermalised quenched SU(3) fields (Cabibbo-Marinari heatbath plus
     /// overrelaxation, Wilson action), saved as NERSC every K sweeps.
     Generate {
-        #[arg(long)]
+        /// Gauge coupling, >= 0.
+        #[arg(long, allow_negative_numbers = true)]
         beta: f64,
         /// LX,LY,LZ,LT (all even).
         #[arg(long, value_delimiter = ',')]
         dims: Vec<usize>,
-        /// Measured sweeps after thermalisation.
-        #[arg(long)]
+        /// Measured sweeps after thermalisation, at least 1 (the last one is always saved).
+        #[arg(long, value_parser = at_least_one)]
         sweeps: usize,
         /// Thermalisation sweeps.
         #[arg(long, default_value_t = 100)]
         therm: usize,
-        /// Save every K-th measured configuration.
-        #[arg(long, default_value_t = 10)]
+        /// Save every K-th measured configuration (and the last), at least 1.
+        #[arg(long, default_value_t = 10, value_parser = at_least_one)]
         every: usize,
         /// Overrelaxation steps per sweep.
         #[arg(long, default_value_t = 4)]
@@ -215,8 +218,8 @@ pub enum Command {
         hot: bool,
         #[arg(long, default_value = "auto")]
         device: Device,
-        /// CPU threads, 0 = all.
-        #[arg(long, default_value_t = 0)]
+        /// CPU threads, 0 = all (at most 4 x the cores).
+        #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
         threads: i64,
         /// Output stem: configurations OUT.<sweep>, OUT.history.json, OUT.plaquette.svg/png.
         #[arg(long)]
@@ -228,8 +231,8 @@ pub enum Command {
         /// Thread counts, e.g. 1,2,4.
         #[arg(long, value_delimiter = ',', default_value = "1,2")]
         threads: Vec<usize>,
-        /// Solves per count (median reported).
-        #[arg(long, default_value_t = 1)]
+        /// Solves per count (median reported), at least 1.
+        #[arg(long, default_value_t = 1, value_parser = at_least_one)]
         repeat: usize,
         /// Folder for scale.csv, scale.json and the scale.svg/.png chart.
         #[arg(long, default_value = "out/scale")]
@@ -237,13 +240,29 @@ pub enum Command {
     },
 }
 
+/// A count of at least 1 (`--repeat`, `--sweeps`, `--every`).
+fn at_least_one(s: &str) -> std::result::Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(0) => Err("must be at least 1, got 0".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("must be a whole number >= 1 ({e})")),
+    }
+}
+
+/// Logs to stderr: `RUST_LOG` or info; with `--quiet` errors only, whatever `RUST_LOG`
+/// says. Colour codes only when stderr is a terminal.
 pub fn init_logging(quiet: bool) {
+    use std::io::IsTerminal;
     crate::progress::set_quiet(quiet);
-    let default = if quiet { "error" } else { "info" };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let filter = if quiet {
+        tracing_subscriber::EnvFilter::new("error")
+    } else {
+        tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"))
+    };
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .with_target(false)
         .try_init();
@@ -289,7 +308,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
             repeat,
             block,
         }) => {
-            let (triad, rows) = crate::floor::measure(&dims, repeat.max(1), block)?;
+            let (triad, rows) = crate::floor::measure(&dims, repeat, block)?;
             print!("{}", crate::floor::table(&dims, triad, &rows));
             Ok(())
         }
@@ -353,6 +372,15 @@ pub fn dispatch(cli: Cli) -> Result<()> {
                 hot_start: hot,
             };
             let dims = crate::generate::parse_dims(&dims)?;
+            crate::threads::check(threads, "--threads")?;
+            // Errors about the parameters name their flags.
+            params.validate().map_err(|e| match e {
+                crate::Error::InvalidValue { key, message } => crate::Error::InvalidValue {
+                    key: format!("--{key}"),
+                    message,
+                },
+                other => other,
+            })?;
             crate::run::thread_pool(threads)?
                 .install(|| crate::generate::run(dims, &params, device, &out))
         }
@@ -363,6 +391,9 @@ pub fn dispatch(cli: Cli) -> Result<()> {
             out,
         }) => {
             let cfg = load_config(Some(&config), &OverrideArgs::default())?;
+            for &n in &threads {
+                crate::threads::check(n.min(i64::MAX as usize) as i64, "--threads")?;
+            }
             crate::scale::run(&cfg, &threads, repeat, &out)
         }
     }

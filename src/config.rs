@@ -345,6 +345,9 @@ pub struct LoadedConfig {
     pub source_name: String,
     pub base_dir: PathBuf,
     text: String,
+    /// Keys set from the command line ("dirac.kappa", "--kappa"): errors about them name
+    /// the flag, not the config's line.
+    flags: Vec<(String, String)>,
 }
 
 impl LoadedConfig {
@@ -373,6 +376,7 @@ impl LoadedConfig {
             source_name: name.into(),
             base_dir,
             text: text.into(),
+            flags: Vec::new(),
         };
         loaded.validate()?;
         Ok(loaded)
@@ -380,49 +384,70 @@ impl LoadedConfig {
 
     /// Apply command-line overrides and validate again.
     pub fn apply(&mut self, o: &Overrides) -> Result<()> {
+        let mut flags: Vec<(&str, &str)> = Vec::new();
         let c = &mut self.config;
         if let Some(d) = o.device {
             c.backend.device = d;
+            flags.push(("backend.device", "--device"));
         }
         if let Some(k) = &o.kernel {
             c.backend.kernel = k.clone();
+            flags.push(("backend.kernel", "--kernel"));
         }
         if let Some(m) = o.multiple {
             c.backend.multiple = m;
+            flags.push(("backend.multiple", "--multiple"));
         }
         if let Some(r) = o.reconstruct {
             c.backend.reconstruct = r;
+            flags.push(("backend.reconstruct", "--reconstruct"));
         }
         if let Some(t) = o.threads {
             c.backend.threads = t;
+            flags.push(("backend.threads", "--threads"));
         }
         if let Some(k) = o.kappa {
             c.dirac.kappa = k;
+            flags.push(("dirac.kappa", "--kappa"));
         }
         if let Some(t) = o.tol {
             c.solver.tolerance = t;
+            flags.push(("solver.tolerance", "--tol"));
         }
         if let Some(m) = o.max_iter {
             c.solver.max_iterations = m;
+            flags.push(("solver.max_iterations", "--max-iter"));
         }
         if let Some(p) = o.preconditioning {
             c.solver.preconditioning = p;
+            flags.push(("solver.preconditioning", "--preconditioning"));
         }
         if let Some(p) = o.precision {
             c.solver.precision = p;
+            flags.push(("solver.precision", "--precision"));
         }
         if let Some(i) = o.iteration {
             c.solver.iteration = i;
+            flags.push(("solver.iteration", "--iteration"));
         }
         if let Some(k) = o.check_every {
             c.solver.check_every = k;
+            flags.push(("solver.check_every", "--check-every"));
         }
         if let Some(m) = o.method {
             c.solver.method = m;
+            flags.push(("solver.method", "--method"));
         }
         if let Some(m) = o.restart {
             c.solver.restart = m;
+            flags.push(("solver.restart", "--restart"));
         }
+        self.flags.extend(
+            flags
+                .into_iter()
+                .map(|(k, f)| (k.to_string(), f.to_string())),
+        );
+        let c = &mut self.config;
         if let Some(dir) = &o.output {
             for p in [&mut c.output.report, &mut c.output.solution]
                 .into_iter()
@@ -454,6 +479,13 @@ impl LoadedConfig {
     }
 
     fn bad(&self, section: &str, key: &str, message: String) -> Error {
+        let full = format!("{section}.{key}");
+        if let Some((_, flag)) = self.flags.iter().rev().find(|(k, _)| *k == full) {
+            return Error::InvalidValue {
+                key: flag.clone(),
+                message: format!("{message} (command line; the flag overrides {full})"),
+            };
+        }
         let at = match self.line_of(section, key) {
             Some(n) => format!("{}, line {n}", self.source_name),
             None => format!("{} (or the command line)", self.source_name),
@@ -563,12 +595,12 @@ impl LoadedConfig {
                 format!("must be in 1..=1024, got {}", c.backend.multiple),
             ));
         }
-        if c.backend.threads < 0 {
-            return Err(self.bad(
-                "backend",
-                "threads",
-                format!("must be 0 (all cores) or more, got {}", c.backend.threads),
-            ));
+        if let Err(e) = crate::threads::check(c.backend.threads, "backend.threads") {
+            let msg = match e {
+                Error::InvalidValue { message, .. } => message,
+                other => other.to_string(),
+            };
+            return Err(self.bad("backend", "threads", msg));
         }
         match c.backend.kernel.parse::<crate::cuda::StencilVersion>() {
             Err(e) => {

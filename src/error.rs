@@ -34,6 +34,11 @@ pub enum Error {
     #[error("out of device memory: {0}")]
     DeviceMemory(String),
 
+    /// The problem does not fit in the host memory this process may use (estimated before
+    /// allocating; same exit code as device memory).
+    #[error("out of host memory: {0}")]
+    HostMemory(String),
+
     /// The solver stopped without reaching the tolerance (max iterations, stagnation,
     /// divergence, NaN).
     #[error("solver did not converge: {0}")]
@@ -57,7 +62,7 @@ impl Error {
             Error::Io { .. } => 3,
             Error::Format { .. } => 4,
             Error::Cuda(_) => 5,
-            Error::DeviceMemory(_) => 6,
+            Error::DeviceMemory(_) | Error::HostMemory(_) => 6,
             Error::NotConverged(_) => 7,
             Error::CheckFailed(_) => 8,
             Error::Internal(_) => 9,

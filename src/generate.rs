@@ -32,7 +32,10 @@ impl Sweeper {
             }
             _ => Ok((
                 Sweeper::Cpu(Box::new(Generator::new(lattice, params)?)),
-                format!("cpu (rayon, {} threads)", rayon::current_num_threads()),
+                format!(
+                    "cpu (rayon, {})",
+                    crate::threads::count(rayon::current_num_threads())
+                ),
             )),
         }
     }
@@ -79,6 +82,7 @@ pub fn generate_with(
     let (mut g, device_name) = Sweeper::new(lattice, params, device)?;
     let total = params.therm + params.sweeps;
     let bar = crate::progress::counter("sweeps", total as u64);
+    let ticker = crate::progress::Ticker::new();
     let mut history = Vec::with_capacity(total);
     let mut saved = Vec::new();
     for _ in 0..total {
@@ -88,6 +92,14 @@ pub fn generate_with(
             b.set_message(format!("plaquette {:.6}", r.plaquette.total));
         }
         tracing::debug!(sweep = r.sweep, plaquette = r.plaquette.total, "sweep");
+        if let Some(t) = ticker.as_ref().and_then(|t| t.due()) {
+            tracing::info!(
+                "sweeps progress: sweep {} of {total}, plaquette {:.6}, {:.2} sweeps/s, {t:.1} s",
+                r.sweep + 1,
+                r.plaquette.total,
+                (r.sweep + 1) as f64 / t.max(1e-9)
+            );
+        }
         if r.measured && (r.sweep + 1 - params.therm).is_multiple_of(params.every) {
             let f = g.field()?;
             if let Some(p) = save(&r, &f)? {
@@ -124,13 +136,34 @@ pub fn generate_with(
 
 /// The `generate` command: configurations `OUT.<sweep>`, `OUT.history.json`, and the
 /// chart `OUT.plaquette.svg/.png`.
+///
+/// The final configuration is always saved, also when the number of measured sweeps is
+/// not a multiple of `every`; `sweeps` must be at least 1 (the command line refuses 0).
 pub fn run(dims: [usize; 4], params: &HeatbathParams, device: Device, out: &Path) -> Result<()> {
     let lattice = Lattice::new(dims, DEFAULT_BOUNDARY)?;
-    let (_, rep) = generate_with(&lattice, params, device, |r, f| {
-        let p = PathBuf::from(format!("{}.{}", out.display(), r.sweep + 1));
+    if params.sweeps == 0 {
+        return Err(Error::invalid(
+            "--sweeps",
+            "must be at least 1: generate saves measured configurations, and with no measured sweep there is none",
+        ));
+    }
+    crate::memory::check_host(&crate::memory::generate_need(
+        &lattice.dims_string(),
+        lattice.volume() as u64,
+    ))?;
+    let config_path = |sweep: usize| PathBuf::from(format!("{}.{}", out.display(), sweep));
+    let last = config_path(params.therm + params.sweeps);
+    crate::io::outputs::prepare_folders(&[&last])?;
+    let (final_field, mut rep) = generate_with(&lattice, params, device, |r, f| {
+        let p = config_path(r.sweep + 1);
         write_nersc(&p, f, NerscWrite::default())?;
         Ok(Some(p))
     })?;
+    if rep.saved.last() != Some(&last) {
+        // The last measured sweep is not a multiple of `every`: save it too.
+        write_nersc(&last, &final_field, NerscWrite::default())?;
+        rep.saved.push(last);
+    }
     let stem = out.display().to_string();
     let json = serde_json::to_vec_pretty(&rep).expect("report serialises");
     crate::io::write_atomic(Path::new(&format!("{stem}.history.json")), &json)?;
@@ -156,6 +189,10 @@ pub fn run(dims: [usize; 4], params: &HeatbathParams, device: Device, out: &Path
             log_y: false,
         },
     )?;
+    if crate::progress::is_quiet() {
+        // --quiet: the results are the files.
+        return Ok(());
+    }
     println!(
         "generated {} on {}: beta {}, {} thermalisation + {} measured sweeps ({} overrelaxation per sweep), seed {}",
         lattice.dims_string(),

@@ -17,6 +17,7 @@ pub mod generate;
 pub mod io;
 pub mod lattice;
 pub mod linalg;
+pub mod memory;
 pub mod progress;
 pub mod reduce;
 pub mod report;
@@ -24,6 +25,7 @@ pub mod rng;
 pub mod run;
 pub mod scale;
 pub mod solver;
+pub mod threads;
 pub mod tune;
 
 pub use error::{Error, Result};

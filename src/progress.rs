@@ -1,9 +1,16 @@
-//! Progress display for long solves and sweeps (indicatif), on stderr, only when stderr is
-//! a terminal and `--quiet` was not given; otherwise every call is a no-op.
+//! Progress display for long solves and sweeps, on stderr: a bar (indicatif) when stderr
+//! is a terminal; when it is not (a batch job's log), a plain log line at a steady
+//! interval (`QCD_SOLVE_PROGRESS_SECS`, default 5 s; 0 = every update) so the log shows
+//! life. Nothing with `--quiet`.
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+pub const PROGRESS_SECS_ENV: &str = "QCD_SOLVE_PROGRESS_SECS";
+const DEFAULT_PROGRESS_SECS: f64 = 5.0;
 
 static QUIET: AtomicBool = AtomicBool::new(false);
 
@@ -11,20 +18,83 @@ pub fn set_quiet(quiet: bool) {
     QUIET.store(quiet, Ordering::Relaxed);
 }
 
+/// Whether `--quiet` was given: no logs but errors, no progress, nothing on stdout from
+/// commands whose results are files.
+pub fn is_quiet() -> bool {
+    QUIET.load(Ordering::Relaxed)
+}
+
 fn enabled() -> bool {
     !QUIET.load(Ordering::Relaxed) && std::io::stderr().is_terminal()
+}
+
+/// Whether progress goes out as log lines: not quiet and stderr not a terminal.
+fn lines_enabled() -> bool {
+    !QUIET.load(Ordering::Relaxed) && !std::io::stderr().is_terminal()
+}
+
+/// The interval between progress lines: `QCD_SOLVE_PROGRESS_SECS` (seconds, >= 0) or 5 s.
+pub fn line_interval() -> Duration {
+    match std::env::var(PROGRESS_SECS_ENV) {
+        Ok(v) => match v.trim().parse::<f64>() {
+            Ok(s) if s.is_finite() && s >= 0.0 => Duration::from_secs_f64(s),
+            _ => {
+                tracing::warn!("{PROGRESS_SECS_ENV}={v} is not a number of seconds >= 0; using {DEFAULT_PROGRESS_SECS}");
+                Duration::from_secs_f64(DEFAULT_PROGRESS_SECS)
+            }
+        },
+        Err(_) => Duration::from_secs_f64(DEFAULT_PROGRESS_SECS),
+    }
+}
+
+/// Progress as log lines, at most one per interval.
+pub struct Ticker {
+    start: Instant,
+    interval: Duration,
+    last: Mutex<Instant>,
+}
+
+impl Ticker {
+    /// A ticker when lines are enabled (stderr not a terminal, not quiet).
+    pub fn new() -> Option<Ticker> {
+        if !lines_enabled() {
+            return None;
+        }
+        let now = Instant::now();
+        Some(Ticker {
+            start: now,
+            interval: line_interval(),
+            last: Mutex::new(now),
+        })
+    }
+
+    /// Seconds since the start, when a line is due now (and marks it written).
+    pub fn due(&self) -> Option<f64> {
+        let now = Instant::now();
+        let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        if now.duration_since(*last) >= self.interval {
+            *last = now;
+            Some(now.duration_since(self.start).as_secs_f64())
+        } else {
+            None
+        }
+    }
 }
 
 /// A bar over the digits of residual reduction a solve needs: position 10 * log10(1/r)
 /// out of 10 * log10(1/tol).
 pub struct SolveProgress {
     bar: Option<ProgressBar>,
+    lines: Option<(Ticker, String, f64)>,
 }
 
 impl SolveProgress {
     pub fn new(label: &str, tol: f64) -> Self {
         if !enabled() {
-            return SolveProgress { bar: None };
+            return SolveProgress {
+                bar: None,
+                lines: Ticker::new().map(|t| (t, label.to_string(), tol)),
+            };
         }
         let len = (10.0 * (1.0 / tol).log10()).ceil().max(1.0) as u64;
         let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
@@ -34,10 +104,21 @@ impl SolveProgress {
                 .progress_chars("=> "),
         );
         bar.set_prefix(label.to_string());
-        SolveProgress { bar: Some(bar) }
+        SolveProgress {
+            bar: Some(bar),
+            lines: None,
+        }
     }
 
     pub fn update(&self, iteration: usize, residual: f64) {
+        if let Some((ticker, label, tol)) = &self.lines {
+            if let Some(t) = ticker.due() {
+                tracing::info!(
+                    "{label} progress: iteration {iteration}, residual {residual:.3e} (tolerance {tol:.1e}), {:.1} iterations/s, {t:.1} s",
+                    iteration as f64 / t.max(1e-9)
+                );
+            }
+        }
         if let Some(b) = &self.bar {
             if residual > 0.0 && residual.is_finite() {
                 b.set_position((10.0 * (1.0 / residual).log10()).max(0.0) as u64);

@@ -296,7 +296,7 @@ pub fn cpu_residual_of_d(problem: &Problem, x: &SpinorField) -> f64 {
 /// Build a rayon pool of `threads` (0 = all cores).
 pub fn thread_pool(threads: i64) -> Result<rayon::ThreadPool> {
     rayon::ThreadPoolBuilder::new()
-        .num_threads(threads.max(0) as usize)
+        .num_threads(crate::threads::check(threads, "threads")?)
         .build()
         .map_err(|e| Error::invalid("backend.threads", e.to_string()))
 }
@@ -305,6 +305,8 @@ pub fn thread_pool(threads: i64) -> Result<rayon::ThreadPool> {
 /// returns `Error::NotConverged` after the report has been written.
 pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
     let c = &cfg.config;
+    crate::memory::check_run(cfg)?;
+    crate::io::outputs::prepare(cfg)?;
     let pool = thread_pool(c.backend.threads)?;
     pool.install(|| {
         let problem = build_problem(cfg)?;
@@ -317,6 +319,7 @@ pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
         let (result, backend_description, gpu) = match choose_device(c.backend.device)? {
             Device::Cuda => {
                 let opts = cuda_options(cfg)?;
+                crate::memory::check_device(&problem.lattice, &opts)?;
                 // Launch geometry from the autotuner (tune cache, or a sweep stored there),
                 // unless the config fixes it with `tune = false`.
                 let opts = if c.backend.tune {
@@ -340,6 +343,9 @@ pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
                 (r, d, Some(gpu))
             }
             _ => {
+                if c.backend.device != Device::Cpu {
+                    crate::memory::check_cpu_backend(&problem.lattice)?;
+                }
                 let params = SolvePlan::from_config(c, false);
                 let mut be = CpuBackend::new(&problem.gauge, problem.kappa);
                 let d = be.describe();
@@ -348,7 +354,9 @@ pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
         };
         let d_residual = cpu_residual_of_d(&problem, &result.solution);
         let rep = report::build(cfg, &problem, &result, &backend_description, d_residual, gpu);
-        println!("{}", report::summary(&rep));
+        if !crate::progress::is_quiet() {
+            println!("{}", report::summary(&rep));
+        }
         write_outputs(cfg, &problem, &result, &rep)?;
         if result.reason != StopReason::Converged {
             return Err(Error::NotConverged(format!(
@@ -430,27 +438,5 @@ fn write_outputs(
     result: &SolveResult,
     rep: &SolveReport,
 ) -> Result<()> {
-    let o = &cfg.config.output;
-    if let Some(p) = &o.report {
-        let json = serde_json::to_vec_pretty(rep).expect("report serialises");
-        crate::io::write_atomic(p, &json)?;
-        tracing::info!(path = %p.display(), "report written");
-    }
-    if let Some(p) = &o.solution {
-        crate::io::npy::write_spinor_npy(p, &problem.lattice, &result.solution)?;
-        tracing::info!(path = %p.display(), "solution written");
-    }
-    if let Some(p) = &o.gauge {
-        crate::io::nersc::write_nersc(
-            p,
-            &problem.gauge,
-            crate::io::nersc::NerscWrite {
-                two_row: false,
-                double: true,
-                big_endian: true,
-            },
-        )?;
-        tracing::info!(path = %p.display(), "gauge field written (NERSC 3x3 IEEE64BIG)");
-    }
-    Ok(())
+    crate::io::outputs::write_run(cfg, problem, result, rep)
 }

@@ -95,13 +95,18 @@ pub fn csv(rows: &[ScaleRow]) -> String {
 
 /// Print the table and write `scale.csv`, `scale.json` and the `scale.svg/.png` chart.
 pub fn run(cfg: &LoadedConfig, threads: &[usize], repeat: usize, out: &Path) -> Result<()> {
+    crate::io::outputs::prepare_folders(&[&out.join("scale.csv")])?;
     let rows = measure(cfg, threads, repeat)?;
-    println!(
-        "CPU scaling of the CR solve, {} ({} host cores)",
-        cfg.source_name,
-        std::thread::available_parallelism().map_or(0, |n| n.get())
-    );
-    print!("{}", table(&rows));
+    // --quiet: nothing on stdout, the results are the files.
+    let loud = !crate::progress::is_quiet();
+    if loud {
+        println!(
+            "CPU scaling of the CR solve, {} ({} host cores)",
+            cfg.source_name,
+            std::thread::available_parallelism().map_or(0, |n| n.get())
+        );
+        print!("{}", table(&rows));
+    }
     crate::io::write_atomic(&out.join("scale.csv"), csv(&rows).as_bytes())?;
     let json = serde_json::to_vec_pretty(&rows).expect("rows serialise");
     crate::io::write_atomic(&out.join("scale.json"), &json)?;
@@ -121,9 +126,11 @@ pub fn run(cfg: &LoadedConfig, threads: &[usize], repeat: usize, out: &Path) -> 
             log_y: false,
         },
     )?;
-    for f in files {
-        println!("wrote {}", f.display());
+    if loud {
+        for f in files {
+            println!("wrote {}", f.display());
+        }
+        println!("wrote {}", out.join("scale.csv").display());
     }
-    println!("wrote {}", out.join("scale.csv").display());
     Ok(())
 }

@@ -40,7 +40,11 @@ fn small_run_converges_and_writes_report_and_solution() {
             sol.display()
         )),
     );
-    let out = bin().arg(&cfg).output().unwrap();
+    // Not --quiet: the summary goes to stdout (quiet prints nothing there).
+    let out = Command::new(env!("CARGO_BIN_EXE_qcd-solve"))
+        .arg(&cfg)
+        .output()
+        .unwrap();
     assert!(
         out.status.success(),
         "{}",

@@ -80,8 +80,8 @@ impl CpuBackend<'_> {
             None => "scalar, LX % 4 != 0".to_string(),
         };
         format!(
-            "cpu (rayon, {} threads, {kernel})",
-            rayon::current_num_threads()
+            "cpu (rayon, {}, {kernel})",
+            crate::threads::count(rayon::current_num_threads())
         )
     }
 

@@ -69,6 +69,15 @@ pub(crate) fn arch_of(ctx: &CudaContext) -> Result<String> {
 }
 
 /// Refuse, before allocating, a need larger than the device's free memory.
+/// Free and total memory of GPU `device` in bytes (opens its context).
+pub fn device_free_memory(device: usize) -> Result<(u64, u64)> {
+    let ctx = open_context(device)?;
+    let (free, total) = ctx
+        .mem_get_info()
+        .map_err(|e| driver_err("reading free device memory", e))?;
+    Ok((free as u64, total as u64))
+}
+
 pub(crate) fn ensure_fits(ctx: &CudaContext, need: usize, what: &str) -> Result<()> {
     let (free, total) = ctx
         .mem_get_info()

@@ -28,7 +28,9 @@ pub use backend::{
     check_device_memory, device_bytes_needed, CudaBackend, CudaOptions, DeviceSpinor, SetupTimes,
 };
 pub use compile::{all_sources, compile_all_kernels};
-pub use device::{device_info, device_info_of, triad_bandwidth, upload_bandwidth, DeviceInfo};
+pub use device::{
+    device_free_memory, device_info, device_info_of, triad_bandwidth, upload_bandwidth, DeviceInfo,
+};
 pub use timing::KernelStat;
 pub use validate::{format_table, validate, ValidateRow};
 pub use version::StencilVersion;

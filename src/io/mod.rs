@@ -7,6 +7,7 @@ pub mod lime;
 pub mod milc;
 pub mod nersc;
 pub mod npy;
+pub mod outputs;
 
 pub use nersc::{write_nersc, NerscWrite};
 pub use npy::{read_spinor_npy, write_spinor_npy};
