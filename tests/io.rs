@@ -1268,3 +1268,33 @@ fn header_tolerances_follow_the_printed_digits() {
     let e = format_error(&p, None);
     assert!(e.contains("PLAQUETTE = nan is not a finite number"), "{e}");
 }
+
+#[test]
+fn a_link_that_cannot_be_projected_is_refused_even_when_reunitarisation_is_asked() {
+    // Found by tests/fuzz.rs: an element of 1e300 overflows the row norm, Gram-Schmidt
+    // returns a zero row, and the "reunitarised" link was accepted 1.0 away from SU(3).
+    let dir = tempfile::tempdir().unwrap();
+    let p = atb_nersc_with(dir.path(), "huge.nersc", [5, 7, 3, 0], 3, (0, 1, 0), 1e300);
+    let e = format_error(&p, None);
+    assert!(e.contains("deviates from SU(3) by inf"), "{e}");
+    // Asked to reunitarise, the header (describing the field as written) refuses it first,
+    // in a readable message.
+    let e = read_gauge_with(&p, None, None, DEFAULT_BOUNDARY, FORCE).unwrap_err();
+    let s = e.to_string();
+    assert!(
+        s.contains("PLAQUETTE mismatch") && s.contains("e295") && s.len() < 400,
+        "{s}"
+    );
+    // Without header values the projection itself is refused.
+    let mut b = std::fs::read(&p).unwrap();
+    replace(&mut b, "PLAQUETTE = 0.5038664469\n", "");
+    replace(&mut b, "LINK_TRACE = 0.005406083858\n", "");
+    std::fs::write(&p, b).unwrap();
+    let e = read_gauge_with(&p, None, None, DEFAULT_BOUNDARY, FORCE).unwrap_err();
+    let s = e.to_string();
+    assert_eq!(e.exit_code(), 4);
+    assert!(
+        s.contains("(x,y,z,t) = (5,7,3,0), mu = 3 cannot be projected onto SU(3)"),
+        "{s}"
+    );
+}

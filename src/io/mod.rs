@@ -523,19 +523,23 @@ fn finish(
     let unitarity_reunitarised = if reunitarised {
         // 32-bit links are unitary only to ~1e-7; the solver wants SU(3) to double precision.
         field.reunitarise();
-        // A link with a zero or repeated row has no projection (Gram-Schmidt divides by 0).
-        if let Some((bad, count)) = field.first_non_finite() {
+        // A link with a zero or repeated row has no projection (Gram-Schmidt divides by 0:
+        // NaN), nor has one whose norm overflows (1e300 in an element: its row becomes 0).
+        let (k, after) = field.worst_link().unwrap_or((0, 0.0));
+        if after.is_nan() || after > 1e-12 {
             return Err(Error::format(
                 path,
                 format!(
-                    "the link at site {}, mu = {} cannot be projected onto SU(3) (a zero or \
-                     degenerate row; {count} such links)",
-                    site_string(field.lattice.coords(bad.link / NDIM)),
-                    bad.link % NDIM
+                    "the link at site {}, mu = {} cannot be projected onto SU(3) (a zero, \
+                     degenerate or overflowing row: {after:.3e} from SU(3) after \
+                     reunitarisation; {} such links)",
+                    site_string(field.lattice.coords(k / NDIM)),
+                    k % NDIM,
+                    field.links_beyond(1e-12)
                 ),
             ));
         }
-        Some(field.max_unitarity_deviation())
+        Some(after)
     } else {
         None
     };
@@ -586,10 +590,16 @@ fn check_close(
     let diff = (stated - computed).abs();
     // A NaN in the file is refused too.
     if diff.is_nan() || diff > tol {
+        // 12 decimals for a sane value; a corrupt field's 1e295 in exponent form.
+        let computed = if computed.abs() < 1e6 {
+            format!("{computed:.12}")
+        } else {
+            format!("{computed:.6e}")
+        };
         return Err(Error::format(
             path,
             format!(
-                "{key} mismatch: header says {text}, computed {computed:.12} \
+                "{key} mismatch: header says {text}, computed {computed} \
                  (difference {diff:.3e}, tolerance {tol:.1e} from the printed digits and \
                  the stored precision)"
             ),
