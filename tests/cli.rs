@@ -371,7 +371,8 @@ fn atb_with_nan(dir: &Path) -> PathBuf {
     let tag = b"END_HEADER\n";
     let start = b.windows(tag.len()).position(|w| w == tag).unwrap() + tag.len();
     let site = 3 + 8 * (1 + 8 * (2 + 8));
-    let off = start + (site * 4 + 2) * 144 + (3 + 0) * 16 + 8;
+    // Element [1][0] is the 4th complex number of the link (16 bytes each), im 8 bytes on.
+    let off = start + (site * 4 + 2) * 144 + 3 * 16 + 8;
     b[off..off + 8].copy_from_slice(&f64::NAN.to_be_bytes());
     let sum = b[start..].chunks_exact(8).fold(0u32, |s, w| {
         let bits = u64::from_be_bytes(w.try_into().unwrap());

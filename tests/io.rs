@@ -1153,9 +1153,9 @@ fn a_flipped_bit_in_a_64_bit_file_without_checksum_is_refused() {
         e.contains("(x,y,z,t) = (1,2,3,5)") && e.contains("mu = 1") && e.contains("64-bit"),
         "{e}"
     );
-    // With reunitarisation asked for, the header's plaquette (7 digits, 0.6350056) still
-    // catches it: it describes the field as written, and is now checked to 2 units in its
-    // last digit (2e-7) instead of 1e-5 relative (6.4e-6).
+    // With reunitarisation asked for, the header's plaquette (6.350056e-01, 7 digits) still
+    // catches it: it describes the field as written (this flip moves it by 1.8e-5), and it
+    // is checked to 2 units in its last digit, 2e-7 (the old rule: 1e-5 relative, 6.4e-6).
     let e = read_gauge_with(&p, None, None, DEFAULT_BOUNDARY, FORCE).unwrap_err();
     let s = e.to_string();
     assert_eq!(e.exit_code(), 4);
