@@ -9,8 +9,10 @@ const AFTER_HELP: &str = "\
 Conventions: site index x fastest; spinors [site][spin][colour]; DeGrand-Rossi gammas;
 D = 1 - kappa * sum_mu [(1 - g_mu) U_mu(x) psi(x+mu) + (1 + g_mu) U_mu(x-mu)^+ psi(x-mu)];
 fermions periodic in space, antiperiodic in time unless [lattice] boundary says otherwise.
-Exit codes: 0 ok, 2 bad config or value, 3 file I/O, 4 bad file content, 5 CUDA unavailable
-or failed, 6 out of device or host memory, 7 solver did not converge, 8 a check failed.";
+Exit codes: 0 ok, 2 bad config or value, 3 file I/O, 4 bad file content (also NaN/inf
+values and gauge links off SU(3) unless --reunitarise), 5 CUDA unavailable or failed,
+6 out of device or host memory, 7 solver did not converge, 8 a check failed, 9 internal
+error (a bug).";
 
 #[derive(Parser, Debug)]
 #[command(
@@ -86,6 +88,10 @@ pub struct OverrideArgs {
     /// Folder for the report and the solution (keeps their file names).
     #[arg(long)]
     pub output: Option<PathBuf>,
+    /// Accept gauge links off SU(3) beyond the file's precision and project them onto
+    /// SU(3) (sets [gauge] reunitarise = true); without it such a file is refused (exit 4).
+    #[arg(long)]
+    pub reunitarise: bool,
 }
 
 impl OverrideArgs {
@@ -106,6 +112,7 @@ impl OverrideArgs {
             method: self.method,
             restart: self.restart,
             output: self.output.clone(),
+            reunitarise: self.reunitarise,
         }
     }
 }
@@ -118,6 +125,10 @@ pub enum Command {
         /// auto, nersc, ildg, scidac or milc.
         #[arg(long, default_value = "auto")]
         format: String,
+        /// Project links off SU(3) beyond the file's precision onto SU(3) and report the
+        /// result, instead of refusing the file (exit 4).
+        #[arg(long)]
+        reunitarise: bool,
     },
     /// Benchmark the fast CPU operator against a triad over the same bytes.
     Bench {
@@ -286,10 +297,19 @@ pub fn dispatch(cli: Cli) -> Result<()> {
             let cfg = load_config(cli.run.config.as_ref(), &cli.run.overrides)?;
             crate::run::run(&cfg).map(|_| ())
         }
-        Some(Command::Info { file, format }) => {
+        Some(Command::Info {
+            file,
+            format,
+            reunitarise,
+        }) => {
             let fmt = crate::io::parse_format(&format)?;
-            let (_, info) =
-                crate::io::read_gauge(&file, fmt, None, crate::lattice::DEFAULT_BOUNDARY)?;
+            let (_, info) = crate::io::read_gauge_with(
+                &file,
+                fmt,
+                None,
+                crate::lattice::DEFAULT_BOUNDARY,
+                crate::io::ReadOptions { reunitarise },
+            )?;
             println!("{info}");
             Ok(())
         }

@@ -60,10 +60,14 @@ pub enum GaugeConfig {
     /// Random SU(3) links from a seed (a "hot" field).
     Random { seed: u64 },
     /// A gauge file; `format` is "auto" (default), "nersc", "ildg", "scidac" or "milc".
+    /// `reunitarise = true` projects links that are off SU(3) beyond the file's precision
+    /// onto SU(3) (with a warning) instead of refusing the file (exit 4).
     File {
         path: PathBuf,
         #[serde(default = "default_format")]
         format: String,
+        #[serde(default)]
+        reunitarise: bool,
     },
     /// A thermalised quenched field (beta, therm, sweeps, overrelax, seed, hot_start),
     /// generated on first use and cached in lattices/ under a name made from them.
@@ -335,6 +339,8 @@ pub struct Overrides {
     pub restart: Option<i64>,
     /// Folder that receives the report and the solution (their file names are kept).
     pub output: Option<PathBuf>,
+    /// `--reunitarise`: sets `[gauge] reunitarise = true` for a file gauge.
+    pub reunitarise: bool,
 }
 
 /// A parsed and validated configuration, with the text it came from (for line numbers)
@@ -441,6 +447,16 @@ impl LoadedConfig {
         if let Some(m) = o.restart {
             c.solver.restart = m;
             flags.push(("solver.restart", "--restart"));
+        }
+        if o.reunitarise {
+            match &mut c.gauge {
+                GaugeConfig::File { reunitarise, .. } => *reunitarise = true,
+                _ => tracing::warn!(
+                    "--reunitarise applies to gauge files only; the [gauge] of {} is generated \
+                     (SU(3) by construction), so it changes nothing",
+                    self.source_name
+                ),
+            }
         }
         self.flags.extend(
             flags

@@ -38,6 +38,11 @@ pub struct SolveReport {
     pub lattice: [usize; 4],
     pub volume: usize,
     pub gauge: String,
+    /// True when the links used differ from the file's: 32-bit links are always projected
+    /// onto SU(3) in double; links off SU(3) only with `reunitarise`.
+    pub gauge_reunitarised: bool,
+    /// What was done, when `gauge_reunitarised`.
+    pub gauge_reunitarisation: Option<String>,
     pub plaquette: f64,
     pub plaquette_spatial: f64,
     pub plaquette_temporal: f64,
@@ -189,6 +194,8 @@ pub fn build(
         lattice: p.lattice.dims,
         volume: p.lattice.volume(),
         gauge: p.gauge_description.clone(),
+        gauge_reunitarised: p.gauge_reunitarised.is_some(),
+        gauge_reunitarisation: p.gauge_reunitarised.clone(),
         plaquette: p.plaquette.total,
         plaquette_spatial: p.plaquette.spatial,
         plaquette_temporal: p.plaquette.temporal,
@@ -250,6 +257,9 @@ pub fn summary(r: &SolveReport) -> String {
         format!("{}x{}x{}x{} ({} sites)", d[0], d[1], d[2], d[3], r.volume),
     );
     line("gauge", r.gauge.clone());
+    if let Some(note) = &r.gauge_reunitarisation {
+        line("gauge reunitarised", note.clone());
+    }
     line(
         "plaquette",
         format!(

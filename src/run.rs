@@ -22,6 +22,9 @@ pub struct Problem {
     pub lattice: Lattice,
     pub gauge: GaugeField,
     pub gauge_description: String,
+    /// Set when the links used are not the links the gauge file stores: what was done
+    /// (32-bit links projected onto SU(3) in double; links off SU(3) projected on request).
+    pub gauge_reunitarised: Option<String>,
     pub plaquette: Plaquette,
     pub link_trace: f64,
     pub kappa: f64,
@@ -36,6 +39,7 @@ pub fn build_problem(cfg: &LoadedConfig) -> Result<Problem> {
     let t0 = Instant::now();
     let c = &cfg.config;
     let lattice = cfg.lattice()?;
+    let mut gauge_reunitarised = None;
     let (gauge, gauge_description) = match &c.gauge {
         GaugeConfig::Unit => (GaugeField::unit(&lattice), "unit (free field)".to_string()),
         GaugeConfig::Random { seed } => (
@@ -49,14 +53,28 @@ pub fn build_problem(cfg: &LoadedConfig) -> Result<Problem> {
                 params.beta, params.therm, params.sweeps, params.seed
             ),
         ),
-        GaugeConfig::File { path, format } => {
+        GaugeConfig::File {
+            path,
+            format,
+            reunitarise,
+        } => {
             let path = cfg.input_path(path);
             let fmt = crate::io::parse_format(format).map_err(|e| match e {
                 Error::Format { message, .. } => Error::invalid("gauge.format", message),
                 other => other,
             })?;
-            let (g, _info) =
-                crate::io::read_gauge(&path, fmt, Some(lattice.dims), lattice.boundary)?;
+            let (g, info) = crate::io::read_gauge_with(
+                &path,
+                fmt,
+                Some(lattice.dims),
+                lattice.boundary,
+                crate::io::ReadOptions {
+                    reunitarise: *reunitarise,
+                },
+            )?;
+            if info.reunitarised {
+                gauge_reunitarised = Some(reunitarisation_note(&info));
+            }
             (g, format!("file {}", path.display()))
         }
     };
@@ -101,6 +119,7 @@ pub fn build_problem(cfg: &LoadedConfig) -> Result<Problem> {
         lattice,
         gauge,
         gauge_description,
+        gauge_reunitarised,
         plaquette,
         link_trace,
         kappa: c.dirac.kappa,
@@ -109,6 +128,23 @@ pub fn build_problem(cfg: &LoadedConfig) -> Result<Problem> {
         source_description,
         setup_seconds: t0.elapsed().as_secs_f64(),
     })
+}
+
+/// What the report says when a gauge file's links were reunitarised.
+fn reunitarisation_note(info: &crate::io::GaugeFileInfo) -> String {
+    let after = info.unitarity_reunitarised.unwrap_or(f64::NAN);
+    if info.links_forced_onto_su3 > 0 {
+        format!(
+            "{} links off SU(3) beyond {:.0e} (worst {:.3e}) projected onto SU(3) as asked \
+             (reunitarise); every link reunitarised in double, now SU(3) to {after:.1e}",
+            info.links_forced_onto_su3, info.unitarity_tolerance, info.unitarity_as_stored
+        )
+    } else {
+        format!(
+            "{}-bit links reunitarised in double (SU(3) to {:.1e} as stored, {after:.1e} after)",
+            info.precision_bits, info.unitarity_as_stored
+        )
+    }
 }
 
 /// How to solve: the method, and for CR the seed's loop or the fused iteration, with the
@@ -248,7 +284,7 @@ pub fn solve_on<B: Backend>(
     };
     let upload = t.elapsed().as_secs_f64();
     let t = Instant::now();
-    let progress = crate::progress::SolveProgress::new(plan.method.name(), plan.cr.tol);
+    let progress = crate::progress::SolveProgress::new(plan.method.label(), plan.cr.tol);
     let mut observe = |k, r| progress.update(k, r);
     let spec = plan.spec();
     let out = solver::solve(backend, &spec, op, &b, &source, &mut observe)?;

@@ -10,6 +10,11 @@ fn bin() -> Command {
     c
 }
 
+/// Without --quiet: the summary goes to stdout (quiet prints nothing there).
+fn bin_loud() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_qcd-solve"))
+}
+
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
@@ -224,7 +229,7 @@ fn every_real_gauge_config_solves_with_its_manifest_plaquette() {
     ];
     let d = tempfile::tempdir().unwrap();
     for (name, plaq) in cases {
-        let out = bin()
+        let out = bin_loud()
             .arg(root().join("configs").join(format!("{name}.toml")))
             .args(["--device", "cpu", "--output"])
             .arg(d.path())
@@ -244,6 +249,16 @@ fn every_real_gauge_config_solves_with_its_manifest_plaquette() {
             "{name}: plaquette {p} vs MANIFEST {plaq}"
         );
         assert_eq!(r["converged"], true, "{name}");
+        // The 32-bit files (MANIFEST: milc/scidac l4448) are reunitarised, and the report
+        // and the summary say so; the 64-bit ones are used as stored.
+        let single = name.contains("l4448");
+        assert_eq!(r["gauge_reunitarised"], single, "{name}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            stdout.contains("gauge reunitarised     32-bit links reunitarised in double"),
+            single,
+            "{name}: {stdout}"
+        );
     }
 }
 
@@ -353,4 +368,179 @@ fn gauge_output_reads_back_with_the_same_plaquette() {
         s.contains("IEEE64BIG") || s.contains("64-bit, big-endian"),
         "{s}"
     );
+}
+
+// ---- issue 12: non-finite values and links off SU(3) ----------------------------------
+
+/// ATB_nersc with a NaN at site (3,1,2,1), mu 2, element [1][0] im, and its CHECKSUM
+/// recomputed (conventions.md: the sum of the payload's 32-bit words), so only the NaN is
+/// wrong.
+fn atb_with_nan(dir: &Path) -> PathBuf {
+    let mut b = std::fs::read(root().join("../shared/lattices/ATB_nersc.l8t4b3360")).unwrap();
+    let tag = b"END_HEADER\n";
+    let start = b.windows(tag.len()).position(|w| w == tag).unwrap() + tag.len();
+    let site = 3 + 8 * (1 + 8 * (2 + 8));
+    // Element [1][0] is the 4th complex number of the link (16 bytes each), im 8 bytes on.
+    let off = start + (site * 4 + 2) * 144 + 3 * 16 + 8;
+    b[off..off + 8].copy_from_slice(&f64::NAN.to_be_bytes());
+    let sum = b[start..].chunks_exact(8).fold(0u32, |s, w| {
+        let bits = u64::from_be_bytes(w.try_into().unwrap());
+        s.wrapping_add(bits as u32)
+            .wrapping_add((bits >> 32) as u32)
+    });
+    let at = b
+        .windows(19)
+        .position(|w| w == b"CHECKSUM = b379560a")
+        .unwrap();
+    b[at..at + 19].copy_from_slice(format!("CHECKSUM = {sum:08x}").as_bytes());
+    let p = dir.join("nan.nersc");
+    std::fs::write(&p, b).unwrap();
+    p
+}
+
+fn config_for(dir: &Path, dims: [usize; 4], gauge: &Path, extra: &str) -> PathBuf {
+    write_config(
+        dir,
+        &format!(
+            "[lattice]\nLX = {}\nLY = {}\nLZ = {}\nLT = {}\n\n[gauge]\ntype = \"file\"\n\
+             path = \"{}\"\n{extra}\n[dirac]\nkappa = 0.12\n\n[backend]\ndevice = \"cpu\"\n\n\
+             [output]\nreport = \"{}\"\nsolution = \"{}\"\n",
+            dims[0],
+            dims[1],
+            dims[2],
+            dims[3],
+            gauge.display(),
+            dir.join("r.json").display(),
+            dir.join("x.npy").display()
+        ),
+    )
+}
+
+#[test]
+fn a_nan_link_exits_4_in_info_and_in_the_run_and_writes_nothing() {
+    // Issue 12 item 5: info printed it with exit 0, the run exited 7 with a zero solution.
+    let d = tempfile::tempdir().unwrap();
+    let f = atb_with_nan(d.path());
+    let out = bin().arg("info").arg(&f).output().unwrap();
+    assert_eq!(out.status.code(), Some(4));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("nan.nersc")
+            && err.contains("(x,y,z,t) = (3,1,2,1)")
+            && err.contains("mu = 2"),
+        "{err}"
+    );
+    for flag in [None, Some("--reunitarise")] {
+        let cfg = config_for(d.path(), [8, 8, 8, 4], &f, "");
+        let out = bin().arg(&cfg).args(flag).output().unwrap();
+        assert_eq!(out.status.code(), Some(4), "{flag:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("non-finite link value NaN"), "{err}");
+        assert!(!d.path().join("r.json").exists() && !d.path().join("x.npy").exists());
+    }
+}
+
+#[test]
+fn a_nan_in_the_source_file_exits_4_naming_site_spin_and_colour() {
+    let d = tempfile::tempdir().unwrap();
+    let l = qcd_solve::lattice::Lattice::new([4, 4, 4, 4], qcd_solve::lattice::DEFAULT_BOUNDARY)
+        .unwrap();
+    let mut b = qcd_solve::field::SpinorField::random(l.volume(), 1, 0);
+    b.data[qcd_solve::field::spinor::idx(l.index([2, 3, 0, 1]), 3, 2)].re = f64::NAN;
+    qcd_solve::io::write_spinor_npy(&d.path().join("b.npy"), &l, &b).unwrap();
+    let cfg = write_config(
+        d.path(),
+        &small(&format!(
+            "[source]\ntype = \"file\"\npath = \"b.npy\"\n\n[output]\nreport = \"{}\"\n",
+            d.path().join("r.json").display()
+        )),
+    );
+    let out = bin().arg(&cfg).output().unwrap();
+    assert_eq!(out.status.code(), Some(4));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("b.npy")
+            && err.contains("(x,y,z,t) = (2,3,0,1), spin 3, colour 2")
+            && err.contains("real part"),
+        "{err}"
+    );
+    assert!(!d.path().join("r.json").exists());
+}
+
+/// milc_lat.sample.l4444.ildg (32-bit, 4^4) without its checksum record and with an
+/// exponent bit flipped in link (2,1,0,3), mu 0: 0.83 away from SU(3).
+fn milc_ildg_flipped(dir: &Path) -> PathBuf {
+    let src = root().join("../shared/lattices/milc_lat.sample.l4444.ildg");
+    let rec = qcd_solve::io::lime::records(&src)
+        .unwrap()
+        .into_iter()
+        .find(|r| r.type_name == "ildg-binary-data")
+        .unwrap();
+    let mut b = std::fs::read(&src).unwrap();
+    let at = b.windows(15).position(|w| w == b"scidac-checksum").unwrap();
+    b[at + 14] = b'X';
+    let site = 2 + 4 * (1 + 4 * 12);
+    b[rec.data_offset as usize + site * 4 * 72] ^= 0x08;
+    let p = dir.join("flipped.ildg");
+    std::fs::write(&p, b).unwrap();
+    p
+}
+
+#[test]
+fn links_off_su3_exit_4_unless_reunitarise_is_asked() {
+    // Issue 12 item 6: such a file was silently reunitarised.
+    let d = tempfile::tempdir().unwrap();
+    let f = milc_ildg_flipped(d.path());
+    let out = bin().arg("info").arg(&f).output().unwrap();
+    assert_eq!(out.status.code(), Some(4));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("flipped.ildg") && err.contains("(x,y,z,t) = (2,1,0,3), mu = 0"),
+        "{err}"
+    );
+    let out = bin()
+        .arg("info")
+        .arg("--reunitarise")
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        s.contains("1 links beyond the tolerance were projected"),
+        "{s}"
+    );
+
+    let rep = d.path().join("r.json");
+    // keyed.toml sets the config key; run.toml (written second) does not.
+    let keyed = d.path().join("keyed.toml");
+    let with_key = config_for(d.path(), [4, 4, 4, 4], &f, "reunitarise = true\n");
+    std::fs::rename(with_key, &keyed).unwrap();
+    let cfg = config_for(d.path(), [4, 4, 4, 4], &f, "");
+    let out = bin().arg(&cfg).output().unwrap();
+    assert_eq!(out.status.code(), Some(4));
+    assert!(!rep.exists());
+    // The flag, or the config key, lets it run; the report says what was done.
+    for run in [
+        vec![cfg.clone().into_os_string(), "--reunitarise".into()],
+        vec![keyed.into_os_string()],
+    ] {
+        let _ = std::fs::remove_file(&rep);
+        let out = bin_loud().args(&run).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{run:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&rep).unwrap()).unwrap();
+        assert_eq!(r["gauge_reunitarised"], true);
+        let note = r["gauge_reunitarisation"].as_str().unwrap();
+        assert!(note.contains("1 links off SU(3) beyond 1e-5"), "{note}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.contains("gauge reunitarised"), "{stdout}");
+    }
 }

@@ -175,6 +175,7 @@ fn problem(dims: [usize; 4], kappa: f64) -> Problem {
         link_trace: gauge.link_trace(),
         gauge,
         gauge_description: "random".into(),
+        gauge_reunitarised: None,
         plaquette: p,
         kappa,
         operator: Operator::G5D,

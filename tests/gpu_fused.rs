@@ -383,6 +383,7 @@ fn fused_solve_follows_the_seed_history_and_repeats_bitwise() {
             link_trace: gauge.link_trace(),
             gauge,
             gauge_description: "random".into(),
+            gauge_reunitarised: None,
             kappa: 0.124,
             operator: Operator::G5D,
             source,

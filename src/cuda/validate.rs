@@ -216,6 +216,7 @@ fn validate_variant(
         lattice: t.gauge.lattice.clone(),
         gauge: t.gauge.clone(),
         gauge_description: "random".into(),
+        gauge_reunitarised: None,
         plaquette: t.gauge.plaquette(),
         link_trace: t.gauge.link_trace(),
         kappa,

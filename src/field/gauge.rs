@@ -89,12 +89,47 @@ impl GaugeField {
         det_sum(&self.links, |u| u.trace().re) / (self.links.len() as f64 * 3.0)
     }
 
-    /// Worst deviation from SU(3) over all links (see `Su3::unitarity_deviation`).
+    /// Worst deviation from SU(3) over all links (see `Su3::unitarity_deviation`). A link
+    /// holding NaN makes it NaN (f64::max would drop the NaN and report the rest).
     pub fn max_unitarity_deviation(&self) -> f64 {
+        self.worst_link().map_or(0.0, |(_, d)| d)
+    }
+
+    /// The link farthest from SU(3): its index in `links` (site * 4 + mu) and its
+    /// deviation; a NaN deviation counts as the worst. `None` for an empty field.
+    pub fn worst_link(&self) -> Option<(usize, f64)> {
         self.links
             .par_iter()
-            .map(|u| u.unitarity_deviation())
-            .reduce(|| 0.0, f64::max)
+            .enumerate()
+            .map(|(k, u)| (k, u.unitarity_deviation()))
+            .reduce_with(|a, b| {
+                // NaN ranks above every number; on a tie the lower index wins, so the
+                // answer does not depend on how rayon splits the work.
+                let key = |d: f64| (d.is_nan(), if d.is_nan() { 0.0 } else { d });
+                match key(b.1).partial_cmp(&key(a.1)) {
+                    Some(std::cmp::Ordering::Greater) => b,
+                    Some(std::cmp::Ordering::Equal) if b.0 < a.0 => b,
+                    _ => a,
+                }
+            })
+    }
+
+    /// How many links deviate from SU(3) by more than `tol` (or by NaN).
+    pub fn links_beyond(&self, tol: f64) -> usize {
+        self.links
+            .par_iter()
+            .filter(|u| {
+                let d = u.unitarity_deviation();
+                d.is_nan() || d > tol
+            })
+            .count()
+    }
+
+    /// The first link (lowest index site * 4 + mu) holding a non-finite element, with that
+    /// element's row, column and part (0 = re, 1 = im) and its value; and how many links
+    /// hold one.
+    pub fn first_non_finite(&self) -> Option<(NonFinite, usize)> {
+        first_non_finite(&self.links)
     }
 
     pub fn reunitarise(&mut self) {
@@ -117,6 +152,52 @@ impl GaugeField {
             links,
         }
     }
+}
+
+/// Where a link holds a value that is not a finite number.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct NonFinite {
+    /// Index in the link array: site * 4 + mu.
+    pub link: usize,
+    pub row: usize,
+    pub col: usize,
+    /// 0 = real part, 1 = imaginary part.
+    pub part: usize,
+    pub value: f64,
+}
+
+/// The first non-finite element of `links` and how many links hold one.
+pub fn first_non_finite(links: &[Su3]) -> Option<(NonFinite, usize)> {
+    let bad = |u: &Su3| {
+        u.0.iter()
+            .flatten()
+            .any(|z| !(z.re.is_finite() && z.im.is_finite()))
+    };
+    let count = links.par_iter().filter(|u| bad(u)).count();
+    if count == 0 {
+        return None;
+    }
+    let link = links.iter().position(bad)?;
+    let u = &links[link];
+    for row in 0..3 {
+        for col in 0..3 {
+            for (part, value) in [u.0[row][col].re, u.0[row][col].im].into_iter().enumerate() {
+                if !value.is_finite() {
+                    return Some((
+                        NonFinite {
+                            link,
+                            row,
+                            col,
+                            part,
+                            value,
+                        },
+                        count,
+                    ));
+                }
+            }
+        }
+    }
+    None
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 
 use super::{
     byte_len, c_string, check_checksum, check_dims, decode_link_3x3, open, read_exact_at,
-    stream_units, ChecksumInfo, RawGauge,
+    stream_units, ChecksumInfo, HeaderValue, RawGauge,
 };
 use crate::error::{Error, Result};
 use crate::lattice::NDIM;
@@ -341,13 +341,7 @@ pub(crate) fn read(path: &Path, expected_dims: Option<[usize; NDIM]>) -> Result<
         for line in text.lines() {
             if let Some((k, v)) = line.split_once('=') {
                 if k.trim() == "plaquette" {
-                    let p: f64 = v.trim().parse().map_err(|_| {
-                        Error::format(
-                            path,
-                            format!("xlf-info plaquette = {} is not a number", v.trim()),
-                        )
-                    })?;
-                    header_plaquette = Some(("xlf-info plaquette".to_string(), p));
+                    header_plaquette = Some(HeaderValue::parse(path, "xlf-info plaquette", v)?);
                 }
             }
         }

@@ -160,6 +160,18 @@ pub struct GaugeFileInfo {
     /// The same after reunitarisation; `None` when the links are returned as stored
     /// (64-bit files, so that a double round trip is bit-exact).
     pub unitarity_reunitarised: Option<f64>,
+    /// The largest deviation from SU(3) a link of this precision may have as stored
+    /// (`unitarity_tolerance`); a file beyond it is refused unless reunitarisation is asked.
+    pub unitarity_tolerance: f64,
+    /// Where the worst link is: site (x, y, z, t) and direction mu.
+    pub unitarity_worst_site: Option<([usize; NDIM], usize)>,
+    /// True when the links returned are not the links stored: every 32-bit file (projected
+    /// onto SU(3) in double), and a file whose links were beyond the tolerance when
+    /// `reunitarise` was asked for.
+    pub reunitarised: bool,
+    /// Links beyond the tolerance that were projected because `reunitarise` was asked for
+    /// (0 otherwise: such a file is refused).
+    pub links_forced_onto_su3: usize,
     /// Other header entries worth showing (creator, ensemble, time stamp, LIME records).
     pub metadata: Vec<(String, String)>,
 }
@@ -220,17 +232,34 @@ impl fmt::Display for GaugeFileInfo {
                 self.link_trace - h
             )?;
         }
+        let at = match self.unitarity_worst_site {
+            Some((c, mu)) => format!(
+                " at (x,y,z,t) = ({},{},{},{}), mu = {mu}",
+                c[0], c[1], c[2], c[3]
+            ),
+            None => String::new(),
+        };
         match self.unitarity_reunitarised {
             Some(after) => writeln!(
                 f,
-                "unitarity:     worst deviation {:.2e} as stored, {:.2e} after reunitarisation",
-                self.unitarity_as_stored, after
+                "unitarity:     worst deviation {:.2e} as stored{at} (tolerance {:.0e} for \
+                 {}-bit), {:.2e} after reunitarisation",
+                self.unitarity_as_stored, self.unitarity_tolerance, self.precision_bits, after
             )?,
             None => writeln!(
                 f,
-                "unitarity:     worst deviation {:.2e} (links used as stored)",
-                self.unitarity_as_stored
+                "unitarity:     worst deviation {:.2e}{at} (tolerance {:.0e} for {}-bit; \
+                 links used as stored)",
+                self.unitarity_as_stored, self.unitarity_tolerance, self.precision_bits
             )?,
+        }
+        if self.links_forced_onto_su3 > 0 {
+            writeln!(
+                f,
+                "               {} links beyond the tolerance were projected onto SU(3) \
+                 because reunitarisation was asked for (--reunitarise)",
+                self.links_forced_onto_su3
+            )?;
         }
         for (k, v) in &self.metadata {
             writeln!(f, "  {k} = {v}")?;
@@ -239,15 +268,56 @@ impl fmt::Display for GaugeFileInfo {
     }
 }
 
+/// How `read_gauge_with` treats links that are not SU(3) to the file's precision.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReadOptions {
+    /// Project links beyond `unitarity_tolerance` onto SU(3) (with a warning) instead of
+    /// refusing the file (`--reunitarise`, `[gauge] reunitarise = true`).
+    pub reunitarise: bool,
+}
+
+/// The largest deviation from SU(3) (`Su3::unitarity_deviation`) a stored link may have.
+/// Measured on the shared lattices (validate/RESULTS.md, "Bad inputs tried"): the 32-bit
+/// files reach 5.0e-7 (float32 rounding of each element, 6e-8 relative, summed over the
+/// products in U U^+ and det U), the 64-bit ones 3.6e-15. The tolerances leave a factor 20
+/// (32-bit) and 280 (64-bit, for writers that reunitarise less often) above that, and sit
+/// far below what corruption of a significant bit gives (0.1 to 1e300).
+pub fn unitarity_tolerance(precision_bits: u32) -> f64 {
+    if precision_bits == 32 {
+        1e-5
+    } else {
+        1e-12
+    }
+}
+
 /// Reads a gauge configuration, detecting the format when `format` is `None`. Checks the
 /// dimensions against `expected_dims` when given, verifies every checksum and header value
-/// the file carries, and reunitarises 32-bit input in double precision. `boundary` is the
-/// fermion boundary condition of the returned field's lattice (links are always periodic).
+/// the file carries, refuses non-finite values and links off SU(3) (beyond
+/// `unitarity_tolerance`), and reunitarises 32-bit input in double precision. `boundary` is
+/// the fermion boundary condition of the returned field's lattice (links are always
+/// periodic).
 pub fn read_gauge(
     path: &Path,
     format: Option<GaugeFormat>,
     expected_dims: Option<[usize; NDIM]>,
     boundary: [Boundary; NDIM],
+) -> Result<(GaugeField, GaugeFileInfo)> {
+    read_gauge_with(
+        path,
+        format,
+        expected_dims,
+        boundary,
+        ReadOptions::default(),
+    )
+}
+
+/// `read_gauge` with options (`reunitarise`: accept links off SU(3) and project them).
+pub fn read_gauge_with(
+    path: &Path,
+    format: Option<GaugeFormat>,
+    expected_dims: Option<[usize; NDIM]>,
+    boundary: [Boundary; NDIM],
+    opts: ReadOptions,
 ) -> Result<(GaugeField, GaugeFileInfo)> {
     let format = match format {
         Some(f) => f,
@@ -258,7 +328,7 @@ pub fn read_gauge(
         GaugeFormat::Lime => lime::read(path, expected_dims)?,
         GaugeFormat::Milc => milc::read(path, expected_dims)?,
     };
-    finish(path, raw, boundary)
+    finish(path, raw, boundary, opts)
 }
 
 /// What a format reader hands back: the links as decoded, and what the file stated.
@@ -270,16 +340,81 @@ pub(crate) struct RawGauge {
     pub big_endian: bool,
     pub links: Vec<Su3>,
     pub checksums: Vec<ChecksumInfo>,
-    /// (key, value) of a plaquette the header states.
-    pub header_plaquette: Option<(String, f64)>,
-    pub header_link_trace: Option<f64>,
+    /// A plaquette the header states.
+    pub header_plaquette: Option<HeaderValue>,
+    pub header_link_trace: Option<HeaderValue>,
     pub metadata: Vec<(String, String)>,
+}
+
+/// A number a header states: its key, the text as printed (whose digits set the tolerance
+/// it is checked to) and its value.
+pub(crate) struct HeaderValue {
+    pub key: String,
+    pub text: String,
+    pub value: f64,
+}
+
+impl HeaderValue {
+    /// Parses `text`; a value that is not a number is refused, naming `key`.
+    pub(crate) fn parse(path: &Path, key: &str, text: &str) -> Result<HeaderValue> {
+        let text = text.trim();
+        let value: f64 = text
+            .parse()
+            .map_err(|_| Error::format(path, format!("{key} = {text} is not a number")))?;
+        if !value.is_finite() {
+            return Err(Error::format(
+                path,
+                format!("{key} = {text} is not a finite number"),
+            ));
+        }
+        Ok(HeaderValue {
+            key: key.to_string(),
+            text: text.to_string(),
+            value,
+        })
+    }
+}
+
+/// One unit in the last digit of a number as printed: "0.5038664469" -> 1e-10,
+/// "6.350056e-01" -> 1e-7, "0.004385" -> 1e-6, "1" -> 1, "1.5E+2" -> 10. `None` when the
+/// text is not a plain decimal number.
+pub fn last_digit_unit(text: &str) -> Option<f64> {
+    let t = text.trim();
+    let t = t.strip_prefix(['-', '+']).unwrap_or(t);
+    let (mantissa, exp) = match t.find(['e', 'E']) {
+        Some(i) => (&t[..i], t[i + 1..].parse::<i32>().ok()?),
+        None => (t, 0),
+    };
+    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    if int.is_empty() && frac.is_empty()
+        || !int.bytes().all(|b| b.is_ascii_digit())
+        || !frac.bytes().all(|b| b.is_ascii_digit())
+    {
+        return None;
+    }
+    let decimals = i32::try_from(frac.len()).ok()?;
+    let unit = 10f64.powi(exp.checked_sub(decimals)?);
+    (unit.is_finite() && unit > 0.0).then_some(unit)
+}
+
+/// The tolerance a header value is checked to: two units in its last printed digit (four
+/// times the rounding of the print, for writers that sum in another order), but no tighter
+/// than `floor`, what the stored precision allows (see `finish`). Text that is not a plain
+/// decimal gets `floor` alone.
+pub fn header_tolerance(text: &str, floor: f64) -> f64 {
+    last_digit_unit(text).map_or(floor, |u| (2.0 * u).max(floor))
+}
+
+/// "(x,y,z,t) = (1,2,3,0)".
+fn site_string(c: [usize; NDIM]) -> String {
+    format!("(x,y,z,t) = ({},{},{},{})", c[0], c[1], c[2], c[3])
 }
 
 fn finish(
     path: &Path,
     raw: RawGauge,
     boundary: [Boundary; NDIM],
+    opts: ReadOptions,
 ) -> Result<(GaugeField, GaugeFileInfo)> {
     let lattice = Lattice::new(raw.dims, boundary)
         .map_err(|e| Error::format(path, format!("dimensions: {e}")))?;
@@ -300,45 +435,121 @@ fn finish(
         links: raw.links,
     };
     let single = raw.precision_bits == 32;
-    let unitarity_as_stored = field.max_unitarity_deviation();
-    let unitarity_reunitarised = if single {
+
+    // Non-finite values first: a NaN makes every later check (unitarity, plaquette) NaN,
+    // and NaN compares false, so it would pass them.
+    if let Some((bad, count)) = field.first_non_finite() {
+        let site = bad.link / NDIM;
+        return Err(Error::format(
+            path,
+            format!(
+                "non-finite link value {} at site {}, mu = {}, element [{}][{}] {} \
+                 ({count} of {} links hold a NaN or infinity)",
+                bad.value,
+                site_string(field.lattice.coords(site)),
+                bad.link % NDIM,
+                bad.row,
+                bad.col,
+                if bad.part == 0 {
+                    "real part"
+                } else {
+                    "imaginary part"
+                },
+                field.links.len()
+            ),
+        ));
+    }
+
+    // Links must be SU(3) to the stored precision; a link beyond it is corrupted or not a
+    // gauge link, and reunitarising it would silently make up a different field.
+    let tolerance = unitarity_tolerance(raw.precision_bits);
+    let (worst_idx, unitarity_as_stored) = field.worst_link().unwrap_or((0, 0.0));
+    let worst_site = field.lattice.coords(worst_idx / NDIM);
+    let worst_mu = worst_idx % NDIM;
+    let mut forced = 0;
+    if unitarity_as_stored > tolerance {
+        let beyond = field.links_beyond(tolerance);
+        if !opts.reunitarise {
+            return Err(Error::format(
+                path,
+                format!(
+                    "link at site {}, mu = {worst_mu} deviates from SU(3) by {unitarity_as_stored:.3e} \
+                     (max |U U^+ - 1| and |det U - 1|), beyond the {tolerance:.0e} a {}-bit file \
+                     allows; {beyond} of {} links are beyond it. The data is corrupted or not \
+                     SU(3); to project the links onto SU(3) anyway pass --reunitarise (or set \
+                     reunitarise = true in [gauge])",
+                    site_string(worst_site),
+                    raw.precision_bits,
+                    field.links.len()
+                ),
+            ));
+        }
+        tracing::warn!(
+            "{}: {beyond} of {} links deviate from SU(3) beyond {tolerance:.0e} (worst \
+             {unitarity_as_stored:.3e} at site {}, mu = {worst_mu}); projecting every link \
+             onto SU(3) as asked (reunitarise)",
+            path.display(),
+            field.links.len(),
+            site_string(worst_site)
+        );
+        forced = beyond;
+    }
+    // Header values: two units in the last digit the header prints (header_tolerance), no
+    // tighter than the stored precision allows. 64-bit: 1e-10, what another writer's sum
+    // in another order over a large lattice can differ by, and far below what a flipped
+    // bit moves (1.6e-6 for one link of an 8^3x4 field off by 0.1). 32-bit: 1e-5, as the
+    // conventions ask: rounding each element to float32 moves it by ~6e-8 relative and
+    // reunitarisation by the same order, so a product of four links moves by a few 1e-7,
+    // and some writers average in single precision.
+    let floor = if single { 1e-5 } else { 1e-10 };
+    let check_header = |plaquette: f64, link_trace: f64| -> Result<()> {
+        for (h, computed) in [
+            (&raw.header_plaquette, plaquette),
+            (&raw.header_link_trace, link_trace),
+        ] {
+            if let Some(h) = h {
+                let tol = header_tolerance(&h.text, floor);
+                check_close(path, &h.key, &h.text, h.value, computed, tol)?;
+            }
+        }
+        Ok(())
+    };
+    // Links projected on request: the header describes the field as written, so it is
+    // checked against the links as stored (a file corrupted after writing still fails).
+    if forced > 0 {
+        check_header(field.plaquette().total, field.link_trace())?;
+    }
+
+    let reunitarised = single || forced > 0;
+    let unitarity_reunitarised = if reunitarised {
         // 32-bit links are unitary only to ~1e-7; the solver wants SU(3) to double precision.
         field.reunitarise();
-        Some(field.max_unitarity_deviation())
+        // A link with a zero or repeated row has no projection (Gram-Schmidt divides by 0:
+        // NaN), nor has one whose norm overflows (1e300 in an element: its row becomes 0).
+        let (k, after) = field.worst_link().unwrap_or((0, 0.0));
+        if after.is_nan() || after > 1e-12 {
+            return Err(Error::format(
+                path,
+                format!(
+                    "the link at site {}, mu = {} cannot be projected onto SU(3) (a zero, \
+                     degenerate or overflowing row: {after:.3e} from SU(3) after \
+                     reunitarisation; {} such links)",
+                    site_string(field.lattice.coords(k / NDIM)),
+                    k % NDIM,
+                    field.links_beyond(1e-12)
+                ),
+            ));
+        }
+        Some(after)
     } else {
         None
     };
-    let final_deviation = unitarity_reunitarised.unwrap_or(unitarity_as_stored);
-    if final_deviation > 1e-8 {
-        tracing::warn!(
-            "{}: links deviate from SU(3) by up to {final_deviation:.2e}",
-            path.display()
-        );
-    }
     let plaquette = field.plaquette();
     let link_trace = field.link_trace();
-
-    // Tolerances. 64-bit: the plaquette to 1e-5 relative (the conventions' rule; a wrong
-    // convention such as a transposed link moves it by far more, and corruption is the
-    // checksum's job), with a 1e-10 floor so a near-zero average of a random field printed
-    // to 12 decimals still verifies. The link trace is often tiny and printed to a fixed
-    // number of decimals, so it is checked absolutely, to 1e-6 (six printed decimals pass).
-    // 32-bit: 1e-5 absolute for both, after reunitarisation. Rounding each element to
-    // float32 moves it by ~6e-8 relative and reunitarisation moves the link by the same
-    // order, so a product of four links moves by a few 1e-7; headers are usually computed
-    // by the writer in double before rounding. 1e-5 leaves a margin of >10 over that while
-    // still rejecting a convention error.
-    if let Some((key, stated)) = &raw.header_plaquette {
-        let tol = if single {
-            1e-5
-        } else {
-            (1e-5 * plaquette.total.abs()).max(1e-10)
-        };
-        check_close(path, key, *stated, plaquette.total, tol)?;
-    }
-    if let Some(stated) = raw.header_link_trace {
-        let tol = if single { 1e-5 } else { 1e-6 };
-        check_close(path, "LINK_TRACE", stated, link_trace, tol)?;
+    // 32-bit within tolerance: checked after reunitarisation, which brings the links back
+    // towards the double field a writer usually computed its header from.
+    if forced == 0 {
+        check_header(plaquette.total, link_trace)?;
     }
 
     let info = GaugeFileInfo {
@@ -353,27 +564,45 @@ fn finish(
             "little-endian".into()
         },
         checksums: raw.checksums,
-        header_plaquette: raw.header_plaquette.as_ref().map(|p| p.1),
-        header_plaquette_key: raw.header_plaquette.map(|p| p.0),
-        header_link_trace: raw.header_link_trace,
+        header_plaquette: raw.header_plaquette.as_ref().map(|p| p.value),
+        header_plaquette_key: raw.header_plaquette.map(|p| p.key),
+        header_link_trace: raw.header_link_trace.map(|h| h.value),
         plaquette,
         link_trace,
         unitarity_as_stored,
         unitarity_reunitarised,
+        unitarity_tolerance: tolerance,
+        unitarity_worst_site: (!field.links.is_empty()).then_some((worst_site, worst_mu)),
+        reunitarised,
+        links_forced_onto_su3: forced,
         metadata: raw.metadata,
     };
     Ok((field, info))
 }
 
-fn check_close(path: &Path, key: &str, stated: f64, computed: f64, tol: f64) -> Result<()> {
+fn check_close(
+    path: &Path,
+    key: &str,
+    text: &str,
+    stated: f64,
+    computed: f64,
+    tol: f64,
+) -> Result<()> {
     let diff = (stated - computed).abs();
     // A NaN in the file is refused too.
     if diff.is_nan() || diff > tol {
+        // 12 decimals for a sane value; a corrupt field's 1e295 in exponent form.
+        let computed = if computed.abs() < 1e6 {
+            format!("{computed:.12}")
+        } else {
+            format!("{computed:.6e}")
+        };
         return Err(Error::format(
             path,
             format!(
-                "{key} mismatch: header says {stated}, computed {computed:.12} \
-                 (difference {diff:.3e}, tolerance {tol:.1e})"
+                "{key} mismatch: header says {text}, computed {computed} \
+                 (difference {diff:.3e}, tolerance {tol:.1e} from the printed digits and \
+                 the stored precision)"
             ),
         ));
     }

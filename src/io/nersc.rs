@@ -4,7 +4,7 @@
 
 use super::{
     byte_len, check_checksum, check_dims, check_payload, open, read_exact_at, stream_units, u32_at,
-    u64_at, write_atomic_with, ChecksumInfo, RawGauge,
+    u64_at, write_atomic_with, ChecksumInfo, HeaderValue, RawGauge,
 };
 use crate::error::{Error, Result};
 use crate::field::{GaugeField, Su3, C64};
@@ -95,14 +95,11 @@ pub(crate) fn read(path: &Path, expected_dims: Option<[usize; NDIM]>) -> Result<
             Error::format(path, format!("CHECKSUM = {v} is not a 32-bit hex number"))
         })?
     };
-    let parse_f64 = |key: &str| -> Result<Option<f64>> {
-        match header.get(key) {
-            None => Ok(None),
-            Some(v) => v
-                .parse::<f64>()
-                .map(Some)
-                .map_err(|_| Error::format(path, format!("{key} = {v} is not a number"))),
-        }
+    let parse_f64 = |key: &str| -> Result<Option<HeaderValue>> {
+        header
+            .get(key)
+            .map(|v| HeaderValue::parse(path, key, v))
+            .transpose()
     };
     let header_plaquette = parse_f64("PLAQUETTE")?;
     let header_link_trace = parse_f64("LINK_TRACE")?;
@@ -175,7 +172,7 @@ pub(crate) fn read(path: &Path, expected_dims: Option<[usize; NDIM]>) -> Result<
         big_endian: big,
         links,
         checksums: vec![checksum],
-        header_plaquette: header_plaquette.map(|p| ("PLAQUETTE".to_string(), p)),
+        header_plaquette,
         header_link_trace,
         metadata,
     })

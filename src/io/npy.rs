@@ -204,6 +204,32 @@ pub fn read_spinor_npy(path: &Path, lattice: &Lattice) -> Result<SpinorField> {
             Ok(())
         },
     )?;
+    // A NaN or infinity in the source would make the solver stop on NaN and blame itself.
+    let bad = |z: &C64| !(z.re.is_finite() && z.im.is_finite());
+    if let Some(k) = data.iter().position(bad) {
+        let count = data.iter().filter(|z| bad(z)).count();
+        let z = data[k];
+        let (part, value) = if z.re.is_finite() {
+            ("imaginary part", z.im)
+        } else {
+            ("real part", z.re)
+        };
+        let c = lattice.coords(k / SITE_LEN);
+        return Err(Error::format(
+            path,
+            format!(
+                "non-finite value {value} at site (x,y,z,t) = ({},{},{},{}), spin {}, colour {} \
+                 ({part}; {count} of {} complex values are NaN or infinite)",
+                c[0],
+                c[1],
+                c[2],
+                c[3],
+                (k % SITE_LEN) / 3,
+                k % 3,
+                data.len()
+            ),
+        ));
+    }
     Ok(SpinorField { data })
 }
 

@@ -76,6 +76,16 @@ impl Method {
         }
     }
 
+    /// The name in logs and tables.
+    pub fn label(self) -> &'static str {
+        match self {
+            Method::Cr => "CR",
+            Method::Bicgstab => "BiCGStab",
+            Method::Gcr => "GCR",
+            Method::Cgne => "CGNE",
+        }
+    }
+
     /// The operator form a config that names none solves with this method.
     pub fn default_operator(self) -> Operator {
         match self {
