@@ -6,12 +6,12 @@
 //! Usage: emu_dump LX LY LZ LT FILE
 
 use qcd_solve::backend::cpu::CpuBackend;
+use qcd_solve::backend::cuda::kernels::li_in_hop_order;
 use qcd_solve::backend::prelude::*;
 use qcd_solve::backend::Operator;
-use qcd_solve::cuda::kernels::li_in_hop_order;
 use qcd_solve::dirac::apply_reference;
 use qcd_solve::field::{GaugeField, SpinorField};
-use qcd_solve::lattice::{Lattice, DEFAULT_BOUNDARY};
+use qcd_solve::geometry::lattice::{Lattice, DEFAULT_BOUNDARY};
 use std::io::Write;
 
 fn main() {

@@ -12,7 +12,7 @@ use qcd_solve::backend::cpu::CpuBackend;
 use qcd_solve::backend::prelude::*;
 use qcd_solve::backend::{Layout, Operator, Precision, Subset};
 use qcd_solve::field::{GaugeField, SpinorField};
-use qcd_solve::lattice::{Boundary, Lattice, DEFAULT_BOUNDARY};
+use qcd_solve::geometry::lattice::{Boundary, Lattice, DEFAULT_BOUNDARY};
 use std::io::Write;
 
 fn field(

@@ -8,7 +8,7 @@
 //! "links per second" counts 4V per compound sweep.
 
 use qcd_solve::gauge_gen::{Generator, HeatbathParams};
-use qcd_solve::lattice::{Lattice, DEFAULT_BOUNDARY};
+use qcd_solve::geometry::lattice::{Lattice, DEFAULT_BOUNDARY};
 
 fn main() {
     let timed: usize = std::env::args()

@@ -4,7 +4,7 @@
 //! `cargo run --release --example heatbath_run -- LX LY LZ LT BETA THERM SWEEPS SEED hot|cold [OR]`
 
 use qcd_solve::gauge_gen::{generate, summarise, HeatbathParams};
-use qcd_solve::lattice::{Lattice, DEFAULT_BOUNDARY};
+use qcd_solve::geometry::lattice::{Lattice, DEFAULT_BOUNDARY};
 
 fn main() {
     let a: Vec<String> = std::env::args().skip(1).collect();

@@ -6,7 +6,7 @@
 
 use crate::error::{Error, Result};
 use crate::field::gamma::GammaBasis;
-use crate::lattice::{Boundary, Lattice, DEFAULT_BOUNDARY, NDIM};
+use crate::geometry::lattice::{Boundary, Lattice, DEFAULT_BOUNDARY, NDIM};
 use crate::linalg::Operator;
 use crate::solver::Method;
 use serde::{Deserialize, Serialize};
@@ -618,7 +618,11 @@ impl LoadedConfig {
             };
             return Err(self.bad("backend", "threads", msg));
         }
-        match c.backend.kernel.parse::<crate::cuda::StencilVersion>() {
+        match c
+            .backend
+            .kernel
+            .parse::<crate::backend::cuda::StencilVersion>()
+        {
             Err(e) => {
                 let msg = match e {
                     Error::InvalidValue { message, .. } => message,

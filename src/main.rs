@@ -2,7 +2,7 @@
 //! error into its message and documented exit code (README, "Exit codes").
 
 use clap::Parser;
-use qcd_solve::cli::{self, Cli};
+use qcd_solve::app::cli::{self, Cli};
 
 fn main() {
     let cli = Cli::parse();

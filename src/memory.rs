@@ -10,7 +10,7 @@
 
 use crate::config::{Device, GaugeConfig, LoadedConfig};
 use crate::error::{Error, Result};
-use crate::lattice::Lattice;
+use crate::geometry::lattice::Lattice;
 use std::path::Path;
 
 /// Bytes of one complex double.
@@ -294,7 +294,7 @@ pub fn device_advice(cfg_fast: bool) -> &'static str {
 /// GPU. `need` comes from `cuda::device_bytes_needed`.
 pub fn check_device_fits(
     dims_string: &str,
-    version: crate::cuda::StencilVersion,
+    version: crate::backend::cuda::StencilVersion,
     need: u64,
     free: u64,
     total: u64,
@@ -312,17 +312,17 @@ pub fn check_device_fits(
 }
 
 /// Before tuning or building the GPU backend: refuse a lattice that cannot fit.
-pub fn check_device(lattice: &Lattice, opts: &crate::cuda::CudaOptions) -> Result<()> {
-    let need = crate::cuda::device_bytes_needed(lattice, opts.version) as u64;
-    let (free, total) = crate::cuda::device_free_memory(opts.device)?;
+pub fn check_device(lattice: &Lattice, opts: &crate::backend::cuda::CudaOptions) -> Result<()> {
+    let need = crate::backend::cuda::device_bytes_needed(lattice, opts.version) as u64;
+    let (free, total) = crate::backend::cuda::device_free_memory(opts.device)?;
     check_device_fits(&lattice.dims_string(), opts.version, need, free, total)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cuda::{device_bytes_needed, StencilVersion};
-    use crate::lattice::DEFAULT_BOUNDARY;
+    use crate::backend::cuda::{device_bytes_needed, StencilVersion};
+    use crate::geometry::lattice::DEFAULT_BOUNDARY;
 
     const GIB_U: u64 = 1 << 30;
 

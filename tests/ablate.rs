@@ -3,7 +3,7 @@
 //! clearly that there is nothing to ablate on the CPU. The GPU run itself is done by
 //! validate/on-device.sh (results in validate/results/).
 
-use qcd_solve::ablate::{self, AblateReport, AblateRow};
+use qcd_solve::app::ablate::{self, AblateReport, AblateRow};
 use std::process::Command;
 
 fn row(v: &str, speedup: f64, valid: bool) -> AblateRow {
@@ -174,26 +174,29 @@ fn ablate_on_the_cpu_says_there_is_nothing_to_ablate() {
 
 #[test]
 fn tuning_candidates_cover_every_free_launch_geometry() {
-    use qcd_solve::cuda::{CudaOptions, StencilVersion};
+    use qcd_solve::backend::cuda::{CudaOptions, StencilVersion};
     let base = CudaOptions::default();
     // 1.0: its block size (the seed's 256 among them).
-    let c = ablate::candidates(StencilVersion::V1_0, &base);
+    let c = qcd_solve::app::tuning::candidates(StencilVersion::V1_0, &base);
     let blocks: Vec<usize> = c.iter().map(|o| o.coarse_block).collect();
     assert_eq!(blocks, [64, 128, 256, 512], "1024 runs out of registers");
     // 3.0: its block size in sites (= threads), warp multiples up to its launch bound.
-    let c = ablate::candidates(StencilVersion::V3_0, &base);
+    let c = qcd_solve::app::tuning::candidates(StencilVersion::V3_0, &base);
     let blocks: Vec<usize> = c.iter().map(|o| o.coarse_block).collect();
     assert_eq!(blocks, [32, 64, 96, 128, 192, 256, 384, 512]);
     // 1.1: none (one site per 16-thread block by definition).
-    assert_eq!(ablate::candidates(StencilVersion::V1_1, &base).len(), 1);
+    assert_eq!(
+        qcd_solve::app::tuning::candidates(StencilVersion::V1_1, &base).len(),
+        1
+    );
     // 1.6 stages U in 48 KB of shared memory: multiples above 27 are not candidates
     // (stencil-versions.md: the reason for 1.6.1), while 1.6.1 goes up to 85 (1020 threads).
-    let m16: Vec<usize> = ablate::candidates(StencilVersion::V1_6, &base)
+    let m16: Vec<usize> = qcd_solve::app::tuning::candidates(StencilVersion::V1_6, &base)
         .iter()
         .map(|o| o.multiple)
         .collect();
     assert!(m16.iter().all(|&m| m <= 27) && m16.contains(&16), "{m16:?}");
-    let m161: Vec<usize> = ablate::candidates(StencilVersion::V1_6_1, &base)
+    let m161: Vec<usize> = qcd_solve::app::tuning::candidates(StencilVersion::V1_6_1, &base)
         .iter()
         .map(|o| o.multiple)
         .collect();

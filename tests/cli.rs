@@ -443,8 +443,11 @@ fn a_nan_link_exits_4_in_info_and_in_the_run_and_writes_nothing() {
 #[test]
 fn a_nan_in_the_source_file_exits_4_naming_site_spin_and_colour() {
     let d = tempfile::tempdir().unwrap();
-    let l = qcd_solve::lattice::Lattice::new([4, 4, 4, 4], qcd_solve::lattice::DEFAULT_BOUNDARY)
-        .unwrap();
+    let l = qcd_solve::geometry::lattice::Lattice::new(
+        [4, 4, 4, 4],
+        qcd_solve::geometry::lattice::DEFAULT_BOUNDARY,
+    )
+    .unwrap();
     let mut b = qcd_solve::field::SpinorField::random(l.volume(), 1, 0);
     b.data[qcd_solve::field::spinor::idx(l.index([2, 3, 0, 1]), 3, 2)].re = f64::NAN;
     qcd_solve::io::write_spinor_npy(&d.path().join("b.npy"), &l, &b).unwrap();

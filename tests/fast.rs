@@ -4,13 +4,13 @@
 //! the seed's CR (solver::cr, Algorithm 1 as printed), and from the tolerance itself (true
 //! residuals recomputed from scratch with the reference operator).
 
+use qcd_solve::app::run::{solve_on, Problem, SolvePlan};
 use qcd_solve::backend::cpu::CpuBackend;
 use qcd_solve::backend::prelude::*;
 use qcd_solve::backend::{Layout, Operator, Precision, Subset};
 use qcd_solve::dirac;
 use qcd_solve::field::{GaugeField, SpinorField};
-use qcd_solve::lattice::{Boundary, Lattice, DEFAULT_BOUNDARY};
-use qcd_solve::run::{solve_on, Problem, SolvePlan};
+use qcd_solve::geometry::lattice::{Boundary, Lattice, DEFAULT_BOUNDARY};
 use qcd_solve::solver::{conjugate_residual, fused_cr, CrParams, FusedParams, StopReason};
 
 fn lattice(dims: [usize; 4]) -> Lattice {
@@ -290,19 +290,36 @@ fn a_late_reliable_update_with_a_large_drift_still_converges() {
 
 #[test]
 fn fast_path_options_on_a_seed_kernel_are_refused_by_key() {
-    use qcd_solve::cuda::StencilVersion;
+    use qcd_solve::backend::cuda::StencilVersion;
+    use qcd_solve::backend::Capabilities;
     let mut plan = SolvePlan::seed(CrParams::new(1e-10, 10));
-    assert!(qcd_solve::run::check_plan_on_gpu(&plan, StencilVersion::V1_6_1).is_ok());
+    assert!(plan
+        .check(Capabilities::of_stencil(StencilVersion::V1_6_1))
+        .is_ok());
     plan.fused = true;
     plan.preconditioning = qcd_solve::config::Preconditioning::EvenOdd;
-    match qcd_solve::run::check_plan_on_gpu(&plan, StencilVersion::V1_6_1) {
+    match plan.check(Capabilities::of_stencil(StencilVersion::V1_6_1)) {
         Err(qcd_solve::Error::InvalidValue { key, message }) => {
             assert_eq!(key, "solver.preconditioning");
             assert!(message.contains("3.0"), "{message}");
         }
         other => panic!("{other:?}"),
     }
-    assert!(qcd_solve::run::check_plan_on_gpu(&plan, StencilVersion::V3_0).is_ok());
+    assert!(plan
+        .check(Capabilities::of_stencil(StencilVersion::V3_0))
+        .is_ok());
+    assert!(plan.check(Capabilities::ALL_CPU).is_ok());
+    // The new methods run plain on a seed version (full double fields only).
+    let mut bicg = SolvePlan::seed(CrParams::new(1e-10, 10));
+    bicg.method = qcd_solve::solver::Method::Bicgstab;
+    assert!(bicg
+        .check(Capabilities::of_stencil(StencilVersion::V1_6_1))
+        .is_ok());
+    bicg.precision = qcd_solve::backend::Precision::Single;
+    let e = bicg
+        .check(Capabilities::of_stencil(StencilVersion::V1_6_1))
+        .unwrap_err();
+    assert!(e.to_string().contains("solver.precision"), "{e}");
 }
 
 #[test]

@@ -6,12 +6,14 @@
 //! and the CPU backend; tolerances as in src/cuda/validate.rs.
 
 use qcd_solve::backend::cpu::CpuBackend;
+use qcd_solve::backend::cuda::{
+    check_device_memory, device_info, CudaBackend, CudaOptions, StencilVersion,
+};
 use qcd_solve::backend::prelude::*;
 use qcd_solve::backend::Operator;
-use qcd_solve::cuda::{check_device_memory, device_info, CudaBackend, CudaOptions, StencilVersion};
 use qcd_solve::dirac::apply_reference;
 use qcd_solve::field::{GaugeField, SpinorField, C64};
-use qcd_solve::lattice::{Lattice, DEFAULT_BOUNDARY};
+use qcd_solve::geometry::lattice::{Lattice, DEFAULT_BOUNDARY};
 use qcd_solve::solver::{conjugate_residual, CrParams};
 use qcd_solve::Error;
 
@@ -114,7 +116,7 @@ fn every_version_matches_the_reference_on_odd_3x5x7x9() {
 /// field (equal to rounding).
 #[test]
 fn version_3_0_boundaries_and_reconstruct_12() {
-    use qcd_solve::lattice::Boundary::{Antiperiodic as A, Periodic as P};
+    use qcd_solve::geometry::lattice::Boundary::{Antiperiodic as A, Periodic as P};
     require_gpu();
     let kappa = 0.124;
     let mut failures = Vec::new();
@@ -320,7 +322,7 @@ fn gpu_heatbath_follows_the_cpu_sweep_by_sweep_at_first() {
     for hot in [false, true] {
         let p = heatbath(0, 3, hot);
         let mut cpu = qcd_solve::gauge_gen::Generator::new(&l, &p).unwrap();
-        let mut gpu = qcd_solve::cuda::heatbath::GpuGenerator::new(&l, &p).unwrap();
+        let mut gpu = qcd_solve::backend::cuda::heatbath::GpuGenerator::new(&l, &p).unwrap();
         for s in 0..3 {
             let a = cpu.sweep().plaquette;
             let b = gpu.sweep().unwrap().plaquette;
@@ -350,7 +352,7 @@ fn gpu_heatbath_agrees_with_the_cpu_statistically() {
     let p = heatbath(50, 300, false);
     let mut cpu_rec = Vec::new();
     qcd_solve::gauge_gen::generate(&l, &p, |r| cpu_rec.push(r)).unwrap();
-    let mut gpu = qcd_solve::cuda::heatbath::GpuGenerator::new(&l, &p).unwrap();
+    let mut gpu = qcd_solve::backend::cuda::heatbath::GpuGenerator::new(&l, &p).unwrap();
     let gpu_rec: Vec<_> = (0..350).map(|_| gpu.sweep().unwrap()).collect();
     let a = qcd_solve::gauge_gen::summarise(&cpu_rec).unwrap().total;
     let b = qcd_solve::gauge_gen::summarise(&gpu_rec).unwrap().total;

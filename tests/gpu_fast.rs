@@ -9,11 +9,11 @@
 //! stores) and 1e-5 for the single-precision (r|g5 D r), whose terms cancel (see there).
 
 use qcd_solve::backend::cpu::CpuBackend;
+use qcd_solve::backend::cuda::{device_info, CudaBackend, CudaOptions, StencilVersion};
 use qcd_solve::backend::prelude::*;
 use qcd_solve::backend::{CrScalars, Layout, Operator, Precision, Subset};
-use qcd_solve::cuda::{device_info, CudaBackend, CudaOptions, StencilVersion};
 use qcd_solve::field::{GaugeField, SpinorField, C64};
-use qcd_solve::lattice::{Boundary, Lattice, DEFAULT_BOUNDARY};
+use qcd_solve::geometry::lattice::{Boundary, Lattice, DEFAULT_BOUNDARY};
 use qcd_solve::Error;
 
 fn require_gpu() {

@@ -8,11 +8,11 @@
 //! norms differ only in summation order, so 1e-13 relative).
 
 use qcd_solve::backend::cpu::CpuBackend;
+use qcd_solve::backend::cuda::{device_info, CudaBackend, CudaOptions, StencilVersion};
 use qcd_solve::backend::prelude::*;
 use qcd_solve::backend::CrScalars;
-use qcd_solve::cuda::{device_info, CudaBackend, CudaOptions, StencilVersion};
 use qcd_solve::field::{GaugeField, SpinorField, C64};
-use qcd_solve::lattice::{Lattice, DEFAULT_BOUNDARY};
+use qcd_solve::geometry::lattice::{Lattice, DEFAULT_BOUNDARY};
 use qcd_solve::{Error, Result};
 
 fn require_gpu() {
@@ -315,8 +315,8 @@ fn seed_versions_refuse_the_fused_iteration_by_name() {
 /// even-odd with single-double through the main job's solve_on.
 #[test]
 fn fused_solve_follows_the_seed_history_and_repeats_bitwise() {
+    use qcd_solve::app::run::{solve_on, Problem, SolvePlan};
     use qcd_solve::backend::Operator;
-    use qcd_solve::run::{solve_on, Problem, SolvePlan};
     use qcd_solve::solver::{conjugate_residual, fused_cr, CrParams, FusedParams, StopReason};
     require_gpu();
     let l = lattice([8, 8, 8, 16]);

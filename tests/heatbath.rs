@@ -15,7 +15,7 @@ use qcd_solve::gauge_gen::update::{
 use qcd_solve::gauge_gen::{
     generate, generate_ensemble, summarise, Generator, HeatbathParams, SweepRecord,
 };
-use qcd_solve::lattice::{Lattice, DEFAULT_BOUNDARY, NDIM};
+use qcd_solve::geometry::lattice::{Lattice, DEFAULT_BOUNDARY, NDIM};
 use qcd_solve::rng::Stream;
 
 fn lattice(dims: [usize; 4]) -> Lattice {

@@ -3,11 +3,11 @@
 
 use qcd_solve::field::spinor::idx;
 use qcd_solve::field::{GaugeField, SpinorField};
+use qcd_solve::geometry::lattice::{Lattice, DEFAULT_BOUNDARY};
 use qcd_solve::io::{
     parse_format, read_gauge, read_spinor_npy, write_atomic, write_nersc, write_spinor_npy,
     GaugeFileInfo, GaugeFormat, NerscWrite,
 };
-use qcd_solve::lattice::{Lattice, DEFAULT_BOUNDARY};
 use qcd_solve::Error;
 use std::path::{Path, PathBuf};
 

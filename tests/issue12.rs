@@ -290,7 +290,7 @@ fn one_thread_is_printed_as_1_thread() {
 // ------------------------------------------------------------------ 3. outputs as a pair
 
 fn crc_of(path: &Path) -> String {
-    let (_, crc) = qcd_solve::io::outputs::file_crc32(path).unwrap();
+    let (_, crc) = qcd_solve::app::outputs::file_crc32(path).unwrap();
     format!("{crc:08x}")
 }
 

@@ -7,7 +7,7 @@ use qcd_solve::dirac::{self, Sites};
 use qcd_solve::field::gamma::{gamma, GAMMA5_SIGN};
 use qcd_solve::field::spinor::{plane_wave_momentum, SITE_LEN};
 use qcd_solve::field::{GaugeField, SpinorField, Su3, C64};
-use qcd_solve::lattice::{Boundary, Lattice, DEFAULT_BOUNDARY};
+use qcd_solve::geometry::lattice::{Boundary, Lattice, DEFAULT_BOUNDARY};
 use qcd_solve::rng::Stream;
 
 fn lat(d: [usize; 4]) -> Lattice {

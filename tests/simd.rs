@@ -9,7 +9,7 @@ use qcd_solve::dirac::fast::Epilogue;
 use qcd_solve::dirac::simd::{self, Isa, LaneGauge, LaneSpinor};
 use qcd_solve::dirac::{self, Sites};
 use qcd_solve::field::{GaugeField, SpinorField, C64};
-use qcd_solve::lattice::{Boundary, Lattice, DEFAULT_BOUNDARY};
+use qcd_solve::geometry::lattice::{Boundary, Lattice, DEFAULT_BOUNDARY};
 use qcd_solve::solver::{conjugate_residual, CrParams};
 
 fn lat(d: [usize; 4]) -> Lattice {

@@ -7,7 +7,7 @@ use qcd_solve::backend::prelude::*;
 use qcd_solve::backend::Operator;
 use qcd_solve::dirac;
 use qcd_solve::field::{GaugeField, SpinorField, Su3};
-use qcd_solve::lattice::{Lattice, DEFAULT_BOUNDARY};
+use qcd_solve::geometry::lattice::{Lattice, DEFAULT_BOUNDARY};
 use qcd_solve::rng::Stream;
 use qcd_solve::solver::{conjugate_residual, true_residual, CrParams, StopReason};
 

@@ -6,6 +6,7 @@
 //! on real gauge files (../shared/lattices, written by other codes) the true residual of
 //! D x = b recomputed from scratch by the CPU reference operator.
 
+use qcd_solve::app::run::{build_problem, cpu_residual_of_d, solve_on, SolvePlan};
 use qcd_solve::backend::cpu::CpuBackend;
 use qcd_solve::backend::prelude::*;
 use qcd_solve::config::{LoadedConfig, Preconditioning};
@@ -13,7 +14,6 @@ use qcd_solve::field::gamma::gamma;
 use qcd_solve::field::spinor::{plane_wave_momentum, SITE_LEN};
 use qcd_solve::field::{GaugeField, SpinorField, C64};
 use qcd_solve::linalg::{Form, LinearOperator, Normal, Operator, Precision};
-use qcd_solve::run::{build_problem, cpu_residual_of_d, solve_on, SolvePlan};
 use qcd_solve::solver::{Method, StopReason};
 use std::path::PathBuf;
 

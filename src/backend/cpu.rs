@@ -195,7 +195,7 @@ fn store(precision: Precision, z: C64) -> C64 {
 }
 
 impl CpuBackend<'_> {
-    fn lattice(&self) -> &crate::lattice::Lattice {
+    fn lattice(&self) -> &crate::geometry::lattice::Lattice {
         &self.gauge.lattice
     }
 

@@ -1,11 +1,12 @@
 //! Backends: where fields live and the Wilson kernels run. Each implements the vector
 //! space (`crate::linalg::Space`) and the Wilson kernels (`crate::linalg::WilsonKernels`)
 //! that every solver is written against; `cpu::CpuBackend` (rayon) and
-//! `crate::cuda::CudaBackend` (cudarc) are the two. A backend may add capabilities beyond
+//! `crate::backend::cuda::CudaBackend` (cudarc) are the two. A backend may add capabilities beyond
 //! the seam: `FusedCr`, the CR iteration as three fused passes whose scalars stay where
 //! the backend computes (solver::cr uses it when the plan asks for it).
 
 pub mod cpu;
+pub mod cuda;
 
 pub use crate::linalg::{
     layout_mismatch, Layout, Operator, Precision, Space, Subset, WilsonKernels,
@@ -109,6 +110,43 @@ pub trait FusedCr: WilsonKernels {
         Self: Sized;
     /// Forget recorded graphs (the fields they name are about to be freed).
     fn forget_graphs(&mut self);
+}
+
+/// What a backend (for CUDA: a stencil version) can hold and run beyond full double fields
+/// and the Wilson forms on them; the plan is checked against it once, before the solve.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Capabilities {
+    pub name: &'static str,
+    /// Even and odd half-lattice fields, the Schur forms and the even-odd hops.
+    pub half_lattice: bool,
+    /// Single-precision fields.
+    pub single: bool,
+    /// The fused CR iteration (`FusedCr` with device-resident scalars).
+    pub fused_cr: bool,
+}
+
+impl Capabilities {
+    pub const ALL_CPU: Capabilities = Capabilities {
+        name: "the CPU backend",
+        half_lattice: true,
+        single: true,
+        fused_cr: true,
+    };
+
+    /// What a CUDA stencil version has: 3.0 everything, the seed versions full double.
+    pub fn of_stencil(version: cuda::StencilVersion) -> Capabilities {
+        let fast = version.is_fast_path();
+        Capabilities {
+            name: if fast {
+                "kernel 3.0"
+            } else {
+                "a seed kernel version (1.0-2.0)"
+            },
+            half_lattice: fast,
+            single: fast,
+            fused_cr: fast,
+        }
+    }
 }
 
 /// Set-up a backend can do ahead of a solve so that the solve's time holds no first-use

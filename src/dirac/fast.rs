@@ -8,7 +8,7 @@ use super::Sites;
 use crate::field::gamma::ChiralBlock;
 use crate::field::su3::{Colour, C64, ZERO};
 use crate::field::{GaugeField, SpinorField};
-use crate::lattice::NDIM;
+use crate::geometry::lattice::NDIM;
 use rayon::prelude::*;
 
 /// A_mu for x, y, z, t as compile-time constants, so the unrolled loop over mu needs no

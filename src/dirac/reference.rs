@@ -7,7 +7,7 @@
 use crate::field::gamma::projector;
 use crate::field::su3::{C64, ZERO};
 use crate::field::{GaugeField, SpinorField};
-use crate::lattice::NDIM;
+use crate::geometry::lattice::NDIM;
 use rayon::prelude::*;
 
 type M34 = [[C64; 4]; 3];

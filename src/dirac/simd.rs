@@ -32,7 +32,7 @@
 use super::fast::{self, Epilogue, CHIRAL_BLOCKS};
 use super::Sites;
 use crate::field::{GaugeField, SpinorField, Su3, C64};
-use crate::lattice::{Lattice, NDIM};
+use crate::geometry::lattice::{Lattice, NDIM};
 use crate::linalg::Operator;
 use rayon::prelude::*;
 

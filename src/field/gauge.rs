@@ -2,7 +2,7 @@
 //! `[site][mu]` with the site index of `Lattice::index` (x fastest), each link row-major.
 
 use super::su3::Su3;
-use crate::lattice::{Lattice, NDIM};
+use crate::geometry::lattice::{Lattice, NDIM};
 use crate::reduce::det_sum;
 use crate::rng::Stream;
 use rayon::prelude::*;
@@ -203,7 +203,7 @@ pub fn first_non_finite(links: &[Su3]) -> Option<(NonFinite, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lattice::DEFAULT_BOUNDARY;
+    use crate::geometry::lattice::DEFAULT_BOUNDARY;
 
     #[test]
     fn unit_field_has_plaquette_one() {

@@ -3,7 +3,7 @@
 
 use super::gamma::GAMMA5_SIGN;
 use super::su3::{Su3, C64};
-use crate::lattice::{Lattice, NDIM};
+use crate::geometry::lattice::{Lattice, NDIM};
 use crate::rng::Stream;
 use rayon::prelude::*;
 
@@ -112,8 +112,8 @@ pub fn plane_wave_momentum(lattice: &Lattice, n: [i64; NDIM]) -> [f64; NDIM] {
     let mut p = [0.0; NDIM];
     for mu in 0..NDIM {
         let theta = match lattice.boundary[mu] {
-            crate::lattice::Boundary::Periodic => 0.0,
-            crate::lattice::Boundary::Antiperiodic => 1.0,
+            crate::geometry::lattice::Boundary::Periodic => 0.0,
+            crate::geometry::lattice::Boundary::Antiperiodic => 1.0,
         };
         p[mu] = (2.0 * n[mu] as f64 + theta) * std::f64::consts::PI / lattice.dims[mu] as f64;
     }

@@ -17,7 +17,7 @@ pub mod update;
 use crate::error::{Error, Result};
 use crate::field::gauge::Plaquette;
 use crate::field::GaugeField;
-use crate::lattice::Lattice;
+use crate::geometry::lattice::Lattice;
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
 use update::{update_pass, Geometry, Update};

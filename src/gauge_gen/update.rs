@@ -13,7 +13,7 @@ use super::su2::{heatbath_link, overrelax_link};
 use crate::error::Result;
 use crate::field::su3::{Su3, C64};
 use crate::field::GaugeField;
-use crate::lattice::{Lattice, NDIM};
+use crate::geometry::lattice::{Lattice, NDIM};
 use rayon::prelude::*;
 
 /// Neighbour tables and parity site lists, built once per lattice.
@@ -181,7 +181,7 @@ pub fn wilson_action(field: &GaugeField, beta: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lattice::DEFAULT_BOUNDARY;
+    use crate::geometry::lattice::DEFAULT_BOUNDARY;
 
     #[test]
     fn staple_reproduces_the_plaquette_sum() {

@@ -7,7 +7,7 @@ use super::{
     stream_units, ChecksumInfo, HeaderValue, RawGauge,
 };
 use crate::error::{Error, Result};
-use crate::lattice::NDIM;
+use crate::geometry::lattice::NDIM;
 use std::path::Path;
 
 const HEADER_LEN: u64 = 144;

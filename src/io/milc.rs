@@ -6,7 +6,7 @@ use super::{
     read_exact_at, stream_units, u32_at, ChecksumInfo, RawGauge, MILC_MAGIC,
 };
 use crate::error::{Error, Result};
-use crate::lattice::NDIM;
+use crate::geometry::lattice::NDIM;
 use std::path::Path;
 
 const HEADER_LEN: usize = 96;

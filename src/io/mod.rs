@@ -7,7 +7,6 @@ pub mod lime;
 pub mod milc;
 pub mod nersc;
 pub mod npy;
-pub mod outputs;
 
 pub use nersc::{write_nersc, NerscWrite};
 pub use npy::{read_spinor_npy, write_spinor_npy};
@@ -15,7 +14,7 @@ pub use npy::{read_spinor_npy, write_spinor_npy};
 use crate::error::{Error, Result};
 use crate::field::gauge::Plaquette;
 use crate::field::{GaugeField, Su3};
-use crate::lattice::{Boundary, Lattice, NDIM};
+use crate::geometry::lattice::{Boundary, Lattice, NDIM};
 use serde::Serialize;
 use std::fmt;
 use std::fs::File;
@@ -633,7 +632,7 @@ pub(crate) fn check_dims(
     expected: Option<[usize; NDIM]>,
 ) -> Result<usize> {
     let fmt_dims = |d: [usize; NDIM]| format!("{}x{}x{}x{}", d[0], d[1], d[2], d[3]);
-    let lattice = Lattice::new(dims, crate::lattice::DEFAULT_BOUNDARY).map_err(|e| {
+    let lattice = Lattice::new(dims, crate::geometry::lattice::DEFAULT_BOUNDARY).map_err(|e| {
         Error::format(
             path,
             format!("dimensions {} from {source}: {e}", fmt_dims(dims)),

@@ -8,7 +8,7 @@ use super::{
 };
 use crate::error::{Error, Result};
 use crate::field::{GaugeField, Su3, C64};
-use crate::lattice::NDIM;
+use crate::geometry::lattice::NDIM;
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;

@@ -5,7 +5,7 @@ use super::{open, read_exact_at, stream_units, write_atomic_with};
 use crate::error::{Error, Result};
 use crate::field::spinor::SITE_LEN;
 use crate::field::{SpinorField, C64};
-use crate::lattice::Lattice;
+use crate::geometry::lattice::Lattice;
 use std::io::Write;
 use std::path::Path;
 

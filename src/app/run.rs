@@ -2,38 +2,19 @@
 //! the backend, run CR through the one generic solver, check the true residual, and write
 //! the summary, the JSON report, the solution and (if asked) the gauge field.
 
+use super::device::choose_device;
+pub use super::plan::SolvePlan;
 use crate::backend::cpu::CpuBackend;
 use crate::backend::prelude::*;
-use crate::backend::{Layout, Operator, Precision};
-use crate::config::{
-    Device, GaugeConfig, Iteration, LoadedConfig, Preconditioning, SolverPrecision, SourceConfig,
-};
+use crate::backend::{Capabilities, Layout, Operator};
+use crate::config::{Device, GaugeConfig, LoadedConfig, Preconditioning, SourceConfig};
 use crate::dirac;
 use crate::error::{Error, Result};
-use crate::field::gauge::Plaquette;
 use crate::field::{GaugeField, SpinorField, C64};
-use crate::lattice::Lattice;
+pub use crate::problem::{Problem, SolveResult};
 use crate::report::{self, SolveReport, Timings};
-use crate::solver::{self, CrParams, Method, SolveSpec, SolveStats, StopReason};
+use crate::solver::{self, Method, StopReason};
 use std::time::Instant;
-
-/// Everything the solver needs, built from a config.
-pub struct Problem {
-    pub lattice: Lattice,
-    pub gauge: GaugeField,
-    pub gauge_description: String,
-    /// Set when the links used are not the links the gauge file stores: what was done
-    /// (32-bit links projected onto SU(3) in double; links off SU(3) projected on request).
-    pub gauge_reunitarised: Option<String>,
-    pub plaquette: Plaquette,
-    pub link_trace: f64,
-    pub kappa: f64,
-    pub operator: Operator,
-    /// The right-hand side b of D x = b.
-    pub source: SpinorField,
-    pub source_description: String,
-    pub setup_seconds: f64,
-}
 
 pub fn build_problem(cfg: &LoadedConfig) -> Result<Problem> {
     let t0 = Instant::now();
@@ -47,7 +28,7 @@ pub fn build_problem(cfg: &LoadedConfig) -> Result<Problem> {
             format!("random SU(3), seed {seed}"),
         ),
         GaugeConfig::Heatbath(params) => (
-            crate::generate::cached_field(&lattice, params, c.backend.device)?,
+            crate::app::generate::cached_field(&lattice, params, c.backend.device)?,
             format!(
                 "quenched heatbath, beta {}, {} + {} sweeps, seed {}",
                 params.beta, params.therm, params.sweeps, params.seed
@@ -147,118 +128,6 @@ fn reunitarisation_note(info: &crate::io::GaugeFileInfo) -> String {
     }
 }
 
-/// How to solve: the method, and for CR the seed's loop or the fused iteration, with the
-/// wrappers (even-odd, single-double).
-#[derive(Clone, Debug)]
-pub struct SolvePlan {
-    pub method: Method,
-    pub cr: CrParams,
-    /// CR only: the backend's fused iteration instead of the seed's Algorithm 1 loop.
-    pub fused: bool,
-    pub preconditioning: Preconditioning,
-    /// Precision of the iteration's fields (Single: single-double).
-    pub precision: Precision,
-    pub reliable_delta: f64,
-    pub check_every: usize,
-    /// GCR's restart length.
-    pub restart: usize,
-}
-
-impl SolvePlan {
-    /// The seed's CR on the full lattice in double.
-    pub fn seed(cr: CrParams) -> Self {
-        SolvePlan {
-            method: Method::Cr,
-            cr,
-            fused: false,
-            preconditioning: Preconditioning::None,
-            precision: Precision::Double,
-            reliable_delta: 0.1,
-            check_every: 1,
-            restart: 10,
-        }
-    }
-
-    /// What the config's [solver] asks for; `fast_kernel`: the backend runs the fast path
-    /// (kernel 3.0 on the GPU), which makes CR's `iteration = "auto"` fused.
-    pub fn from_config(c: &crate::config::Config, fast_kernel: bool) -> Self {
-        let s = &c.solver;
-        let precision = match s.precision {
-            SolverPrecision::Double => Precision::Double,
-            SolverPrecision::SingleDouble => Precision::Single,
-        };
-        let needs_fused =
-            s.preconditioning != Preconditioning::None || precision != Precision::Double;
-        let fused = s.method == Method::Cr
-            && match s.iteration {
-                Iteration::Seed => false,
-                Iteration::Fused => true,
-                Iteration::Auto => needs_fused || fast_kernel,
-            };
-        SolvePlan {
-            method: s.method,
-            cr: CrParams::new(s.tolerance, s.max_iterations as usize),
-            fused,
-            preconditioning: s.preconditioning,
-            precision,
-            reliable_delta: s.reliable_delta,
-            check_every: s.check_every as usize,
-            restart: s.restart as usize,
-        }
-    }
-
-    /// The solver's spec.
-    pub fn spec(&self) -> SolveSpec {
-        SolveSpec {
-            fused: self.fused,
-            check_every: if self.fused { self.check_every } else { 1 },
-            precision: self.precision,
-            delta: self.reliable_delta,
-            even_odd: self.preconditioning == Preconditioning::EvenOdd,
-            restart: self.restart,
-            ..SolveSpec::new(self.method, self.cr.clone())
-        }
-    }
-
-    /// "seed CR", "fused CR, even-odd, single-double (delta 0.1), check every 10",
-    /// "BiCGStab, even-odd".
-    pub fn describe(&self) -> String {
-        let mut d = match self.method {
-            Method::Cr if self.fused => String::from("fused CR"),
-            Method::Cr => String::from("seed CR"),
-            Method::Bicgstab => String::from("BiCGStab"),
-            Method::Gcr => format!("GCR({})", self.restart),
-            Method::Cgne => String::from("CGNE"),
-        };
-        if self.preconditioning == Preconditioning::EvenOdd {
-            d.push_str(", even-odd");
-        }
-        if self.precision == Precision::Single {
-            d.push_str(&format!(", single-double (delta {})", self.reliable_delta));
-        }
-        if self.fused {
-            d.push_str(&format!(", check every {}", self.check_every));
-        }
-        d
-    }
-}
-
-/// What one solve on one backend produced.
-pub struct SolveResult {
-    pub solution: SpinorField,
-    pub iterations: usize,
-    pub reason: StopReason,
-    /// Relative residual of the system iterated (the Schur system for even-odd).
-    pub history: Vec<f64>,
-    pub operator_applications: usize,
-    /// ||rhs - A x|| / ||rhs|| of the full system on the backend that solved.
-    pub true_residual: f64,
-    pub timings: Timings,
-    /// The solve's counts (checks, reliable updates).
-    pub fused: Option<SolveStats>,
-    pub plan: String,
-}
-
 /// Solve D x = b (through A = D or g5 D, rhs = b or g5 b) on any backend as `plan` says.
 pub fn solve_on<B: Backend>(
     backend: &mut B,
@@ -284,7 +153,7 @@ pub fn solve_on<B: Backend>(
     };
     let upload = t.elapsed().as_secs_f64();
     let t = Instant::now();
-    let progress = crate::progress::SolveProgress::new(plan.method.label(), plan.cr.tol);
+    let progress = crate::report::progress::SolveProgress::new(plan.method.label(), plan.cr.tol);
     let mut observe = |k, r| progress.update(k, r);
     let spec = plan.spec();
     let out = solver::solve(backend, &spec, op, &b, &source, &mut observe)?;
@@ -342,7 +211,7 @@ pub fn thread_pool(threads: i64) -> Result<rayon::ThreadPool> {
 pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
     let c = &cfg.config;
     crate::memory::check_run(cfg)?;
-    crate::io::outputs::prepare(cfg)?;
+    crate::app::outputs::prepare(cfg)?;
     let pool = thread_pool(c.backend.threads)?;
     pool.install(|| {
         let problem = build_problem(cfg)?;
@@ -359,15 +228,15 @@ pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
                 // Launch geometry from the autotuner (tune cache, or a sweep stored there),
                 // unless the config fixes it with `tune = false`.
                 let opts = if c.backend.tune {
-                    let (o, how) = crate::ablate::tuned_options(&problem, &opts)?;
+                    let (o, how) = crate::app::tuning::tuned_options(&problem, &opts)?;
                     tracing::info!(block = o.coarse_block, multiple = o.multiple, "launch geometry: {how}");
                     o
                 } else {
                     opts
                 };
                 let params = SolvePlan::from_config(c, opts.version.is_fast_path());
-                check_plan_on_gpu(&params, opts.version)?;
-                let mut be = crate::cuda::CudaBackend::new(&problem.gauge, problem.kappa, &opts)?;
+                params.check(Capabilities::of_stencil(opts.version))?;
+                let mut be = crate::backend::cuda::CudaBackend::new(&problem.gauge, problem.kappa, &opts)?;
                 let d = format!(
                     "cuda {} (stencil {}, multiple {})",
                     be.device_name(),
@@ -390,7 +259,7 @@ pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
         };
         let d_residual = cpu_residual_of_d(&problem, &result.solution);
         let rep = report::build(cfg, &problem, &result, &backend_description, d_residual, gpu);
-        if !crate::progress::is_quiet() {
+        if !crate::report::progress::is_quiet() {
             println!("{}", report::summary(&rep));
         }
         write_outputs(cfg, &problem, &result, &rep)?;
@@ -407,65 +276,19 @@ pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
     })
 }
 
-/// The fast path's options need kernel 3.0 on the GPU: refuse them early, by key.
-pub fn check_plan_on_gpu(plan: &SolvePlan, version: crate::cuda::StencilVersion) -> Result<()> {
-    if version.is_fast_path() {
-        return Ok(());
-    }
-    let key = if plan.preconditioning != Preconditioning::None {
-        "solver.preconditioning"
-    } else if plan.precision != Precision::Double {
-        "solver.precision"
-    } else if plan.fused {
-        "solver.iteration"
-    } else {
-        return Ok(());
-    };
-    Err(Error::invalid(
-        key,
-        format!(
-            "{} runs on the GPU with backend.kernel = \"3.0\" only (kernel {version} is a seed version)",
-            plan.describe()
-        ),
-    ))
-}
-
 /// The CUDA options a config asks for.
-pub fn cuda_options(cfg: &LoadedConfig) -> Result<crate::cuda::CudaOptions> {
+pub fn cuda_options(cfg: &LoadedConfig) -> Result<crate::backend::cuda::CudaOptions> {
     let b = &cfg.config.backend;
-    let version: crate::cuda::StencilVersion = b
+    let version: crate::backend::cuda::StencilVersion = b
         .kernel
         .parse()
         .map_err(|e: Error| Error::invalid("backend.kernel", e.to_string()))?;
-    Ok(crate::cuda::CudaOptions {
+    Ok(crate::backend::cuda::CudaOptions {
         version,
         multiple: b.multiple as usize,
         reconstruct_12: b.reconstruct == 12,
         ..Default::default()
     })
-}
-
-/// Resolve `auto` (a GPU when one is usable, else the CPU with the reason logged) and
-/// check that an explicit `cuda` can run.
-pub fn choose_device(requested: Device) -> Result<Device> {
-    match requested {
-        Device::Cpu => Ok(Device::Cpu),
-        Device::Cuda => {
-            let info = crate::cuda::device_info()?;
-            tracing::info!(gpu = %info.name, "device = cuda");
-            Ok(Device::Cuda)
-        }
-        Device::Auto => match crate::cuda::device_info() {
-            Ok(info) => {
-                tracing::info!(gpu = %info.name, "device = auto: using the GPU");
-                Ok(Device::Cuda)
-            }
-            Err(e) => {
-                tracing::info!("device = auto: no usable GPU ({e}); running on the CPU");
-                Ok(Device::Cpu)
-            }
-        },
-    }
 }
 
 fn write_outputs(
@@ -474,5 +297,5 @@ fn write_outputs(
     result: &SolveResult,
     rep: &SolveReport,
 ) -> Result<()> {
-    crate::io::outputs::write_run(cfg, problem, result, rep)
+    crate::app::outputs::write_run(cfg, problem, result, rep)
 }

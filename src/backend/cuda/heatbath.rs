@@ -11,7 +11,7 @@ use crate::error::Result;
 use crate::field::gauge::Plaquette;
 use crate::field::{GaugeField, Su3, C64};
 use crate::gauge_gen::{HeatbathParams, SweepRecord};
-use crate::lattice::Lattice;
+use crate::geometry::lattice::Lattice;
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 use std::sync::Arc;
 use std::time::Instant;

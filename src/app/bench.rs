@@ -7,7 +7,7 @@ use crate::dirac::simd::{Isa, LaneGauge, LaneSpinor};
 use crate::dirac::{self, simd};
 use crate::error::Result;
 use crate::field::{GaugeField, SpinorField};
-use crate::lattice::{Lattice, DEFAULT_BOUNDARY};
+use crate::geometry::lattice::{Lattice, DEFAULT_BOUNDARY};
 use crate::linalg::Operator;
 use crate::report::dslash_floor_bytes_per_site;
 use rayon::prelude::*;
@@ -139,7 +139,7 @@ pub fn cpu_bench(dims: &[usize], repeat: usize, threads: i64) -> Result<()> {
         &lattice.dims_string(),
         lattice.volume() as u64,
     ))?;
-    let pool = crate::run::thread_pool(threads)?;
+    let pool = crate::app::run::thread_pool(threads)?;
     let r = pool.install(|| measure(dims, repeat.max(1)))?;
     let gb = |s: f64| r.floor_bytes / s / 1e9;
     let ns = |s: f64| 1e9 * s / r.volume as f64;

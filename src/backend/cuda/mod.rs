@@ -10,8 +10,11 @@
 //! - `device`: opening the GPU, `device_info`, `triad_bandwidth`, memory checks;
 //! - `stencil`: the one dispatch point from a version to its kernels;
 //! - `kernels`: per-kernel flop and byte counts; `timing`: event-timed books;
-//! - `backend`: `CudaBackend`, the solver's `Backend` on the GPU;
-//! - `validate`: every version against the CPU reference and the CPU solver.
+//! - `backend`: `CudaBackend`: the vector space, the Wilson kernels and the fused-CR
+//!   capability on the GPU;
+//! - `tune`: the launch-geometry tune cache.
+//!
+//! (`crate::app::validate` checks every version against the CPU reference.)
 
 mod backend;
 mod compile;
@@ -21,7 +24,7 @@ pub mod heatbath;
 pub mod kernels;
 mod stencil;
 mod timing;
-pub mod validate;
+pub mod tune;
 pub mod version;
 
 pub use backend::{
@@ -32,5 +35,4 @@ pub use device::{
     device_free_memory, device_info, device_info_of, triad_bandwidth, upload_bandwidth, DeviceInfo,
 };
 pub use timing::KernelStat;
-pub use validate::{format_table, validate, ValidateRow};
 pub use version::StencilVersion;

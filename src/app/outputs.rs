@@ -9,10 +9,10 @@
 //! `/proc/<pid>`) is removed from the output folders before the work and after a
 //! successful write.
 
+use crate::problem::{Problem, SolveResult};
 use crate::config::LoadedConfig;
 use crate::error::{Error, Result};
 use crate::report::SolveReport;
-use crate::run::{Problem, SolveResult};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 

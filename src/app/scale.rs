@@ -3,11 +3,11 @@
 //! as a table, a CSV and a chart. The solve is bitwise the same for every count, so the
 //! iteration count is too; only the time changes.
 
+use crate::app::run::{build_problem, solve_on, thread_pool, SolvePlan};
 use crate::backend::cpu::CpuBackend;
-use crate::charts::{self, Chart};
 use crate::config::LoadedConfig;
 use crate::error::{Error, Result};
-use crate::run::{build_problem, solve_on, thread_pool, SolvePlan};
+use crate::report::charts::{self, Chart};
 use serde::Serialize;
 use std::path::Path;
 
@@ -95,10 +95,10 @@ pub fn csv(rows: &[ScaleRow]) -> String {
 
 /// Print the table and write `scale.csv`, `scale.json` and the `scale.svg/.png` chart.
 pub fn run(cfg: &LoadedConfig, threads: &[usize], repeat: usize, out: &Path) -> Result<()> {
-    crate::io::outputs::prepare_folders(&[&out.join("scale.csv")])?;
+    crate::app::outputs::prepare_folders(&[&out.join("scale.csv")])?;
     let rows = measure(cfg, threads, repeat)?;
     // --quiet: nothing on stdout, the results are the files.
-    let loud = !crate::progress::is_quiet();
+    let loud = !crate::report::progress::is_quiet();
     if loud {
         println!(
             "CPU scaling of the CR solve, {} ({} host cores)",

@@ -264,7 +264,7 @@ fn at_least_one(s: &str) -> std::result::Result<usize, String> {
 /// says. Colour codes only when stderr is a terminal.
 pub fn init_logging(quiet: bool) {
     use std::io::IsTerminal;
-    crate::progress::set_quiet(quiet);
+    crate::report::progress::set_quiet(quiet);
     let filter = if quiet {
         tracing_subscriber::EnvFilter::new("error")
     } else {
@@ -295,7 +295,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
     match cli.command {
         None => {
             let cfg = load_config(cli.run.config.as_ref(), &cli.run.overrides)?;
-            crate::run::run(&cfg).map(|_| ())
+            crate::app::run::run(&cfg).map(|_| ())
         }
         Some(Command::Info {
             file,
@@ -307,7 +307,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
                 &file,
                 fmt,
                 None,
-                crate::lattice::DEFAULT_BOUNDARY,
+                crate::geometry::lattice::DEFAULT_BOUNDARY,
                 crate::io::ReadOptions { reunitarise },
             )?;
             println!("{info}");
@@ -317,7 +317,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
             dims,
             repeat,
             threads,
-        }) => crate::bench::cpu_bench(&dims, repeat, threads),
+        }) => crate::app::bench::cpu_bench(&dims, repeat, threads),
         Some(Command::Validate {
             config,
             kernel,
@@ -328,8 +328,8 @@ pub fn dispatch(cli: Cli) -> Result<()> {
             repeat,
             block,
         }) => {
-            let (triad, rows) = crate::floor::measure(&dims, repeat, block)?;
-            print!("{}", crate::floor::table(&dims, triad, &rows));
+            let (triad, rows) = crate::app::floor::measure(&dims, repeat, block)?;
+            print!("{}", crate::app::floor::table(&dims, triad, &rows));
             Ok(())
         }
         Some(Command::Ablate {
@@ -350,15 +350,15 @@ pub fn dispatch(cli: Cli) -> Result<()> {
             }
             let versions = parse_versions(&kernels)?;
             let mode = if no_tune {
-                crate::ablate::TuneMode::NoTune
+                crate::app::ablate::TuneMode::NoTune
             } else {
-                crate::ablate::TuneMode::Tune
+                crate::app::ablate::TuneMode::Tune
             };
-            let cache = tune_cache.unwrap_or_else(crate::tune::default_path);
-            crate::ablate::run(&cfg, &versions, repeat, mode, &cache, &out)
+            let cache = tune_cache.unwrap_or_else(crate::backend::cuda::tune::default_path);
+            crate::app::ablate::run(&cfg, &versions, repeat, mode, &cache, &out)
         }
         Some(Command::Kernels { check, arch }) => {
-            let compiled = crate::cuda::compile_all_kernels(&arch)?;
+            let compiled = crate::backend::cuda::compile_all_kernels(&arch)?;
             for (name, ptx) in &compiled {
                 println!("{name:<40} {ptx:>8} bytes of PTX");
             }
@@ -391,7 +391,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
                 seed,
                 hot_start: hot,
             };
-            let dims = crate::generate::parse_dims(&dims)?;
+            let dims = crate::app::generate::parse_dims(&dims)?;
             crate::threads::check(threads, "--threads")?;
             // Errors about the parameters name their flags.
             params.validate().map_err(|e| match e {
@@ -401,8 +401,8 @@ pub fn dispatch(cli: Cli) -> Result<()> {
                 },
                 other => other,
             })?;
-            crate::run::thread_pool(threads)?
-                .install(|| crate::generate::run(dims, &params, device, &out))
+            crate::app::run::thread_pool(threads)?
+                .install(|| crate::app::generate::run(dims, &params, device, &out))
         }
         Some(Command::Scale {
             config,
@@ -414,15 +414,15 @@ pub fn dispatch(cli: Cli) -> Result<()> {
             for &n in &threads {
                 crate::threads::check(n.min(i64::MAX as usize) as i64, "--threads")?;
             }
-            crate::scale::run(&cfg, &threads, repeat, &out)
+            crate::app::scale::run(&cfg, &threads, repeat, &out)
         }
     }
 }
 
 /// Parse "all" or a comma list of stencil versions.
-pub fn parse_versions(s: &str) -> Result<Vec<crate::cuda::StencilVersion>> {
+pub fn parse_versions(s: &str) -> Result<Vec<crate::backend::cuda::StencilVersion>> {
     if s.trim() == "all" {
-        return Ok(crate::cuda::StencilVersion::all().to_vec());
+        return Ok(crate::backend::cuda::StencilVersion::all().to_vec());
     }
     s.split(',').map(|v| v.trim().parse()).collect()
 }
@@ -440,7 +440,7 @@ fn validate(config: &std::path::Path, kernel: &str, seed: u64) -> Result<()> {
         c.dirac.kappa,
         c.solver.tolerance
     );
-    let rows = crate::cuda::validate(
+    let rows = crate::app::validate::validate(
         &lattice,
         c.dirac.kappa,
         c.solver.tolerance,
@@ -450,7 +450,7 @@ fn validate(config: &std::path::Path, kernel: &str, seed: u64) -> Result<()> {
         c.backend.multiple as usize,
         seed,
     )?;
-    print!("{}", crate::cuda::format_table(&rows));
+    print!("{}", crate::app::validate::format_table(&rows));
     let failed: Vec<String> = rows
         .iter()
         .filter(|r| !r.pass)

@@ -19,38 +19,38 @@ pub(crate) struct KernelSource {
     pub code: &'static str,
 }
 
-const COMMON: &str = include_str!("../../kernels/common.cuh");
-const CR_DEVICE: &str = include_str!("../../kernels/cr_device.cuh");
+const COMMON: &str = include_str!("../../../kernels/common.cuh");
+const CR_DEVICE: &str = include_str!("../../../kernels/cr_device.cuh");
 /// The embedded headers a source may `#include "..."`.
 const HEADERS: [(&str, &str); 2] = [("common.cuh", COMMON), ("cr_device.cuh", CR_DEVICE)];
 
 pub(crate) static BLAS1: KernelSource = KernelSource {
     name: "blas1.cu",
-    code: include_str!("../../kernels/blas1.cu"),
+    code: include_str!("../../../kernels/blas1.cu"),
 };
 pub(crate) static REDUCE: KernelSource = KernelSource {
     name: "reduce.cu",
-    code: include_str!("../../kernels/reduce.cu"),
+    code: include_str!("../../../kernels/reduce.cu"),
 };
 pub(crate) static LAYOUT: KernelSource = KernelSource {
     name: "layout.cu",
-    code: include_str!("../../kernels/layout.cu"),
+    code: include_str!("../../../kernels/layout.cu"),
 };
 pub(crate) static STENCIL_COARSE: KernelSource = KernelSource {
     name: "stencil_coarse.cu",
-    code: include_str!("../../kernels/stencil_coarse.cu"),
+    code: include_str!("../../../kernels/stencil_coarse.cu"),
 };
 pub(crate) static STENCIL_FINE: KernelSource = KernelSource {
     name: "stencil_fine.cu",
-    code: include_str!("../../kernels/stencil_fine.cu"),
+    code: include_str!("../../../kernels/stencil_fine.cu"),
 };
 pub(crate) static STENCIL_V3: KernelSource = KernelSource {
     name: "stencil_v3.cu",
-    code: include_str!("../../kernels/stencil_v3.cu"),
+    code: include_str!("../../../kernels/stencil_v3.cu"),
 };
 pub(crate) static HEATBATH: KernelSource = KernelSource {
     name: "heatbath.cu",
-    code: include_str!("../../kernels/heatbath.cu"),
+    code: include_str!("../../../kernels/heatbath.cu"),
 };
 
 /// The quenched generator's program: no FMA contraction, so + and * round as on the CPU.
@@ -66,7 +66,7 @@ pub(crate) fn heatbath_program() -> Program {
 /// round as the CPU backend's.
 pub(crate) static CR_FUSED: KernelSource = KernelSource {
     name: "cr_fused.cu",
-    code: include_str!("../../kernels/cr_fused.cu"),
+    code: include_str!("../../../kernels/cr_fused.cu"),
 };
 
 pub(crate) fn cr_fused_program() -> Program {
@@ -79,7 +79,7 @@ pub(crate) fn cr_fused_program() -> Program {
 
 pub(crate) static STENCIL_SPLIT: KernelSource = KernelSource {
     name: "stencil_split.cu",
-    code: include_str!("../../kernels/stencil_split.cu"),
+    code: include_str!("../../../kernels/stencil_split.cu"),
 };
 
 /// A source with one set of preprocessor defines: the unit that is compiled and cached.

@@ -1,9 +1,13 @@
 //! Reports: the flop and byte models of conventions.md, the JSON solve report, and the
 //! human summary printed on stdout.
 
+pub mod charts;
+pub mod progress;
+
 use crate::config::{Config, LoadedConfig};
 use crate::dirac::HOP_FLOPS_PER_SITE;
-use crate::run::{Problem, SolveResult};
+pub use crate::problem::Timings;
+use crate::problem::{Problem, SolveResult};
 use serde::Serialize;
 
 /// Effective bytes per site of one dslash with no cache reuse (conventions.md):
@@ -15,17 +19,6 @@ pub fn dslash_model_bytes_per_site(reals_per_link: u64, bytes_per_real: u64) -> 
 /// The DRAM floor: 4 links + 1 input + 1 output spinor per site (960 bytes in double, R=18).
 pub fn dslash_floor_bytes_per_site(reals_per_link: u64, bytes_per_real: u64) -> u64 {
     4 * reals_per_link * bytes_per_real + 2 * 24 * bytes_per_real
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct Timings {
-    /// Gauge field and source construction (or reading).
-    pub setup: f64,
-    pub upload: f64,
-    /// The CR iterations only.
-    pub solve: f64,
-    pub download: f64,
-    pub true_residual: f64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -104,7 +97,7 @@ pub struct GpuMetrics {
     /// A triad a = b + s c measured on the same device in the same run (read + write).
     pub triad_gbytes_per_second: f64,
     pub fraction_of_triad: f64,
-    pub kernels: Vec<crate::cuda::KernelStat>,
+    pub kernels: Vec<crate::backend::cuda::KernelStat>,
 }
 
 /// Bytes moved by the triad that the GPU bandwidth is compared with (3 x 256 MiB,
@@ -123,7 +116,7 @@ pub struct StencilRates {
     pub gbytes_per_second_model: f64,
 }
 
-pub fn stencil_rates(be: &crate::cuda::CudaBackend, volume: usize) -> StencilRates {
+pub fn stencil_rates(be: &crate::backend::cuda::CudaBackend, volume: usize) -> StencilRates {
     let st = be.stencil_stats();
     // Operator applications, not launches (2.0 launches 17 kernels per application).
     let apps = be.applications().max(1) as f64;
@@ -139,7 +132,10 @@ pub fn stencil_rates(be: &crate::cuda::CudaBackend, volume: usize) -> StencilRat
 }
 
 /// The GPU part of a solve report; the triad is measured here, on the same device.
-pub fn gpu_metrics(be: &mut crate::cuda::CudaBackend, volume: usize) -> crate::Result<GpuMetrics> {
+pub fn gpu_metrics(
+    be: &mut crate::backend::cuda::CudaBackend,
+    volume: usize,
+) -> crate::Result<GpuMetrics> {
     // Both books include the final true-residual application.
     let r = stencil_rates(be, volume);
     let triad = be.triad_bandwidth(TRIAD_BYTES)?;

@@ -4,28 +4,28 @@
 //! mean plaquette with an autocorrelation-aware error and the link-update rate. Also the
 //! `[gauge] type = "heatbath"` source of configs: generated once, cached in lattices/.
 
-use crate::charts::{self, Chart};
 use crate::config::Device;
 use crate::error::{Error, Result};
 use crate::field::GaugeField;
 use crate::gauge_gen::{summarise, Generator, HeatbathParams, SweepRecord};
+use crate::geometry::lattice::{Lattice, DEFAULT_BOUNDARY};
 use crate::io::{write_nersc, NerscWrite};
-use crate::lattice::{Lattice, DEFAULT_BOUNDARY};
+use crate::report::charts::{self, Chart};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
 /// A CPU or GPU generator behind one interface.
 enum Sweeper {
     Cpu(Box<Generator>),
-    Gpu(Box<crate::cuda::heatbath::GpuGenerator>),
+    Gpu(Box<crate::backend::cuda::heatbath::GpuGenerator>),
 }
 
 impl Sweeper {
     fn new(lattice: &Lattice, params: &HeatbathParams, device: Device) -> Result<(Self, String)> {
-        match crate::run::choose_device(device)? {
+        match crate::app::device::choose_device(device)? {
             Device::Cuda => {
-                let g = crate::cuda::heatbath::GpuGenerator::new(lattice, params)?;
-                let name = crate::cuda::device_info()
+                let g = crate::backend::cuda::heatbath::GpuGenerator::new(lattice, params)?;
+                let name = crate::backend::cuda::device_info()
                     .map(|i| i.name)
                     .unwrap_or_default();
                 Ok((Sweeper::Gpu(Box::new(g)), format!("cuda {name}")))
@@ -81,8 +81,8 @@ pub fn generate_with(
     params.validate()?;
     let (mut g, device_name) = Sweeper::new(lattice, params, device)?;
     let total = params.therm + params.sweeps;
-    let bar = crate::progress::counter("sweeps", total as u64);
-    let ticker = crate::progress::Ticker::new();
+    let bar = crate::report::progress::counter("sweeps", total as u64);
+    let ticker = crate::report::progress::Ticker::new();
     let mut history = Vec::with_capacity(total);
     let mut saved = Vec::new();
     for _ in 0..total {
@@ -153,7 +153,7 @@ pub fn run(dims: [usize; 4], params: &HeatbathParams, device: Device, out: &Path
     ))?;
     let config_path = |sweep: usize| PathBuf::from(format!("{}.{}", out.display(), sweep));
     let last = config_path(params.therm + params.sweeps);
-    crate::io::outputs::prepare_folders(&[&last])?;
+    crate::app::outputs::prepare_folders(&[&last])?;
     let (final_field, mut rep) = generate_with(&lattice, params, device, |r, f| {
         let p = config_path(r.sweep + 1);
         write_nersc(&p, f, NerscWrite::default())?;
@@ -189,7 +189,7 @@ pub fn run(dims: [usize; 4], params: &HeatbathParams, device: Device, out: &Path
             log_y: false,
         },
     )?;
-    if crate::progress::is_quiet() {
+    if crate::report::progress::is_quiet() {
         // --quiet: the results are the files.
         return Ok(());
     }

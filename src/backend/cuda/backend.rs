@@ -26,7 +26,7 @@ use crate::backend::{
 };
 use crate::error::{Error, Result};
 use crate::field::{GaugeField, SpinorField, C64};
-use crate::lattice::{Boundary, Lattice, NDIM};
+use crate::geometry::lattice::{Boundary, Lattice, NDIM};
 use cudarc::driver::{CudaFunction, CudaSlice, DriverError, PinnedHostSlice};
 use std::time::Instant;
 
@@ -53,7 +53,7 @@ impl Default for CudaOptions {
         CudaOptions {
             version: StencilVersion::V1_5,
             multiple: 16,
-            coarse_block: crate::cuda::version::COARSE_BLOCK,
+            coarse_block: crate::backend::cuda::version::COARSE_BLOCK,
             device: 0,
             reconstruct_12: false,
         }
@@ -1055,7 +1055,7 @@ impl CudaBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lattice::DEFAULT_BOUNDARY;
+    use crate::geometry::lattice::DEFAULT_BOUNDARY;
 
     /// On a machine without a GPU (CI) construction is a clear Error::Cuda, never a panic;
     /// with one it succeeds.

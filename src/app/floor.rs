@@ -13,12 +13,12 @@
 //!   spinors each (xr: x, p, r, Ap read, x, r written; p: r, Ar, p, Ap read, p, Ap
 //!   written): 960 + 2 * 6 * 192 = 3264 B/site in double.
 
+use crate::backend::cuda::{CudaBackend, CudaOptions, StencilVersion};
 use crate::backend::prelude::*;
 use crate::backend::{CrScalars, Layout, Operator, Precision, Subset};
-use crate::cuda::{CudaBackend, CudaOptions, StencilVersion};
 use crate::error::{Error, Result};
 use crate::field::{GaugeField, SpinorField, C64};
-use crate::lattice::{Lattice, DEFAULT_BOUNDARY};
+use crate::geometry::lattice::{Lattice, DEFAULT_BOUNDARY};
 use crate::report::TRIAD_BYTES;
 use std::time::Instant;
 
@@ -88,7 +88,7 @@ pub fn measure(
     let gauge = GaugeField::random(&l, 2013);
     let psi = SpinorField::random(l.volume(), 5, 0);
     let kappa = 0.124;
-    let triad = crate::cuda::triad_bandwidth(TRIAD_BYTES)?;
+    let triad = crate::backend::cuda::triad_bandwidth(TRIAD_BYTES)?;
     let floor_us = |bytes: f64| 1e6 * bytes * v / (triad * 1e9);
     let mut rows = Vec::new();
     let mut push = |what: String, bytes: f64, secs: f64, target: Option<f64>| {

@@ -503,7 +503,7 @@ mod tests {
 
     #[test]
     fn indices_match_the_device_header() {
-        let header = include_str!("../../kernels/cr_device.cuh");
+        let header = include_str!("../../../kernels/cr_device.cuh");
         for (name, value) in [
             ("CR_RAR_RE", CR_RAR_RE),
             ("CR_RAR_IM", CR_RAR_IM),

@@ -262,7 +262,7 @@ macro_rules! launch {
         // kernel source), every buffer is a live device allocation of this context sized
         // for the launch, and the kernels guard their indices.
         let launched = unsafe { builder.launch($cfg) };
-        launched.map_err(|e| $crate::cuda::device::driver_err(&format!("launching {}", kernel.name()), e))?;
+        launched.map_err(|e| $crate::backend::cuda::device::driver_err(&format!("launching {}", kernel.name()), e))?;
         $gpu.end(pending, kernel, $n)?;
     }};
 }

@@ -5,29 +5,23 @@
 //! the CPU, a warm-up solve and `repeat` timed solves. A table, CSV, JSON and charts.
 //! Every set-up phase has its own column; none is hidden in the solve time.
 
+use super::tuning::{geometry, median_spread};
+use crate::app::run::{build_problem, solve_on, thread_pool, Problem, SolvePlan};
 use crate::backend::cpu::CpuBackend;
+use crate::backend::cuda::tune::TuneCache;
+use crate::backend::cuda::{CudaBackend, CudaOptions, StencilVersion};
 use crate::backend::prelude::*;
-use crate::charts::{self, Chart};
 use crate::config::LoadedConfig;
-use crate::cuda::{CudaBackend, CudaOptions, StencilVersion};
 use crate::dirac;
 use crate::error::{Error, Result};
 use crate::field::SpinorField;
+use crate::report::charts::{self, Chart};
 use crate::report::TRIAD_BYTES;
-use crate::run::{build_problem, solve_on, thread_pool, Problem, SolvePlan};
 use crate::solver::{CrParams, StopReason};
-use crate::tune::{self, Launch, TuneCache, TuneKey};
 use serde::Serialize;
 use std::path::Path;
 
-/// Whether to use and fill the tune cache.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TuneMode {
-    /// Use cached launch geometry; sweep and store when missing.
-    Tune,
-    /// Use the config's `multiple` for every version.
-    NoTune,
-}
+pub use super::tuning::TuneMode;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct AblateRow {
@@ -80,168 +74,6 @@ pub struct AblateReport {
     pub upload_pageable_gbytes_per_second: f64,
     pub tune_cache: String,
     pub rows: Vec<AblateRow>,
-}
-
-fn median_spread(mut v: Vec<f64>) -> (f64, f64) {
-    v.sort_by(f64::total_cmp);
-    let m = v[v.len() / 2];
-    (m, v[v.len() - 1] - v[0])
-}
-
-/// Time one stencil application with these options (event-timed, median of 3 blocks of
-/// 10 applications after a warm-up).
-fn time_apply(p: &Problem, opts: &CudaOptions) -> Result<f64> {
-    let mut be = CudaBackend::new(&p.gauge, p.kappa, opts)?;
-    let psi = be.upload(&SpinorField::random(p.lattice.volume(), 5, 0))?;
-    let mut out = be.alloc()?;
-    be.apply(p.operator, &mut out, &psi)?;
-    let mut t = Vec::new();
-    for _ in 0..3 {
-        be.reset_stats()?;
-        for _ in 0..10 {
-            be.apply(p.operator, &mut out, &psi)?;
-        }
-        t.push(be.stencil_stats().millis / 10.0);
-    }
-    Ok(median_spread(t).0)
-}
-
-/// The candidates of a version's free launch geometry: for 1.0 and 3.0 (one thread per
-/// site) its block size, for 1.2 and
-/// later every `multiple` (sites per block, 12 threads each) the version accepts, up to
-/// 1024 threads per block; 1.1 has none (one site per 16-thread block, by definition).
-pub fn candidates(version: StencilVersion, base: &CudaOptions) -> Vec<CudaOptions> {
-    let with = |multiple, coarse_block| CudaOptions {
-        version,
-        multiple,
-        coarse_block,
-        device: base.device,
-        reconstruct_12: base.reconstruct_12 && version.supports_reconstruct_12(),
-    };
-    if version.uses_coarse_block() {
-        // 1.0: powers of two 64..=1024; 3.0: warp multiples 32..=512 (its launch bound).
-        let blocks: &[usize] = if version == StencilVersion::V3_0 {
-            &[32, 64, 96, 128, 192, 256, 384, 512]
-        } else {
-            &[64, 128, 256, 512, 1024]
-        };
-        return blocks
-            .iter()
-            .filter(|&&b| b <= version.max_coarse_block())
-            .map(|&b| with(base.multiple, b))
-            .collect();
-    }
-    if !version.uses_multiple() {
-        return vec![with(base.multiple, base.coarse_block)];
-    }
-    [1, 2, 4, 8, 12, 16, 21, 24, 32, 42, 48, 64, 85]
-        .into_iter()
-        .filter(|&m| version.check_multiple(m).is_ok())
-        .map(|m| with(m, base.coarse_block))
-        .collect()
-}
-
-/// The launch geometry the main job uses (src/run.rs): the tune cache's entry for this
-/// device, version and lattice, or a sweep now (stored for next time). Returns the
-/// options and where the geometry came from.
-pub fn tuned_options(p: &Problem, base: &CudaOptions) -> Result<(CudaOptions, String)> {
-    let info = crate::cuda::device_info()?;
-    let cc = format!("{}.{}", info.cc.0, info.cc.1);
-    let path = tune::default_path();
-    let mut cache = TuneCache::load(&path, env!("CARGO_PKG_VERSION"));
-    for w in &cache.warnings {
-        tracing::warn!("{w}");
-    }
-    let before = cache.len();
-    let r = geometry(
-        p,
-        base.version,
-        &info.name,
-        &cc,
-        &mut cache,
-        TuneMode::Tune,
-        base,
-    )?;
-    if cache.len() != before {
-        if let Err(e) = cache.save() {
-            tracing::warn!("the tune cache {} was not saved: {e}", path.display());
-        }
-    }
-    Ok(r)
-}
-
-/// The launch geometry for `version`: cached, or swept now and stored.
-fn geometry(
-    p: &Problem,
-    version: StencilVersion,
-    device: &str,
-    cc: &str,
-    cache: &mut TuneCache,
-    mode: TuneMode,
-    base: &CudaOptions,
-) -> Result<(CudaOptions, String)> {
-    let cands = candidates(version, base);
-    let fixed = CudaOptions {
-        version,
-        reconstruct_12: base.reconstruct_12 && version.supports_reconstruct_12(),
-        ..base.clone()
-    };
-    if cands.len() == 1 {
-        return Ok((fixed, "fixed by the version".into()));
-    }
-    if mode == TuneMode::NoTune {
-        return Ok((fixed, "config (--no-tune)".into()));
-    }
-    let key = TuneKey {
-        device: device.into(),
-        cc: cc.into(),
-        kernel: if base.reconstruct_12 && version.supports_reconstruct_12() {
-            format!("stencil-{version}-r12")
-        } else {
-            format!("stencil-{version}")
-        },
-        dims: p.lattice.dims,
-        precision: "double".into(),
-        program_version: env!("CARGO_PKG_VERSION").into(),
-        source_hash: tune::source_hash(&crate::cuda::all_sources()),
-    };
-    let from = |l: Launch| CudaOptions {
-        version,
-        multiple: if version.uses_multiple() {
-            l.multiple as usize
-        } else {
-            base.multiple
-        },
-        coarse_block: if version.uses_coarse_block() {
-            l.block as usize
-        } else {
-            base.coarse_block
-        },
-        device: base.device,
-        reconstruct_12: base.reconstruct_12 && version.supports_reconstruct_12(),
-    };
-    if let Some(l) = cache.get(&key) {
-        return Ok((from(l), "tune cache".into()));
-    }
-    let mut tried = Vec::new();
-    for c in &cands {
-        match time_apply(p, c) {
-            Ok(ms) => tried.push(Launch {
-                block: if version.uses_coarse_block() {
-                    c.coarse_block as u32
-                } else {
-                    version.block_threads(c.multiple) as u32
-                },
-                multiple: c.multiple as u32,
-                millis: ms,
-            }),
-            Err(e) => tracing::warn!(%version, ?c, "candidate failed: {e}"),
-        }
-    }
-    let best = tune::best(&tried)?;
-    tracing::info!(%version, block = best.block, multiple = best.multiple, ms = best.millis, "tuned");
-    cache.insert(key, best);
-    Ok((from(best), format!("swept {} candidates", tried.len())))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -416,7 +248,7 @@ pub fn measure(
     mode: TuneMode,
     cache_path: &Path,
 ) -> Result<(AblateReport, Vec<f64>)> {
-    let info = match crate::cuda::device_info() {
+    let info = match crate::backend::cuda::device_info() {
         Ok(i) => i,
         Err(e) => {
             return Err(Error::Cuda(format!(
@@ -437,20 +269,20 @@ pub fn measure(
         solve_on(&mut be, &problem, &params)
     })?;
     tracing::info!(seconds = cpu.timings.solve, "CPU solve done");
-    let triad = crate::cuda::triad_bandwidth(TRIAD_BYTES)?;
-    let (pinned, pageable) = crate::cuda::upload_bandwidth(1 << 28)?;
+    let triad = crate::backend::cuda::triad_bandwidth(TRIAD_BYTES)?;
+    let (pinned, pageable) = crate::backend::cuda::upload_bandwidth(1 << 28)?;
     let mut cache = TuneCache::load(cache_path, env!("CARGO_PKG_VERSION"));
     for w in &cache.warnings {
         eprintln!("warning: {w}");
     }
     let cc = format!("{}.{}", info.cc.0, info.cc.1);
-    let bar = crate::progress::counter("ablate", versions.len() as u64);
+    let bar = crate::report::progress::counter("ablate", versions.len() as u64);
     let mut rows = Vec::new();
     for &v in versions {
         if let Some(b) = &bar {
             b.set_message(format!("version {v}"));
         }
-        let base = crate::run::cuda_options(cfg)?;
+        let base = crate::app::run::cuda_options(cfg)?;
         let row = geometry(&problem, v, &info.name, &cc, &mut cache, mode, &base)
             .and_then(|(opts, how)| {
                 run_version(
@@ -471,7 +303,7 @@ pub fn measure(
     }
     // The fast path's options, on 3.0's tuned geometry.
     if versions.contains(&StencilVersion::V3_0) {
-        let base = crate::run::cuda_options(cfg)?;
+        let base = crate::app::run::cuda_options(cfg)?;
         let fast = SolvePlan {
             check_every: c.solver.check_every as usize,
             reliable_delta: c.solver.reliable_delta,

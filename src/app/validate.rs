@@ -15,18 +15,18 @@
 //! the GPU (6x6x6x10, kappa 0.05 to 0.124: stuck at 5e-4 to 1e-1), so rows with D fail on
 //! the true residual even when the operator column agrees to rounding.
 
-use super::backend::{CudaBackend, CudaOptions};
-use super::device::device_info;
-use super::version::StencilVersion;
+use crate::app::run::{solve_on, Problem, SolvePlan};
 use crate::backend::cpu::CpuBackend;
+use crate::backend::cuda::device_info;
+use crate::backend::cuda::StencilVersion;
+use crate::backend::cuda::{CudaBackend, CudaOptions};
 use crate::backend::prelude::*;
 use crate::backend::{Layout, Operator, Precision, Subset};
 use crate::config::Preconditioning;
 use crate::dirac;
 use crate::error::Result;
 use crate::field::{GaugeField, SpinorField};
-use crate::lattice::Lattice;
-use crate::run::{solve_on, Problem, SolvePlan};
+use crate::geometry::lattice::Lattice;
 use crate::solver::{conjugate_residual, true_residual, CrParams, SolveOutcome};
 
 /// Relative difference allowed between the GPU operator and the CPU reference (double).
@@ -144,14 +144,14 @@ pub fn validate(
         rows.push(row);
     }
     if versions.contains(&StencilVersion::V3_0) {
-        for (plan, r12) in crate::ablate::option_variants(&SolvePlan::seed(params.clone())) {
+        for (plan, r12) in crate::app::ablate::option_variants(&SolvePlan::seed(params.clone())) {
             let opts = CudaOptions {
                 version: StencilVersion::V3_0,
                 multiple,
                 reconstruct_12: r12,
                 ..CudaOptions::default()
             };
-            let variant = crate::ablate::variant_label(StencilVersion::V3_0, &plan, r12);
+            let variant = crate::app::ablate::variant_label(StencilVersion::V3_0, &plan, r12);
             let row =
                 validate_variant(&truth, kappa, op, &plan, &opts, &variant).unwrap_or_else(|e| {
                     ValidateRow {

@@ -11,17 +11,17 @@
 //! row*3 + col of U_mu at site (p, cb) at p*36*Vh + (mu*9 + e)*Vh + cb.
 
 use super::{err, CudaBackend, DeviceData, DeviceSpinor};
+use crate::backend::cuda::device::{function, load_module};
+use crate::backend::cuda::fused::*;
+use crate::backend::cuda::kernels::{reduce_blocks, Kernel, BLAS_BLOCK};
+use crate::backend::cuda::stencil::{self, cfg_1d, dptr, launch_v3, V3Launch};
+use crate::backend::cuda::timing::launch;
+use crate::backend::cuda::version::StencilVersion;
 use crate::backend::CrScalars;
 use crate::backend::{layout_mismatch as mismatch, Layout, Operator, Precision, Subset};
-use crate::cuda::device::{function, load_module};
-use crate::cuda::fused::*;
-use crate::cuda::kernels::{reduce_blocks, Kernel, BLAS_BLOCK};
-use crate::cuda::stencil::{self, cfg_1d, dptr, launch_v3, V3Launch};
-use crate::cuda::timing::launch;
-use crate::cuda::version::StencilVersion;
 use crate::error::{Error, Result};
 use crate::field::C64;
-use crate::lattice::Lattice;
+use crate::geometry::lattice::Lattice;
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream};
 
 /// Complex index of element k (0..12) of checkerboard site cb of parity p in a full 3.0
@@ -639,7 +639,7 @@ impl CudaBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lattice::DEFAULT_BOUNDARY;
+    use crate::geometry::lattice::DEFAULT_BOUNDARY;
 
     fn lat(d: [usize; 4]) -> Lattice {
         Lattice::new(d, DEFAULT_BOUNDARY).unwrap()

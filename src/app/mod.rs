@@ -1,0 +1,22 @@
+//! The application: the commands a user runs. Everything here sits on top of the library
+//! (config, geometry, fields, io, linalg, solver, backend, report); nothing below imports
+//! from here.
+//!
+//! - `cli`: the command line and dispatch; `run`: the main job (problem, plan, solve,
+//!   outputs); `plan`: which options a backend and kernel version support, checked in one
+//!   place; `device`: choosing the GPU or the CPU;
+//! - `tuning`: launch geometry from the tune cache or a sweep;
+//! - `ablate`, `validate`, `bench`, `floor`, `scale`, `generate`: the other commands.
+
+pub mod ablate;
+pub mod bench;
+pub mod cli;
+pub mod device;
+pub mod floor;
+pub mod generate;
+pub mod outputs;
+pub mod plan;
+pub mod run;
+pub mod scale;
+pub mod tuning;
+pub mod validate;

@@ -1,0 +1,129 @@
+//! How to solve, and the one place that checks it against what the backend can do: the
+//! method and, for CR, the seed's loop or the fused iteration, with the wrappers (even-odd,
+//! single-double). Every option runs on the CPU; on the GPU the seed versions 1.0-2.0
+//! hold full double fields only (any method, plain), and kernel 3.0 has everything.
+
+use crate::backend::{Capabilities, Precision};
+use crate::config::{Iteration, Preconditioning, SolverPrecision};
+use crate::solver::{CrParams, Method, SolveSpec};
+use crate::{Error, Result};
+
+/// How to solve: the method, and for CR the seed's loop or the fused iteration, with the
+/// wrappers (even-odd, single-double).
+#[derive(Clone, Debug)]
+pub struct SolvePlan {
+    pub method: Method,
+    pub cr: CrParams,
+    /// CR only: the backend's fused iteration instead of the seed's Algorithm 1 loop.
+    pub fused: bool,
+    pub preconditioning: Preconditioning,
+    /// Precision of the iteration's fields (Single: single-double).
+    pub precision: Precision,
+    pub reliable_delta: f64,
+    pub check_every: usize,
+    /// GCR's restart length.
+    pub restart: usize,
+}
+
+impl SolvePlan {
+    /// The seed's CR on the full lattice in double.
+    pub fn seed(cr: CrParams) -> Self {
+        SolvePlan {
+            method: Method::Cr,
+            cr,
+            fused: false,
+            preconditioning: Preconditioning::None,
+            precision: Precision::Double,
+            reliable_delta: 0.1,
+            check_every: 1,
+            restart: 10,
+        }
+    }
+
+    /// What the config's [solver] asks for; `fast_kernel`: the backend runs the fast path
+    /// (kernel 3.0 on the GPU), which makes CR's `iteration = "auto"` fused.
+    pub fn from_config(c: &crate::config::Config, fast_kernel: bool) -> Self {
+        let s = &c.solver;
+        let precision = match s.precision {
+            SolverPrecision::Double => Precision::Double,
+            SolverPrecision::SingleDouble => Precision::Single,
+        };
+        let needs_fused =
+            s.preconditioning != Preconditioning::None || precision != Precision::Double;
+        let fused = s.method == Method::Cr
+            && match s.iteration {
+                Iteration::Seed => false,
+                Iteration::Fused => true,
+                Iteration::Auto => needs_fused || fast_kernel,
+            };
+        SolvePlan {
+            method: s.method,
+            cr: CrParams::new(s.tolerance, s.max_iterations as usize),
+            fused,
+            preconditioning: s.preconditioning,
+            precision,
+            reliable_delta: s.reliable_delta,
+            check_every: s.check_every as usize,
+            restart: s.restart as usize,
+        }
+    }
+
+    /// The solver's spec.
+    pub fn spec(&self) -> SolveSpec {
+        SolveSpec {
+            fused: self.fused,
+            check_every: if self.fused { self.check_every } else { 1 },
+            precision: self.precision,
+            delta: self.reliable_delta,
+            even_odd: self.preconditioning == Preconditioning::EvenOdd,
+            restart: self.restart,
+            ..SolveSpec::new(self.method, self.cr.clone())
+        }
+    }
+
+    /// "seed CR", "fused CR, even-odd, single-double (delta 0.1), check every 10",
+    /// "BiCGStab, even-odd".
+    pub fn describe(&self) -> String {
+        let mut d = match self.method {
+            Method::Cr if self.fused => String::from("fused CR"),
+            Method::Cr => String::from("seed CR"),
+            Method::Bicgstab => String::from("BiCGStab"),
+            Method::Gcr => format!("GCR({})", self.restart),
+            Method::Cgne => String::from("CGNE"),
+        };
+        if self.preconditioning == Preconditioning::EvenOdd {
+            d.push_str(", even-odd");
+        }
+        if self.precision == Precision::Single {
+            d.push_str(&format!(", single-double (delta {})", self.reliable_delta));
+        }
+        if self.fused {
+            d.push_str(&format!(", check every {}", self.check_every));
+        }
+        d
+    }
+}
+
+impl SolvePlan {
+    /// Refuse, by config key, an option the backend cannot run (before it is built).
+    pub fn check(&self, caps: Capabilities) -> Result<()> {
+        let (key, missing) = if self.preconditioning != Preconditioning::None && !caps.half_lattice
+        {
+            ("solver.preconditioning", "half-lattice fields")
+        } else if self.precision != Precision::Double && !caps.single {
+            ("solver.precision", "single-precision fields")
+        } else if self.fused && !caps.fused_cr {
+            ("solver.iteration", "the fused CR iteration")
+        } else {
+            return Ok(());
+        };
+        Err(Error::invalid(
+            key,
+            format!(
+                "{} needs {missing}, which {} does not have (on the GPU: backend.kernel = \"3.0\")",
+                self.describe(),
+                caps.name
+            ),
+        ))
+    }
+}

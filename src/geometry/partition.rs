@@ -1,0 +1,176 @@
+//! How the global lattice is split over processes (ranks): a process grid
+//! [gx, gy, gz, gt], each rank holding a local sub-lattice (`Lattice` with `global` and
+//! `offset` set) and exchanging the faces of the split directions with its neighbours.
+//! One rank (grid all ones) is today's single-GPU case; a multi-GPU version fills in the
+//! rest of the grid (README, "Layout"; issue 11) without touching the kernels, which
+//! already index local sites and take parity and boundary phases from global coordinates.
+
+use super::lattice::{Boundary, Lattice, NDIM};
+use crate::{Error, Result};
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Partition {
+    /// Extents of the whole lattice.
+    pub global: [usize; NDIM],
+    /// Ranks per direction.
+    pub grid: [usize; NDIM],
+    /// This rank's coordinates in the grid.
+    pub coords: [usize; NDIM],
+}
+
+impl Partition {
+    /// The whole lattice on one rank.
+    pub fn single(global: [usize; NDIM]) -> Partition {
+        Partition {
+            global,
+            grid: [1; NDIM],
+            coords: [0; NDIM],
+        }
+    }
+
+    /// Rank `rank` (x fastest in the grid) of a split of `global` over `grid`. Every
+    /// split extent must divide evenly, and every local extent of a split direction must
+    /// be even (so the even-odd checkerboard of each rank matches the global one).
+    pub fn new(global: [usize; NDIM], grid: [usize; NDIM], rank: usize) -> Result<Partition> {
+        let ranks: usize = grid.iter().product();
+        if grid.contains(&0) || rank >= ranks {
+            return Err(Error::invalid(
+                "parallel.grid",
+                format!("grid {grid:?} has no rank {rank}"),
+            ));
+        }
+        for mu in 0..NDIM {
+            if !global[mu].is_multiple_of(grid[mu]) {
+                return Err(Error::invalid(
+                    "parallel.grid",
+                    format!(
+                        "extent {} of direction {mu} does not divide over {} ranks",
+                        global[mu], grid[mu]
+                    ),
+                ));
+            }
+            let local = global[mu] / grid[mu];
+            if grid[mu] > 1 && !local.is_multiple_of(2) {
+                return Err(Error::invalid(
+                    "parallel.grid",
+                    format!("local extent {local} of direction {mu} is odd (needs even)"),
+                ));
+            }
+        }
+        let mut coords = [0; NDIM];
+        let mut r = rank;
+        for mu in 0..NDIM {
+            coords[mu] = r % grid[mu];
+            r /= grid[mu];
+        }
+        Ok(Partition {
+            global,
+            grid,
+            coords,
+        })
+    }
+
+    pub fn ranks(&self) -> usize {
+        self.grid.iter().product()
+    }
+
+    /// This rank's number (x fastest).
+    pub fn rank(&self) -> usize {
+        self.rank_of(self.coords)
+    }
+
+    fn rank_of(&self, c: [usize; NDIM]) -> usize {
+        (0..NDIM).rev().fold(0, |r, mu| r * self.grid[mu] + c[mu])
+    }
+
+    pub fn local_dims(&self) -> [usize; NDIM] {
+        std::array::from_fn(|mu| self.global[mu] / self.grid[mu])
+    }
+
+    /// Global coordinates of the local site (0, 0, 0, 0).
+    pub fn offset(&self) -> [usize; NDIM] {
+        let l = self.local_dims();
+        std::array::from_fn(|mu| self.coords[mu] * l[mu])
+    }
+
+    /// Whether direction mu is split (faces are exchanged in it).
+    pub fn is_split(&self, mu: usize) -> bool {
+        self.grid[mu] > 1
+    }
+
+    /// The rank holding the next (forward) or previous sub-lattice in direction mu
+    /// (periodic in the grid).
+    pub fn neighbour(&self, mu: usize, forward: bool) -> usize {
+        let mut c = self.coords;
+        let g = self.grid[mu];
+        c[mu] = if forward {
+            (c[mu] + 1) % g
+        } else {
+            (c[mu] + g - 1) % g
+        };
+        self.rank_of(c)
+    }
+
+    /// Sites on one face perpendicular to mu.
+    pub fn face_sites(&self, mu: usize) -> usize {
+        let l = self.local_dims();
+        (0..NDIM).filter(|&nu| nu != mu).map(|nu| l[nu]).product()
+    }
+
+    /// This rank's sub-lattice: local extents, the global extents and its offset.
+    pub fn local_lattice(&self, boundary: [Boundary; NDIM]) -> Result<Lattice> {
+        let mut l = Lattice::new(self.local_dims(), boundary)?;
+        l.global = self.global;
+        l.offset = self.offset();
+        Ok(l)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::geometry::lattice::DEFAULT_BOUNDARY;
+
+    #[test]
+    fn ranks_tile_the_global_lattice_once() {
+        // Every global site belongs to exactly one rank's sub-lattice (counted).
+        let global = [8, 4, 4, 8];
+        let grid = [2, 1, 1, 2];
+        let mut owner = vec![0u32; global.iter().product()];
+        for rank in 0..4 {
+            let p = Partition::new(global, grid, rank).unwrap();
+            assert_eq!(p.rank(), rank);
+            let l = p.local_lattice(DEFAULT_BOUNDARY).unwrap();
+            assert_eq!(l.dims, [4, 4, 4, 4]);
+            for i in 0..l.volume() {
+                let c = l.coords(i);
+                let g: [usize; 4] = std::array::from_fn(|mu| c[mu] + l.offset[mu]);
+                owner[g[0] + 8 * (g[1] + 4 * (g[2] + 4 * g[3]))] += 1;
+            }
+        }
+        assert!(owner.iter().all(|&n| n == 1));
+    }
+
+    #[test]
+    fn neighbours_wrap_around_the_grid() {
+        let p = Partition::new([8, 8, 8, 8], [2, 1, 1, 4], 1).unwrap(); // coords (1,0,0,0)
+        assert_eq!(p.coords, [1, 0, 0, 0]);
+        assert_eq!(p.neighbour(0, true), 0);
+        assert_eq!(p.neighbour(3, false), 1 + 2 * 3);
+        assert_eq!(p.neighbour(1, true), 1);
+        assert_eq!(p.face_sites(3), 4 * 8 * 8);
+        assert!(p.is_split(3) && !p.is_split(2));
+        assert_eq!(Partition::single([4, 4, 4, 4]).ranks(), 1);
+    }
+
+    #[test]
+    fn impossible_splits_are_refused_by_key() {
+        for (grid, what) in [([3, 1, 1, 1], "does not divide"), ([1, 1, 1, 8], "odd")] {
+            let e = Partition::new([6, 4, 4, 8], grid, 0)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("parallel.grid") && e.contains(what), "{e}");
+        }
+        // [1,1,1,8] on LT = 8 leaves local t = 1: odd.
+    }
+}
