@@ -14,6 +14,9 @@
 #   MODE=quick: only the GPU tests and a fresh 16x16x16x32 ablation (tuned) plus its reuse.
 #   MODE=fast: the GPU tests and issue 6's fast path: floors, validate, the options' ablation
 #   and the main job with each option.
+#   MODE=seam: issue 10 (the solver seam): the GPU tests, validate --kernel all, ablate
+#   (with the per-method table), and every method's time to solution with kernel 3.0 on the
+#   seed's problem and on the thermalised beta 6.0 16^3x32 field at kappa 0.155.
 set -uo pipefail
 bin=$PWD/.device
 res=/tmp/qcd-out
@@ -55,6 +58,32 @@ if [ "${MODE:-full}" = fast ]; then
         cp "$big/s$n/16x16x16x32.json" "$res/solve-3.0$n.json" 2>/dev/null
     done
     step floor-32 "$q" floor --dims 32,32,32,64 --repeat 50
+elif [ "${MODE:-full}" = seam ]; then
+    step validate-all-16 "$q" validate configs/16x16x16x32.toml --kernel all
+    step validate-6 "$q" validate configs/6x6x6x10.toml --kernel 3.0
+    step ablate-16 "$q" -q ablate configs/16x16x16x32.toml --kernels 1.6.1,3.0 --repeat 5 --out "$res/ablation-16x16x16x32"
+    step floor "$q" floor --dims 16,16,16,32 --repeat 200
+    # Issue 12: 64^3x128 with a seed kernel must be refused before any tuning (exit 6).
+    sed -e 's/^LX = .*/LX = 64/; s/^LY = .*/LY = 64/; s/^LZ = .*/LZ = 64/; s/^LT = .*/LT = 128/' \
+        configs/32x32x32x64.toml >"$big/64x64x64x128.toml"
+    step memory-refusal-64 timeout 90 "$q" "$big/64x64x64x128.toml" --device cuda --kernel 1.6.1 --output "$big/m64"
+    fast="--preconditioning even-odd --precision single-double --reconstruct 12"
+    (cd "$big" && for m in cr bicgstab gcr cgne; do
+        for o in "" "$fast"; do
+            n=$m$(echo "x$o" | tr -c 'a-z0-9\n' '_' | cut -c1-12)
+            step "seed-$n" "$q" -q "$OLDPWD/configs/16x16x16x32.toml" --device cuda --kernel 3.0 --method $m $o --output "$big/seed-$n"
+            cp "$big/seed-$n/16x16x16x32.json" "$res/seed-$n.json"
+            step "b6-$n" "$q" -q "$OLDPWD/configs/heatbath-b6-16x16x16x32.toml" --device cuda --kernel 3.0 --kappa 0.155 --method $m $o --output "$big/b6-$n"
+            cp "$big/b6-$n/heatbath-b6-16x16x16x32.json" "$res/b6-$n.json"
+        done
+    done)
+    python3 - "$res" <<'PY'
+import json, sys, glob, os
+print(f"{'run':34} {'solver':52} {'iter':>6} {'apps':>6} {'solve s':>8} {'|b-Dx|/|b|':>10} stop")
+for f in sorted(glob.glob(sys.argv[1] + "/seed-*.json") + glob.glob(sys.argv[1] + "/b6-*.json")):
+    r = json.load(open(f))
+    print(f"{os.path.basename(f)[:-5]:34} {r['solver'][:52]:52} {r['iterations']:6} {r['operator_applications']:6} {r['timings']['solve']:8.4f} {r['true_residual_of_d_cpu']:10.2e} {r['stop_reason']}")
+PY
 elif [ "${MODE:-full}" = quick ]; then
     step ablate-16 "$q" -q ablate configs/16x16x16x32.toml --repeat 5 --out "$res/ablation-16x16x16x32"
     step ablate-reuse "$q" -q ablate configs/16x16x16x32.toml --kernels 1.0,1.6.1 --repeat 1 --out "$res/ablation-reuse"
@@ -89,4 +118,4 @@ cp "$res/log.txt" "$out/log.txt"
 tar -C /tmp -czf "$out/results.tar.gz" qcd-out
 echo; echo "===== summary"
 cat "$res/status.txt"
-grep -E "^ablation on|^(1\.|2\.|3\.)[0-9.]* |^(dslash|schur|CR iteration|cr iteration)|^time to solution" "$res/log.txt" | tail -n 40
+grep -E "^ablation on|^(1\.|2\.|3\.)[0-9.]* |^(dslash|schur|CR iteration|cr iteration)|^time to solution|^(seed|b6)-|^run  " "$res/log.txt" | tail -n 60

@@ -166,7 +166,7 @@ mod tests {
     #[test]
     fn impossible_splits_are_refused_by_key() {
         for (grid, what) in [([3, 1, 1, 1], "does not divide"), ([1, 1, 1, 8], "odd")] {
-            let e = Partition::new([6, 4, 4, 8], grid, 0)
+            let e = Partition::new([8, 4, 4, 8], grid, 0)
                 .unwrap_err()
                 .to_string();
             assert!(e.contains("parallel.grid") && e.contains(what), "{e}");
