@@ -6,7 +6,7 @@ use super::device::choose_device;
 pub use super::plan::SolvePlan;
 use crate::backend::cpu::CpuBackend;
 use crate::backend::prelude::*;
-use crate::backend::{Capabilities, Layout, Operator};
+use crate::backend::{Capabilities, Operator};
 use crate::config::{Device, GaugeConfig, LoadedConfig, Preconditioning, SourceConfig};
 use crate::dirac;
 use crate::error::{Error, Result};
@@ -147,16 +147,16 @@ pub fn solve_on<B: Backend>(
     let t = Instant::now();
     let b = backend.upload(&rhs)?;
     let source = if plan.preconditioning == Preconditioning::EvenOdd {
-        backend.upload(&problem.source)?
+        Some(backend.upload(&problem.source)?)
     } else {
-        backend.alloc_layout(Layout::FULL)?
+        None
     };
     let upload = t.elapsed().as_secs_f64();
     let t = Instant::now();
     let progress = crate::report::progress::SolveProgress::new(plan.method.label(), plan.cr.tol);
     let mut observe = |k, r| progress.update(k, r);
     let spec = plan.spec();
-    let out = solver::solve(backend, &spec, op, &b, &source, &mut observe)?;
+    let out = solver::solve(backend, &spec, op, &b, source.as_ref(), &mut observe)?;
     let x = out.x;
     progress.finish();
     // Every path ends on a host read of a scalar (or a reduction), after the last kernel

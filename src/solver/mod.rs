@@ -165,44 +165,43 @@ pub fn solve<B: FusedCr>(
     spec: &SolveSpec,
     form: Operator,
     rhs: &B::Field,
-    source: &B::Field,
+    source: Option<&B::Field>,
     observe: &mut dyn FnMut(usize, f64),
 ) -> Result<SolveOutcome<B::Field>> {
     let form = spec.method.iterated_form(form);
-    let (system, b, b_o) = if spec.even_odd {
+    let (system, rhs_e, b_o) = if spec.even_odd {
+        let source = source
+            .ok_or_else(|| Error::internal("an even-odd solve needs the source of D x = b"))?;
         let (rhs_e, b_o) = eo::prepare(space, source, form.gamma5())?;
-        (form.schur(), rhs_e, Some(b_o))
-    } else if spec.method.iterated_form(form) != form {
-        return Err(Error::internal("method and form disagree"));
+        (form.schur(), Some(rhs_e), Some(b_o))
     } else {
-        let mut b = space.alloc_layout(space.layout(rhs))?;
-        space.copy(&mut b, rhs)?;
-        (form, b, None)
+        (form, None, None)
     };
-    let nb = space.norm2(&b)?;
+    let b = rhs_e.as_ref().unwrap_or(rhs);
+    let nb = space.norm2(b)?;
     let mut monitor = Monitor::new(spec.rules.clone(), nb, observe);
     let op = Form(system);
     let mut out = match spec.method {
         Method::Cr if spec.fused => {
             let engine = cr::DeviceEngine::new(&op)?;
             let mut inner = cr::Cr::new(engine, spec.check_every);
-            finish(space, spec, op, &mut inner, &b, &mut monitor)?
+            finish(space, spec, op, &mut inner, b, &mut monitor)?
         }
         Method::Cr => {
             let mut inner = cr::Cr::new(cr::HostEngine::new(op), spec.check_every);
-            finish(space, spec, op, &mut inner, &b, &mut monitor)?
+            finish(space, spec, op, &mut inner, b, &mut monitor)?
         }
         Method::Bicgstab => {
             let mut inner = bicgstab::BiCgStab::new(op);
-            finish(space, spec, op, &mut inner, &b, &mut monitor)?
+            finish(space, spec, op, &mut inner, b, &mut monitor)?
         }
         Method::Gcr => {
             let mut inner = gcr::Gcr::new(op, spec.restart);
-            finish(space, spec, op, &mut inner, &b, &mut monitor)?
+            finish(space, spec, op, &mut inner, b, &mut monitor)?
         }
         Method::Cgne => {
             let mut inner = cgne::Cgne::new(op)?;
-            finish(space, spec, op, &mut inner, &b, &mut monitor)?
+            finish(space, spec, op, &mut inner, b, &mut monitor)?
         }
     };
     if let Some(b_o) = b_o {
