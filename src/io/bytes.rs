@@ -1,0 +1,198 @@
+//! Reading a file's bytes safely: dimensions validated before anything is allocated,
+//! exact-length payloads, streaming in chunks, and decoding of reals and 3x3 links.
+
+use crate::error::{Error, Result};
+use crate::field::Su3;
+use crate::geometry::lattice::{Lattice, NDIM};
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
+
+/// Validates dimensions read from a file (each >= 1, volume within the program's limit)
+/// and compares them with what the caller expects. Returns the volume.
+pub(crate) fn check_dims(
+    path: &Path,
+    source: &str,
+    dims: [usize; NDIM],
+    expected: Option<[usize; NDIM]>,
+) -> Result<usize> {
+    let fmt_dims = |d: [usize; NDIM]| format!("{}x{}x{}x{}", d[0], d[1], d[2], d[3]);
+    let lattice = Lattice::new(dims, crate::geometry::lattice::DEFAULT_BOUNDARY).map_err(|e| {
+        Error::format(
+            path,
+            format!("dimensions {} from {source}: {e}", fmt_dims(dims)),
+        )
+    })?;
+    if let Some(exp) = expected {
+        if exp != dims {
+            return Err(Error::format(
+                path,
+                format!(
+                    "dimensions: file has {} (X x Y x Z x T, from {source}), expected {}",
+                    fmt_dims(dims),
+                    fmt_dims(exp)
+                ),
+            ));
+        }
+    }
+    Ok(lattice.volume())
+}
+
+/// Parses a hexadecimal checksum as files write it ("b379560a", "0x1c231a18").
+pub(crate) fn parse_hex_u32(s: &str) -> Option<u32> {
+    let t = s.trim();
+    let t = t
+        .strip_prefix("0x")
+        .or_else(|| t.strip_prefix("0X"))
+        .unwrap_or(t);
+    if t.is_empty() || t.len() > 8 {
+        return None;
+    }
+    u32::from_str_radix(t, 16).ok()
+}
+
+/// Opens a file for reading and returns it with its length.
+pub(crate) fn open(path: &Path) -> Result<(File, u64)> {
+    let file = File::open(path).map_err(|e| Error::io(path, e))?;
+    let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
+    Ok((file, len))
+}
+
+/// Reads exactly `len` bytes at `offset`; running out is a truncated file, named by `what`.
+pub(crate) fn read_exact_at(
+    path: &Path,
+    file: &mut File,
+    offset: u64,
+    len: usize,
+    what: &str,
+) -> Result<Vec<u8>> {
+    file.seek(SeekFrom::Start(offset))
+        .map_err(|e| Error::io(path, e))?;
+    let mut buf = Vec::new();
+    Read::by_ref(file)
+        .take(len as u64)
+        .read_to_end(&mut buf)
+        .map_err(|e| Error::io(path, e))?;
+    if buf.len() != len {
+        return Err(Error::format(
+            path,
+            format!(
+                "truncated: {what} needs {len} bytes at offset {offset}, only {} present",
+                buf.len()
+            ),
+        ));
+    }
+    Ok(buf)
+}
+
+/// Streams `count` fixed-size units (sites) starting at `offset`, a few MiB at a time, so
+/// that a large file is never held twice in memory. `f(first_unit, bytes)` gets whole
+/// units only.
+pub(crate) fn stream_units(
+    path: &Path,
+    file: &mut File,
+    offset: u64,
+    unit: usize,
+    count: usize,
+    what: &str,
+    mut f: impl FnMut(usize, &[u8]) -> Result<()>,
+) -> Result<()> {
+    file.seek(SeekFrom::Start(offset))
+        .map_err(|e| Error::io(path, e))?;
+    let per_chunk = ((4 << 20) / unit.max(1)).max(1);
+    let mut buf = vec![0u8; per_chunk.min(count.max(1)) * unit];
+    let mut done = 0usize;
+    while done < count {
+        let n = per_chunk.min(count - done);
+        let bytes = &mut buf[..n * unit];
+        if let Err(e) = file.read_exact(bytes) {
+            return Err(if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                Error::format(
+                    path,
+                    format!(
+                        "truncated: {what} ends inside site {} of {count} ({unit} bytes per site)",
+                        done
+                    ),
+                )
+            } else {
+                Error::io(path, e)
+            });
+        }
+        f(done, bytes)?;
+        done += n;
+    }
+    Ok(())
+}
+
+/// Byte size of `count` items of `size` bytes, refusing sizes that overflow.
+pub(crate) fn byte_len(path: &Path, count: usize, size: usize) -> Result<u64> {
+    count
+        .checked_mul(size)
+        .map(|n| n as u64)
+        .ok_or_else(|| Error::format(path, "payload size overflows"))
+}
+
+/// A payload must fill the file exactly: fewer bytes is a truncated file, more is
+/// trailing data. `need` says what the format needs ("... need N bytes after ..."),
+/// in the reader's own words.
+pub(crate) fn check_payload(path: &Path, available: u64, payload: u64, need: &str) -> Result<()> {
+    if available == payload {
+        return Ok(());
+    }
+    let what = if available < payload {
+        "truncated"
+    } else {
+        "trailing data"
+    };
+    Err(Error::format(
+        path,
+        format!("{what}: {need}, the file has {available}"),
+    ))
+}
+
+#[inline]
+pub(crate) fn u32_at(b: &[u8], big: bool) -> u32 {
+    let a = [b[0], b[1], b[2], b[3]];
+    if big {
+        u32::from_be_bytes(a)
+    } else {
+        u32::from_le_bytes(a)
+    }
+}
+
+#[inline]
+pub(crate) fn u64_at(b: &[u8], big: bool) -> u64 {
+    let a = [b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]];
+    if big {
+        u64::from_be_bytes(a)
+    } else {
+        u64::from_le_bytes(a)
+    }
+}
+
+/// Decodes the 3x3 complex link stored as 18 reals (row, col, re/im) of `bytes_per_real`
+/// bytes each. The caller guarantees `b.len() >= 18 * bytes_per_real`.
+#[inline]
+pub(crate) fn decode_link_3x3(b: &[u8], double: bool, big: bool) -> Su3 {
+    let mut m = Su3::zero();
+    let w = if double { 8 } else { 4 };
+    for r in 0..3 {
+        for c in 0..3 {
+            let k = 2 * (3 * r + c);
+            m.0[r][c] = crate::field::C64::new(
+                real_at(&b[k * w..], double, big),
+                real_at(&b[(k + 1) * w..], double, big),
+            );
+        }
+    }
+    m
+}
+
+#[inline]
+pub(crate) fn real_at(b: &[u8], double: bool, big: bool) -> f64 {
+    if double {
+        f64::from_bits(u64_at(b, big))
+    } else {
+        f32::from_bits(u32_at(b, big)) as f64
+    }
+}
