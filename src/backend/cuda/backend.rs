@@ -68,6 +68,9 @@ pub struct SetupTimes {
     pub upload_ms: f64,
     /// Building the version's link layout (and table) on the device.
     pub layout_ms: f64,
+    /// Tuning the launch geometry on the live backend (0 when it came from the cache or
+    /// the config).
+    pub tune_ms: f64,
 }
 
 pub struct CudaBackend {
@@ -396,7 +399,6 @@ impl CudaBackend {
     /// times candidates with this on the fields already uploaded.
     pub fn set_geometry(&mut self, g: Geometry) -> Result<()> {
         check_geometry(self.version(), g)?;
-        self.core.gpu.sync()?;
         self.stencil.set_geometry(g);
         Ok(())
     }
@@ -404,6 +406,27 @@ impl CudaBackend {
     /// The tune cache's kernel name of this stencil ("stencil-3.0-r12").
     pub fn tune_kernel(&self) -> String {
         self.stencil.tune_kernel()
+    }
+
+    /// The launch geometries the tuner times for this stencil.
+    pub fn tune_candidates(&self) -> Vec<Geometry> {
+        self.stencil.candidates()
+    }
+
+    /// The device's compute capability "major.minor".
+    pub fn compute_capability(&self) -> Result<String> {
+        let (a, b) = self
+            .core
+            .gpu
+            .ctx
+            .compute_capability()
+            .map_err(err("reading the compute capability"))?;
+        Ok(format!("{a}.{b}"))
+    }
+
+    /// Record the wall time the launch-geometry tuning took on this backend.
+    pub fn set_tune_ms(&mut self, ms: f64) {
+        self.setup.tune_ms = ms;
     }
 
     /// The stencil's own flops and bytes per site and full application.

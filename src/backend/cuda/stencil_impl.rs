@@ -49,6 +49,10 @@ pub(crate) trait StencilImpl {
     fn block_threads(&self) -> usize;
     /// The tune cache's kernel name ("stencil-1.5", "stencil-3.0-r12").
     fn tune_kernel(&self) -> String;
+    /// The launch geometries a tuner times (around the current one).
+    fn candidates(&self) -> Vec<Geometry> {
+        super::tune::geometry_candidates(self.version(), self.geometry())
+    }
     /// The version's own executed flops and global-memory bytes per site and full
     /// application (see `StencilVersion`).
     fn flops_per_site(&self) -> u64 {
