@@ -616,4 +616,19 @@ mod tests {
         assert!(device_bytes_needed(&l, StencilVersion::V2_0) > base); // tmp1, tmp2
         assert!(device_bytes_needed(&l, StencilVersion::V3_0) < base); // 4 links, not 8
     }
+
+    #[test]
+    fn capabilities_per_version_come_from_the_stencil_objects() {
+        for &v in StencilVersion::all() {
+            let c = Capabilities::of_stencil(v);
+            assert_eq!(c, stencil_capabilities(v));
+            if v == StencilVersion::V3_0 {
+                assert_eq!(c, FastStencil::CAPABILITIES);
+                assert!(c.half_lattice && c.single && c.fused_cr);
+            } else {
+                assert_eq!(c, SeedStencil::CAPABILITIES);
+                assert!(!c.half_lattice && !c.single && !c.fused_cr);
+            }
+        }
+    }
 }
