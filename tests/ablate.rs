@@ -30,6 +30,7 @@ fn row(v: &str, speedup: f64, valid: bool) -> AblateRow {
         alloc_ms: 1.0,
         upload_ms: 30.0,
         layout_ms: 2.0,
+        tune_ms: 4.0,
         download_ms: 3.0,
         stencil_share_of_solve: 0.7,
         error: if valid {

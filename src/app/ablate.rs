@@ -5,7 +5,7 @@
 //! the CPU, a warm-up solve and `repeat` timed solves. A table, CSV, JSON and charts.
 //! Every set-up phase has its own column; none is hidden in the solve time.
 
-use super::tuning::{geometry, median_spread};
+use super::tuning::{median_spread, start_options, tune_live};
 use crate::app::run::{build_problem, solve_on, thread_pool, Problem, SolvePlan};
 use crate::backend::cpu::CpuBackend;
 use crate::backend::cuda::tune::TuneCache;
@@ -50,6 +50,8 @@ pub struct AblateRow {
     pub alloc_ms: f64,
     pub upload_ms: f64,
     pub layout_ms: f64,
+    /// Tuning the launch geometry on the live backend (0 from the cache or the config).
+    pub tune_ms: f64,
     pub download_ms: f64,
     pub stencil_share_of_solve: f64,
     pub error: Option<String>,
@@ -76,11 +78,19 @@ pub struct AblateReport {
     pub rows: Vec<AblateRow>,
 }
 
+/// How an ablation row tunes its backend: the cache and the mode.
+struct Tuning<'a> {
+    cache: &'a mut TuneCache,
+    mode: TuneMode,
+}
+
+/// One row: a backend with `opts`, its launch geometry tuned on it (`tune_live`), the
+/// operator validated, a warm-up and `repeat` timed solves.
 #[allow(clippy::too_many_arguments)]
 fn run_version(
     p: &Problem,
     opts: CudaOptions,
-    geometry: String,
+    tuning: Tuning<'_>,
     params: &SolvePlan,
     repeat: usize,
     cpu_seconds: f64,
@@ -88,6 +98,7 @@ fn run_version(
 ) -> Result<AblateRow> {
     let version = opts.version;
     let mut be = CudaBackend::new(&p.gauge, p.kappa, &opts)?;
+    let geometry = tune_live(&mut be, p, tuning.cache, tuning.mode)?;
     let setup = be.setup_times().clone();
     // Validation first: the operator on a random vector against the CPU operator.
     let psi = SpinorField::random(p.lattice.volume(), 77, 0);
@@ -132,7 +143,7 @@ fn run_version(
         solver: r.plan.clone(),
         block_threads: be.block_threads(),
         multiple: if version.uses_multiple() {
-            opts.multiple
+            be.multiple()
         } else {
             0
         },
@@ -154,6 +165,7 @@ fn run_version(
         alloc_ms: setup.alloc_ms,
         upload_ms: setup.upload_ms,
         layout_ms: setup.layout_ms,
+        tune_ms: setup.tune_ms,
         download_ms: 1e3 * r.timings.download,
         stencil_share_of_solve: rates.millis / 1e3 / r.timings.solve,
         error,
@@ -234,6 +246,7 @@ fn failed_row(label: String, e: &Error) -> AblateRow {
         alloc_ms: f64::NAN,
         upload_ms: f64::NAN,
         layout_ms: f64::NAN,
+        tune_ms: f64::NAN,
         download_ms: f64::NAN,
         stencil_share_of_solve: f64::NAN,
         error: Some(e.to_string()),
@@ -275,7 +288,6 @@ pub fn measure(
     for w in &cache.warnings {
         eprintln!("warning: {w}");
     }
-    let cc = format!("{}.{}", info.cc.0, info.cc.1);
     let bar = crate::report::progress::counter("ablate", versions.len() as u64);
     let mut rows = Vec::new();
     for &v in versions {
@@ -283,19 +295,21 @@ pub fn measure(
             b.set_message(format!("version {v}"));
         }
         let base = crate::app::run::cuda_options(cfg)?;
-        let row = geometry(&problem, v, &info.name, &cc, &mut cache, mode, &base)
-            .and_then(|(opts, how)| {
-                run_version(
-                    &problem,
-                    opts,
-                    how,
-                    &params,
-                    repeat.max(1),
-                    cpu.timings.solve,
-                    triad,
-                )
-            })
-            .unwrap_or_else(|e| failed_row(v.to_string(), &e));
+        let opts = start_options(v, &base, mode);
+        let tuning = Tuning {
+            cache: &mut cache,
+            mode,
+        };
+        let row = run_version(
+            &problem,
+            opts,
+            tuning,
+            &params,
+            repeat.max(1),
+            cpu.timings.solve,
+            triad,
+        )
+        .unwrap_or_else(|e| failed_row(v.to_string(), &e));
         rows.push(row);
         if let Some(b) = &bar {
             b.inc(1);
@@ -314,30 +328,23 @@ pub fn measure(
             if let Some(b) = &bar {
                 b.set_message(label.clone());
             }
-            let row = geometry(
-                &problem,
-                StencilVersion::V3_0,
-                &info.name,
-                &cc,
-                &mut cache,
+            let opts = CudaOptions {
+                reconstruct_12: r12,
+                ..start_options(StencilVersion::V3_0, &base, mode)
+            };
+            let tuning = Tuning {
+                cache: &mut cache,
                 mode,
-                &base,
+            };
+            let row = run_version(
+                &problem,
+                opts,
+                tuning,
+                &plan,
+                repeat.max(1),
+                cpu.timings.solve,
+                triad,
             )
-            .and_then(|(opts, how)| {
-                let opts = CudaOptions {
-                    reconstruct_12: r12,
-                    ..opts
-                };
-                run_version(
-                    &problem,
-                    opts,
-                    how,
-                    &plan,
-                    repeat.max(1),
-                    cpu.timings.solve,
-                    triad,
-                )
-            })
             .unwrap_or_else(|e| failed_row(label, &e));
             rows.push(row);
         }
@@ -467,11 +474,11 @@ pub fn gains_table(r: &AblateReport) -> String {
 
 pub fn csv(r: &AblateReport) -> String {
     let mut s = String::from(
-        "version,solver,block_threads,multiple,geometry,valid,operator_rel_diff,iterations,ms_per_iteration_median,ms_per_iteration_spread,seconds_to_solution_median,seconds_to_solution_spread,speedup_over_cpu,gflops_model_1320,gflops_own_count,gbytes_per_second_model,fraction_of_triad,true_residual,compile_ms,alloc_ms,upload_ms,layout_ms,download_ms,stencil_share_of_solve,error\n",
+        "version,solver,block_threads,multiple,geometry,valid,operator_rel_diff,iterations,ms_per_iteration_median,ms_per_iteration_spread,seconds_to_solution_median,seconds_to_solution_spread,speedup_over_cpu,gflops_model_1320,gflops_own_count,gbytes_per_second_model,fraction_of_triad,true_residual,compile_ms,alloc_ms,upload_ms,layout_ms,tune_ms,download_ms,stencil_share_of_solve,error\n",
     );
     for x in &r.rows {
         s.push_str(&format!(
-            "{},\"{}\",{},{},{},{},{:e},{},{},{},{},{},{},{},{},{},{},{:e},{},{},{},{},{},{},\"{}\"\n",
+            "{},\"{}\",{},{},{},{},{:e},{},{},{},{},{},{},{},{},{},{},{:e},{},{},{},{},{},{},{},\"{}\"\n",
             x.version,
             x.solver,
             x.block_threads,
@@ -494,6 +501,7 @@ pub fn csv(r: &AblateReport) -> String {
             x.alloc_ms,
             x.upload_ms,
             x.layout_ms,
+            x.tune_ms,
             x.download_ms,
             x.stencil_share_of_solve,
             x.error.clone().unwrap_or_default().replace('"', "'")

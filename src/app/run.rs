@@ -225,18 +225,27 @@ pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
             Device::Cuda => {
                 let opts = cuda_options(cfg)?;
                 crate::memory::check_device(&problem.lattice, &opts)?;
-                // Launch geometry from the autotuner (tune cache, or a sweep stored there),
-                // unless the config fixes it with `tune = false`.
                 let opts = if c.backend.tune {
-                    let (o, how) = crate::app::tuning::tuned_options(&problem, &opts)?;
-                    tracing::info!(block = o.coarse_block, multiple = o.multiple, "launch geometry: {how}");
-                    o
+                    crate::app::tuning::start_options(opts.version, &opts, crate::app::tuning::TuneMode::Tune)
                 } else {
                     opts
                 };
                 let params = SolvePlan::from_config(c, opts.version.is_fast_path());
                 params.check(Capabilities::of_stencil(opts.version))?;
                 let mut be = crate::backend::cuda::CudaBackend::new(&problem.gauge, problem.kappa, &opts)?;
+                // Launch geometry from the autotuner, on this backend (tune cache, or a
+                // sweep timed here and stored there), unless the config fixes it with
+                // `tune = false`.
+                if c.backend.tune {
+                    let how = crate::app::tuning::tune_backend(&mut be, &problem)?;
+                    let g = be.geometry();
+                    tracing::info!(
+                        block = g.coarse_block,
+                        multiple = g.multiple,
+                        tune_ms = be.setup_times().tune_ms,
+                        "launch geometry: {how}"
+                    );
+                }
                 let d = format!(
                     "cuda {} (stencil {}, multiple {})",
                     be.device_name(),

@@ -1,12 +1,20 @@
-//! Launch geometry for the CUDA stencils: candidates per version, timed on the GPU, kept
-//! in the tune cache (`crate::backend::cuda::tune`).
+//! Launch geometry for the CUDA stencils, tuned on the live backend: the stencil knows its
+//! candidates (`CudaBackend::tune_candidates`), its tune-cache kernel name and its flop
+//! and byte counts; the tuner sets each candidate on the backend that will solve
+//! (`CudaBackend::set_geometry`: no new backend, no gauge re-upload), times the operator on
+//! a field uploaded once, and keeps the fastest in the tune cache
+//! (`crate::backend::cuda::tune`), keyed by device, compute capability, driver, kernel,
+//! dims, precision, program version and kernel-source hash. The tuning's wall time is
+//! logged next to the set-up's and kept in `SetupTimes::tune_ms`.
 
-use crate::backend::cuda::tune::{self, Launch, TuneCache, TuneKey};
-use crate::backend::cuda::{CudaBackend, CudaOptions, StencilVersion};
+use crate::backend::cuda::tune::{self, TuneCache, TuneKey};
+use crate::backend::cuda::{CudaBackend, CudaOptions, Geometry, StencilVersion};
 use crate::backend::prelude::*;
+use crate::backend::Operator;
 use crate::error::Result;
 use crate::field::SpinorField;
 use crate::problem::Problem;
+use std::time::Instant;
 
 /// Whether to use and fill the tune cache.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,158 +31,152 @@ pub(crate) fn median_spread(mut v: Vec<f64>) -> (f64, f64) {
     (m, v[v.len() - 1] - v[0])
 }
 
-/// Time one stencil application with these options (event-timed, median of 3 blocks of
-/// 10 applications after a warm-up).
-fn time_apply(p: &Problem, opts: &CudaOptions) -> Result<f64> {
-    let mut be = CudaBackend::new(&p.gauge, p.kappa, opts)?;
-    let psi = be.upload(&SpinorField::random(p.lattice.volume(), 5, 0))?;
-    let mut out = be.alloc()?;
-    be.apply(p.operator, &mut out, &psi)?;
+/// Time one stencil application with the backend's current geometry (event-timed, median
+/// of 3 blocks of 10 applications after a warm-up).
+fn time_apply(
+    be: &mut CudaBackend,
+    op: Operator,
+    psi: &<CudaBackend as Space>::Field,
+    out: &mut <CudaBackend as Space>::Field,
+) -> Result<f64> {
+    be.apply(op, out, psi)?;
     let mut t = Vec::new();
     for _ in 0..3 {
         be.reset_stats()?;
         for _ in 0..10 {
-            be.apply(p.operator, &mut out, &psi)?;
+            be.apply(op, out, psi)?;
         }
         t.push(be.stencil_stats().millis / 10.0);
     }
     Ok(median_spread(t).0)
 }
 
-/// The candidates of a version's free launch geometry: for 1.0 and 3.0 (one thread per
-/// site) its block size, for 1.2 and
-/// later every `multiple` (sites per block, 12 threads each) the version accepts, up to
-/// 1024 threads per block; 1.1 has none (one site per 16-thread block, by definition).
+/// The candidates of a version's free launch geometry around `base` (see
+/// `tune::geometry_candidates`), as options.
 pub fn candidates(version: StencilVersion, base: &CudaOptions) -> Vec<CudaOptions> {
-    let with = |multiple, coarse_block| CudaOptions {
-        version,
-        multiple,
-        coarse_block,
-        device: base.device,
-        reconstruct_12: base.reconstruct_12 && version.supports_reconstruct_12(),
+    let g = Geometry {
+        multiple: base.multiple,
+        coarse_block: base.coarse_block,
     };
-    if version.uses_coarse_block() {
-        // 1.0: powers of two 64..=1024; 3.0: warp multiples 32..=512 (its launch bound).
-        let blocks: &[usize] = if version == StencilVersion::V3_0 {
-            &[32, 64, 96, 128, 192, 256, 384, 512]
-        } else {
-            &[64, 128, 256, 512, 1024]
-        };
-        return blocks
-            .iter()
-            .filter(|&&b| b <= version.max_coarse_block())
-            .map(|&b| with(base.multiple, b))
-            .collect();
-    }
-    if !version.uses_multiple() {
-        return vec![with(base.multiple, base.coarse_block)];
-    }
-    [1, 2, 4, 8, 12, 16, 21, 24, 32, 42, 48, 64, 85]
+    tune::geometry_candidates(version, g)
         .into_iter()
-        .filter(|&m| version.check_multiple(m).is_ok())
-        .map(|m| with(m, base.coarse_block))
+        .map(|g| CudaOptions {
+            version,
+            multiple: g.multiple,
+            coarse_block: g.coarse_block,
+            device: base.device,
+            reconstruct_12: base.reconstruct_12 && version.supports_reconstruct_12(),
+        })
         .collect()
 }
 
-/// The launch geometry the main job uses (src/run.rs): the tune cache's entry for this
-/// device, version and lattice, or a sweep now (stored for next time). Returns the
-/// options and where the geometry came from.
-pub fn tuned_options(p: &Problem, base: &CudaOptions) -> Result<(CudaOptions, String)> {
-    let info = crate::backend::cuda::device_info()?;
-    let cc = format!("{}.{}", info.cc.0, info.cc.1);
-    let path = tune::default_path();
-    let mut cache = TuneCache::load(&path, env!("CARGO_PKG_VERSION"));
-    for w in &cache.warnings {
-        tracing::warn!("{w}");
-    }
-    let before = cache.len();
-    let r = geometry(
-        p,
-        base.version,
-        &info.name,
-        &cc,
-        &mut cache,
-        TuneMode::Tune,
-        base,
-    )?;
-    if cache.len() != before {
-        if let Err(e) = cache.save() {
-            tracing::warn!("the tune cache {} was not saved: {e}", path.display());
-        }
-    }
-    Ok(r)
-}
-
-/// The launch geometry for `version`: cached, or swept now and stored.
-pub(crate) fn geometry(
-    p: &Problem,
-    version: StencilVersion,
-    device: &str,
-    cc: &str,
-    cache: &mut TuneCache,
-    mode: TuneMode,
-    base: &CudaOptions,
-) -> Result<(CudaOptions, String)> {
-    let cands = candidates(version, base);
+/// The options a backend for `version` starts from: `base` for the version, with (when
+/// tuning) a `multiple` the version cannot run with replaced by its first candidate, since
+/// the tuner replaces it anyway.
+pub fn start_options(version: StencilVersion, base: &CudaOptions, mode: TuneMode) -> CudaOptions {
     let fixed = CudaOptions {
         version,
         reconstruct_12: base.reconstruct_12 && version.supports_reconstruct_12(),
         ..base.clone()
     };
-    if cands.len() == 1 {
-        return Ok((fixed, "fixed by the version".into()));
-    }
-    if mode == TuneMode::NoTune {
-        return Ok((fixed, "config (--no-tune)".into()));
-    }
-    let key = TuneKey {
-        device: device.into(),
-        cc: cc.into(),
-        kernel: if base.reconstruct_12 && version.supports_reconstruct_12() {
-            format!("stencil-{version}-r12")
-        } else {
-            format!("stencil-{version}")
-        },
-        dims: p.lattice.dims,
-        precision: "double".into(),
-        program_version: env!("CARGO_PKG_VERSION").into(),
-        source_hash: tune::source_hash(&crate::backend::cuda::all_sources()),
-    };
-    let from = |l: Launch| CudaOptions {
-        version,
-        multiple: if version.uses_multiple() {
-            l.multiple as usize
-        } else {
-            base.multiple
-        },
-        coarse_block: if version.uses_coarse_block() {
-            l.block as usize
-        } else {
-            base.coarse_block
-        },
-        device: base.device,
-        reconstruct_12: base.reconstruct_12 && version.supports_reconstruct_12(),
-    };
-    if let Some(l) = cache.get(&key) {
-        return Ok((from(l), "tune cache".into()));
-    }
-    let mut tried = Vec::new();
-    for c in &cands {
-        match time_apply(p, c) {
-            Ok(ms) => tried.push(Launch {
-                block: if version.uses_coarse_block() {
-                    c.coarse_block as u32
-                } else {
-                    version.block_threads(c.multiple) as u32
-                },
-                multiple: c.multiple as u32,
-                millis: ms,
-            }),
-            Err(e) => tracing::warn!(%version, ?c, "candidate failed: {e}"),
+    if mode == TuneMode::Tune && version.check_multiple(fixed.multiple).is_err() {
+        if let Some(c) = candidates(version, &fixed).into_iter().next() {
+            return c;
         }
     }
+    fixed
+}
+
+/// The tune-cache key of this backend's stencil on `dims`.
+pub fn tune_key(be: &CudaBackend, dims: [usize; 4]) -> Result<TuneKey> {
+    Ok(TuneKey {
+        device: be.device_name().into(),
+        cc: be.compute_capability()?,
+        driver: crate::backend::cuda::driver_version()?,
+        kernel: be.tune_kernel(),
+        dims,
+        precision: "double".into(),
+        program_version: tune::PROGRAM_VERSION.into(),
+        source_hash: tune::source_hash(&crate::backend::cuda::all_sources()),
+    })
+}
+
+/// Set the launch geometry of the live backend `be`: the cache's entry, or a sweep of the
+/// stencil's candidates timed on `be` itself (stored in `cache`). Returns where the
+/// geometry came from; the books are reset afterwards, so the solve's start clean.
+pub fn tune_live(
+    be: &mut CudaBackend,
+    p: &Problem,
+    cache: &mut TuneCache,
+    mode: TuneMode,
+) -> Result<String> {
+    let start = Instant::now();
+    let cands = be.tune_candidates();
+    if cands.len() == 1 {
+        return Ok("fixed by the version".into());
+    }
+    if mode == TuneMode::NoTune {
+        return Ok("config (--no-tune)".into());
+    }
+    let version = be.version();
+    let base = be.geometry();
+    let key = tune_key(be, p.lattice.dims)?;
+    if let Some(l) = cache.get(&key) {
+        be.set_geometry(tune::geometry_of(version, l, base))?;
+        be.set_tune_ms(1e3 * start.elapsed().as_secs_f64());
+        return Ok("tune cache".into());
+    }
+    let psi = be.upload(&SpinorField::random(p.lattice.volume(), 5, 0))?;
+    let mut out = be.alloc()?;
+    let mut tried = Vec::new();
+    for &g in &cands {
+        let timed = be
+            .set_geometry(g)
+            .and_then(|_| time_apply(be, p.operator, &psi, &mut out));
+        match timed {
+            Ok(ms) => tried.push(tune::launch_of(version, g, ms)),
+            Err(e) => tracing::warn!(%version, ?g, "candidate failed: {e}"),
+        }
+    }
+    drop((psi, out));
     let best = tune::best(&tried)?;
-    tracing::info!(%version, block = best.block, multiple = best.multiple, ms = best.millis, "tuned");
+    be.set_geometry(tune::geometry_of(version, best, base))?;
+    be.reset_stats()?;
+    let tune_ms = 1e3 * start.elapsed().as_secs_f64();
+    be.set_tune_ms(tune_ms);
+    let s = be.setup_times();
+    let setup_ms = s.compile_ms + s.alloc_ms + s.upload_ms + s.layout_ms;
+    tracing::info!(
+        %version,
+        block = best.block,
+        multiple = best.multiple,
+        ms = best.millis,
+        tune_ms,
+        setup_ms,
+        ratio = tune_ms / setup_ms,
+        "tuned on the live backend"
+    );
     cache.insert(key, best);
-    Ok((from(best), format!("swept {} candidates", tried.len())))
+    Ok(format!(
+        "swept {} candidates in {tune_ms:.0} ms",
+        tried.len()
+    ))
+}
+
+/// The main job's tuning (src/app/run.rs): the default tune cache, `tune_live`, and the
+/// cache saved when it changed.
+pub fn tune_backend(be: &mut CudaBackend, p: &Problem) -> Result<String> {
+    let path = tune::default_path();
+    let mut cache = TuneCache::load(&path, tune::PROGRAM_VERSION);
+    for w in &cache.warnings {
+        tracing::warn!("{w}");
+    }
+    let before = cache.len();
+    let how = tune_live(be, p, &mut cache, TuneMode::Tune)?;
+    if cache.len() != before || how.starts_with("swept") {
+        if let Err(e) = cache.save() {
+            tracing::warn!("the tune cache {} was not saved: {e}", path.display());
+        }
+    }
+    Ok(how)
 }

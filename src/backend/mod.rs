@@ -133,19 +133,10 @@ impl Capabilities {
         fused_cr: true,
     };
 
-    /// What a CUDA stencil version has: 3.0 everything, the seed versions full double.
+    /// What a CUDA stencil version has: its stencil family's own capabilities (3.0
+    /// everything, the seed versions full double only).
     pub fn of_stencil(version: cuda::StencilVersion) -> Capabilities {
-        let fast = version.is_fast_path();
-        Capabilities {
-            name: if fast {
-                "kernel 3.0"
-            } else {
-                "a seed kernel version (1.0-2.0)"
-            },
-            half_lattice: fast,
-            single: fast,
-            fused_cr: fast,
-        }
+        cuda::stencil_capabilities(version)
     }
 }
 
@@ -163,11 +154,15 @@ impl<B: FusedCr + Prepare> Backend for B {}
 
 /// The error of a capability this backend does not have.
 pub fn unsupported<B: Space + ?Sized>(backend: &B, what: &str) -> crate::Error {
+    unsupported_described(&backend.describe(), what)
+}
+
+/// The same, for a backend known by its description.
+pub fn unsupported_described(described: &str, what: &str) -> crate::Error {
     crate::Error::invalid(
         "backend",
         format!(
-            "{what}: this needs the fast path (kernel = \"3.0\", or the CPU), which {} does not have",
-            backend.describe()
+            "{what}: this needs the fast path (kernel = \"3.0\", or the CPU), which {described} does not have"
         ),
     )
 }

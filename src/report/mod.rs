@@ -86,6 +86,8 @@ pub struct GpuMetrics {
     pub alloc_ms: f64,
     pub upload_ms: f64,
     pub layout_ms: f64,
+    /// Tuning the launch geometry on the live backend (0 from the cache or the config).
+    pub tune_ms: f64,
     /// Event time of all stencil launches, and per operator application.
     pub stencil_ms: f64,
     pub stencil_us_per_apply: f64,
@@ -148,6 +150,7 @@ pub fn gpu_metrics(
         alloc_ms: t.alloc_ms,
         upload_ms: t.upload_ms,
         layout_ms: t.layout_ms,
+        tune_ms: t.tune_ms,
         stencil_ms: r.millis,
         stencil_us_per_apply: r.us_per_apply,
         stencil_gflops_model_1320: r.gflops_model_1320,
@@ -309,8 +312,8 @@ pub fn summary(r: &SolveReport) -> String {
         line(
             "GPU set-up",
             format!(
-                "compile {:.1} ms, alloc {:.1} ms, upload {:.1} ms, layout {:.1} ms",
-                g.compile_ms, g.alloc_ms, g.upload_ms, g.layout_ms
+                "compile {:.1} ms, alloc {:.1} ms, upload {:.1} ms, layout {:.1} ms, tuning {:.1} ms",
+                g.compile_ms, g.alloc_ms, g.upload_ms, g.layout_ms, g.tune_ms
             ),
         );
         line(

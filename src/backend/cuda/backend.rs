@@ -1,33 +1,30 @@
 //! `CudaBackend`: the solver's `Backend` on one NVIDIA GPU, with the stencil version of
 //! the run. At construction it opens the device, checks free memory, compiles (NVRTC) and
 //! loads the kernels, uploads the canonical gauge field through a pinned host buffer and
-//! builds the version's link layout (and bufMove table) on the device. In the solver loop
-//! everything stays on the device; the only host-device traffic is the scalar each
-//! reduction returns. Version 3.0 keeps links and spinors as parity-major structures of
-//! arrays across sites (`LinkLayout::SoA`, see `fast`): its link array is built on the
-//! device from the canonical field, and spinors are permuted to that order on upload and
-//! back on download (BLAS-1 and reductions are element-wise, so they run unchanged). 3.0
-//! alone has the fast path (`fast`): half-lattice and single-precision fields, the
-//! even-odd operators, conversions and the fused (r|Ar) epilogue. `axpy` is the seed's
-//! xaxpy; `xpay` is the seed's xscal then xaxpy; `dot` and `norm2` are the seed's
-//! multi-pass tree reductions (deterministic).
-
-mod fast;
+//! builds the version's link layout (and bufMove table) on the device; then it chooses,
+//! once, the stencil object of the version's family (`StencilImpl`: `SeedStencil` for
+//! 1.0-2.0, `FastStencil` for 3.0), to which `seam`'s `Space`, `WilsonKernels` and
+//! `FusedCr` delegate with no version branch. In the solver loop everything stays on the
+//! device; the only host-device traffic is the scalar each reduction returns.
+//! `set_geometry` changes the launch geometry of the live backend (the tuner's hook).
 
 use super::compile::{Program, BLAS1, LAYOUT, REDUCE};
-use super::device::{driver_err, ensure_fits, function, load_module, open_context, triad_on};
-use super::fused::{DeviceCrState, Fused};
+use super::core::{BlasKernels, Core};
+use super::device::{ensure_fits, err, function, load_module, open_context, triad_on};
+use super::fast::FastStencil;
+use super::fast_layout::check_even_lattice;
+use super::field::as_f64;
+use super::fused::Fused;
 use super::kernels::{li_in_hop_order, reduce_blocks, Kernel, BLAS_BLOCK};
-use super::stencil::{self, cfg_1d, StencilArgs, StencilKernels, StencilKind};
+use super::seed::SeedStencil;
+use super::stencil::{self, cfg_1d, StencilKernels, StencilKind};
+use super::stencil_impl::{Geometry, StencilImpl};
 use super::timing::{launch, GpuStream, KernelStat};
 use super::version::{LinkLayout, StencilVersion};
-use crate::backend::{
-    unsupported, CrScalars, FusedCr, Layout, Operator, Prepare, Space, WilsonKernels,
-};
+use crate::backend::Capabilities;
 use crate::error::{Error, Result};
-use crate::field::{GaugeField, SpinorField, C64};
+use crate::field::GaugeField;
 use crate::geometry::lattice::{Boundary, Lattice, NDIM};
-use cudarc::driver::{CudaFunction, CudaSlice, DriverError, PinnedHostSlice};
 use std::time::Instant;
 
 /// How to run on the GPU.
@@ -71,136 +68,46 @@ pub struct SetupTimes {
     pub upload_ms: f64,
     /// Building the version's link layout (and table) on the device.
     pub layout_ms: f64,
-}
-
-/// A spinor field on the device: 12 complex numbers per site of its layout's subset, (re,
-/// im) pairs, in the canonical order [site][spin][colour] (seed versions: full double
-/// fields only), or for version 3.0 in its parity-major order (see `fast`), in double or
-/// single precision.
-pub struct DeviceSpinor {
-    data: DeviceData,
-    layout: Layout,
-}
-
-/// A field's storage.
-pub(crate) enum DeviceData {
-    Double(CudaSlice<f64>),
-    Single(CudaSlice<f32>),
-}
-
-/// A field's device data, for kernel arguments (the fused CR kernels take either).
-pub(crate) enum RawField<'a> {
-    Double(&'a CudaSlice<f64>),
-    Single(&'a CudaSlice<f32>),
-}
-
-pub(crate) enum RawFieldMut<'a> {
-    Double(&'a mut CudaSlice<f64>),
-    Single(&'a mut CudaSlice<f32>),
-}
-
-impl DeviceSpinor {
-    pub(crate) fn raw(&self) -> RawField<'_> {
-        match &self.data {
-            DeviceData::Double(d) => RawField::Double(d),
-            DeviceData::Single(s) => RawField::Single(s),
-        }
-    }
-
-    pub(crate) fn raw_mut(&mut self) -> RawFieldMut<'_> {
-        match &mut self.data {
-            DeviceData::Double(d) => RawFieldMut::Double(d),
-            DeviceData::Single(s) => RawFieldMut::Single(s),
-        }
-    }
-
-    /// Number of complex numbers.
-    pub fn len(&self) -> usize {
-        match &self.data {
-            DeviceData::Double(d) => d.len() / 2,
-            DeviceData::Single(s) => s.len() / 2,
-        }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    pub fn layout(&self) -> Layout {
-        self.layout
-    }
-
-    /// The double data of a full field (the seed versions' only kind).
-    fn double(&self) -> Result<&CudaSlice<f64>> {
-        match &self.data {
-            DeviceData::Double(d) => Ok(d),
-            DeviceData::Single(_) => Err(Error::invalid(
-                "backend",
-                "a single-precision field where a double one is needed",
-            )),
-        }
-    }
-
-    fn double_mut(&mut self) -> Result<&mut CudaSlice<f64>> {
-        match &mut self.data {
-            DeviceData::Double(d) => Ok(d),
-            DeviceData::Single(_) => Err(Error::invalid(
-                "backend",
-                "a single-precision field where a double one is needed",
-            )),
-        }
-    }
-}
-
-struct BlasKernels {
-    xscal: CudaFunction,
-    xaxpy: CudaFunction,
-    norm2_partial: CudaFunction,
-    dot_partial: CudaFunction,
-    sum_partial: CudaFunction,
-    sum2_partial: CudaFunction,
+    /// Tuning the launch geometry on the live backend (0 when it came from the cache or
+    /// the config).
+    pub tune_ms: f64,
 }
 
 pub struct CudaBackend {
-    gpu: GpuStream,
-    lattice: Lattice,
-    kappa: f64,
-    version: StencilVersion,
-    multiple: usize,
-    coarse_block: usize,
-    device_name: String,
-    blas: BlasKernels,
-    stencil: StencilKernels,
-    links: CudaSlice<f64>,
-    move_table: CudaSlice<i32>,
-    /// Bit mu: fermions antiperiodic in direction mu (applied in-kernel by 3.0).
-    antiperiodic_mask: i32,
-    /// Ping-pong buffers of the reductions' partial sums (room for complex ones).
-    partial: [CudaSlice<f64>; 2],
-    /// Pinned host staging for spinor uploads and downloads (allocated on first use).
-    staging: Option<PinnedHostSlice<f64>>,
-    setup: SetupTimes,
-    applications: u64,
+    pub(crate) core: Core,
+    /// The version's stencil family, chosen once at construction.
+    pub(crate) stencil: Box<dyn StencilImpl>,
+    /// The stencil's capabilities (what the seam refuses without it).
+    pub(crate) caps: Capabilities,
     /// The fused CR iteration's kernels (loaded on first use) and recorded graphs.
-    fused: Fused,
-    /// 3.0 was built with two-row link compression.
-    reconstruct_12: bool,
-    /// 3.0's fast path (None for the seed versions).
-    fast: Option<fast::FastState>,
+    pub(crate) fused: Fused,
+    setup: SetupTimes,
 }
 
-fn as_f64(data: &[C64]) -> &[f64] {
-    // SAFETY: num_complex::Complex<f64> is #[repr(C)] { re, im }: two f64, no padding.
-    unsafe { std::slice::from_raw_parts(data.as_ptr() as *const f64, data.len() * 2) }
+/// What a stencil version can do: the constants of its family's stencil object (the one
+/// source of truth of `Capabilities::of_stencil`).
+pub fn stencil_capabilities(version: StencilVersion) -> Capabilities {
+    if version.is_fast_path() {
+        FastStencil::CAPABILITIES
+    } else {
+        SeedStencil::CAPABILITIES
+    }
 }
 
-fn as_f64_mut(data: &mut [C64]) -> &mut [f64] {
-    // SAFETY: as above.
-    unsafe { std::slice::from_raw_parts_mut(data.as_mut_ptr() as *mut f64, data.len() * 2) }
-}
-
-fn err(what: &'static str) -> impl Fn(DriverError) -> Error {
-    move |e| driver_err(what, e)
+/// Refuse launch geometry a version cannot run with (before any device work).
+fn check_geometry(version: StencilVersion, g: Geometry) -> Result<()> {
+    version.check_multiple(g.multiple)?;
+    let max_block = version.max_coarse_block();
+    if !(32..=max_block).contains(&g.coarse_block) || !g.coarse_block.is_multiple_of(32) {
+        return Err(Error::invalid(
+            "coarse_block",
+            format!(
+                "the block of the one-thread-per-site versions must be a multiple of 32 in 32..={max_block} for version {version}, got {}",
+                g.coarse_block
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Bytes of device memory a backend needs: links (and the set-up copies), table,
@@ -251,7 +158,6 @@ pub fn check_device_memory(
 impl CudaBackend {
     pub fn new(gauge: &GaugeField, kappa: f64, opts: &CudaOptions) -> Result<Self> {
         let version = opts.version;
-        version.check_multiple(opts.multiple)?;
         if opts.reconstruct_12 && !version.supports_reconstruct_12() {
             return Err(Error::invalid(
                 "reconstruct",
@@ -260,19 +166,14 @@ impl CudaBackend {
                 ),
             ));
         }
-        let max_block = version.max_coarse_block();
-        if !(32..=max_block).contains(&opts.coarse_block) || !opts.coarse_block.is_multiple_of(32) {
-            return Err(Error::invalid(
-                "coarse_block",
-                format!(
-                    "the block of the one-thread-per-site versions must be a multiple of 32 in 32..={max_block} for version {version}, got {}",
-                    opts.coarse_block
-                ),
-            ));
-        }
+        let geometry = Geometry {
+            multiple: opts.multiple,
+            coarse_block: opts.coarse_block,
+        };
+        check_geometry(version, geometry)?;
         let lattice = gauge.lattice.clone();
-        if version == StencilVersion::V3_0 {
-            fast::check_even_lattice(&lattice)?;
+        if version.is_fast_path() {
+            check_even_lattice(&lattice)?;
         }
         let volume = lattice.volume();
         let mut setup = SetupTimes::default();
@@ -301,14 +202,7 @@ impl CudaBackend {
         if fresh && stencil::needs_li_constant(version) {
             upload_li(&st_mod, &stream)?;
         }
-        let blas = BlasKernels {
-            xscal: function(&blas_mod, "xscal")?,
-            xaxpy: function(&blas_mod, "xaxpy")?,
-            norm2_partial: function(&red_mod, "norm2_partial")?,
-            dot_partial: function(&red_mod, "dot_partial")?,
-            sum_partial: function(&red_mod, "sum_partial")?,
-            sum2_partial: function(&red_mod, "sum2_partial")?,
-        };
+        let blas = BlasKernels::load(&blas_mod, &red_mod)?;
         let build_seed = function(&layout_mod, "build_seed_links")?;
         let build_move = function(&layout_mod, "build_move_table")?;
         let reorder = function(&layout_mod, "reorder_links_v16")?;
@@ -448,61 +342,114 @@ impl CudaBackend {
             },
         };
 
-        let fast = match &stencil {
-            StencilKernels::Projected(f) => Some(fast::FastState::new(
+        let stencil: Box<dyn StencilImpl> = match stencil {
+            StencilKernels::Projected(f) => Box::new(FastStencil::new(
                 &blas_mod,
                 &red_mod,
                 &layout_mod,
-                f.clone(),
+                f,
+                links,
+                geometry,
+                opts.reconstruct_12,
             )?),
-            _ => None,
+            kernels => Box::new(SeedStencil {
+                version,
+                geometry,
+                kernels,
+                links,
+                move_table,
+            }),
         };
-
-        Ok(CudaBackend {
+        let caps = stencil.capabilities();
+        let core = Core {
             gpu,
             lattice,
             kappa,
-            version,
-            multiple: opts.multiple,
-            coarse_block: opts.coarse_block,
             device_name,
             blas,
-            stencil,
-            links,
-            move_table,
-            antiperiodic_mask: mask,
             partial,
             staging: None,
-            setup,
             applications: 0,
+            antiperiodic_mask: mask,
+        };
+        Ok(CudaBackend {
+            core,
+            stencil,
+            caps,
             fused: Default::default(),
-            reconstruct_12: opts.reconstruct_12,
-            fast,
+            setup,
         })
     }
 
     pub fn version(&self) -> StencilVersion {
-        self.version
+        self.stencil.version()
     }
 
     pub fn multiple(&self) -> usize {
-        self.multiple
+        self.stencil.geometry().multiple
+    }
+
+    /// The launch geometry in use.
+    pub fn geometry(&self) -> Geometry {
+        self.stencil.geometry()
+    }
+
+    /// Change the launch geometry of this live backend (validated as at construction).
+    /// Nothing on the device depends on it (links, tables and fields stay), so a tuner
+    /// times candidates with this on the fields already uploaded.
+    pub fn set_geometry(&mut self, g: Geometry) -> Result<()> {
+        check_geometry(self.version(), g)?;
+        self.stencil.set_geometry(g);
+        Ok(())
+    }
+
+    /// The tune cache's kernel name of this stencil ("stencil-3.0-r12").
+    pub fn tune_kernel(&self) -> String {
+        self.stencil.tune_kernel()
+    }
+
+    /// The launch geometries the tuner times for this stencil.
+    pub fn tune_candidates(&self) -> Vec<Geometry> {
+        self.stencil.candidates()
+    }
+
+    /// The device's compute capability "major.minor".
+    pub fn compute_capability(&self) -> Result<String> {
+        let (a, b) = self
+            .core
+            .gpu
+            .ctx
+            .compute_capability()
+            .map_err(err("reading the compute capability"))?;
+        Ok(format!("{a}.{b}"))
+    }
+
+    /// Record the wall time the launch-geometry tuning took on this backend.
+    pub fn set_tune_ms(&mut self, ms: f64) {
+        self.setup.tune_ms = ms;
+    }
+
+    /// The stencil's own flops and bytes per site and full application.
+    pub fn flops_bytes_per_site(&self) -> (u64, u64) {
+        (self.stencil.flops_per_site(), self.stencil.bytes_per_site())
+    }
+
+    /// What this backend's stencil can do.
+    pub fn capabilities(&self) -> Capabilities {
+        self.caps
     }
 
     /// Threads per block of the stencil launch as configured (1.0 and 3.0: `coarse_block`).
     pub fn block_threads(&self) -> usize {
-        match self.version {
-            v if v.uses_coarse_block() => self.coarse_block,
-            v => v.block_threads(self.multiple),
-        }
+        self.stencil.block_threads()
     }
 
     pub fn lattice(&self) -> &Lattice {
-        &self.lattice
+        &self.core.lattice
     }
 
     pub fn device_name(&self) -> &str {
-        &self.device_name
+        &self.core.device_name
     }
 
     pub fn setup_times(&self) -> &SetupTimes {
@@ -511,27 +458,27 @@ impl CudaBackend {
 
     /// Operator applications made so far.
     pub fn applications(&self) -> u64 {
-        self.applications
+        self.core.applications
     }
 
     /// Per-kernel launches, event-timed milliseconds, flops and bytes since construction
     /// (or the last `reset_stats`). Synchronises the stream.
     pub fn kernel_stats(&self) -> Vec<KernelStat> {
-        self.gpu.stats().unwrap_or_default()
+        self.core.gpu.stats().unwrap_or_default()
     }
 
     /// The operator's kernels summed into one line ("stencil 1.5").
     pub fn stencil_stats(&self) -> KernelStat {
-        let all = self.gpu.stats().unwrap_or_default();
+        let all = self.core.gpu.stats().unwrap_or_default();
         let mut s = KernelStat {
-            name: format!("stencil {}", self.version),
+            name: format!("stencil {}", self.version()),
             launches: 0,
             millis: 0.0,
             flops: 0,
             bytes: 0,
         };
         for (k, st) in all.iter().enumerate() {
-            if self.gpu.is_stencil_stat(k) {
+            if self.core.gpu.is_stencil_stat(k) {
                 s.launches += st.launches;
                 s.millis += st.millis;
                 s.flops += st.flops;
@@ -542,113 +489,19 @@ impl CudaBackend {
     }
 
     pub fn reset_stats(&mut self) -> Result<()> {
-        self.applications = 0;
-        self.gpu.reset()
+        self.core.applications = 0;
+        self.core.gpu.reset()
     }
 
     /// Wait for all queued work.
     pub fn synchronize(&mut self) -> Result<()> {
-        self.gpu.sync()
+        self.core.gpu.sync()
     }
 
     /// The streaming triad on this backend's device (see `triad_bandwidth`).
     pub fn triad_bandwidth(&mut self, bytes: usize) -> Result<f64> {
-        self.gpu.sync()?;
-        triad_on(&self.gpu.ctx, bytes)
-    }
-
-    fn n_complex(&self) -> usize {
-        self.lattice.volume() * 12
-    }
-
-    fn staging(&mut self) -> Result<&mut PinnedHostSlice<f64>> {
-        if self.staging.is_none() {
-            let n = self.n_complex() * 2;
-            // SAFETY: the contents are written before being read. Flags 0: cached, so
-            // that downloads can be read back quickly.
-            let p = unsafe { self.gpu.ctx.alloc_pinned_with_flags::<f64>(n, 0) }
-                .map_err(err("allocating pinned memory"))?;
-            self.staging = Some(p);
-        }
-        Ok(self.staging.as_mut().unwrap())
-    }
-
-    fn check_len(&self, n: usize, what: &str) -> Result<()> {
-        if n != self.n_complex() {
-            return Err(Error::invalid(
-                what,
-                format!(
-                    "field of {} complex numbers on a lattice that needs {}",
-                    n,
-                    self.n_complex()
-                ),
-            ));
-        }
-        Ok(())
-    }
-
-    /// Launch the first reduction pass, then sum the partials until one value is left,
-    /// and read it. `complex` selects the double2 passes. Returns (re, im).
-    fn finish_reduction(&mut self, first_blocks: usize, complex: bool) -> Result<(f64, f64)> {
-        let mut len = first_blocks;
-        let mut src = 0usize;
-        while len > 1 {
-            let blocks = reduce_blocks(len);
-            let n = len as i32;
-            let cfg = cfg_1d(len, 2 * super::kernels::REDUCE_BLOCK, 0);
-            let cfg = cudarc::driver::LaunchConfig {
-                block_dim: (super::kernels::REDUCE_BLOCK as u32, 1, 1),
-                ..cfg
-            };
-            let (a, b) = self.partial.split_at_mut(1);
-            let (from, to) = if src == 0 {
-                (&a[0], &mut b[0])
-            } else {
-                (&b[0], &mut a[0])
-            };
-            if complex {
-                launch!(
-                    self.gpu,
-                    Kernel::Sum2Partial,
-                    len,
-                    &self.blas.sum2_partial,
-                    cfg,
-                    [from, &n, to]
-                );
-            } else {
-                launch!(
-                    self.gpu,
-                    Kernel::SumPartial,
-                    len,
-                    &self.blas.sum_partial,
-                    cfg,
-                    [from, &n, to]
-                );
-            }
-            len = blocks;
-            src = 1 - src;
-        }
-        let mut out = [0.0f64; 2];
-        let view = self.partial[src].slice(0..2);
-        self.gpu
-            .stream
-            .memcpy_dtoh(&view, &mut out)
-            .map_err(err("reading a reduction result"))?;
-        self.gpu
-            .stream
-            .synchronize()
-            .map_err(err("reading a reduction result"))?;
-        // The stream is idle now: read the timing events of everything before.
-        self.gpu.collect()?;
-        Ok((out[0], if complex { out[1] } else { 0.0 }))
-    }
-
-    fn reduce_cfg(n: usize) -> cudarc::driver::LaunchConfig {
-        cudarc::driver::LaunchConfig {
-            grid_dim: (reduce_blocks(n) as u32, 1, 1),
-            block_dim: (super::kernels::REDUCE_BLOCK as u32, 1, 1),
-            shared_mem_bytes: 0,
-        }
+        self.core.gpu.sync()?;
+        triad_on(&self.core.gpu.ctx, bytes)
     }
 }
 
@@ -679,377 +532,6 @@ fn upload_li(
         .synchronize()
         .map_err(err("uploading the Li matrices"))?;
     Ok(())
-}
-
-/// y = x + a y over n complex numbers the seed's way: y = a y (xscal), then y = y + 1 x
-/// (xaxpy). Shared by the seed versions and 3.0's double fields.
-fn seed_xpay(
-    gpu: &mut GpuStream,
-    blas: &BlasKernels,
-    x: &CudaSlice<f64>,
-    a: C64,
-    y: &mut CudaSlice<f64>,
-    n: usize,
-) -> Result<()> {
-    let ni = n as i32;
-    let cfg = cfg_1d(n, BLAS_BLOCK, 0);
-    launch!(
-        gpu,
-        Kernel::Xscal,
-        n,
-        &blas.xscal,
-        cfg,
-        [&mut *y, &a.re, &a.im, &ni]
-    );
-    let (one, zero) = (1.0f64, 0.0f64);
-    launch!(
-        gpu,
-        Kernel::Xaxpy,
-        n,
-        &blas.xaxpy,
-        cfg,
-        [x, y, &one, &zero, &ni]
-    );
-    Ok(())
-}
-
-impl Space for CudaBackend {
-    type Field = DeviceSpinor;
-
-    fn describe(&self) -> String {
-        format!(
-            "cuda {} (stencilCore {}, multiple {})",
-            self.device_name, self.version, self.multiple
-        )
-    }
-
-    fn alloc_layout(&mut self, layout: Layout) -> Result<DeviceSpinor> {
-        if self.is_fast() {
-            self.fast_alloc(layout)
-        } else if layout == Layout::FULL {
-            self.seed_alloc()
-        } else {
-            Err(unsupported(self, "half-lattice or single-precision fields"))
-        }
-    }
-
-    fn layout(&self, field: &DeviceSpinor) -> Layout {
-        field.layout
-    }
-
-    fn upload(&mut self, host: &SpinorField) -> Result<DeviceSpinor> {
-        self.check_len(host.data.len(), "source")?;
-        let mut field = self.alloc()?;
-        let stream = self.gpu.stream.clone();
-        let soa = self.version.link_layout() == LinkLayout::SoA;
-        let lattice = self.lattice.clone();
-        let pinned = self.staging()?;
-        let dst = pinned.as_mut_slice().map_err(err("pinned memory"))?;
-        if soa {
-            fast::spinor_to_soa(&lattice, as_f64(&host.data), dst);
-        } else {
-            dst.copy_from_slice(as_f64(&host.data));
-        }
-        stream
-            .memcpy_htod(&*pinned, field.double_mut()?)
-            .map_err(err("uploading a spinor field"))?;
-        // The staging buffer is reused: wait until the copy has read it.
-        stream
-            .synchronize()
-            .map_err(err("uploading a spinor field"))?;
-        Ok(field)
-    }
-
-    fn download(&mut self, field: &DeviceSpinor) -> Result<SpinorField> {
-        let mut host = SpinorField::zeros(self.lattice.volume());
-        if field.layout != Layout::FULL {
-            // 3.0's other layouts: widened to double, the sites a half field lacks zero.
-            let raw = self.read_raw(field)?;
-            let parity = field.layout.subset.parity();
-            fast::spinor_from_soa(&self.lattice, &raw, as_f64_mut(&mut host.data), parity);
-            return Ok(host);
-        }
-        self.check_len(field.len(), "field")?;
-        let stream = self.gpu.stream.clone();
-        let pinned = self.staging()?;
-        stream
-            .memcpy_dtoh(field.double()?, &mut *pinned)
-            .map_err(err("downloading a spinor field"))?;
-        stream
-            .synchronize()
-            .map_err(err("downloading a spinor field"))?;
-        let soa = self.version.link_layout() == LinkLayout::SoA;
-        let lattice = self.lattice.clone();
-        let pinned = self.staging()?;
-        let src = pinned.as_slice().map_err(err("pinned memory"))?;
-        if soa {
-            fast::spinor_from_soa(&lattice, src, as_f64_mut(&mut host.data), None);
-        } else {
-            as_f64_mut(&mut host.data).copy_from_slice(src);
-        }
-        Ok(host)
-    }
-
-    fn copy(&mut self, dst: &mut DeviceSpinor, src: &DeviceSpinor) -> Result<()> {
-        if self.is_fast() {
-            return self.fast_copy(dst, src);
-        }
-        let p = self.gpu.begin()?;
-        self.gpu
-            .stream
-            .memcpy_dtod(src.double()?, dst.double_mut()?)
-            .map_err(err("copying a field"))?;
-        self.gpu.end(p, Kernel::Copy, self.n_complex())
-    }
-
-    fn convert(&mut self, dst: &mut DeviceSpinor, src: &DeviceSpinor) -> Result<()> {
-        if !self.is_fast() {
-            return Err(unsupported(self, "field conversions"));
-        }
-        self.fast_convert(dst, src)
-    }
-
-    fn axpy(&mut self, a: C64, x: &DeviceSpinor, y: &mut DeviceSpinor) -> Result<()> {
-        if self.is_fast() {
-            return self.fast_axpy(a, x, y);
-        }
-        let n = self.n_complex();
-        let ni = n as i32;
-        let cfg = cfg_1d(n, BLAS_BLOCK, 0);
-        launch!(
-            self.gpu,
-            Kernel::Xaxpy,
-            n,
-            &self.blas.xaxpy,
-            cfg,
-            [x.double()?, y.double_mut()?, &a.re, &a.im, &ni]
-        );
-        Ok(())
-    }
-
-    fn xpay(&mut self, x: &DeviceSpinor, a: C64, y: &mut DeviceSpinor) -> Result<()> {
-        if self.is_fast() {
-            return self.fast_xpay(x, a, y);
-        }
-        let n = self.n_complex();
-        seed_xpay(
-            &mut self.gpu,
-            &self.blas,
-            x.double()?,
-            a,
-            y.double_mut()?,
-            n,
-        )
-    }
-
-    fn dot(&mut self, x: &DeviceSpinor, y: &DeviceSpinor) -> Result<C64> {
-        if self.is_fast() {
-            return self.fast_dot(x, y);
-        }
-        let n = self.n_complex();
-        let ni = n as i32;
-        let cfg = Self::reduce_cfg(n);
-        launch!(
-            self.gpu,
-            Kernel::DotPartial,
-            n,
-            &self.blas.dot_partial,
-            cfg,
-            [x.double()?, y.double()?, &ni, &mut self.partial[0]]
-        );
-        let (re, im) = self.finish_reduction(reduce_blocks(n), true)?;
-        Ok(C64::new(re, im))
-    }
-
-    fn norm2(&mut self, x: &DeviceSpinor) -> Result<f64> {
-        if self.is_fast() {
-            return self.fast_norm2(x);
-        }
-        let n = self.n_complex();
-        let ni = n as i32;
-        let cfg = Self::reduce_cfg(n);
-        launch!(
-            self.gpu,
-            Kernel::Norm2Partial,
-            n,
-            &self.blas.norm2_partial,
-            cfg,
-            [x.double()?, &ni, &mut self.partial[0]]
-        );
-        Ok(self.finish_reduction(reduce_blocks(n), false)?.0)
-    }
-}
-
-impl WilsonKernels for CudaBackend {
-    fn kappa(&self) -> f64 {
-        self.kappa
-    }
-
-    fn apply(&mut self, op: Operator, out: &mut DeviceSpinor, inp: &DeviceSpinor) -> Result<()> {
-        if self.is_fast() {
-            return self.fast_apply(op, out, inp, None);
-        }
-        if op.is_schur() {
-            return Err(unsupported(self, "the even-odd Schur operator"));
-        }
-        let args = StencilArgs {
-            version: self.version,
-            multiple: self.multiple,
-            coarse_block: self.coarse_block,
-            dims: std::array::from_fn(|mu| self.lattice.dims[mu] as i32),
-            volume: self.lattice.volume(),
-            links: &self.links,
-            move_table: &self.move_table,
-            kappa: self.kappa,
-            g5: op.gamma5(),
-            antiperiodic_mask: self.antiperiodic_mask,
-            reconstruct_12: self.reconstruct_12,
-        };
-        self.stencil
-            .launch(&mut self.gpu, &args, inp.double()?, out.double_mut()?)?;
-        self.applications += 1;
-        Ok(())
-    }
-
-    fn hop_xpay(
-        &mut self,
-        out: &mut DeviceSpinor,
-        inp: &DeviceSpinor,
-        y: &DeviceSpinor,
-        c: f64,
-        gamma5: bool,
-    ) -> Result<()> {
-        if !self.is_fast() {
-            return Err(unsupported(self, "even-odd hopping terms"));
-        }
-        self.fast_hop_xpay(out, inp, y, c, gamma5)
-    }
-}
-
-impl FusedCr for CudaBackend {
-    type CrState = DeviceCrState;
-
-    fn fused_cr_available(&self) -> bool {
-        self.fast_path().is_ok()
-    }
-
-    fn cr_state(&mut self, s: &CrScalars) -> Result<DeviceCrState> {
-        self.fast_path()?;
-        self.fused
-            .new_state(&mut self.gpu, self.lattice.volume(), s)
-    }
-
-    fn cr_set(&mut self, state: &mut DeviceCrState, s: &CrScalars) -> Result<()> {
-        self.fast_path()?;
-        Fused::set(&mut self.gpu, state, s)
-    }
-
-    fn cr_get(&mut self, state: &DeviceCrState) -> Result<CrScalars> {
-        self.fast_path()?;
-        Fused::get(&mut self.gpu, state)
-    }
-
-    fn cr_history(&mut self, state: &DeviceCrState) -> Result<Vec<f64>> {
-        self.fast_path()?;
-        Fused::history(&mut self.gpu, state)
-    }
-
-    fn cr_update_xr(
-        &mut self,
-        state: &mut DeviceCrState,
-        p: &DeviceSpinor,
-        ap: &DeviceSpinor,
-        x: &mut DeviceSpinor,
-        r: &mut DeviceSpinor,
-    ) -> Result<()> {
-        self.fast_path()?;
-        let (p, ap, x, r) = (p.raw(), ap.raw(), x.raw_mut(), r.raw_mut());
-        self.fused.update_xr(&mut self.gpu, state, p, ap, x, r)
-    }
-
-    fn cr_apply_dot(
-        &mut self,
-        op: Operator,
-        state: &mut Self::CrState,
-        r: &DeviceSpinor,
-        ar: &mut DeviceSpinor,
-    ) -> Result<()> {
-        if !self.is_fast() {
-            return Err(unsupported(self, "the fused CR iteration"));
-        }
-        self.fast_apply(op, ar, r, Some(state))
-    }
-
-    fn cr_update_p(
-        &mut self,
-        state: &mut DeviceCrState,
-        r: &DeviceSpinor,
-        ar: &DeviceSpinor,
-        p: &mut DeviceSpinor,
-        ap: &mut DeviceSpinor,
-    ) -> Result<()> {
-        self.fast_path()?;
-        let (r, ar, p, ap) = (r.raw(), ar.raw(), p.raw_mut(), ap.raw_mut());
-        self.fused.update_p(&mut self.gpu, state, r, ar, p, ap)
-    }
-
-    fn repeat(
-        &mut self,
-        key: u64,
-        times: usize,
-        body: &mut dyn FnMut(&mut Self) -> Result<()>,
-    ) -> Result<()> {
-        if self.fast_path().is_err() {
-            return (0..times).try_for_each(|_| body(self));
-        }
-        super::fused::repeat(self, |b| (&mut b.gpu, &mut b.fused), key, times, body)
-    }
-
-    fn forget_graphs(&mut self) {
-        self.fused.forget_graphs();
-    }
-}
-
-impl Prepare for CudaBackend {
-    fn prepare(&mut self, precision: crate::backend::Precision, fused: bool) -> Result<()> {
-        if self.fast_path().is_err() {
-            return Ok(());
-        }
-        self.prepare_fast_path(precision)?;
-        if fused {
-            // Loads the fused-CR module (its first use compiles it).
-            let s = CrScalars::default();
-            drop(self.cr_state(&s)?);
-        }
-        Ok(())
-    }
-}
-
-impl CudaBackend {
-    /// A full double field in the seed versions' layout.
-    fn seed_alloc(&mut self) -> Result<DeviceSpinor> {
-        let n = self.n_complex() * 2;
-        let data = self
-            .gpu
-            .stream
-            .alloc_zeros::<f64>(n)
-            .map_err(err("allocating a spinor field"))?;
-        Ok(DeviceSpinor {
-            data: DeviceData::Double(data),
-            layout: Layout::FULL,
-        })
-    }
-}
-
-impl CudaBackend {
-    /// The fast path (fused CR, graphs) is version 3.0's; others refuse by name.
-    fn fast_path(&self) -> Result<()> {
-        if self.version == StencilVersion::V3_0 {
-            Ok(())
-        } else {
-            Err(crate::backend::unsupported(self, "the fused CR iteration"))
-        }
-    }
 }
 
 #[cfg(test)]
@@ -1133,5 +615,20 @@ mod tests {
         assert!(device_bytes_needed(&l, StencilVersion::V1_6) > base); // reordered copy
         assert!(device_bytes_needed(&l, StencilVersion::V2_0) > base); // tmp1, tmp2
         assert!(device_bytes_needed(&l, StencilVersion::V3_0) < base); // 4 links, not 8
+    }
+
+    #[test]
+    fn capabilities_per_version_come_from_the_stencil_objects() {
+        for &v in StencilVersion::all() {
+            let c = Capabilities::of_stencil(v);
+            assert_eq!(c, stencil_capabilities(v));
+            if v == StencilVersion::V3_0 {
+                assert_eq!(c, FastStencil::CAPABILITIES);
+                assert!(c.half_lattice && c.single && c.fused_cr);
+            } else {
+                assert_eq!(c, SeedStencil::CAPABILITIES);
+                assert!(!c.half_lattice && !c.single && !c.fused_cr);
+            }
+        }
     }
 }

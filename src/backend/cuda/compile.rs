@@ -3,10 +3,9 @@
 //! from the embedded headers (each at most once, as `#pragma once` would), and
 //! NVRTC compiles them on first use for the device's architecture. PTX is cached per
 //! (source, architecture, options) for the life of the process; a compile error returns
-//! `Error::Cuda` with NVRTC's full log. `compile_all_kernels` runs every source with every
+//! `Error::Cuda` with NVRTC's full log. `stencil::compile_all_kernels` runs every source with every
 //! define set the program uses through this same path, needing libnvrtc but no GPU.
 
-use super::version::StencilVersion;
 use crate::error::{Error, Result};
 use cudarc::nvrtc::{CompileError, CompileOptions, Ptx};
 use std::collections::HashMap;
@@ -128,7 +127,7 @@ impl Program {
     /// The source with the shared headers spliced in (each once; `#pragma once` lines
     /// dropped), `#line` directives keeping NVRTC's messages pointing at the right file
     /// and line.
-    fn expanded(&self) -> String {
+    pub(crate) fn expanded(&self) -> String {
         let mut out = String::with_capacity(COMMON.len() + self.source.code.len() + 128);
         let mut done = Vec::new();
         splice(self.source.name, self.source.code, &mut done, &mut out);
@@ -161,29 +160,6 @@ fn splice(name: &str, code: &str, done: &mut Vec<&'static str>, out: &mut String
     }
 }
 
-/// Every (source, defines) the program compiles: the support kernels and each version's
-/// stencil program.
-pub(crate) fn all_programs() -> Vec<Program> {
-    let mut programs = vec![
-        Program::plain(&BLAS1),
-        Program::plain(&REDUCE),
-        Program::plain(&LAYOUT),
-        heatbath_program(),
-        cr_fused_program(),
-    ];
-    for &v in StencilVersion::all() {
-        for single in [false, true] {
-            for r12 in [false, true] {
-                let p = super::stencil::program(v, r12, single);
-                if !programs.contains(&p) {
-                    programs.push(p);
-                }
-            }
-        }
-    }
-    programs
-}
-
 /// libnvrtc must be loadable before cudarc touches it (cudarc panics otherwise).
 pub(crate) fn require_nvrtc() -> Result<()> {
     // SAFETY: only tries to dlopen the library by its usual names.
@@ -196,7 +172,7 @@ pub(crate) fn require_nvrtc() -> Result<()> {
     }
 }
 
-fn check_arch(arch: &str) -> Result<()> {
+pub(crate) fn check_arch(arch: &str) -> Result<()> {
     let digits = arch
         .strip_prefix("sm_")
         .or_else(|| arch.strip_prefix("compute_"))
@@ -250,18 +226,6 @@ pub(crate) fn compile(program: &Program, arch: &str) -> Result<Ptx> {
     Ok(ptx)
 }
 
-/// Compile every kernel source with every define set it is used with, for `arch` (e.g.
-/// "sm_90"), through the program's own compile path. Needs libnvrtc only, no GPU.
-/// Returns each program's label and the size of its PTX in bytes.
-pub fn compile_all_kernels(arch: &str) -> Result<Vec<(String, usize)>> {
-    check_arch(arch)?;
-    require_nvrtc()?;
-    all_programs()
-        .iter()
-        .map(|p| Ok((p.label(), compile(p, arch)?.to_src().len())))
-        .collect()
-}
-
 /// Every kernel source and the shared header, for fingerprinting (the tune cache keys its
 /// entries by a hash of these: any kernel edit makes old launch timings stale).
 pub fn all_sources() -> Vec<&'static str> {
@@ -307,28 +271,6 @@ mod tests {
         assert_eq!(s.matches("#line 1 \"cr_device.cuh\"").count(), 1);
         assert!(s.find("c_madd").unwrap() < s.find("cr_reduce_last").unwrap());
         assert!(s.contains("\"cr_fused.cu\""));
-        let p = super::super::stencil::program(StencilVersion::V3_0, false, true);
-        let s = p.expanded();
-        assert!(!s.contains("#include \"common.cuh\""));
-        assert!(!s.contains("#include \"cr_device.cuh\""));
-        assert!(!s.contains("#pragma once"));
-        assert_eq!(s.matches("#line 1 \"common.cuh\"").count(), 1);
-        assert_eq!(s.matches("#line 1 \"cr_device.cuh\"").count(), 1);
-        assert_eq!(s.matches("struct Dims {").count(), 1);
-        assert!(s.contains("cr_reduce_last"));
-    }
-
-    #[test]
-    fn every_version_has_a_program_and_the_list_has_no_duplicates() {
-        let all = all_programs();
-        for (a, pa) in all.iter().enumerate() {
-            for pb in &all[a + 1..] {
-                assert_ne!(pa, pb);
-            }
-        }
-        // support (3) + heatbath + fused CR + coarse + fine (1.1/1.2 share; 1.3, 1.4, 1.5,
-        // 1.6, 1.6.1) + split + 3.0 (18 and 12 reals per link, double and single)
-        assert_eq!(all.len(), 3 + 1 + 1 + 1 + 6 + 1 + 4);
     }
 
     #[test]
@@ -338,19 +280,5 @@ mod tests {
         assert!(check_arch("compute_80").is_ok());
         assert!(check_arch("90").is_err());
         assert!(check_arch("sm_").is_err());
-    }
-
-    /// With libnvrtc on the loader path (CI installs it from PyPI), every program
-    /// compiles for sm_90; without it the error says so instead of panicking.
-    #[test]
-    fn compile_all_kernels_compiles_or_names_the_missing_library() {
-        match compile_all_kernels("sm_90") {
-            Ok(list) => {
-                assert_eq!(list.len(), all_programs().len());
-                assert!(list.iter().all(|(_, n)| *n > 0));
-            }
-            Err(Error::Cuda(m)) => assert!(m.contains("libnvrtc not found"), "{m}"),
-            Err(e) => panic!("unexpected error {e}"),
-        }
     }
 }

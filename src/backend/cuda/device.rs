@@ -127,8 +127,20 @@ pub(crate) fn function(module: &Arc<CudaModule>, name: &str) -> Result<CudaFunct
         .map_err(|e| driver_err(&format!("finding kernel {name}"), e))
 }
 
-fn err(what: &'static str) -> impl Fn(DriverError) -> Error {
+pub(crate) fn err(what: &'static str) -> impl Fn(DriverError) -> Error {
     move |e| driver_err(what, e)
+}
+
+/// The CUDA driver's version as "major.minor" (cuDriverGetVersion: the highest CUDA
+/// version the installed driver supports), for the tune cache's key.
+pub fn driver_version() -> Result<String> {
+    require_driver()?;
+    let mut v: std::ffi::c_int = 0;
+    // SAFETY: writes one int; the driver library is loaded (checked above).
+    unsafe { sys::cuDriverGetVersion(&mut v) }
+        .result()
+        .map_err(err("reading the driver version"))?;
+    Ok(format!("{}.{}", v / 1000, (v % 1000) / 10))
 }
 
 /// Name, compute capability, memory and multiprocessors of GPU 0.

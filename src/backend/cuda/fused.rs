@@ -11,9 +11,9 @@
 //! The operator with its (r|Ar) epilogue (`cr_apply_dot`) is the stencil's (stencil_v3.cu):
 //! it uses the same state (scalars, partials from index 0, tickets[CR_TICKET_APPLY]).
 
-use super::backend::{RawField, RawFieldMut};
 use super::compile::cr_fused_program;
 use super::device::{driver_err, function, load_module};
+use super::field::{RawField, RawFieldMut};
 use super::kernels::Kernel;
 use super::timing::{launch, CaptureTally, GpuStream};
 use crate::backend::{CrScalars, Precision};
@@ -35,7 +35,6 @@ pub const CR_BETA_IM: usize = 8;
 pub const CR_ITER: usize = 9;
 pub const CR_MAX_ITER: usize = 10;
 pub const CR_ACTIVE: usize = 11;
-pub const CR_SCALARS: usize = 12;
 /// Ticket counters (kernels/cr_device.cuh CR_TICKET_*; the kernels pick their own, the
 /// host only allocates CR_TICKETS zeroed counters; kept in step with the header by a test).
 #[allow(dead_code)]
@@ -46,18 +45,7 @@ pub const CR_TICKET_APPLY: usize = 1;
 pub const CR_TICKET_P: usize = 2;
 pub const CR_TICKETS: usize = 4;
 
-/// Threads per block of cr_xr and cr_p (dynamic shared memory: 16 bytes per thread).
-pub const CR_BLOCK: usize = 256;
-/// Elements per thread the grid is sized for (at least; the grid is capped).
-pub const CR_PER_THREAD: usize = 8;
-/// The most blocks of cr_xr and cr_p: about 8 resident blocks on each SM of an H100.
-pub const CR_MAX_GRID: usize = 1024;
-
-/// Blocks of cr_xr and cr_p over n complex numbers: a function of n only, so that the
-/// reductions' trees (and so their bits) are the same on every run and every device.
-pub fn cr_grid(n: usize) -> usize {
-    n.div_ceil(CR_BLOCK * CR_PER_THREAD).clamp(1, CR_MAX_GRID)
-}
+pub use super::kernels::{cr_grid, CR_BLOCK, CR_MAX_GRID, CR_SCALARS};
 
 /// The launch of cr_xr and cr_p over n complex numbers.
 pub(crate) fn cr_cfg(n: usize) -> LaunchConfig {
@@ -473,6 +461,7 @@ pub(crate) fn repeat<B>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::cuda::kernels::CR_PER_THREAD;
 
     #[test]
     fn scalars_round_trip_through_the_block() {

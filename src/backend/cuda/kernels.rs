@@ -29,6 +29,22 @@ pub fn li_in_hop_order() -> Vec<f64> {
 
 /// Threads per block of the reduction kernels (REDUCE_BLOCK in reduce.cu); each block
 /// reduces twice as many inputs.
+/// Doubles of the fused CR scalar block (kernels/cr_device.cuh; indices in `fused`).
+pub const CR_SCALARS: usize = 12;
+
+/// Threads per block of cr_xr and cr_p (dynamic shared memory: 16 bytes per thread).
+pub const CR_BLOCK: usize = 256;
+/// Elements per thread the grid is sized for (at least; the grid is capped).
+pub const CR_PER_THREAD: usize = 8;
+/// The most blocks of cr_xr and cr_p: about 8 resident blocks on each SM of an H100.
+pub const CR_MAX_GRID: usize = 1024;
+
+/// Blocks of cr_xr and cr_p over n complex numbers: a function of n only, so that the
+/// reductions' trees (and so their bits) are the same on every run and every device.
+pub fn cr_grid(n: usize) -> usize {
+    n.div_ceil(CR_BLOCK * CR_PER_THREAD).clamp(1, CR_MAX_GRID)
+}
+
 pub const REDUCE_BLOCK: usize = 256;
 /// Threads per block of the BLAS-1 and element-wise kernels.
 pub const BLAS_BLOCK: usize = 256;
@@ -111,8 +127,8 @@ pub enum Kernel {
 /// trees (double2 additions, 2 flops each) of every block and of the last block, the last
 /// block's sum of the partials, and the scalar update (`finish` flops).
 fn cr_reduction_flops(n: usize, finish: u64) -> u64 {
-    let grid = super::fused::cr_grid(n) as u64;
-    let tree = 2 * (super::fused::CR_BLOCK as u64 - 1);
+    let grid = cr_grid(n) as u64;
+    let tree = 2 * (CR_BLOCK as u64 - 1);
     tree * (grid + 1) + 2 * grid + finish
 }
 
@@ -267,10 +283,8 @@ impl Kernel {
             // last block reads them all; the scalars (12 doubles read, a few written, and
             // xr's history entry) are noise but counted as one block read.
             Kernel::CrXr(p) | Kernel::CrP(p) => {
-                let grid = super::fused::cr_grid(n) as u64;
-                6 * complex_bytes(*p == Precision::Single) * nn
-                    + 32 * grid
-                    + 8 * super::fused::CR_SCALARS as u64
+                let grid = cr_grid(n) as u64;
+                6 * complex_bytes(*p == Precision::Single) * nn + 32 * grid + 8 * CR_SCALARS as u64
             }
             Kernel::Setup(_) => 0,
             Kernel::V3 {

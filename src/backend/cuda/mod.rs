@@ -1,38 +1,54 @@
 //! The CUDA backend (cudarc 0.19, NVRTC, dynamic loading: the binary runs without CUDA
 //! installed and says so only when a GPU is asked for). It reproduces every stencilCore
 //! version of the seed report (004, section IV: 1.0 to 2.0) as a selectable kernel, with
-//! the seed's fine-grain BLAS-1 and multi-pass reductions around it.
+//! the seed's fine-grain BLAS-1 and multi-pass reductions around it, and adds our 3.0.
 //!
+//! Modules, each importing only those listed before it (no cycles):
 //! - `version`: `StencilVersion`, what each version is and its flop and byte counts
-//!   (no CUDA dependency);
-//! - `compile`: the embedded kernel sources, the NVRTC compile path and its cache,
-//!   `compile_all_kernels` (the CI check; libnvrtc only, no GPU);
+//!   (no CUDA dependency); `tune`: the launch-geometry tune cache (no CUDA either);
+//! - `compile`: the embedded kernel sources and the NVRTC compile path and its cache;
 //! - `device`: opening the GPU, `device_info`, `triad_bandwidth`, memory checks;
-//! - `stencil`: the one dispatch point from a version to its kernels;
 //! - `kernels`: per-kernel flop and byte counts; `timing`: event-timed books;
-//! - `backend`: `CudaBackend`: the vector space, the Wilson kernels and the fused-CR
-//!   capability on the GPU;
-//! - `tune`: the launch-geometry tune cache.
+//! - `field`: `DeviceSpinor`; `stencil`: the version -> kernel-program dispatch, the launch
+//!   of each version's kernels, `compile_all_kernels` (the CI check; libnvrtc only);
+//! - `fused`: the fused CR's device scalars and CUDA graphs;
+//! - `core`: what every stencil shares (stream, seed BLAS-1, multi-pass reductions);
+//! - `stencil_impl`: the `StencilImpl` trait, implemented by `seed` (1.0-2.0) and `fast`
+//!   (3.0; host-side layout maps in `fast_layout`);
+//! - `backend`: `CudaBackend` (construction, the stencil object chosen once, launch
+//!   geometry for the tuner); `seam`: its `Space`, `WilsonKernels`, `FusedCr`, `Prepare`.
 //!
 //! (`crate::app::validate` checks every version against the CPU reference.)
 
 mod backend;
 mod compile;
+mod core;
 mod device;
+mod fast;
+mod fast_layout;
+mod field;
 mod fused;
 pub mod heatbath;
 pub mod kernels;
+mod seam;
+mod seed;
 mod stencil;
+mod stencil_impl;
 mod timing;
 pub mod tune;
 pub mod version;
 
 pub use backend::{
-    check_device_memory, device_bytes_needed, CudaBackend, CudaOptions, DeviceSpinor, SetupTimes,
+    check_device_memory, device_bytes_needed, stencil_capabilities, CudaBackend, CudaOptions,
+    SetupTimes,
 };
-pub use compile::{all_sources, compile_all_kernels};
+pub use compile::all_sources;
 pub use device::{
-    device_free_memory, device_info, device_info_of, triad_bandwidth, upload_bandwidth, DeviceInfo,
+    device_free_memory, device_info, device_info_of, driver_version, triad_bandwidth,
+    upload_bandwidth, DeviceInfo,
 };
+pub use field::DeviceSpinor;
+pub use stencil::compile_all_kernels;
+pub use stencil_impl::Geometry;
 pub use timing::KernelStat;
 pub use version::StencilVersion;

@@ -3,10 +3,15 @@
 //! switches, the split kernels of 2.0, or 3.0's spin-projected kernel); `program` gives the source and defines to
 //! compile, and `StencilKernels::launch` runs one operator application.
 
-use super::compile::{Program, STENCIL_COARSE, STENCIL_FINE, STENCIL_SPLIT, STENCIL_V3};
+use super::compile::{
+    check_arch, compile, cr_fused_program, heatbath_program, require_nvrtc, Program, BLAS1, LAYOUT,
+    REDUCE, STENCIL_COARSE, STENCIL_FINE, STENCIL_SPLIT, STENCIL_V3,
+};
 use super::kernels::{Kernel, V3Mode, BLAS_BLOCK};
 use super::timing::{launch, GpuStream};
 use super::version::StencilVersion;
+#[cfg(test)]
+use crate::error::Error;
 use crate::error::Result;
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig};
 
@@ -345,5 +350,85 @@ impl StencilKernels {
             }
         }
         Ok(())
+    }
+}
+
+/// Every (source, defines) the program compiles: the support kernels and each version's
+/// stencil program.
+pub(crate) fn all_programs() -> Vec<Program> {
+    let mut programs = vec![
+        Program::plain(&BLAS1),
+        Program::plain(&REDUCE),
+        Program::plain(&LAYOUT),
+        heatbath_program(),
+        cr_fused_program(),
+    ];
+    for &v in StencilVersion::all() {
+        for single in [false, true] {
+            for r12 in [false, true] {
+                let p = program(v, r12, single);
+                if !programs.contains(&p) {
+                    programs.push(p);
+                }
+            }
+        }
+    }
+    programs
+}
+
+/// Compile every kernel source with every define set it is used with, for `arch` (e.g.
+/// "sm_90"), through the program's own compile path. Needs libnvrtc only, no GPU.
+/// Returns each program's label and the size of its PTX in bytes.
+pub fn compile_all_kernels(arch: &str) -> Result<Vec<(String, usize)>> {
+    check_arch(arch)?;
+    require_nvrtc()?;
+    all_programs()
+        .iter()
+        .map(|p| Ok((p.label(), compile(p, arch)?.to_src().len())))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fast_stencil_program_splices_both_headers_once() {
+        let p = program(StencilVersion::V3_0, false, true);
+        let s = p.expanded();
+        assert!(!s.contains("#include \"common.cuh\""));
+        assert!(!s.contains("#include \"cr_device.cuh\""));
+        assert!(!s.contains("#pragma once"));
+        assert_eq!(s.matches("#line 1 \"common.cuh\"").count(), 1);
+        assert_eq!(s.matches("#line 1 \"cr_device.cuh\"").count(), 1);
+        assert_eq!(s.matches("struct Dims {").count(), 1);
+        assert!(s.contains("cr_reduce_last"));
+    }
+
+    #[test]
+    fn every_version_has_a_program_and_the_list_has_no_duplicates() {
+        let all = all_programs();
+        for (a, pa) in all.iter().enumerate() {
+            for pb in &all[a + 1..] {
+                assert_ne!(pa, pb);
+            }
+        }
+        // support (3) + heatbath + fused CR + coarse + fine (1.1/1.2 share; 1.3, 1.4, 1.5,
+        // 1.6, 1.6.1) + split + 3.0 (18 and 12 reals per link, double and single)
+        assert_eq!(all.len(), 3 + 1 + 1 + 1 + 6 + 1 + 4);
+    }
+
+    /// With libnvrtc on the loader path (CI installs it from PyPI), every program
+    /// compiles for sm_90; without it the error says so instead of panicking.
+    #[test]
+    fn compile_all_kernels_compiles_or_names_the_missing_library() {
+        match compile_all_kernels("sm_90") {
+            Ok(list) => {
+                assert_eq!(list.len(), all_programs().len());
+                assert!(list.iter().all(|(_, n)| *n > 0));
+            }
+            Err(Error::Cuda(m)) => assert!(m.contains("libnvrtc not found"), "{m}"),
+            Err(e) => panic!("unexpected error {e}"),
+        }
     }
 }

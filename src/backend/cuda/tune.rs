@@ -1,23 +1,31 @@
 //! The launch-geometry tuning cache (QUDA's tunecache, seed 001's brute-force sweep): one
-//! TSV file of the best launch parameters found per (device, compute capability, kernel,
-//! lattice dims, precision, program version, kernel-source hash). Later runs reuse an
-//! entry only when every key field matches. A file that does not parse is reported and
-//! rebuilt from scratch; entries written by another program version or for other kernel
-//! sources are reported as stale and dropped. Never trusted blindly.
+//! TSV file of the best launch parameters found per (device, compute capability, driver
+//! version, kernel, lattice dims, precision, program version, kernel-source hash). Later
+//! runs reuse an entry only when every key field matches. A file that does not parse is
+//! reported and rebuilt from scratch; a file of the older format (v1, no driver column)
+//! is reported as stale and rebuilt; entries written by another program version or for
+//! other kernel sources are reported as stale and dropped. Never trusted blindly.
+//! `geometry_candidates` is what a stencil version's tuner times (no CUDA needed).
 
+use super::stencil_impl::Geometry;
+use super::version::StencilVersion;
 use crate::error::{Error, Result};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-const HEADER: &str = "# qcd-solve tune cache v1";
-const COLUMNS: &str =
-    "device\tcc\tkernel\tdims\tprecision\tprogram_version\tsource_hash\tblock\tmultiple\tmillis";
+const HEADER: &str = "# qcd-solve tune cache v2";
+/// The first line of the older format (no driver column): read as stale, rebuilt.
+const HEADER_V1: &str = "# qcd-solve tune cache v1";
+const COLUMNS: &str = "device\tcc\tdriver\tkernel\tdims\tprecision\tprogram_version\tsource_hash\tblock\tmultiple\tmillis";
+const FIELDS: usize = 11;
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct TuneKey {
     pub device: String,
     /// Compute capability "major.minor".
     pub cc: String,
+    /// CUDA driver version "major.minor" (`cuda::driver_version`).
+    pub driver: String,
     pub kernel: String,
     pub dims: [usize; 4],
     pub precision: String,
@@ -67,6 +75,13 @@ impl TuneCache {
             }
         };
         let mut lines = text.lines();
+        if text.lines().next() == Some(HEADER_V1) {
+            cache.warnings.push(format!(
+                "{}: a tune cache of the older format (v1, no driver version): stale, rebuilding",
+                path.display()
+            ));
+            return cache;
+        }
         if lines.next() != Some(HEADER) || lines.next() != Some(COLUMNS) {
             cache.warnings.push(format!(
                 "{}: not a qcd-solve tune cache (bad header); rebuilding",
@@ -108,7 +123,8 @@ impl TuneCache {
         self.entries.get(key).copied()
     }
 
-    /// An entry for the same kernel and shape but another source hash is stale too.
+    /// An entry for the same kernel and shape but another source hash or driver is stale
+    /// too (replaced).
     pub fn insert(&mut self, key: TuneKey, launch: Launch) {
         self.entries.retain(|k, _| {
             !(k.device == key.device
@@ -132,9 +148,10 @@ impl TuneCache {
         let mut s = format!("{HEADER}\n{COLUMNS}\n");
         for (k, v) in &self.entries {
             s.push_str(&format!(
-                "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{:.6}\n",
+                "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{:.6}\n",
                 clean(&k.device),
                 clean(&k.cc),
+                clean(&k.driver),
                 clean(&k.kernel),
                 k.dims.map(|d| d.to_string()).join("x"),
                 clean(&k.precision),
@@ -151,37 +168,101 @@ impl TuneCache {
 
 fn parse_line(line: &str) -> Option<(TuneKey, Launch)> {
     let f: Vec<&str> = line.split('\t').collect();
-    if f.len() != 10 {
+    if f.len() != FIELDS {
         return None;
     }
-    let dims: Vec<usize> = f[3]
+    let dims: Vec<usize> = f[4]
         .split('x')
         .map(|d| d.parse().ok())
         .collect::<Option<_>>()?;
     let dims: [usize; 4] = dims.try_into().ok()?;
     let launch = Launch {
-        block: f[7].parse().ok().filter(|&b| b > 0 && b <= 1024)?,
-        multiple: f[8].parse().ok().filter(|&m| m > 0)?,
-        millis: f[9]
+        block: f[8].parse().ok().filter(|&b| b > 0 && b <= 1024)?,
+        multiple: f[9].parse().ok().filter(|&m| m > 0)?,
+        millis: f[10]
             .parse()
             .ok()
             .filter(|m: &f64| m.is_finite() && *m > 0.0)?,
     };
-    if f[..7].iter().any(|s| s.is_empty()) {
+    if f[..8].iter().any(|s| s.is_empty()) {
         return None;
     }
     Some((
         TuneKey {
             device: f[0].into(),
             cc: f[1].into(),
-            kernel: f[2].into(),
+            driver: f[2].into(),
+            kernel: f[3].into(),
             dims,
-            precision: f[4].into(),
-            program_version: f[5].into(),
-            source_hash: f[6].into(),
+            precision: f[5].into(),
+            program_version: f[6].into(),
+            source_hash: f[7].into(),
         },
         launch,
     ))
+}
+
+/// The binary's version as the cache records it: the package version.
+pub const PROGRAM_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// The candidates of a version's free launch geometry around `base`: for 1.0 and 3.0 (one
+/// thread per site) its block size (1.0: powers of two 64..=512; 3.0: warp multiples
+/// 32..=512, its launch bound), for 1.2 and later every `multiple` (sites per block, 12
+/// threads each) the version accepts, up to 1024 threads per block; 1.1 has none (one site
+/// per 16-thread block, by definition): just `base`.
+pub fn geometry_candidates(version: StencilVersion, base: Geometry) -> Vec<Geometry> {
+    if version.uses_coarse_block() {
+        let blocks: &[usize] = if version == StencilVersion::V3_0 {
+            &[32, 64, 96, 128, 192, 256, 384, 512]
+        } else {
+            &[64, 128, 256, 512, 1024]
+        };
+        return blocks
+            .iter()
+            .filter(|&&b| b <= version.max_coarse_block())
+            .map(|&coarse_block| Geometry {
+                coarse_block,
+                ..base
+            })
+            .collect();
+    }
+    if !version.uses_multiple() {
+        return vec![base];
+    }
+    [1, 2, 4, 8, 12, 16, 21, 24, 32, 42, 48, 64, 85]
+        .into_iter()
+        .filter(|&m| version.check_multiple(m).is_ok())
+        .map(|multiple| Geometry { multiple, ..base })
+        .collect()
+}
+
+/// The cache entry of a geometry (threads per block as launched, sites per block).
+pub fn launch_of(version: StencilVersion, g: Geometry, millis: f64) -> Launch {
+    Launch {
+        block: if version.uses_coarse_block() {
+            g.coarse_block as u32
+        } else {
+            version.block_threads(g.multiple) as u32
+        },
+        multiple: g.multiple as u32,
+        millis,
+    }
+}
+
+/// The geometry of a cache entry (the fields the version does not use kept from `base`).
+pub fn geometry_of(version: StencilVersion, l: Launch, base: Geometry) -> Geometry {
+    Geometry {
+        multiple: if version.uses_multiple() {
+            l.multiple as usize
+        } else {
+            base.multiple
+        },
+        coarse_block: if version.uses_coarse_block() {
+            l.block as usize
+        } else {
+            base.coarse_block
+        },
+    }
 }
 
 /// FNV-1a 64-bit of the kernel source and options: the cache's source fingerprint.
@@ -226,6 +307,7 @@ mod tests {
         TuneKey {
             device: "NVIDIA H100 80GB HBM3".into(),
             cc: "9.0".into(),
+            driver: "13.0".into(),
             kernel: "stencil-1.2".into(),
             dims: [16, 16, 16, 32],
             precision: "double".into(),
@@ -338,5 +420,82 @@ mod tests {
         ];
         assert_eq!(best(&c).unwrap().block, 128);
         assert!(best(&[]).is_err());
+    }
+
+    #[test]
+    fn the_driver_is_part_of_the_key_and_saved() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("t.tsv");
+        let mut c = TuneCache::load(&p, "0.1.0");
+        let l = Launch {
+            block: 96,
+            multiple: 1,
+            millis: 0.5,
+        };
+        c.insert(key("0.1.0"), l);
+        c.save().unwrap();
+        let text = std::fs::read_to_string(&p).unwrap();
+        assert!(text.starts_with("# qcd-solve tune cache v2\ndevice\tcc\tdriver\t"));
+        assert!(text.contains("\t13.0\tstencil-1.2\t"), "{text}");
+        let c2 = TuneCache::load(&p, "0.1.0");
+        let mut other = key("0.1.0");
+        other.driver = "12.8".into();
+        assert!(c2.get(&other).is_none());
+        assert_eq!(c2.get(&key("0.1.0")), Some(l));
+        // A result under another driver replaces the old entry.
+        let mut c3 = TuneCache::load(&p, "0.1.0");
+        c3.insert(other.clone(), l);
+        assert_eq!(c3.len(), 1);
+        assert_eq!(c3.get(&other), Some(l));
+    }
+
+    #[test]
+    fn a_v1_file_is_reported_stale_and_rebuilt() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("t.tsv");
+        std::fs::write(
+            &p,
+            "# qcd-solve tune cache v1\ndevice\tcc\tkernel\tdims\tprecision\tprogram_version\tsource_hash\tblock\tmultiple\tmillis\nH100\t9.0\tstencil-3.0\t4x4x4x4\tdouble\t0.1.0\tabc\t128\t1\t0.1\n",
+        )
+        .unwrap();
+        let c = TuneCache::load(&p, "0.1.0");
+        assert!(c.is_empty());
+        assert!(c.warnings[0].contains("older format"), "{:?}", c.warnings);
+    }
+
+    #[test]
+    fn candidates_per_version() {
+        let base = Geometry {
+            multiple: 16,
+            coarse_block: 256,
+        };
+        let c = geometry_candidates(StencilVersion::V3_0, base);
+        assert_eq!(
+            c.iter().map(|g| g.coarse_block).collect::<Vec<_>>(),
+            [32, 64, 96, 128, 192, 256, 384, 512]
+        );
+        assert!(c.iter().all(|g| g.multiple == 16));
+        let c = geometry_candidates(StencilVersion::V1_0, base);
+        assert_eq!(
+            c.iter().map(|g| g.coarse_block).collect::<Vec<_>>(),
+            [64, 128, 256, 512]
+        );
+        assert_eq!(geometry_candidates(StencilVersion::V1_1, base), vec![base]);
+        for &v in StencilVersion::all() {
+            for g in geometry_candidates(v, base) {
+                assert!(v.check_multiple(g.multiple).is_ok(), "{v} {g:?}");
+                // A cache entry gives back the geometry it was made from.
+                assert_eq!(geometry_of(v, launch_of(v, g, 1.0), base), g, "{v}");
+            }
+        }
+        let l = launch_of(
+            StencilVersion::V1_5,
+            Geometry {
+                multiple: 8,
+                ..base
+            },
+            1.0,
+        );
+        assert_eq!((l.block, l.multiple), (96, 8));
     }
 }

@@ -1,0 +1,268 @@
+//! What every stencil of the CUDA backend shares: the stream and its books, the lattice,
+//! kappa, the seed's BLAS-1 kernels (xscal, xaxpy) and its deterministic multi-pass tree
+//! reductions (with their ping-pong partial buffers), and the pinned staging buffer of
+//! uploads and downloads. The stencil objects (`seed`, `fast`) take it by `&mut` in
+//! every call, so that `CudaBackend` holds the two side by side.
+
+use super::device::{err, function};
+use super::field::DeviceSpinor;
+use super::kernels::{reduce_blocks, Kernel, BLAS_BLOCK, REDUCE_BLOCK};
+use super::stencil::cfg_1d;
+use super::timing::{launch, GpuStream};
+use crate::error::{Error, Result};
+use crate::field::C64;
+use crate::geometry::lattice::Lattice;
+use cudarc::driver::{CudaModule, CudaSlice, LaunchConfig, PinnedHostSlice};
+use std::sync::Arc;
+
+pub(crate) struct BlasKernels {
+    pub xscal: cudarc::driver::CudaFunction,
+    pub xaxpy: cudarc::driver::CudaFunction,
+    pub norm2_partial: cudarc::driver::CudaFunction,
+    pub dot_partial: cudarc::driver::CudaFunction,
+    pub sum_partial: cudarc::driver::CudaFunction,
+    pub sum2_partial: cudarc::driver::CudaFunction,
+}
+
+impl BlasKernels {
+    pub fn load(blas: &Arc<CudaModule>, reduce: &Arc<CudaModule>) -> Result<Self> {
+        Ok(BlasKernels {
+            xscal: function(blas, "xscal")?,
+            xaxpy: function(blas, "xaxpy")?,
+            norm2_partial: function(reduce, "norm2_partial")?,
+            dot_partial: function(reduce, "dot_partial")?,
+            sum_partial: function(reduce, "sum_partial")?,
+            sum2_partial: function(reduce, "sum2_partial")?,
+        })
+    }
+}
+
+/// The shared part of a `CudaBackend` (see the module documentation).
+pub(crate) struct Core {
+    pub gpu: GpuStream,
+    pub lattice: Lattice,
+    pub kappa: f64,
+    pub device_name: String,
+    pub blas: BlasKernels,
+    /// Ping-pong buffers of the reductions' partial sums (room for complex ones).
+    pub partial: [CudaSlice<f64>; 2],
+    /// Pinned host staging for spinor uploads and downloads (allocated on first use).
+    pub staging: Option<PinnedHostSlice<f64>>,
+    /// Operator applications since construction or the last reset.
+    pub applications: u64,
+    /// Bit mu: fermions antiperiodic in direction mu.
+    pub antiperiodic_mask: i32,
+}
+
+impl Core {
+    pub fn n_complex(&self) -> usize {
+        self.lattice.volume() * 12
+    }
+
+    pub fn dims(&self) -> [i32; 4] {
+        std::array::from_fn(|mu| self.lattice.dims[mu] as i32)
+    }
+
+    pub fn staging(&mut self) -> Result<&mut PinnedHostSlice<f64>> {
+        if self.staging.is_none() {
+            let n = self.n_complex() * 2;
+            // SAFETY: the contents are written before being read. Flags 0: cached, so
+            // that downloads can be read back quickly.
+            let p = unsafe { self.gpu.ctx.alloc_pinned_with_flags::<f64>(n, 0) }
+                .map_err(err("allocating pinned memory"))?;
+            self.staging = Some(p);
+        }
+        Ok(self.staging.as_mut().unwrap())
+    }
+
+    pub fn check_len(&self, n: usize, what: &str) -> Result<()> {
+        if n != self.n_complex() {
+            return Err(Error::invalid(
+                what,
+                format!(
+                    "field of {} complex numbers on a lattice that needs {}",
+                    n,
+                    self.n_complex()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A zeroed double field of n complex numbers.
+    pub fn alloc_double(&mut self, n: usize) -> Result<CudaSlice<f64>> {
+        self.gpu
+            .stream
+            .alloc_zeros::<f64>(2 * n)
+            .map_err(err("allocating a spinor field"))
+    }
+
+    /// y = y + a x over n complex numbers (the seed's xaxpy).
+    pub fn axpy_d(
+        &mut self,
+        a: C64,
+        x: &CudaSlice<f64>,
+        y: &mut CudaSlice<f64>,
+        n: usize,
+    ) -> Result<()> {
+        let ni = n as i32;
+        let cfg = cfg_1d(n, BLAS_BLOCK, 0);
+        launch!(
+            self.gpu,
+            Kernel::Xaxpy,
+            n,
+            &self.blas.xaxpy,
+            cfg,
+            [x, y, &a.re, &a.im, &ni]
+        );
+        Ok(())
+    }
+
+    /// y = x + a y over n complex numbers the seed's way: y = a y (xscal), then y = y +
+    /// 1 x (xaxpy). Shared by the seed versions and 3.0's double fields.
+    pub fn xpay_d(
+        &mut self,
+        x: &CudaSlice<f64>,
+        a: C64,
+        y: &mut CudaSlice<f64>,
+        n: usize,
+    ) -> Result<()> {
+        let ni = n as i32;
+        let cfg = cfg_1d(n, BLAS_BLOCK, 0);
+        launch!(
+            self.gpu,
+            Kernel::Xscal,
+            n,
+            &self.blas.xscal,
+            cfg,
+            [&mut *y, &a.re, &a.im, &ni]
+        );
+        let (one, zero) = (1.0f64, 0.0f64);
+        launch!(
+            self.gpu,
+            Kernel::Xaxpy,
+            n,
+            &self.blas.xaxpy,
+            cfg,
+            [x, y, &one, &zero, &ni]
+        );
+        Ok(())
+    }
+
+    /// (x|y) over n complex numbers: the seed's multi-pass tree reduction.
+    pub fn dot_d(&mut self, x: &CudaSlice<f64>, y: &CudaSlice<f64>, n: usize) -> Result<C64> {
+        let ni = n as i32;
+        let cfg = reduce_cfg(n);
+        launch!(
+            self.gpu,
+            Kernel::DotPartial,
+            n,
+            &self.blas.dot_partial,
+            cfg,
+            [x, y, &ni, &mut self.partial[0]]
+        );
+        let (re, im) = self.finish_reduction(reduce_blocks(n), true)?;
+        Ok(C64::new(re, im))
+    }
+
+    /// (x|x) over n complex numbers.
+    pub fn norm2_d(&mut self, x: &CudaSlice<f64>, n: usize) -> Result<f64> {
+        let ni = n as i32;
+        let cfg = reduce_cfg(n);
+        launch!(
+            self.gpu,
+            Kernel::Norm2Partial,
+            n,
+            &self.blas.norm2_partial,
+            cfg,
+            [x, &ni, &mut self.partial[0]]
+        );
+        Ok(self.finish_reduction(reduce_blocks(n), false)?.0)
+    }
+
+    /// Launch the first reduction pass, then sum the partials until one value is left,
+    /// and read it. `complex` selects the double2 passes. Returns (re, im).
+    pub fn finish_reduction(&mut self, first_blocks: usize, complex: bool) -> Result<(f64, f64)> {
+        let mut len = first_blocks;
+        let mut src = 0usize;
+        while len > 1 {
+            let blocks = reduce_blocks(len);
+            let n = len as i32;
+            let cfg = cfg_1d(len, 2 * REDUCE_BLOCK, 0);
+            let cfg = LaunchConfig {
+                block_dim: (REDUCE_BLOCK as u32, 1, 1),
+                ..cfg
+            };
+            let (a, b) = self.partial.split_at_mut(1);
+            let (from, to) = if src == 0 {
+                (&a[0], &mut b[0])
+            } else {
+                (&b[0], &mut a[0])
+            };
+            if complex {
+                launch!(
+                    self.gpu,
+                    Kernel::Sum2Partial,
+                    len,
+                    &self.blas.sum2_partial,
+                    cfg,
+                    [from, &n, to]
+                );
+            } else {
+                launch!(
+                    self.gpu,
+                    Kernel::SumPartial,
+                    len,
+                    &self.blas.sum_partial,
+                    cfg,
+                    [from, &n, to]
+                );
+            }
+            len = blocks;
+            src = 1 - src;
+        }
+        let mut out = [0.0f64; 2];
+        let view = self.partial[src].slice(0..2);
+        self.gpu
+            .stream
+            .memcpy_dtoh(&view, &mut out)
+            .map_err(err("reading a reduction result"))?;
+        self.gpu
+            .stream
+            .synchronize()
+            .map_err(err("reading a reduction result"))?;
+        // The stream is idle now: read the timing events of everything before.
+        self.gpu.collect()?;
+        Ok((out[0], if complex { out[1] } else { 0.0 }))
+    }
+
+    /// A field's values as f64 pairs in its own order (widened from single).
+    pub fn read_raw(&mut self, f: &DeviceSpinor) -> Result<Vec<f64>> {
+        use super::field::DeviceData;
+        let stream = self.gpu.stream.clone();
+        let v = match &f.data {
+            DeviceData::Double(d) => stream
+                .clone_dtoh(d)
+                .map_err(err("downloading a spinor field"))?,
+            DeviceData::Single(s) => stream
+                .clone_dtoh(s)
+                .map_err(err("downloading a spinor field"))?
+                .into_iter()
+                .map(f64::from)
+                .collect(),
+        };
+        stream
+            .synchronize()
+            .map_err(err("downloading a spinor field"))?;
+        Ok(v)
+    }
+}
+
+/// The first pass of a reduction over n complex numbers.
+pub(crate) fn reduce_cfg(n: usize) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (reduce_blocks(n) as u32, 1, 1),
+        block_dim: (REDUCE_BLOCK as u32, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}

@@ -1,0 +1,568 @@
+//! `FastStencil`: version 3.0 behind `StencilImpl`: fields of every `Layout` (full or one
+//! parity, double or single precision) in the parity-major structure of arrays of
+//! kernels/stencil_v3.cu (`fast_layout`), the even-odd operators, conversions, the
+//! hop_xpay of the even-odd source and reconstruction, the (r|Ar) epilogue of the fused CR
+//! iteration, and BLAS-1 and reductions on every layout (double fields: the seed's kernels,
+//! as for the seed versions; float fields: `xaxpy_f`, `xpay_f`, `norm2_partial_f`,
+//! `dot_partial_f`; reductions accumulate in double).
+
+use super::core::{reduce_cfg, Core};
+use super::device::{err, function, load_module};
+use super::fast_layout::{spinor_from_soa, spinor_to_soa};
+use super::field::{DeviceData, DeviceSpinor};
+use super::fused::{DeviceCrState, CR_TICKET_APPLY};
+use super::kernels::{reduce_blocks, v3_bytes_per_site, Kernel, V3Mode, BLAS_BLOCK};
+use super::stencil::{self, cfg_1d, dptr, launch_v3, V3Launch};
+use super::stencil_impl::{Geometry, StencilImpl};
+use super::timing::launch;
+use super::version::StencilVersion;
+use crate::backend::Capabilities;
+use crate::error::{Error, Result};
+use crate::field::C64;
+use crate::geometry::lattice::Lattice;
+use crate::linalg::{layout_mismatch as mismatch, Layout, Operator, Precision, Subset};
+use cudarc::driver::{CudaFunction, CudaModule, CudaSlice, CudaStream};
+use std::sync::Arc;
+
+/// 3.0's kernels, links and lazily built state.
+pub(crate) struct FastStencil {
+    geometry: Geometry,
+    reconstruct_12: bool,
+    /// The double links (4 per site, parity-major).
+    links: CudaSlice<f64>,
+    xaxpy_f: CudaFunction,
+    xpay_f: CudaFunction,
+    norm2_f: CudaFunction,
+    dot_f: CudaFunction,
+    to_single: CudaFunction,
+    to_double: CudaFunction,
+    /// The double-precision stencil (the module loaded at construction).
+    stencil_d: CudaFunction,
+    /// The single-precision stencil and links (float2, same layout), built on first use.
+    single: Option<(CudaFunction, CudaSlice<f32>)>,
+    /// Odd half-field temporaries of the Schur operator, per precision, made on first use.
+    tmp_d: Option<CudaSlice<f64>>,
+    tmp_s: Option<CudaSlice<f32>>,
+}
+
+/// Device address of a field's data and its bytes per complex number.
+fn addr(f: &DeviceSpinor, stream: &CudaStream) -> (u64, u64) {
+    match &f.data {
+        DeviceData::Double(d) => (dptr(d, stream), 16),
+        DeviceData::Single(s) => (dptr(s, stream), 8),
+    }
+}
+
+fn vh(core: &Core) -> usize {
+    core.lattice.volume() / 2
+}
+
+impl FastStencil {
+    pub const CAPABILITIES: Capabilities = Capabilities {
+        name: "kernel 3.0",
+        half_lattice: true,
+        single: true,
+        fused_cr: true,
+    };
+
+    pub(crate) fn new(
+        blas: &Arc<CudaModule>,
+        reduce: &Arc<CudaModule>,
+        layout: &Arc<CudaModule>,
+        stencil_d: CudaFunction,
+        links: CudaSlice<f64>,
+        geometry: Geometry,
+        reconstruct_12: bool,
+    ) -> Result<Self> {
+        Ok(FastStencil {
+            geometry,
+            reconstruct_12,
+            links,
+            xaxpy_f: function(blas, "xaxpy_f")?,
+            xpay_f: function(blas, "xpay_f")?,
+            norm2_f: function(reduce, "norm2_partial_f")?,
+            dot_f: function(reduce, "dot_partial_f")?,
+            to_single: function(layout, "to_single")?,
+            to_double: function(layout, "to_double")?,
+            stencil_d,
+            single: None,
+            tmp_d: None,
+            tmp_s: None,
+        })
+    }
+
+    /// The single-precision stencil and links, built on first use from the double links.
+    fn ensure_single(&mut self, core: &mut Core) -> Result<()> {
+        if self.single.is_some() {
+            return Ok(());
+        }
+        let program = stencil::program(StencilVersion::V3_0, self.reconstruct_12, true);
+        let (module, _) = load_module(&core.gpu.ctx, &program)?;
+        let f = function(&module, "stencil_v3")?;
+        let n = self.links.len() / 2;
+        let mut links = core
+            .gpu
+            .stream
+            .alloc_zeros::<f32>(2 * n)
+            .map_err(err("allocating the single-precision links"))?;
+        let nn = n as i64;
+        let cfg = cfg_1d(n, BLAS_BLOCK, 0);
+        launch!(
+            core.gpu,
+            Kernel::Setup("to_single (links)"),
+            n,
+            &self.to_single,
+            cfg,
+            [&self.links, &mut links, &nn]
+        );
+        self.single = Some((f, links));
+        Ok(())
+    }
+
+    /// The odd temporary of the Schur operator in `precision` (made on first use).
+    fn ensure_tmp(&mut self, core: &mut Core, precision: Precision) -> Result<u64> {
+        let n = vh(core) * 24;
+        let stream = core.gpu.stream.clone();
+        Ok(match precision {
+            Precision::Double => {
+                if self.tmp_d.is_none() {
+                    self.tmp_d = Some(
+                        stream
+                            .alloc_zeros::<f64>(n)
+                            .map_err(err("allocating the Schur temporary"))?,
+                    );
+                }
+                dptr(self.tmp_d.as_ref().unwrap(), &stream)
+            }
+            Precision::Single => {
+                if self.tmp_s.is_none() {
+                    self.tmp_s = Some(
+                        stream
+                            .alloc_zeros::<f32>(n)
+                            .map_err(err("allocating the Schur temporary"))?,
+                    );
+                }
+                dptr(self.tmp_s.as_ref().unwrap(), &stream)
+            }
+        })
+    }
+
+    /// The stencil function and link address of a precision (single built if needed).
+    fn stencil_for(
+        &mut self,
+        core: &mut Core,
+        precision: Precision,
+    ) -> Result<(CudaFunction, u64)> {
+        let stream = core.gpu.stream.clone();
+        match precision {
+            Precision::Double => Ok((self.stencil_d.clone(), dptr(&self.links, &stream))),
+            Precision::Single => {
+                self.ensure_single(core)?;
+                let (f, l) = self.single.as_ref().unwrap();
+                Ok((f.clone(), dptr(l, &stream)))
+            }
+        }
+    }
+
+    fn v3_launch(&self, core: &Core, links: u64, single: bool) -> V3Launch {
+        V3Launch {
+            parity: None,
+            single,
+            reconstruct_12: self.reconstruct_12,
+            inp: 0,
+            y: 0,
+            out: 0,
+            links,
+            c: 0.0,
+            g5: false,
+            dims: core.dims(),
+            volume: core.lattice.volume(),
+            block: self.geometry.coarse_block,
+            antiperiodic_mask: core.antiperiodic_mask,
+            s: 0,
+            partials: 0,
+            ticket: 0,
+        }
+    }
+
+    /// Convert n complex numbers between addresses (precisions given by the sizes).
+    fn convert_raw(
+        &mut self,
+        core: &mut Core,
+        src: u64,
+        src_size: u64,
+        dst: u64,
+        dst_size: u64,
+        n: usize,
+    ) -> Result<()> {
+        let nn = n as i64;
+        let cfg = cfg_1d(n, BLAS_BLOCK, 0);
+        if src_size == dst_size {
+            let p = core.gpu.begin()?;
+            // SAFETY: both ranges lie inside live allocations of this context (the callers
+            // check the layouts), on the backend's one stream.
+            unsafe {
+                cudarc::driver::result::memcpy_dtod_async(
+                    dst,
+                    src,
+                    n * src_size as usize,
+                    core.gpu.stream.cu_stream(),
+                )
+            }
+            .map_err(err("copying a field"))?;
+            let k = if src_size == 16 {
+                Kernel::Copy
+            } else {
+                Kernel::CopySingle
+            };
+            return core.gpu.end(p, k, n);
+        }
+        if dst_size == 8 {
+            launch!(
+                core.gpu,
+                Kernel::Convert { to_single: true },
+                n,
+                &self.to_single,
+                cfg,
+                [&src, &dst, &nn]
+            );
+        } else {
+            launch!(
+                core.gpu,
+                Kernel::Convert { to_single: false },
+                n,
+                &self.to_double,
+                cfg,
+                [&src, &dst, &nn]
+            );
+        }
+        Ok(())
+    }
+}
+
+impl StencilImpl for FastStencil {
+    fn capabilities(&self) -> Capabilities {
+        Self::CAPABILITIES
+    }
+
+    fn version(&self) -> StencilVersion {
+        StencilVersion::V3_0
+    }
+
+    fn geometry(&self) -> Geometry {
+        self.geometry
+    }
+
+    fn set_geometry(&mut self, g: Geometry) {
+        self.geometry = g;
+    }
+
+    fn block_threads(&self) -> usize {
+        self.geometry.coarse_block
+    }
+
+    fn tune_kernel(&self) -> String {
+        if self.reconstruct_12 {
+            "stencil-3.0-r12".into()
+        } else {
+            "stencil-3.0".into()
+        }
+    }
+
+    fn bytes_per_site(&self) -> u64 {
+        v3_bytes_per_site(V3Mode::Full, false, self.reconstruct_12)
+    }
+
+    fn alloc(&mut self, core: &mut Core, layout: Layout) -> Result<DeviceSpinor> {
+        let n = layout.subset.sites(core.lattice.volume()) * 12 * 2;
+        let stream = &core.gpu.stream;
+        let data = match layout.precision {
+            Precision::Double => DeviceData::Double(
+                stream
+                    .alloc_zeros::<f64>(n)
+                    .map_err(err("allocating a spinor field"))?,
+            ),
+            Precision::Single => DeviceData::Single(
+                stream
+                    .alloc_zeros::<f32>(n)
+                    .map_err(err("allocating a spinor field"))?,
+            ),
+        };
+        Ok(DeviceSpinor { data, layout })
+    }
+
+    fn to_device_order(&self, lattice: &Lattice, canonical: &[f64], dst: &mut [f64]) {
+        spinor_to_soa(lattice, canonical, dst);
+    }
+
+    fn to_canonical_order(
+        &self,
+        lattice: &Lattice,
+        src: &[f64],
+        canonical: &mut [f64],
+        parity: Option<usize>,
+    ) {
+        spinor_from_soa(lattice, src, canonical, parity);
+    }
+
+    fn copy(&mut self, core: &mut Core, dst: &mut DeviceSpinor, src: &DeviceSpinor) -> Result<()> {
+        if dst.layout != src.layout {
+            return Err(mismatch("copy", dst.layout, src.layout));
+        }
+        self.convert(core, dst, src)
+    }
+
+    /// dst = src across precisions, gathering a parity from a full field or scattering a
+    /// half field into a full one (with the parity-major layout these are offset copies).
+    fn convert(
+        &mut self,
+        core: &mut Core,
+        dst: &mut DeviceSpinor,
+        src: &DeviceSpinor,
+    ) -> Result<()> {
+        let (ds, ss) = (dst.layout.subset, src.layout.subset);
+        let half = vh(core) * 12;
+        let (src_off, dst_off, n) = match (ds.parity(), ss.parity()) {
+            (None, None) => (0, 0, 2 * half),
+            (Some(p), Some(q)) if p == q => (0, 0, half),
+            (Some(p), None) => (p * half, 0, half),
+            (None, Some(q)) => (0, q * half, half),
+            _ => return Err(mismatch("convert", dst.layout, src.layout)),
+        };
+        let stream = core.gpu.stream.clone();
+        let (s, s_size) = addr(src, &stream);
+        let (d, d_size) = addr(dst, &stream);
+        self.convert_raw(
+            core,
+            s + src_off as u64 * s_size,
+            s_size,
+            d + dst_off as u64 * d_size,
+            d_size,
+            n,
+        )
+    }
+
+    fn axpy(
+        &mut self,
+        core: &mut Core,
+        a: C64,
+        x: &DeviceSpinor,
+        y: &mut DeviceSpinor,
+    ) -> Result<()> {
+        if x.layout != y.layout {
+            return Err(mismatch("axpy", x.layout, y.layout));
+        }
+        let n = x.len();
+        let ni = n as i32;
+        let cfg = cfg_1d(n, BLAS_BLOCK, 0);
+        match (&x.data, &mut y.data) {
+            (DeviceData::Double(xd), DeviceData::Double(yd)) => core.axpy_d(a, xd, yd, n)?,
+            (DeviceData::Single(xs), DeviceData::Single(ys)) => launch!(
+                core.gpu,
+                Kernel::XaxpyF,
+                n,
+                &self.xaxpy_f,
+                cfg,
+                [xs, ys, &a.re, &a.im, &ni]
+            ),
+            _ => return Err(mismatch("axpy", x.layout, y.layout)),
+        }
+        Ok(())
+    }
+
+    fn xpay(
+        &mut self,
+        core: &mut Core,
+        x: &DeviceSpinor,
+        a: C64,
+        y: &mut DeviceSpinor,
+    ) -> Result<()> {
+        if x.layout != y.layout {
+            return Err(mismatch("xpay", x.layout, y.layout));
+        }
+        let n = x.len();
+        let ni = n as i32;
+        let cfg = cfg_1d(n, BLAS_BLOCK, 0);
+        match (&x.data, &mut y.data) {
+            // The seed's way, as for full fields: y = a y, then y = y + x.
+            (DeviceData::Double(xd), DeviceData::Double(yd)) => core.xpay_d(xd, a, yd, n)?,
+            (DeviceData::Single(xs), DeviceData::Single(ys)) => launch!(
+                core.gpu,
+                Kernel::XpayF,
+                n,
+                &self.xpay_f,
+                cfg,
+                [xs, ys, &a.re, &a.im, &ni]
+            ),
+            _ => return Err(mismatch("xpay", x.layout, y.layout)),
+        }
+        Ok(())
+    }
+
+    fn dot(&mut self, core: &mut Core, x: &DeviceSpinor, y: &DeviceSpinor) -> Result<C64> {
+        if x.layout != y.layout {
+            return Err(mismatch("dot", x.layout, y.layout));
+        }
+        let n = x.len();
+        let ni = n as i32;
+        match (&x.data, &y.data) {
+            (DeviceData::Double(xd), DeviceData::Double(yd)) => core.dot_d(xd, yd, n),
+            (DeviceData::Single(xs), DeviceData::Single(ys)) => {
+                launch!(
+                    core.gpu,
+                    Kernel::DotPartialF,
+                    n,
+                    &self.dot_f,
+                    reduce_cfg(n),
+                    [xs, ys, &ni, &mut core.partial[0]]
+                );
+                let (re, im) = core.finish_reduction(reduce_blocks(n), true)?;
+                Ok(C64::new(re, im))
+            }
+            _ => Err(mismatch("dot", x.layout, y.layout)),
+        }
+    }
+
+    fn norm2(&mut self, core: &mut Core, x: &DeviceSpinor) -> Result<f64> {
+        let n = x.len();
+        let ni = n as i32;
+        match &x.data {
+            DeviceData::Double(xd) => core.norm2_d(xd, n),
+            DeviceData::Single(xs) => {
+                launch!(
+                    core.gpu,
+                    Kernel::Norm2PartialF,
+                    n,
+                    &self.norm2_f,
+                    reduce_cfg(n),
+                    [xs, &ni, &mut core.partial[0]]
+                );
+                Ok(core.finish_reduction(reduce_blocks(n), false)?.0)
+            }
+        }
+    }
+
+    /// out = A inp for every operator (D, G5D on full fields; Schur, G5Schur on even
+    /// ones). With `cr`: gated on the iteration's `active`, and the last launch reduces
+    /// (inp|out) into the scalar block (rar, beta).
+    fn apply(
+        &mut self,
+        core: &mut Core,
+        op: Operator,
+        out: &mut DeviceSpinor,
+        inp: &DeviceSpinor,
+        cr: Option<&mut DeviceCrState>,
+    ) -> Result<()> {
+        if out.layout != inp.layout {
+            return Err(mismatch("apply", out.layout, inp.layout));
+        }
+        let want = if op.is_schur() {
+            Subset::Even
+        } else {
+            Subset::Full
+        };
+        if inp.layout.subset != want {
+            return Err(Error::invalid(
+                "backend",
+                if op.is_schur() {
+                    format!(
+                        "operator {op} acts on even-site fields, not {:?} ones",
+                        inp.layout.subset
+                    )
+                } else {
+                    format!(
+                        "operator {op} acts on full-lattice fields, not {:?} ones",
+                        inp.layout.subset
+                    )
+                },
+            ));
+        }
+        let precision = inp.layout.precision;
+        let single = precision == Precision::Single;
+        let (f, links) = self.stencil_for(core, precision)?;
+        let stream = core.gpu.stream.clone();
+        let (x, _) = addr(inp, &stream);
+        let (o, _) = addr(out, &stream);
+        let (s, partials, ticket) = match &cr {
+            Some(st) => (
+                dptr(&st.scalars, &stream),
+                dptr(&st.partials, &stream),
+                dptr(&st.tickets, &stream) + 4 * CR_TICKET_APPLY as u64,
+            ),
+            None => (0, 0, 0),
+        };
+        let mut l = self.v3_launch(core, links, single);
+        l.s = s;
+        if op.is_schur() {
+            let tmp = self.ensure_tmp(core, precision)?;
+            // tmp_o = H_oe x_e
+            l.parity = Some(1);
+            l.inp = x;
+            l.out = tmp;
+            l.c = 1.0;
+            launch_v3(&mut core.gpu, &f, &l)?;
+            // out_e = [g5] (x_e - kappa^2 H_eo tmp_o)
+            l.parity = Some(0);
+            l.inp = tmp;
+            l.y = x;
+            l.c = -core.kappa * core.kappa;
+        } else {
+            l.inp = x;
+            l.y = x;
+            l.c = -core.kappa;
+        }
+        l.out = o;
+        l.g5 = op.gamma5();
+        l.partials = partials;
+        l.ticket = ticket;
+        launch_v3(&mut core.gpu, &f, &l)?;
+        core.applications += 1;
+        Ok(())
+    }
+
+    /// out = [g5] (y + c H inp) on half fields (out, y of one parity; inp the other).
+    fn hop_xpay(
+        &mut self,
+        core: &mut Core,
+        out: &mut DeviceSpinor,
+        inp: &DeviceSpinor,
+        y: &DeviceSpinor,
+        c: f64,
+        gamma5: bool,
+    ) -> Result<()> {
+        let p = match out.layout.subset.parity() {
+            Some(p)
+                if inp.layout.subset == Subset::from_parity(1 - p)
+                    && inp.layout.precision == out.layout.precision =>
+            {
+                p
+            }
+            _ => return Err(mismatch("hop_xpay", out.layout, inp.layout)),
+        };
+        if y.layout != out.layout {
+            return Err(mismatch("hop_xpay", out.layout, y.layout));
+        }
+        let precision = out.layout.precision;
+        let (f, links) = self.stencil_for(core, precision)?;
+        let stream = core.gpu.stream.clone();
+        let mut l = self.v3_launch(core, links, precision == Precision::Single);
+        l.parity = Some(p);
+        l.inp = addr(inp, &stream).0;
+        l.y = addr(y, &stream).0;
+        l.out = addr(out, &stream).0;
+        l.c = c;
+        l.g5 = gamma5;
+        launch_v3(&mut core.gpu, &f, &l)
+    }
+
+    /// Build now what otherwise is made on first use for `precision` (the single-precision
+    /// links and stencil module, the Schur temporary), so that no allocation or set-up
+    /// launch happens later, e.g. inside a recorded CUDA graph.
+    fn prepare(&mut self, core: &mut Core, precision: Precision) -> Result<()> {
+        if precision == Precision::Single {
+            self.ensure_single(core)?;
+        }
+        self.ensure_tmp(core, precision)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,167 @@
+//! Version 3.0's parity-major layout (Vh = V/2, cb = lexicographic index / 2, p =
+//! (x+y+z+t) % 2, every extent even): a half field holds element k = spin*3 + colour of
+//! site cb at complex index k*Vh + cb; a full field is [even half][odd half]: p*12*Vh +
+//! k*Vh + cb. Links: element e = row*3 + col of U_mu at site (p, cb) at p*36*Vh + (mu*9 +
+//! e)*Vh + cb. Host-side maps only (no CUDA), tested without a GPU.
+
+use crate::error::{Error, Result};
+use crate::geometry::lattice::Lattice;
+
+/// Complex index of element k (0..12) of checkerboard site cb of parity p in a full 3.0
+/// field (subtract p*12*Vh, or take p = 0, for a half field).
+pub(crate) fn spinor_index(vh: usize, p: usize, cb: usize, k: usize) -> usize {
+    p * 12 * vh + k * vh + cb
+}
+
+/// Complex index of element e = row*3 + col of U_mu at checkerboard site cb of parity p
+/// in 3.0's link array (what build_v3_links writes; the unit tests check it).
+#[cfg_attr(not(test), allow(dead_code))]
+pub(crate) fn link_index(vh: usize, p: usize, cb: usize, mu: usize, e: usize) -> usize {
+    p * 36 * vh + (mu * 9 + e) * vh + cb
+}
+
+/// Refuse a lattice 3.0 cannot lay out by parity.
+pub(crate) fn check_even_lattice(l: &Lattice) -> Result<()> {
+    let parity_offset: usize = l.offset.iter().sum();
+    if l.dims.iter().any(|d| !d.is_multiple_of(2)) || !parity_offset.is_multiple_of(2) {
+        return Err(Error::invalid(
+            "kernel",
+            format!(
+                "kernel 3.0 stores fields by parity and needs even extents, but the lattice is {}",
+                l.dims_string()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Canonical [site][12 complex] (as f64 pairs) to 3.0's parity-major full field.
+pub(crate) fn spinor_to_soa(l: &Lattice, canonical: &[f64], soa: &mut [f64]) {
+    let vh = l.volume() / 2;
+    for (site, s) in canonical.chunks_exact(24).enumerate() {
+        let (p, cb) = l.checkerboard(site);
+        for k in 0..12 {
+            let i = spinor_index(vh, p, cb, k);
+            soa[2 * i] = s[2 * k];
+            soa[2 * i + 1] = s[2 * k + 1];
+        }
+    }
+}
+
+/// The inverse of `spinor_to_soa`; with `parity` Some(p), `soa` is a half field of parity
+/// p and only those sites of `canonical` are written.
+pub(crate) fn spinor_from_soa(
+    l: &Lattice,
+    soa: &[f64],
+    canonical: &mut [f64],
+    parity: Option<usize>,
+) {
+    let vh = l.volume() / 2;
+    for (site, s) in canonical.chunks_exact_mut(24).enumerate() {
+        let (p, cb) = l.checkerboard(site);
+        let base = match parity {
+            None => p * 12 * vh,
+            Some(q) if q == p => 0,
+            Some(_) => continue,
+        };
+        for k in 0..12 {
+            let i = base + spinor_index(vh, 0, cb, k);
+            s[2 * k] = soa[2 * i];
+            s[2 * k + 1] = soa[2 * i + 1];
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::geometry::lattice::DEFAULT_BOUNDARY;
+
+    fn lat(d: [usize; 4]) -> Lattice {
+        Lattice::new(d, DEFAULT_BOUNDARY).unwrap()
+    }
+
+    /// The site build_v3_links and stencil_v3 compute for (p, cb), written as in the kernels.
+    fn kernel_site(l: &Lattice, p: usize, cb: usize) -> usize {
+        let s0 = 2 * cb;
+        let c = l.coords(s0);
+        s0 + ((c[0] + c[1] + c[2] + c[3] + p) & 1)
+    }
+
+    #[test]
+    fn checkerboard_maps_are_bijections_and_match_the_kernels() {
+        for d in [[4, 4, 4, 8], [6, 4, 8, 4], [2, 2, 2, 2], [2, 4, 6, 2]] {
+            let l = lat(d);
+            let v = l.volume();
+            let vh = v / 2;
+            let mut seen = vec![false; v * 12];
+            let mut seen_links = vec![false; v * 36];
+            for s in 0..v {
+                let (p, cb) = l.checkerboard(s);
+                assert!(cb < vh);
+                assert_eq!(kernel_site(&l, p, cb), s, "{d:?} site {s}");
+                for k in 0..12 {
+                    let i = spinor_index(vh, p, cb, k);
+                    assert!(!seen[i]);
+                    seen[i] = true;
+                }
+                for mu in 0..4 {
+                    for e in 0..9 {
+                        let i = link_index(vh, p, cb, mu, e);
+                        assert!(!seen_links[i]);
+                        seen_links[i] = true;
+                        // build_v3_links' thread for output i reads canonical s*36 + mu*9 + e.
+                        let (pp, r) = (i / (36 * vh), i % (36 * vh));
+                        assert_eq!(
+                            kernel_site(&l, pp, r % vh) * 36 + r / vh,
+                            s * 36 + mu * 9 + e
+                        );
+                    }
+                }
+            }
+            assert!(seen.iter().all(|&b| b) && seen_links.iter().all(|&b| b));
+            // A full field is two half fields: even sites first.
+            assert_eq!(spinor_index(vh, 1, 0, 0), 12 * vh);
+        }
+    }
+
+    #[test]
+    fn parity_major_spinor_order_round_trips() {
+        let l = lat([4, 2, 2, 6]);
+        let v = l.volume();
+        let canonical: Vec<f64> = (0..v * 24).map(|k| k as f64).collect();
+        let mut soa = vec![0.0; v * 24];
+        spinor_to_soa(&l, &canonical, &mut soa);
+        // element k = 7 of site 3 (parity 1, cb 1) sits at 12*Vh + 7*Vh + 1.
+        let vh = v / 2;
+        assert_eq!(l.parity(3), 1);
+        assert_eq!(soa[2 * (12 * vh + 7 * vh + 1)], canonical[3 * 24 + 14]);
+        let mut back = vec![0.0; v * 24];
+        spinor_from_soa(&l, &soa, &mut back, None);
+        assert_eq!(back, canonical);
+        // The odd half alone fills the odd sites and leaves the even ones.
+        let mut odd_only = vec![-1.0; v * 24];
+        spinor_from_soa(&l, &soa[24 * vh..], &mut odd_only, Some(1));
+        for s in 0..v {
+            let got = &odd_only[24 * s..24 * s + 24];
+            if l.parity(s) == 1 {
+                assert_eq!(got, &canonical[24 * s..24 * s + 24]);
+            } else {
+                assert!(got.iter().all(|&x| x == -1.0));
+            }
+        }
+    }
+
+    #[test]
+    fn odd_extents_are_refused_with_the_dims() {
+        let l = lat([4, 3, 4, 4]);
+        match check_even_lattice(&l) {
+            Err(Error::InvalidValue { message, .. }) => {
+                assert!(message.contains("even extents"), "{message}");
+                assert!(message.contains("4x3x4x4"), "{message}");
+            }
+            other => panic!("expected InvalidValue, got {other:?}"),
+        }
+        assert!(check_even_lattice(&lat([4, 4, 4, 8])).is_ok());
+    }
+}

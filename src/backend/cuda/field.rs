@@ -1,0 +1,97 @@
+//! `DeviceSpinor`: a spinor field on the device, in the layout and precision of the
+//! stencil that made it (the seed versions: full double fields in the canonical order
+//! [site][spin][colour]; 3.0: every `Layout`, parity-major, see `fast`), and the raw views
+//! the fused CR kernels take.
+
+use crate::error::{Error, Result};
+use crate::field::C64;
+use crate::linalg::Layout;
+use cudarc::driver::CudaSlice;
+
+/// A spinor field on the device: 12 complex numbers per site of its layout's subset, (re,
+/// im) pairs, in its stencil's order, in double or single precision.
+pub struct DeviceSpinor {
+    pub(crate) data: DeviceData,
+    pub(crate) layout: Layout,
+}
+
+/// A field's storage.
+pub(crate) enum DeviceData {
+    Double(CudaSlice<f64>),
+    Single(CudaSlice<f32>),
+}
+
+/// A field's device data, for kernel arguments (the fused CR kernels take either).
+pub(crate) enum RawField<'a> {
+    Double(&'a CudaSlice<f64>),
+    Single(&'a CudaSlice<f32>),
+}
+
+pub(crate) enum RawFieldMut<'a> {
+    Double(&'a mut CudaSlice<f64>),
+    Single(&'a mut CudaSlice<f32>),
+}
+
+impl DeviceSpinor {
+    pub(crate) fn raw(&self) -> RawField<'_> {
+        match &self.data {
+            DeviceData::Double(d) => RawField::Double(d),
+            DeviceData::Single(s) => RawField::Single(s),
+        }
+    }
+
+    pub(crate) fn raw_mut(&mut self) -> RawFieldMut<'_> {
+        match &mut self.data {
+            DeviceData::Double(d) => RawFieldMut::Double(d),
+            DeviceData::Single(s) => RawFieldMut::Single(s),
+        }
+    }
+
+    /// Number of complex numbers.
+    pub fn len(&self) -> usize {
+        match &self.data {
+            DeviceData::Double(d) => d.len() / 2,
+            DeviceData::Single(s) => s.len() / 2,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    /// The double data of a field (the seed versions' only kind).
+    pub(crate) fn double(&self) -> Result<&CudaSlice<f64>> {
+        match &self.data {
+            DeviceData::Double(d) => Ok(d),
+            DeviceData::Single(_) => Err(not_double()),
+        }
+    }
+
+    pub(crate) fn double_mut(&mut self) -> Result<&mut CudaSlice<f64>> {
+        match &mut self.data {
+            DeviceData::Double(d) => Ok(d),
+            DeviceData::Single(_) => Err(not_double()),
+        }
+    }
+}
+
+fn not_double() -> Error {
+    Error::invalid(
+        "backend",
+        "a single-precision field where a double one is needed",
+    )
+}
+
+pub(crate) fn as_f64(data: &[C64]) -> &[f64] {
+    // SAFETY: num_complex::Complex<f64> is #[repr(C)] { re, im }: two f64, no padding.
+    unsafe { std::slice::from_raw_parts(data.as_ptr() as *const f64, data.len() * 2) }
+}
+
+pub(crate) fn as_f64_mut(data: &mut [C64]) -> &mut [f64] {
+    // SAFETY: as above.
+    unsafe { std::slice::from_raw_parts_mut(data.as_mut_ptr() as *mut f64, data.len() * 2) }
+}

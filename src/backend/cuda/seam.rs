@@ -1,0 +1,262 @@
+//! `CudaBackend` as the solvers see it: `Space`, `WilsonKernels`, `FusedCr` and `Prepare`,
+//! each delegating to the backend's stencil object (`StencilImpl`) with no version branch.
+//! What a stencil family lacks is refused through its `Capabilities`: half-lattice and
+//! single fields at allocation, the fused CR at every fused method (`repeat` then runs its
+//! body plainly).
+
+use super::backend::CudaBackend;
+use super::device::err;
+use super::field::{as_f64, as_f64_mut, DeviceSpinor};
+use super::fused::{DeviceCrState, Fused};
+use crate::backend::{
+    unsupported, CrScalars, FusedCr, Layout, Operator, Precision, Prepare, Space, Subset,
+    WilsonKernels,
+};
+use crate::error::{Error, Result};
+use crate::field::{SpinorField, C64};
+
+impl Space for CudaBackend {
+    type Field = DeviceSpinor;
+
+    fn describe(&self) -> String {
+        self.stencil.describe(&self.core.device_name)
+    }
+
+    fn alloc_layout(&mut self, layout: Layout) -> Result<DeviceSpinor> {
+        let half = layout.subset != Subset::Full;
+        let single = layout.precision == Precision::Single;
+        if (half && !self.caps.half_lattice) || (single && !self.caps.single) {
+            return Err(unsupported(self, "half-lattice or single-precision fields"));
+        }
+        self.stencil.alloc(&mut self.core, layout)
+    }
+
+    fn layout(&self, field: &DeviceSpinor) -> Layout {
+        field.layout
+    }
+
+    fn upload(&mut self, host: &SpinorField) -> Result<DeviceSpinor> {
+        self.core.check_len(host.data.len(), "source")?;
+        let mut field = self.alloc()?;
+        let stream = self.core.gpu.stream.clone();
+        let lattice = self.core.lattice.clone();
+        let pinned = self.core.staging()?;
+        let dst = pinned.as_mut_slice().map_err(err("pinned memory"))?;
+        self.stencil
+            .to_device_order(&lattice, as_f64(&host.data), dst);
+        stream
+            .memcpy_htod(&*pinned, field.double_mut()?)
+            .map_err(err("uploading a spinor field"))?;
+        // The staging buffer is reused: wait until the copy has read it.
+        stream
+            .synchronize()
+            .map_err(err("uploading a spinor field"))?;
+        Ok(field)
+    }
+
+    fn download(&mut self, field: &DeviceSpinor) -> Result<SpinorField> {
+        let mut host = SpinorField::zeros(self.core.lattice.volume());
+        if field.layout != Layout::FULL {
+            // Other layouts: widened to double, the sites a half field lacks zero.
+            let raw = self.core.read_raw(field)?;
+            let parity = field.layout.subset.parity();
+            self.stencil.to_canonical_order(
+                &self.core.lattice,
+                &raw,
+                as_f64_mut(&mut host.data),
+                parity,
+            );
+            return Ok(host);
+        }
+        self.core.check_len(field.len(), "field")?;
+        let stream = self.core.gpu.stream.clone();
+        let pinned = self.core.staging()?;
+        stream
+            .memcpy_dtoh(field.double()?, &mut *pinned)
+            .map_err(err("downloading a spinor field"))?;
+        stream
+            .synchronize()
+            .map_err(err("downloading a spinor field"))?;
+        let lattice = self.core.lattice.clone();
+        let pinned = self.core.staging()?;
+        let src = pinned.as_slice().map_err(err("pinned memory"))?;
+        self.stencil
+            .to_canonical_order(&lattice, src, as_f64_mut(&mut host.data), None);
+        Ok(host)
+    }
+
+    fn copy(&mut self, dst: &mut DeviceSpinor, src: &DeviceSpinor) -> Result<()> {
+        self.stencil.copy(&mut self.core, dst, src)
+    }
+
+    fn convert(&mut self, dst: &mut DeviceSpinor, src: &DeviceSpinor) -> Result<()> {
+        self.stencil.convert(&mut self.core, dst, src)
+    }
+
+    fn axpy(&mut self, a: C64, x: &DeviceSpinor, y: &mut DeviceSpinor) -> Result<()> {
+        self.stencil.axpy(&mut self.core, a, x, y)
+    }
+
+    fn xpay(&mut self, x: &DeviceSpinor, a: C64, y: &mut DeviceSpinor) -> Result<()> {
+        self.stencil.xpay(&mut self.core, x, a, y)
+    }
+
+    fn dot(&mut self, x: &DeviceSpinor, y: &DeviceSpinor) -> Result<C64> {
+        self.stencil.dot(&mut self.core, x, y)
+    }
+
+    fn norm2(&mut self, x: &DeviceSpinor) -> Result<f64> {
+        self.stencil.norm2(&mut self.core, x)
+    }
+}
+
+impl WilsonKernels for CudaBackend {
+    fn kappa(&self) -> f64 {
+        self.core.kappa
+    }
+
+    fn apply(&mut self, op: Operator, out: &mut DeviceSpinor, inp: &DeviceSpinor) -> Result<()> {
+        self.stencil.apply(&mut self.core, op, out, inp, None)
+    }
+
+    fn hop_xpay(
+        &mut self,
+        out: &mut DeviceSpinor,
+        inp: &DeviceSpinor,
+        y: &DeviceSpinor,
+        c: f64,
+        gamma5: bool,
+    ) -> Result<()> {
+        self.stencil
+            .hop_xpay(&mut self.core, out, inp, y, c, gamma5)
+    }
+}
+
+impl CudaBackend {
+    /// The fused CR iteration, or its refusal by name.
+    fn fused_path(&self) -> Result<()> {
+        if self.caps.fused_cr {
+            Ok(())
+        } else {
+            Err(unsupported(self, "the fused CR iteration"))
+        }
+    }
+
+    /// Build now what the stencil otherwise makes on first use for `precision` (3.0: the
+    /// single-precision links and stencil module, the Schur temporary), so that no
+    /// allocation or set-up launch happens later, e.g. inside a recorded CUDA graph. A
+    /// no-op for the seed versions.
+    pub fn prepare_fast_path(&mut self, precision: Precision) -> Result<()> {
+        self.stencil.prepare(&mut self.core, precision)
+    }
+
+    /// Read a scalar block and check that every ticket counter is back at zero (tests).
+    #[doc(hidden)]
+    pub fn fast_test_cr_read(&mut self, state: &DeviceCrState) -> Result<CrScalars> {
+        let stream = self.core.gpu.stream.clone();
+        let t = stream
+            .clone_dtoh(&state.tickets)
+            .map_err(err("reading the CR tickets"))?;
+        stream
+            .synchronize()
+            .map_err(err("reading the CR tickets"))?;
+        if t.iter().any(|&k| k != 0) {
+            return Err(Error::Cuda(format!("CR tickets not back to zero: {t:?}")));
+        }
+        self.cr_get(state)
+    }
+}
+
+impl FusedCr for CudaBackend {
+    type CrState = DeviceCrState;
+
+    fn fused_cr_available(&self) -> bool {
+        self.caps.fused_cr
+    }
+
+    fn cr_state(&mut self, s: &CrScalars) -> Result<DeviceCrState> {
+        self.fused_path()?;
+        let volume = self.core.lattice.volume();
+        self.fused.new_state(&mut self.core.gpu, volume, s)
+    }
+
+    fn cr_set(&mut self, state: &mut DeviceCrState, s: &CrScalars) -> Result<()> {
+        self.fused_path()?;
+        Fused::set(&mut self.core.gpu, state, s)
+    }
+
+    fn cr_get(&mut self, state: &DeviceCrState) -> Result<CrScalars> {
+        self.fused_path()?;
+        Fused::get(&mut self.core.gpu, state)
+    }
+
+    fn cr_history(&mut self, state: &DeviceCrState) -> Result<Vec<f64>> {
+        self.fused_path()?;
+        Fused::history(&mut self.core.gpu, state)
+    }
+
+    fn cr_update_xr(
+        &mut self,
+        state: &mut DeviceCrState,
+        p: &DeviceSpinor,
+        ap: &DeviceSpinor,
+        x: &mut DeviceSpinor,
+        r: &mut DeviceSpinor,
+    ) -> Result<()> {
+        self.fused_path()?;
+        let (p, ap, x, r) = (p.raw(), ap.raw(), x.raw_mut(), r.raw_mut());
+        self.fused.update_xr(&mut self.core.gpu, state, p, ap, x, r)
+    }
+
+    fn cr_apply_dot(
+        &mut self,
+        op: Operator,
+        state: &mut DeviceCrState,
+        r: &DeviceSpinor,
+        ar: &mut DeviceSpinor,
+    ) -> Result<()> {
+        self.fused_path()?;
+        self.stencil.apply(&mut self.core, op, ar, r, Some(state))
+    }
+
+    fn cr_update_p(
+        &mut self,
+        state: &mut DeviceCrState,
+        r: &DeviceSpinor,
+        ar: &DeviceSpinor,
+        p: &mut DeviceSpinor,
+        ap: &mut DeviceSpinor,
+    ) -> Result<()> {
+        self.fused_path()?;
+        let (r, ar, p, ap) = (r.raw(), ar.raw(), p.raw_mut(), ap.raw_mut());
+        self.fused.update_p(&mut self.core.gpu, state, r, ar, p, ap)
+    }
+
+    fn repeat(
+        &mut self,
+        key: u64,
+        times: usize,
+        body: &mut dyn FnMut(&mut Self) -> Result<()>,
+    ) -> Result<()> {
+        if !self.caps.fused_cr {
+            return (0..times).try_for_each(|_| body(self));
+        }
+        super::fused::repeat(self, |b| (&mut b.core.gpu, &mut b.fused), key, times, body)
+    }
+
+    fn forget_graphs(&mut self) {
+        self.fused.forget_graphs();
+    }
+}
+
+impl Prepare for CudaBackend {
+    fn prepare(&mut self, precision: Precision, fused: bool) -> Result<()> {
+        self.stencil.prepare(&mut self.core, precision)?;
+        if fused && self.caps.fused_cr {
+            // Loads the fused-CR module (its first use compiles it).
+            let s = CrScalars::default();
+            drop(self.cr_state(&s)?);
+        }
+        Ok(())
+    }
+}

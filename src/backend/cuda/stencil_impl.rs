@@ -1,0 +1,124 @@
+//! `StencilImpl`: what a stencil family of the CUDA backend is, behind one trait object
+//! chosen once at construction from the version table (`StencilVersion::is_fast_path`):
+//! `seed::SeedStencil` (versions 1.0 to 2.0: the seed's link layouts, full double fields,
+//! the seed's BLAS-1 and multi-pass reductions) or `fast::FastStencil` (3.0: parity-major
+//! layouts, both precisions, even-odd hops, the fused (r|Ar) epilogue). `CudaBackend`
+//! delegates the vector space and the Wilson kernels to it and checks the fused CR against
+//! its `capabilities`; it holds no version branch of its own.
+//!
+//! A stencil also carries its tuning mixin: its launch geometry (`geometry`,
+//! `set_geometry`: nothing else depends on it, so a tuner can time candidates on the live
+//! backend), its tune-cache kernel name and its own flop and byte counts.
+
+use super::core::Core;
+use super::field::DeviceSpinor;
+use super::fused::DeviceCrState;
+use super::version::StencilVersion;
+use crate::backend::Capabilities;
+use crate::error::Result;
+use crate::field::C64;
+use crate::geometry::lattice::Lattice;
+use crate::linalg::{Layout, Operator, Precision};
+
+/// The free launch geometry of a stencil: `multiple` (sites per block of 1.2 to 2.0) and
+/// `coarse_block` (threads per block of the one-thread-per-site 1.0 and 3.0).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Geometry {
+    pub multiple: usize,
+    pub coarse_block: usize,
+}
+
+pub(crate) trait StencilImpl {
+    /// What this family holds and runs beyond full double fields (one source of truth:
+    /// `Capabilities::of_stencil` reads the same constants).
+    fn capabilities(&self) -> Capabilities;
+    fn version(&self) -> StencilVersion;
+    /// "cuda NAME (stencilCore V, multiple M)".
+    fn describe(&self, device_name: &str) -> String {
+        format!(
+            "cuda {device_name} (stencilCore {}, multiple {})",
+            self.version(),
+            self.geometry().multiple
+        )
+    }
+
+    /// The launch geometry in use, and a new one (validated by the caller).
+    fn geometry(&self) -> Geometry;
+    fn set_geometry(&mut self, g: Geometry);
+    /// Threads per block of the stencil launch as configured.
+    fn block_threads(&self) -> usize;
+    /// The tune cache's kernel name ("stencil-1.5", "stencil-3.0-r12").
+    fn tune_kernel(&self) -> String;
+    /// The launch geometries a tuner times (around the current one).
+    fn candidates(&self) -> Vec<Geometry> {
+        super::tune::geometry_candidates(self.version(), self.geometry())
+    }
+    /// The version's own executed flops and global-memory bytes per site and full
+    /// application (see `StencilVersion`).
+    fn flops_per_site(&self) -> u64 {
+        self.version().flops_per_site()
+    }
+    fn bytes_per_site(&self) -> u64;
+
+    /// A zeroed field of a layout this family holds (others are refused by the caller
+    /// through `capabilities`).
+    fn alloc(&mut self, core: &mut Core, layout: Layout) -> Result<DeviceSpinor>;
+    /// Canonical [site][12 complex] as f64 pairs to this family's full-field order.
+    fn to_device_order(&self, lattice: &Lattice, canonical: &[f64], dst: &mut [f64]);
+    /// The inverse; with `parity` Some(p) `src` is a half field of parity p and only
+    /// those sites of `canonical` are written.
+    fn to_canonical_order(
+        &self,
+        lattice: &Lattice,
+        src: &[f64],
+        canonical: &mut [f64],
+        parity: Option<usize>,
+    );
+
+    fn copy(&mut self, core: &mut Core, dst: &mut DeviceSpinor, src: &DeviceSpinor) -> Result<()>;
+    fn convert(
+        &mut self,
+        core: &mut Core,
+        dst: &mut DeviceSpinor,
+        src: &DeviceSpinor,
+    ) -> Result<()>;
+    fn axpy(
+        &mut self,
+        core: &mut Core,
+        a: C64,
+        x: &DeviceSpinor,
+        y: &mut DeviceSpinor,
+    ) -> Result<()>;
+    fn xpay(
+        &mut self,
+        core: &mut Core,
+        x: &DeviceSpinor,
+        a: C64,
+        y: &mut DeviceSpinor,
+    ) -> Result<()>;
+    fn dot(&mut self, core: &mut Core, x: &DeviceSpinor, y: &DeviceSpinor) -> Result<C64>;
+    fn norm2(&mut self, core: &mut Core, x: &DeviceSpinor) -> Result<f64>;
+
+    /// out = A inp; with `cr` (fused CR only) gated on the iteration's `active` and with
+    /// the (inp|out) epilogue into the scalar block.
+    fn apply(
+        &mut self,
+        core: &mut Core,
+        op: Operator,
+        out: &mut DeviceSpinor,
+        inp: &DeviceSpinor,
+        cr: Option<&mut DeviceCrState>,
+    ) -> Result<()>;
+    /// out = [g5] (y + c H inp) on half fields.
+    fn hop_xpay(
+        &mut self,
+        core: &mut Core,
+        out: &mut DeviceSpinor,
+        inp: &DeviceSpinor,
+        y: &DeviceSpinor,
+        c: f64,
+        gamma5: bool,
+    ) -> Result<()>;
+    /// Build now what a solve in `precision` would otherwise make on first use.
+    fn prepare(&mut self, core: &mut Core, precision: Precision) -> Result<()>;
+}
