@@ -9,9 +9,9 @@
 //! `/proc/<pid>`) is removed from the output folders before the work and after a
 //! successful write.
 
-use crate::problem::{Problem, SolveResult};
 use crate::config::LoadedConfig;
 use crate::error::{Error, Result};
+use crate::problem::{Problem, SolveResult};
 use crate::report::SolveReport;
 use std::io::Read;
 use std::path::{Path, PathBuf};
