@@ -3,7 +3,7 @@
 //! clearly that there is nothing to ablate on the CPU. The GPU run itself is done by
 //! validate/on-device.sh (results in validate/results/).
 
-use qcd_solve::app::ablate::{self, AblateReport, AblateRow};
+use qcd_solve::app::ablate::{self, AblateReport, AblateRow, MethodRow};
 use std::process::Command;
 
 fn row(v: &str, speedup: f64, valid: bool) -> AblateRow {
@@ -63,6 +63,23 @@ fn report() -> AblateReport {
             row("1.3", 170.0, true),
             row("2.0", 60.0, false),
         ],
+        methods: vec![],
+    }
+}
+
+fn method_row(method: &str, options: &str, ms: f64, valid: bool) -> MethodRow {
+    MethodRow {
+        method: method.into(),
+        options: options.into(),
+        solver: format!("{method}, {options}"),
+        operator: "D".into(),
+        iterations: 40,
+        operator_applications: 81,
+        seconds_to_solution_median: ms / 1e3,
+        seconds_to_solution_spread: 0.0001,
+        true_residual: 7.5e-11,
+        valid,
+        error: (!valid).then(|| "solve stagnated with true residual of D x = b 1.00e-3".into()),
     }
 }
 
@@ -125,6 +142,70 @@ fn gains_table_divides_by_the_fastest_valid_seed_version() {
     // The CSV quotes the solver (it has commas) and keeps one row per variant.
     let csv = ablate::csv(&r);
     assert!(csv.contains("\"fused CR, even-odd, single-double (delta 0.1), check every 10\""));
+}
+
+#[test]
+fn methods_table_follows_the_others_and_agrees_with_its_csv() {
+    // Hand-made rows: CR plain 8 ms, BiCGStab plain 4 ms (2x CR), GCR plain failed,
+    // CGNE eo+single 6 ms with no valid CR eo+single row to divide by.
+    let mut r = report();
+    assert_eq!(ablate::methods_table(&r), "", "no 3.0: no table");
+    r.methods = vec![
+        method_row("cr", "plain", 8.0, true),
+        method_row("bicgstab", "plain", 4.0, true),
+        method_row("gcr", "plain", 5.0, false),
+        method_row("cgne", "eo+single", 6.0, true),
+    ];
+    let table = ablate::table(&r);
+    let at = table
+        .find("methods on kernel 3.0 (median of 3 solves)")
+        .unwrap();
+    assert!(at > table.find("ver ").unwrap(), "after the version table");
+    let t = &table[at..];
+    let line = |m: &str| t.lines().find(|l| l.starts_with(&format!("{m} "))).unwrap();
+    assert!(
+        line("cr").contains(" 8.000 ") && line("cr").contains(" 1.00 "),
+        "{t}"
+    );
+    assert!(
+        line("bicgstab").contains(" 4.000 ") && line("bicgstab").contains(" 2.00 "),
+        "{t}"
+    );
+    assert!(line("gcr").contains("FAILED: solve stagnated"), "{t}");
+    assert!(
+        line("cgne").contains(" - "),
+        "no valid CR eo+single row: {t}"
+    );
+    assert!(
+        line("cgne").contains(" 40 ") && line("cgne").contains(" 81 "),
+        "{t}"
+    );
+
+    let csv = ablate::methods_csv(&r);
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 4);
+    for (x, c) in r.methods.iter().zip(&rows) {
+        // Solvers here have one comma: the quoted field spans two split pieces.
+        assert_eq!(c[col("method")], x.method);
+        assert_eq!(c[col("options")], x.options);
+        let shift = 1;
+        let it: usize = c[col("iterations") + shift].parse().unwrap();
+        assert_eq!(it, x.iterations);
+        let s: f64 = c[col("seconds_to_solution_median") + shift]
+            .parse()
+            .unwrap();
+        assert_eq!(
+            s, x.seconds_to_solution_median,
+            "CSV carries the full value"
+        );
+    }
+    // The JSON report carries the rows.
+    let json = serde_json::to_value(&r).unwrap();
+    assert_eq!(json["methods"].as_array().unwrap().len(), 4);
+    assert_eq!(json["methods"][1]["operator_applications"], 81);
 }
 
 #[test]

@@ -17,7 +17,8 @@ fi
 cargo build --release
 LD_LIBRARY_PATH=$nvrtc_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} ./target/release/qcd-solve kernels --check --arch sm_90 | tail -1
 # The GPU test targets: tests/gpu.rs (seed versions), gpu_fast.rs (3.0's layouts and
-# operators), gpu_fused.rs (the fused CR kernels and graphs).
+# operators), gpu_fused.rs (the fused CR kernels and graphs), gpu_solvers.rs (the four
+# Krylov methods against the CPU).
 cargo test --release --features gpu-tests --no-run --message-format=json 2>/dev/null |
     python3 -c 'import json,sys
 for line in sys.stdin:

@@ -3,7 +3,9 @@
 //! a triad and an upload measurement on the GPU, then every selected version: launch
 //! geometry from the tune cache (or a timed sweep), a validation of its operator against
 //! the CPU, a warm-up solve and `repeat` timed solves. A table, CSV, JSON and charts.
-//! Every set-up phase has its own column; none is hidden in the solve time.
+//! Every set-up phase has its own column; none is hidden in the solve time. With 3.0, a
+//! last table compares the Krylov methods (CR, BiCGStab, GCR, CGNE) on it: iterations,
+//! operator applications and time to solution, plain and even-odd + single-double.
 
 use super::tuning::{median_spread, start_options, tune_live};
 use crate::app::run::{build_problem, solve_on, thread_pool, Problem, SolvePlan};
@@ -17,7 +19,7 @@ use crate::error::{Error, Result};
 use crate::field::SpinorField;
 use crate::report::charts::{self, Chart};
 use crate::report::TRIAD_BYTES;
-use crate::solver::{CrParams, StopReason};
+use crate::solver::{CrParams, Method, StopReason};
 use serde::Serialize;
 use std::path::Path;
 
@@ -76,6 +78,30 @@ pub struct AblateReport {
     pub upload_pageable_gbytes_per_second: f64,
     pub tune_cache: String,
     pub rows: Vec<AblateRow>,
+    /// The methods on kernel 3.0 (empty when 3.0 is not among the versions).
+    pub methods: Vec<MethodRow>,
+}
+
+/// One method with one set of options on kernel 3.0 (`ablate`'s per-method table).
+#[derive(Clone, Debug, Serialize)]
+pub struct MethodRow {
+    /// "cr", "bicgstab", "gcr", "cgne".
+    pub method: String,
+    /// "plain" or "eo+single" (even-odd with single-double).
+    pub options: String,
+    /// The solver as run ("fused CR, even-odd, single-double (delta 0.1), ...").
+    pub solver: String,
+    /// The operator form the method iterated (CGNE: g5 D).
+    pub operator: String,
+    pub iterations: usize,
+    /// Applications of the Wilson stencil (CGNE: two per iteration; BiCGStab: two).
+    pub operator_applications: usize,
+    pub seconds_to_solution_median: f64,
+    pub seconds_to_solution_spread: f64,
+    pub true_residual: f64,
+    /// Converged with a true residual at most 2 tol.
+    pub valid: bool,
+    pub error: Option<String>,
 }
 
 /// How an ablation row tunes its backend: the cache and the mode.
@@ -171,6 +197,102 @@ fn run_version(
         error,
         history: r.history,
     })
+}
+
+/// The per-method table's option sets: plain, and even-odd with single-double.
+pub fn method_options() -> [(
+    &'static str,
+    crate::config::Preconditioning,
+    crate::backend::Precision,
+); 2] {
+    use crate::backend::Precision;
+    use crate::config::Preconditioning;
+    [
+        ("plain", Preconditioning::None, Precision::Double),
+        ("eo+single", Preconditioning::EvenOdd, Precision::Single),
+    ]
+}
+
+/// The plan of `method` with the config's [solver] options (tolerance, restart, delta,
+/// check_every; CR fused as `iteration = "auto"` makes it on 3.0), preconditioning and
+/// precision as given; and the operator form it starts from (the config's, else the
+/// method's default).
+pub fn method_plan(
+    c: &crate::config::Config,
+    method: Method,
+    pre: crate::config::Preconditioning,
+    precision: crate::backend::Precision,
+) -> (SolvePlan, crate::backend::Operator) {
+    let mut c = c.clone();
+    c.solver.method = method;
+    c.solver.preconditioning = pre;
+    c.solver.precision = match precision {
+        crate::backend::Precision::Double => crate::config::SolverPrecision::Double,
+        crate::backend::Precision::Single => crate::config::SolverPrecision::SingleDouble,
+    };
+    (SolvePlan::from_config(&c, true), c.solver.operator())
+}
+
+/// One method row: a warm-up solve, then `repeat` timed solves (median and spread of the
+/// solve time); iterations and applications of the last one.
+fn run_method(
+    p: &Problem,
+    be: &mut CudaBackend,
+    method: Method,
+    options: &str,
+    plan: &SolvePlan,
+    repeat: usize,
+) -> Result<MethodRow> {
+    let _warm = solve_on(be, p, plan)?;
+    let mut total = Vec::new();
+    let mut last = None;
+    for _ in 0..repeat {
+        let r = solve_on(be, p, plan)?;
+        total.push(r.timings.solve);
+        last = Some(r);
+    }
+    let r = last.expect("repeat >= 1");
+    let (tm, ts) = median_spread(total);
+    let converged = r.reason == StopReason::Converged;
+    let true_residual = crate::app::run::cpu_residual_of_d(p, &r.solution);
+    let error = if !converged || true_residual.is_nan() || true_residual > 2.0 * plan.cr.tol {
+        Some(format!(
+            "solve {} with true residual of D x = b {:.2e}",
+            r.reason.describe(),
+            true_residual
+        ))
+    } else {
+        None
+    };
+    Ok(MethodRow {
+        method: method.name().into(),
+        options: options.into(),
+        solver: r.plan.clone(),
+        operator: method.iterated_form(p.operator).to_string(),
+        iterations: r.iterations,
+        operator_applications: r.operator_applications,
+        seconds_to_solution_median: tm,
+        seconds_to_solution_spread: ts,
+        true_residual,
+        valid: error.is_none(),
+        error,
+    })
+}
+
+fn failed_method_row(method: Method, options: &str, e: &Error) -> MethodRow {
+    MethodRow {
+        method: method.name().into(),
+        options: options.into(),
+        solver: String::new(),
+        operator: String::new(),
+        iterations: 0,
+        operator_applications: 0,
+        seconds_to_solution_median: f64::NAN,
+        seconds_to_solution_spread: f64::NAN,
+        true_residual: f64::NAN,
+        valid: false,
+        error: Some(e.to_string()),
+    }
 }
 
 /// "1.6.1", or "3.0 fused+eo+single+r12" for the option rows.
@@ -271,7 +393,7 @@ pub fn measure(
     };
     let c = &cfg.config;
     let pool = thread_pool(0)?;
-    let problem = pool.install(|| build_problem(cfg))?;
+    let mut problem = pool.install(|| build_problem(cfg))?;
     let params = SolvePlan::seed(CrParams::new(
         c.solver.tolerance,
         c.solver.max_iterations as usize,
@@ -349,6 +471,37 @@ pub fn measure(
             rows.push(row);
         }
     }
+    // The methods on 3.0's tuned geometry, each with the config's options.
+    let mut methods = Vec::new();
+    if versions.contains(&StencilVersion::V3_0) {
+        let base = crate::app::run::cuda_options(cfg)?;
+        let configured = problem.operator;
+        let mut opened = CudaBackend::new(
+            &problem.gauge,
+            problem.kappa,
+            &start_options(StencilVersion::V3_0, &base, mode),
+        )
+        .and_then(|mut be| {
+            tune_live(&mut be, &problem, &mut cache, mode)?;
+            Ok(be)
+        });
+        for method in Method::ALL {
+            for (options, pre, precision) in method_options() {
+                if let Some(b) = &bar {
+                    b.set_message(format!("3.0 {method} {options}"));
+                }
+                let (plan, op) = method_plan(c, method, pre, precision);
+                problem.operator = op;
+                let row = match &mut opened {
+                    Ok(be) => run_method(&problem, be, method, options, &plan, repeat.max(1)),
+                    Err(e) => Err(Error::Cuda(format!("kernel 3.0: {e}"))),
+                }
+                .unwrap_or_else(|e| failed_method_row(method, options, &e));
+                methods.push(row);
+            }
+        }
+        problem.operator = configured;
+    }
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
@@ -371,6 +524,7 @@ pub fn measure(
         upload_pageable_gbytes_per_second: pageable,
         tune_cache: cache_path.display().to_string(),
         rows,
+        methods,
     };
     Ok((report, cpu.history))
 }
@@ -422,6 +576,74 @@ pub fn table(r: &AblateReport) -> String {
         ));
     }
     s.push_str(&gains_table(r));
+    s.push_str(&methods_table(r));
+    s
+}
+
+/// The Krylov methods on kernel 3.0 (median of the timed solves), plain and even-odd +
+/// single-double; "x CR" is each row's time against CR's with the same options.
+pub fn methods_table(r: &AblateReport) -> String {
+    if r.methods.is_empty() {
+        return String::new();
+    }
+    let mut s = format!(
+        "\nmethods on kernel 3.0 (median of {} solves):\n{:<9} {:<10} {:<5} {:>5} {:>6} {:>9} {:>9} {:>6} {:>9} {}\n",
+        r.repeat, "method", "options", "op", "iter", "A apps", "ms", "spread", "x CR", "true res", "solver"
+    );
+    for x in &r.methods {
+        let cr = r
+            .methods
+            .iter()
+            .find(|y| y.method == "cr" && y.options == x.options && y.valid);
+        s.push_str(&format!(
+            "{:<9} {:<10} {:<5} {:>5} {:>6} {:>9} {:>9} {:>6} {:>9} {}\n",
+            x.method,
+            x.options,
+            x.operator,
+            x.iterations,
+            x.operator_applications,
+            fmt(1e3 * x.seconds_to_solution_median, 3),
+            fmt(1e3 * x.seconds_to_solution_spread, 3),
+            cr.map(|c| fmt(
+                c.seconds_to_solution_median / x.seconds_to_solution_median,
+                2
+            ))
+            .unwrap_or_else(|| "-".into()),
+            if x.true_residual.is_finite() {
+                format!("{:.2e}", x.true_residual)
+            } else {
+                "-".into()
+            },
+            match &x.error {
+                None => x.solver.clone(),
+                Some(e) => format!("FAILED: {e}"),
+            }
+        ));
+    }
+    s
+}
+
+/// The per-method table as CSV (ablation-methods.csv).
+pub fn methods_csv(r: &AblateReport) -> String {
+    let mut s = String::from(
+        "method,options,solver,operator,iterations,operator_applications,seconds_to_solution_median,seconds_to_solution_spread,true_residual,valid,error\n",
+    );
+    for x in &r.methods {
+        s.push_str(&format!(
+            "{},{},\"{}\",{},{},{},{},{},{:e},{},\"{}\"\n",
+            x.method,
+            x.options,
+            x.solver,
+            x.operator,
+            x.iterations,
+            x.operator_applications,
+            x.seconds_to_solution_median,
+            x.seconds_to_solution_spread,
+            x.true_residual,
+            x.valid,
+            x.error.clone().unwrap_or_default().replace('"', "'")
+        ));
+    }
     s
 }
 
@@ -595,17 +817,32 @@ pub fn run(
     let (r, cpu_history) = measure(cfg, versions, repeat, mode, cache_path)?;
     print!("{}", table(&r));
     crate::io::write_atomic(&out.join("ablation.csv"), csv(&r).as_bytes())?;
+    if !r.methods.is_empty() {
+        crate::io::write_atomic(
+            &out.join("ablation-methods.csv"),
+            methods_csv(&r).as_bytes(),
+        )?;
+    }
     let json = serde_json::to_vec_pretty(&r).expect("report serialises");
     crate::io::write_atomic(&out.join("ablation.json"), &json)?;
     for f in draw_charts(&r, &cpu_history, out)? {
         println!("wrote {}", f.display());
     }
     println!("wrote {}", out.join("ablation.csv").display());
-    let failed: Vec<&str> = r
+    if !r.methods.is_empty() {
+        println!("wrote {}", out.join("ablation-methods.csv").display());
+    }
+    let failed: Vec<String> = r
         .rows
         .iter()
         .filter(|x| !x.valid)
-        .map(|x| x.version.as_str())
+        .map(|x| x.version.clone())
+        .chain(
+            r.methods
+                .iter()
+                .filter(|x| !x.valid)
+                .map(|x| format!("3.0 {} {}", x.method, x.options)),
+        )
         .collect();
     if failed.is_empty() {
         Ok(())

@@ -10,6 +10,11 @@
 //! 3. the GPU solution's true residual ||b - A x|| / ||b||, recomputed on the CPU, at most
 //!    2 tol.
 //!
+//! With 3.0 also the fast path's CR variants, and the other methods (BiCGStab, GCR, CGNE;
+//! `method_rows`) plain and even-odd + single-double, each on its own default operator:
+//! the same plan on the GPU and the CPU, iteration counts within 2, the true residual of
+//! D x = b at most 2 tol.
+//!
 //! Use `Operator::G5D` for the solver checks: on the non-Hermitian D the seed's CR
 //! (alpha = conj((r|Ar)) / (Ap|Ap)) stagnates on random gauge fields, on the CPU as on
 //! the GPU (6x6x6x10, kappa 0.05 to 0.124: stuck at 5e-4 to 1e-1), so rows with D fail on
@@ -27,7 +32,9 @@ use crate::dirac;
 use crate::error::Result;
 use crate::field::{GaugeField, SpinorField};
 use crate::geometry::lattice::Lattice;
-use crate::solver::{conjugate_residual, true_residual, CrParams, SolveOutcome};
+use crate::solver::{
+    conjugate_residual, true_residual, CrParams, Method, SolveOutcome, StopReason,
+};
 
 /// Relative difference allowed between the GPU operator and the CPU reference (double).
 pub const OPERATOR_TOL: f64 = 1e-13;
@@ -171,8 +178,146 @@ pub fn validate(
                 });
             rows.push(row);
         }
+        for (plan, variant) in method_plans(&params) {
+            let opts = CudaOptions {
+                version: StencilVersion::V3_0,
+                multiple,
+                ..CudaOptions::default()
+            };
+            let row = validate_method(&truth, kappa, &plan, &opts, &variant).unwrap_or_else(|e| {
+                ValidateRow {
+                    version: StencilVersion::V3_0,
+                    variant,
+                    lattice: lattice.dims_string(),
+                    multiple,
+                    op_rel_diff: f64::NAN,
+                    iterations_gpu: 0,
+                    iterations_cpu: 0,
+                    history_max_rel_diff: f64::NAN,
+                    true_residual: f64::NAN,
+                    tol,
+                    pass: false,
+                    error: Some(e.to_string()),
+                }
+            });
+            rows.push(row);
+        }
     }
     Ok(rows)
+}
+
+/// Iteration counts of the method rows (GPU against CPU, same plan) may differ by this
+/// much: the operators differ by ~1e-16, which the recurrences amplify until the last
+/// iterations, where the crossing of the tolerance can move.
+pub const METHOD_ITERATION_SLACK: usize = 2;
+
+/// The non-CR methods' rows on 3.0: plain, and even-odd + single-double; "3.0 bicgstab",
+/// "3.0 bicgstab+eo+single".
+pub fn method_plans(params: &CrParams) -> Vec<(SolvePlan, String)> {
+    let mut out = Vec::new();
+    for method in [Method::Bicgstab, Method::Gcr, Method::Cgne] {
+        let plain = SolvePlan {
+            method,
+            ..SolvePlan::seed(params.clone())
+        };
+        let both = SolvePlan {
+            preconditioning: Preconditioning::EvenOdd,
+            precision: Precision::Single,
+            ..plain.clone()
+        };
+        out.push((plain, format!("{} {method}", StencilVersion::V3_0)));
+        out.push((both, format!("{} {method}+eo+single", StencilVersion::V3_0)));
+    }
+    out
+}
+
+/// The problem of the solver rows: the truth's gauge field and source, operator `op`.
+fn problem_of(t: &CpuTruth, kappa: f64, op: Operator) -> Problem {
+    Problem {
+        lattice: t.gauge.lattice.clone(),
+        gauge: t.gauge.clone(),
+        gauge_description: "random".into(),
+        gauge_reunitarised: None,
+        plaquette: t.gauge.plaquette(),
+        link_trace: t.gauge.link_trace(),
+        kappa,
+        operator: op,
+        source: t.b.clone(),
+        source_description: "random".into(),
+        setup_seconds: 0.0,
+    }
+}
+
+/// ||A_gpu psi - A_cpu psi|| / ||A_cpu psi|| for A the operator a plan iterates (the full
+/// form, or its Schur form on an even field), in the plan's precision.
+fn plan_operator_diff(
+    gpu: &mut CudaBackend,
+    cpu: &mut CpuBackend,
+    psi: &SpinorField,
+    op: Operator,
+    plan: &SolvePlan,
+) -> Result<f64> {
+    let eo = plan.preconditioning == Preconditioning::EvenOdd;
+    let layout = Layout::new(if eo { Subset::Even } else { Subset::Full }, plan.precision);
+    let aop = if eo { op.schur() } else { op };
+    let d_psi = gpu.upload(psi)?;
+    let mut d_in = gpu.alloc_layout(layout)?;
+    gpu.convert(&mut d_in, &d_psi)?;
+    let mut d_out = gpu.alloc_layout(layout)?;
+    gpu.apply(aop, &mut d_out, &d_in)?;
+    let c_psi = cpu.upload(psi)?;
+    let mut c_in = cpu.alloc_layout(layout)?;
+    cpu.convert(&mut c_in, &c_psi)?;
+    let mut c_out = cpu.alloc_layout(layout)?;
+    cpu.apply(aop, &mut c_out, &c_in)?;
+    Ok(gpu.download(&d_out)?.rel_diff(&cpu.download(&c_out)?))
+}
+
+/// One method row: the operator the method iterates (its default form, CGNE's g5 D)
+/// against the CPU backend, the same plan solved on both backends, the GPU solution's true
+/// residual of D x = b on the CPU. Passes when the operators agree (1e-13 double, 1e-6
+/// single), both solves converge, the iteration counts are within
+/// METHOD_ITERATION_SLACK and the true residual is at most 2 tol. The history column is
+/// reported, not judged (the CR rows hold histories to 1e-6).
+fn validate_method(
+    t: &CpuTruth,
+    kappa: f64,
+    plan: &SolvePlan,
+    opts: &CudaOptions,
+    variant: &str,
+) -> Result<ValidateRow> {
+    let op = plan.method.iterated_form(plan.method.default_operator());
+    let mut gpu = CudaBackend::new(&t.gauge, kappa, opts)?;
+    let mut cpu = CpuBackend::new(&t.gauge, kappa);
+    let op_rel_diff = plan_operator_diff(&mut gpu, &mut cpu, &t.psi, op, plan)?;
+    let problem = problem_of(t, kappa, op);
+    let g = solve_on(&mut gpu, &problem, plan)?;
+    let c = solve_on(&mut cpu, &problem, plan)?;
+    let true_res = crate::app::run::cpu_residual_of_d(&problem, &g.solution);
+    let op_tol = if plan.precision == Precision::Single {
+        SINGLE_TOL
+    } else {
+        OPERATOR_TOL
+    };
+    let converged = g.reason == StopReason::Converged && c.reason == StopReason::Converged;
+    let pass = op_rel_diff < op_tol
+        && converged
+        && g.iterations.abs_diff(c.iterations) <= METHOD_ITERATION_SLACK
+        && true_res <= TRUE_RESIDUAL_FACTOR * plan.cr.tol;
+    Ok(ValidateRow {
+        version: opts.version,
+        variant: variant.to_string(),
+        lattice: t.gauge.lattice.dims_string(),
+        multiple: opts.multiple,
+        op_rel_diff,
+        iterations_gpu: g.iterations,
+        iterations_cpu: c.iterations,
+        history_max_rel_diff: history_diff(&g.history, &c.history),
+        true_residual: true_res,
+        tol: plan.cr.tol,
+        pass,
+        error: None,
+    })
 }
 
 /// Allowed relative difference of GPU and CPU operators and histories in single precision
@@ -196,35 +341,8 @@ fn validate_variant(
 ) -> Result<ValidateRow> {
     let mut gpu = CudaBackend::new(&t.gauge, kappa, opts)?;
     let mut cpu = CpuBackend::new(&t.gauge, kappa);
-    let eo = plan.preconditioning == Preconditioning::EvenOdd;
-    let layout = Layout::new(if eo { Subset::Even } else { Subset::Full }, plan.precision);
-    let aop = if eo { op.schur() } else { op };
-    let op_rel_diff = {
-        let d_psi = gpu.upload(&t.psi)?;
-        let mut d_in = gpu.alloc_layout(layout)?;
-        gpu.convert(&mut d_in, &d_psi)?;
-        let mut d_out = gpu.alloc_layout(layout)?;
-        gpu.apply(aop, &mut d_out, &d_in)?;
-        let c_psi = cpu.upload(&t.psi)?;
-        let mut c_in = cpu.alloc_layout(layout)?;
-        cpu.convert(&mut c_in, &c_psi)?;
-        let mut c_out = cpu.alloc_layout(layout)?;
-        cpu.apply(aop, &mut c_out, &c_in)?;
-        gpu.download(&d_out)?.rel_diff(&cpu.download(&c_out)?)
-    };
-    let problem = Problem {
-        lattice: t.gauge.lattice.clone(),
-        gauge: t.gauge.clone(),
-        gauge_description: "random".into(),
-        gauge_reunitarised: None,
-        plaquette: t.gauge.plaquette(),
-        link_trace: t.gauge.link_trace(),
-        kappa,
-        operator: op,
-        source: t.b.clone(),
-        source_description: "random".into(),
-        setup_seconds: 0.0,
-    };
+    let op_rel_diff = plan_operator_diff(&mut gpu, &mut cpu, &t.psi, op, plan)?;
+    let problem = problem_of(t, kappa, op);
     let g = solve_on(&mut gpu, &problem, plan)?;
     let c = solve_on(&mut cpu, &problem, plan)?;
     let mut dx = SpinorField::zeros(t.b.volume());
@@ -240,7 +358,7 @@ fn validate_variant(
     let pass = op_rel_diff < op_tol
         && g.iterations.abs_diff(c.iterations) <= slack
         && (single || history_max_rel_diff <= hist_tol)
-        && g.reason == crate::solver::StopReason::Converged
+        && g.reason == StopReason::Converged
         && true_res <= TRUE_RESIDUAL_FACTOR * plan.cr.tol;
     Ok(ValidateRow {
         version: opts.version,
@@ -342,6 +460,35 @@ mod tests {
         gpu[80] *= 2.0; // beyond the compared window
         let d = history_diff(&gpu, &cpu);
         assert!((d - 1e-9).abs() < 1e-12, "{d}");
+    }
+
+    #[test]
+    fn method_rows_are_the_three_other_methods_plain_and_eo_single() {
+        let plans = method_plans(&CrParams::new(1e-10, 500));
+        let labels: Vec<&str> = plans.iter().map(|(_, l)| l.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                "3.0 bicgstab",
+                "3.0 bicgstab+eo+single",
+                "3.0 gcr",
+                "3.0 gcr+eo+single",
+                "3.0 cgne",
+                "3.0 cgne+eo+single"
+            ]
+        );
+        for (p, l) in &plans {
+            assert!(!p.fused, "{l}: the fused iteration is CR's");
+            assert_eq!(p.cr.tol, 1e-10);
+            let both = l.ends_with("+eo+single");
+            assert_eq!(p.preconditioning == Preconditioning::EvenOdd, both, "{l}");
+            assert_eq!(p.precision == Precision::Single, both, "{l}");
+            // Every row runs on 3.0, which has every capability.
+            p.check(crate::backend::Capabilities::of_stencil(
+                StencilVersion::V3_0,
+            ))
+            .unwrap();
+        }
     }
 
     #[test]

@@ -539,16 +539,38 @@ mod tests {
     use super::*;
     use crate::geometry::lattice::DEFAULT_BOUNDARY;
 
-    /// On a machine without a GPU (CI) construction is a clear Error::Cuda, never a panic;
-    /// with one it succeeds.
+    /// Construction agrees with an independent probe of the machine. Without a GPU (CI)
+    /// it is exactly the device probe's Error::Cuda (the same message, not merely some
+    /// error), never a panic; with a GPU and libnvrtc it succeeds; with a GPU but no
+    /// libnvrtc it is an Error::Cuda naming libnvrtc. (It used to accept Ok and any
+    /// non-empty Err alike, so it could not fail: issue 10.)
     #[test]
     fn construction_without_a_gpu_is_a_cuda_error() {
         let l = Lattice::new([2, 2, 2, 2], DEFAULT_BOUNDARY).unwrap();
         let g = GaugeField::unit(&l);
-        match CudaBackend::new(&g, 0.1, &CudaOptions::default()) {
-            Ok(b) => assert_eq!(b.lattice().volume(), 16),
-            Err(Error::Cuda(m)) => assert!(!m.is_empty()),
-            Err(e) => panic!("expected Error::Cuda, got {e}"),
+        let built = CudaBackend::new(&g, 0.1, &CudaOptions::default());
+        // SAFETY: only tries to dlopen the library by its usual names.
+        let nvrtc = unsafe { cudarc::nvrtc::sys::is_culib_present() };
+        match (super::super::device::device_info(), built) {
+            (Err(probe), Err(e)) => {
+                assert!(matches!(e, Error::Cuda(_)), "expected Error::Cuda, got {e}");
+                assert_eq!(e.to_string(), probe.to_string());
+            }
+            (Err(probe), Ok(_)) => panic!("built a backend where the device probe fails: {probe}"),
+            (Ok(_), Ok(b)) => {
+                assert!(nvrtc, "built a backend without libnvrtc");
+                assert_eq!(b.lattice().volume(), 16);
+            }
+            (Ok(_), Err(e)) => {
+                assert!(
+                    !nvrtc,
+                    "a GPU and libnvrtc are present, yet construction failed: {e}"
+                );
+                assert!(
+                    matches!(&e, Error::Cuda(m) if m.contains("libnvrtc")),
+                    "expected an Error::Cuda naming libnvrtc, got {e}"
+                );
+            }
         }
     }
 

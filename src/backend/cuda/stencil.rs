@@ -418,17 +418,32 @@ mod tests {
         assert_eq!(all.len(), 3 + 1 + 1 + 1 + 6 + 1 + 4);
     }
 
-    /// With libnvrtc on the loader path (CI installs it from PyPI), every program
-    /// compiles for sm_90; without it the error says so instead of panicking.
+    /// With libnvrtc on the loader path every program compiles for sm_90. Without it the
+    /// error must name the missing library (asserted), but the compile itself was not
+    /// tested: that is said loudly (SKIPPED on stderr) and is a failure under CI=true,
+    /// where .ci/run puts libnvrtc on the loader path before the tests. (It used to pass
+    /// quietly without libnvrtc: issue 10.)
     #[test]
     fn compile_all_kernels_compiles_or_names_the_missing_library() {
+        // SAFETY: only tries to dlopen the library by its usual names.
+        let nvrtc = unsafe { cudarc::nvrtc::sys::is_culib_present() };
         match compile_all_kernels("sm_90") {
             Ok(list) => {
+                assert!(nvrtc, "compiled without libnvrtc being loadable");
                 assert_eq!(list.len(), all_programs().len());
                 assert!(list.iter().all(|(_, n)| *n > 0));
             }
-            Err(Error::Cuda(m)) => assert!(m.contains("libnvrtc not found"), "{m}"),
-            Err(e) => panic!("unexpected error {e}"),
+            Err(Error::Cuda(m)) if !nvrtc => {
+                assert!(m.contains("libnvrtc not found"), "{m}");
+                eprintln!(
+                    "SKIPPED: compile_all_kernels_compiles_or_names_the_missing_library: libnvrtc is not on the loader path, so no kernel was compiled (only the error was checked); set LD_LIBRARY_PATH to .nvrtc/nvidia/cu13/lib (see .ci/run)"
+                );
+                assert!(
+                    std::env::var("CI").as_deref() != Ok("true"),
+                    "CI=true but libnvrtc is not on the loader path: the kernels were not compiled"
+                );
+            }
+            Err(e) => panic!("libnvrtc present = {nvrtc}, unexpected error {e}"),
         }
     }
 }
