@@ -84,6 +84,41 @@ for f in sorted(glob.glob(sys.argv[1] + "/seed-*.json") + glob.glob(sys.argv[1] 
     r = json.load(open(f))
     print(f"{os.path.basename(f)[:-5]:34} {r['solver'][:52]:52} {r['iterations']:6} {r['operator_applications']:6} {r['timings']['solve']:8.4f} {r['true_residual_of_d_cpu']:10.2e} {r['stop_reason']}")
 PY
+elif [ "${MODE:-full}" = seam-d ]; then
+    # BiCGStab and GCR on D itself (the shipped configs name g5D), and the live tuner's
+    # cost against the set-up at 32^3x64 and 48^3x96 with an empty tune cache.
+    fast="--preconditioning even-odd --precision single-double --reconstruct 12"
+    for c in 16x16x16x32 heatbath-b6-16x16x16x32; do
+        sed -e 's/^operator = .*//' "configs/$c.toml" >"$big/$c-d.toml"
+        sed -i "s#^path = \"#path = \"$PWD/#" "$big/$c-d.toml"
+    done
+    (cd "$big" && for m in bicgstab gcr; do
+        for o in "" "$fast"; do
+            n=$m$(echo "x$o" | tr -c 'a-z0-9\n' '_' | cut -c1-12)
+            step "seedD-$n" "$q" -q "$big/16x16x16x32-d.toml" --device cuda --kernel 3.0 --method $m $o --output "$big/seedD-$n"
+            cp "$big/seedD-$n/16x16x16x32.json" "$res/seedD-$n.json"
+            step "b6D-$n" "$q" -q "$big/heatbath-b6-16x16x16x32-d.toml" --device cuda --kernel 3.0 --kappa 0.155 --max-iter 8000 --method $m $o --output "$big/b6D-$n"
+            cp "$big/b6D-$n/heatbath-b6-16x16x16x32.json" "$res/b6D-$n.json"
+        done
+    done)
+    for d in 32x32x32x64 48x48x48x96; do
+        l=(${d//x/ })
+        sed -e "s/^LX = .*/LX = ${l[0]}/; s/^LY = .*/LY = ${l[1]}/; s/^LZ = .*/LZ = ${l[2]}/; s/^LT = .*/LT = ${l[3]}/" \
+            configs/16x16x16x32.toml >"$big/$d.toml"
+        rm -f "$res/tune-$d.tsv"
+        QCD_SOLVE_TUNE_CACHE=$res/tune-$d.tsv RUST_LOG=info step "tune-$d" "$q" "$big/$d.toml" --device cuda --kernel 3.0 $fast --max-iter 30 --output "$big/t-$d"
+        cp "$big/t-$d/$d.json" "$res/tune-$d.json"
+    done
+    python3 - "$res" <<'PY'
+import json, sys, glob, os
+for f in sorted(glob.glob(sys.argv[1] + "/seedD-*.json") + glob.glob(sys.argv[1] + "/b6D-*.json")):
+    r = json.load(open(f))
+    print(f"{os.path.basename(f)[:-5]:30} op {r['operator']:4} {r['solver'][:48]:48} {r['iterations']:6} {r['operator_applications']:6} {r['timings']['solve']:8.4f} {r['true_residual_of_d_cpu']:10.2e} {r['stop_reason']}")
+for f in sorted(glob.glob(sys.argv[1] + "/tune-*.json")):
+    r = json.load(open(f)); g = r["gpu"]
+    setup = g["compile_ms"] + g["alloc_ms"] + g["upload_ms"] + g["layout_ms"]
+    print(f"{os.path.basename(f)[:-5]:30} tune {g['tune_ms']:.1f} ms; set-up (compile+alloc+upload+layout) {setup:.1f} ms; ratio {g['tune_ms'] / setup:.2f}; upload {g['upload_ms']:.1f} ms")
+PY
 elif [ "${MODE:-full}" = quick ]; then
     step ablate-16 "$q" -q ablate configs/16x16x16x32.toml --repeat 5 --out "$res/ablation-16x16x16x32"
     step ablate-reuse "$q" -q ablate configs/16x16x16x32.toml --kernels 1.0,1.6.1 --repeat 1 --out "$res/ablation-reuse"

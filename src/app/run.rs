@@ -274,7 +274,8 @@ pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
         write_outputs(cfg, &problem, &result, &rep)?;
         if result.reason != StopReason::Converged {
             return Err(Error::NotConverged(format!(
-                "CR {} after {} iterations (residual {:.3e}, tolerance {:.1e}); the report was written",
+                "{} {} after {} iterations (residual {:.3e}, tolerance {:.1e}); the report was written",
+                result.plan,
                 result.reason.describe(),
                 result.iterations,
                 result.history.last().copied().unwrap_or(f64::NAN),
