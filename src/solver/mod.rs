@@ -16,7 +16,7 @@ pub use monitor::{Iterate, Monitor, StopReason, StopRules, Verdict};
 
 use crate::backend::FusedCr;
 use crate::field::C64;
-use crate::linalg::{Form, Layout, LinearOperator, Operator, Precision, Space, WilsonKernels};
+use crate::linalg::{Form, LinearOperator, Operator, Precision, Space, WilsonKernels};
 use crate::{Error, Result};
 use serde::Serialize;
 
@@ -357,14 +357,4 @@ pub fn true_residual<S: WilsonKernels>(
     let nr = space.norm2(&ax)?;
     let nb = space.norm2(b)?;
     Ok((nr / nb).sqrt())
-}
-
-/// The layout of the system a spec iterates (for memory estimates and reports).
-pub fn system_layout(spec: &SolveSpec) -> Layout {
-    let subset = if spec.even_odd {
-        crate::linalg::Subset::Even
-    } else {
-        crate::linalg::Subset::Full
-    };
-    Layout::new(subset, spec.precision)
 }
