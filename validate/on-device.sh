@@ -119,6 +119,15 @@ for f in sorted(glob.glob(sys.argv[1] + "/tune-*.json")):
     setup = g["compile_ms"] + g["alloc_ms"] + g["upload_ms"] + g["layout_ms"]
     print(f"{os.path.basename(f)[:-5]:30} tune {g['tune_ms']:.1f} ms; set-up (compile+alloc+upload+layout) {setup:.1f} ms; ratio {g['tune_ms'] / setup:.2f}; upload {g['upload_ms']:.1f} ms")
 PY
+elif [ "${MODE:-full}" = tune ]; then
+    # The tune key carries the solve's layout: the options' ablation and the fast main job
+    # (first call sweeps on the even-odd single operator, second reads the cache).
+    step ablate-16 "$q" -q ablate configs/16x16x16x32.toml --kernels 1.6.1,3.0 --repeat 5 --out "$res/ablation-16x16x16x32"
+    for i in 1 2; do
+        RUST_LOG=info step "fast-$i" "$q" configs/16x16x16x32.toml --device cuda --kernel 3.0 \
+            --preconditioning even-odd --precision single-double --reconstruct 12 --output "$big/fast-$i"
+    done
+    cat "$res/tune.tsv"
 elif [ "${MODE:-full}" = quick ]; then
     step ablate-16 "$q" -q ablate configs/16x16x16x32.toml --repeat 5 --out "$res/ablation-16x16x16x32"
     step ablate-reuse "$q" -q ablate configs/16x16x16x32.toml --kernels 1.0,1.6.1 --repeat 1 --out "$res/ablation-reuse"

@@ -13,6 +13,7 @@ use crate::backend::cpu::CpuBackend;
 use crate::backend::cuda::tune::TuneCache;
 use crate::backend::cuda::{CudaBackend, CudaOptions, StencilVersion};
 use crate::backend::prelude::*;
+use crate::backend::Layout;
 use crate::config::LoadedConfig;
 use crate::dirac;
 use crate::error::{Error, Result};
@@ -124,7 +125,13 @@ fn run_version(
 ) -> Result<AblateRow> {
     let version = opts.version;
     let mut be = CudaBackend::new(&p.gauge, p.kappa, &opts)?;
-    let geometry = tune_live(&mut be, p, tuning.cache, tuning.mode)?;
+    let geometry = tune_live(
+        &mut be,
+        p,
+        super::tuning::plan_layout(params),
+        tuning.cache,
+        tuning.mode,
+    )?;
     let setup = be.setup_times().clone();
     // Validation first: the operator on a random vector against the CPU operator.
     let psi = SpinorField::random(p.lattice.volume(), 77, 0);
@@ -482,7 +489,7 @@ pub fn measure(
             &start_options(StencilVersion::V3_0, &base, mode),
         )
         .and_then(|mut be| {
-            tune_live(&mut be, &problem, &mut cache, mode)?;
+            tune_live(&mut be, &problem, Layout::FULL, &mut cache, mode)?;
             Ok(be)
         });
         for method in Method::ALL {

@@ -237,7 +237,8 @@ pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
                 // sweep timed here and stored there), unless the config fixes it with
                 // `tune = false`.
                 if c.backend.tune {
-                    let how = crate::app::tuning::tune_backend(&mut be, &problem)?;
+                    let layout = crate::app::tuning::plan_layout(&params);
+                    let how = crate::app::tuning::tune_backend(&mut be, &problem, layout)?;
                     let g = be.geometry();
                     tracing::info!(
                         block = g.coarse_block,
