@@ -652,16 +652,14 @@ impl LoadedConfig {
                 }
                 // On an explicit GPU the fast path's options need 3.0 (with device = "auto"
                 // the run may fall back to the CPU, which has them all; run.rs checks then).
-                if c.backend.device == Device::Cuda && !v.is_fast_path() {
-                    let key = if c.solver.preconditioning != Preconditioning::None {
-                        Some("preconditioning")
-                    } else if c.solver.precision != SolverPrecision::Double {
-                        Some("precision")
-                    } else if c.solver.iteration == Iteration::Fused {
-                        Some("iteration")
-                    } else {
-                        None
-                    };
+                if c.backend.device == Device::Cuda {
+                    let key = crate::backend::Capabilities::of_stencil(v)
+                        .missing(
+                            c.solver.preconditioning != Preconditioning::None,
+                            c.solver.precision != SolverPrecision::Double,
+                            c.solver.iteration == Iteration::Fused,
+                        )
+                        .map(|(key, _)| key);
                     if let Some(key) = key {
                         return Err(self.bad(
                             "solver",

@@ -107,18 +107,15 @@ impl SolvePlan {
 impl SolvePlan {
     /// Refuse, by config key, an option the backend cannot run (before it is built).
     pub fn check(&self, caps: Capabilities) -> Result<()> {
-        let (key, missing) = if self.preconditioning != Preconditioning::None && !caps.half_lattice
-        {
-            ("solver.preconditioning", "half-lattice fields")
-        } else if self.precision != Precision::Double && !caps.single {
-            ("solver.precision", "single-precision fields")
-        } else if self.fused && !caps.fused_cr {
-            ("solver.iteration", "the fused CR iteration")
-        } else {
+        let Some((key, missing)) = caps.missing(
+            self.preconditioning != Preconditioning::None,
+            self.precision != Precision::Double,
+            self.fused,
+        ) else {
             return Ok(());
         };
         Err(Error::invalid(
-            key,
+            format!("solver.{key}"),
             format!(
                 "{} needs {missing}, which {} does not have (on the GPU: backend.kernel = \"3.0\")",
                 self.describe(),

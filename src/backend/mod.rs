@@ -133,6 +133,25 @@ impl Capabilities {
         fused_cr: true,
     };
 
+    /// The first of the asked options this backend lacks, as ([solver] key, what is
+    /// missing): the one rule both the config check (with its line) and the plan check use.
+    pub fn missing(
+        &self,
+        even_odd: bool,
+        single: bool,
+        fused: bool,
+    ) -> Option<(&'static str, &'static str)> {
+        if even_odd && !self.half_lattice {
+            Some(("preconditioning", "half-lattice fields"))
+        } else if single && !self.single {
+            Some(("precision", "single-precision fields"))
+        } else if fused && !self.fused_cr {
+            Some(("iteration", "the fused CR iteration"))
+        } else {
+            None
+        }
+    }
+
     /// What a CUDA stencil version has: its stencil family's own capabilities (3.0
     /// everything, the seed versions full double only).
     pub fn of_stencil(version: cuda::StencilVersion) -> Capabilities {
