@@ -3,7 +3,7 @@
 //! there is none, so they never pass silently.
 //!
 //! Expected values: the CPU reference operator `dirac::apply_reference` (the seed's form)
-//! and the CPU backend; tolerances as in src/cuda/validate.rs.
+//! and the CPU backend; tolerances as in src/app/validate.rs.
 
 use qcd_solve::backend::cpu::CpuBackend;
 use qcd_solve::backend::cuda::{

@@ -87,7 +87,7 @@ fn a_memory_limit_below_the_estimate_refuses_the_run_with_both_numbers() {
 
 #[test]
 fn the_host_estimate_bounds_the_measured_peak_of_every_plan() {
-    // The report's peak_memory_bytes is the process's VmHWM (src/report.rs). On 16^4
+    // The report's peak_memory_bytes is the process's VmHWM (src/report/mod.rs). On 16^4
     // (estimate 65536 x 4224 = 276824064 bytes) the measured peaks were 182 MB (seed CR)
     // to 251 MB (fused even-odd single-double): the estimate, an upper bound over the
     // plans, must stay above every plan's peak and within 2x of it (useful, not wild).

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Check the CUDA kernels' logic on the CPU (no GPU, no CUDA): compile kernels/*.cu with
-# g++ through cuda_emu.h, one object per define set (as src/cuda/stencil.rs compiles them),
+# g++ through cuda_emu.h, one object per define set (as src/backend/cuda/stencil.rs compiles them),
 # and compare every version with the Rust oracle on awkward lattice sizes; check the fused
 # CR kernels (cr_check.cpp) against a host computation; 3.0 in every mode and precision
 # (run_v3eo.sh).

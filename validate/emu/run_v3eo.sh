@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Check version 3.0's parity-major stencil family on the CPU (no GPU, no CUDA): compile
 # kernels/stencil_v3.cu with g++ through cuda_emu.h in its four define sets (double or
-# single, 18 or 12 reals per link, as src/cuda/stencil.rs compiles them) and layout.cu,
+# single, 18 or 12 reals per link, as src/backend/cuda/stencil.rs compiles them) and layout.cu,
 # and compare with the CPU backend (examples/emu_v3eo_dump.rs) on even lattices.
 # Usage: validate/emu/run_v3eo.sh [LX LY LZ LT ...]   (default: 4 4 4 8 and 6 4 8 4)
 set -euo pipefail
