@@ -1,4 +1,4 @@
-//! `CudaBackend`: the solver's `Backend` on one NVIDIA GPU, with the stencil version of
+//! `CudaBackend`: the vector space, Wilson kernels and fused-CR capability on one NVIDIA GPU, with the stencil version of
 //! the run. At construction it opens the device, checks free memory, compiles (NVRTC) and
 //! loads the kernels, uploads the canonical gauge field through a pinned host buffer and
 //! builds the version's link layout (and bufMove table) on the device; then it chooses,
