@@ -29,7 +29,7 @@ use crate::backend::prelude::*;
 use crate::backend::{Layout, Operator, Precision, Subset};
 use crate::config::Preconditioning;
 use crate::dirac;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::field::{GaugeField, SpinorField};
 use crate::geometry::lattice::Lattice;
 use crate::solver::{
@@ -133,20 +133,8 @@ pub fn validate(
         };
         let row = match validate_one(&truth, kappa, op, &params, &opts) {
             Ok(row) => row,
-            Err(e) => ValidateRow {
-                version,
-                variant: version.to_string(),
-                lattice: lattice.dims_string(),
-                multiple,
-                op_rel_diff: f64::NAN,
-                iterations_gpu: 0,
-                iterations_cpu: truth.cr.iterations,
-                history_max_rel_diff: f64::NAN,
-                true_residual: f64::NAN,
-                tol,
-                pass: false,
-                error: Some(e.to_string()),
-            },
+            Err(e) => failed_row(version, version.to_string(), lattice, multiple, tol, &e)
+                .with_cpu_iterations(truth.cr.iterations),
         };
         rows.push(row);
     }
@@ -161,20 +149,7 @@ pub fn validate(
             let variant = crate::app::ablate::variant_label(StencilVersion::V3_0, &plan, r12);
             let row =
                 validate_variant(&truth, kappa, op, &plan, &opts, &variant).unwrap_or_else(|e| {
-                    ValidateRow {
-                        version: StencilVersion::V3_0,
-                        variant,
-                        lattice: lattice.dims_string(),
-                        multiple,
-                        op_rel_diff: f64::NAN,
-                        iterations_gpu: 0,
-                        iterations_cpu: 0,
-                        history_max_rel_diff: f64::NAN,
-                        true_residual: f64::NAN,
-                        tol,
-                        pass: false,
-                        error: Some(e.to_string()),
-                    }
+                    failed_row(StencilVersion::V3_0, variant, lattice, multiple, tol, &e)
                 });
             rows.push(row);
         }
@@ -185,25 +160,46 @@ pub fn validate(
                 ..CudaOptions::default()
             };
             let row = validate_method(&truth, kappa, &plan, &opts, &variant).unwrap_or_else(|e| {
-                ValidateRow {
-                    version: StencilVersion::V3_0,
-                    variant,
-                    lattice: lattice.dims_string(),
-                    multiple,
-                    op_rel_diff: f64::NAN,
-                    iterations_gpu: 0,
-                    iterations_cpu: 0,
-                    history_max_rel_diff: f64::NAN,
-                    true_residual: f64::NAN,
-                    tol,
-                    pass: false,
-                    error: Some(e.to_string()),
-                }
+                failed_row(StencilVersion::V3_0, variant, lattice, multiple, tol, &e)
             });
             rows.push(row);
         }
     }
     Ok(rows)
+}
+
+/// The row of a check that could not run: every number NaN or 0, the error kept.
+fn failed_row(
+    version: StencilVersion,
+    variant: String,
+    lattice: &Lattice,
+    multiple: usize,
+    tol: f64,
+    e: &Error,
+) -> ValidateRow {
+    ValidateRow {
+        version,
+        variant,
+        lattice: lattice.dims_string(),
+        multiple,
+        op_rel_diff: f64::NAN,
+        iterations_gpu: 0,
+        iterations_cpu: 0,
+        history_max_rel_diff: f64::NAN,
+        true_residual: f64::NAN,
+        tol,
+        pass: false,
+        error: Some(e.to_string()),
+    }
+}
+
+impl ValidateRow {
+    fn with_cpu_iterations(self, iterations_cpu: usize) -> ValidateRow {
+        ValidateRow {
+            iterations_cpu,
+            ..self
+        }
+    }
 }
 
 /// Iteration counts of the method rows (GPU against CPU, same plan) may differ by this
