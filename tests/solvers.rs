@@ -12,7 +12,7 @@ use qcd_solve::backend::prelude::*;
 use qcd_solve::config::{LoadedConfig, Preconditioning};
 use qcd_solve::field::gamma::gamma;
 use qcd_solve::field::spinor::{plane_wave_momentum, SITE_LEN};
-use qcd_solve::field::{GaugeField, SpinorField, C64};
+use qcd_solve::field::{SpinorField, C64};
 use qcd_solve::linalg::{Form, LinearOperator, Normal, Operator, Precision};
 use qcd_solve::solver::{Method, StopReason};
 use std::path::PathBuf;
@@ -239,7 +239,6 @@ fn normal_operator_is_two_applications_of_a_hermitian_one() {
     assert_eq!(n.stencil_applications(), 2);
     // A non-Hermitian operator is refused.
     assert!(Normal::<CpuBackend, _>::new(Form(Operator::D)).is_err());
-    let _ = GaugeField::unit(&problem.lattice);
 }
 
 #[test]

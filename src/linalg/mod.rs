@@ -122,13 +122,6 @@ pub trait Space {
     fn dot(&mut self, x: &Self::Field, y: &Self::Field) -> Result<C64>;
     /// (x|x).
     fn norm2(&mut self, x: &Self::Field) -> Result<f64>;
-
-    /// y = 0 (through the axpy family: y = 0 + 0 y would keep NaN, so a fresh zero field
-    /// is copied in).
-    fn zero(&mut self, y: &mut Self::Field) -> Result<()> {
-        let z = self.alloc_layout(self.layout(y))?;
-        self.copy(y, &z)
-    }
 }
 
 /// The error of an operation given fields of different layouts.

@@ -12,6 +12,7 @@
 //! Two applications per iteration. Only the vector space and the operator are used.
 
 use super::monitor::{Iterate, Monitor, Run, Verdict};
+use super::work::Workspace;
 use crate::linalg::{LinearOperator, Space};
 use crate::Result;
 
@@ -39,12 +40,15 @@ fn restart<S: Space>(
 
 pub struct BiCgStab<S: Space, A> {
     pub op: A,
-    x: Option<S::Field>,
+    work: Workspace<S>,
 }
 
 impl<S: Space, A: LinearOperator<S>> BiCgStab<S, A> {
     pub fn new(op: A) -> Self {
-        BiCgStab { op, x: None }
+        BiCgStab {
+            op,
+            work: Workspace::default(),
+        }
     }
 }
 
@@ -58,20 +62,14 @@ impl<S: Space, A: LinearOperator<S>> Iterate<S> for BiCgStab<S, A> {
         nr0: Option<f64>,
     ) -> Result<Run> {
         let layout = space.layout(b);
-        let mut x = space.alloc_layout(layout)?;
-        let mut r = space.alloc_layout(layout)?;
-        space.copy(&mut r, b)?;
-        let mut r0 = space.alloc_layout(layout)?;
-        space.copy(&mut r0, b)?;
-        let mut p = space.alloc_layout(layout)?;
-        space.copy(&mut p, b)?;
-        let mut v = space.alloc_layout(layout)?;
-        let mut t = space.alloc_layout(layout)?;
-        let mut rho = space.dot(&r0, &r)?;
-        let mut nr = match nr0 {
-            Some(nr) => nr,
-            None => space.norm2(&r)?,
+        let [x, r, r0, p, v, t] = self.work.fields(space, layout, 6)? else {
+            unreachable!("the workspace gives the fields asked for")
         };
+        space.copy(r, b)?;
+        space.copy(r0, b)?;
+        space.copy(p, b)?;
+        let mut rho = space.dot(r0, r)?;
+        let mut nr = nr0.map_or_else(|| space.norm2(r), Ok)?;
         let mut history = vec![nr];
         let mut iter = start_iter;
         let mut applications = 0;
@@ -83,50 +81,50 @@ impl<S: Space, A: LinearOperator<S>> Iterate<S> for BiCgStab<S, A> {
                 Verdict::Continue => {}
                 v => break v,
             }
-            self.op.apply(space, &mut v, &p)?;
+            self.op.apply(space, v, p)?;
             applications += cost;
-            let r0v = space.dot(&r0, &v)?;
+            let r0v = space.dot(r0, v)?;
             if breakdown(r0v) {
                 if restarted {
                     // r0 = r broke down too: a generic (seeded random) shadow residual.
                     tracing::debug!(iteration = iter, "BiCGStab: random shadow residual");
-                    let full = space.download(&r)?;
+                    let full = space.download(r)?;
                     let random = space.upload(&crate::field::SpinorField::random(
                         full.volume(),
                         17,
                         3 << 40,
                     ))?;
-                    space.convert(&mut r0, &random)?;
-                    space.copy(&mut p, &r)?;
-                    rho = space.dot(&r0, &r)?;
+                    space.convert(r0, &random)?;
+                    space.copy(p, r)?;
+                    rho = space.dot(r0, r)?;
                     restarted = false;
                     continue;
                 }
-                rho = restart(space, &r, &mut r0, &mut p)?;
+                rho = restart(space, r, r0, p)?;
                 restarted = true;
                 continue;
             }
             let alpha = rho / r0v;
             // r becomes s = r - alpha v.
-            space.axpy(-alpha, &v, &mut r)?;
-            self.op.apply(space, &mut t, &r)?;
+            space.axpy(-alpha, v, r)?;
+            self.op.apply(space, t, r)?;
             applications += cost;
-            let tt = space.norm2(&t)?;
+            let tt = space.norm2(t)?;
             let omega = if tt > 0.0 {
-                space.dot(&t, &r)? / tt
+                space.dot(t, r)? / tt
             } else {
                 // s = 0: the alpha step solved the system.
                 crate::field::C64::new(0.0, 0.0)
             };
-            space.axpy(alpha, &p, &mut x)?;
-            space.axpy(omega, &r, &mut x)?;
-            space.axpy(-omega, &t, &mut r)?;
-            nr = space.norm2(&r)?;
+            space.axpy(alpha, p, x)?;
+            space.axpy(omega, r, x)?;
+            space.axpy(-omega, t, r)?;
+            nr = space.norm2(r)?;
             iter += 1;
             history.push(nr);
-            let rho_new = space.dot(&r0, &r)?;
+            let rho_new = space.dot(r0, r)?;
             if omega == crate::field::C64::new(0.0, 0.0) || breakdown(rho_new) {
-                rho = restart(space, &r, &mut r0, &mut p)?;
+                rho = restart(space, r, r0, p)?;
                 restarted = true;
                 continue;
             }
@@ -134,10 +132,9 @@ impl<S: Space, A: LinearOperator<S>> Iterate<S> for BiCgStab<S, A> {
             let beta = (rho_new / rho) * (alpha / omega);
             rho = rho_new;
             // p = r + beta (p - omega v)
-            space.axpy(-omega, &v, &mut p)?;
-            space.xpay(&r, beta, &mut p)?;
+            space.axpy(-omega, v, p)?;
+            space.xpay(r, beta, p)?;
         };
-        self.x = Some(x);
         Ok(Run {
             iter,
             history,
@@ -148,12 +145,12 @@ impl<S: Space, A: LinearOperator<S>> Iterate<S> for BiCgStab<S, A> {
     }
 
     fn solution(&self) -> Option<&S::Field> {
-        self.x.as_ref()
+        self.work.solution()
     }
     fn take_solution(&mut self) -> Option<S::Field> {
-        self.x.take()
+        self.work.take_solution()
     }
     fn release(&mut self, _space: &mut S) {
-        self.x = None;
+        self.work.release();
     }
 }

@@ -13,12 +13,13 @@
 //! definite), at the square of A's condition number.
 
 use super::monitor::{Iterate, Monitor, Run, Verdict};
+use super::work::Workspace;
 use crate::linalg::{LinearOperator, Space};
 use crate::{Error, Result};
 
 pub struct Cgne<S: Space, A> {
     pub op: A,
-    x: Option<S::Field>,
+    work: Workspace<S>,
 }
 
 impl<S: Space, A: LinearOperator<S>> Cgne<S, A> {
@@ -30,7 +31,10 @@ impl<S: Space, A: LinearOperator<S>> Cgne<S, A> {
                 op.name()
             )));
         }
-        Ok(Cgne { op, x: None })
+        Ok(Cgne {
+            op,
+            work: Workspace::default(),
+        })
     }
 }
 
@@ -45,20 +49,15 @@ impl<S: Space, A: LinearOperator<S>> Iterate<S> for Cgne<S, A> {
     ) -> Result<Run> {
         let layout = space.layout(b);
         let cost = self.op.stencil_applications();
-        let mut x = space.alloc_layout(layout)?;
-        let mut r = space.alloc_layout(layout)?;
-        space.copy(&mut r, b)?;
-        let mut z = space.alloc_layout(layout)?;
-        self.op.apply(space, &mut z, &r)?;
-        let mut applications = cost;
-        let mut p = space.alloc_layout(layout)?;
-        space.copy(&mut p, &z)?;
-        let mut w = space.alloc_layout(layout)?;
-        let mut zz = space.norm2(&z)?;
-        let mut nr = match nr0 {
-            Some(nr) => nr,
-            None => space.norm2(&r)?,
+        let [x, r, z, p, w] = self.work.fields(space, layout, 5)? else {
+            unreachable!("the workspace gives the fields asked for")
         };
+        space.copy(r, b)?;
+        self.op.apply(space, z, r)?;
+        let mut applications = cost;
+        space.copy(p, z)?;
+        let mut zz = space.norm2(z)?;
+        let mut nr = nr0.map_or_else(|| space.norm2(r), Ok)?;
         let mut history = vec![nr];
         let mut iter = start_iter;
         let verdict = loop {
@@ -66,22 +65,21 @@ impl<S: Space, A: LinearOperator<S>> Iterate<S> for Cgne<S, A> {
                 Verdict::Continue => {}
                 v => break v,
             }
-            self.op.apply(space, &mut w, &p)?;
-            let alpha = zz / space.norm2(&w)?;
+            self.op.apply(space, w, p)?;
+            let alpha = zz / space.norm2(w)?;
             let a = crate::field::C64::new(alpha, 0.0);
-            space.axpy(a, &p, &mut x)?;
-            space.axpy(-a, &w, &mut r)?;
-            nr = space.norm2(&r)?;
-            self.op.apply(space, &mut z, &r)?;
+            space.axpy(a, p, x)?;
+            space.axpy(-a, w, r)?;
+            nr = space.norm2(r)?;
+            self.op.apply(space, z, r)?;
             applications += 2 * cost;
-            let zz_new = space.norm2(&z)?;
+            let zz_new = space.norm2(z)?;
             let beta = crate::field::C64::new(zz_new / zz, 0.0);
             zz = zz_new;
-            space.xpay(&z, beta, &mut p)?;
+            space.xpay(z, beta, p)?;
             iter += 1;
             history.push(nr);
         };
-        self.x = Some(x);
         Ok(Run {
             iter,
             history,
@@ -92,12 +90,12 @@ impl<S: Space, A: LinearOperator<S>> Iterate<S> for Cgne<S, A> {
     }
 
     fn solution(&self) -> Option<&S::Field> {
-        self.x.as_ref()
+        self.work.solution()
     }
     fn take_solution(&mut self) -> Option<S::Field> {
-        self.x.take()
+        self.work.take_solution()
     }
     fn release(&mut self, _space: &mut S) {
-        self.x = None;
+        self.work.release();
     }
 }

@@ -53,6 +53,9 @@ pub struct CrFields<S: Space> {
     pub p: S::Field,
     pub ap: S::Field,
     pub ar: S::Field,
+    /// Left zero, to reset x from when the workspace is reused (mixed precision's
+    /// restarts); allocated on the first reuse.
+    zero: Option<S::Field>,
 }
 
 /// Scalars on the host; any linear operator.
@@ -245,6 +248,7 @@ impl<S: Space, E: CrEngine<S>> Cr<S, E> {
                 p: space.alloc_layout(layout)?,
                 ap: space.alloc_layout(layout)?,
                 ar: space.alloc_layout(layout)?,
+                zero: None,
             });
         }
         Ok(self.work.as_mut().unwrap())
@@ -264,13 +268,13 @@ impl<S: Space, E: CrEngine<S>> Iterate<S> for Cr<S, E> {
         let w = self.workspace(space, rhs)?;
         space.copy(&mut w.r, rhs)?;
         if !fresh {
-            space.zero(&mut w.x)?;
+            if w.zero.is_none() {
+                w.zero = Some(space.alloc_layout(space.layout(&w.x))?);
+            }
+            space.copy(&mut w.x, w.zero.as_ref().unwrap())?;
         }
         space.copy(&mut w.p, &w.r)?;
-        let nr = match nr0 {
-            Some(nr) => nr,
-            None => space.norm2(&w.r)?,
-        };
+        let nr = nr0.map_or_else(|| space.norm2(&w.r), Ok)?;
         let mut s = CrScalars {
             rar: C64::new(1.0, 0.0),
             nr,

@@ -12,6 +12,7 @@
 //! Krylov space of each cycle, so the residual never grows.
 
 use super::monitor::{Iterate, Monitor, Run, Verdict};
+use super::work::Workspace;
 use crate::linalg::{LinearOperator, Space};
 use crate::Result;
 
@@ -19,7 +20,7 @@ pub struct Gcr<S: Space, A> {
     pub op: A,
     /// Directions kept before a restart.
     pub restart: usize,
-    x: Option<S::Field>,
+    work: Workspace<S>,
 }
 
 impl<S: Space, A: LinearOperator<S>> Gcr<S, A> {
@@ -27,7 +28,7 @@ impl<S: Space, A: LinearOperator<S>> Gcr<S, A> {
         Gcr {
             op,
             restart: restart.max(1),
-            x: None,
+            work: Workspace::default(),
         }
     }
 }
@@ -43,16 +44,16 @@ impl<S: Space, A: LinearOperator<S>> Iterate<S> for Gcr<S, A> {
     ) -> Result<Run> {
         let layout = space.layout(b);
         let m = self.restart;
-        let mut x = space.alloc_layout(layout)?;
-        let mut r = space.alloc_layout(layout)?;
-        space.copy(&mut r, b)?;
-        let mut ps: Vec<S::Field> = Vec::with_capacity(m);
-        let mut qs: Vec<S::Field> = Vec::with_capacity(m);
-        let mut qq: Vec<f64> = Vec::with_capacity(m);
-        let mut nr = match nr0 {
-            Some(nr) => nr,
-            None => space.norm2(&r)?,
+        // x, r, then the m directions p_k and their images q_k = A p_k.
+        let fields = self.work.fields(space, layout, 2 + 2 * m)?;
+        let (xr, dirs) = fields.split_at_mut(2);
+        let (ps, qs) = dirs.split_at_mut(m);
+        let [x, r] = xr else {
+            unreachable!("the workspace gives the fields asked for")
         };
+        space.copy(r, b)?;
+        let mut qq = vec![0.0; m];
+        let mut nr = nr0.map_or_else(|| space.norm2(r), Ok)?;
         let mut history = vec![nr];
         let mut iter = start_iter;
         let mut applications = 0;
@@ -65,15 +66,10 @@ impl<S: Space, A: LinearOperator<S>> Iterate<S> for Gcr<S, A> {
             if k == m {
                 k = 0;
             }
-            if ps.len() <= k {
-                ps.push(space.alloc_layout(layout)?);
-                qs.push(space.alloc_layout(layout)?);
-                qq.push(0.0);
-            }
             let (done_p, rest_p) = ps.split_at_mut(k);
             let (done_q, rest_q) = qs.split_at_mut(k);
             let (pk, qk) = (&mut rest_p[0], &mut rest_q[0]);
-            space.copy(pk, &r)?;
+            space.copy(pk, r)?;
             self.op.apply(space, qk, pk)?;
             applications += self.op.stencil_applications();
             for j in 0..k {
@@ -82,15 +78,14 @@ impl<S: Space, A: LinearOperator<S>> Iterate<S> for Gcr<S, A> {
                 space.axpy(-c, &done_p[j], pk)?;
             }
             qq[k] = space.norm2(qk)?;
-            let alpha = space.dot(qk, &r)? / qq[k];
-            space.axpy(alpha, pk, &mut x)?;
-            space.axpy(-alpha, qk, &mut r)?;
-            nr = space.norm2(&r)?;
+            let alpha = space.dot(qk, r)? / qq[k];
+            space.axpy(alpha, pk, x)?;
+            space.axpy(-alpha, qk, r)?;
+            nr = space.norm2(r)?;
             iter += 1;
             k += 1;
             history.push(nr);
         };
-        self.x = Some(x);
         Ok(Run {
             iter,
             history,
@@ -101,12 +96,12 @@ impl<S: Space, A: LinearOperator<S>> Iterate<S> for Gcr<S, A> {
     }
 
     fn solution(&self) -> Option<&S::Field> {
-        self.x.as_ref()
+        self.work.solution()
     }
     fn take_solution(&mut self) -> Option<S::Field> {
-        self.x.take()
+        self.work.take_solution()
     }
     fn release(&mut self, _space: &mut S) {
-        self.x = None;
+        self.work.release();
     }
 }

@@ -11,6 +11,7 @@ pub mod eo;
 pub mod gcr;
 pub mod mixed;
 pub mod monitor;
+pub mod work;
 
 pub use monitor::{Iterate, Monitor, StopReason, StopRules, Verdict};
 
