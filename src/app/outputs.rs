@@ -24,12 +24,7 @@ fn folder_of(path: &Path) -> PathBuf {
     }
 }
 
-/// The temporary an output is staged in before its rename.
-pub fn staging_path(dest: &Path) -> PathBuf {
-    let mut name = dest.file_name().unwrap_or_default().to_os_string();
-    name.push(format!(".tmp-{}", std::process::id()));
-    dest.with_file_name(name)
-}
+use crate::io::staging_path;
 
 /// The pid of a `*.tmp-<pid>` name.
 fn temp_pid(name: &str) -> Option<u32> {

@@ -343,26 +343,32 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     write_atomic_with(path, |w| w.write_all(bytes))
 }
 
+/// The temporary an output is staged in before its rename: `<file>.tmp-<pid>` (the pid
+/// lets `app::outputs` tell a dead process's leftovers from a live one's).
+pub fn staging_path(dest: &Path) -> PathBuf {
+    let mut name = dest.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".tmp-{}", std::process::id()));
+    dest.with_file_name(name)
+}
+
 /// `write_atomic` for output produced piece by piece, so a large file need not be built
 /// in memory first.
 pub fn write_atomic_with(
     path: &Path,
     fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> Result<()> {
-    let file_name = path.file_name().ok_or_else(|| {
-        Error::invalid(
+    if path.file_name().is_none() {
+        return Err(Error::invalid(
             "output path",
             format!("{} does not name a file", path.display()),
-        )
-    })?;
+        ));
+    }
     if let Some(parent) = path.parent() {
         if !parent.as_os_str().is_empty() {
             std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
         }
     }
-    let mut tmp_name = file_name.to_os_string();
-    tmp_name.push(format!(".tmp-{}", std::process::id()));
-    let tmp: PathBuf = path.with_file_name(tmp_name);
+    let tmp = staging_path(path);
     let result = (|| -> std::io::Result<()> {
         let file = File::create(&tmp)?;
         let mut w = BufWriter::with_capacity(1 << 20, file);
