@@ -14,6 +14,7 @@
 
 pub mod app;
 pub mod backend;
+pub mod comms;
 pub mod config;
 pub mod dirac;
 pub mod error;

@@ -1,0 +1,127 @@
+//! Communication between the ranks of a decomposed lattice (issue 11). It enters the
+//! solvers at two places only (docs/architecture.md): an operator's apply exchanges the
+//! faces of its sub-lattice with the neighbours (`Comms::exchange`), and a space's
+//! reductions combine per-rank partial sums (`global_sum`).
+//!
+//! Implementations: `Single` (one rank, no communication), `threads::ThreadComms` (ranks
+//! as threads of one process, messages over channels: the CPU tests of the decomposition),
+//! and NCCL on the GPU (`crate::backend::cuda`), which moves device buffers.
+//!
+//! Global sums are deterministic: every rank gathers every rank's partials and adds them
+//! in rank order, so the result is the same bits on every rank and from run to run (an
+//! all-reduce may add in an order that depends on the topology).
+
+pub mod threads;
+
+use crate::Result;
+
+/// A message an exchange sends: `data` to rank `to`, told apart from the other messages of
+/// the same exchange between the same two ranks by `tag`.
+pub struct Outgoing<'a> {
+    pub to: usize,
+    pub tag: u32,
+    pub data: &'a [f64],
+}
+
+/// A message an exchange receives into `data` (its length must match the sender's).
+pub struct Incoming<'a> {
+    pub from: usize,
+    pub tag: u32,
+    pub data: &'a mut [f64],
+}
+
+/// What a rank has sent and waited for, for the reports.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct CommsStats {
+    pub exchanges: u64,
+    pub bytes_sent: u64,
+    pub gathers: u64,
+    /// Seconds spent inside exchange and all_gather (sending, then waiting).
+    pub seconds: f64,
+}
+
+/// One rank's view of the communicator. Every rank calls the collective operations
+/// (`all_gather`) in the same order; an exchange's sends and receives must pair up across
+/// ranks (same tag, same length).
+pub trait Comms: Send {
+    fn rank(&self) -> usize;
+    fn size(&self) -> usize;
+    /// "single", "threads (4 ranks)", "nccl 2.27.3 (8 ranks)".
+    fn describe(&self) -> String;
+    /// Send every outgoing message, then fill every incoming one.
+    fn exchange(&mut self, sends: &[Outgoing<'_>], recvs: &mut [Incoming<'_>]) -> Result<()>;
+    /// Every rank's `local` (each of the same length), concatenated in rank order: the
+    /// same on every rank.
+    fn all_gather(&mut self, local: &[f64]) -> Result<Vec<f64>>;
+    fn stats(&self) -> CommsStats;
+}
+
+/// The element-wise sum over ranks of `local`, added in rank order (rank 0 first): the
+/// same bits on every rank and in every run.
+pub fn global_sum(comms: &mut dyn Comms, local: &[f64]) -> Result<Vec<f64>> {
+    let n = local.len();
+    if comms.size() == 1 {
+        return Ok(local.to_vec());
+    }
+    let all = comms.all_gather(local)?;
+    let mut sum = all[..n].to_vec();
+    for part in all[n..].chunks_exact(n) {
+        for (s, v) in sum.iter_mut().zip(part) {
+            *s += v;
+        }
+    }
+    Ok(sum)
+}
+
+/// One rank and no communication; an exchange can only send to itself.
+#[derive(Default)]
+pub struct Single {
+    stats: CommsStats,
+}
+
+impl Comms for Single {
+    fn rank(&self) -> usize {
+        0
+    }
+    fn size(&self) -> usize {
+        1
+    }
+    fn describe(&self) -> String {
+        "single".into()
+    }
+    fn exchange(&mut self, sends: &[Outgoing<'_>], recvs: &mut [Incoming<'_>]) -> Result<()> {
+        self.stats.exchanges += 1;
+        for r in recvs.iter_mut() {
+            let s = sends
+                .iter()
+                .find(|s| s.to == 0 && r.from == 0 && s.tag == r.tag)
+                .ok_or_else(|| {
+                    crate::Error::internal(format!("exchange: no message with tag {}", r.tag))
+                })?;
+            check_len(s.data.len(), r, 0)?;
+            r.data.copy_from_slice(s.data);
+            self.stats.bytes_sent += 8 * s.data.len() as u64;
+        }
+        Ok(())
+    }
+    fn all_gather(&mut self, local: &[f64]) -> Result<Vec<f64>> {
+        self.stats.gathers += 1;
+        Ok(local.to_vec())
+    }
+    fn stats(&self) -> CommsStats {
+        self.stats
+    }
+}
+
+fn check_len(sent: usize, r: &Incoming<'_>, rank: usize) -> Result<()> {
+    if sent != r.data.len() {
+        return Err(crate::Error::internal(format!(
+            "rank {rank}: message tag {} from rank {} has {} values, expected {}",
+            r.tag,
+            r.from,
+            sent,
+            r.data.len()
+        )));
+    }
+    Ok(())
+}
