@@ -125,3 +125,32 @@ fn check_len(sent: usize, r: &Incoming<'_>, rank: usize) -> Result<()> {
     }
     Ok(())
 }
+
+/// A face buffer in device memory for `DeviceExchange`: `bytes` at the raw device address
+/// `ptr`, sent to or received from rank `peer`, told apart by `tag` as in `Outgoing`.
+#[derive(Clone, Copy, Debug)]
+pub struct DeviceMessage {
+    pub peer: usize,
+    pub tag: u32,
+    pub ptr: u64,
+    pub bytes: usize,
+}
+
+/// The GPU side of an exchange: faces move between device buffers, enqueued on the
+/// caller's stream, so the operator's interior kernel runs while they travel. NCCL
+/// (grouped ncclSend/ncclRecv) between processes or GPUs; device copies between
+/// sub-lattices of one GPU.
+pub trait DeviceExchange: Send {
+    fn rank(&self) -> usize;
+    fn size(&self) -> usize;
+    fn describe(&self) -> String;
+    /// Enqueue every send and receive on `stream`: work enqueued on it afterwards sees
+    /// the received faces; the send buffers must not change until the stream has passed
+    /// this point.
+    fn exchange_on(
+        &mut self,
+        stream: &std::sync::Arc<cudarc::driver::CudaStream>,
+        sends: &[DeviceMessage],
+        recvs: &[DeviceMessage],
+    ) -> Result<()>;
+}
