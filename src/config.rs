@@ -30,6 +30,49 @@ pub struct Config {
     pub backend: BackendConfig,
     #[serde(default)]
     pub output: OutputConfig,
+    #[serde(default)]
+    pub parallel: ParallelConfig,
+}
+
+/// How the lattice is split over ranks (issue 11): `grid = [gx, gy, gz, gt]` ranks per
+/// direction, each holding a local sub-lattice. `gpus` (default: the grid's product)
+/// must equal the product. On the CPU the ranks are threads of this process; under a
+/// launcher (RANK, WORLD_SIZE) each process is one rank.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ParallelConfig {
+    #[serde(default = "default_grid")]
+    pub grid: [i64; NDIM],
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus: Option<i64>,
+}
+
+fn default_grid() -> [i64; NDIM] {
+    [1; NDIM]
+}
+
+impl Default for ParallelConfig {
+    fn default() -> Self {
+        ParallelConfig {
+            grid: default_grid(),
+            gpus: None,
+        }
+    }
+}
+
+impl ParallelConfig {
+    pub fn grid(&self) -> [usize; NDIM] {
+        self.grid.map(|g| g.max(1) as usize)
+    }
+
+    /// Ranks in the grid.
+    pub fn ranks(&self) -> usize {
+        self.grid().iter().product()
+    }
+
+    pub fn is_decomposed(&self) -> bool {
+        self.ranks() > 1
+    }
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -341,6 +384,10 @@ pub struct Overrides {
     pub output: Option<PathBuf>,
     /// `--reunitarise`: sets `[gauge] reunitarise = true` for a file gauge.
     pub reunitarise: bool,
+    /// `--grid 1,1,1,2`: [parallel] grid.
+    pub grid: Option<[i64; NDIM]>,
+    /// `--gpus N`: [parallel] gpus.
+    pub gpus: Option<i64>,
 }
 
 /// A parsed and validated configuration, with the text it came from (for line numbers)
@@ -447,6 +494,14 @@ impl LoadedConfig {
         if let Some(m) = o.restart {
             c.solver.restart = m;
             flags.push(("solver.restart", "--restart"));
+        }
+        if let Some(g) = o.grid {
+            c.parallel.grid = g;
+            flags.push(("parallel.grid", "--grid"));
+        }
+        if let Some(n) = o.gpus {
+            c.parallel.gpus = Some(n);
+            flags.push(("parallel.gpus", "--gpus"));
         }
         if o.reunitarise {
             match &mut c.gauge {
@@ -672,6 +727,7 @@ impl LoadedConfig {
                 }
             }
         }
+        self.check_parallel()?;
         let dims = self.dims();
         match &c.source {
             SourceConfig::Point { site, spin, colour } => {
@@ -690,6 +746,57 @@ impl LoadedConfig {
                 self.check_spin_colour(*spin, *colour)?
             }
             _ => {}
+        }
+        Ok(())
+    }
+
+    /// The grid: positive entries, dividing the lattice into sub-lattices with even
+    /// local extents in every split direction, and as many ranks as `gpus` says.
+    fn check_parallel(&self) -> Result<()> {
+        let p = &self.config.parallel;
+        if let Some(g) = p.grid.iter().find(|&&g| g < 1) {
+            return Err(self.bad(
+                "parallel",
+                "grid",
+                format!("every entry must be at least 1, got {g} in {:?}", p.grid),
+            ));
+        }
+        if let Some(n) = p.gpus {
+            if n != p.ranks() as i64 {
+                return Err(self.bad(
+                    "parallel",
+                    "gpus",
+                    format!(
+                        "must equal the number of ranks of grid {:?} ({}), got {n}",
+                        p.grid,
+                        p.ranks()
+                    ),
+                ));
+            }
+        }
+        if let Err(e) = crate::geometry::partition::Partition::new(self.dims(), p.grid(), 0) {
+            let msg = match e {
+                Error::InvalidValue { message, .. } => message,
+                other => other.to_string(),
+            };
+            return Err(self.bad("parallel", "grid", msg));
+        }
+        if p.is_decomposed() {
+            let v = self
+                .config
+                .backend
+                .kernel
+                .parse::<crate::backend::cuda::StencilVersion>();
+            if self.config.backend.device == Device::Cuda && v.is_ok_and(|v| !v.is_fast_path()) {
+                return Err(self.bad(
+                    "parallel",
+                    "grid",
+                    format!(
+                        "a split lattice runs on the GPU with backend.kernel = \"3.0\" only; the seed version {} is single-GPU",
+                        self.config.backend.kernel
+                    ),
+                ));
+            }
         }
         Ok(())
     }

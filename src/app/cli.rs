@@ -92,11 +92,27 @@ pub struct OverrideArgs {
     /// SU(3) (sets [gauge] reunitarise = true); without it such a file is refused (exit 4).
     #[arg(long)]
     pub reunitarise: bool,
+    /// Ranks per direction gx,gy,gz,gt: the lattice split into sub-lattices (overrides
+    /// [parallel] grid). On the CPU the ranks are threads of this process.
+    #[arg(long, value_delimiter = ',', num_args = 1, value_parser = clap::value_parser!(i64))]
+    pub grid: Option<Vec<i64>>,
+    /// GPUs (ranks) to use; must equal the grid's product (overrides [parallel] gpus).
+    #[arg(long, allow_negative_numbers = true)]
+    pub gpus: Option<i64>,
 }
 
 impl OverrideArgs {
-    fn to_overrides(&self) -> Overrides {
-        Overrides {
+    fn to_overrides(&self) -> crate::Result<Overrides> {
+        let grid = match &self.grid {
+            None => None,
+            Some(g) => Some(<[i64; 4]>::try_from(g.as_slice()).map_err(|_| {
+                crate::Error::invalid(
+                    "--grid",
+                    format!("needs 4 entries gx,gy,gz,gt, got {}", g.len()),
+                )
+            })?),
+        };
+        Ok(Overrides {
             device: self.device,
             kernel: self.kernel.clone(),
             multiple: self.multiple,
@@ -113,7 +129,9 @@ impl OverrideArgs {
             restart: self.restart,
             output: self.output.clone(),
             reunitarise: self.reunitarise,
-        }
+            grid,
+            gpus: self.gpus,
+        })
     }
 }
 
@@ -287,7 +305,7 @@ pub fn load_config(path: Option<&PathBuf>, o: &OverrideArgs) -> Result<LoadedCon
             LoadedConfig::embedded_default()
         }
     };
-    cfg.apply(&o.to_overrides())?;
+    cfg.apply(&o.to_overrides()?)?;
     Ok(cfg)
 }
 

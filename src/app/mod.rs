@@ -15,6 +15,7 @@ pub mod device;
 pub mod floor;
 pub mod generate;
 pub mod outputs;
+pub mod parallel;
 pub mod plan;
 pub mod run;
 pub mod scale;

@@ -213,6 +213,9 @@ pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
     crate::memory::check_run(cfg)?;
     crate::app::outputs::prepare(cfg)?;
     let pool = thread_pool(c.backend.threads)?;
+    if c.parallel.is_decomposed() {
+        return pool.install(|| crate::app::parallel::run(cfg));
+    }
     pool.install(|| {
         let problem = build_problem(cfg)?;
         tracing::info!(
