@@ -2,6 +2,7 @@
 //! human summary printed on stdout.
 
 pub mod charts;
+pub mod model;
 pub mod progress;
 
 use crate::config::{Config, LoadedConfig};
