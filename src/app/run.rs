@@ -134,6 +134,18 @@ pub fn solve_on<B: Backend>(
     problem: &Problem,
     plan: &SolvePlan,
 ) -> Result<SolveResult> {
+    solve_on_rank(backend, problem, plan, 0)
+}
+
+/// `solve_on` for one rank of a split lattice: `problem` holds the rank's sub-lattice
+/// and every rank calls this at once (the reductions are collective); only rank 0 shows
+/// progress.
+pub fn solve_on_rank<B: Backend>(
+    backend: &mut B,
+    problem: &Problem,
+    plan: &SolvePlan,
+    rank: usize,
+) -> Result<SolveResult> {
     let op = plan.method.iterated_form(problem.operator);
     let rhs = if op.gamma5() {
         problem.source.gamma5()
@@ -153,7 +165,11 @@ pub fn solve_on<B: Backend>(
     };
     let upload = t.elapsed().as_secs_f64();
     let t = Instant::now();
-    let progress = crate::report::progress::SolveProgress::new(plan.method.label(), plan.cr.tol);
+    let progress = if rank == 0 {
+        crate::report::progress::SolveProgress::new(plan.method.label(), plan.cr.tol)
+    } else {
+        crate::report::progress::SolveProgress::silent()
+    };
     let mut observe = |k, r| progress.update(k, r);
     let spec = plan.spec();
     let out = solver::solve(backend, &spec, op, &b, source.as_ref(), &mut observe)?;

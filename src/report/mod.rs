@@ -74,7 +74,35 @@ pub struct SolveReport {
     pub peak_memory_bytes: Option<u64>,
     /// GPU runs only: per-kernel times, stencil rates, bandwidth against triad.
     pub gpu: Option<GpuMetrics>,
+    /// Split lattices only: the grid, the communicator and each rank's halo timings.
+    pub parallel: Option<ParallelReport>,
     pub residual_history: Vec<f64>,
+}
+
+/// What a solve on a split lattice adds to the report (issue 11).
+#[derive(Clone, Debug, Serialize)]
+pub struct ParallelReport {
+    pub grid: [usize; 4],
+    pub local: [usize; 4],
+    /// "threads (4 ranks)", "nccl 2.27.3 (2 ranks)".
+    pub comms: String,
+    pub ranks: Vec<RankTimes>,
+}
+
+/// One rank's halo work over the solve, seconds (each kind summed over applications).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct RankTimes {
+    pub rank: usize,
+    pub coords: [usize; 4],
+    pub pack: f64,
+    pub exchange: f64,
+    pub interior: f64,
+    pub exterior: f64,
+    /// Waiting for faces after the interior was done (GPU), or in reductions.
+    pub wait: f64,
+    pub bytes_exchanged: u64,
+    pub exchanges: u64,
+    pub reductions: u64,
 }
 
 /// What a GPU solve adds to the report (times from CUDA events).
@@ -243,6 +271,7 @@ pub fn build(
             / 1e9,
         peak_memory_bytes: peak_memory_bytes(),
         gpu,
+        parallel: None,
         residual_history: r.history.clone(),
     }
 }
@@ -335,6 +364,33 @@ pub fn summary(r: &SolveReport) -> String {
             line(
                 &format!("  kernel {}", k.name),
                 format!("{} launches, {:.3} ms", k.launches, k.millis),
+            );
+        }
+    }
+    if let Some(p) = &r.parallel {
+        let g = p.grid;
+        let l = p.local;
+        line(
+            "decomposition",
+            format!(
+                "grid {}x{}x{}x{}, local {}x{}x{}x{}, {}",
+                g[0], g[1], g[2], g[3], l[0], l[1], l[2], l[3], p.comms
+            ),
+        );
+        for t in &p.ranks {
+            line(
+                &format!("  rank {} {:?}", t.rank, t.coords),
+                format!(
+                    "pack {:.2} ms, exchange {:.2} ms, interior {:.2} ms, exterior {:.2} ms, wait {:.2} ms; {:.2} MB in {} exchanges, {} reductions",
+                    1e3 * t.pack,
+                    1e3 * t.exchange,
+                    1e3 * t.interior,
+                    1e3 * t.exterior,
+                    1e3 * t.wait,
+                    t.bytes_exchanged as f64 / 1e6,
+                    t.exchanges,
+                    t.reductions
+                ),
             );
         }
     }

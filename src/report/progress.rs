@@ -110,6 +110,14 @@ impl SolveProgress {
         }
     }
 
+    /// No bar and no lines (the other ranks of a split lattice: rank 0 reports).
+    pub fn silent() -> Self {
+        SolveProgress {
+            bar: None,
+            lines: None,
+        }
+    }
+
     pub fn update(&self, iteration: usize, residual: f64) {
         if let Some((ticker, label, tol)) = &self.lines {
             if let Some(t) = ticker.due() {
