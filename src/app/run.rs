@@ -245,13 +245,18 @@ pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
                 let opts = cuda_options(cfg)?;
                 crate::memory::check_device(&problem.lattice, &opts)?;
                 let opts = if c.backend.tune {
-                    crate::app::tuning::start_options(opts.version, &opts, crate::app::tuning::TuneMode::Tune)
+                    crate::app::tuning::start_options(
+                        opts.version,
+                        &opts,
+                        crate::app::tuning::TuneMode::Tune,
+                    )
                 } else {
                     opts
                 };
                 let params = SolvePlan::from_config(c, opts.version.is_fast_path());
                 params.check(Capabilities::of_stencil(opts.version))?;
-                let mut be = crate::backend::cuda::CudaBackend::new(&problem.gauge, problem.kappa, &opts)?;
+                let mut be =
+                    crate::backend::cuda::CudaBackend::new(&problem.gauge, problem.kappa, &opts)?;
                 // Launch geometry from the autotuner, on this backend (tune cache, or a
                 // sweep timed here and stored there), unless the config fixes it with
                 // `tune = false`.
@@ -286,24 +291,40 @@ pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
                 (solve_on(&mut be, &problem, &params)?, d, None)
             }
         };
-        let d_residual = cpu_residual_of_d(&problem, &result.solution);
-        let rep = report::build(cfg, &problem, &result, &backend_description, d_residual, gpu);
-        if !crate::report::progress::is_quiet() {
-            println!("{}", report::summary(&rep));
-        }
-        write_outputs(cfg, &problem, &result, &rep)?;
-        if result.reason != StopReason::Converged {
-            return Err(Error::NotConverged(format!(
-                "{} {} after {} iterations (residual {:.3e}, tolerance {:.1e}); the report was written",
-                result.plan,
-                result.reason.describe(),
-                result.iterations,
-                result.history.last().copied().unwrap_or(f64::NAN),
-                c.solver.tolerance
-            )));
-        }
-        Ok(rep)
+        finish_run(cfg, &problem, &result, &backend_description, gpu, None)
     })
+}
+
+/// Everything after the solve: the CPU check of D x = b, the report (with the split
+/// lattice's part, if any), the summary, the outputs, and the exit for a solve that did
+/// not converge.
+pub(crate) fn finish_run(
+    cfg: &LoadedConfig,
+    problem: &Problem,
+    result: &SolveResult,
+    backend_description: &str,
+    gpu: Option<crate::report::GpuMetrics>,
+    parallel: Option<crate::report::ParallelReport>,
+) -> Result<SolveReport> {
+    let c = &cfg.config;
+    let d_residual = cpu_residual_of_d(problem, &result.solution);
+    let mut rep = report::build(cfg, problem, result, backend_description, d_residual, gpu);
+    rep.parallel = parallel;
+    if !crate::report::progress::is_quiet() {
+        println!("{}", report::summary(&rep));
+    }
+    write_outputs(cfg, problem, result, &rep)?;
+    if result.reason != StopReason::Converged {
+        return Err(Error::NotConverged(format!(
+            "{} {} after {} iterations (residual {:.3e}, tolerance {:.1e}); the report was written",
+            result.plan,
+            result.reason.describe(),
+            result.iterations,
+            result.history.last().copied().unwrap_or(f64::NAN),
+            c.solver.tolerance
+        )));
+    }
+    Ok(rep)
 }
 
 /// The CUDA options a config asks for.
