@@ -168,6 +168,30 @@ fn check_operators(what: &str, gauge: &GaugeField, kappa: f64, grid: [usize; 4])
 }
 
 #[test]
+fn scatter_then_gather_is_the_identity() {
+    // Exact: every value of the global source comes back where it was, and every rank's
+    // links are the global links of its sites, on its local lattice.
+    let (gauge, src, _) = random_8x8x8x8();
+    for grid in [[1, 1, 1, 2], [2, 2, 2, 2], [1, 4, 1, 2]] {
+        let parts = partitions([8, 8, 8, 8], grid);
+        let pieces: Vec<SpinorField> = parts
+            .iter()
+            .map(|p| scatter_spinor(&src, p).unwrap())
+            .collect();
+        assert_eq!(gather_spinor(&pieces, &parts).unwrap(), src);
+        for p in &parts {
+            let g = scatter_gauge(&gauge, p).unwrap();
+            assert_eq!(g.lattice, p.local_lattice(DEFAULT_BOUNDARY).unwrap());
+            for x in 0..g.lattice.volume() {
+                for mu in 0..4 {
+                    assert_eq!(g.link(x, mu), gauge.link(p.global_site(x), mu));
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn operators_on_a_random_field_match_the_undecomposed_backend() {
     // 8^4 random links: t, xt, yt and xyzt (16 sub-lattices of 4^4) splits.
     let (gauge, _, _) = random_8x8x8x8();
