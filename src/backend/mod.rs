@@ -6,6 +6,7 @@
 //! the backend computes (solver::cr uses it when the plan asks for it).
 
 pub mod cpu;
+pub mod cpu_decomposed;
 pub mod cuda;
 
 pub use crate::linalg::{
