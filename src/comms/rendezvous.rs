@@ -391,7 +391,8 @@ fn connect(master: &str, rank: usize, start: Instant, timeout: Duration) -> Resu
             Ok(s) => return Ok(s),
             Err(e) => e,
         };
-        if Instant::now() + pause >= deadline {
+        let now = Instant::now();
+        if now >= deadline {
             return Err(Error::invalid(
                 MASTER_VAR,
                 format!(
@@ -402,7 +403,7 @@ fn connect(master: &str, rank: usize, start: Instant, timeout: Duration) -> Resu
                 ),
             ));
         }
-        std::thread::sleep(pause);
+        std::thread::sleep(pause.min(deadline - now));
         pause = (pause * 2).min(Duration::from_millis(500));
     }
 }
