@@ -155,7 +155,7 @@ fn a_peer_that_cannot_reach_the_master_fails_within_its_timeout() {
     eprintln!("after {:.2} s: {e}", took.as_secs_f64());
     assert!(took < Duration::from_secs(5), "took {took:?}");
     assert!(
-        took >= Duration::from_millis(300),
+        took >= Duration::from_millis(450),
         "gave up early: {took:?}"
     );
     match &e {
