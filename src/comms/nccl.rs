@@ -377,13 +377,14 @@ impl NcclComms {
         Ok(())
     }
 
-    /// End the communicator cleanly (ncclCommFinalize, then ncclCommDestroy) after the
-    /// host stream's work. Every rank calls it. Dropping without it aborts the
+    /// End the communicator cleanly (ncclCommFinalize, then ncclCommDestroy) once the
+    /// GPU's queued work is done. Every rank calls it. Dropping without it aborts the
     /// communicator instead (ncclCommAbort: local, never waits for the other ranks).
     pub fn finish(mut self) -> Result<()> {
         let comm = std::mem::replace(&mut self.comm, std::ptr::null_mut());
         self.bind()?;
         self.stream
+            .context()
             .synchronize()
             .map_err(driver_err("synchronising before ending NCCL"))?;
         // SAFETY: comm is this communicator's live handle, used no more after this.
@@ -486,8 +487,9 @@ impl Drop for NcclComms {
         if self.comm.is_null() {
             return;
         }
+        // The scratch buffers are freed after this; work on any stream may still use them.
         let _ = self.stream.context().bind_to_thread();
-        let _ = self.stream.synchronize();
+        let _ = self.stream.context().synchronize();
         // SAFETY: comm is this communicator's live handle, used no more after this.
         if let Err(e) = unsafe { nres::comm_abort(self.comm) } {
             tracing::warn!("ncclCommAbort: {e:?}");
