@@ -299,10 +299,13 @@ mod tests {
         }
     }
 
+    /// Variables, the variable a refusal names, words of its message.
+    type Case<'a> = (&'a [(&'a str, &'a str)], &'a str, &'a str);
+
     #[test]
     fn malformed_and_inconsistent_values_name_their_variable() {
         let m = ("QCD_SOLVE_MASTER", "host:1234");
-        let cases: &[(&[(&str, &str)], &str, &str)] = &[
+        let cases: &[Case] = &[
             (
                 &[("RANK", "x"), ("WORLD_SIZE", "2"), m],
                 "RANK",
