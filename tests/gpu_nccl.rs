@@ -6,6 +6,20 @@
 //! Expected values are exact: with one rank a gather or a sum is the input itself, bit
 //! for bit, and a message arrives unchanged. NVLink multicast stays off
 //! (NCCL_NVLS_ENABLE=0, set here before NCCL starts; the device machine sets it too).
+//!
+//! `two_processes_on_two_gpus` (ignored: it needs 2 GPUs) starts a copy of this binary as
+//! rank 1 and checks the same paths between two real ranks; run it with `--ignored` on a
+//! machine of two GPUs.
+//!
+//! Running (cudarc loads NCCL as libnccl.so, which NCCL does not install: link it):
+//! ```sh
+//! cargo test --release --features gpu-tests --test gpu_nccl --no-run   # prints the binary
+//! # on the GPU machine:
+//! lib=$(find / -name 'libnccl.so.2*' -not -path '/proc/*' 2>/dev/null | head -1)
+//! mkdir -p /tmp/nccl && ln -sf "$lib" /tmp/nccl/libnccl.so
+//! LD_LIBRARY_PATH=/tmp/nccl:$LD_LIBRARY_PATH NCCL_NVLS_ENABLE=0 NCCL_DEBUG=WARN \
+//!     ./gpu_nccl-HASH --test-threads=1 --nocapture
+//! ```
 
 use cudarc::driver::{sys, CudaContext, CudaSlice, CudaStream, DevicePtr};
 use qcd_solve::comms::launch::Launch;
@@ -313,7 +327,205 @@ fn from_launch_with_one_rank_needs_no_master() {
             Comms::describe(&c)
         );
         assert_eq!((Comms::rank(&c), Comms::size(&c)), (0, 1));
-        let sum = global_sum(&mut c, &[0.1, 0.2]).unwrap();
-        assert_bits(&sum, &[0.1, 0.2], "global_sum after from_launch");
+        let all = c.all_gather(&[0.1, 0.2]).unwrap();
+        assert_bits(&all, &[0.1, 0.2], "all_gather after from_launch");
     }
+}
+
+/// Rank `QCD_SOLVE_NCCL_CHILD` of two, in a copy of this binary (set by the parent).
+const CHILD_VAR: &str = "QCD_SOLVE_NCCL_CHILD";
+
+/// What every check of the two-rank test does on rank `rank` (GPU `rank`), panicking on
+/// a mismatch. The expected values are computed on the host in rank order.
+fn two_rank_body(rank: usize, master: &str) {
+    std::env::set_var("NCCL_NVLS_ENABLE", "0");
+    require_nccl().unwrap();
+    let ctx = CudaContext::new(rank)
+        .unwrap_or_else(|e| panic!("rank {rank}: GPU {rank} did not open: {e}"));
+    // SAFETY: all work of this rank goes to its one stream.
+    unsafe { ctx.disable_event_tracking() };
+    let stream = ctx.new_stream().unwrap();
+    let vars = [
+        ("RANK", rank.to_string()),
+        ("WORLD_SIZE", "2".to_string()),
+        ("LOCAL_RANK", rank.to_string()),
+        ("QCD_SOLVE_MASTER", master.to_string()),
+        ("QCD_SOLVE_RENDEZVOUS_TIMEOUT", "60".to_string()),
+    ];
+    let launch =
+        Launch::from_lookup(|k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone()))
+            .unwrap()
+            .unwrap();
+    let mut c = NcclComms::from_launch(stream.clone(), Some(&launch)).unwrap();
+    eprintln!("rank {rank}: {}", Comms::describe(&c));
+    assert_eq!((Comms::rank(&c), Comms::size(&c)), (rank, 2));
+    let other = 1 - rank;
+    let tag = |r: usize| format!("rank {r}");
+
+    // Host all_gather and the rank-order global sum.
+    let mine = [rank as f64 + 1.0, 10.0 * (rank as f64 + 1.0)];
+    let all = c.all_gather(&mine).unwrap();
+    assert_bits(
+        &all,
+        &[1.0, 10.0, 2.0, 20.0],
+        &format!("{}: all_gather", tag(rank)),
+    );
+    let parts = [values(64, 10), values(64, 11)];
+    let want: Vec<f64> = parts[0].iter().zip(&parts[1]).map(|(a, b)| a + b).collect();
+    let sum = global_sum(&mut c, &parts[rank]).unwrap();
+    assert_bits(&sum, &want, &format!("{}: global_sum", tag(rank)));
+
+    // Host exchange with the other rank, two tags asked for in the other order.
+    let (a, b) = (values(3, rank as u64), values(50, 7 + rank as u64));
+    let (mut x, mut y) = (vec![0.0; 3], vec![0.0; 50]);
+    c.exchange(
+        &[
+            Outgoing {
+                to: other,
+                tag: 1,
+                data: &a,
+            },
+            Outgoing {
+                to: other,
+                tag: 2,
+                data: &b,
+            },
+        ],
+        &mut [
+            Incoming {
+                from: other,
+                tag: 2,
+                data: &mut y,
+            },
+            Incoming {
+                from: other,
+                tag: 1,
+                data: &mut x,
+            },
+        ],
+    )
+    .unwrap();
+    assert_bits(
+        &x,
+        &values(3, other as u64),
+        &format!("{}: exchange tag 1", tag(rank)),
+    );
+    assert_bits(
+        &y,
+        &values(50, 7 + other as u64),
+        &format!("{}: exchange tag 2", tag(rank)),
+    );
+
+    // Device exchange, global_sum_on, then both in a graph replayed twice.
+    let n = 2048;
+    let mut input = stream.alloc_zeros::<f64>(n).unwrap();
+    let faces = stream.alloc_zeros::<f64>(n).unwrap();
+    let sums = stream.alloc_zeros::<f64>(n).unwrap();
+    let (pi, pf, ps) = (
+        ptr(&input, &stream),
+        ptr(&faces, &stream),
+        ptr(&sums, &stream),
+    );
+    let send = DeviceMessage {
+        peer: other,
+        tag: 3,
+        ptr: pi,
+        bytes: 8 * n,
+    };
+    let recv = DeviceMessage { ptr: pf, ..send };
+    c.prepare_global_sum(n).unwrap();
+    let check = |k: u64, what: &str| {
+        let theirs = values(n, 1000 * k + other as u64);
+        let (v0, v1) = (values(n, 1000 * k), values(n, 1000 * k + 1));
+        let want: Vec<f64> = v0.iter().zip(&v1).map(|(a, b)| a + b).collect();
+        assert_bits(
+            &download(&stream, &faces),
+            &theirs,
+            &format!("{} {what}: exchange_on", tag(rank)),
+        );
+        assert_bits(
+            &download(&stream, &sums),
+            &want,
+            &format!("{} {what}: global_sum_on", tag(rank)),
+        );
+    };
+    stream
+        .memcpy_htod(&values(n, rank as u64), &mut input)
+        .unwrap();
+    c.exchange_on(&stream, &[send], &[recv]).unwrap();
+    c.global_sum_on(&stream, pi, ps, n).unwrap();
+    stream.synchronize().unwrap();
+    check(0, "direct");
+    stream
+        .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+        .unwrap();
+    let captured = c
+        .exchange_on(&stream, &[send], &[recv])
+        .and_then(|_| c.global_sum_on(&stream, pi, ps, n));
+    let graph = stream
+        .end_capture(sys::CUgraphInstantiate_flags(0))
+        .unwrap()
+        .expect("the capture recorded no work");
+    captured.unwrap();
+    for k in 1..3u64 {
+        stream
+            .memcpy_htod(&values(n, 1000 * k + rank as u64), &mut input)
+            .unwrap();
+        graph.launch().unwrap();
+        stream.synchronize().unwrap();
+        check(k, &format!("graph replay {k}"));
+    }
+    drop(graph);
+    c.finish().unwrap();
+}
+
+#[test]
+#[ignore = "needs 2 GPUs: run with --ignored on a machine of two GPUs"]
+fn two_processes_on_two_gpus() {
+    if let Ok(master) = std::env::var(CHILD_VAR) {
+        two_rank_body(1, &master);
+        println!("\nNCCL-CHILD OK");
+        return;
+    }
+    if let Err(e) = require_nccl() {
+        panic!("the NCCL gpu tests need an NVIDIA GPU, its driver and libnccl.so: {e}");
+    }
+    cudarc::driver::result::init().unwrap();
+    let gpus = CudaContext::device_count().unwrap();
+    assert!(
+        gpus >= 2,
+        "two_processes_on_two_gpus needs 2 GPUs, this machine has {gpus}"
+    );
+    // A free port for rank 0's rendezvous (bound, noted, released).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let master = format!("127.0.0.1:{port}");
+    let child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "two_processes_on_two_gpus",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_VAR, &master)
+        .env("NCCL_NVLS_ENABLE", "0")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // If rank 0 fails, rank 1 would wait in NCCL for ever: end it first.
+    let mut child = child;
+    if let Err(panic) = std::panic::catch_unwind(|| two_rank_body(0, &master)) {
+        let _ = child.kill();
+        let _ = child.wait();
+        std::panic::resume_unwind(panic);
+    }
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    eprintln!("rank 1 stdout:\n{stdout}");
+    assert!(out.status.success(), "rank 1 failed: {}", out.status);
+    assert!(stdout.contains("NCCL-CHILD OK"), "rank 1 did not finish");
 }
