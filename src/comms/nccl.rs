@@ -274,7 +274,9 @@ impl NcclComms {
     /// Make `global_sum_on` ready for up to `max_n` doubles: compile its kernel (NVRTC)
     /// and size its scratch buffer. Needed before a CUDA graph capture that contains a
     /// `global_sum_on` (neither can happen while a stream is being captured); outside a
-    /// capture `global_sum_on` does it itself. Synchronises the stream of the host paths.
+    /// capture `global_sum_on` does it itself. Not to be called during a capture: growing
+    /// the scratch waits for the whole GPU (work queued on any stream may still read the
+    /// old one).
     pub fn prepare_global_sum(&mut self, max_n: usize) -> Result<()> {
         self.bind()?;
         if self.sum_kernel.is_none() {
@@ -283,6 +285,17 @@ impl NcclComms {
         let need = max_n
             .checked_mul(self.size)
             .ok_or_else(|| Error::internal(format!("global_sum_on: {max_n} values")))?;
+        if self
+            .gather_buf
+            .as_ref()
+            .is_some_and(|b| b.slice.len() >= need)
+        {
+            return Ok(());
+        }
+        self.stream
+            .context()
+            .synchronize()
+            .map_err(driver_err("synchronising before growing the scratch"))?;
         ensure(
             &mut self.gather_buf,
             need,
@@ -330,10 +343,6 @@ impl NcclComms {
                      cannot be captured)"
                 )));
             }
-            // The old scratch may still be read by work queued on `stream`.
-            stream
-                .synchronize()
-                .map_err(driver_err("synchronising before growing the scratch"))?;
             self.prepare_global_sum(n)?;
         }
         self.bind()?;
