@@ -11,6 +11,9 @@
 //! in rank order, so the result is the same bits on every rank and from run to run (an
 //! all-reduce may add in an order that depends on the topology).
 
+pub mod launch;
+pub mod nccl;
+pub mod rendezvous;
 pub mod threads;
 
 use crate::Result;
