@@ -384,6 +384,20 @@ impl Halo {
                 .record(&stream)
                 .map_err(err("recording a halo event"))?;
         }
+        // Interior on the main stream, queued before the host waits for its neighbours
+        // in the exchange, so it runs while the faces travel.
+        let interior = V3Launch {
+            split_mask: self.split_mask,
+            anti_lo: self.anti_lo,
+            anti_hi: self.anti_hi,
+            ..*l
+        };
+        launch_v3(gpu, stencil, &interior)?;
+        if self.timing {
+            events[2]
+                .record(&stream)
+                .map_err(err("recording a halo event"))?;
+        }
         self.comm
             .wait(&self.packed)
             .map_err(err("ordering the exchange after the pack"))?;
@@ -417,19 +431,6 @@ impl Halo {
         if self.timing {
             events[4]
                 .record(&self.comm)
-                .map_err(err("recording a halo event"))?;
-        }
-        // Interior on the main stream while the faces travel.
-        let interior = V3Launch {
-            split_mask: self.split_mask,
-            anti_lo: self.anti_lo,
-            anti_hi: self.anti_hi,
-            ..*l
-        };
-        launch_v3(gpu, stencil, &interior)?;
-        if self.timing {
-            events[2]
-                .record(&stream)
                 .map_err(err("recording a halo event"))?;
         }
         stream
