@@ -714,4 +714,59 @@ mod tests {
             assert!(seen.iter().all(|&n| n == 1), "mu {mu}: {seen:?}");
         }
     }
+
+    /// The site the kernels' v3_face_site (kernels/v3_core.cuh) gives for face index fcb
+    /// and parity p on the face c[mu] = cmu, written again here from that code.
+    fn kernel_face_site(
+        dims: &[usize; 4],
+        mu: usize,
+        cmu: usize,
+        p: usize,
+        fcb: usize,
+    ) -> [usize; 4] {
+        let mut c = [0; 4];
+        let mut f = 2 * fcb;
+        let mut first = None;
+        for nu in 0..4 {
+            if nu == mu {
+                c[nu] = cmu;
+                continue;
+            }
+            first.get_or_insert(nu);
+            c[nu] = f % dims[nu];
+            f /= dims[nu];
+        }
+        c[first.unwrap()] += (c.iter().sum::<usize>() + p) % 2;
+        c
+    }
+
+    #[test]
+    fn ghost_links_sit_where_the_exterior_kernel_reads_them() {
+        // halo_exterior reads element e of the ghost link of its output site (parity p,
+        // face index fcb, c[mu] = 0) at (1 - p)*9*Fh + e*Fh + fcb: the backward
+        // neighbour's link U_mu at the site v3_face_site(mu, L-1, 1 - p, fcb).
+        let dims = [4, 6, 2, 4];
+        let l = Lattice::new(dims, DEFAULT_BOUNDARY).unwrap();
+        let g = GaugeField::random(&l, 9);
+        for mu in 0..NDIM {
+            let buf = upper_face_links(&g, mu);
+            let fh = l.volume() / dims[mu] / 2;
+            for q in 0..2 {
+                for fcb in 0..fh {
+                    let c = kernel_face_site(&dims, mu, dims[mu] - 1, q, fcb);
+                    assert_eq!(c.iter().sum::<usize>() % 2, q);
+                    let site = c[0] + dims[0] * (c[1] + dims[1] * (c[2] + dims[2] * c[3]));
+                    let u = g.link(site, mu).0.as_flattened();
+                    for (e, z) in u.iter().enumerate() {
+                        let k = q * 9 * fh + e * fh + fcb;
+                        assert_eq!(
+                            (buf[2 * k], buf[2 * k + 1]),
+                            (z.re, z.im),
+                            "mu {mu} q {q} fcb {fcb} e {e}"
+                        );
+                    }
+                }
+            }
+        }
+    }
 }
