@@ -405,23 +405,26 @@ impl Halo {
         let mut recvs = Vec::new();
         for f in &self.faces {
             let bytes = 6 * per_face(f) * complex_bytes;
-            let mu = f.mu;
-            let (fwd, bwd) = (
-                self.partition.neighbour(mu, true),
-                self.partition.neighbour(mu, false),
-            );
-            // Tag 2 mu: a lower face (the receiver's recv_hi); 2 mu + 1: an upper face.
-            let lo_tag = 2 * mu as u32;
-            let msg = |peer, tag, buf: &CudaSlice<f64>| DeviceMessage {
+            let ptr = |b: FaceBuffer| {
+                raw(
+                    match b {
+                        FaceBuffer::SendLo => &f.send_lo,
+                        FaceBuffer::SendHi => &f.send_hi,
+                        FaceBuffer::RecvLo => &f.recv_lo,
+                        FaceBuffer::RecvHi => &f.recv_hi,
+                    },
+                    &stream,
+                )
+            };
+            let msg = |(peer, tag, buf)| DeviceMessage {
                 peer,
                 tag,
-                ptr: raw(buf, &stream),
+                ptr: ptr(buf),
                 bytes,
             };
-            sends.push(msg(bwd, lo_tag, &f.send_lo));
-            sends.push(msg(fwd, lo_tag + 1, &f.send_hi));
-            recvs.push(msg(fwd, lo_tag, &f.recv_hi));
-            recvs.push(msg(bwd, lo_tag + 1, &f.recv_lo));
+            let [s0, s1, r0, r1] = face_messages(&self.partition, f.mu);
+            sends.extend([msg(s0), msg(s1)]);
+            recvs.extend([msg(r0), msg(r1)]);
             self.totals.bytes_exchanged += 2 * bytes as u64;
         }
         self.exchange.exchange_on(&self.comm, &sends, &recvs)?;
@@ -507,6 +510,31 @@ impl Halo {
     pub fn global_sum(&mut self, local: &[f64]) -> Result<Vec<f64>> {
         global_sum(&mut *self.comms, local)
     }
+}
+
+/// The four face buffers of a split direction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FaceBuffer {
+    SendLo,
+    SendHi,
+    RecvLo,
+    RecvHi,
+}
+
+/// The messages of direction mu for this rank, as (peer, tag, buffer): sends, then
+/// receives. The lower face (1 - g projected) goes to the backward neighbour with tag
+/// 2 mu, where it is the forward hops' ghost (recv_hi); the upper face to the forward
+/// neighbour with tag 2 mu + 1 (its recv_lo). Two ranks in mu make both neighbours one
+/// rank: the tags tell the two faces apart.
+fn face_messages(p: &Partition, mu: usize) -> [(usize, u32, FaceBuffer); 4] {
+    let (fwd, bwd) = (p.neighbour(mu, true), p.neighbour(mu, false));
+    let lo_tag = 2 * mu as u32;
+    [
+        (bwd, lo_tag, FaceBuffer::SendLo),
+        (fwd, lo_tag + 1, FaceBuffer::SendHi),
+        (fwd, lo_tag, FaceBuffer::RecvHi),
+        (bwd, lo_tag + 1, FaceBuffer::RecvLo),
+    ]
 }
 
 /// The device address of an allocation (the backend's streams are ordered by events, and
@@ -764,6 +792,44 @@ mod tests {
                             (z.re, z.im),
                             "mu {mu} q {q} fcb {fcb} e {e}"
                         );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_receive_pairs_with_the_right_neighbours_face() {
+        // recv_hi must hold the forward neighbour's lower face, recv_lo the backward
+        // neighbour's upper face; each (sender, receiver, tag) once per exchange.
+        for grid in [[1, 1, 1, 2], [2, 1, 1, 3], [2, 2, 2, 2], [1, 3, 1, 1]] {
+            let global = [4, 6, 4, 6].map(|l: usize| l * 2);
+            let parts: Vec<Partition> = (0..grid.iter().product())
+                .map(|r| Partition::new(global, grid, r).unwrap())
+                .collect();
+            for me in &parts {
+                for mu in (0..NDIM).filter(|&mu| me.is_split(mu)) {
+                    let mut keys = std::collections::HashSet::new();
+                    for (from, tag, buf) in &face_messages(me, mu)[2..] {
+                        let sender = &parts[*from];
+                        let sent: Vec<_> = (0..NDIM)
+                            .filter(|&nu| sender.is_split(nu))
+                            .flat_map(|nu| face_messages(sender, nu)[..2].to_vec())
+                            .filter(|(to, t, _)| *to == me.rank() && t == tag)
+                            .collect();
+                        assert_eq!(sent.len(), 1, "grid {grid:?} rank {} mu {mu}", me.rank());
+                        let want = match buf {
+                            FaceBuffer::RecvHi => {
+                                assert_eq!(*from, me.neighbour(mu, true));
+                                FaceBuffer::SendLo
+                            }
+                            _ => {
+                                assert_eq!(*from, me.neighbour(mu, false));
+                                FaceBuffer::SendHi
+                            }
+                        };
+                        assert_eq!(sent[0].2, want);
+                        assert!(keys.insert((*from, *tag)));
                     }
                 }
             }
