@@ -21,8 +21,13 @@
 //   writes) = 1320, + 48 for y + c*hop (24 for c*hop without y) = 1368, QUDA's fused count.
 // - Gauge field stored once: 4 links per site, the backward hop reads the neighbour's
 //   U_mu(x-mu) and applies its dagger in registers.
-// - Fermion boundary phases from the coordinates (bit mu of antiperiodic_mask: -1 across
-//   the edge in direction mu), applied to the half spinor as a sign.
+// - Fermion boundary phases from the coordinates (bit mu of anti_hi / anti_lo: -1 across
+//   the upper / lower edge in direction mu; the same mask twice on an undecomposed
+//   lattice, only the global edges' bits on a sub-lattice), applied to the half spinor as
+//   a sign.
+// - Decomposed lattice (split_mask != 0, the interior kernel): hops that leave the
+//   sub-lattice across a split direction are skipped; halo.cu packs the faces and adds
+//   those hops from the received ones. split_mask = 0 is the undecomposed operator.
 // - Layout: parity-major structure of arrays (every extent even), one complex (double2 or
 //   float2) per element, Vh = V/2, cb = lexicographic index / 2. A half field holds
 //   element k = spin*3 + colour of checkerboard site cb at k*Vh + cb; a full field is
@@ -41,141 +46,36 @@
 //   and the last block stores it: beta = (y|out) / rar, rar = (y|out).
 #include "common.cuh"
 #include "cr_device.cuh"
-
-#ifndef V3_MAX_BLOCK
-#define V3_MAX_BLOCK 512
-#endif
-#ifndef RECONSTRUCT_12
-#define RECONSTRUCT_12 0
-#endif
-#ifndef V3_SINGLE
-#define V3_SINGLE 0
-#endif
-
-#if V3_SINGLE
-typedef float2 real2;
-#else
-typedef double2 real2;
-#endif
-typedef real_of<real2> real;
-
-// A_mu of g_mu = [[0, A],[A^+, 0]]: row r has the single entry i^v3_ph(mu, r) in column
-// v3_col(mu, r). x: [[0, i],[i, 0]], y: [[0, -1],[1, 0]], z: [[i, 0],[0, -i]], t: 1.
-__device__ __forceinline__ constexpr int v3_col(int mu, int r) { return mu < 2 ? 1 - r : r; }
-__device__ __forceinline__ constexpr int v3_ph(int mu, int r)
-{
-    return mu == 0 ? 1 : mu == 1 ? (r == 0 ? 2 : 0) : mu == 2 ? (r == 0 ? 1 : 3) : 0;
-}
-
-// The lexicographic index and coordinates of checkerboard site cb of parity p: 2 cb or
-// 2 cb + 1 (x is even at 2 cb because LX is even, so the pair shares y, z, t).
-__device__ __forceinline__ int v3_site(int p, int cb, const Dims& d, int c[4])
-{
-    const int s0 = 2 * cb;
-    site_coords(s0, d, c);
-    const int shift = (c[0] + c[1] + c[2] + c[3] + p) & 1;
-    c[0] += shift;
-    return s0 + shift;
-}
-
-// U(i, k) of the link of direction mu at checkerboard site cb of one parity's link array.
-__device__ __forceinline__ void v3_load_link(const real2* __restrict__ links, size_t vh, int mu, int cb,
-                                             real2 u[3][3])
-{
-    const real2* p = links + (size_t)mu * 9 * vh + cb;
-    const int rows = RECONSTRUCT_12 ? 2 : 3;
-#pragma unroll
-    for (int i = 0; i < rows; ++i)
-#pragma unroll
-        for (int k = 0; k < 3; ++k)
-            u[i][k] = p[(i * 3 + k) * vh];
-#if RECONSTRUCT_12
-    su3_third_row(u);
-#endif
-}
-
-// One hop of direction MU (forward or backward) from the neighbour at checkerboard index
-// n of the input half field psi, whose link is at checkerboard index ls of the link half
-// array `links` (x for forward, x - mu for backward), with sign `neg` for an
-// antiperiodic crossing. FIRST: write acc instead of accumulating.
-template <int MU, bool FWD, bool FIRST>
-__device__ __forceinline__ void v3_hop(const real2* __restrict__ psi, const real2* __restrict__ links,
-                                       size_t vh, int n, int ls, bool neg, real2 acc[4][3])
-{
-    constexpr int c0 = v3_col(MU, 0), c1 = v3_col(MU, 1);
-    constexpr int p0 = v3_ph(MU, 0), p1 = v3_ph(MU, 1);
-    // Half spinor h_r = psi_r -/+ i^p_r psi_{2 + c_r}.
-    real2 h[2][3];
-#pragma unroll
-    for (int c = 0; c < 3; ++c) {
-        const real2 u0 = psi[(size_t)c * vh + n];
-        const real2 u1 = psi[(size_t)(3 + c) * vh + n];
-        const real2 a0 = c_ipow<p0>(psi[(size_t)((2 + c0) * 3 + c) * vh + n]);
-        const real2 a1 = c_ipow<p1>(psi[(size_t)((2 + c1) * 3 + c) * vh + n]);
-        h[0][c] = FWD ? c_sub(u0, a0) : c_add(u0, a0);
-        h[1][c] = FWD ? c_sub(u1, a1) : c_add(u1, a1);
-        if (neg) {
-            h[0][c] = c_neg(h[0][c]);
-            h[1][c] = c_neg(h[1][c]);
-        }
-    }
-    real2 u[3][3];
-    v3_load_link(links, vh, MU, ls, u);
-    // w_r = U h_r (forward) or U^+ h_r (backward): 2 x 66 flops.
-    real2 w[2][3];
-#pragma unroll
-    for (int r = 0; r < 2; ++r)
-#pragma unroll
-        for (int i = 0; i < 3; ++i) {
-            if (FWD) {
-                real2 s = c_mul(u[i][0], h[r][0]);
-                s = c_madd(s, u[i][1], h[r][1]);
-                w[r][i] = c_madd(s, u[i][2], h[r][2]);
-            } else {
-                real2 s = c_conj_mul(u[0][i], h[r][0]);
-                s = c_add(s, c_conj_mul(u[1][i], h[r][1]));
-                w[r][i] = c_add(s, c_conj_mul(u[2][i], h[r][2]));
-            }
-        }
-    // Upper half += w; lower half: component c_r gets -/+ conj(i^p_r) w_r.
-    constexpr int q0 = (4 - p0) & 3, q1 = (4 - p1) & 3;
-#pragma unroll
-    for (int c = 0; c < 3; ++c) {
-        const real2 l0 = c_ipow<q0>(w[0][c]);
-        const real2 l1 = c_ipow<q1>(w[1][c]);
-        if (FIRST) {
-            acc[0][c] = w[0][c];
-            acc[1][c] = w[1][c];
-            acc[2 + c0][c] = FWD ? c_neg(l0) : l0;
-            acc[2 + c1][c] = FWD ? c_neg(l1) : l1;
-        } else {
-            acc[0][c] = c_add(acc[0][c], w[0][c]);
-            acc[1][c] = c_add(acc[1][c], w[1][c]);
-            acc[2 + c0][c] = FWD ? c_sub(acc[2 + c0][c], l0) : c_add(acc[2 + c0][c], l0);
-            acc[2 + c1][c] = FWD ? c_sub(acc[2 + c1][c], l1) : c_add(acc[2 + c1][c], l1);
-        }
-    }
-}
+#include "v3_core.cuh"
 
 // Forward and backward hop of direction MU for the site `site` (coordinates c) of parity
 // p: psi is the input half field (parity 1 - p), links_here / links_there the link arrays
-// of parity p and 1 - p.
+// of parity p and 1 - p. A hop that leaves the sub-lattice across a split direction
+// (bit MU of split_mask) is skipped (the exterior kernel of halo.cu adds it from the
+// received face); the first hop, which writes acc, then writes zeros. anti_hi / anti_lo:
+// bit MU set when this sub-lattice's upper / lower edge in MU is a global antiperiodic
+// edge (undecomposed: both are the boundary mask).
 template <int MU, bool FIRST>
 __device__ __forceinline__ void v3_direction(const real2* __restrict__ psi, const real2* __restrict__ links_here,
                                              const real2* __restrict__ links_there, size_t vh, int site, int cb,
-                                             const int c[4], const Dims& d, int mask, real2 acc[4][3])
+                                             const int c[4], const Dims& d, int split_mask, int anti_lo,
+                                             int anti_hi, real2 acc[4][3])
 {
     const int up = neighbour_index(site, c[MU], MU, true, d) >> 1;
     const int dn = neighbour_index(site, c[MU], MU, false, d) >> 1;
-    const bool anti = QCD_ANTIPERIODIC(mask, MU);
-    v3_hop<MU, true, FIRST>(psi, links_here, vh, up, cb, anti && c[MU] == d.l[MU] - 1, acc);
-    v3_hop<MU, false, false>(psi, links_there, vh, dn, dn, anti && c[MU] == 0, acc);
+    const bool top = c[MU] == d.l[MU] - 1, bottom = c[MU] == 0;
+    const bool split = QCD_ANTIPERIODIC(split_mask, MU);
+    if (FIRST || !(split && top))
+        v3_hop<MU, true, FIRST>(psi, links_here, vh, up, cb, QCD_ANTIPERIODIC(anti_hi, MU) && top,
+                                FIRST && split && top, acc);
+    if (!(split && bottom))
+        v3_hop<MU, false, false>(psi, links_there, vh, dn, dn, QCD_ANTIPERIODIC(anti_lo, MU) && bottom, false, acc);
 }
 
 extern "C" __global__ void __launch_bounds__(V3_MAX_BLOCK)
     stencil_v3(const real2* __restrict__ inp, const real2* __restrict__ y, real2* __restrict__ out,
                const real2* __restrict__ links, double c, int g5, int parity, int volume, int lx, int ly, int lz,
-               int lt, int antiperiodic_mask, double* __restrict__ s, double2* __restrict__ partials,
+               int lt, int split_mask, int anti_lo, int anti_hi, double* __restrict__ s, double2* __restrict__ partials,
                unsigned* __restrict__ ticket)
 {
     if (s && !cr_active(s))
@@ -203,10 +103,10 @@ extern "C" __global__ void __launch_bounds__(V3_MAX_BLOCK)
         int x[4];
         const int site = v3_site(p, cb, d, x);
         real2 acc[4][3];
-        v3_direction<3, true>(in_h, l_here, l_there, vh, site, cb, x, d, antiperiodic_mask, acc);
-        v3_direction<0, false>(in_h, l_here, l_there, vh, site, cb, x, d, antiperiodic_mask, acc);
-        v3_direction<1, false>(in_h, l_here, l_there, vh, site, cb, x, d, antiperiodic_mask, acc);
-        v3_direction<2, false>(in_h, l_here, l_there, vh, site, cb, x, d, antiperiodic_mask, acc);
+        v3_direction<3, true>(in_h, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo, anti_hi, acc);
+        v3_direction<0, false>(in_h, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo, anti_hi, acc);
+        v3_direction<1, false>(in_h, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo, anti_hi, acc);
+        v3_direction<2, false>(in_h, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo, anti_hi, acc);
         const real cr = (real)c;
 #pragma unroll
         for (int j = 0; j < 4; ++j)

@@ -2,14 +2,7 @@
 // multi-pass reductions of kernels/*.cu on the CPU through cuda_emu.h, with the same
 // launch geometry as src/cuda (stencil.rs, backend.rs), and compares with the oracle
 // written by `cargo run --example emu_dump`. Prints one line per check; exit 1 on failure.
-#include "cuda_emu.h"
-#include <cstdio>
-#include <fstream>
-#include <string>
-
-thread_local emu_uint3 threadIdx, blockIdx, blockDim, gridDim;
-char* emu_dynamic_shared = nullptr;
-std::barrier<>* emu_barrier = nullptr;
+#include "emu_util.h"
 
 extern "C" {
 void build_seed_links(const double2*, double2*, int, int, int, int, int, int);
@@ -32,45 +25,17 @@ void sum2_partial(const double2*, int, double2*);
 extern double2 c_li[128];
 extern double2 c_li_v11[128];
 
-static int failures = 0;
-static void report(const std::string& what, double value, double tol)
-{
-    const bool ok = value < tol;
-    if (!ok)
-        ++failures;
-    std::printf("%-44s %10.3e  %s\n", what.c_str(), value, ok ? "ok" : "FAIL");
-}
-
-static double rel_diff(const std::vector<double2>& a, const std::vector<double2>& b)
-{
-    double num = 0, den = 0;
-    for (size_t k = 0; k < a.size(); ++k) {
-        const double dx = a[k].x - b[k].x, dy = a[k].y - b[k].y;
-        num += dx * dx + dy * dy;
-        den += b[k].x * b[k].x + b[k].y * b[k].y;
-    }
-    return std::sqrt(num / den);
-}
-
 int main(int argc, char** argv)
 {
     if (argc != 2) {
         std::fprintf(stderr, "usage: emu_check DUMP\n");
         return 2;
     }
+    report_width = 44;
     std::ifstream in(argv[1], std::ios::binary);
-    char magic[8];
-    in.read(magic, 8);
-    if (!in || std::string(magic, 8) != "QCDEMU01") {
-        std::fprintf(stderr, "not an emu dump\n");
-        return 2;
-    }
-    uint64_t dims64[4], mask64;
-    in.read((char*)dims64, 32);
-    in.read((char*)&mask64, 8);
-    double kappa;
-    in.read((char*)&kappa, 8);
-    const int lx = dims64[0], ly = dims64[1], lz = dims64[2], lt = dims64[3];
+    const DumpHeader hd = read_header(in, "QCDEMU01", "an emu dump");
+    const double kappa = hd.kappa;
+    const int lx = hd.l[0], ly = hd.l[1], lz = hd.l[2], lt = hd.l[3];
     const int V = lx * ly * lz * lt;
     std::vector<double2> li(128), canon((size_t)V * 36), psi((size_t)V * 12), refd((size_t)V * 12),
         refg((size_t)V * 12);
@@ -91,8 +56,7 @@ int main(int argc, char** argv)
     for (int k = 0; k < 128; ++k)
         c_li[k] = c_li_v11[k] = li[k];
 
-    auto blocks = [](size_t n, size_t per) { return (unsigned)((n + per - 1) / per); };
-    const int mask = (int)mask64;
+    const int mask = hd.mask;
 
     // Set-up layouts.
     std::vector<double2> seed((size_t)V * 72);

@@ -4,21 +4,14 @@
 // through cuda_emu.h, with the launch geometry of src/cuda (stencil::launch_v3), and
 // compares with the CPU backend's results written by `cargo run --example emu_v3eo_dump`.
 // Prints one line per check; exit 1 on failure. Run by validate/emu/run_v3eo.sh.
-#include "cuda_emu.h"
-#include <cstdio>
-#include <fstream>
-#include <string>
-
-thread_local emu_uint3 threadIdx, blockIdx, blockDim, gridDim;
-char* emu_dynamic_shared = nullptr;
-std::barrier<>* emu_barrier = nullptr;
+#include "emu_util.h"
 
 #define V3D(name)                                                                                                     \
     void name(const double2*, const double2*, double2*, const double2*, double, int, int, int, int, int, int, int,    \
-              int, double*, double2*, unsigned*);
+              int, int, int, double*, double2*, unsigned*);
 #define V3S(name)                                                                                                     \
     void name(const float2*, const float2*, float2*, const float2*, double, int, int, int, int, int, int, int, int,   \
-              double*, double2*, unsigned*);
+              int, int, double*, double2*, unsigned*);
 extern "C" {
 void build_v3_links(const double2*, double2*, int, int, int, int, int);
 void to_single(const double2*, float2*, long long);
@@ -26,100 +19,28 @@ void to_double(const float2*, double2*, long long);
 V3D(stencil_v3_d) V3D(stencil_v3_d12) V3S(stencil_v3_s) V3S(stencil_v3_s12)
 }
 
-static int failures = 0;
-static void report(const std::string& what, double value, double tol)
-{
-    const bool ok = value <= tol; // NaN fails
-    if (!ok)
-        ++failures;
-    std::printf("%-52s %10.3e  %s\n", what.c_str(), value, ok ? "ok" : "FAIL");
-}
-
-static double rel_diff(const std::vector<double2>& a, const std::vector<double2>& b)
-{
-    double num = 0, den = 0;
-    for (size_t k = 0; k < a.size(); ++k) {
-        const double dx = a[k].x - b[k].x, dy = a[k].y - b[k].y;
-        num += dx * dx + dy * dy;
-        den += b[k].x * b[k].x + b[k].y * b[k].y;
-    }
-    return std::sqrt(num / den);
-}
-
-static double2 to_d(double2 z) { return z; }
-static double2 to_d(float2 z) { return double2{z.x, z.y}; }
-template <class T> static T from_d(double2 z);
-template <> double2 from_d<double2>(double2 z) { return z; }
-template <> float2 from_d<float2>(double2 z) { return float2{(float)z.x, (float)z.y}; }
-
 int main(int argc, char** argv)
 {
     if (argc != 2) {
         std::fprintf(stderr, "usage: emu_v3eo DUMP\n");
         return 2;
     }
-    std::ifstream in(argv[1], std::ios::binary);
-    char magic[8];
-    in.read(magic, 8);
-    if (!in || std::string(magic, 8) != "QCDV3EO1") {
-        std::fprintf(stderr, "not a v3eo dump\n");
-        return 2;
-    }
-    uint64_t dims64[4], mask64;
-    in.read((char*)dims64, 32);
-    in.read((char*)&mask64, 8);
-    double kappa;
-    in.read((char*)&kappa, 8);
-    const int lx = dims64[0], ly = dims64[1], lz = dims64[2], lt = dims64[3];
+    const V3eoDump dump = read_v3eo_dump(argv[1]);
+    const DumpHeader& hd = dump.h;
+    const double kappa = hd.kappa;
+    const int lx = hd.l[0], ly = hd.l[1], lz = hd.l[2], lt = hd.l[3];
     const int V = lx * ly * lz * lt, vh = V / 2;
-    const int mask = (int)mask64;
+    const int mask = hd.mask;
     const size_t nf = (size_t)V * 12;
-    std::vector<double2> canon((size_t)V * 36), psi(nf), phi(nf);
-    in.read((char*)canon.data(), canon.size() * 16);
-    in.read((char*)psi.data(), nf * 16);
-    in.read((char*)phi.data(), nf * 16);
-    // refs[prec][0..6]: D, g5D, Mee, g5Mee, hop even, hop odd
-    std::vector<double2> refs[2][6];
-    for (auto& r : refs)
-        for (auto& f : r) {
-            f.resize(nf);
-            in.read((char*)f.data(), nf * 16);
-        }
-    double rar_re, rar_im;
-    in.read((char*)&rar_re, 8);
-    in.read((char*)&rar_im, 8);
-    if (!in) {
-        std::fprintf(stderr, "short dump\n");
-        return 2;
-    }
+    const std::vector<double2>&canon = dump.canon, &psi = dump.psi, &phi = dump.phi;
+    const auto& refs = dump.refs;
+    const double rar_re = dump.rar_re, rar_im = dump.rar_im;
     std::printf("lattice %dx%dx%dx%d (V = %d), kappa %g, antiperiodic mask %d\n", lx, ly, lz, lt, V, kappa, mask);
 
-    // Host mirror of src/cuda/backend/fast.rs: (parity, cb) of a lexicographic site.
-    auto parity = [&](int s) {
-        const int x = s % lx, y = (s / lx) % ly, z = (s / lx / ly) % lz, t = s / lx / ly / lz;
-        return (x + y + z + t) & 1;
-    };
-    auto to_pm = [&](const std::vector<double2>& c) {
-        std::vector<double2> pm(nf);
-        for (int s = 0; s < V; ++s)
-            for (int k = 0; k < 12; ++k)
-                pm[(size_t)parity(s) * 12 * vh + (size_t)k * vh + s / 2] = c[(size_t)s * 12 + k];
-        return pm;
-    };
-    // A parity-major field (full, or the half of parity p) back to canonical (zeros elsewhere).
-    auto from_pm = [&](const std::vector<double2>& pm, int p) {
-        std::vector<double2> c(nf, double2{0, 0});
-        for (int s = 0; s < V; ++s) {
-            const int q = parity(s);
-            if (p >= 0 && q != p)
-                continue;
-            const size_t base = p >= 0 ? 0 : (size_t)q * 12 * vh;
-            for (int k = 0; k < 12; ++k)
-                c[(size_t)s * 12 + k] = pm[base + (size_t)k * vh + s / 2];
-        }
-        return c;
-    };
-    auto blocks = [](size_t n, size_t per) { return (unsigned)((n + per - 1) / per); };
+    // Host mirror of src/cuda/backend/fast.rs: the parity-major maps.
+    const Geo G = make_geo(hd.l);
+    auto to_pm = [&](const std::vector<double2>& c) { return G.to_pm(c); };
+    auto from_pm = [&](const std::vector<double2>& pm, int p) { return G.from_pm(pm, p); };
 
     std::vector<double2> links_d((size_t)V * 36);
     emu_launch(blocks((size_t)V * 36, 256), 256, 0, false,
@@ -161,7 +82,7 @@ int main(int argc, char** argv)
             const size_t n = par < 0 ? 2 * ((vh + 31) / 32 * 32) : vh;
             const bool dot = partials != nullptr;
             emu_launch(blocks(n, block), block, dot ? block * 16 : 0, dot, [&] {
-                kernel(inp, yy, o, links, c, g5, par, V, lx, ly, lz, lt, mask, s, partials, ticket);
+                kernel(inp, yy, o, links, c, g5, par, V, lx, ly, lz, lt, 0, mask, mask, s, partials, ticket);
             });
         };
         const std::string tag = std::string(name) + " b" + std::to_string(block) + " ";

@@ -371,6 +371,7 @@ impl CudaBackend {
             staging: None,
             applications: 0,
             antiperiodic_mask: mask,
+            halo: None,
         };
         Ok(CudaBackend {
             core,

@@ -20,8 +20,13 @@ pub(crate) struct KernelSource {
 
 const COMMON: &str = include_str!("../../../kernels/common.cuh");
 const CR_DEVICE: &str = include_str!("../../../kernels/cr_device.cuh");
+const V3_CORE: &str = include_str!("../../../kernels/v3_core.cuh");
 /// The embedded headers a source may `#include "..."`.
-const HEADERS: [(&str, &str); 2] = [("common.cuh", COMMON), ("cr_device.cuh", CR_DEVICE)];
+const HEADERS: [(&str, &str); 3] = [
+    ("common.cuh", COMMON),
+    ("cr_device.cuh", CR_DEVICE),
+    ("v3_core.cuh", V3_CORE),
+];
 
 pub(crate) static BLAS1: KernelSource = KernelSource {
     name: "blas1.cu",
@@ -46,6 +51,11 @@ pub(crate) static STENCIL_FINE: KernelSource = KernelSource {
 pub(crate) static STENCIL_V3: KernelSource = KernelSource {
     name: "stencil_v3.cu",
     code: include_str!("../../../kernels/stencil_v3.cu"),
+};
+/// 3.0's face exchange on a decomposed lattice: pack and exterior kernels.
+pub(crate) static HALO: KernelSource = KernelSource {
+    name: "halo.cu",
+    code: include_str!("../../../kernels/halo.cu"),
 };
 pub(crate) static HEATBATH: KernelSource = KernelSource {
     name: "heatbath.cu",
@@ -229,7 +239,7 @@ pub(crate) fn compile(program: &Program, arch: &str) -> Result<Ptx> {
 /// Every kernel source and the shared header, for fingerprinting (the tune cache keys its
 /// entries by a hash of these: any kernel edit makes old launch timings stale).
 pub fn all_sources() -> Vec<&'static str> {
-    let mut v = vec![COMMON, CR_DEVICE];
+    let mut v = vec![COMMON, CR_DEVICE, V3_CORE];
     v.extend(
         [
             &CR_FUSED,
@@ -240,6 +250,7 @@ pub fn all_sources() -> Vec<&'static str> {
             &STENCIL_FINE,
             &STENCIL_SPLIT,
             &STENCIL_V3,
+            &HALO,
         ]
         .iter()
         .map(|s| s.code),

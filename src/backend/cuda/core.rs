@@ -6,8 +6,9 @@
 
 use super::device::{err, function};
 use super::field::DeviceSpinor;
+use super::halo::Halo;
 use super::kernels::{reduce_blocks, Kernel, BLAS_BLOCK, REDUCE_BLOCK};
-use super::stencil::cfg_1d;
+use super::stencil::{cfg_1d, launch_v3, V3Launch};
 use super::timing::{launch, GpuStream};
 use crate::error::{Error, Result};
 use crate::field::C64;
@@ -52,9 +53,32 @@ pub(crate) struct Core {
     pub applications: u64,
     /// Bit mu: fermions antiperiodic in direction mu.
     pub antiperiodic_mask: i32,
+    /// The rank's side of a decomposed lattice (3.0 only), None on one GPU alone.
+    pub halo: Option<Halo>,
 }
 
 impl Core {
+    /// One 3.0 stencil launch: on a decomposed lattice the halo's pack, exchange, interior
+    /// and exterior, else the kernel alone.
+    pub fn launch_v3(&mut self, f: &cudarc::driver::CudaFunction, l: &V3Launch) -> Result<()> {
+        match &mut self.halo {
+            Some(h) => h.launch(&mut self.gpu, f, l),
+            None => launch_v3(&mut self.gpu, f, l),
+        }
+    }
+
+    /// A local reduction's result summed over the ranks of a decomposed lattice (rank
+    /// order: the same bits on every rank); unchanged on one GPU.
+    pub fn global_sum(&mut self, local: [f64; 2]) -> Result<[f64; 2]> {
+        match &mut self.halo {
+            Some(h) => {
+                let s = h.global_sum(&local)?;
+                Ok([s[0], s[1]])
+            }
+            None => Ok(local),
+        }
+    }
+
     pub fn n_complex(&self) -> usize {
         self.lattice.volume() * 12
     }

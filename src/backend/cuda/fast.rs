@@ -12,7 +12,7 @@ use super::fast_layout::{spinor_from_soa, spinor_to_soa};
 use super::field::{DeviceData, DeviceSpinor};
 use super::fused::{DeviceCrState, CR_TICKET_APPLY};
 use super::kernels::{reduce_blocks, v3_bytes_per_site, Kernel, V3Mode, BLAS_BLOCK};
-use super::stencil::{self, cfg_1d, dptr, launch_v3, V3Launch};
+use super::stencil::{self, cfg_1d, dptr, V3Launch};
 use super::stencil_impl::{Geometry, StencilImpl};
 use super::timing::launch;
 use super::version::StencilVersion;
@@ -178,7 +178,9 @@ impl FastStencil {
             dims: core.dims(),
             volume: core.lattice.volume(),
             block: self.geometry.coarse_block,
-            antiperiodic_mask: core.antiperiodic_mask,
+            split_mask: 0,
+            anti_lo: core.antiperiodic_mask,
+            anti_hi: core.antiperiodic_mask,
             s: 0,
             partials: 0,
             ticket: 0,
@@ -500,7 +502,7 @@ impl StencilImpl for FastStencil {
             l.inp = x;
             l.out = tmp;
             l.c = 1.0;
-            launch_v3(&mut core.gpu, &f, &l)?;
+            core.launch_v3(&f, &l)?;
             // out_e = [g5] (x_e - kappa^2 H_eo tmp_o)
             l.parity = Some(0);
             l.inp = tmp;
@@ -515,7 +517,7 @@ impl StencilImpl for FastStencil {
         l.g5 = op.gamma5();
         l.partials = partials;
         l.ticket = ticket;
-        launch_v3(&mut core.gpu, &f, &l)?;
+        core.launch_v3(&f, &l)?;
         core.applications += 1;
         Ok(())
     }
@@ -552,7 +554,7 @@ impl StencilImpl for FastStencil {
         l.out = addr(out, &stream).0;
         l.c = c;
         l.g5 = gamma5;
-        launch_v3(&mut core.gpu, &f, &l)
+        core.launch_v3(&f, &l)
     }
 
     /// Build now what otherwise is made on first use for `precision` (the single-precision
@@ -561,6 +563,9 @@ impl StencilImpl for FastStencil {
     fn prepare(&mut self, core: &mut Core, precision: Precision) -> Result<()> {
         if precision == Precision::Single {
             self.ensure_single(core)?;
+            if let Some(h) = &mut core.halo {
+                h.prepare_single(&core.gpu.ctx)?;
+            }
         }
         self.ensure_tmp(core, precision)?;
         Ok(())

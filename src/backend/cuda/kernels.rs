@@ -121,6 +121,12 @@ pub enum Kernel {
     Convert { to_single: bool },
     /// Device-to-device copy of n float2 numbers.
     CopySingle,
+    /// 3.0 on a decomposed lattice: the spin-projected faces of one split direction, n
+    /// face sites (kernels/halo.cu halo_pack).
+    HaloPack { single: bool },
+    /// The hops from the received faces added to n face sites of the output
+    /// (halo_exterior).
+    HaloExterior { single: bool, r12: bool },
 }
 
 /// Flops of cr_xr or cr_p over n complex numbers beyond the per-element work: the block
@@ -198,6 +204,21 @@ impl Kernel {
             Kernel::Convert { to_single: true } => "to_single".into(),
             Kernel::Convert { to_single: false } => "to_double".into(),
             Kernel::CopySingle => "copy (single)".into(),
+            Kernel::HaloPack { single } => {
+                format!("halo pack{}", if *single { " [single]" } else { "" })
+            }
+            Kernel::HaloExterior { single, r12 } => {
+                let tags: Vec<&str> = [(*single, "single"), (*r12, "r12")]
+                    .iter()
+                    .filter(|t| t.0)
+                    .map(|t| t.1)
+                    .collect();
+                if tags.is_empty() {
+                    "halo exterior".into()
+                } else {
+                    format!("halo exterior [{}]", tags.join(", "))
+                }
+            }
         }
     }
 
@@ -210,6 +231,8 @@ impl Kernel {
                 | Kernel::Xgemm34x44
                 | Kernel::Xgemm33x34 { .. }
                 | Kernel::DslashCombine
+                | Kernel::HaloPack { .. }
+                | Kernel::HaloExterior { .. }
         )
     }
 
@@ -258,6 +281,10 @@ impl Kernel {
             Kernel::Norm2PartialF => Kernel::Norm2Partial.flops(n),
             Kernel::DotPartialF => Kernel::DotPartial.flops(n),
             Kernel::Convert { .. } | Kernel::CopySingle => 0,
+            // The projection: 6 complex additions (one half spinor).
+            Kernel::HaloPack { .. } => 12 * nn,
+            // Two SU(3) mat-vecs (132), c * hop (24) and the addition to out (24).
+            Kernel::HaloExterior { .. } => (132 + 24 + 24) * nn,
         }
     }
 
@@ -296,6 +323,13 @@ impl Kernel {
             Kernel::DotPartialF => 16 * nn + 16 * reduce_blocks(n) as u64,
             Kernel::Convert { .. } => 24 * nn,
             Kernel::CopySingle => 16 * nn,
+            // A spinor read, a half spinor written.
+            Kernel::HaloPack { single } => 18 * complex_bytes(*single) * nn,
+            // A half spinor and a link read, a spinor read and written.
+            Kernel::HaloExterior { single, r12 } => {
+                let link = if *r12 { 6 } else { 9 };
+                (6 + link + 24) * complex_bytes(*single) * nn
+            }
         }
     }
 }

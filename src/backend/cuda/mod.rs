@@ -12,22 +12,28 @@
 //! - `field`: `DeviceSpinor`; `stencil`: the version -> kernel-program dispatch, the launch
 //!   of each version's kernels, `compile_all_kernels` (the CI check; libnvrtc only);
 //! - `fused`: the fused CR's device scalars and CUDA graphs;
+//! - `halo`: 3.0 on a decomposed lattice: pack, exchange (a communication stream), interior,
+//!   exterior; `PeerCopies`, the one-GPU `DeviceExchange`; `HaloTimings`;
 //! - `core`: what every stencil shares (stream, seed BLAS-1, multi-pass reductions);
 //! - `stencil_impl`: the `StencilImpl` trait, implemented by `seed` (1.0-2.0) and `fast`
 //!   (3.0; host-side layout maps in `fast_layout`);
 //! - `backend`: `CudaBackend` (construction, the stencil object chosen once, launch
-//!   geometry for the tuner); `seam`: its `Space`, `WilsonKernels`, `FusedCr`, `Prepare`.
+//!   geometry for the tuner); `seam`: its `Space`, `WilsonKernels`, `FusedCr`, `Prepare`;
+//!   `decomposed`: `CudaBackend::new_decomposed`, the halo books, local fields of a rank,
+//!   `time_decomposed_apply` (decomposed vs undecomposed cost).
 //!
 //! (`crate::app::validate` checks every version against the CPU reference.)
 
 mod backend;
 mod compile;
 mod core;
+mod decomposed;
 mod device;
 mod fast;
 mod fast_layout;
 mod field;
 mod fused;
+mod halo;
 pub mod heatbath;
 pub mod kernels;
 mod seam;
@@ -43,11 +49,13 @@ pub use backend::{
     SetupTimes,
 };
 pub use compile::all_sources;
+pub use decomposed::{gather_spinor, local_gauge, local_spinor, time_decomposed_apply, HaloCost};
 pub use device::{
     device_free_memory, device_info, device_info_of, driver_version, triad_bandwidth,
     upload_bandwidth, DeviceInfo,
 };
 pub use field::DeviceSpinor;
+pub use halo::{HaloTimings, PeerCopies};
 pub use stencil::compile_all_kernels;
 pub use stencil_impl::Geometry;
 pub use timing::KernelStat;

@@ -19,7 +19,16 @@ impl Space for CudaBackend {
     type Field = DeviceSpinor;
 
     fn describe(&self) -> String {
-        self.stencil.describe(&self.core.device_name)
+        let one = self.stencil.describe(&self.core.device_name);
+        match &self.core.halo {
+            Some(h) => format!(
+                "{one}, rank {} of grid {:?} ({})",
+                h.partition.rank(),
+                h.partition.grid,
+                h.exchange.describe()
+            ),
+            None => one,
+        }
     }
 
     fn alloc_layout(&mut self, layout: Layout) -> Result<DeviceSpinor> {
@@ -101,12 +110,16 @@ impl Space for CudaBackend {
         self.stencil.xpay(&mut self.core, x, a, y)
     }
 
+    /// On a decomposed lattice: the local reduction, then the sum over ranks.
     fn dot(&mut self, x: &DeviceSpinor, y: &DeviceSpinor) -> Result<C64> {
-        self.stencil.dot(&mut self.core, x, y)
+        let local = self.stencil.dot(&mut self.core, x, y)?;
+        let [re, im] = self.core.global_sum([local.re, local.im])?;
+        Ok(C64::new(re, im))
     }
 
     fn norm2(&mut self, x: &DeviceSpinor) -> Result<f64> {
-        self.stencil.norm2(&mut self.core, x)
+        let local = self.stencil.norm2(&mut self.core, x)?;
+        Ok(self.core.global_sum([local, 0.0])?[0])
     }
 }
 
@@ -137,6 +150,11 @@ impl CudaBackend {
     fn fused_path(&self) -> Result<()> {
         if self.caps.fused_cr {
             Ok(())
+        } else if self.core.halo.is_some() {
+            Err(Error::invalid(
+                "solver.iteration",
+                "the fused CR iteration is not available on a decomposed lattice yet: its reductions (r|r), (r|Ar), (Ap|Ap) and the stop test stay on the device, and summing them over the ranks there is the next step; use iteration = \"seed\" (CR with host-side global sums) or another method",
+            ))
         } else {
             Err(unsupported(self, "the fused CR iteration"))
         }

@@ -4,8 +4,8 @@
 //! compile, and `StencilKernels::launch` runs one operator application.
 
 use super::compile::{
-    check_arch, compile, cr_fused_program, heatbath_program, require_nvrtc, Program, BLAS1, LAYOUT,
-    REDUCE, STENCIL_COARSE, STENCIL_FINE, STENCIL_SPLIT, STENCIL_V3,
+    check_arch, compile, cr_fused_program, heatbath_program, require_nvrtc, Program, BLAS1, HALO,
+    LAYOUT, REDUCE, STENCIL_COARSE, STENCIL_FINE, STENCIL_SPLIT, STENCIL_V3,
 };
 use super::kernels::{Kernel, V3Mode, BLAS_BLOCK};
 use super::timing::{launch, GpuStream};
@@ -78,6 +78,19 @@ pub(crate) fn program(v: StencilVersion, reconstruct_12: bool, single: bool) -> 
     }
 }
 
+/// 3.0's halo kernels (kernels/halo.cu) with the defines of the stencil module they pair
+/// with.
+pub(crate) fn halo_program(reconstruct_12: bool, single: bool) -> Program {
+    Program {
+        source: &HALO,
+        defines: vec![
+            ("RECONSTRUCT_12", flag(reconstruct_12)),
+            ("V3_SINGLE", flag(single)),
+        ],
+        flags: Vec::new(),
+    }
+}
+
 /// Whether a version's module holds the `c_li` constant array to upload.
 pub(crate) fn needs_li_constant(v: StencilVersion) -> bool {
     kind(v) == StencilKind::Coarse || (kind(v) == StencilKind::Fine && !v.sparse_li())
@@ -130,6 +143,7 @@ pub(crate) fn dptr<T>(s: &CudaSlice<T>, stream: &CudaStream) -> u64 {
 /// over the sites of one parity (half fields; y may be 0 = null). `s` non-zero gates the
 /// launch on the fused-CR scalar block's `active`; `partials` and `ticket` non-zero (with
 /// s) add the (y|out) epilogue. Pointers are device addresses (`dptr`), already offset.
+#[derive(Clone, Copy)]
 pub(crate) struct V3Launch {
     pub parity: Option<usize>,
     pub single: bool,
@@ -143,7 +157,13 @@ pub(crate) struct V3Launch {
     pub dims: [i32; 4],
     pub volume: usize,
     pub block: usize,
-    pub antiperiodic_mask: i32,
+    /// Bit mu: direction mu is split over ranks; hops across the sub-lattice's faces in it
+    /// are left to the exterior kernel (0: the undecomposed operator).
+    pub split_mask: i32,
+    /// Bit mu: the lower / upper edge of this (sub-)lattice in direction mu is a global
+    /// antiperiodic edge (undecomposed: both the boundary mask).
+    pub anti_lo: i32,
+    pub anti_hi: i32,
     pub s: u64,
     pub partials: u64,
     pub ticket: u64,
@@ -208,7 +228,9 @@ pub(crate) fn launch_v3(gpu: &mut GpuStream, f: &CudaFunction, a: &V3Launch) -> 
             &ly,
             &lz,
             &lt,
-            &a.antiperiodic_mask,
+            &a.split_mask,
+            &a.anti_lo,
+            &a.anti_hi,
             &a.s,
             &a.partials,
             &a.ticket
@@ -301,7 +323,9 @@ impl StencilKernels {
                     dims: a.dims,
                     volume: a.volume,
                     block: a.coarse_block,
-                    antiperiodic_mask: a.antiperiodic_mask,
+                    split_mask: 0,
+                    anti_lo: a.antiperiodic_mask,
+                    anti_hi: a.antiperiodic_mask,
                     s: 0,
                     partials: 0,
                     ticket: 0,
@@ -373,6 +397,11 @@ pub(crate) fn all_programs() -> Vec<Program> {
             }
         }
     }
+    for single in [false, true] {
+        for r12 in [false, true] {
+            programs.push(halo_program(r12, single));
+        }
+    }
     programs
 }
 
@@ -414,8 +443,9 @@ mod tests {
             }
         }
         // support (3) + heatbath + fused CR + coarse + fine (1.1/1.2 share; 1.3, 1.4, 1.5,
-        // 1.6, 1.6.1) + split + 3.0 (18 and 12 reals per link, double and single)
-        assert_eq!(all.len(), 3 + 1 + 1 + 1 + 6 + 1 + 4);
+        // 1.6, 1.6.1) + split + 3.0 (18 and 12 reals per link, double and single) + its
+        // halo kernels (the same four define sets)
+        assert_eq!(all.len(), 3 + 1 + 1 + 1 + 6 + 1 + 4 + 4);
     }
 
     /// With libnvrtc on the loader path every program compiles for sm_90. Without it the

@@ -1,0 +1,158 @@
+// halo.cu: the face exchange of version 3.0 on a decomposed lattice (issue 11). A rank's
+// operator is out = [g5] (y + c H inp) with H split into the hops that stay inside its
+// sub-lattice (stencil_v3 with split_mask, the interior) and those that cross a face of a
+// split direction (here, the exterior); g5 is linear, so out = [g5] (y + c H_int inp) +
+// [g5] c H_ext inp. Per split direction mu, around the exchange:
+//
+// - halo_pack: the spin-projected half spinors (2 spins x 3 colours) of the input's two
+//   faces: the lower face (c[mu] = 0) with 1 - g_mu (the backward neighbour's forward
+//   hops across its upper edge need exactly that) into send_lo, the upper face
+//   (c[mu] = L-1) with 1 + g_mu (the forward neighbour's backward hops) into send_hi. No
+//   boundary sign: the receiver applies it (it knows whether its edge is a global one).
+// - halo_exterior: for the face sites of the output, out += [g5] c (hop from the ghost):
+//   at the upper face the forward hop from recv_hi (the forward neighbour's lower face)
+//   with the own link U_mu(x); at the lower face the backward hop from recv_lo (the
+//   backward neighbour's upper face) with the ghost link U_mu(x - mu) (ghost_links: the
+//   backward neighbour's upper-face links of direction mu, exchanged once at set-up);
+//   the sign -1 where the edge is a global antiperiodic one (anti_hi / anti_lo, bit mu).
+//   One launch per split direction, one after another on a stream: a corner site gets
+//   the hops of each of its directions without races.
+//
+// Modes as stencil_v3 (argument `parity`): full fields (parity < 0; face buffers hold the
+// even face sites, then the odd ones) or half fields (pack: the input's parity; exterior:
+// the output's parity; face buffers hold one parity). Face layout (v3_core.cuh): element
+// k = spin*3 + colour (spin 0, 1 of the half spinor) of face site fcb at k*Fh + fcb, Fh
+// = F/2; ghost links element e = row*3 + col at q*9*Fh + e*Fh + fcb for the ghost site's
+// parity q. Same precisions and link compression (V3_SINGLE, RECONSTRUCT_12) as the
+// stencil module they pair with.
+#include "common.cuh"
+#include "v3_core.cuh"
+
+// The face site a thread of a halo launch stands for: the lower face's threads first,
+// then the upper face's; per face Fh (half fields: parity `parity`) or 2 Fh (full: the
+// even face sites, then the odd ones). False for the threads past the end.
+struct HaloSite {
+    bool upper;
+    int p, fcb, fh, site;
+    int c[4];
+};
+__device__ __forceinline__ bool halo_site(int mu, int parity, const Dims& d, HaloSite& h)
+{
+    const bool full = parity < 0;
+    h.fh = v3_face_sites(mu, d) / 2;
+    const int per_face = full ? 2 * h.fh : h.fh;
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= 2 * per_face)
+        return false;
+    h.upper = t >= per_face;
+    const int r = h.upper ? t - per_face : t;
+    h.p = full ? r / h.fh : parity;
+    h.fcb = full ? r % h.fh : r;
+    h.site = v3_face_site(mu, h.upper ? d.l[mu] - 1 : 0, h.p, h.fcb, d, h.c);
+    return true;
+}
+
+template <int MU>
+__device__ __forceinline__ void halo_pack_site(const real2* __restrict__ psi, size_t vh, int cb, bool upper,
+                                               real2* __restrict__ buf, size_t fh, int fcb)
+{
+    real2 h[2][3];
+    if (upper)
+        v3_project<MU, false>(psi, vh, cb, false, h);
+    else
+        v3_project<MU, true>(psi, vh, cb, false, h);
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+#pragma unroll
+        for (int c = 0; c < 3; ++c)
+            buf[(size_t)(r * 3 + c) * fh + fcb] = h[r][c];
+}
+
+// One thread per face site of the input (`parity`: the input's parity, < 0 full).
+extern "C" __global__ void __launch_bounds__(V3_MAX_BLOCK)
+    halo_pack(const real2* __restrict__ inp, real2* __restrict__ send_lo, real2* __restrict__ send_hi, int mu,
+              int parity, int volume, int lx, int ly, int lz, int lt)
+{
+    const Dims d = make_dims(lx, ly, lz, lt);
+    HaloSite h;
+    if (!halo_site(mu, parity, d, h))
+        return;
+    const bool full = parity < 0;
+    const size_t vh = (size_t)volume / 2;
+    const real2* psi = inp + (full ? (size_t)h.p * 12 * vh : 0);
+    real2* buf = (h.upper ? send_hi : send_lo) + (full ? (size_t)h.p * 6 * h.fh : 0);
+    const int cb = h.site >> 1;
+    switch (mu) {
+    case 0: halo_pack_site<0>(psi, vh, cb, h.upper, buf, h.fh, h.fcb); break;
+    case 1: halo_pack_site<1>(psi, vh, cb, h.upper, buf, h.fh, h.fcb); break;
+    case 2: halo_pack_site<2>(psi, vh, cb, h.upper, buf, h.fh, h.fcb); break;
+    default: halo_pack_site<3>(psi, vh, cb, h.upper, buf, h.fh, h.fcb); break;
+    }
+}
+
+// The hop of one face site from its ghost half spinor g (element k at g[k*fh]) and link u,
+// added as [g5] c * hop to the output spinor at out (stride vh).
+template <int MU, bool FWD>
+__device__ __forceinline__ void halo_add_hop(const real2* __restrict__ g, size_t fh, bool neg, const real2 u[3][3],
+                                             real2* __restrict__ out, size_t vh, real cr, int g5)
+{
+    real2 h[2][3];
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+#pragma unroll
+        for (int c = 0; c < 3; ++c)
+            h[r][c] = neg ? c_neg(g[(size_t)(r * 3 + c) * fh]) : g[(size_t)(r * 3 + c) * fh];
+    real2 acc[4][3];
+    v3_hop_half<MU, FWD, true>(h, u, acc);
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+        for (int i = 0; i < 3; ++i) {
+            real2 v = c_scale(cr, acc[j][i]);
+            if (g5 && j >= 2)
+                v = c_neg(v);
+            const size_t k = (size_t)(j * 3 + i) * vh;
+            out[k] = c_add(out[k], v);
+        }
+}
+
+// One thread per face site of the output (`parity`: the output's parity, < 0 full).
+extern "C" __global__ void __launch_bounds__(V3_MAX_BLOCK)
+    halo_exterior(const real2* __restrict__ recv_lo, const real2* __restrict__ recv_hi, real2* __restrict__ out,
+                  const real2* __restrict__ links, const real2* __restrict__ ghost_links, double c, int g5,
+                  int parity, int mu, int anti_lo, int anti_hi, int volume, int lx, int ly, int lz, int lt)
+{
+    const Dims d = make_dims(lx, ly, lz, lt);
+    HaloSite hs;
+    if (!halo_site(mu, parity, d, hs))
+        return;
+    const bool full = parity < 0, upper = hs.upper;
+    const int p = hs.p, fcb = hs.fcb, fh = hs.fh, cb = hs.site >> 1;
+    const size_t vh = (size_t)volume / 2;
+    real2* o = out + (full ? (size_t)p * 12 * vh : 0) + cb;
+    // The ghost site has the other parity; half buffers hold that parity only.
+    const size_t gq = full ? (size_t)(1 - p) : 0;
+    const real cr = (real)c;
+    real2 u[3][3];
+    if (upper) {
+        const real2* g = recv_hi + gq * 6 * fh + fcb;
+        v3_load_link(links + (size_t)p * 36 * vh, vh, mu, cb, u);
+        const bool neg = QCD_ANTIPERIODIC(anti_hi, mu);
+        switch (mu) {
+        case 0: halo_add_hop<0, true>(g, fh, neg, u, o, vh, cr, g5); break;
+        case 1: halo_add_hop<1, true>(g, fh, neg, u, o, vh, cr, g5); break;
+        case 2: halo_add_hop<2, true>(g, fh, neg, u, o, vh, cr, g5); break;
+        default: halo_add_hop<3, true>(g, fh, neg, u, o, vh, cr, g5); break;
+        }
+    } else {
+        const real2* g = recv_lo + gq * 6 * fh + fcb;
+        v3_load_link(ghost_links + (size_t)(1 - p) * 9 * fh, fh, 0, fcb, u);
+        const bool neg = QCD_ANTIPERIODIC(anti_lo, mu);
+        switch (mu) {
+        case 0: halo_add_hop<0, false>(g, fh, neg, u, o, vh, cr, g5); break;
+        case 1: halo_add_hop<1, false>(g, fh, neg, u, o, vh, cr, g5); break;
+        case 2: halo_add_hop<2, false>(g, fh, neg, u, o, vh, cr, g5); break;
+        default: halo_add_hop<3, false>(g, fh, neg, u, o, vh, cr, g5); break;
+        }
+    }
+}

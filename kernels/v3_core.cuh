@@ -1,0 +1,195 @@
+// v3_core.cuh: the pieces of version 3.0's hop that the stencil (stencil_v3.cu) and the
+// halo kernels of a decomposed lattice (halo.cu) share, so that a face's half spinor is
+// projected, multiplied and rebuilt by the same code whichever kernel does it.
+//
+// - real2: double2, or float2 with V3_SINGLE=1; RECONSTRUCT_12=1 reads two rows per link.
+// - v3_col / v3_ph: A_mu of g_mu = [[0, A],[A^+, 0]] (DeGrand-Rossi).
+// - v3_site: lexicographic index and coordinates of a checkerboard site.
+// - v3_load_link: a link from a parity's structure-of-arrays link array (or a ghost face).
+// - v3_project: the half spinor h = psi_up -/+ A psi_dn of a forward / backward hop.
+// - v3_hop_half: U h (forward) or U^+ h (backward), rebuilt into the 4-spinor and written
+//   (FIRST) or added to acc.
+// - v3_face_site: the site of face-checkerboard index fcb on the face c[mu] = cmu.
+#pragma once
+#include "common.cuh"
+
+#ifndef V3_MAX_BLOCK
+#define V3_MAX_BLOCK 512
+#endif
+#ifndef RECONSTRUCT_12
+#define RECONSTRUCT_12 0
+#endif
+#ifndef V3_SINGLE
+#define V3_SINGLE 0
+#endif
+
+#if V3_SINGLE
+typedef float2 real2;
+#else
+typedef double2 real2;
+#endif
+typedef real_of<real2> real;
+
+// A_mu of g_mu = [[0, A],[A^+, 0]]: row r has the single entry i^v3_ph(mu, r) in column
+// v3_col(mu, r). x: [[0, i],[i, 0]], y: [[0, -1],[1, 0]], z: [[i, 0],[0, -i]], t: 1.
+__device__ __forceinline__ constexpr int v3_col(int mu, int r) { return mu < 2 ? 1 - r : r; }
+__device__ __forceinline__ constexpr int v3_ph(int mu, int r)
+{
+    return mu == 0 ? 1 : mu == 1 ? (r == 0 ? 2 : 0) : mu == 2 ? (r == 0 ? 1 : 3) : 0;
+}
+
+// The lexicographic index and coordinates of checkerboard site cb of parity p: 2 cb or
+// 2 cb + 1 (x is even at 2 cb because LX is even, so the pair shares y, z, t).
+__device__ __forceinline__ int v3_site(int p, int cb, const Dims& d, int c[4])
+{
+    const int s0 = 2 * cb;
+    site_coords(s0, d, c);
+    const int shift = (c[0] + c[1] + c[2] + c[3] + p) & 1;
+    c[0] += shift;
+    return s0 + shift;
+}
+
+// U(i, k) of the link of direction mu at checkerboard site cb of one parity's link array.
+__device__ __forceinline__ void v3_load_link(const real2* __restrict__ links, size_t vh, int mu, int cb,
+                                             real2 u[3][3])
+{
+    const real2* p = links + (size_t)mu * 9 * vh + cb;
+    const int rows = RECONSTRUCT_12 ? 2 : 3;
+#pragma unroll
+    for (int i = 0; i < rows; ++i)
+#pragma unroll
+        for (int k = 0; k < 3; ++k)
+            u[i][k] = p[(i * 3 + k) * vh];
+#if RECONSTRUCT_12
+    su3_third_row(u);
+#endif
+}
+
+// The half spinor of a hop of direction MU from the spinor at index n of the structure of
+// arrays psi (stride vh): h_r = psi_r -/+ i^p_r psi_{2 + c_r} (forward: 1 - g_mu, backward:
+// 1 + g_mu), negated with `neg` (an antiperiodic crossing). 12 flops.
+template <int MU, bool FWD>
+__device__ __forceinline__ void v3_project(const real2* __restrict__ psi, size_t vh, int n, bool neg,
+                                           real2 h[2][3])
+{
+    constexpr int c0 = v3_col(MU, 0), c1 = v3_col(MU, 1);
+    constexpr int p0 = v3_ph(MU, 0), p1 = v3_ph(MU, 1);
+#pragma unroll
+    for (int c = 0; c < 3; ++c) {
+        const real2 u0 = psi[(size_t)c * vh + n];
+        const real2 u1 = psi[(size_t)(3 + c) * vh + n];
+        const real2 a0 = c_ipow<p0>(psi[(size_t)((2 + c0) * 3 + c) * vh + n]);
+        const real2 a1 = c_ipow<p1>(psi[(size_t)((2 + c1) * 3 + c) * vh + n]);
+        h[0][c] = FWD ? c_sub(u0, a0) : c_add(u0, a0);
+        h[1][c] = FWD ? c_sub(u1, a1) : c_add(u1, a1);
+        if (neg) {
+            h[0][c] = c_neg(h[0][c]);
+            h[1][c] = c_neg(h[1][c]);
+        }
+    }
+}
+
+// The rest of a hop of direction MU from its half spinor h and its link u: w_r = U h_r
+// (forward) or U^+ h_r (backward), 2 x 66 flops; the upper half of acc gets w, component
+// c_r of the lower half -/+ conj(i^p_r) w_r. FIRST: write acc instead of accumulating.
+template <int MU, bool FWD, bool FIRST>
+__device__ __forceinline__ void v3_hop_half(const real2 h[2][3], const real2 u[3][3], real2 acc[4][3])
+{
+    constexpr int c0 = v3_col(MU, 0), c1 = v3_col(MU, 1);
+    constexpr int p0 = v3_ph(MU, 0), p1 = v3_ph(MU, 1);
+    real2 w[2][3];
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+#pragma unroll
+        for (int i = 0; i < 3; ++i) {
+            if (FWD) {
+                real2 s = c_mul(u[i][0], h[r][0]);
+                s = c_madd(s, u[i][1], h[r][1]);
+                w[r][i] = c_madd(s, u[i][2], h[r][2]);
+            } else {
+                real2 s = c_conj_mul(u[0][i], h[r][0]);
+                s = c_add(s, c_conj_mul(u[1][i], h[r][1]));
+                w[r][i] = c_add(s, c_conj_mul(u[2][i], h[r][2]));
+            }
+        }
+    constexpr int q0 = (4 - p0) & 3, q1 = (4 - p1) & 3;
+#pragma unroll
+    for (int c = 0; c < 3; ++c) {
+        const real2 l0 = c_ipow<q0>(w[0][c]);
+        const real2 l1 = c_ipow<q1>(w[1][c]);
+        if (FIRST) {
+            acc[0][c] = w[0][c];
+            acc[1][c] = w[1][c];
+            acc[2 + c0][c] = FWD ? c_neg(l0) : l0;
+            acc[2 + c1][c] = FWD ? c_neg(l1) : l1;
+        } else {
+            acc[0][c] = c_add(acc[0][c], w[0][c]);
+            acc[1][c] = c_add(acc[1][c], w[1][c]);
+            acc[2 + c0][c] = FWD ? c_sub(acc[2 + c0][c], l0) : c_add(acc[2 + c0][c], l0);
+            acc[2 + c1][c] = FWD ? c_sub(acc[2 + c1][c], l1) : c_add(acc[2 + c1][c], l1);
+        }
+    }
+}
+
+// One hop of direction MU (forward or backward) from the neighbour at checkerboard index
+// n of the input half field psi, whose link is at checkerboard index ls of the link half
+// array `links` (x for forward, x - mu for backward), with sign `neg` for an
+// antiperiodic crossing. FIRST: write acc instead of accumulating; with `zero` the half
+// spinor is replaced by zeros (selects, no branch), so the first hop writes zeros when it
+// is to be skipped.
+template <int MU, bool FWD, bool FIRST>
+__device__ __forceinline__ void v3_hop(const real2* __restrict__ psi, const real2* __restrict__ links,
+                                       size_t vh, int n, int ls, bool neg, bool zero, real2 acc[4][3])
+{
+    real2 h[2][3];
+    v3_project<MU, FWD>(psi, vh, n, neg, h);
+    if (FIRST) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r)
+#pragma unroll
+            for (int c = 0; c < 3; ++c)
+                h[r][c] = zero ? c_of<real2>(0, 0) : h[r][c];
+    }
+    real2 u[3][3];
+    v3_load_link(links, vh, MU, ls, u);
+    v3_hop_half<MU, FWD, FIRST>(h, u, acc);
+}
+
+// The faces of a decomposed lattice. A face perpendicular to mu holds the F sites with
+// c[mu] fixed; f = their lexicographic index over the other three directions (in order,
+// the first fastest). Every local extent is even, so the pair f = 2 fcb, 2 fcb + 1 has
+// one site of each parity: fcb (0 .. F/2) is the face's checkerboard index. Face buffers
+// are structures of arrays like the fields: element k of face site fcb at k * Fh + fcb
+// (Fh = F / 2), one parity after the other for full fields.
+
+// Sites on a face perpendicular to mu.
+__device__ __forceinline__ int v3_face_sites(int mu, const Dims& d)
+{
+    int f = 1;
+#pragma unroll
+    for (int nu = 0; nu < 4; ++nu)
+        if (nu != mu)
+            f *= d.l[nu];
+    return f;
+}
+
+// The site (lexicographic index, coordinates c) of parity p at face checkerboard index
+// fcb on the face c[mu] = cmu.
+__device__ __forceinline__ int v3_face_site(int mu, int cmu, int p, int fcb, const Dims& d, int c[4])
+{
+    int f = 2 * fcb;
+    int first = -1;
+#pragma unroll
+    for (int nu = 0; nu < 4; ++nu) {
+        if (nu == mu) {
+            c[nu] = cmu;
+            continue;
+        }
+        if (first < 0)
+            first = nu;
+        c[nu] = f % d.l[nu];
+        f /= d.l[nu];
+    }
+    c[first] += (c[0] + c[1] + c[2] + c[3] + p) & 1;
+    return c[0] + d.l[0] * (c[1] + d.l[1] * (c[2] + d.l[2] * c[3]));
+}

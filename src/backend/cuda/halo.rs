@@ -1,0 +1,838 @@
+//! Version 3.0 on a decomposed lattice (issue 11): a rank's operator application as
+//! pack -> exchange -> interior -> exterior (kernels/halo.cu, stencil_v3's split_mask),
+//! with the exchange on a communication stream overlapping the interior kernel:
+//!
+//! ```text
+//! main stream:  pack (every split mu) -> record `packed` -> interior ------> wait `exchanged` -> exterior (every split mu)
+//! comm stream:        wait `packed` -> DeviceExchange::exchange_on -> record `exchanged`
+//! ```
+//!
+//! `Halo` holds the partition, the exchange, the host communicator (for the global sums
+//! of dot and norm2, added in rank order: the same bits on every rank), the face and ghost
+//! buffers (ghost links exchanged once at construction, through the host communicator),
+//! the halo kernels and optional event timings (`HaloTimings`). `PeerCopies` is the
+//! one-GPU `DeviceExchange`: ranks as threads of one process on the same GPU, faces moved
+//! by device-to-device copies ordered by CUDA events (NCCL refuses two ranks on one GPU).
+
+use super::device::{err, function, load_module};
+use super::kernels::Kernel;
+use super::stencil::{cfg_1d, halo_program, launch_v3, V3Launch};
+use super::timing::{launch, GpuStream};
+use crate::comms::{global_sum, Comms, DeviceExchange, DeviceMessage};
+use crate::error::{Error, Result};
+use crate::field::GaugeField;
+use crate::geometry::lattice::{Boundary, NDIM};
+use crate::geometry::partition::Partition;
+use cudarc::driver::{sys, CudaContext, CudaEvent, CudaFunction, CudaSlice, CudaStream};
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// Threads per block of the pack and exterior kernels.
+const HALO_BLOCK: usize = 128;
+
+/// Where the time of the decomposed applications went (CUDA events, when switched on
+/// with `CudaBackend::set_halo_timing`), summed over `applications` stencil launches
+/// (a Schur operator is two), and the bytes this rank sent.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct HaloTimings {
+    /// Decomposed stencil launches (each one pack, exchange, interior, exterior).
+    pub applications: u64,
+    /// Packing the faces (main stream).
+    pub pack_ms: f64,
+    /// From the end of the pack to the received faces (communication stream).
+    pub exchange_ms: f64,
+    /// The interior kernel (main stream, overlapping the exchange).
+    pub interior_ms: f64,
+    /// What the main stream waited for the exchange after the interior (0 when hidden).
+    pub wait_ms: f64,
+    /// The exterior kernels (main stream).
+    pub exterior_ms: f64,
+    /// Bytes of faces this rank sent (counted whether or not timing is on).
+    pub bytes_exchanged: u64,
+}
+
+/// The device buffers of one split direction.
+struct Faces {
+    mu: usize,
+    /// Sites on a face perpendicular to mu.
+    face_sites: usize,
+    send_lo: CudaSlice<f64>,
+    send_hi: CudaSlice<f64>,
+    recv_lo: CudaSlice<f64>,
+    recv_hi: CudaSlice<f64>,
+    /// The backward neighbour's upper-face links U_mu (double and single).
+    ghost_d: CudaSlice<f64>,
+    ghost_s: CudaSlice<f32>,
+}
+
+/// Events of one timed application, read at `timings`.
+struct Timed {
+    start: CudaEvent,
+    packed: CudaEvent,
+    interior: CudaEvent,
+    waited: CudaEvent,
+    exchanged: CudaEvent,
+    end: CudaEvent,
+}
+
+/// A rank's side of a decomposed 3.0 operator (see the module documentation).
+pub(crate) struct Halo {
+    pub partition: Partition,
+    pub exchange: Box<dyn DeviceExchange>,
+    pub comms: Box<dyn Comms>,
+    /// Bit mu: direction mu is split.
+    split_mask: i32,
+    /// Bit mu: this rank's lower / upper edge in mu is a global antiperiodic edge.
+    anti_lo: i32,
+    anti_hi: i32,
+    faces: Vec<Faces>,
+    comm: Arc<CudaStream>,
+    packed: CudaEvent,
+    exchanged: CudaEvent,
+    /// (pack, exterior) per precision: double loaded at construction, single on first use.
+    kernels_d: (CudaFunction, CudaFunction),
+    kernels_s: Option<(CudaFunction, CudaFunction)>,
+    reconstruct_12: bool,
+    timing: bool,
+    timed: Vec<Timed>,
+    totals: HaloTimings,
+}
+
+/// The bits of the boundary mask that hold at this rank's lower and upper edges: a
+/// direction's edge is a global one when the rank is first (lower) or last (upper) in it.
+fn edge_masks(partition: &Partition, boundary: &[Boundary; NDIM]) -> (i32, i32) {
+    let mut lo = 0;
+    let mut hi = 0;
+    for mu in 0..NDIM {
+        if boundary[mu] == Boundary::Antiperiodic {
+            if partition.coords[mu] == 0 {
+                lo |= 1 << mu;
+            }
+            if partition.coords[mu] + 1 == partition.grid[mu] {
+                hi |= 1 << mu;
+            }
+        }
+    }
+    (lo, hi)
+}
+
+/// Face-checkerboard index and parity of local site `c` on a face perpendicular to mu
+/// (kernels/v3_core.cuh: the lexicographic index over the other three directions, / 2).
+fn face_index(dims: &[usize; NDIM], mu: usize, c: &[usize; NDIM]) -> (usize, usize) {
+    let mut f = 0;
+    let mut stride = 1;
+    for nu in 0..NDIM {
+        if nu != mu {
+            f += c[nu] * stride;
+            stride *= dims[nu];
+        }
+    }
+    (f / 2, c.iter().sum::<usize>() % 2)
+}
+
+/// This rank's upper-face links U_mu in the ghost layout of halo.cu (complex element e of
+/// the site of parity q and face index fcb at q*9*Fh + e*Fh + fcb), as f64 pairs: what its
+/// forward neighbour needs for its backward hops.
+fn upper_face_links(gauge: &GaugeField, mu: usize) -> Vec<f64> {
+    let l = &gauge.lattice;
+    let fh = l.volume() / l.dims[mu] / 2;
+    let mut out = vec![0.0; 2 * 18 * fh];
+    for site in 0..l.volume() {
+        let c = l.coords(site);
+        if c[mu] + 1 != l.dims[mu] {
+            continue;
+        }
+        let (fcb, q) = face_index(&l.dims, mu, &c);
+        let u = gauge.link(site, mu).0.as_flattened();
+        for (e, z) in u.iter().enumerate() {
+            let k = q * 9 * fh + e * fh + fcb;
+            out[2 * k] = z.re;
+            out[2 * k + 1] = z.im;
+        }
+    }
+    out
+}
+
+impl Halo {
+    /// Buffers, ghost links (exchanged now through `comms`), streams and kernels of a
+    /// rank whose local gauge field is `gauge` (its lattice: the partition's sub-lattice).
+    pub fn new(
+        gpu: &GpuStream,
+        gauge: &GaugeField,
+        partition: Partition,
+        exchange: Box<dyn DeviceExchange>,
+        mut comms: Box<dyn Comms>,
+        reconstruct_12: bool,
+    ) -> Result<Halo> {
+        let lattice = &gauge.lattice;
+        let (anti_lo, anti_hi) = edge_masks(&partition, &lattice.boundary);
+        let split: Vec<usize> = (0..NDIM).filter(|&mu| partition.is_split(mu)).collect();
+        // Ghost links: send the upper face to the forward neighbour (tag mu), receive the
+        // backward neighbour's.
+        let mine: Vec<Vec<f64>> = split
+            .iter()
+            .map(|&mu| upper_face_links(gauge, mu))
+            .collect();
+        let mut ghosts: Vec<Vec<f64>> = mine.iter().map(|m| vec![0.0; m.len()]).collect();
+        {
+            let sends: Vec<crate::comms::Outgoing<'_>> = split
+                .iter()
+                .zip(&mine)
+                .map(|(&mu, data)| crate::comms::Outgoing {
+                    to: partition.neighbour(mu, true),
+                    tag: mu as u32,
+                    data,
+                })
+                .collect();
+            let mut recvs: Vec<crate::comms::Incoming<'_>> = split
+                .iter()
+                .zip(ghosts.iter_mut())
+                .map(|(&mu, data)| crate::comms::Incoming {
+                    from: partition.neighbour(mu, false),
+                    tag: mu as u32,
+                    data,
+                })
+                .collect();
+            comms.exchange(&sends, &mut recvs)?;
+        }
+        let stream = &gpu.stream;
+        let mut faces = Vec::new();
+        for (&mu, ghost) in split.iter().zip(&ghosts) {
+            let face_sites = partition.face_sites(mu);
+            // 6 complex per face site, both parities, double: 12 f64 per site.
+            let n = 12 * face_sites;
+            let alloc = || {
+                stream
+                    .alloc_zeros::<f64>(n)
+                    .map_err(err("allocating a face buffer"))
+            };
+            let ghost_single: Vec<f32> = ghost.iter().map(|&v| v as f32).collect();
+            faces.push(Faces {
+                mu,
+                face_sites,
+                send_lo: alloc()?,
+                send_hi: alloc()?,
+                recv_lo: alloc()?,
+                recv_hi: alloc()?,
+                ghost_d: stream
+                    .clone_htod(ghost)
+                    .map_err(err("uploading the ghost links"))?,
+                ghost_s: stream
+                    .clone_htod(&ghost_single)
+                    .map_err(err("uploading the ghost links"))?,
+            });
+        }
+        stream
+            .synchronize()
+            .map_err(err("uploading the ghost links"))?;
+        let comm = gpu
+            .ctx
+            .new_stream()
+            .map_err(err("creating the communication stream"))?;
+        let event = || {
+            gpu.ctx
+                .new_event(None)
+                .map_err(err("creating a halo event"))
+        };
+        let kernels_d = Self::load(&gpu.ctx, reconstruct_12, false)?;
+        Ok(Halo {
+            split_mask: split.iter().map(|&mu| 1 << mu).sum(),
+            anti_lo,
+            anti_hi,
+            faces,
+            comm,
+            packed: event()?,
+            exchanged: event()?,
+            kernels_d,
+            kernels_s: None,
+            reconstruct_12,
+            timing: false,
+            timed: Vec::new(),
+            totals: HaloTimings::default(),
+            partition,
+            exchange,
+            comms,
+        })
+    }
+
+    fn load(
+        ctx: &Arc<CudaContext>,
+        reconstruct_12: bool,
+        single: bool,
+    ) -> Result<(CudaFunction, CudaFunction)> {
+        let (module, _) = load_module(ctx, &halo_program(reconstruct_12, single))?;
+        Ok((
+            function(&module, "halo_pack")?,
+            function(&module, "halo_exterior")?,
+        ))
+    }
+
+    pub fn set_timing(&mut self, on: bool) {
+        self.timing = on;
+    }
+
+    /// The books so far (synchronises the streams to read the events).
+    pub fn timings(&mut self) -> Result<HaloTimings> {
+        let ms = |a: &CudaEvent, b: &CudaEvent| -> Result<f64> {
+            Ok(a.elapsed_ms(b).map_err(err("reading a halo event"))? as f64)
+        };
+        for t in std::mem::take(&mut self.timed) {
+            self.totals.pack_ms += ms(&t.start, &t.packed)?;
+            self.totals.interior_ms += ms(&t.packed, &t.interior)?;
+            self.totals.wait_ms += ms(&t.interior, &t.waited)?;
+            self.totals.exchange_ms += ms(&t.packed, &t.exchanged)?;
+            self.totals.exterior_ms += ms(&t.waited, &t.end)?;
+        }
+        Ok(self.totals)
+    }
+
+    pub fn reset_timings(&mut self) -> Result<()> {
+        self.timings()?;
+        self.totals = HaloTimings::default();
+        Ok(())
+    }
+
+    /// Build the single-precision halo kernels now (else on first use).
+    pub fn prepare_single(&mut self, ctx: &Arc<CudaContext>) -> Result<()> {
+        if self.kernels_s.is_none() {
+            self.kernels_s = Some(Self::load(ctx, self.reconstruct_12, true)?);
+        }
+        Ok(())
+    }
+
+    /// One decomposed stencil launch: `l` as `launch_v3` takes it (the undecomposed
+    /// arguments; its boundary masks are replaced by this rank's), here as pack, exchange,
+    /// interior and exterior. `l.partials` must be 0 (no fused epilogue).
+    pub fn launch(
+        &mut self,
+        gpu: &mut GpuStream,
+        stencil: &CudaFunction,
+        l: &V3Launch,
+    ) -> Result<()> {
+        if l.partials != 0 {
+            return Err(Error::internal(
+                "the fused (y|out) epilogue cannot run on a decomposed lattice",
+            ));
+        }
+        if l.single {
+            self.prepare_single(&gpu.ctx)?;
+        }
+        let (pack, exterior) = if l.single {
+            self.kernels_s.clone().unwrap()
+        } else {
+            self.kernels_d.clone()
+        };
+        let stream = gpu.stream.clone();
+        let timed_event = |ctx: &Arc<CudaContext>| -> Result<CudaEvent> {
+            ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(err("creating a halo timing event"))
+        };
+        let mut events = Vec::new();
+        if self.timing {
+            for _ in 0..6 {
+                events.push(timed_event(&gpu.ctx)?);
+            }
+            events[0]
+                .record(&stream)
+                .map_err(err("recording a halo event"))?;
+        }
+        let [lx, ly, lz, lt] = l.dims;
+        let volume = l.volume as i32;
+        let half_fh = |f: &Faces| f.face_sites / 2;
+        // Face sites per face in this launch: both parities (full) or one.
+        let per_face = |f: &Faces| {
+            if l.parity.is_none() {
+                f.face_sites
+            } else {
+                half_fh(f)
+            }
+        };
+        let complex_bytes = if l.single { 8 } else { 16 };
+        // Pack: the input's parity is the other one of the output's.
+        let pack_parity: i32 = l.parity.map_or(-1, |p| 1 - p as i32);
+        for f in &self.faces {
+            let mu = f.mu as i32;
+            let n = 2 * per_face(f);
+            let cfg = cfg_1d(n, HALO_BLOCK, 0);
+            let (lo, hi) = (raw(&f.send_lo, &stream), raw(&f.send_hi, &stream));
+            launch!(
+                gpu,
+                Kernel::HaloPack { single: l.single },
+                n,
+                &pack,
+                cfg,
+                [
+                    &l.inp,
+                    &lo,
+                    &hi,
+                    &mu,
+                    &pack_parity,
+                    &volume,
+                    &lx,
+                    &ly,
+                    &lz,
+                    &lt
+                ]
+            );
+        }
+        self.packed
+            .record(&stream)
+            .map_err(err("recording the halo pack event"))?;
+        if self.timing {
+            events[1]
+                .record(&stream)
+                .map_err(err("recording a halo event"))?;
+        }
+        // Interior on the main stream, queued before the host waits for its neighbours
+        // in the exchange, so it runs while the faces travel.
+        let interior = V3Launch {
+            split_mask: self.split_mask,
+            anti_lo: self.anti_lo,
+            anti_hi: self.anti_hi,
+            ..*l
+        };
+        launch_v3(gpu, stencil, &interior)?;
+        if self.timing {
+            events[2]
+                .record(&stream)
+                .map_err(err("recording a halo event"))?;
+        }
+        self.comm
+            .wait(&self.packed)
+            .map_err(err("ordering the exchange after the pack"))?;
+        let mut sends = Vec::new();
+        let mut recvs = Vec::new();
+        for f in &self.faces {
+            let bytes = 6 * per_face(f) * complex_bytes;
+            let ptr = |b: FaceBuffer| {
+                raw(
+                    match b {
+                        FaceBuffer::SendLo => &f.send_lo,
+                        FaceBuffer::SendHi => &f.send_hi,
+                        FaceBuffer::RecvLo => &f.recv_lo,
+                        FaceBuffer::RecvHi => &f.recv_hi,
+                    },
+                    &stream,
+                )
+            };
+            let msg = |(peer, tag, buf)| DeviceMessage {
+                peer,
+                tag,
+                ptr: ptr(buf),
+                bytes,
+            };
+            let [s0, s1, r0, r1] = face_messages(&self.partition, f.mu);
+            sends.extend([msg(s0), msg(s1)]);
+            recvs.extend([msg(r0), msg(r1)]);
+            self.totals.bytes_exchanged += 2 * bytes as u64;
+        }
+        self.exchange.exchange_on(&self.comm, &sends, &recvs)?;
+        self.exchanged
+            .record(&self.comm)
+            .map_err(err("recording the halo exchange event"))?;
+        if self.timing {
+            events[4]
+                .record(&self.comm)
+                .map_err(err("recording a halo event"))?;
+        }
+        stream
+            .wait(&self.exchanged)
+            .map_err(err("waiting for the halo exchange"))?;
+        if self.timing {
+            events[3]
+                .record(&stream)
+                .map_err(err("recording a halo event"))?;
+        }
+        let out_parity: i32 = l.parity.map_or(-1, |p| p as i32);
+        let g5 = l.g5 as i32;
+        for f in &self.faces {
+            let mu = f.mu as i32;
+            let n = 2 * per_face(f);
+            let cfg = cfg_1d(n, HALO_BLOCK, 0);
+            let ghost = if l.single {
+                raw(&f.ghost_s, &stream)
+            } else {
+                raw(&f.ghost_d, &stream)
+            };
+            let (lo, hi) = (raw(&f.recv_lo, &stream), raw(&f.recv_hi, &stream));
+            launch!(
+                gpu,
+                Kernel::HaloExterior {
+                    single: l.single,
+                    r12: l.reconstruct_12
+                },
+                n,
+                &exterior,
+                cfg,
+                [
+                    &lo,
+                    &hi,
+                    &l.out,
+                    &l.links,
+                    &ghost,
+                    &l.c,
+                    &g5,
+                    &out_parity,
+                    &mu,
+                    &self.anti_lo,
+                    &self.anti_hi,
+                    &volume,
+                    &lx,
+                    &ly,
+                    &lz,
+                    &lt
+                ]
+            );
+        }
+        self.totals.applications += 1;
+        if self.timing {
+            events[5]
+                .record(&stream)
+                .map_err(err("recording a halo event"))?;
+            let mut e = events.into_iter();
+            let mut next = || e.next().unwrap();
+            let (start, packed, interior, waited, exchanged, end) =
+                (next(), next(), next(), next(), next(), next());
+            self.timed.push(Timed {
+                start,
+                packed,
+                interior,
+                waited,
+                exchanged,
+                end,
+            });
+        }
+        Ok(())
+    }
+
+    /// The element-wise sum over ranks of `local` (rank order: the same bits everywhere).
+    pub fn global_sum(&mut self, local: &[f64]) -> Result<Vec<f64>> {
+        global_sum(&mut *self.comms, local)
+    }
+}
+
+/// The four face buffers of a split direction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FaceBuffer {
+    SendLo,
+    SendHi,
+    RecvLo,
+    RecvHi,
+}
+
+/// The messages of direction mu for this rank, as (peer, tag, buffer): sends, then
+/// receives. The lower face (1 - g projected) goes to the backward neighbour with tag
+/// 2 mu, where it is the forward hops' ghost (recv_hi); the upper face to the forward
+/// neighbour with tag 2 mu + 1 (its recv_lo). Two ranks in mu make both neighbours one
+/// rank: the tags tell the two faces apart.
+fn face_messages(p: &Partition, mu: usize) -> [(usize, u32, FaceBuffer); 4] {
+    let (fwd, bwd) = (p.neighbour(mu, true), p.neighbour(mu, false));
+    let lo_tag = 2 * mu as u32;
+    [
+        (bwd, lo_tag, FaceBuffer::SendLo),
+        (fwd, lo_tag + 1, FaceBuffer::SendHi),
+        (fwd, lo_tag, FaceBuffer::RecvHi),
+        (bwd, lo_tag + 1, FaceBuffer::RecvLo),
+    ]
+}
+
+/// The device address of an allocation (the backend's streams are ordered by events, and
+/// event tracking is off).
+fn raw<T>(s: &CudaSlice<T>, stream: &CudaStream) -> u64 {
+    super::stencil::dptr(s, stream)
+}
+
+/// One of an exchange's posts in `PeerShared`: a sender's face (address, length, the
+/// event after which it is ready) or a receiver's acknowledgement (the event after which
+/// its copy is done).
+struct Post {
+    ptr: u64,
+    bytes: usize,
+    event: CudaEvent,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum PostKind {
+    Face,
+    Copied,
+}
+
+type PostKey = (PostKind, usize, usize, u32);
+
+#[derive(Default)]
+struct PeerShared {
+    /// (kind, from, to, tag) -> posts in order.
+    posts: Mutex<HashMap<PostKey, VecDeque<Post>>>,
+    arrived: Condvar,
+}
+
+/// The one-GPU `DeviceExchange`: the ranks are threads of one process sharing one GPU
+/// (the same CUDA context), and a face moves by a device-to-device copy that the
+/// receiver enqueues on its stream after the sender's "packed" event. The receiver then
+/// posts a "copied" event on which the sender's stream waits before it goes on, so a
+/// sender never packs the next face over one not yet copied (the pack follows the
+/// exterior, which follows the exchange on the sender's main stream). The host waits
+/// only for the posts (never for the GPU): each rank posts its faces first, then takes
+/// its neighbours', then their acknowledgements, so the ranks cannot deadlock as long as
+/// they exchange in the same order (as every SPMD solve does).
+pub struct PeerCopies {
+    rank: usize,
+    size: usize,
+    shared: Arc<PeerShared>,
+    patience: Duration,
+}
+
+impl PeerCopies {
+    /// The `size` ranks of one world (move each to its thread).
+    pub fn world(size: usize) -> Vec<PeerCopies> {
+        let shared = Arc::new(PeerShared::default());
+        (0..size)
+            .map(|rank| PeerCopies {
+                rank,
+                size,
+                shared: shared.clone(),
+                patience: Duration::from_secs(120),
+            })
+            .collect()
+    }
+
+    fn post(&self, key: PostKey, p: Post) {
+        let mut posts = self.shared.posts.lock().unwrap();
+        posts.entry(key).or_default().push_back(p);
+        self.shared.arrived.notify_all();
+    }
+
+    fn take(&self, key: PostKey) -> Result<Post> {
+        let deadline = Instant::now() + self.patience;
+        let mut posts = self.shared.posts.lock().unwrap();
+        loop {
+            if let Some(p) = posts.get_mut(&key).and_then(|q| q.pop_front()) {
+                return Ok(p);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                let (kind, from, _, tag) = key;
+                return Err(Error::internal(format!(
+                    "rank {} waited {:.0} s for {} tag {tag} from rank {from} (PeerCopies: do all ranks apply the operator in the same order?)",
+                    self.rank,
+                    self.patience.as_secs_f64(),
+                    if kind == PostKind::Face { "the face" } else { "the copy acknowledgement" }
+                )));
+            }
+            posts = self
+                .shared
+                .arrived
+                .wait_timeout(posts, deadline - now)
+                .unwrap()
+                .0;
+        }
+    }
+}
+
+impl DeviceExchange for PeerCopies {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    fn size(&self) -> usize {
+        self.size
+    }
+
+    fn describe(&self) -> String {
+        format!("device copies on one GPU ({} ranks as threads)", self.size)
+    }
+
+    fn exchange_on(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        sends: &[DeviceMessage],
+        recvs: &[DeviceMessage],
+    ) -> Result<()> {
+        let me = self.rank;
+        for s in sends {
+            let event = stream
+                .record_event(None)
+                .map_err(err("recording a face's ready event"))?;
+            self.post(
+                (PostKind::Face, me, s.peer, s.tag),
+                Post {
+                    ptr: s.ptr,
+                    bytes: s.bytes,
+                    event,
+                },
+            );
+        }
+        for r in recvs {
+            let face = self.take((PostKind::Face, r.peer, me, r.tag))?;
+            if face.bytes != r.bytes {
+                return Err(Error::internal(format!(
+                    "rank {me}: face tag {} from rank {} has {} bytes, expected {}",
+                    r.tag, r.peer, face.bytes, r.bytes
+                )));
+            }
+            stream
+                .wait(&face.event)
+                .map_err(err("waiting for a neighbour's face"))?;
+            // SAFETY: both ranges are live device allocations of the shared context of
+            // these bytes (the sender's face buffer, this rank's receive buffer); the
+            // sender does not touch its buffer until it has waited on the event below.
+            unsafe {
+                cudarc::driver::result::memcpy_dtod_async(
+                    r.ptr,
+                    face.ptr,
+                    r.bytes,
+                    stream.cu_stream(),
+                )
+            }
+            .map_err(err("copying a face between ranks"))?;
+            let event = stream
+                .record_event(None)
+                .map_err(err("recording a face's copied event"))?;
+            self.post(
+                (PostKind::Copied, me, r.peer, r.tag),
+                Post {
+                    ptr: 0,
+                    bytes: 0,
+                    event,
+                },
+            );
+        }
+        for s in sends {
+            let ack = self.take((PostKind::Copied, s.peer, me, s.tag))?;
+            stream
+                .wait(&ack.event)
+                .map_err(err("waiting for a neighbour's copy"))?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::geometry::lattice::{Lattice, DEFAULT_BOUNDARY};
+
+    #[test]
+    fn edge_masks_keep_the_global_edges_only() {
+        // t antiperiodic, split in 2: rank 0 holds the lower global edge, rank 1 the upper.
+        let lo = Partition::new([4, 4, 4, 8], [1, 1, 1, 2], 0).unwrap();
+        let hi = Partition::new([4, 4, 4, 8], [1, 1, 1, 2], 1).unwrap();
+        assert_eq!(edge_masks(&lo, &DEFAULT_BOUNDARY), (8, 0));
+        assert_eq!(edge_masks(&hi, &DEFAULT_BOUNDARY), (0, 8));
+        // Not split: both edges are global.
+        let one = Partition::single([4, 4, 4, 8]);
+        assert_eq!(edge_masks(&one, &DEFAULT_BOUNDARY), (8, 8));
+    }
+
+    #[test]
+    fn face_indices_cover_each_parity_once() {
+        let dims = [4, 6, 2, 4];
+        for mu in 0..NDIM {
+            let f: usize = (0..NDIM).filter(|&n| n != mu).map(|n| dims[n]).product();
+            let mut seen = vec![0u32; f];
+            let l = Lattice::new(dims, DEFAULT_BOUNDARY).unwrap();
+            for s in 0..l.volume() {
+                let c = l.coords(s);
+                if c[mu] == 0 {
+                    let (fcb, q) = face_index(&dims, mu, &c);
+                    seen[q * f / 2 + fcb] += 1;
+                }
+            }
+            assert!(seen.iter().all(|&n| n == 1), "mu {mu}: {seen:?}");
+        }
+    }
+
+    /// The site the kernels' v3_face_site (kernels/v3_core.cuh) gives for face index fcb
+    /// and parity p on the face c[mu] = cmu, written again here from that code.
+    fn kernel_face_site(
+        dims: &[usize; 4],
+        mu: usize,
+        cmu: usize,
+        p: usize,
+        fcb: usize,
+    ) -> [usize; 4] {
+        let mut c = [0; 4];
+        let mut f = 2 * fcb;
+        let mut first = None;
+        for nu in 0..4 {
+            if nu == mu {
+                c[nu] = cmu;
+                continue;
+            }
+            first.get_or_insert(nu);
+            c[nu] = f % dims[nu];
+            f /= dims[nu];
+        }
+        c[first.unwrap()] += (c.iter().sum::<usize>() + p) % 2;
+        c
+    }
+
+    #[test]
+    fn ghost_links_sit_where_the_exterior_kernel_reads_them() {
+        // halo_exterior reads element e of the ghost link of its output site (parity p,
+        // face index fcb, c[mu] = 0) at (1 - p)*9*Fh + e*Fh + fcb: the backward
+        // neighbour's link U_mu at the site v3_face_site(mu, L-1, 1 - p, fcb).
+        let dims = [4, 6, 2, 4];
+        let l = Lattice::new(dims, DEFAULT_BOUNDARY).unwrap();
+        let g = GaugeField::random(&l, 9);
+        for mu in 0..NDIM {
+            let buf = upper_face_links(&g, mu);
+            let fh = l.volume() / dims[mu] / 2;
+            for q in 0..2 {
+                for fcb in 0..fh {
+                    let c = kernel_face_site(&dims, mu, dims[mu] - 1, q, fcb);
+                    assert_eq!(c.iter().sum::<usize>() % 2, q);
+                    let site = c[0] + dims[0] * (c[1] + dims[1] * (c[2] + dims[2] * c[3]));
+                    let u = g.link(site, mu).0.as_flattened();
+                    for (e, z) in u.iter().enumerate() {
+                        let k = q * 9 * fh + e * fh + fcb;
+                        assert_eq!(
+                            (buf[2 * k], buf[2 * k + 1]),
+                            (z.re, z.im),
+                            "mu {mu} q {q} fcb {fcb} e {e}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_receive_pairs_with_the_right_neighbours_face() {
+        // recv_hi must hold the forward neighbour's lower face, recv_lo the backward
+        // neighbour's upper face; each (sender, receiver, tag) once per exchange.
+        for grid in [[1, 1, 1, 2], [2, 1, 1, 3], [2, 2, 2, 2], [1, 3, 1, 1]] {
+            let global = [4, 6, 4, 6].map(|l: usize| l * 2);
+            let parts: Vec<Partition> = (0..grid.iter().product())
+                .map(|r| Partition::new(global, grid, r).unwrap())
+                .collect();
+            for me in &parts {
+                for mu in (0..NDIM).filter(|&mu| me.is_split(mu)) {
+                    let mut keys = std::collections::HashSet::new();
+                    for (from, tag, buf) in &face_messages(me, mu)[2..] {
+                        let sender = &parts[*from];
+                        let sent: Vec<_> = (0..NDIM)
+                            .filter(|&nu| sender.is_split(nu))
+                            .flat_map(|nu| face_messages(sender, nu)[..2].to_vec())
+                            .filter(|(to, t, _)| *to == me.rank() && t == tag)
+                            .collect();
+                        assert_eq!(sent.len(), 1, "grid {grid:?} rank {} mu {mu}", me.rank());
+                        let want = match buf {
+                            FaceBuffer::RecvHi => {
+                                assert_eq!(*from, me.neighbour(mu, true));
+                                FaceBuffer::SendLo
+                            }
+                            _ => {
+                                assert_eq!(*from, me.neighbour(mu, false));
+                                FaceBuffer::SendHi
+                            }
+                        };
+                        assert_eq!(sent[0].2, want);
+                        assert!(keys.insert((*from, *tag)));
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,331 @@
+// emu_halo.cpp: version 3.0 on a decomposed lattice, run on the CPU through cuda_emu.h:
+// each emulated rank holds its sub-lattice (local links built by build_v3_links, its
+// own ghost links, fields, face buffers); an application is halo_pack on every rank, the
+// "exchange" (face buffers copied on the host: recv_lo of a rank = send_hi of its backward
+// neighbour, recv_hi = send_lo of its forward one), stencil_v3 with split_mask (interior)
+// and halo_exterior per split direction, as src/backend/cuda (halo.rs) launches them. The
+// gathered result is compared with the undecomposed kernel run here on the whole lattice
+// (same code, so to rounding: 1e-15 double, 1e-6 single) and with the CPU backend's
+// oracle of emu_v3eo_dump (1e-13 / 1e-6): D and g5D (full), M_ee and g5 M_ee (even; two
+// exchanges each), both hop_xpay forms, double, single, 12-real links, over several
+// process grids (2, 3 and 4 ranks; x and t split, whose global edges are antiperiodic in
+// the dump, and y, z periodic). Exit 1 on failure. Run by validate/emu/run_halo.sh.
+#include "emu_util.h"
+
+#define V3(name, T)                                                                                                   \
+    void name(const T*, const T*, T*, const T*, double, int, int, int, int, int, int, int, int, int, int, double*,    \
+              double2*, unsigned*);
+#define PACK(name, T) void name(const T*, T*, T*, int, int, int, int, int, int, int);
+#define EXT(name, T)                                                                                                  \
+    void name(const T*, const T*, T*, const T*, const T*, double, int, int, int, int, int, int, int, int, int, int);
+extern "C" {
+void build_v3_links(const double2*, double2*, int, int, int, int, int);
+void to_single(const double2*, float2*, long long);
+V3(stencil_v3_d, double2) V3(stencil_v3_d12, double2) V3(stencil_v3_s, float2) V3(stencil_v3_s12, float2)
+PACK(halo_pack_d, double2) PACK(halo_pack_d12, double2) PACK(halo_pack_s, float2) PACK(halo_pack_s12, float2)
+EXT(halo_exterior_d, double2) EXT(halo_exterior_d12, double2) EXT(halo_exterior_s, float2)
+EXT(halo_exterior_s12, float2)
+}
+
+// The face-checkerboard index of a site on a face perpendicular to mu (v3_core.cuh).
+static int face_cb(const Geo& g, int mu, const int c[4])
+{
+    int f = 0, stride = 1;
+    for (int nu = 0; nu < 4; ++nu) {
+        if (nu == mu)
+            continue;
+        f += c[nu] * stride;
+        stride *= g.l[nu];
+    }
+    return f / 2;
+}
+
+int main(int argc, char** argv)
+{
+    if (argc < 6 || (argc - 2) % 4 != 0) {
+        std::fprintf(stderr, "usage: emu_halo DUMP GX GY GZ GT [GX GY GZ GT ...]\n");
+        return 2;
+    }
+    report_width = 64;
+    const V3eoDump dump = read_v3eo_dump(argv[1]);
+    const DumpHeader& hd = dump.h;
+    const double kappa = hd.kappa;
+    const int gl[4] = {hd.l[0], hd.l[1], hd.l[2], hd.l[3]};
+    const Geo G = make_geo(gl);
+    const int V = G.V;
+    const int mask = hd.mask;
+    const size_t nf = (size_t)V * 12;
+    const std::vector<double2>&canon = dump.canon, &psi = dump.psi, &phi = dump.phi;
+    const auto& refs = dump.refs;
+    std::printf("global lattice %dx%dx%dx%d, kappa %g, antiperiodic mask %d\n", gl[0], gl[1], gl[2], gl[3], kappa,
+                mask);
+
+    for (int a = 2; a + 3 < argc; a += 4) {
+        int grid[4], ll[4];
+        bool ok = true;
+        for (int mu = 0; mu < 4; ++mu) {
+            grid[mu] = std::atoi(argv[a + mu]);
+            ok = ok && grid[mu] >= 1 && gl[mu] % grid[mu] == 0;
+            ll[mu] = ok ? gl[mu] / grid[mu] : 0;
+            ok = ok && ll[mu] % 2 == 0;
+        }
+        if (!ok) {
+            std::fprintf(stderr, "grid %s %s %s %s does not split the lattice into even extents\n", argv[a],
+                         argv[a + 1], argv[a + 2], argv[a + 3]);
+            return 2;
+        }
+        const Geo L = make_geo(ll);
+        const int ranks = grid[0] * grid[1] * grid[2] * grid[3];
+        int split_mask = 0;
+        for (int mu = 0; mu < 4; ++mu)
+            if (grid[mu] > 1)
+                split_mask |= 1 << mu;
+        struct Rank {
+            int coords[4], offset[4];
+            int anti_lo = 0, anti_hi = 0;
+            int fwd[4], bwd[4];
+            std::vector<double2> links_d, ghost_d[4];
+            std::vector<float2> links_s, ghost_s[4];
+            std::vector<double2> canon;
+        };
+        std::vector<Rank> R(ranks);
+        auto rank_of = [&](const int c[4]) { return c[0] + grid[0] * (c[1] + grid[1] * (c[2] + grid[2] * c[3])); };
+        // The global site of local site s of rank r.
+        auto global_site = [&](const Rank& rk, int s) {
+            int c[4];
+            L.coords(s, c);
+            for (int mu = 0; mu < 4; ++mu)
+                c[mu] += rk.offset[mu];
+            return G.index(c);
+        };
+        for (int r = 0; r < ranks; ++r) {
+            Rank& rk = R[r];
+            int x = r;
+            for (int mu = 0; mu < 4; ++mu) {
+                rk.coords[mu] = x % grid[mu];
+                x /= grid[mu];
+                rk.offset[mu] = rk.coords[mu] * ll[mu];
+            }
+            for (int mu = 0; mu < 4; ++mu) {
+                int c[4];
+                std::copy(rk.coords, rk.coords + 4, c);
+                c[mu] = (rk.coords[mu] + 1) % grid[mu];
+                rk.fwd[mu] = rank_of(c);
+                c[mu] = (rk.coords[mu] + grid[mu] - 1) % grid[mu];
+                rk.bwd[mu] = rank_of(c);
+                if ((mask >> mu) & 1) {
+                    if (rk.coords[mu] == 0)
+                        rk.anti_lo |= 1 << mu;
+                    if (rk.coords[mu] == grid[mu] - 1)
+                        rk.anti_hi |= 1 << mu;
+                }
+            }
+            rk.canon.resize((size_t)L.V * 36);
+            for (int s = 0; s < L.V; ++s)
+                std::copy_n(&canon[(size_t)global_site(rk, s) * 36], 36, &rk.canon[(size_t)s * 36]);
+            rk.links_d.resize((size_t)L.V * 36);
+            rk.links_s.resize((size_t)L.V * 36);
+            emu_launch(blocks((size_t)L.V * 36, 256), 256, 0, false,
+                       [&] { build_v3_links(rk.canon.data(), rk.links_d.data(), L.V, ll[0], ll[1], ll[2], ll[3]); });
+            emu_launch(blocks((size_t)L.V * 36, 256), 256, 0, false,
+                       [&] { to_single(rk.links_d.data(), rk.links_s.data(), (long long)L.V * 36); });
+        }
+        // Ghost links (host side, as CudaBackend::new_decomposed): for split mu, the
+        // backward neighbour's U_mu on its upper face, at q*9*Fh + e*Fh + fcb.
+        for (int r = 0; r < ranks; ++r)
+            for (int mu = 0; mu < 4; ++mu) {
+                if (grid[mu] == 1)
+                    continue;
+                const Rank& nb = R[R[r].bwd[mu]];
+                const int fh = L.face_sites(mu) / 2;
+                std::vector<double2> g((size_t)fh * 18);
+                for (int s = 0; s < L.V; ++s) {
+                    int c[4];
+                    L.coords(s, c);
+                    if (c[mu] != ll[mu] - 1)
+                        continue;
+                    const int q = L.parity(s);
+                    for (int e = 0; e < 9; ++e)
+                        g[(size_t)q * 9 * fh + (size_t)e * fh + face_cb(L, mu, c)] = nb.canon[(size_t)s * 36 + mu * 9 + e];
+                }
+                R[r].ghost_d[mu] = g;
+                R[r].ghost_s[mu].resize(g.size());
+                for (size_t k = 0; k < g.size(); ++k)
+                    R[r].ghost_s[mu][k] = from_d<float2>(g[k]);
+            }
+        char gname[64];
+        std::snprintf(gname, sizeof gname, "grid %dx%dx%dx%d ", grid[0], grid[1], grid[2], grid[3]);
+
+        auto run = [&](const char* name, auto stencil, auto pack, auto exterior, auto zero, int prec, bool single,
+                       auto* whole_links) {
+            using T = decltype(zero);
+            const double tol = prec == 0 ? 1e-13 : 1e-6;
+            const double tol_same = prec == 0 ? 1e-15 : 1e-6;
+            const int block = 64;
+            // Per-rank fields (parity-major, full) of the global psi and phi.
+            auto scatter = [&](const std::vector<double2>& global) {
+                std::vector<std::vector<T>> out(ranks);
+                for (int r = 0; r < ranks; ++r) {
+                    std::vector<double2> c((size_t)L.V * 12);
+                    for (int s = 0; s < L.V; ++s)
+                        std::copy_n(&global[(size_t)global_site(R[r], s) * 12], 12, &c[(size_t)s * 12]);
+                    const auto pm = L.to_pm(c);
+                    out[r].resize(pm.size());
+                    for (size_t k = 0; k < pm.size(); ++k)
+                        out[r][k] = from_d<T>(pm[k]);
+                }
+                return out;
+            };
+            // Rank fields (full, or half of parity p) back to a global canonical field.
+            auto gather = [&](const std::vector<std::vector<T>>& f, int p) {
+                std::vector<double2> g(nf, double2{0, 0});
+                for (int r = 0; r < ranks; ++r) {
+                    std::vector<double2> pm(f[r].size());
+                    for (size_t k = 0; k < pm.size(); ++k)
+                        pm[k] = to_d(f[r][k]);
+                    if (p >= 0)
+                        pm.resize((size_t)L.V * 12, double2{0, 0});
+                    const auto c = L.from_pm(pm, p);
+                    for (int s = 0; s < L.V; ++s)
+                        std::copy_n(&c[(size_t)s * 12], 12, &g[(size_t)global_site(R[r], s) * 12]);
+                }
+                return g;
+            };
+            // One decomposed application on every rank: out = [g5] (y + c H inp), offsets
+            // into the rank fields (half fields: a parity's half of a full field).
+            auto apply = [&](std::vector<std::vector<T>>& out, size_t out_off, const std::vector<std::vector<T>>& inp,
+                             size_t inp_off, const std::vector<std::vector<T>>* y, size_t y_off, double c, int g5,
+                             int par) {
+                const bool full = par < 0;
+                std::vector<std::vector<std::vector<T>>> send_lo(ranks, std::vector<std::vector<T>>(4)),
+                    send_hi = send_lo;
+                for (int r = 0; r < ranks; ++r)
+                    for (int mu = 0; mu < 4; ++mu) {
+                        if (grid[mu] == 1)
+                            continue;
+                        const int fh = L.face_sites(mu) / 2;
+                        const size_t n = (size_t)(full ? 2 : 1) * fh * 6;
+                        send_lo[r][mu].assign(n, from_d<T>(double2{NAN, NAN}));
+                        send_hi[r][mu].assign(n, from_d<T>(double2{NAN, NAN}));
+                        const size_t threads = 2 * (n / 6);
+                        // pack: the input's parity (1 - output parity) in half mode
+                        emu_launch(blocks(threads, block), block, 0, false, [&] {
+                            pack(inp[r].data() + inp_off, send_lo[r][mu].data(), send_hi[r][mu].data(), mu,
+                                 full ? -1 : 1 - par, L.V, ll[0], ll[1], ll[2], ll[3]);
+                        });
+                    }
+                for (int r = 0; r < ranks; ++r) {
+                    const size_t nthreads = full ? 2 * ((L.vh + 31) / 32 * 32) : L.vh;
+                    const T* links = single ? (const T*)R[r].links_s.data() : (const T*)R[r].links_d.data();
+                    emu_launch(blocks(nthreads, block), block, 0, false, [&] {
+                        stencil(inp[r].data() + inp_off, y ? (*y)[r].data() + y_off : nullptr, out[r].data() + out_off,
+                                links, c, g5, par, L.V, ll[0], ll[1], ll[2], ll[3], split_mask, R[r].anti_lo,
+                                R[r].anti_hi, nullptr, nullptr, nullptr);
+                    });
+                    for (int mu = 0; mu < 4; ++mu) {
+                        if (grid[mu] == 1)
+                            continue;
+                        const auto& recv_lo = send_hi[R[r].bwd[mu]][mu];
+                        const auto& recv_hi = send_lo[R[r].fwd[mu]][mu];
+                        const T* ghost = single ? (const T*)R[r].ghost_s[mu].data() : (const T*)R[r].ghost_d[mu].data();
+                        const size_t threads = 2 * (recv_lo.size() / 6);
+                        emu_launch(blocks(threads, block), block, 0, false, [&] {
+                            exterior(recv_lo.data(), recv_hi.data(), out[r].data() + out_off, links, ghost, c, g5, par,
+                                     mu, R[r].anti_lo, R[r].anti_hi, L.V, ll[0], ll[1], ll[2], ll[3]);
+                        });
+                    }
+                }
+            };
+            // The undecomposed kernel on the whole lattice (same launch as emu_v3eo).
+            auto whole = [&](const std::vector<double2>& inp_c, const std::vector<double2>* y_c, double c, int g5,
+                             int par) {
+                const auto ip = G.to_pm(inp_c);
+                std::vector<T> x(nf), yy(nf), o(nf, from_d<T>(double2{NAN, NAN}));
+                for (size_t k = 0; k < nf; ++k)
+                    x[k] = from_d<T>(ip[k]);
+                if (y_c) {
+                    const auto yp = G.to_pm(*y_c);
+                    for (size_t k = 0; k < nf; ++k)
+                        yy[k] = from_d<T>(yp[k]);
+                }
+                const size_t half = (size_t)12 * G.vh;
+                const size_t in_off = par < 0 ? 0 : (size_t)(1 - par) * half;
+                const size_t y_off = par < 0 ? 0 : (size_t)par * half;
+                const size_t nthreads = par < 0 ? 2 * ((G.vh + 31) / 32 * 32) : G.vh;
+                emu_launch(blocks(nthreads, 96), 96, 0, false, [&] {
+                    stencil(x.data() + in_off, y_c ? yy.data() + y_off : nullptr, o.data(), whole_links, c, g5, par, V,
+                            gl[0], gl[1], gl[2], gl[3], 0, mask, mask, nullptr, nullptr, nullptr);
+                });
+                std::vector<double2> w(nf);
+                for (size_t k = 0; k < nf; ++k)
+                    w[k] = to_d(o[k]);
+                if (par >= 0) {
+                    w.resize(half);
+                    w.resize(nf, double2{0, 0});
+                }
+                return G.from_pm(w, par);
+            };
+            auto x = scatter(psi), yv = scatter(phi);
+            const size_t half = (size_t)12 * L.vh;
+            std::vector<std::vector<T>> out(ranks, std::vector<T>((size_t)L.V * 12)), tmp = out;
+            auto poison = [&](std::vector<std::vector<T>>& f) {
+                for (auto& v : f)
+                    std::fill(v.begin(), v.end(), from_d<T>(double2{NAN, NAN}));
+            };
+            const std::string tag = std::string(gname) + name + " ";
+            // D, g5D (full): y = inp
+            for (int g5 = 0; g5 < 2; ++g5) {
+                poison(out);
+                apply(out, 0, x, 0, &x, 0, -kappa, g5, -1);
+                const auto got = gather(out, -1);
+                report(tag + (g5 ? "g5D full vs CPU" : "D full vs CPU"), rel_diff(got, refs[prec][g5]), tol);
+                report(tag + (g5 ? "g5D full vs undecomposed" : "D full vs undecomposed"),
+                       rel_diff(got, whole(psi, &psi, -kappa, g5, -1)), tol_same);
+            }
+            // Schur (even): tmp_o = H x_e, out_e = [g5] (x_e - kappa^2 H tmp_o); the
+            // rank fields are full, half fields at offsets 0 (even) and half (odd).
+            for (int g5 = 0; g5 < 2; ++g5) {
+                poison(out);
+                poison(tmp);
+                apply(tmp, half, x, 0, nullptr, 0, 1.0, 0, 1);
+                apply(out, 0, tmp, half, &x, 0, -kappa * kappa, g5, 0);
+                for (auto& v : out)
+                    std::fill(v.begin() + half, v.end(), from_d<T>(double2{0, 0}));
+                report(tag + (g5 ? "g5Mee even vs CPU" : "Mee even vs CPU"), rel_diff(gather(out, -1), refs[prec][2 + g5]),
+                       tol);
+            }
+            // hop_xpay even: [g5] (phi_e + 0.37 H psi_o); odd: phi_o - 0.21 H psi_e
+            poison(out);
+            apply(out, 0, x, half, &yv, 0, 0.37, 1, 0);
+            for (auto& v : out)
+                std::fill(v.begin() + half, v.end(), from_d<T>(double2{0, 0}));
+            {
+                const auto got = gather(out, -1);
+                report(tag + "hop_xpay even (c 0.37, g5) vs CPU", rel_diff(got, refs[prec][4]), tol);
+                report(tag + "hop_xpay even vs undecomposed", rel_diff(got, whole(psi, &phi, 0.37, 1, 0)), tol_same);
+            }
+            poison(out);
+            apply(out, half, x, 0, &yv, half, -0.21, 0, 1);
+            for (auto& v : out)
+                std::fill(v.begin(), v.begin() + half, from_d<T>(double2{0, 0}));
+            {
+                const auto got = gather(out, -1);
+                report(tag + "hop_xpay odd (c -0.21) vs CPU", rel_diff(got, refs[prec][5]), tol);
+                report(tag + "hop_xpay odd vs undecomposed", rel_diff(got, whole(psi, &phi, -0.21, 0, 1)), tol_same);
+            }
+        };
+        // Whole-lattice links for the undecomposed reference run.
+        std::vector<double2> wl_d((size_t)V * 36);
+        std::vector<float2> wl_s((size_t)V * 36);
+        emu_launch(blocks((size_t)V * 36, 256), 256, 0, false,
+                   [&] { build_v3_links(canon.data(), wl_d.data(), V, gl[0], gl[1], gl[2], gl[3]); });
+        emu_launch(blocks((size_t)V * 36, 256), 256, 0, false,
+                   [&] { to_single(wl_d.data(), wl_s.data(), (long long)V * 36); });
+        run("double", stencil_v3_d, halo_pack_d, halo_exterior_d, double2{}, 0, false, wl_d.data());
+        run("double r12", stencil_v3_d12, halo_pack_d12, halo_exterior_d12, double2{}, 0, false, wl_d.data());
+        run("single", stencil_v3_s, halo_pack_s, halo_exterior_s, float2{}, 1, true, wl_s.data());
+        run("single r12", stencil_v3_s12, halo_pack_s12, halo_exterior_s12, float2{}, 1, true, wl_s.data());
+    }
+    std::printf("%s\n", failures ? "FAILED" : "all checks passed");
+    return failures ? 1 : 0;
+}
