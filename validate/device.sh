@@ -3,6 +3,7 @@
 # binaries in .device/ (ignored), which the device machine receives with `carry`.
 #   bash validate/device.sh        then:  run  command "bash validate/on-device.sh"  carry [".device"]
 # Stages: qcd-solve (release, debug info stripped) and the GPU test binaries gpu-tests,
+# gpu-decomposed-tests, gpu-nccl-tests,
 # gpu-fast-tests, gpu-fused-tests, gpu-solvers-tests (tests/gpu*.rs, --features gpu-tests).
 set -euo pipefail
 root=$(git rev-parse --show-toplevel)
@@ -23,7 +24,7 @@ cargo test --release --features gpu-tests --no-run --message-format=json 2>/dev/
     python3 -c 'import json,sys
 for line in sys.stdin:
     m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m["target"]["name"] in ("gpu", "gpu_fast", "gpu_fused", "gpu_solvers") and m.get("executable"):
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] in ("gpu", "gpu_fast", "gpu_fused", "gpu_solvers", "gpu_decomposed", "gpu_nccl") and m.get("executable"):
         print(m["target"]["name"], m["executable"])' >"$root/target/gpu-tests.list"
 grep -q '^gpu ' "$root/target/gpu-tests.list" || { echo "gpu test binary not found" >&2; exit 1; }
 

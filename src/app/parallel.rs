@@ -22,7 +22,9 @@ use crate::{Error, Result};
 /// Every rank's partition of the global lattice, in rank order.
 pub fn partitions(global: [usize; 4], grid: [usize; 4]) -> Result<Vec<Partition>> {
     let ranks: usize = grid.iter().product();
-    (0..ranks).map(|r| Partition::new(global, grid, r)).collect()
+    (0..ranks)
+        .map(|r| Partition::new(global, grid, r))
+        .collect()
 }
 
 /// The rank's share of the problem: its sub-lattice of the gauge field and the source.
@@ -54,26 +56,232 @@ pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
         "problem ready, split into sub-lattices"
     );
     match choose_device(c.backend.device)? {
-        Device::Cuda => Err(Error::invalid(
-            "parallel.grid",
-            "a split lattice on the GPU is not wired into the main job yet; run it on the CPU with --device cpu",
-        )),
+        Device::Cuda => run_cuda(cfg, &problem, &parts),
         _ => run_cpu(cfg, &problem, &parts),
     }
+}
+
+/// Run `body(rank)` on a thread per rank; results in rank order. A rank that fails
+/// makes the others fail too (their communication times out), and the first error in
+/// rank order is returned.
+fn rank_threads<T: Send>(ranks: usize, body: impl Fn(usize) -> Result<T> + Sync) -> Result<Vec<T>> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..ranks)
+            .map(|rank| {
+                let body = &body;
+                s.spawn(move || body(rank))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(Error::internal("a rank's thread panicked")))
+            })
+            .collect()
+    })
+}
+
+/// How the ranks of one process reach each other on the GPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Wiring {
+    /// Every rank on GPU 0, faces moved by device copies (`PeerCopies`): one GPU
+    /// visible. NCCL refuses two ranks on one GPU.
+    OneGpu,
+    /// Rank r on GPU r, NCCL between them (faces and global sums).
+    Nccl,
+}
+
+/// Ranks as threads of this process, each with the decomposed 3.0 backend.
+fn run_cuda(cfg: &LoadedConfig, problem: &Problem, parts: &[Partition]) -> Result<SolveReport> {
+    use crate::backend::cuda::{self, CudaBackend};
+    let c = &cfg.config;
+    let opts = super::run::cuda_options(cfg)?;
+    if !opts.version.is_fast_path() {
+        return Err(Error::invalid(
+            "parallel.grid",
+            format!(
+                "a split lattice runs on the GPU with backend.kernel = \"3.0\" only; the seed version {} is single-GPU",
+                opts.version
+            ),
+        ));
+    }
+    let mut plan = SolvePlan::from_config(c, true);
+    if plan.fused {
+        if c.solver.iteration == crate::config::Iteration::Fused {
+            return Err(Error::invalid(
+                "solver.iteration",
+                "the fused CR keeps its scalars on one GPU; on a split lattice CR runs with host scalars (iteration = \"auto\" or \"seed\")",
+            ));
+        }
+        plan.fused = false;
+    }
+    plan.check(crate::backend::Capabilities::of_stencil(opts.version))?;
+    let ranks = parts.len();
+    let gpus = cuda::device_count()?;
+    let wiring = if gpus >= ranks {
+        Wiring::Nccl
+    } else if gpus == 1 {
+        Wiring::OneGpu
+    } else {
+        return Err(Error::invalid(
+            "parallel.grid",
+            format!(
+                "grid {:?} has {ranks} ranks but {gpus} GPUs are visible: use at most {gpus} ranks, or CUDA_VISIBLE_DEVICES=0 to put every rank on one GPU",
+                parts[0].grid
+            ),
+        ));
+    };
+    let local_lattice = parts[0].local_lattice(problem.lattice.boundary)?;
+    match wiring {
+        Wiring::OneGpu => {
+            tracing::warn!(
+                "{ranks} ranks share GPU 0 (one GPU visible): faces move by device copies; a test of the decomposition, not a speed-up"
+            );
+            crate::memory::check_device(&problem.lattice, &opts)?;
+        }
+        Wiring::Nccl => {
+            crate::comms::nccl::require_nccl()?;
+            for g in 0..ranks {
+                crate::memory::check_device(
+                    &local_lattice,
+                    &cuda::CudaOptions {
+                        device: g,
+                        ..opts.clone()
+                    },
+                )?;
+            }
+        }
+    }
+    // Built here, handed to the ranks: the one-GPU wiring's exchange and host comms.
+    let one_gpu = std::sync::Mutex::new(match wiring {
+        Wiring::OneGpu => cuda::PeerCopies::world(ranks)
+            .into_iter()
+            .zip(crate::comms::threads::ThreadComms::world(ranks))
+            .map(Some)
+            .collect(),
+        Wiring::Nccl => Vec::new(),
+    });
+    let id = match wiring {
+        Wiring::Nccl => Some(crate::comms::nccl::new_unique_id()?),
+        Wiring::OneGpu => None,
+    };
+    let per_rank = rank_threads(ranks, |rank| {
+        logged(
+            rank,
+            (|| {
+                let p = &parts[rank];
+                let o = cuda::CudaOptions {
+                    device: if wiring == Wiring::Nccl { rank } else { 0 },
+                    ..opts.clone()
+                };
+                let (comms, exchange): (Box<dyn Comms>, Box<dyn crate::comms::DeviceExchange>) =
+                    match &id {
+                        Some(id) => {
+                            let stream = cuda::stream_on(o.device)?;
+                            let nccl = crate::comms::nccl::NcclComms::new(stream, rank, ranks, id)?;
+                            crate::comms::nccl::SharedNccl::new(nccl).handles()
+                        }
+                        None => {
+                            let (exchange, comms) = one_gpu
+                                .lock()
+                                .map_err(|_| Error::internal("rank wiring lock poisoned"))?[rank]
+                                .take()
+                                .ok_or_else(|| {
+                                    Error::internal("a rank's wiring was taken twice")
+                                })?;
+                            (Box::new(comms), Box::new(exchange))
+                        }
+                    };
+                let local = local_problem(problem, p)?;
+                let mut be = CudaBackend::new_decomposed(
+                    &local.gauge,
+                    local.kappa,
+                    &o,
+                    p.clone(),
+                    exchange,
+                    comms,
+                )?;
+                be.set_halo_timing(true);
+                let r = solve_on_rank(&mut be, &local, &plan, rank)?;
+                let t = be.halo_timings()?.unwrap_or_default();
+                let times = RankTimes {
+                    rank,
+                    coords: p.coords,
+                    pack: t.pack_ms / 1e3,
+                    exchange: t.exchange_ms / 1e3,
+                    interior: t.interior_ms / 1e3,
+                    exterior: t.exterior_ms / 1e3,
+                    wait: t.wait_ms / 1e3,
+                    bytes_exchanged: t.bytes_exchanged,
+                    exchanges: t.applications,
+                    reductions: 0,
+                };
+                let described = format!(
+                    "cuda {} (stencil {}, {} ranks {})",
+                    be.device_name(),
+                    o.version,
+                    ranks,
+                    if wiring == Wiring::Nccl {
+                        "on one GPU each"
+                    } else {
+                        "sharing GPU 0"
+                    }
+                );
+                let comms = match wiring {
+            Wiring::Nccl => format!("nccl {}", crate::comms::nccl::nccl_version()?),
+            Wiring::OneGpu => {
+                "device copies between sub-lattices of GPU 0 (PeerCopies), global sums over threads"
+                    .to_string()
+            }
+        };
+                Ok((r, times, described, comms))
+            })(),
+        )
+    })?;
+    finish_ranks(cfg, problem, parts, per_rank)
 }
 
 /// Ranks as threads, each with the decomposed CPU backend.
 fn run_cpu(cfg: &LoadedConfig, problem: &Problem, parts: &[Partition]) -> Result<SolveReport> {
     let plan = SolvePlan::from_config(&cfg.config, false);
-    let outer = rayon::current_num_threads();
-    let pool = super::run::thread_pool(outer as i64)?;
+    // Each rank its own pool, the threads shared out: a rank blocks in its exchanges, so
+    // ranks sharing one pool could hold every worker while the rank they wait for has
+    // none (a deadlock).
+    let per_rank_threads = (rayon::current_num_threads() / parts.len()).max(1);
     let per_rank = run_ranks(parts.len(), |comms| {
+        let rank = comms.rank();
+        let pool = super::run::thread_pool(per_rank_threads as i64)?;
+        logged(rank, cpu_rank(problem, parts, &plan, &pool, comms))
+    })?;
+    finish_ranks(cfg, problem, parts, per_rank)
+}
+
+/// A rank's error logged where it happens: the others then fail waiting for it, and
+/// their errors would hide the cause.
+fn logged<T>(rank: usize, r: Result<T>) -> Result<T> {
+    if let Err(e) = &r {
+        tracing::error!("rank {rank}: {e}");
+    }
+    r
+}
+
+type RankOutcome = (SolveResult, RankTimes, String, String);
+
+fn cpu_rank(
+    problem: &Problem,
+    parts: &[Partition],
+    plan: &SolvePlan,
+    pool: &rayon::ThreadPool,
+    comms: crate::comms::threads::ThreadComms,
+) -> Result<RankOutcome> {
+    {
         let rank = comms.rank();
         let p = &parts[rank];
         let local = local_problem(problem, p)?;
         pool.install(|| {
             let mut be = DecomposedCpu::new(p.clone(), local.gauge.clone(), local.kappa, comms)?;
-            let r = solve_on_rank(&mut be, &local, &plan, rank)?;
+            let r = solve_on_rank(&mut be, &local, plan, rank)?;
             let halo = be.halo_stats();
             let stats = be.comms().stats();
             let times = RankTimes {
@@ -90,7 +298,16 @@ fn run_cpu(cfg: &LoadedConfig, problem: &Problem, parts: &[Partition]) -> Result
             };
             Ok((r, times, be.describe(), be.comms().describe()))
         })
-    })?;
+    }
+}
+
+/// Gather the ranks' solutions and write rank 0's report with every rank's times.
+fn finish_ranks(
+    cfg: &LoadedConfig,
+    problem: &Problem,
+    parts: &[Partition],
+    per_rank: Vec<RankOutcome>,
+) -> Result<SolveReport> {
     let mut per_rank = per_rank;
     let solutions: Vec<SpinorField> = per_rank
         .iter_mut()

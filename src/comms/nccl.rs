@@ -747,3 +747,68 @@ impl DeviceExchange for NcclComms {
         Ok(())
     }
 }
+
+/// One NCCL communicator serving a rank as both its host `Comms` (global sums) and its
+/// `DeviceExchange` (faces): the two handles share it, one call at a time.
+#[derive(Clone)]
+pub struct SharedNccl(Arc<std::sync::Mutex<NcclComms>>);
+
+impl SharedNccl {
+    pub fn new(comms: NcclComms) -> SharedNccl {
+        SharedNccl(Arc::new(std::sync::Mutex::new(comms)))
+    }
+
+    fn lock(&self) -> Result<std::sync::MutexGuard<'_, NcclComms>> {
+        self.0
+            .lock()
+            .map_err(|_| Error::internal("the NCCL communicator's lock was poisoned"))
+    }
+
+    /// The two handles a decomposed backend takes.
+    pub fn handles(self) -> (Box<dyn Comms>, Box<dyn DeviceExchange>) {
+        (Box::new(self.clone()), Box::new(self))
+    }
+}
+
+impl Comms for SharedNccl {
+    fn rank(&self) -> usize {
+        self.lock().map(|c| Comms::rank(&*c)).unwrap_or(0)
+    }
+    fn size(&self) -> usize {
+        self.lock().map(|c| Comms::size(&*c)).unwrap_or(0)
+    }
+    fn describe(&self) -> String {
+        self.lock()
+            .map(|c| Comms::describe(&*c))
+            .unwrap_or_else(|e| e.to_string())
+    }
+    fn exchange(&mut self, sends: &[Outgoing<'_>], recvs: &mut [Incoming<'_>]) -> Result<()> {
+        self.lock()?.exchange(sends, recvs)
+    }
+    fn all_gather(&mut self, local: &[f64]) -> Result<Vec<f64>> {
+        self.lock()?.all_gather(local)
+    }
+    fn stats(&self) -> CommsStats {
+        self.lock().map(|c| c.stats()).unwrap_or_default()
+    }
+}
+
+impl DeviceExchange for SharedNccl {
+    fn rank(&self) -> usize {
+        Comms::rank(self)
+    }
+    fn size(&self) -> usize {
+        Comms::size(self)
+    }
+    fn describe(&self) -> String {
+        Comms::describe(self)
+    }
+    fn exchange_on(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        sends: &[DeviceMessage],
+        recvs: &[DeviceMessage],
+    ) -> Result<()> {
+        self.lock()?.exchange_on(stream, sends, recvs)
+    }
+}

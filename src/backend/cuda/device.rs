@@ -44,6 +44,21 @@ pub(crate) fn require_driver() -> Result<()> {
     }
 }
 
+/// GPUs visible to this process (an error without a driver).
+pub fn device_count() -> Result<usize> {
+    require_driver()?;
+    cudarc::driver::result::init().map_err(|e| driver_err("initialising the CUDA driver", e))?;
+    let count = CudaContext::device_count().map_err(|e| driver_err("counting GPUs", e))?;
+    Ok(count.max(0) as usize)
+}
+
+/// A new stream on GPU `ordinal`'s primary context (the context its backends use).
+pub fn stream_on(ordinal: usize) -> Result<Arc<cudarc::driver::CudaStream>> {
+    open_context(ordinal)?
+        .new_stream()
+        .map_err(|e| driver_err(&format!("creating a stream on GPU {ordinal}"), e))
+}
+
 /// The primary context of GPU `ordinal`, with a clear error when there is none.
 pub(crate) fn open_context(ordinal: usize) -> Result<Arc<CudaContext>> {
     require_driver()?;
