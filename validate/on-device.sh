@@ -14,6 +14,8 @@
 #   MODE=quick: only the GPU tests and a fresh 16x16x16x32 ablation (tuned) plus its reuse.
 #   MODE=fast: the GPU tests and issue 6's fast path: floors, validate, the options' ablation
 #   and the main job with each option.
+#   MODE=multi: issue 11: the GPU tests (gpu-decomposed, gpu-nccl among them), floor, and the
+#   main job split over sub-lattices of one GPU (t and xt grids) with CR and BiCGStab.
 #   MODE=seam: issue 10 (the solver seam): the GPU tests, validate --kernel all, ablate
 #   (with the per-method table), and every method's time to solution with kernel 3.0 on the
 #   seed's problem and on the thermalised beta 6.0 16^3x32 field at kappa 0.155.
@@ -38,15 +40,49 @@ step() { # name, command...: run it, record its exit code and seconds in status.
     return $rc
 }
 
+# NCCL: never NVLink multicast on the shared hosts; cudarc looks for libnccl.so by that
+# name, the image has libnccl.so.2: link it under the name cudarc knows.
+export NCCL_NVLS_ENABLE=0 NCCL_DEBUG=${NCCL_DEBUG:-WARN}
+nccl_lib=$(ldconfig -p 2>/dev/null | awk '/libnccl\.so\.2/ {print $NF; exit}')
+[ -n "$nccl_lib" ] || nccl_lib=$(find / -name 'libnccl.so.2*' -not -path '/proc/*' 2>/dev/null | head -1)
+if [ -n "$nccl_lib" ]; then
+    mkdir -p /tmp/nccl-link && ln -sf "$nccl_lib" /tmp/nccl-link/libnccl.so
+    export LD_LIBRARY_PATH=/tmp/nccl-link${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+fi
+
 {
 echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+echo "libnccl: ${nccl_lib:-not found}"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv
 nproc
 for t in "$bin"/gpu*-tests; do
-    step "$(basename "$t")" "$t" --test-threads=1
+    step "$(basename "$t")" timeout 400 "$t" --test-threads=1 --nocapture
 done
 step kernels "$q" kernels --check --arch sm_90
-if [ "${MODE:-full}" = fast ]; then
+if [ "${MODE:-full}" = multi ]; then
+    # Issue 11: the split lattice on one GPU (sub-lattices, device copies), its cost, and
+    # the undecomposed 3.0 unchanged (floor).
+    step floor "$q" floor --dims 16,16,16,32 --repeat 200
+    fast="--preconditioning even-odd --precision single-double --reconstruct 12"
+    for g in 1,1,1,1 1,1,1,2 2,1,1,2; do
+        for m in cr bicgstab; do
+            for o in "" "$fast"; do
+                n=$m-${g//,/}$(echo "x$o" | tr -c 'a-z0-9\n' '_' | cut -c1-12)
+                step "grid-$n" timeout 300 "$q" -q configs/16x16x16x32.toml --device cuda --kernel 3.0 --method $m --grid $g $o --output "$big/g-$n"
+                cp "$big/g-$n/16x16x16x32.json" "$res/grid-$n.json"
+            done
+        done
+    done
+    python3 - "$res" <<'PY'
+import json, sys, glob, os
+print(f"{'run':34} {'iter':>5} {'solve s':>8} {'|b-Dx|/|b|':>10} {'max hist diff vs 1111':>22} stop")
+runs = {os.path.basename(f)[5:-5]: json.load(open(f)) for f in sorted(glob.glob(sys.argv[1] + "/grid-*.json"))}
+for n, r in runs.items():
+    ref = runs.get(n.replace(n.split("-")[1], "1111", 1))
+    d = max(abs(a - b) for a, b in zip(r["residual_history"], ref["residual_history"])) if ref else float("nan")
+    print(f"{n:34} {r['iterations']:5} {r['timings']['solve']:8.4f} {r['true_residual_of_d_cpu']:10.2e} {d:22.2e} {r['stop_reason']}")
+PY
+elif [ "${MODE:-full}" = fast ]; then
     # Issue 6: the fast path. Floors, validation of every option, options' time to solution.
     step floor "$q" floor --dims 16,16,16,32 --repeat 300
     step validate-fast-16 "$q" validate configs/16x16x16x32.toml --kernel 1.6.1,3.0
