@@ -209,7 +209,7 @@ pub enum Command {
         #[arg(long)]
         tune_cache: Option<PathBuf>,
         #[command(flatten)]
-        overrides: OverrideArgs,
+        overrides: Box<OverrideArgs>,
     },
     /// Compile every GPU kernel with NVRTC (no GPU needed; CI runs this).
     Kernels {

@@ -94,29 +94,8 @@ enum Wiring {
 
 /// Ranks as threads of this process, each with the decomposed 3.0 backend.
 fn run_cuda(cfg: &LoadedConfig, problem: &Problem, parts: &[Partition]) -> Result<SolveReport> {
-    use crate::backend::cuda::{self, CudaBackend};
-    let c = &cfg.config;
-    let opts = super::run::cuda_options(cfg)?;
-    if !opts.version.is_fast_path() {
-        return Err(Error::invalid(
-            "parallel.grid",
-            format!(
-                "a split lattice runs on the GPU with backend.kernel = \"3.0\" only; the seed version {} is single-GPU",
-                opts.version
-            ),
-        ));
-    }
-    let mut plan = SolvePlan::from_config(c, true);
-    if plan.fused {
-        if c.solver.iteration == crate::config::Iteration::Fused {
-            return Err(Error::invalid(
-                "solver.iteration",
-                "the fused CR keeps its scalars on one GPU; on a split lattice CR runs with host scalars (iteration = \"auto\" or \"seed\")",
-            ));
-        }
-        plan.fused = false;
-    }
-    plan.check(crate::backend::Capabilities::of_stencil(opts.version))?;
+    use crate::backend::cuda;
+    let (opts, plan) = cuda_plan(cfg)?;
     let ranks = parts.len();
     let gpus = cuda::device_count()?;
     let wiring = if gpus >= ranks {
@@ -194,48 +173,11 @@ fn run_cuda(cfg: &LoadedConfig, problem: &Problem, parts: &[Partition]) -> Resul
                         }
                     };
                 let local = local_problem(problem, p)?;
-                let mut be = CudaBackend::new_decomposed(
-                    &local.gauge,
-                    local.kappa,
-                    &o,
-                    p.clone(),
-                    exchange,
-                    comms,
-                )?;
-                be.set_halo_timing(true);
-                let r = solve_on_rank(&mut be, &local, &plan, rank)?;
-                let t = be.halo_timings()?.unwrap_or_default();
-                let times = RankTimes {
-                    rank,
-                    coords: p.coords,
-                    pack: t.pack_ms / 1e3,
-                    exchange: t.exchange_ms / 1e3,
-                    interior: t.interior_ms / 1e3,
-                    exterior: t.exterior_ms / 1e3,
-                    wait: t.wait_ms / 1e3,
-                    bytes_exchanged: t.bytes_exchanged,
-                    exchanges: t.applications,
-                    reductions: 0,
+                let wiring_name = match wiring {
+                    Wiring::Nccl => format!("nccl {}", crate::comms::nccl::nccl_version()?),
+                    Wiring::OneGpu => "device copies between sub-lattices of GPU 0 (PeerCopies), global sums over threads".to_string(),
                 };
-                let described = format!(
-                    "cuda {} (stencil {}, {} ranks {})",
-                    be.device_name(),
-                    o.version,
-                    ranks,
-                    if wiring == Wiring::Nccl {
-                        "on one GPU each"
-                    } else {
-                        "sharing GPU 0"
-                    }
-                );
-                let comms = match wiring {
-            Wiring::Nccl => format!("nccl {}", crate::comms::nccl::nccl_version()?),
-            Wiring::OneGpu => {
-                "device copies between sub-lattices of GPU 0 (PeerCopies), global sums over threads"
-                    .to_string()
-            }
-        };
-                Ok((r, times, described, comms))
+                cuda_rank(&local, p, &o, &plan, comms, exchange, wiring_name)
             })(),
         )
     })?;
@@ -255,6 +197,34 @@ fn run_cpu(cfg: &LoadedConfig, problem: &Problem, parts: &[Partition]) -> Result
         logged(rank, cpu_rank(problem, parts, &plan, &pool, comms))
     })?;
     finish_ranks(cfg, problem, parts, per_rank)
+}
+
+/// The CUDA options and the solve plan of a split lattice: kernel 3.0, and CR with host
+/// scalars (the fused CR keeps its scalars on one GPU).
+fn cuda_plan(cfg: &LoadedConfig) -> Result<(crate::backend::cuda::CudaOptions, SolvePlan)> {
+    let c = &cfg.config;
+    let opts = super::run::cuda_options(cfg)?;
+    if !opts.version.is_fast_path() {
+        return Err(Error::invalid(
+            "parallel.grid",
+            format!(
+                "a split lattice runs on the GPU with backend.kernel = \"3.0\" only; the seed version {} is single-GPU",
+                opts.version
+            ),
+        ));
+    }
+    let mut plan = SolvePlan::from_config(c, true);
+    if plan.fused {
+        if c.solver.iteration == crate::config::Iteration::Fused {
+            return Err(Error::invalid(
+                "solver.iteration",
+                "the fused CR keeps its scalars on one GPU; on a split lattice CR runs with host scalars (iteration = \"auto\" or \"seed\")",
+            ));
+        }
+        plan.fused = false;
+    }
+    plan.check(crate::backend::Capabilities::of_stencil(opts.version))?;
+    Ok((opts, plan))
 }
 
 /// A rank's error logged where it happens: the others then fail waiting for it, and
@@ -323,4 +293,286 @@ fn finish_ranks(
         ranks,
     };
     finish_run(cfg, problem, &result, &described, None, Some(parallel))
+}
+
+/// One rank's decomposed GPU solve of its share `local` of the problem: the body shared
+/// by ranks as threads (one process) and ranks as processes (a launcher).
+fn cuda_rank(
+    local: &Problem,
+    p: &Partition,
+    o: &crate::backend::cuda::CudaOptions,
+    plan: &SolvePlan,
+    comms: Box<dyn Comms>,
+    exchange: Box<dyn crate::comms::DeviceExchange>,
+    wiring: String,
+) -> Result<RankOutcome> {
+    let rank = p.rank();
+    let mut be = crate::backend::cuda::CudaBackend::new_decomposed(
+        &local.gauge,
+        local.kappa,
+        o,
+        p.clone(),
+        exchange,
+        comms,
+    )?;
+    be.set_halo_timing(true);
+    let r = solve_on_rank(&mut be, local, plan, rank)?;
+    let t = be.halo_timings()?.unwrap_or_default();
+    let times = RankTimes {
+        rank,
+        coords: p.coords,
+        pack: t.pack_ms / 1e3,
+        exchange: t.exchange_ms / 1e3,
+        interior: t.interior_ms / 1e3,
+        exterior: t.exterior_ms / 1e3,
+        wait: t.wait_ms / 1e3,
+        bytes_exchanged: t.bytes_exchanged,
+        exchanges: t.applications,
+        reductions: 0,
+    };
+    let described = format!(
+        "cuda {} (stencil {}, rank {rank} of {}, GPU {})",
+        be.device_name(),
+        o.version,
+        p.ranks(),
+        o.device
+    );
+    Ok((r, times, described, wiring))
+}
+
+/// Links as reals: 18 per link (row-major, re then im), 4 links per site.
+fn links_to_reals(links: &[crate::field::su3::Su3]) -> Vec<f64> {
+    links
+        .iter()
+        .flat_map(|u| u.0.iter().flatten().flat_map(|z| [z.re, z.im]))
+        .collect()
+}
+
+fn reals_to_links(r: &[f64]) -> Vec<crate::field::su3::Su3> {
+    r.chunks_exact(18)
+        .map(|c| {
+            crate::field::su3::Su3(std::array::from_fn(|i| {
+                std::array::from_fn(|k| {
+                    crate::field::C64::new(c[2 * (3 * i + k)], c[2 * (3 * i + k) + 1])
+                })
+            }))
+        })
+        .collect()
+}
+
+fn spinor_to_reals(s: &SpinorField) -> Vec<f64> {
+    s.data.iter().flat_map(|z| [z.re, z.im]).collect()
+}
+
+fn reals_to_spinor(r: &[f64]) -> SpinorField {
+    SpinorField {
+        data: r
+            .chunks_exact(2)
+            .map(|c| crate::field::C64::new(c[0], c[1]))
+            .collect(),
+    }
+}
+
+/// Message tags of the launched mode's set-up and gather.
+const TAG_LINKS: u32 = 1 << 20;
+const TAG_SOURCE: u32 = TAG_LINKS + 1;
+const TAG_SOLUTION: u32 = TAG_LINKS + 2;
+
+/// One process per GPU, started by a launcher (RANK, WORLD_SIZE, LOCAL_RANK,
+/// QCD_SOLVE_MASTER): NCCL between the processes, its id shared through the rendezvous.
+/// Rank 0 reads and verifies the problem once and sends every rank its sub-lattice; the
+/// solution comes back to rank 0, which writes the outputs. The other ranks print nothing.
+pub fn run_launched(
+    cfg: &LoadedConfig,
+    launch: &crate::comms::launch::Launch,
+) -> Result<SolveReport> {
+    use crate::backend::cuda;
+    use crate::comms::nccl::{NcclComms, SharedNccl};
+    let c = &cfg.config;
+    let grid = c.parallel.grid();
+    let ranks: usize = grid.iter().product();
+    if ranks != launch.size {
+        return Err(Error::invalid(
+            "parallel.grid",
+            format!(
+                "grid {grid:?} has {ranks} ranks but the launcher ({}) started {} processes",
+                launch.launcher, launch.size
+            ),
+        ));
+    }
+    if choose_device(c.backend.device)? != Device::Cuda {
+        return Err(Error::invalid(
+            "backend.device",
+            "one process per rank needs a GPU per process (NCCL); on the CPU the ranks are threads of one process: run without the launcher",
+        ));
+    }
+    let (opts, plan) = cuda_plan(cfg)?;
+    let opts = cuda::CudaOptions {
+        device: launch.local_rank,
+        ..opts
+    };
+    let lattice = cfg.lattice()?;
+    let parts = partitions(lattice.dims, grid)?;
+    let rank = launch.rank;
+    let p = &parts[rank];
+    crate::memory::check_device(&p.local_lattice(lattice.boundary)?, &opts)?;
+    let stream = cuda::stream_on(opts.device)?;
+    let nccl = SharedNccl::new(NcclComms::from_launch(stream, Some(launch))?);
+    let mut io: Box<dyn Comms> = Box::new(nccl.clone());
+    // Rank 0: the problem, read and verified once, and every rank's share sent.
+    let global = if rank == 0 {
+        let problem = build_problem(cfg)?;
+        let shares: Vec<(Vec<f64>, Vec<f64>)> = parts[1..]
+            .iter()
+            .map(|q| {
+                Ok((
+                    links_to_reals(&cpu_decomposed::scatter_gauge(&problem.gauge, q)?.links),
+                    spinor_to_reals(&cpu_decomposed::scatter_spinor(&problem.source, q)?),
+                ))
+            })
+            .collect::<Result<_>>()?;
+        let sends: Vec<crate::comms::Outgoing> = shares
+            .iter()
+            .enumerate()
+            .flat_map(|(i, (links, source))| {
+                [
+                    crate::comms::Outgoing {
+                        to: i + 1,
+                        tag: TAG_LINKS,
+                        data: links,
+                    },
+                    crate::comms::Outgoing {
+                        to: i + 1,
+                        tag: TAG_SOURCE,
+                        data: source,
+                    },
+                ]
+            })
+            .collect();
+        io.exchange(&sends, &mut [])?;
+        Some(problem)
+    } else {
+        None
+    };
+    let local = match &global {
+        Some(problem) => local_problem(problem, p)?,
+        None => {
+            let l = p.local_lattice(lattice.boundary)?;
+            let mut links = vec![0.0; l.volume() * 4 * 18];
+            let mut source = vec![0.0; l.volume() * 24];
+            io.exchange(
+                &[],
+                &mut [
+                    crate::comms::Incoming {
+                        from: 0,
+                        tag: TAG_LINKS,
+                        data: &mut links,
+                    },
+                    crate::comms::Incoming {
+                        from: 0,
+                        tag: TAG_SOURCE,
+                        data: &mut source,
+                    },
+                ],
+            )?;
+            let gauge = crate::field::GaugeField {
+                lattice: l.clone(),
+                links: reals_to_links(&links),
+            };
+            Problem {
+                plaquette: gauge.plaquette(),
+                link_trace: gauge.link_trace(),
+                lattice: l,
+                gauge,
+                gauge_description: format!("rank {rank}'s share, from rank 0"),
+                gauge_reunitarised: None,
+                kappa: c.dirac.kappa,
+                operator: c.solver.operator(),
+                source: reals_to_spinor(&source),
+                source_description: format!("rank {rank}'s share, from rank 0"),
+                setup_seconds: 0.0,
+            }
+        }
+    };
+    let wiring = format!(
+        "nccl {} ({} processes, {})",
+        crate::comms::nccl::nccl_version()?,
+        launch.size,
+        launch.launcher
+    );
+    let (comms, exchange) = nccl.handles();
+    let (result, times, described, wiring) =
+        cuda_rank(&local, p, &opts, &plan, comms, exchange, wiring)?;
+    // Every rank's times to every rank (one all-gather), the solution to rank 0.
+    let mine = [
+        times.pack,
+        times.exchange,
+        times.interior,
+        times.exterior,
+        times.wait,
+        times.bytes_exchanged as f64,
+        times.exchanges as f64,
+    ];
+    let all = io.all_gather(&mine)?;
+    let ranks_times: Vec<RankTimes> = all
+        .chunks_exact(mine.len())
+        .zip(&parts)
+        .map(|(t, q)| RankTimes {
+            rank: q.rank(),
+            coords: q.coords,
+            pack: t[0],
+            exchange: t[1],
+            interior: t[2],
+            exterior: t[3],
+            wait: t[4],
+            bytes_exchanged: t[5] as u64,
+            exchanges: t[6] as u64,
+            reductions: 0,
+        })
+        .collect();
+    let Some(problem) = global else {
+        let x = spinor_to_reals(&result.solution);
+        io.exchange(
+            &[crate::comms::Outgoing {
+                to: 0,
+                tag: TAG_SOLUTION,
+                data: &x,
+            }],
+            &mut [],
+        )?;
+        return Ok(crate::report::build(
+            cfg,
+            &local,
+            &result,
+            &described,
+            f64::NAN,
+            None,
+        ));
+    };
+    let mut received: Vec<Vec<f64>> = parts[1..]
+        .iter()
+        .map(|q| vec![0.0; q.local_dims().iter().product::<usize>() * 24])
+        .collect();
+    let mut recvs: Vec<crate::comms::Incoming> = received
+        .iter_mut()
+        .enumerate()
+        .map(|(i, data)| crate::comms::Incoming {
+            from: i + 1,
+            tag: TAG_SOLUTION,
+            data,
+        })
+        .collect();
+    io.exchange(&[], &mut recvs)?;
+    drop(recvs);
+    let mut solutions = vec![result.solution.clone()];
+    solutions.extend(received.iter().map(|r| reals_to_spinor(r)));
+    let mut result = result;
+    result.solution = cpu_decomposed::gather_spinor(&solutions, &parts)?;
+    let parallel = ParallelReport {
+        grid,
+        local: p.local_dims(),
+        comms: wiring,
+        ranks: ranks_times,
+    };
+    finish_run(cfg, &problem, &result, &described, None, Some(parallel))
 }

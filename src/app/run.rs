@@ -229,6 +229,9 @@ pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
     crate::memory::check_run(cfg)?;
     crate::app::outputs::prepare(cfg)?;
     let pool = thread_pool(c.backend.threads)?;
+    if let Some(launch) = crate::comms::launch::Launch::from_env()?.filter(|l| l.size > 1) {
+        return pool.install(|| crate::app::parallel::run_launched(cfg, &launch));
+    }
     if c.parallel.is_decomposed() {
         return pool.install(|| crate::app::parallel::run(cfg));
     }

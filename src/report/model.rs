@@ -9,6 +9,7 @@
 //!   t_comm = sum over split directions of 2 faces x face bytes / bandwidth + latency.
 //! Per iteration: t_iter = t_iter,1 + applications x (t_split - t_dslash,1)
 //!   + reductions x t_allreduce(ranks).
+//!
 //! Measured times are for a reference local volume; a prediction at another local volume
 //! scales volume terms by the volume ratio and face terms by the face-area ratio.
 

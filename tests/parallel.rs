@@ -1,0 +1,134 @@
+//! The main job on a split lattice (issue 11), end to end through the binary on the CPU
+//! (ranks as threads over the decomposed CPU backend). Expected values come from the same
+//! binary solving the same problem undecomposed (grid 1,1,1,1): the decomposition changes
+//! only the order of additions inside the operator's faces and the reductions' partials.
+
+use std::path::Path;
+use std::process::Command;
+
+fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_qcd-solve"));
+    c.arg("--quiet")
+        .env_remove("RANK")
+        .env_remove("WORLD_SIZE")
+        .env_remove("LOCAL_RANK")
+        .env_remove("QCD_SOLVE_MASTER");
+    c
+}
+
+const CONFIG: &str =
+    "[lattice]\nLX = 8\nLY = 4\nLZ = 4\nLT = 8\n\n[gauge]\ntype = \"random\"\nseed = 5\n\n\
+[dirac]\nkappa = 0.12\n\n[source]\ntype = \"random\"\nseed = 9\n\n[solver]\ntolerance = 1e-10\n\n\
+[backend]\ndevice = \"cpu\"\n\n[output]\nreport = \"r.json\"\nsolution = \"x.npy\"\n";
+
+fn solve(dir: &Path, name: &str, args: &[&str]) -> serde_json::Value {
+    let cfg = dir.join("run.toml");
+    std::fs::write(&cfg, CONFIG).unwrap();
+    let out_dir = dir.join(name);
+    let out = bin()
+        .arg(&cfg)
+        .args(args)
+        .arg("--output")
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(&std::fs::read_to_string(out_dir.join("r.json")).unwrap()).unwrap()
+}
+
+fn history(r: &serde_json::Value) -> Vec<f64> {
+    r["residual_history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect()
+}
+
+#[test]
+fn split_solves_match_the_undecomposed_one() {
+    let dir = tempfile::tempdir().unwrap();
+    for (method, extra) in [
+        ("cr", &[][..]),
+        ("bicgstab", &[][..]),
+        ("cr", &["--preconditioning", "even-odd"][..]),
+        ("bicgstab", &["--preconditioning", "even-odd"][..]),
+    ] {
+        let mut base = vec!["--method", method];
+        base.extend_from_slice(extra);
+        let one = solve(dir.path(), &format!("{method}-one"), &base);
+        assert!(one["parallel"].is_null());
+        for grid in ["1,1,1,2", "2,1,1,2"] {
+            let mut args = base.clone();
+            args.extend_from_slice(&["--grid", grid]);
+            let split = solve(dir.path(), &format!("{method}-{grid}"), &args);
+            assert_eq!(split["iterations"], one["iterations"], "{args:?}");
+            let (a, b) = (history(&one), history(&split));
+            let worst = a
+                .iter()
+                .zip(&b)
+                .map(|(x, y)| (x - y).abs())
+                .fold(0.0, f64::max);
+            // Rounding of a different summation order: 1e-12 absolute on ||r||/||b||.
+            assert!(worst <= 1e-12, "{args:?}: history differs by {worst:e}");
+            assert!(split["true_residual_of_d_cpu"].as_f64().unwrap() <= 1e-10);
+            let ranks = split["parallel"]["ranks"].as_array().unwrap();
+            let expect = if grid == "1,1,1,2" { 2 } else { 4 };
+            assert_eq!(ranks.len(), expect);
+            assert!(ranks
+                .iter()
+                .all(|r| r["bytes_exchanged"].as_u64().unwrap() > 0));
+            println!(
+                "{method} {extra:?} grid {grid}: {} iterations, history {worst:.1e}",
+                split["iterations"]
+            );
+        }
+    }
+}
+
+#[test]
+fn launcher_mistakes_are_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("run.toml");
+    std::fs::write(&cfg, CONFIG).unwrap();
+    for (env, grid, expect) in [
+        (
+            &[("RANK", "0"), ("WORLD_SIZE", "2")][..],
+            "1,1,1,2",
+            "QCD_SOLVE_MASTER",
+        ),
+        (
+            &[
+                ("RANK", "0"),
+                ("WORLD_SIZE", "2"),
+                ("QCD_SOLVE_MASTER", "127.0.0.1:1"),
+            ][..],
+            "1,1,1,1",
+            "has 1 ranks but the launcher (torchrun) started 2 processes",
+        ),
+        (
+            &[
+                ("RANK", "0"),
+                ("WORLD_SIZE", "2"),
+                ("QCD_SOLVE_MASTER", "127.0.0.1:1"),
+            ][..],
+            "1,1,1,2",
+            "one process per rank needs a GPU per process",
+        ),
+        (&[("RANK", "3"), ("WORLD_SIZE", "2")][..], "1,1,1,2", "RANK"),
+    ] {
+        let mut c = bin();
+        c.arg(&cfg).args(["--grid", grid]);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let out = c.output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{env:?}: {err}");
+        assert!(err.contains(expect), "{env:?}: `{err}` lacks `{expect}`");
+    }
+}
