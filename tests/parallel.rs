@@ -132,3 +132,51 @@ fn launcher_mistakes_are_refused_by_name() {
         assert!(err.contains(expect), "{env:?}: `{err}` lacks `{expect}`");
     }
 }
+
+#[test]
+fn scale_over_ranks_writes_strong_and_weak_tables_and_charts() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("run.toml");
+    std::fs::write(&cfg, CONFIG).unwrap();
+    let out = dir.path().join("scale");
+    let run = bin()
+        .arg("scale")
+        .arg(&cfg)
+        .args(["--gpus", "1,2", "--device", "cpu", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    for f in [
+        "scale-ranks.csv",
+        "scale-ranks.json",
+        "scale-strong.svg",
+        "scale-weak.png",
+    ] {
+        assert!(out.join(f).is_file(), "{f}");
+    }
+    let rows: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(out.join("scale-ranks.json")).unwrap())
+            .unwrap();
+    assert_eq!(rows.len(), 4);
+    // Strong scaling solves one problem: the split changes only rounding, so the
+    // iteration count is the same (the first row is the reference: speed-up 1 exactly).
+    assert_eq!(rows[0]["iterations"], rows[1]["iterations"]);
+    assert_eq!(rows[0]["speedup"].as_f64(), Some(1.0));
+    // Weak scaling doubles LT with the ranks.
+    assert_eq!(rows[3]["lattice"][3].as_u64(), Some(16));
+    // A count the lattice cannot split into is refused by its flag.
+    let bad = bin()
+        .arg("scale")
+        .arg(&cfg)
+        .args(["--gpus", "3", "--device", "cpu", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--gpus"));
+}

@@ -260,6 +260,13 @@ pub enum Command {
         /// Thread counts, e.g. 1,2,4.
         #[arg(long, value_delimiter = ',', default_value = "1,2")]
         threads: Vec<usize>,
+        /// Rank (GPU) counts, e.g. 1,2: strong and weak scaling of the split solve (t
+        /// split) in place of the thread scaling. On one visible GPU the ranks share it.
+        #[arg(long, value_delimiter = ',')]
+        gpus: Option<Vec<usize>>,
+        /// auto, cpu or cuda for --gpus (overrides [backend] device).
+        #[arg(long)]
+        device: Option<Device>,
         /// Solves per count (median reported), at least 1.
         #[arg(long, default_value_t = 1, value_parser = at_least_one)]
         repeat: usize,
@@ -425,10 +432,19 @@ pub fn dispatch(cli: Cli) -> Result<()> {
         Some(Command::Scale {
             config,
             threads,
+            gpus,
+            device,
             repeat,
             out,
         }) => {
-            let cfg = load_config(Some(&config), &OverrideArgs::default())?;
+            let o = OverrideArgs {
+                device,
+                ..OverrideArgs::default()
+            };
+            let cfg = load_config(Some(&config), &o)?;
+            if let Some(gpus) = gpus {
+                return crate::app::scale::run_ranks(&cfg, &gpus, repeat, &out);
+            }
             for &n in &threads {
                 crate::threads::check(n.min(i64::MAX as usize) as i64, "--threads")?;
             }

@@ -55,9 +55,35 @@ pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
         ranks = parts.len(),
         "problem ready, split into sub-lattices"
     );
-    match choose_device(c.backend.device)? {
-        Device::Cuda => run_cuda(cfg, &problem, &parts),
-        _ => run_cpu(cfg, &problem, &parts),
+    let split = solve_split(cfg, &problem, &parts)?;
+    finish_run(
+        cfg,
+        &problem,
+        &split.result,
+        &split.described,
+        None,
+        Some(split.parallel),
+    )
+}
+
+/// A split solve's outcome: the gathered solution and rank 0's counts, the backend's
+/// description, and every rank's times.
+pub struct SplitSolve {
+    pub result: SolveResult,
+    pub described: String,
+    pub parallel: ParallelReport,
+}
+
+/// Solve `problem` split as `parts` says, with ranks as threads of this process, on the
+/// config's device (no outputs written).
+pub fn solve_split(
+    cfg: &LoadedConfig,
+    problem: &Problem,
+    parts: &[Partition],
+) -> Result<SplitSolve> {
+    match choose_device(cfg.config.backend.device)? {
+        Device::Cuda => run_cuda(cfg, problem, parts),
+        _ => run_cpu(cfg, problem, parts),
     }
 }
 
@@ -93,7 +119,7 @@ enum Wiring {
 }
 
 /// Ranks as threads of this process, each with the decomposed 3.0 backend.
-fn run_cuda(cfg: &LoadedConfig, problem: &Problem, parts: &[Partition]) -> Result<SolveReport> {
+fn run_cuda(cfg: &LoadedConfig, problem: &Problem, parts: &[Partition]) -> Result<SplitSolve> {
     use crate::backend::cuda;
     let (opts, plan) = cuda_plan(cfg)?;
     let ranks = parts.len();
@@ -181,11 +207,11 @@ fn run_cuda(cfg: &LoadedConfig, problem: &Problem, parts: &[Partition]) -> Resul
             })(),
         )
     })?;
-    finish_ranks(cfg, problem, parts, per_rank)
+    finish_ranks(parts, per_rank)
 }
 
 /// Ranks as threads, each with the decomposed CPU backend.
-fn run_cpu(cfg: &LoadedConfig, problem: &Problem, parts: &[Partition]) -> Result<SolveReport> {
+fn run_cpu(cfg: &LoadedConfig, problem: &Problem, parts: &[Partition]) -> Result<SplitSolve> {
     let plan = SolvePlan::from_config(&cfg.config, false);
     // Each rank its own pool, the threads shared out: a rank blocks in its exchanges, so
     // ranks sharing one pool could hold every worker while the rank they wait for has
@@ -196,7 +222,7 @@ fn run_cpu(cfg: &LoadedConfig, problem: &Problem, parts: &[Partition]) -> Result
         let pool = super::run::thread_pool(per_rank_threads as i64)?;
         logged(rank, cpu_rank(problem, parts, &plan, &pool, comms))
     })?;
-    finish_ranks(cfg, problem, parts, per_rank)
+    finish_ranks(parts, per_rank)
 }
 
 /// The CUDA options and the solve plan of a split lattice: kernel 3.0, and CR with host
@@ -272,12 +298,7 @@ fn cpu_rank(
 }
 
 /// Gather the ranks' solutions and write rank 0's report with every rank's times.
-fn finish_ranks(
-    cfg: &LoadedConfig,
-    problem: &Problem,
-    parts: &[Partition],
-    per_rank: Vec<RankOutcome>,
-) -> Result<SolveReport> {
+fn finish_ranks(parts: &[Partition], per_rank: Vec<RankOutcome>) -> Result<SplitSolve> {
     let mut per_rank = per_rank;
     let solutions: Vec<SpinorField> = per_rank
         .iter_mut()
@@ -292,7 +313,11 @@ fn finish_ranks(
         comms,
         ranks,
     };
-    finish_run(cfg, problem, &result, &described, None, Some(parallel))
+    Ok(SplitSolve {
+        result,
+        described,
+        parallel,
+    })
 }
 
 /// One rank's decomposed GPU solve of its share `local` of the problem: the body shared

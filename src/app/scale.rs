@@ -134,3 +134,203 @@ pub fn run(cfg: &LoadedConfig, threads: &[usize], repeat: usize, out: &Path) -> 
     }
     Ok(())
 }
+
+/// One point of `scale --gpus`: the solve split over `ranks` sub-lattices (t split).
+#[derive(Clone, Debug, Serialize)]
+pub struct RankRow {
+    pub kind: &'static str,
+    pub ranks: usize,
+    pub grid: [usize; 4],
+    pub lattice: [usize; 4],
+    pub iterations: usize,
+    /// Median solve time over the repeats.
+    pub seconds: f64,
+    pub seconds_per_iteration: f64,
+    /// Strong: t(first) / t(this); weak: the same per iteration.
+    pub speedup: f64,
+    /// Strong: speedup / (ranks / first ranks); weak: t_iter(first) / t_iter(this).
+    pub efficiency: f64,
+    /// Rank 0's halo times over the solve (s): pack, exchange, interior, exterior, wait.
+    pub rank0_halo: [f64; 5],
+    pub comms: String,
+}
+
+/// Strong scaling (the config's lattice) and weak scaling (LT times the ranks) of the
+/// split solve over `counts` ranks, t split, on the config's device (ranks as threads:
+/// rank r on GPU r with NCCL, or every rank on GPU 0 when one GPU is visible; threads
+/// of the CPU).
+pub fn measure_ranks(cfg: &LoadedConfig, counts: &[usize], repeat: usize) -> Result<Vec<RankRow>> {
+    if counts.is_empty() || counts.contains(&0) {
+        return Err(Error::invalid(
+            "--gpus",
+            format!("needs one or more counts >= 1, got {counts:?}"),
+        ));
+    }
+    let mut rows = Vec::new();
+    for kind in ["strong", "weak"] {
+        let mut first: Option<(f64, f64, usize)> = None;
+        for &n in counts {
+            let mut c = cfg.clone();
+            if kind == "weak" {
+                c.config.lattice.lt *= n as i64;
+            }
+            c.config.parallel.grid = [1, 1, 1, n as i64];
+            c.config.parallel.gpus = None;
+            let problem = build_problem(&c)?;
+            let grid = [1, 1, 1, n];
+            let parts =
+                crate::app::parallel::partitions(problem.lattice.dims, grid).map_err(|e| {
+                    Error::invalid("--gpus", format!("{kind} scaling on {n} ranks: {e}"))
+                })?;
+            let mut times = Vec::new();
+            let mut last = None;
+            for _ in 0..repeat.max(1) {
+                let s = crate::app::parallel::solve_split(&c, &problem, &parts)?;
+                times.push(s.result.timings.solve);
+                last = Some(s);
+            }
+            let s = last.expect("at least one repeat");
+            times.sort_by(f64::total_cmp);
+            let seconds = times[times.len() / 2];
+            let iterations = s.result.iterations;
+            let per_iter = seconds / iterations.max(1) as f64;
+            let (t0, it0, n0) = *first.get_or_insert((seconds, per_iter, n));
+            let (speedup, efficiency) = if kind == "strong" {
+                let sp = t0 / seconds;
+                (sp, sp / (n as f64 / n0 as f64))
+            } else {
+                (it0 / per_iter * (n as f64 / n0 as f64), it0 / per_iter)
+            };
+            let r0 = &s.parallel.ranks[0];
+            rows.push(RankRow {
+                kind,
+                ranks: n,
+                grid,
+                lattice: problem.lattice.dims,
+                iterations,
+                seconds,
+                seconds_per_iteration: per_iter,
+                speedup,
+                efficiency,
+                rank0_halo: [r0.pack, r0.exchange, r0.interior, r0.exterior, r0.wait],
+                comms: s.parallel.comms.clone(),
+            });
+            tracing::info!(kind, ranks = n, seconds, "scale point done");
+        }
+    }
+    Ok(rows)
+}
+
+pub fn rank_table(rows: &[RankRow]) -> String {
+    let mut s = format!(
+        "{:>6} {:>5} {:>14} {:>6} {:>10} {:>12} {:>8} {:>10}  rank 0 pack/exchange/interior/exterior/wait (ms)\n",
+        "kind", "ranks", "lattice", "iter", "solve (s)", "ms/iter", "speed-up", "efficiency"
+    );
+    for r in rows {
+        let l = r.lattice;
+        let h = r.rank0_halo.map(|v| format!("{:.1}", 1e3 * v)).join("/");
+        s.push_str(&format!(
+            "{:>6} {:>5} {:>14} {:>6} {:>10.4} {:>12.3} {:>8.2} {:>9.0}%  {h}\n",
+            r.kind,
+            r.ranks,
+            format!("{}x{}x{}x{}", l[0], l[1], l[2], l[3]),
+            r.iterations,
+            r.seconds,
+            1e3 * r.seconds_per_iteration,
+            r.speedup,
+            100.0 * r.efficiency
+        ));
+    }
+    s
+}
+
+/// `scale --gpus`: print the strong and weak tables and write `scale-ranks.csv`,
+/// `scale-ranks.json` and the charts `scale-strong` and `scale-weak` (.svg/.png).
+pub fn run_ranks(cfg: &LoadedConfig, counts: &[usize], repeat: usize, out: &Path) -> Result<()> {
+    crate::app::outputs::prepare_folders(&[&out.join("scale-ranks.csv")])?;
+    let rows = measure_ranks(cfg, counts, repeat)?;
+    let loud = !crate::report::progress::is_quiet();
+    if loud {
+        println!(
+            "Scaling of the split solve over ranks (t split), {}: {}",
+            cfg.source_name,
+            rows.first().map(|r| r.comms.as_str()).unwrap_or("")
+        );
+        print!("{}", rank_table(&rows));
+    }
+    let mut csv = String::from(
+        "kind,ranks,lattice,iterations,seconds,seconds_per_iteration,speedup,efficiency,pack,exchange,interior,exterior,wait\n",
+    );
+    for r in &rows {
+        let l = r.lattice;
+        csv.push_str(&format!(
+            "{},{},{}x{}x{}x{},{},{:.6},{:.6e},{:.4},{:.4},{}\n",
+            r.kind,
+            r.ranks,
+            l[0],
+            l[1],
+            l[2],
+            l[3],
+            r.iterations,
+            r.seconds,
+            r.seconds_per_iteration,
+            r.speedup,
+            r.efficiency,
+            r.rank0_halo.map(|v| format!("{v:.6}")).join(",")
+        ));
+    }
+    crate::io::write_atomic(&out.join("scale-ranks.csv"), csv.as_bytes())?;
+    let json = serde_json::to_vec_pretty(&rows).expect("rows serialise");
+    crate::io::write_atomic(&out.join("scale-ranks.json"), &json)?;
+    let mut files = Vec::new();
+    for (kind, title, y) in [
+        ("strong", "Strong scaling of the split solve", "speed-up"),
+        ("weak", "Weak scaling of the split solve", "efficiency"),
+    ] {
+        let pts: Vec<&RankRow> = rows.iter().filter(|r| r.kind == kind).collect();
+        let n0 = pts[0].ranks as f64;
+        let measured: Vec<(f64, f64)> = pts
+            .iter()
+            .map(|r| {
+                (
+                    r.ranks as f64,
+                    if kind == "strong" {
+                        r.speedup
+                    } else {
+                        r.efficiency
+                    },
+                )
+            })
+            .collect();
+        let ideal: Vec<(f64, f64)> = pts
+            .iter()
+            .map(|r| {
+                (
+                    r.ranks as f64,
+                    if kind == "strong" {
+                        r.ranks as f64 / n0
+                    } else {
+                        1.0
+                    },
+                )
+            })
+            .collect();
+        files.extend(charts::draw(
+            &out.join(format!("scale-{kind}")),
+            &Chart::Lines {
+                title,
+                x_label: "ranks (GPUs)",
+                y_label: y,
+                series: &[("measured".into(), measured), ("ideal".into(), ideal)],
+                log_y: false,
+            },
+        )?);
+    }
+    if loud {
+        for f in files {
+            println!("wrote {}", f.display());
+        }
+        println!("wrote {}", out.join("scale-ranks.csv").display());
+    }
+    Ok(())
+}
