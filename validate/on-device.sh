@@ -82,6 +82,19 @@ for n, r in runs.items():
     d = max(abs(a - b) for a, b in zip(r["residual_history"], ref["residual_history"])) if ref else float("nan")
     print(f"{n:34} {r['iterations']:5} {r['timings']['solve']:8.4f} {r['true_residual_of_d_cpu']:10.2e} {d:22.2e} {r['stop_reason']}")
 PY
+elif [ "${MODE:-full}" = scale ]; then
+    # Issue 11: the model's inputs at 32^3x64 (floor, halo cost) and scale --gpus on the one
+    # GPU (both ranks share it: the mechanism, not a speed-up).
+    step floor-32 "$q" floor --dims 32,32,32,64 --repeat 50
+    d=32x32x32x64
+    sed -e 's/^kernel = .*/kernel = "3.0"\nreconstruct = 12/' -e 's/^\[solver\]/[solver]\nmethod = "bicgstab"\npreconditioning = "even-odd"\nprecision = "single-double"/' \
+        configs/$d.toml >"$big/$d-fast.toml"
+    step scale-32 "$q" scale "$big/$d-fast.toml" --gpus 1,2 --device cuda --out "$res/scale-$d"
+    fast="--preconditioning even-odd --precision single-double --reconstruct 12"
+    for g in 1,1,1,1 1,1,1,2; do
+        step "split-$d-${g//,/}" "$q" -q configs/$d.toml --device cuda --kernel 3.0 --method bicgstab $fast --grid $g --output "$big/sp-${g//,/}"
+        cp "$big/sp-${g//,/}/$d.json" "$res/split-$d-${g//,/}.json"
+    done
 elif [ "${MODE:-full}" = fast ]; then
     # Issue 6: the fast path. Floors, validation of every option, options' time to solution.
     step floor "$q" floor --dims 16,16,16,32 --repeat 300
