@@ -2,6 +2,7 @@
 
 pub mod gamma;
 pub mod gauge;
+pub mod scatter;
 pub mod spinor;
 pub mod su3;
 

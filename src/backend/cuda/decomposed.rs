@@ -134,52 +134,29 @@ impl CudaBackend {
     }
 }
 
-/// Rank `p`'s sub-lattice of a global field: its local lattice (global extents and
-/// offset set) and the links of its sites (tests and single-process runs; the app's
-/// distributed path builds it without the global field).
+/// Rank `p`'s part of a global gauge field (`field::scatter`).
 pub fn local_gauge(global: &GaugeField, p: &Partition) -> Result<GaugeField> {
-    let lattice = p.local_lattice(global.lattice.boundary)?;
-    let links = (0..lattice.volume())
-        .flat_map(|s| {
-            let g = global_site(&global.lattice, &lattice, s);
-            (0..NDIM).map(move |mu| *global.link(g, mu))
-        })
-        .collect();
-    Ok(GaugeField { lattice, links })
+    crate::field::scatter::scatter_gauge(global, p)
 }
 
-/// The lexicographic index in `global` of local site `s` of the sub-lattice `local`.
-fn global_site(global: &Lattice, local: &Lattice, s: usize) -> usize {
-    let c = local.coords(s);
-    let g: [usize; NDIM] = std::array::from_fn(|mu| c[mu] + local.offset[mu]);
-    g[0] + global.dims[0] * (g[1] + global.dims[1] * (g[2] + global.dims[2] * g[3]))
-}
-
-/// Rank `p`'s sites of a global spinor field.
+/// Rank `p`'s sites of a global spinor field (`field::scatter`).
 pub fn local_spinor(
     global: &SpinorField,
-    global_lattice: &Lattice,
+    _global_lattice: &Lattice,
     p: &Partition,
 ) -> Result<SpinorField> {
-    let local = p.local_lattice(global_lattice.boundary)?;
-    let mut out = SpinorField::zeros(local.volume());
-    for s in 0..local.volume() {
-        let g = global_site(global_lattice, &local, s);
-        out.data[s * 12..s * 12 + 12].copy_from_slice(&global.data[g * 12..g * 12 + 12]);
-    }
-    Ok(out)
+    crate::field::scatter::scatter_spinor(global, p)
 }
 
 /// Write rank `p`'s local field into its sites of a global field.
 pub fn gather_spinor(
     local: &SpinorField,
     global: &mut SpinorField,
-    global_lattice: &Lattice,
+    _global_lattice: &Lattice,
     p: &Partition,
 ) -> Result<()> {
-    let l = p.local_lattice(global_lattice.boundary)?;
-    for s in 0..l.volume() {
-        let g = global_site(global_lattice, &l, s);
+    for s in 0..local.volume() {
+        let g = p.global_site(s);
         global.data[g * 12..g * 12 + 12].copy_from_slice(&local.data[s * 12..s * 12 + 12]);
     }
     Ok(())
@@ -322,7 +299,7 @@ mod tests {
             let lg = local_gauge(&g, &p).unwrap();
             assert_eq!(lg.lattice.offset, p.offset());
             let c = lg.lattice.coords(3);
-            let gs = global_site(&l, &lg.lattice, 3);
+            let gs = p.global_site(3);
             assert_eq!(
                 l.coords(gs),
                 std::array::from_fn(|mu| c[mu] + p.offset()[mu])
