@@ -446,79 +446,11 @@ pub fn run_launched(
     let mut io: Box<dyn Comms> = Box::new(nccl.clone());
     // Rank 0: the problem, read and verified once, and every rank's share sent.
     let global = if rank == 0 {
-        let problem = build_problem(cfg)?;
-        let shares: Vec<(Vec<f64>, Vec<f64>)> = parts[1..]
-            .iter()
-            .map(|q| {
-                Ok((
-                    links_to_reals(&cpu_decomposed::scatter_gauge(&problem.gauge, q)?.links),
-                    spinor_to_reals(&cpu_decomposed::scatter_spinor(&problem.source, q)?),
-                ))
-            })
-            .collect::<Result<_>>()?;
-        let sends: Vec<crate::comms::Outgoing> = shares
-            .iter()
-            .enumerate()
-            .flat_map(|(i, (links, source))| {
-                [
-                    crate::comms::Outgoing {
-                        to: i + 1,
-                        tag: TAG_LINKS,
-                        data: links,
-                    },
-                    crate::comms::Outgoing {
-                        to: i + 1,
-                        tag: TAG_SOURCE,
-                        data: source,
-                    },
-                ]
-            })
-            .collect();
-        io.exchange(&sends, &mut [])?;
-        Some(problem)
+        Some(build_problem(cfg)?)
     } else {
         None
     };
-    let local = match &global {
-        Some(problem) => local_problem(problem, p)?,
-        None => {
-            let l = p.local_lattice(lattice.boundary)?;
-            let mut links = vec![0.0; l.volume() * 4 * 18];
-            let mut source = vec![0.0; l.volume() * 24];
-            io.exchange(
-                &[],
-                &mut [
-                    crate::comms::Incoming {
-                        from: 0,
-                        tag: TAG_LINKS,
-                        data: &mut links,
-                    },
-                    crate::comms::Incoming {
-                        from: 0,
-                        tag: TAG_SOURCE,
-                        data: &mut source,
-                    },
-                ],
-            )?;
-            let gauge = crate::field::GaugeField {
-                lattice: l.clone(),
-                links: reals_to_links(&links),
-            };
-            Problem {
-                plaquette: gauge.plaquette(),
-                link_trace: gauge.link_trace(),
-                lattice: l,
-                gauge,
-                gauge_description: format!("rank {rank}'s share, from rank 0"),
-                gauge_reunitarised: None,
-                kappa: c.dirac.kappa,
-                operator: c.solver.operator(),
-                source: reals_to_spinor(&source),
-                source_description: format!("rank {rank}'s share, from rank 0"),
-                setup_seconds: 0.0,
-            }
-        }
-    };
+    let local = distribute(cfg, io.as_mut(), &parts, rank, global.as_ref())?;
     let wiring = format!(
         "nccl {} ({} processes, {})",
         crate::comms::nccl::nccl_version()?,
@@ -555,16 +487,8 @@ pub fn run_launched(
             reductions: 0,
         })
         .collect();
-    let Some(problem) = global else {
-        let x = spinor_to_reals(&result.solution);
-        io.exchange(
-            &[crate::comms::Outgoing {
-                to: 0,
-                tag: TAG_SOLUTION,
-                data: &x,
-            }],
-            &mut [],
-        )?;
+    let gathered = collect_solution(io.as_mut(), &parts, rank, &result.solution)?;
+    let (Some(problem), Some(solution)) = (global, gathered) else {
         return Ok(crate::report::build(
             cfg,
             &local,
@@ -574,6 +498,116 @@ pub fn run_launched(
             None,
         ));
     };
+    let mut result = result;
+    result.solution = solution;
+    let parallel = ParallelReport {
+        grid,
+        local: p.local_dims(),
+        comms: wiring,
+        ranks: ranks_times,
+    };
+    finish_run(cfg, &problem, &result, &described, None, Some(parallel))
+}
+
+/// Rank 0 (`global` = the problem) sends every other rank its share of the gauge field
+/// and the source; every rank returns its share (`local_problem`).
+pub fn distribute(
+    cfg: &LoadedConfig,
+    io: &mut dyn Comms,
+    parts: &[Partition],
+    rank: usize,
+    global: Option<&Problem>,
+) -> Result<Problem> {
+    let c = &cfg.config;
+    let p = &parts[rank];
+    if let Some(problem) = global {
+        let shares: Vec<(Vec<f64>, Vec<f64>)> = parts[1..]
+            .iter()
+            .map(|q| {
+                Ok((
+                    links_to_reals(&cpu_decomposed::scatter_gauge(&problem.gauge, q)?.links),
+                    spinor_to_reals(&cpu_decomposed::scatter_spinor(&problem.source, q)?),
+                ))
+            })
+            .collect::<Result<_>>()?;
+        let sends: Vec<crate::comms::Outgoing> = shares
+            .iter()
+            .enumerate()
+            .flat_map(|(i, (links, source))| {
+                [
+                    crate::comms::Outgoing {
+                        to: i + 1,
+                        tag: TAG_LINKS,
+                        data: links,
+                    },
+                    crate::comms::Outgoing {
+                        to: i + 1,
+                        tag: TAG_SOURCE,
+                        data: source,
+                    },
+                ]
+            })
+            .collect();
+        io.exchange(&sends, &mut [])?;
+        return local_problem(problem, p);
+    }
+    let l = p.local_lattice(c.lattice.boundary)?;
+    let mut links = vec![0.0; l.volume() * 4 * 18];
+    let mut source = vec![0.0; l.volume() * 24];
+    io.exchange(
+        &[],
+        &mut [
+            crate::comms::Incoming {
+                from: 0,
+                tag: TAG_LINKS,
+                data: &mut links,
+            },
+            crate::comms::Incoming {
+                from: 0,
+                tag: TAG_SOURCE,
+                data: &mut source,
+            },
+        ],
+    )?;
+    let gauge = crate::field::GaugeField {
+        lattice: l.clone(),
+        links: reals_to_links(&links),
+    };
+    Ok(Problem {
+        plaquette: gauge.plaquette(),
+        link_trace: gauge.link_trace(),
+        lattice: l,
+        gauge,
+        gauge_description: format!("rank {rank}'s share, from rank 0"),
+        gauge_reunitarised: None,
+        kappa: c.dirac.kappa,
+        operator: c.solver.operator(),
+        source: reals_to_spinor(&source),
+        source_description: format!("rank {rank}'s share, from rank 0"),
+        setup_seconds: 0.0,
+    })
+}
+
+/// Every rank's share of the solution to rank 0, which returns the whole field (the
+/// others None).
+pub fn collect_solution(
+    io: &mut dyn Comms,
+    parts: &[Partition],
+    rank: usize,
+    local: &SpinorField,
+) -> Result<Option<SpinorField>> {
+    if rank != 0 {
+        let x = spinor_to_reals(local);
+        io.exchange(
+            &[crate::comms::Outgoing {
+                to: 0,
+                tag: TAG_SOLUTION,
+                data: &x,
+            }],
+            &mut [],
+        )?;
+        return Ok(None);
+    }
     let mut received: Vec<Vec<f64>> = parts[1..]
         .iter()
         .map(|q| vec![0.0; q.local_dims().iter().product::<usize>() * 24])
@@ -589,15 +623,45 @@ pub fn run_launched(
         .collect();
     io.exchange(&[], &mut recvs)?;
     drop(recvs);
-    let mut solutions = vec![result.solution.clone()];
+    let mut solutions = vec![local.clone()];
     solutions.extend(received.iter().map(|r| reals_to_spinor(r)));
-    let mut result = result;
-    result.solution = cpu_decomposed::gather_spinor(&solutions, &parts)?;
-    let parallel = ParallelReport {
-        grid,
-        local: p.local_dims(),
-        comms: wiring,
-        ranks: ranks_times,
-    };
-    finish_run(cfg, &problem, &result, &described, None, Some(parallel))
+    Ok(Some(cpu_decomposed::gather_spinor(&solutions, parts)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::comms::threads::run_ranks;
+
+    #[test]
+    fn rank_0_sends_every_share_and_gets_the_whole_field_back() {
+        // The launched mode's data movement over ranks as threads (the same `Comms`
+        // calls NCCL makes between processes): every rank's share equals the one cut
+        // from the whole problem directly, and the shares gathered back are the source.
+        let text = "[lattice]\nLX = 4\nLY = 4\nLZ = 4\nLT = 8\n\n[gauge]\ntype = \"random\"\nseed = 3\n\n[dirac]\nkappa = 0.12\n\n[source]\ntype = \"random\"\nseed = 4\n";
+        let cfg = LoadedConfig::from_str(text, "test", ".".into()).unwrap();
+        let problem = build_problem(&cfg).unwrap();
+        let parts = partitions([4, 4, 4, 8], [2, 1, 1, 2]).unwrap();
+        let got = run_ranks(4, |mut io| {
+            let rank = io.rank();
+            let global = (rank == 0).then(|| build_problem(&cfg)).transpose()?;
+            let local = distribute(&cfg, &mut io, &parts, rank, global.as_ref())?;
+            let whole = collect_solution(&mut io, &parts, rank, &local.source)?;
+            Ok((local.gauge.links, local.source, whole))
+        })
+        .unwrap();
+        for (rank, (links, source, whole)) in got.into_iter().enumerate() {
+            let direct = local_problem(&problem, &parts[rank]).unwrap();
+            assert!(links
+                .iter()
+                .zip(&direct.gauge.links)
+                .all(|(a, b)| a.0 == b.0));
+            assert_eq!(links.len(), direct.gauge.links.len());
+            assert_eq!(source, direct.source);
+            assert_eq!(whole.is_some(), rank == 0);
+            if let Some(w) = whole {
+                assert_eq!(w, problem.source);
+            }
+        }
+    }
 }
