@@ -226,10 +226,15 @@ pub fn thread_pool(threads: i64) -> Result<rayon::ThreadPool> {
 /// returns `Error::NotConverged` after the report has been written.
 pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
     let c = &cfg.config;
-    crate::memory::check_run(cfg)?;
-    crate::app::outputs::prepare(cfg)?;
+    let launch = crate::comms::launch::Launch::from_env()?.filter(|l| l.size > 1);
+    // Under a launcher only rank 0 holds the whole problem and writes the outputs; the
+    // others hold their share (checked on the GPU by the launched mode).
+    if launch.as_ref().is_none_or(|l| l.rank == 0) {
+        crate::memory::check_run(cfg)?;
+        crate::app::outputs::prepare(cfg)?;
+    }
     let pool = thread_pool(c.backend.threads)?;
-    if let Some(launch) = crate::comms::launch::Launch::from_env()?.filter(|l| l.size > 1) {
+    if let Some(launch) = launch {
         return pool.install(|| crate::app::parallel::run_launched(cfg, &launch));
     }
     if c.parallel.is_decomposed() {
