@@ -4,8 +4,7 @@
 //! the same for any count (fixed chunking, see `crate::reduce`).
 
 use super::{
-    layout_mismatch as mismatch, CrScalars, FusedCr, Layout, Operator, Precision, Prepare, Space,
-    Subset, WilsonKernels,
+    layout_mismatch as mismatch, Layout, Operator, Precision, Prepare, Space, Subset, WilsonKernels,
 };
 use crate::dirac::simd::{self, Isa, Lane, LaneGauge, LaneSpinor, W};
 use crate::field::{GaugeField, SpinorField, C64};
@@ -267,12 +266,6 @@ impl CpuBackend<'_> {
     }
 }
 
-/// The CPU's fused-CR state: the scalars and the history, on the host.
-pub struct CpuCrState {
-    s: CrScalars,
-    history: Vec<f64>,
-}
-
 impl Space for CpuBackend<'_> {
     type Field = CpuField;
 
@@ -462,106 +455,7 @@ impl WilsonKernels for CpuBackend<'_> {
     }
 }
 
-impl FusedCr for CpuBackend<'_> {
-    type CrState = CpuCrState;
-
-    fn fused_cr_available(&self) -> bool {
-        true
-    }
-
-    fn cr_state(&mut self, s: &CrScalars) -> Result<CpuCrState> {
-        let mut history = vec![f64::NAN; s.max_iter as usize + 1];
-        history[s.iter as usize] = s.nr;
-        Ok(CpuCrState { s: *s, history })
-    }
-
-    fn cr_set(&mut self, state: &mut CpuCrState, s: &CrScalars) -> Result<()> {
-        state.s = *s;
-        state.history[s.iter as usize] = s.nr;
-        Ok(())
-    }
-
-    fn cr_get(&mut self, state: &CpuCrState) -> Result<CrScalars> {
-        Ok(state.s)
-    }
-
-    fn cr_history(&mut self, state: &CpuCrState) -> Result<Vec<f64>> {
-        Ok(state.history[..=state.s.iter as usize].to_vec())
-    }
-
-    fn cr_update_xr(
-        &mut self,
-        state: &mut CpuCrState,
-        p: &CpuField,
-        ap: &CpuField,
-        x: &mut CpuField,
-        r: &mut CpuField,
-    ) -> Result<()> {
-        if !state.s.active {
-            return Ok(());
-        }
-        let alpha = state.s.alpha;
-        self.axpy(alpha, p, x)?;
-        self.axpy(-alpha, ap, r)?;
-        let s = &mut state.s;
-        s.nr = self.norm2(r)?;
-        s.iter += 1;
-        state.history[s.iter as usize] = s.nr;
-        Ok(())
-    }
-
-    fn cr_apply_dot(
-        &mut self,
-        op: Operator,
-        state: &mut CpuCrState,
-        r: &CpuField,
-        ar: &mut CpuField,
-    ) -> Result<()> {
-        if !state.s.active {
-            return Ok(());
-        }
-        self.apply(op, ar, r)?;
-        let rar = self.dot(r, ar)?;
-        state.s.beta = rar / state.s.rar;
-        state.s.rar = rar;
-        Ok(())
-    }
-
-    fn cr_update_p(
-        &mut self,
-        state: &mut CpuCrState,
-        r: &CpuField,
-        ar: &CpuField,
-        p: &mut CpuField,
-        ap: &mut CpuField,
-    ) -> Result<()> {
-        if !state.s.active {
-            return Ok(());
-        }
-        let beta = state.s.beta;
-        self.xpay(r, beta, p)?;
-        self.xpay(ar, beta, ap)?;
-        let s = &mut state.s;
-        s.apap = self.norm2(ap)?;
-        s.alpha = s.rar.conj() / s.apap;
-        s.active = s.still_active();
-        Ok(())
-    }
-
-    fn repeat(
-        &mut self,
-        _key: u64,
-        times: usize,
-        body: &mut dyn FnMut(&mut Self) -> Result<()>,
-    ) -> Result<()> {
-        for _ in 0..times {
-            body(self)?;
-        }
-        Ok(())
-    }
-
-    fn forget_graphs(&mut self) {}
-}
+impl super::host_cr::HostFusedCr for CpuBackend<'_> {}
 
 impl Prepare for CpuBackend<'_> {
     fn prepare(&mut self, _precision: Precision, _fused: bool) -> Result<()> {

@@ -23,8 +23,7 @@
 //! every rank sees the same bits.
 
 use super::{
-    layout_mismatch as mismatch, CrScalars, FusedCr, Layout, Operator, Precision, Prepare, Space,
-    Subset, WilsonKernels,
+    layout_mismatch as mismatch, Layout, Operator, Precision, Prepare, Space, Subset, WilsonKernels,
 };
 use crate::comms::{global_sum, Comms, Incoming, Outgoing};
 use crate::dirac::fast::CHIRAL_BLOCKS;
@@ -221,12 +220,6 @@ pub struct DecomposedCpu<C: Comms> {
     /// One per split direction, in increasing mu.
     faces: Vec<Face>,
     stats: HaloStats,
-}
-
-/// The CPU's fused-CR state: the scalars and the history, on the host.
-pub struct DecomposedCrState {
-    s: CrScalars,
-    history: Vec<f64>,
 }
 
 impl<C: Comms> DecomposedCpu<C> {
@@ -814,106 +807,7 @@ impl<C: Comms> WilsonKernels for DecomposedCpu<C> {
     }
 }
 
-impl<C: Comms> FusedCr for DecomposedCpu<C> {
-    type CrState = DecomposedCrState;
-
-    fn fused_cr_available(&self) -> bool {
-        true
-    }
-
-    fn cr_state(&mut self, s: &CrScalars) -> Result<DecomposedCrState> {
-        let mut history = vec![f64::NAN; s.max_iter as usize + 1];
-        history[s.iter as usize] = s.nr;
-        Ok(DecomposedCrState { s: *s, history })
-    }
-
-    fn cr_set(&mut self, state: &mut DecomposedCrState, s: &CrScalars) -> Result<()> {
-        state.s = *s;
-        state.history[s.iter as usize] = s.nr;
-        Ok(())
-    }
-
-    fn cr_get(&mut self, state: &DecomposedCrState) -> Result<CrScalars> {
-        Ok(state.s)
-    }
-
-    fn cr_history(&mut self, state: &DecomposedCrState) -> Result<Vec<f64>> {
-        Ok(state.history[..=state.s.iter as usize].to_vec())
-    }
-
-    fn cr_update_xr(
-        &mut self,
-        state: &mut DecomposedCrState,
-        p: &DecomposedField,
-        ap: &DecomposedField,
-        x: &mut DecomposedField,
-        r: &mut DecomposedField,
-    ) -> Result<()> {
-        if !state.s.active {
-            return Ok(());
-        }
-        let alpha = state.s.alpha;
-        self.axpy(alpha, p, x)?;
-        self.axpy(-alpha, ap, r)?;
-        let s = &mut state.s;
-        s.nr = self.norm2(r)?;
-        s.iter += 1;
-        state.history[s.iter as usize] = s.nr;
-        Ok(())
-    }
-
-    fn cr_apply_dot(
-        &mut self,
-        op: Operator,
-        state: &mut DecomposedCrState,
-        r: &DecomposedField,
-        ar: &mut DecomposedField,
-    ) -> Result<()> {
-        if !state.s.active {
-            return Ok(());
-        }
-        self.apply(op, ar, r)?;
-        let rar = self.dot(r, ar)?;
-        state.s.beta = rar / state.s.rar;
-        state.s.rar = rar;
-        Ok(())
-    }
-
-    fn cr_update_p(
-        &mut self,
-        state: &mut DecomposedCrState,
-        r: &DecomposedField,
-        ar: &DecomposedField,
-        p: &mut DecomposedField,
-        ap: &mut DecomposedField,
-    ) -> Result<()> {
-        if !state.s.active {
-            return Ok(());
-        }
-        let beta = state.s.beta;
-        self.xpay(r, beta, p)?;
-        self.xpay(ar, beta, ap)?;
-        let s = &mut state.s;
-        s.apap = self.norm2(ap)?;
-        s.alpha = s.rar.conj() / s.apap;
-        s.active = s.still_active();
-        Ok(())
-    }
-
-    fn repeat(
-        &mut self,
-        _key: u64,
-        times: usize,
-        body: &mut dyn FnMut(&mut Self) -> Result<()>,
-    ) -> Result<()> {
-        for _ in 0..times {
-            body(self)?;
-        }
-        Ok(())
-    }
-
-    fn forget_graphs(&mut self) {}
-}
+impl<C: Comms> super::host_cr::HostFusedCr for DecomposedCpu<C> {}
 
 impl<C: Comms> Prepare for DecomposedCpu<C> {
     fn prepare(&mut self, _precision: Precision, _fused: bool) -> Result<()> {

@@ -8,6 +8,7 @@
 pub mod cpu;
 pub mod cpu_decomposed;
 pub mod cuda;
+pub mod host_cr;
 
 pub use crate::linalg::{
     layout_mismatch, Layout, Operator, Precision, Space, Subset, WilsonKernels,
