@@ -365,23 +365,18 @@ fn cuda_rank(
     Ok((r, times, described, wiring))
 }
 
-/// Links as reals: 18 per link (row-major, re then im), 4 links per site.
+/// Links as reals: 18 per link (`Su3::push_reals`), 4 links per site.
 fn links_to_reals(links: &[crate::field::su3::Su3]) -> Vec<f64> {
-    links
-        .iter()
-        .flat_map(|u| u.0.iter().flatten().flat_map(|z| [z.re, z.im]))
-        .collect()
+    let mut out = Vec::with_capacity(18 * links.len());
+    for u in links {
+        u.push_reals(&mut out);
+    }
+    out
 }
 
 fn reals_to_links(r: &[f64]) -> Vec<crate::field::su3::Su3> {
     r.chunks_exact(18)
-        .map(|c| {
-            crate::field::su3::Su3(std::array::from_fn(|i| {
-                std::array::from_fn(|k| {
-                    crate::field::C64::new(c[2 * (3 * i + k)], c[2 * (3 * i + k) + 1])
-                })
-            }))
-        })
+        .map(crate::field::su3::Su3::from_reals)
         .collect()
 }
 

@@ -26,8 +26,8 @@ use super::{
     layout_mismatch as mismatch, Layout, Operator, Precision, Prepare, Space, Subset, WilsonKernels,
 };
 use crate::comms::{global_sum, Comms, Incoming, Outgoing};
-use crate::dirac::fast::CHIRAL_BLOCKS;
-use crate::field::gamma::{ChiralBlock, GAMMA5_SIGN};
+use crate::dirac::fast::{accumulate, load, project, CHIRAL_BLOCKS};
+use crate::field::gamma::GAMMA5_SIGN;
 use crate::field::su3::{Colour, ZERO};
 use crate::field::{GaugeField, SpinorField, Su3, C64};
 use crate::geometry::lattice::{Lattice, NDIM};
@@ -126,65 +126,6 @@ fn face_index(dims: &[usize; NDIM], mu: usize, c: &[usize; NDIM]) -> usize {
         stride *= dims[nu];
     }
     f
-}
-
-#[inline(always)]
-fn load(psi: &[C64], site: usize) -> [[C64; 3]; 4] {
-    let s = &psi[site * 12..site * 12 + 12];
-    [
-        [s[0], s[1], s[2]],
-        [s[3], s[4], s[5]],
-        [s[6], s[7], s[8]],
-        [s[9], s[10], s[11]],
-    ]
-}
-
-/// The half spinor h_r = psi_r + s (A_mu psi_lower)_r, r = 0, 1 (s = -1: the projection
-/// (1 - g_mu) of a forward hop; s = +1: (1 + g_mu) of a backward one), as in dirac::fast.
-#[inline(always)]
-fn project(b: &ChiralBlock, p: &[[C64; 3]; 4], sign: f64) -> [Colour; 2] {
-    let lower = [p[2], p[3]];
-    let mut h = [[ZERO; 3]; 2];
-    for r in 0..2 {
-        let a = b.apply(r, &lower);
-        for c in 0..3 {
-            h[r][c] = p[r][c] + a[c] * sign;
-        }
-    }
-    h
-}
-
-#[inline(always)]
-fn scale(h: [Colour; 2], phase: f64) -> [Colour; 2] {
-    h.map(|v| v.map(|z| z * phase))
-}
-
-/// acc += the full spinor rebuilt from the colour-multiplied half spinor uh: the upper
-/// spins are uh, the lower ones s A_mu^+ uh.
-#[inline(always)]
-fn accumulate(b: &ChiralBlock, acc: &mut [[C64; 3]; 4], uh: &[Colour; 2], sign: f64) {
-    for r in 0..2 {
-        let lo = b.apply_dagger(r, uh);
-        for c in 0..3 {
-            acc[r][c] += uh[r][c];
-            acc[2 + r][c] += lo[c] * sign;
-        }
-    }
-}
-
-fn link_to_reals(u: &Su3, out: &mut Vec<f64>) {
-    for row in &u.0 {
-        for z in row {
-            out.push(z.re);
-            out.push(z.im);
-        }
-    }
-}
-
-fn link_from_reals(r: &[f64]) -> Su3 {
-    Su3(std::array::from_fn(|i| {
-        std::array::from_fn(|j| C64::new(r[6 * i + 2 * j], r[6 * i + 2 * j + 1]))
-    }))
 }
 
 /// The value as a field of `precision` stores it (single: rounded through f32).
@@ -304,7 +245,7 @@ impl<C: Comms> DecomposedCpu<C> {
             .map(|face| {
                 let mut buf = Vec::with_capacity(face.upper.len() * LINK_REALS);
                 for &x in &face.upper {
-                    link_to_reals(self.gauge.link(x, face.mu), &mut buf);
+                    self.gauge.link(x, face.mu).push_reals(&mut buf);
                 }
                 buf
             })
@@ -338,7 +279,7 @@ impl<C: Comms> DecomposedCpu<C> {
         self.comms.exchange(&sends, &mut recvs)?;
         drop(recvs);
         for (face, data) in self.faces.iter_mut().zip(&received) {
-            face.ghost_links = data.chunks_exact(LINK_REALS).map(link_from_reals).collect();
+            face.ghost_links = data.chunks_exact(LINK_REALS).map(Su3::from_reals).collect();
         }
         self.stats.link_bytes_sent += sent.iter().map(|s| 8 * s.len() as u64).sum::<u64>();
         Ok(())
@@ -402,7 +343,7 @@ impl<C: Comms> DecomposedCpu<C> {
                     let mut cy = c;
                     cy[mu] = (c[mu] + 1) % n;
                     let ph = if g + 1 == l.global[mu] { phase } else { 1.0 };
-                    let h = scale(project(b, &load(psi, l.index(cy)), -1.0), ph);
+                    let h = project(b, &load(psi, l.index(cy)), -1.0, ph);
                     let u = gauge.link(x, mu);
                     accumulate(b, &mut acc, &[u.mul_vec(&h[0]), u.mul_vec(&h[1])], -1.0);
                 }
@@ -411,7 +352,7 @@ impl<C: Comms> DecomposedCpu<C> {
                     cy[mu] = (c[mu] + n - 1) % n;
                     let y = l.index(cy);
                     let ph = if g == 0 { phase } else { 1.0 };
-                    let h = scale(project(b, &load(psi, y), 1.0), ph);
+                    let h = project(b, &load(psi, y), 1.0, ph);
                     let u = gauge.link(y, mu);
                     let uh = [u.dagger_mul_vec(&h[0]), u.dagger_mul_vec(&h[1])];
                     accumulate(b, &mut acc, &uh, 1.0);
@@ -450,14 +391,14 @@ impl<C: Comms> DecomposedCpu<C> {
                     } else {
                         1.0
                     };
-                    let h = scale(face.ghost_fwd[f], ph);
+                    let h = face.ghost_fwd[f].map(|v| v.map(|z| z * ph));
                     let u = gauge.link(x, mu);
                     accumulate(b, &mut acc, &[u.mul_vec(&h[0]), u.mul_vec(&h[1])], -1.0);
                 }
                 if c[mu] == 0 {
                     // Backward: the neighbour's projected spinor and its link, daggered.
                     let ph = if p.coords[mu] == 0 { phase } else { 1.0 };
-                    let h = scale(face.ghost_bwd[f], ph);
+                    let h = face.ghost_bwd[f].map(|v| v.map(|z| z * ph));
                     let u = &face.ghost_links[f];
                     let uh = [u.dagger_mul_vec(&h[0]), u.dagger_mul_vec(&h[1])];
                     accumulate(b, &mut acc, &uh, 1.0);
@@ -479,7 +420,7 @@ impl<C: Comms> DecomposedCpu<C> {
             let b = &CHIRAL_BLOCKS[mu];
             let mut buf = Vec::with_capacity(list.len() * HALF_SPINOR_REALS);
             for &f in list {
-                for v in project(b, &load(psi, sites[f]), sign) {
+                for v in project(b, &load(psi, sites[f]), sign, 1.0) {
                     for z in v {
                         buf.push(z.re);
                         buf.push(z.im);

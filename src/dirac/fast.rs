@@ -33,7 +33,7 @@ pub const CHIRAL_BLOCKS: [ChiralBlock; NDIM] = [
 ];
 
 #[inline(always)]
-fn load(psi: &[C64], site: usize) -> [[C64; 3]; 4] {
+pub(crate) fn load(psi: &[C64], site: usize) -> [[C64; 3]; 4] {
     let s = &psi[site * 12..site * 12 + 12];
     [
         [s[0], s[1], s[2]],
@@ -45,7 +45,7 @@ fn load(psi: &[C64], site: usize) -> [[C64; 3]; 4] {
 
 /// h_r = psi_r + s (A psi_dn)_r for r = 0, 1, times the boundary phase.
 #[inline(always)]
-fn project(b: &ChiralBlock, p: &[[C64; 3]; 4], sign: f64, phase: f64) -> [Colour; 2] {
+pub(crate) fn project(b: &ChiralBlock, p: &[[C64; 3]; 4], sign: f64, phase: f64) -> [Colour; 2] {
     let lower = [p[2], p[3]];
     let mut h = [[ZERO; 3]; 2];
     for r in 0..2 {
@@ -58,7 +58,7 @@ fn project(b: &ChiralBlock, p: &[[C64; 3]; 4], sign: f64, phase: f64) -> [Colour
 }
 
 #[inline(always)]
-fn accumulate(b: &ChiralBlock, acc: &mut [[C64; 3]; 4], uh: &[Colour; 2], sign: f64) {
+pub(crate) fn accumulate(b: &ChiralBlock, acc: &mut [[C64; 3]; 4], uh: &[Colour; 2], sign: f64) {
     for r in 0..2 {
         let lo = b.apply_dagger(r, uh);
         for c in 0..3 {

@@ -13,6 +13,25 @@ pub type Colour = [C64; 3];
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Su3(pub [[C64; 3]; 3]);
 
+impl Su3 {
+    /// The 18 reals of the matrix, row-major, re then im (messages between ranks).
+    pub fn push_reals(&self, out: &mut Vec<f64>) {
+        for row in &self.0 {
+            for z in row {
+                out.push(z.re);
+                out.push(z.im);
+            }
+        }
+    }
+
+    /// The matrix from 18 reals in `push_reals`'s order.
+    pub fn from_reals(r: &[f64]) -> Su3 {
+        Su3(std::array::from_fn(|i| {
+            std::array::from_fn(|j| C64::new(r[6 * i + 2 * j], r[6 * i + 2 * j + 1]))
+        }))
+    }
+}
+
 impl Default for Su3 {
     fn default() -> Self {
         Su3::identity()
