@@ -87,27 +87,6 @@ pub fn solve_split(
     }
 }
 
-/// Run `body(rank)` on a thread per rank; results in rank order. A rank that fails
-/// makes the others fail too (their communication times out), and the first error in
-/// rank order is returned.
-fn rank_threads<T: Send>(ranks: usize, body: impl Fn(usize) -> Result<T> + Sync) -> Result<Vec<T>> {
-    std::thread::scope(|s| {
-        let handles: Vec<_> = (0..ranks)
-            .map(|rank| {
-                let body = &body;
-                s.spawn(move || body(rank))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(Error::internal("a rank's thread panicked")))
-            })
-            .collect()
-    })
-}
-
 /// How the ranks of one process reach each other on the GPU.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Wiring {
@@ -171,7 +150,7 @@ fn run_cuda(cfg: &LoadedConfig, problem: &Problem, parts: &[Partition]) -> Resul
         Wiring::Nccl => Some(crate::comms::nccl::new_unique_id()?),
         Wiring::OneGpu => None,
     };
-    let per_rank = rank_threads(ranks, |rank| {
+    let per_rank = crate::comms::threads::on_threads(ranks, |rank| {
         logged(
             rank,
             (|| {

@@ -162,13 +162,31 @@ pub fn run_ranks<T: Send>(
     size: usize,
     body: impl Fn(ThreadComms) -> Result<T> + Sync,
 ) -> Result<Vec<T>> {
-    let world = ThreadComms::world(size);
+    let world: Vec<std::sync::Mutex<Option<ThreadComms>>> = ThreadComms::world(size)
+        .into_iter()
+        .map(|c| std::sync::Mutex::new(Some(c)))
+        .collect();
+    on_threads(size, |rank| {
+        let comms = world[rank]
+            .lock()
+            .map_err(|_| Error::internal("a rank's communicator lock was poisoned"))?
+            .take()
+            .ok_or_else(|| Error::internal("a rank's communicator was taken twice"))?;
+        body(comms)
+    })
+}
+
+/// Run `body(rank)` on a thread per rank, results in rank order (the first error in rank
+/// order if any failed; a rank that fails makes the ranks waiting for it fail too).
+pub fn on_threads<T: Send>(
+    ranks: usize,
+    body: impl Fn(usize) -> Result<T> + Sync,
+) -> Result<Vec<T>> {
     std::thread::scope(|s| {
-        let handles: Vec<_> = world
-            .into_iter()
-            .map(|c| {
+        let handles: Vec<_> = (0..ranks)
+            .map(|rank| {
                 let body = &body;
-                s.spawn(move || body(c))
+                s.spawn(move || body(rank))
             })
             .collect();
         handles
