@@ -11,6 +11,11 @@
 // so every kernel of an iteration reads the same `active` (only the last kernel sets it),
 // and the host needs to read the block only when it wants to check convergence.
 //
+// Decomposed lattice (CR_SPLIT set): the last block stores the rank's sum in CR_LOCAL_RE/IM
+// instead; the host then all-gathers those two doubles from every rank (NCCL, or device
+// copies between sub-lattices of one GPU) and cr_global (cr_fused.cu) adds them in rank
+// order and makes the same update: the same bits on every rank.
+//
 // Reduction: each block sums its threads' values in a fixed tree into partials[block];
 // the last block to arrive (an atomic ticket, which wraps back to 0 for the next launch)
 // sums the partials in index order with a fixed tree. The result does not depend on
@@ -31,7 +36,14 @@
 #define CR_ITER 9
 #define CR_MAX_ITER 10
 #define CR_ACTIVE 11
-#define CR_SCALARS 12
+// The host's part of the block ends here (CrScalars); the rest is set at creation.
+#define CR_HOST_SCALARS 12
+// Decomposed lattice: 1 when the reducing kernels leave their sum in CR_LOCAL_RE/IM (this
+// rank's partial) for cr_global to add over ranks, 0 when they finish it themselves.
+#define CR_SPLIT 12
+#define CR_LOCAL_RE 13
+#define CR_LOCAL_IM 14
+#define CR_SCALARS 15
 
 // Ticket counters, one per reducing kernel of the iteration (unsigned[CR_TICKETS]).
 #define CR_TICKET_XR 0
@@ -89,6 +101,16 @@ __device__ __forceinline__ bool cr_reduce_last(double2 v, double2* sh, double2* 
     for (unsigned i = threadIdx.x; i < gridDim.x; i += blockDim.x)
         acc = c_add(acc, __ldcg(partials + i));
     *total = cr_block_sum(acc, sh);
+    return true;
+}
+
+// On a decomposed lattice: keep this rank's sum for cr_global and return true.
+__device__ __forceinline__ bool cr_keep_local(double* s, double2 local)
+{
+    if (s[CR_SPLIT] == 0.0)
+        return false;
+    s[CR_LOCAL_RE] = local.x;
+    s[CR_LOCAL_IM] = local.y;
     return true;
 }
 

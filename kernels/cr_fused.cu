@@ -60,21 +60,23 @@ __device__ __forceinline__ double cr_p_one(T* __restrict__ p, T* __restrict__ ap
 // The grid-stride loop shared by both kernels: f(i) for every element of this thread, in
 // increasing i, summing what it returns (four elements per step while four are left, so
 // that their loads are in flight together).
-template <class F>
-__device__ __forceinline__ double cr_stride_sum(size_t n, F f)
+__device__ __forceinline__ double cr_plus(double a, double b) { return a + b; }
+__device__ __forceinline__ double2 cr_plus(double2 a, double2 b) { return c_add(a, b); }
+
+template <class V, class F>
+__device__ __forceinline__ V cr_stride_sum(size_t n, V acc, F f)
 {
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    double acc = 0.0;
     for (; i + 3 * stride < n; i += 4 * stride) {
-        const double a0 = f(i), a1 = f(i + stride), a2 = f(i + 2 * stride), a3 = f(i + 3 * stride);
-        acc += a0;
-        acc += a1;
-        acc += a2;
-        acc += a3;
+        const V a0 = f(i), a1 = f(i + stride), a2 = f(i + 2 * stride), a3 = f(i + 3 * stride);
+        acc = cr_plus(acc, a0);
+        acc = cr_plus(acc, a1);
+        acc = cr_plus(acc, a2);
+        acc = cr_plus(acc, a3);
     }
     for (; i < n; i += stride)
-        acc += f(i);
+        acc = cr_plus(acc, f(i));
     return acc;
 }
 
@@ -87,9 +89,10 @@ __device__ __forceinline__ void cr_xr(T* __restrict__ x, T* __restrict__ r, cons
         return;
     QCD_DYNAMIC_SHARED(double2, cr_sh);
     const double2 alpha = c_make(s[CR_ALPHA_RE], s[CR_ALPHA_IM]);
-    const double acc = cr_stride_sum((size_t)n, [&](size_t i) { return cr_xr_one(x, r, p, ap, alpha, i); });
+    const double acc = cr_stride_sum((size_t)n, 0.0, [&](size_t i) { return cr_xr_one(x, r, p, ap, alpha, i); });
     double2 total;
-    if (cr_reduce_last(c_make(acc, 0.0), cr_sh, partials, tickets + CR_TICKET_XR, &total) && threadIdx.x == 0)
+    if (cr_reduce_last(c_make(acc, 0.0), cr_sh, partials, tickets + CR_TICKET_XR, &total) && threadIdx.x == 0 &&
+        !cr_keep_local(s, total))
         cr_finish_xr(s, hist, total.x);
 }
 
@@ -102,9 +105,10 @@ __device__ __forceinline__ void cr_p(T* __restrict__ p, T* __restrict__ ap, cons
         return;
     QCD_DYNAMIC_SHARED(double2, cr_sh);
     const double2 beta = c_make(s[CR_BETA_RE], s[CR_BETA_IM]);
-    const double acc = cr_stride_sum((size_t)n, [&](size_t i) { return cr_p_one(p, ap, r, ar, beta, i); });
+    const double acc = cr_stride_sum((size_t)n, 0.0, [&](size_t i) { return cr_p_one(p, ap, r, ar, beta, i); });
     double2 total;
-    if (cr_reduce_last(c_make(acc, 0.0), cr_sh, partials, tickets + CR_TICKET_P, &total) && threadIdx.x == 0)
+    if (cr_reduce_last(c_make(acc, 0.0), cr_sh, partials, tickets + CR_TICKET_P, &total) && threadIdx.x == 0 &&
+        !cr_keep_local(s, total))
         cr_finish_p(s, total.x);
 }
 
@@ -137,4 +141,55 @@ extern "C" __global__ void cr_p_s(float2* __restrict__ p, float2* __restrict__ a
                                   unsigned* tickets)
 {
     cr_p(p, ap, r, ar, n, s, partials, tickets);
+}
+
+// (y|out) = sum conj(y) out over n elements, for the fused CR on a decomposed lattice
+// (where the operator's last kernel is the exterior, so the dot cannot be its epilogue):
+// if active, the rank's sum goes where the stencil's epilogue would put it (CR_LOCAL_RE/IM
+// when split, else beta and rar as cr_finish_apply).
+template <class T>
+__device__ __forceinline__ void cr_dot(const T* __restrict__ y, const T* __restrict__ out, int n, double* s,
+                                       double2* partials, unsigned* tickets)
+{
+    if (!cr_active(s))
+        return;
+    QCD_DYNAMIC_SHARED(double2, cr_sh);
+    const double2 acc = cr_stride_sum((size_t)n, c_zero(),
+                                      [&](size_t i) { return c_conj_mul(cr_load(y, i), cr_load(out, i)); });
+    double2 total;
+    if (cr_reduce_last(acc, cr_sh, partials, tickets + CR_TICKET_APPLY, &total) && threadIdx.x == 0 &&
+        !cr_keep_local(s, total))
+        cr_finish_apply(s, total);
+}
+
+extern "C" __global__ void cr_dot_d(const double2* __restrict__ y, const double2* __restrict__ out, int n, double* s,
+                                    double2* partials, unsigned* tickets)
+{
+    cr_dot(y, out, n, s, partials, tickets);
+}
+
+extern "C" __global__ void cr_dot_s(const float2* __restrict__ y, const float2* __restrict__ out, int n, double* s,
+                                    double2* partials, unsigned* tickets)
+{
+    cr_dot(y, out, n, s, partials, tickets);
+}
+
+// The end of a reducing kernel on a decomposed lattice, one thread: if active, add the
+// ranks' sums (gathered[2 r], gathered[2 r + 1] from rank r) in rank order and make the
+// update of kernel `which` (0: xr, 1: apply, 2: p). Every rank holds the same gathered
+// values, so every rank computes the same bits.
+extern "C" __global__ void cr_global(int which, double* s, double* hist, const double* __restrict__ gathered,
+                                     int ranks)
+{
+    if (threadIdx.x != 0 || blockIdx.x != 0 || !cr_active(s))
+        return;
+    double2 total = c_make(gathered[0], gathered[1]);
+    for (int r = 1; r < ranks; ++r)
+        total = c_add(total, c_make(gathered[2 * r], gathered[2 * r + 1]));
+    if (which == 0)
+        cr_finish_xr(s, hist, total.x);
+    else if (which == 1)
+        cr_finish_apply(s, total);
+    else
+        cr_finish_p(s, total.x);
 }

@@ -133,7 +133,7 @@ extern "C" __global__ void __launch_bounds__(V3_MAX_BLOCK)
     if (partials) {
         QCD_DYNAMIC_SHARED(double2, v3_shared);
         double2 total;
-        if (cr_reduce_last(dot, v3_shared, partials, ticket, &total) && threadIdx.x == 0)
+        if (cr_reduce_last(dot, v3_shared, partials, ticket, &total) && threadIdx.x == 0 && !cr_keep_local(s, total))
             cr_finish_apply(s, total);
     }
 }

@@ -204,8 +204,8 @@ fn run_cpu(cfg: &LoadedConfig, problem: &Problem, parts: &[Partition]) -> Result
     finish_ranks(parts, per_rank)
 }
 
-/// The CUDA options and the solve plan of a split lattice: kernel 3.0, and CR with host
-/// scalars (the fused CR keeps its scalars on one GPU).
+/// The CUDA options and the solve plan of a split lattice: kernel 3.0 (the fused CR's
+/// sums over ranks then stay on the device).
 fn cuda_plan(cfg: &LoadedConfig) -> Result<(crate::backend::cuda::CudaOptions, SolvePlan)> {
     let c = &cfg.config;
     let opts = super::run::cuda_options(cfg)?;
@@ -218,16 +218,7 @@ fn cuda_plan(cfg: &LoadedConfig) -> Result<(crate::backend::cuda::CudaOptions, S
             ),
         ));
     }
-    let mut plan = SolvePlan::from_config(c, true);
-    if plan.fused {
-        if c.solver.iteration == crate::config::Iteration::Fused {
-            return Err(Error::invalid(
-                "solver.iteration",
-                "the fused CR keeps its scalars on one GPU; on a split lattice CR runs with host scalars (iteration = \"auto\" or \"seed\")",
-            ));
-        }
-        plan.fused = false;
-    }
+    let plan = SolvePlan::from_config(c, true);
     plan.check(crate::backend::Capabilities::of_stencil(opts.version))?;
     Ok((opts, plan))
 }

@@ -156,4 +156,43 @@ pub trait DeviceExchange: Send {
         sends: &[DeviceMessage],
         recvs: &[DeviceMessage],
     ) -> Result<()>;
+
+    /// Enqueue on `stream`: `dst[r * bytes ..][.. bytes] = src` of rank r, for every rank r
+    /// (an all-gather of device buffers; the fused CR's global sums on a decomposed
+    /// lattice). `dst` holds size * bytes. By default an exchange in which every rank
+    /// sends `src` to every rank (itself too) under the tag `GATHER_TAG`.
+    fn all_gather_on(
+        &mut self,
+        stream: &std::sync::Arc<cudarc::driver::CudaStream>,
+        src: u64,
+        dst: u64,
+        bytes: usize,
+    ) -> Result<()> {
+        let sends: Vec<DeviceMessage> = (0..self.size())
+            .map(|peer| DeviceMessage {
+                peer,
+                tag: GATHER_TAG,
+                ptr: src,
+                bytes,
+            })
+            .collect();
+        let recvs: Vec<DeviceMessage> = (0..self.size())
+            .map(|peer| DeviceMessage {
+                peer,
+                tag: GATHER_TAG,
+                ptr: dst + (peer * bytes) as u64,
+                bytes,
+            })
+            .collect();
+        self.exchange_on(stream, &sends, &recvs)
+    }
+
+    /// Whether `exchange_on` and `all_gather_on` may be recorded into a CUDA graph (NCCL:
+    /// yes; device copies between threads ordered by host-side posts: no).
+    fn capturable(&self) -> bool {
+        false
+    }
 }
+
+/// The tag of `DeviceExchange::all_gather_on`'s messages (face tags are 0..8).
+pub const GATHER_TAG: u32 = 1 << 16;

@@ -746,6 +746,41 @@ impl DeviceExchange for NcclComms {
         self.stats.bytes_sent += sends.iter().map(|m| m.bytes as u64).sum::<u64>();
         Ok(())
     }
+
+    /// ncclAllGather of the raw bytes on `stream` (capturable).
+    fn all_gather_on(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        src: u64,
+        dst: u64,
+        bytes: usize,
+    ) -> Result<()> {
+        if src == 0 || dst == 0 {
+            return Err(Error::internal("all_gather_on: a null device address"));
+        }
+        self.check_stream(stream)?;
+        self.bind()?;
+        // SAFETY: src holds `bytes` and dst size * bytes on this communicator's GPU (the
+        // caller's promise).
+        unsafe {
+            nres::all_gather(
+                src as *const _,
+                dst as *mut _,
+                bytes,
+                nsys::ncclDataType_t::ncclUint8,
+                self.comm,
+                stream.cu_stream() as nsys::cudaStream_t,
+            )
+        }
+        .map_err(|e| nccl_err(&format!("ncclAllGather of {bytes} bytes"), e))?;
+        self.stats.gathers += 1;
+        self.stats.bytes_sent += bytes as u64;
+        Ok(())
+    }
+
+    fn capturable(&self) -> bool {
+        true
+    }
 }
 
 /// One NCCL communicator serving a rank as both its host `Comms` (global sums) and its
@@ -810,5 +845,17 @@ impl DeviceExchange for SharedNccl {
         recvs: &[DeviceMessage],
     ) -> Result<()> {
         self.lock()?.exchange_on(stream, sends, recvs)
+    }
+    fn all_gather_on(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        src: u64,
+        dst: u64,
+        bytes: usize,
+    ) -> Result<()> {
+        self.lock()?.all_gather_on(stream, src, dst, bytes)
+    }
+    fn capturable(&self) -> bool {
+        true
     }
 }

@@ -22,9 +22,8 @@ impl CudaBackend {
     /// (`PeerCopies` for ranks as threads on one GPU, NCCL across GPUs), `comms` carries
     /// the global sums of dot and norm2 (local partial, then `comms::global_sum` in rank
     /// order) and the one-time exchange of the ghost links. Version 3.0 only (its fast
-    /// path: full and even-odd, double and single, 12-real links); the fused CR iteration
-    /// is refused for now (its reductions stay on the device, and a decomposed lattice
-    /// needs them summed over ranks: the next step).
+    /// path: full and even-odd, double and single, 12-real links, the fused CR iteration
+    /// with its sums over ranks on the device).
     pub fn new_decomposed(
         gauge: &GaugeField,
         kappa: f64,
@@ -92,7 +91,6 @@ impl CudaBackend {
             opts.reconstruct_12,
         )?;
         b.core.halo = Some(halo);
-        b.caps.fused_cr = false;
         Ok(b)
     }
 

@@ -35,6 +35,16 @@ pub const CR_BETA_IM: usize = 8;
 pub const CR_ITER: usize = 9;
 pub const CR_MAX_ITER: usize = 10;
 pub const CR_ACTIVE: usize = 11;
+/// The host's part of the block (`CrScalars`): indices below this.
+pub const CR_HOST_SCALARS: usize = 12;
+/// Set at creation: 1 on a decomposed lattice (the reducing kernels leave their sum in
+/// CR_LOCAL_RE/IM for `cr_global`).
+pub const CR_SPLIT: usize = 12;
+pub const CR_LOCAL_RE: usize = 13;
+/// The imaginary part follows the real one (the all-gather moves both); kept in step with
+/// the header by a test.
+#[allow(dead_code)]
+pub const CR_LOCAL_IM: usize = 14;
 /// Ticket counters (kernels/cr_device.cuh CR_TICKET_*; the kernels pick their own, the
 /// host only allocates CR_TICKETS zeroed counters; kept in step with the header by a test).
 #[allow(dead_code)]
@@ -63,9 +73,10 @@ pub fn partials_len(volume: usize) -> usize {
     2 * (volume / 32 + 1).max(CR_MAX_GRID)
 }
 
-/// `CrScalars` as the device block (iter and max_iter as exact doubles, active 1 or 0).
-pub fn scalars_to_block(s: &CrScalars) -> [f64; CR_SCALARS] {
-    let mut b = [0.0; CR_SCALARS];
+/// `CrScalars` as the host part of the device block (iter and max_iter as exact doubles,
+/// active 1 or 0).
+pub fn scalars_to_block(s: &CrScalars) -> [f64; CR_HOST_SCALARS] {
+    let mut b = [0.0; CR_HOST_SCALARS];
     b[CR_RAR_RE] = s.rar.re;
     b[CR_RAR_IM] = s.rar.im;
     b[CR_APAP] = s.apap;
@@ -81,8 +92,8 @@ pub fn scalars_to_block(s: &CrScalars) -> [f64; CR_SCALARS] {
     b
 }
 
-/// The inverse of `scalars_to_block`.
-pub fn block_to_scalars(b: &[f64; CR_SCALARS]) -> CrScalars {
+/// The inverse of `scalars_to_block` (of the block's first CR_HOST_SCALARS entries).
+pub fn block_to_scalars(b: &[f64]) -> CrScalars {
     CrScalars {
         rar: C64::new(b[CR_RAR_RE], b[CR_RAR_IM]),
         apap: b[CR_APAP],
@@ -108,6 +119,24 @@ pub struct DeviceCrState {
     pub(crate) partials: CudaSlice<f64>,
     /// CR_TICKETS counters, zero between launches.
     pub(crate) tickets: CudaSlice<u32>,
+    /// Decomposed lattice: every rank's (CR_LOCAL_RE, CR_LOCAL_IM), gathered in rank
+    /// order (2 doubles per rank); None on one GPU alone.
+    pub(crate) gathered: Option<CudaSlice<f64>>,
+}
+
+impl DeviceCrState {
+    /// Ranks whose sums this state adds (1 when undecomposed).
+    pub fn ranks(&self) -> usize {
+        self.gathered.as_ref().map_or(1, |g| g.len() / 2)
+    }
+}
+
+/// The reductions of the fused iteration (`cr_global`'s `which`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CrReduction {
+    Xr = 0,
+    Apply = 1,
+    P = 2,
 }
 
 struct FusedKernels {
@@ -115,6 +144,9 @@ struct FusedKernels {
     xr_s: CudaFunction,
     p_d: CudaFunction,
     p_s: CudaFunction,
+    dot_d: CudaFunction,
+    dot_s: CudaFunction,
+    global: CudaFunction,
 }
 
 struct CachedGraph {
@@ -198,6 +230,9 @@ impl Fused {
                 xr_s: function(&module, "cr_xr_s")?,
                 p_d: function(&module, "cr_p_d")?,
                 p_s: function(&module, "cr_p_s")?,
+                dot_d: function(&module, "cr_dot_d")?,
+                dot_s: function(&module, "cr_dot_s")?,
+                global: function(&module, "cr_global")?,
             });
         }
         Ok(self.kernels.as_ref().unwrap())
@@ -205,11 +240,14 @@ impl Fused {
 
     /// A new state for a lattice of `volume` sites holding `s` (history of s.max_iter + 1
     /// entries, NaN except history[s.iter] = s.nr; tickets zero). Loads the kernels.
+    /// `ranks`: Some(n) on a decomposed lattice of n ranks (the reducing kernels then
+    /// leave their sums for `global`), None on one GPU alone.
     pub fn new_state(
         &mut self,
         gpu: &mut GpuStream,
         volume: usize,
         s: &CrScalars,
+        ranks: Option<usize>,
     ) -> Result<DeviceCrState> {
         self.kernels(gpu)?;
         let hlen = s.max_iter as usize + 1;
@@ -217,9 +255,20 @@ impl Fused {
         let stream = gpu.stream.clone();
         let mut history = vec![f64::NAN; hlen];
         history[s.iter as usize] = s.nr;
+        let mut block = [0.0; CR_SCALARS];
+        block[..CR_HOST_SCALARS].copy_from_slice(&scalars_to_block(s));
+        block[CR_SPLIT] = if ranks.is_some() { 1.0 } else { 0.0 };
+        let gathered = match ranks {
+            Some(n) => Some(
+                stream
+                    .alloc_zeros::<f64>(2 * n.max(1))
+                    .map_err(err("allocating the gathered CR sums"))?,
+            ),
+            None => None,
+        };
         let state = DeviceCrState {
             scalars: stream
-                .clone_htod(&scalars_to_block(s))
+                .clone_htod(&block)
                 .map_err(err("uploading the CR scalars"))?,
             history: stream
                 .clone_htod(&history)
@@ -230,20 +279,22 @@ impl Fused {
             tickets: stream
                 .alloc_zeros::<u32>(CR_TICKETS)
                 .map_err(err("allocating the CR tickets"))?,
+            gathered,
         };
         // The host vectors are temporaries: wait for the copies.
         gpu.sync()?;
         Ok(state)
     }
 
-    /// Overwrite the scalars and history[s.iter] = s.nr.
+    /// Overwrite the scalars (the host part of the block) and history[s.iter] = s.nr.
     pub fn set(gpu: &mut GpuStream, state: &mut DeviceCrState, s: &CrScalars) -> Result<()> {
         check_scalars(s, state.history.len())?;
         let block = scalars_to_block(s);
         let nr = [s.nr];
         let it = s.iter as usize;
+        let mut host_part = state.scalars.slice_mut(0..CR_HOST_SCALARS);
         gpu.stream
-            .memcpy_htod(&block, &mut state.scalars)
+            .memcpy_htod(&block, &mut host_part)
             .map_err(err("uploading the CR scalars"))?;
         let mut entry = state.history.slice_mut(it..it + 1);
         gpu.stream
@@ -296,6 +347,7 @@ impl Fused {
             history,
             partials,
             tickets,
+            ..
         } = state;
         match (p, ap, x, r) {
             (
@@ -382,6 +434,85 @@ impl Fused {
             ),
             _ => return Err(mixed()),
         }
+        Ok(())
+    }
+
+    /// If active: the rank's (y|out) (CR_LOCAL on a decomposed lattice; else beta and rar
+    /// as the stencil's epilogue): the fused CR's (r|Ar) where the operator ends in the
+    /// exterior kernels of a decomposed lattice.
+    pub fn dot(
+        &mut self,
+        gpu: &mut GpuStream,
+        state: &mut DeviceCrState,
+        y: RawField<'_>,
+        out: RawField<'_>,
+    ) -> Result<()> {
+        let (prec, n) = common_shape([shape(&y), shape(&out), shape(&y), shape(&out)], "cr_dot")?;
+        let k = self.kernels(gpu)?;
+        let ni = n as i32;
+        let cfg = cr_cfg(n);
+        let DeviceCrState {
+            scalars,
+            partials,
+            tickets,
+            ..
+        } = state;
+        match (y, out) {
+            (RawField::Double(y), RawField::Double(out)) => launch!(
+                gpu,
+                Kernel::CrDot(prec),
+                n,
+                &k.dot_d,
+                cfg,
+                [y, out, &ni, scalars, partials, tickets]
+            ),
+            (RawField::Single(y), RawField::Single(out)) => launch!(
+                gpu,
+                Kernel::CrDot(prec),
+                n,
+                &k.dot_s,
+                cfg,
+                [y, out, &ni, scalars, partials, tickets]
+            ),
+            _ => return Err(mixed()),
+        }
+        Ok(())
+    }
+
+    /// The end of reduction `which` on a decomposed lattice, once every rank's
+    /// (CR_LOCAL_RE, CR_LOCAL_IM) is in `state.gathered` (rank order): if active, their
+    /// sum in rank order and the scalar update. A no-op for an undecomposed state.
+    pub fn global(
+        &mut self,
+        gpu: &mut GpuStream,
+        state: &mut DeviceCrState,
+        which: CrReduction,
+    ) -> Result<()> {
+        let ranks = state.ranks();
+        let k = self.kernels(gpu)?;
+        let DeviceCrState {
+            scalars,
+            history,
+            gathered,
+            ..
+        } = state;
+        let Some(gathered) = gathered else {
+            return Ok(());
+        };
+        let cfg = LaunchConfig {
+            grid_dim: (1, 1, 1),
+            block_dim: (32, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let (w, n) = (which as i32, ranks as i32);
+        launch!(
+            gpu,
+            Kernel::CrGlobal,
+            ranks,
+            &k.global,
+            cfg,
+            [&w, scalars, history, &*gathered, &n]
+        );
         Ok(())
     }
 
@@ -506,6 +637,10 @@ mod tests {
             ("CR_ITER", CR_ITER),
             ("CR_MAX_ITER", CR_MAX_ITER),
             ("CR_ACTIVE", CR_ACTIVE),
+            ("CR_HOST_SCALARS", CR_HOST_SCALARS),
+            ("CR_SPLIT", CR_SPLIT),
+            ("CR_LOCAL_RE", CR_LOCAL_RE),
+            ("CR_LOCAL_IM", CR_LOCAL_IM),
             ("CR_SCALARS", CR_SCALARS),
             ("CR_TICKET_XR", CR_TICKET_XR),
             ("CR_TICKET_APPLY", CR_TICKET_APPLY),

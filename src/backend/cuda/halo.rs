@@ -328,8 +328,10 @@ impl Halo {
             ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
                 .map_err(err("creating a halo timing event"))
         };
+        // No timing events inside a CUDA graph capture (they would not time the replays).
+        let timing = self.timing && !gpu.capturing();
         let mut events = Vec::new();
-        if self.timing {
+        if timing {
             for _ in 0..6 {
                 events.push(timed_event(&gpu.ctx)?);
             }
@@ -379,7 +381,7 @@ impl Halo {
         self.packed
             .record(&stream)
             .map_err(err("recording the halo pack event"))?;
-        if self.timing {
+        if timing {
             events[1]
                 .record(&stream)
                 .map_err(err("recording a halo event"))?;
@@ -393,7 +395,7 @@ impl Halo {
             ..*l
         };
         launch_v3(gpu, stencil, &interior)?;
-        if self.timing {
+        if timing {
             events[2]
                 .record(&stream)
                 .map_err(err("recording a halo event"))?;
@@ -431,7 +433,7 @@ impl Halo {
         self.exchanged
             .record(&self.comm)
             .map_err(err("recording the halo exchange event"))?;
-        if self.timing {
+        if timing {
             events[4]
                 .record(&self.comm)
                 .map_err(err("recording a halo event"))?;
@@ -439,7 +441,7 @@ impl Halo {
         stream
             .wait(&self.exchanged)
             .map_err(err("waiting for the halo exchange"))?;
-        if self.timing {
+        if timing {
             events[3]
                 .record(&stream)
                 .map_err(err("recording a halo event"))?;
@@ -486,7 +488,7 @@ impl Halo {
             );
         }
         self.totals.applications += 1;
-        if self.timing {
+        if timing {
             events[5]
                 .record(&stream)
                 .map_err(err("recording a halo event"))?;

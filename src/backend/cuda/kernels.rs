@@ -30,7 +30,7 @@ pub fn li_in_hop_order() -> Vec<f64> {
 /// Threads per block of the reduction kernels (REDUCE_BLOCK in reduce.cu); each block
 /// reduces twice as many inputs.
 /// Doubles of the fused CR scalar block (kernels/cr_device.cuh; indices in `fused`).
-pub const CR_SCALARS: usize = 12;
+pub const CR_SCALARS: usize = 15;
 
 /// Threads per block of cr_xr and cr_p (dynamic shared memory: 16 bytes per thread).
 pub const CR_BLOCK: usize = 256;
@@ -99,6 +99,12 @@ pub enum Kernel {
     /// The fused CR iteration's p = r + beta p, Ap = Ar + beta Ap with apap = (Ap|Ap) and
     /// the scalar update, over n complex numbers.
     CrP(Precision),
+    /// The fused CR's (r|Ar) on a decomposed lattice (after the operator's exterior
+    /// kernels) with the scalar update, over n complex numbers.
+    CrDot(Precision),
+    /// The end of a fused CR reduction on a decomposed lattice: n ranks' sums added in
+    /// rank order and the scalar update (one thread).
+    CrGlobal,
     /// A set-up kernel (layout building); not booked in the solve's statistics.
     Setup(&'static str),
     /// Version 3.0's stencil over n written sites: full or parity mode, single precision
@@ -169,6 +175,8 @@ impl Kernel {
             Kernel::DslashCombine => "dslash_combine (2.0)".into(),
             Kernel::CrXr(p) => format!("cr_xr ({})", precision_name(*p)),
             Kernel::CrP(p) => format!("cr_p ({})", precision_name(*p)),
+            Kernel::CrDot(p) => format!("cr_dot ({})", precision_name(*p)),
+            Kernel::CrGlobal => "cr_global".into(),
             Kernel::Setup(name) => (*name).into(),
             Kernel::V3 {
                 mode,
@@ -269,6 +277,11 @@ impl Kernel {
             // xr's last block adds 1 to iter; p's divides twice (alpha).
             Kernel::CrXr(_) => 20 * nn + cr_reduction_flops(n, 1),
             Kernel::CrP(_) => 20 * nn + cr_reduction_flops(n, 2),
+            // A conjugate multiply-add per element (8); the last block's beta (a complex
+            // division, 11).
+            Kernel::CrDot(_) => 8 * nn + cr_reduction_flops(n, 11),
+            // n - 1 complex additions and at most a complex division.
+            Kernel::CrGlobal => 2 * nn.saturating_sub(1) + 11,
             Kernel::Setup(_) => 0,
             Kernel::V3 { mode, dot, .. } => {
                 // 1320 for the hopping term; y + c*hop 48 (c*hop alone 24); the (y|out)
@@ -313,6 +326,13 @@ impl Kernel {
                 let grid = cr_grid(n) as u64;
                 6 * complex_bytes(*p == Precision::Single) * nn + 32 * grid + 8 * CR_SCALARS as u64
             }
+            // Two fields read; the partials and the scalars as for cr_xr.
+            Kernel::CrDot(p) => {
+                let grid = cr_grid(n) as u64;
+                2 * complex_bytes(*p == Precision::Single) * nn + 32 * grid + 8 * CR_SCALARS as u64
+            }
+            // The n ranks' gathered sums and the scalar block.
+            Kernel::CrGlobal => 16 * nn + 8 * CR_SCALARS as u64,
             Kernel::Setup(_) => 0,
             Kernel::V3 {
                 mode, single, r12, ..

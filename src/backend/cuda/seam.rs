@@ -7,7 +7,8 @@
 use super::backend::CudaBackend;
 use super::device::err;
 use super::field::{as_f64, as_f64_mut, DeviceSpinor};
-use super::fused::{DeviceCrState, Fused};
+use super::fused::{CrReduction, DeviceCrState, Fused, CR_LOCAL_RE};
+use super::stencil::dptr;
 use crate::backend::{
     unsupported, CrScalars, FusedCr, Layout, Operator, Precision, Prepare, Space, Subset,
     WilsonKernels,
@@ -150,14 +151,29 @@ impl CudaBackend {
     fn fused_path(&self) -> Result<()> {
         if self.caps.fused_cr {
             Ok(())
-        } else if self.core.halo.is_some() {
-            Err(Error::invalid(
-                "solver.iteration",
-                "the fused CR iteration is not available on a decomposed lattice yet: its reductions (r|r), (r|Ar), (Ap|Ap) and the stop test stay on the device, and summing them over the ranks there is the next step; use iteration = \"seed\" (CR with host-side global sums) or another method",
-            ))
         } else {
             Err(unsupported(self, "the fused CR iteration"))
         }
+    }
+
+    /// On a decomposed lattice, the end of a fused CR reduction: every rank's partial
+    /// (the scalar block's CR_LOCAL_RE/IM) all-gathered on the device (NCCL, or device
+    /// copies between the sub-lattices of one GPU), then added in rank order by
+    /// `cr_global`, all enqueued (capturable where the exchange is). A no-op on one GPU.
+    fn cr_global(&mut self, state: &mut DeviceCrState, which: CrReduction) -> Result<()> {
+        let Some(halo) = &mut self.core.halo else {
+            return Ok(());
+        };
+        let stream = self.core.gpu.stream.clone();
+        let Some(gathered) = &state.gathered else {
+            return Err(Error::internal(
+                "a fused CR state made for one GPU used on a decomposed lattice",
+            ));
+        };
+        let src = dptr(&state.scalars, &stream) + 8 * CR_LOCAL_RE as u64;
+        let dst = dptr(gathered, &stream);
+        halo.exchange.all_gather_on(&stream, src, dst, 16)?;
+        self.fused.global(&mut self.core.gpu, state, which)
     }
 
     /// Build now what the stencil otherwise makes on first use for `precision` (3.0: the
@@ -195,7 +211,8 @@ impl FusedCr for CudaBackend {
     fn cr_state(&mut self, s: &CrScalars) -> Result<DeviceCrState> {
         self.fused_path()?;
         let volume = self.core.lattice.volume();
-        self.fused.new_state(&mut self.core.gpu, volume, s)
+        let ranks = self.core.halo.as_ref().map(|h| h.partition.ranks());
+        self.fused.new_state(&mut self.core.gpu, volume, s, ranks)
     }
 
     fn cr_set(&mut self, state: &mut DeviceCrState, s: &CrScalars) -> Result<()> {
@@ -223,7 +240,9 @@ impl FusedCr for CudaBackend {
     ) -> Result<()> {
         self.fused_path()?;
         let (p, ap, x, r) = (p.raw(), ap.raw(), x.raw_mut(), r.raw_mut());
-        self.fused.update_xr(&mut self.core.gpu, state, p, ap, x, r)
+        self.fused
+            .update_xr(&mut self.core.gpu, state, p, ap, x, r)?;
+        self.cr_global(state, CrReduction::Xr)
     }
 
     fn cr_apply_dot(
@@ -234,7 +253,17 @@ impl FusedCr for CudaBackend {
         ar: &mut DeviceSpinor,
     ) -> Result<()> {
         self.fused_path()?;
-        self.stencil.apply(&mut self.core, op, ar, r, Some(state))
+        if self.core.halo.is_none() {
+            return self.stencil.apply(&mut self.core, op, ar, r, Some(state));
+        }
+        // Decomposed: the operator ends in the exterior kernels, so (r|Ar) is a pass of
+        // its own. The operator runs whether or not the iteration is active (gating only
+        // the interior would leave Ar half updated); Ar = A r of an unchanged r is the
+        // same bits again.
+        self.stencil.apply(&mut self.core, op, ar, r, None)?;
+        self.fused
+            .dot(&mut self.core.gpu, state, r.raw(), ar.raw())?;
+        self.cr_global(state, CrReduction::Apply)
     }
 
     fn cr_update_p(
@@ -247,7 +276,9 @@ impl FusedCr for CudaBackend {
     ) -> Result<()> {
         self.fused_path()?;
         let (r, ar, p, ap) = (r.raw(), ar.raw(), p.raw_mut(), ap.raw_mut());
-        self.fused.update_p(&mut self.core.gpu, state, r, ar, p, ap)
+        self.fused
+            .update_p(&mut self.core.gpu, state, r, ar, p, ap)?;
+        self.cr_global(state, CrReduction::P)
     }
 
     fn repeat(
@@ -256,7 +287,15 @@ impl FusedCr for CudaBackend {
         times: usize,
         body: &mut dyn FnMut(&mut Self) -> Result<()>,
     ) -> Result<()> {
-        if !self.caps.fused_cr {
+        // Graphs need a stencil with the fused kernels and, on a decomposed lattice, an
+        // exchange that can be captured (NCCL; not the host-ordered device copies
+        // between ranks as threads on one GPU).
+        let capturable = self
+            .core
+            .halo
+            .as_ref()
+            .is_none_or(|h| h.exchange.capturable());
+        if !self.caps.fused_cr || !capturable {
             return (0..times).try_for_each(|_| body(self));
         }
         super::fused::repeat(self, |b| (&mut b.core.gpu, &mut b.fused), key, times, body)
@@ -271,9 +310,14 @@ impl Prepare for CudaBackend {
     fn prepare(&mut self, precision: Precision, fused: bool) -> Result<()> {
         self.stencil.prepare(&mut self.core, precision)?;
         if fused && self.caps.fused_cr {
-            // Loads the fused-CR module (its first use compiles it).
+            // Loads the fused-CR module (its first use compiles it). On a decomposed
+            // lattice also one end of a reduction (inactive: only the all-gather does
+            // anything), so that the exchange's first collective, which may set up
+            // connections, happens before any graph capture. Every rank prepares.
             let s = CrScalars::default();
-            drop(self.cr_state(&s)?);
+            let mut state = self.cr_state(&s)?;
+            self.cr_global(&mut state, CrReduction::Xr)?;
+            self.core.gpu.sync()?;
         }
         Ok(())
     }
