@@ -409,15 +409,28 @@ mod tests {
             Kernel::CrP(Precision::Single).flops(n),
             20 * 2048 + 510 * 2 + 2 + 2
         );
-        // Six fields of 16 (double) or 8 (single) bytes a complex number.
+        // Six fields of 16 (double) or 8 (single) bytes a complex number; one block's
+        // partial (32) and the scalar block of 15 doubles.
         assert_eq!(
             Kernel::CrXr(Precision::Double).bytes(n),
-            6 * 16 * 2048 + 32 + 96
+            6 * 16 * 2048 + 32 + 8 * 15
         );
         assert_eq!(
             Kernel::CrP(Precision::Single).bytes(n),
-            6 * 8 * 2048 + 32 + 96
+            6 * 8 * 2048 + 32 + 8 * 15
         );
+        // The split lattice's (r|Ar): two fields read; beta's complex division (11).
+        assert_eq!(
+            Kernel::CrDot(Precision::Double).bytes(n),
+            2 * 16 * 2048 + 32 + 8 * 15
+        );
+        assert_eq!(
+            Kernel::CrDot(Precision::Single).flops(n),
+            8 * 2048 + 510 * 2 + 2 + 11
+        );
+        // Four ranks: three complex additions and the update.
+        assert_eq!(Kernel::CrGlobal.flops(4), 6 + 11);
+        assert_eq!(Kernel::CrGlobal.bytes(4), 64 + 8 * 15);
         assert_eq!(Kernel::CrXr(Precision::Single).name(), "cr_xr (single)");
         assert!(!Kernel::CrP(Precision::Double).is_stencil());
     }
