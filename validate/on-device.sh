@@ -75,11 +75,11 @@ if [ "${MODE:-full}" = multi ]; then
         done
     done
     python3 - "$res" <<'PY'
-import json, sys, glob, os
+import json, sys, glob, os, re
 print(f"{'run':34} {'iter':>5} {'solve s':>8} {'|b-Dx|/|b|':>10} {'max hist diff vs 1111':>22} stop")
 runs = {os.path.basename(f)[5:-5]: json.load(open(f)) for f in sorted(glob.glob(sys.argv[1] + "/grid-*.json"))}
 for n, r in runs.items():
-    ref = runs.get(n.replace(n.split("-")[1], "1111", 1))
+    ref = runs.get(re.sub(r"-\d{4}", "-1111", n, count=1))
     d = max(abs(a - b) for a, b in zip(r["residual_history"], ref["residual_history"])) if ref else float("nan")
     print(f"{n:34} {r['iterations']:5} {r['timings']['solve']:8.4f} {r['true_residual_of_d_cpu']:10.2e} {d:22.2e} {r['stop_reason']}")
 PY
@@ -128,7 +128,7 @@ elif [ "${MODE:-full}" = seam ]; then
         done
     done)
     python3 - "$res" <<'PY'
-import json, sys, glob, os
+import json, sys, glob, os, re
 print(f"{'run':34} {'solver':52} {'iter':>6} {'apps':>6} {'solve s':>8} {'|b-Dx|/|b|':>10} stop")
 for f in sorted(glob.glob(sys.argv[1] + "/seed-*.json") + glob.glob(sys.argv[1] + "/b6-*.json")):
     r = json.load(open(f))
@@ -160,7 +160,7 @@ elif [ "${MODE:-full}" = seam-d ]; then
         cp "$big/t-$d/$d.json" "$res/tune-$d.json"
     done
     python3 - "$res" <<'PY'
-import json, sys, glob, os
+import json, sys, glob, os, re
 for f in sorted(glob.glob(sys.argv[1] + "/seedD-*.json") + glob.glob(sys.argv[1] + "/b6D-*.json")):
     r = json.load(open(f))
     print(f"{os.path.basename(f)[:-5]:30} op {r['operator']:4} {r['solver'][:48]:48} {r['iterations']:6} {r['operator_applications']:6} {r['timings']['solve']:8.4f} {r['true_residual_of_d_cpu']:10.2e} {r['stop_reason']}")
