@@ -428,3 +428,67 @@ fn halo_cost_at_32x32x32x64_split_in_t() {
         assert!(c.ratio.is_finite() && c.ratio > 0.0);
     }
 }
+
+/// Collective tuning (app::tuning::tune_live on a decomposed lattice): the seed problem
+/// (the embedded default config, 16x16x16x32) split in two along t, ranks as threads on the
+/// one GPU, an empty tune cache. Expected (by construction of the collective rule, not a
+/// measured value): every rank ends with the same geometry, one of the stencil's
+/// candidates; only rank 0's cache holds an entry, keyed by the local dims and "split-t";
+/// a second tuning with rank 0's cache (the others empty) takes it from the cache on every
+/// rank.
+#[test]
+fn tuning_on_a_split_lattice_is_collective() {
+    use qcd_solve::app::parallel::local_problem;
+    use qcd_solve::app::tuning::{tune_live, TuneMode};
+    use qcd_solve::backend::cuda::tune::{TuneCache, PROGRAM_VERSION};
+    use qcd_solve::config::LoadedConfig;
+    require_gpu();
+    let cfg = LoadedConfig::embedded_default();
+    let problem = qcd_solve::app::run::build_problem(&cfg).unwrap();
+    let grid = [1, 1, 1, 2];
+    let layout = Layout::new(Subset::Even, Precision::Single);
+    let dir = std::env::temp_dir().join(format!("qcd-tune-split-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path0 = dir.join("rank0.tsv");
+    let _ = std::fs::remove_file(&path0);
+    let first = on_ranks(&problem.gauge, grid, &opts(true), |b, p| {
+        let local = local_problem(&problem, p).unwrap();
+        let path = dir.join(format!("first-{}.tsv", p.rank()));
+        let _ = std::fs::remove_file(&path);
+        let mut cache = TuneCache::load(&path, PROGRAM_VERSION);
+        let how = tune_live(b, &local, layout, &mut cache, TuneMode::Tune).unwrap();
+        if p.rank() == 0 {
+            cache.save().unwrap();
+            std::fs::copy(&path, &path0).unwrap();
+        }
+        (how, b.geometry(), b.tune_candidates(), cache.len())
+    });
+    for (rank, (how, g, cands, entries)) in first.iter().enumerate() {
+        eprintln!("rank {rank}: {how}, geometry {g:?}, {entries} cache entries");
+        assert!(how.starts_with("swept"), "rank {rank}: {how}");
+        assert_eq!(*g, first[0].1, "rank {rank} runs another geometry");
+        assert!(cands.contains(g), "rank {rank}: {g:?} is not a candidate");
+        assert_eq!(*entries, usize::from(rank == 0), "rank {rank}'s cache");
+    }
+    let text = std::fs::read_to_string(&path0).unwrap();
+    assert!(
+        text.contains("\t16x16x16x16\tsingle-eo-split-t\t"),
+        "rank 0's cache does not name the local dims and the split: {text}"
+    );
+    let second = on_ranks(&problem.gauge, grid, &opts(true), |b, p| {
+        let local = local_problem(&problem, p).unwrap();
+        let path = if p.rank() == 0 {
+            path0.clone()
+        } else {
+            dir.join("empty.tsv")
+        };
+        let mut cache = TuneCache::load(&path, PROGRAM_VERSION);
+        let how = tune_live(b, &local, layout, &mut cache, TuneMode::Tune).unwrap();
+        (how, b.geometry())
+    });
+    for (rank, (how, g)) in second.iter().enumerate() {
+        assert_eq!(how, "tune cache", "rank {rank}");
+        assert_eq!(*g, first[0].1, "rank {rank}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -182,7 +182,12 @@ fn run_cuda(cfg: &LoadedConfig, problem: &Problem, parts: &[Partition]) -> Resul
                     Wiring::Nccl => format!("nccl {}", crate::comms::nccl::nccl_version()?),
                     Wiring::OneGpu => "device copies between sub-lattices of GPU 0 (PeerCopies), global sums over threads".to_string(),
                 };
-                cuda_rank(&local, p, &o, &plan, comms, exchange, wiring_name)
+                let links = RankLinks {
+                    comms,
+                    exchange,
+                    wiring: wiring_name,
+                };
+                cuda_rank(&local, p, &o, &plan, links, cfg.config.backend.tune)
             })(),
         )
     })?;
@@ -297,10 +302,14 @@ fn cuda_rank(
     p: &Partition,
     o: &crate::backend::cuda::CudaOptions,
     plan: &SolvePlan,
-    comms: Box<dyn Comms>,
-    exchange: Box<dyn crate::comms::DeviceExchange>,
-    wiring: String,
+    links: RankLinks,
+    tune: bool,
 ) -> Result<RankOutcome> {
+    let RankLinks {
+        comms,
+        exchange,
+        wiring,
+    } = links;
     let rank = p.rank();
     let mut be = crate::backend::cuda::CudaBackend::new_decomposed(
         &local.gauge,
@@ -310,6 +319,16 @@ fn cuda_rank(
         exchange,
         comms,
     )?;
+    // Launch geometry: collective tuning (every rank, rank 0's cache), before the halo
+    // books start.
+    let tuned = if tune {
+        let layout = super::tuning::plan_layout(plan);
+        super::tuning::tune_backend(&mut be, local, layout)?
+    } else {
+        "config (--no-tune)".into()
+    };
+    tracing::info!(rank, "launch geometry: {tuned}");
+    be.reset_halo_timings()?;
     be.set_halo_timing(true);
     let r = solve_on_rank(&mut be, local, plan, rank)?;
     let t = be.halo_timings()?.unwrap_or_default();
@@ -333,6 +352,14 @@ fn cuda_rank(
         o.device
     );
     Ok((r, times, described, wiring))
+}
+
+/// A rank's connections: the host communicator (global sums, set-up messages), the
+/// device exchange (faces, the fused CR's all-gathers) and their description.
+struct RankLinks {
+    comms: Box<dyn Comms>,
+    exchange: Box<dyn crate::comms::DeviceExchange>,
+    wiring: String,
 }
 
 /// Links as reals: 18 per link (`Su3::push_reals`), 4 links per site.
@@ -423,8 +450,18 @@ pub fn run_launched(
         launch.launcher
     );
     let (comms, exchange) = nccl.handles();
-    let (result, times, described, wiring) =
-        cuda_rank(&local, p, &opts, &plan, comms, exchange, wiring)?;
+    let (result, times, described, wiring) = cuda_rank(
+        &local,
+        p,
+        &opts,
+        &plan,
+        RankLinks {
+            comms,
+            exchange,
+            wiring,
+        },
+        c.backend.tune,
+    )?;
     // Every rank's times to every rank (one all-gather), the solution to rank 0.
     let mine = [
         times.pack,

@@ -128,6 +128,12 @@ pub fn tune_key(be: &CudaBackend, dims: [usize; 4], layout: Layout) -> Result<Tu
 /// Set the launch geometry of the live backend `be`: the cache's entry, or a sweep of the
 /// stencil's candidates timed on `be` itself (stored in `cache`). Returns where the
 /// geometry came from; the books are reset afterwards, so the solve's start clean.
+///
+/// On a decomposed lattice (`p` the rank's local problem) the tuning is collective: every
+/// rank calls it, rank 0's cache decides for all, and a sweep times each candidate on every
+/// rank (its exchanges keep the ranks in step) and keeps the one whose slowest rank is
+/// fastest, so that every rank runs the same geometry. The key names the local dims and
+/// the split directions (an interior kernel skips the split hops). Only rank 0 stores.
 pub fn tune_live(
     be: &mut CudaBackend,
     p: &Problem,
@@ -145,9 +151,29 @@ pub fn tune_live(
     }
     let version = be.version();
     let base = be.geometry();
-    let key = tune_key(be, p.lattice.dims, layout)?;
-    if let Some(l) = cache.get(&key) {
-        be.set_geometry(tune::geometry_of(version, l, base))?;
+    let split = be.partition().map(|q| (q.rank(), split_name(&q.grid)));
+    let mut key = tune_key(be, p.lattice.dims, layout)?;
+    if let Some((_, name)) = &split {
+        key.precision = format!("{}-{name}", key.precision);
+    }
+    let cached = cache.get(&key).map(|l| tune::geometry_of(version, l, base));
+    let cached = match &split {
+        None => cached,
+        Some(_) => {
+            // Rank 0's cache decides: [hit, multiple, coarse_block] from every rank.
+            let mine = match cached {
+                Some(g) => [1.0, g.multiple as f64, g.coarse_block as f64],
+                None => [0.0; 3],
+            };
+            let all = be.all_gather(&mine)?;
+            (all[0] == 1.0).then(|| Geometry {
+                multiple: all[1] as usize,
+                coarse_block: all[2] as usize,
+            })
+        }
+    };
+    if let Some(g) = cached {
+        be.set_geometry(g)?;
         be.set_tune_ms(1e3 * start.elapsed().as_secs_f64());
         return Ok("tune cache".into());
     }
@@ -168,6 +194,23 @@ pub fn tune_live(
     let mut out = be.alloc_layout(layout)?;
     let mut tried = Vec::new();
     for &g in &cands {
+        if split.is_some() {
+            // Every rank sets the candidate, then all time it or none does (a rank that
+            // skipped the applications would leave the others waiting in an exchange); a
+            // failure inside the timing is an error of the run.
+            let set = be.set_geometry(g);
+            let all_set = be.all_gather(&[if set.is_ok() { 1.0 } else { 0.0 }])?;
+            if let Err(e) = set {
+                tracing::warn!(%version, ?g, "candidate failed: {e}");
+            }
+            if all_set.iter().any(|&ok| ok != 1.0) {
+                continue;
+            }
+            let ms = time_apply(be, op, &psi, &mut out)?;
+            let slowest = be.all_gather(&[ms])?.into_iter().fold(0.0, f64::max);
+            tried.push(tune::launch_of(version, g, slowest));
+            continue;
+        }
         let timed = be
             .set_geometry(g)
             .and_then(|_| time_apply(be, op, &psi, &mut out));
@@ -194,11 +237,34 @@ pub fn tune_live(
         ratio = tune_ms / setup_ms,
         "tuned on the live backend"
     );
-    cache.insert(key, best);
+    if split.as_ref().is_none_or(|(rank, _)| *rank == 0) {
+        cache.insert(key, best);
+    }
     Ok(format!(
-        "swept {} candidates in {tune_ms:.0} ms",
-        tried.len()
+        "swept {} candidates in {tune_ms:.0} ms{}",
+        tried.len(),
+        if split.is_some() {
+            " (every rank, the slowest rank's time)"
+        } else {
+            ""
+        }
     ))
+}
+
+/// "split-t", "split-xt": the split directions of a grid, for the tune key of a decomposed
+/// lattice's interior kernel.
+pub fn split_name(grid: &[usize; 4]) -> String {
+    let dirs: String = ["x", "y", "z", "t"]
+        .iter()
+        .zip(grid)
+        .filter(|(_, &g)| g > 1)
+        .map(|(d, _)| *d)
+        .collect();
+    if dirs.is_empty() {
+        "split-none".into()
+    } else {
+        format!("split-{dirs}")
+    }
 }
 
 /// The main job's tuning (src/app/run.rs): the default tune cache, `tune_live`, and the
@@ -211,7 +277,9 @@ pub fn tune_backend(be: &mut CudaBackend, p: &Problem, layout: Layout) -> Result
     }
     let before = cache.len();
     let how = tune_live(be, p, layout, &mut cache, TuneMode::Tune)?;
-    if cache.len() != before || how.starts_with("swept") {
+    // On a decomposed lattice only rank 0 writes the file.
+    let writer = be.partition().is_none_or(|q| q.rank() == 0);
+    if writer && (cache.len() != before || how.starts_with("swept")) {
         if let Err(e) = cache.save() {
             tracing::warn!("the tune cache {} was not saved: {e}", path.display());
         }
@@ -235,6 +303,10 @@ mod tests {
             })
             .collect();
         assert_eq!(names, ["double", "single", "double-eo", "single-eo"]);
+        // A decomposed lattice's key names its split directions.
+        assert_eq!(split_name(&[1, 1, 1, 2]), "split-t");
+        assert_eq!(split_name(&[2, 1, 2, 4]), "split-xzt");
+        assert_eq!(split_name(&[1, 1, 1, 1]), "split-none");
         let cfg = crate::config::LoadedConfig::embedded_default();
         let mut plan = crate::app::plan::SolvePlan::from_config(&cfg.config, true);
         assert_eq!(plan_layout(&plan), Layout::FULL);

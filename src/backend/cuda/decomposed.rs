@@ -122,6 +122,16 @@ impl CudaBackend {
         }
     }
 
+    /// Every rank's `local` (each of the same length), concatenated in rank order, over
+    /// the host communicator (a collective: every rank calls it); `local` itself when not
+    /// decomposed. The collective tuning's agreement on a geometry.
+    pub fn all_gather(&mut self, local: &[f64]) -> Result<Vec<f64>> {
+        match &mut self.core.halo {
+            Some(h) => h.comms.all_gather(local),
+            None => Ok(local.to_vec()),
+        }
+    }
+
     /// Wait until every rank has come here (a global sum of nothing); no-op when not
     /// decomposed.
     pub fn halo_barrier(&mut self) -> Result<()> {
