@@ -64,6 +64,7 @@ if [ "${MODE:-full}" = multi ]; then
     # Issue 11: the split lattice on one GPU (sub-lattices, device copies), its cost, and
     # the undecomposed 3.0 unchanged (floor).
     step floor "$q" floor --dims 16,16,16,32 --repeat 200
+    step floor-halo-32 "$q" floor --dims 32,32,32,64 --repeat 200 --halo
     fast="--preconditioning even-odd --precision single-double --reconstruct 12"
     for g in 1,1,1,1 1,1,1,2 2,1,1,2; do
         for m in cr bicgstab; do
@@ -113,6 +114,7 @@ elif [ "${MODE:-full}" = seam ]; then
     step validate-6 "$q" validate configs/6x6x6x10.toml --kernel 3.0
     step ablate-16 "$q" -q ablate configs/16x16x16x32.toml --kernels 1.6.1,3.0 --repeat 5 --out "$res/ablation-16x16x16x32"
     step floor "$q" floor --dims 16,16,16,32 --repeat 200
+    step floor-halo-32 "$q" floor --dims 32,32,32,64 --repeat 200 --halo
     # Issue 12: 64^3x128 with a seed kernel must be refused before any tuning (exit 6).
     sed -e 's/^LX = .*/LX = 64/; s/^LY = .*/LY = 64/; s/^LZ = .*/LZ = 64/; s/^LT = .*/LT = 128/' \
         configs/32x32x32x64.toml >"$big/64x64x64x128.toml"

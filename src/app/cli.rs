@@ -173,6 +173,10 @@ pub enum Command {
         /// Threads per block of the 3.0 stencil (default: the backend's).
         #[arg(long)]
         block: Option<usize>,
+        /// Also the decomposition's cost on this GPU: D split in 2 along t (two ranks as
+        /// threads, faces by device copies) against the undecomposed D, target <= 1.10.
+        #[arg(long)]
+        halo: bool,
     },
     /// Prove GPU stencil versions against the CPU reference: operator, CR history, true
     /// residual (random gauge and source on the config's lattice, kappa, tolerance).
@@ -352,9 +356,14 @@ pub fn dispatch(cli: Cli) -> Result<()> {
             dims,
             repeat,
             block,
+            halo,
         }) => {
             let (triad, rows) = crate::app::floor::measure(&dims, repeat, block)?;
             print!("{}", crate::app::floor::table(&dims, triad, &rows));
+            if halo {
+                let halo_rows = crate::app::floor::halo_rows(&dims, repeat)?;
+                print!("{}", crate::app::floor::halo_table(&dims, &halo_rows));
+            }
             Ok(())
         }
         Some(Command::Ablate {

@@ -195,6 +195,62 @@ pub fn measure(
     Ok((triad, rows))
 }
 
+/// The decomposition's cost on this one GPU (issue 11): the full double D split in two
+/// along t (both halves on the GPU as threads, faces by device copies), against the
+/// undecomposed operator in the same run, r18 and r12; target <= 1.10. Needs an even
+/// half t extent.
+pub fn halo_rows(
+    dims: &[usize],
+    repeat: usize,
+) -> Result<Vec<(bool, crate::backend::cuda::HaloCost)>> {
+    if dims.len() != 4 || !dims[3].is_multiple_of(4) {
+        return Err(Error::invalid(
+            "--dims",
+            format!("the halo cost splits t in two halves of even extent: {dims:?}"),
+        ));
+    }
+    let global = [dims[0], dims[1], dims[2], dims[3]];
+    [false, true]
+        .into_iter()
+        .map(|r12| {
+            let opts = CudaOptions {
+                version: StencilVersion::V3_0,
+                reconstruct_12: r12,
+                ..CudaOptions::default()
+            };
+            crate::backend::cuda::time_decomposed_apply(global, [1, 1, 1, 2], &opts, repeat)
+                .map(|c| (r12, c))
+        })
+        .collect()
+}
+
+/// The halo cost rows as text.
+pub fn halo_table(dims: &[usize], rows: &[(bool, crate::backend::cuda::HaloCost)]) -> String {
+    let mut s = format!(
+        "decomposition on one GPU, {dims:?} split in 2 along t (full D, double): decomposed / undecomposed time\n{:<30} {:>10} {:>10} {:>7} {}\n",
+        "row", "whole us", "split us", "ratio", "target"
+    );
+    for (r12, c) in rows {
+        let target = 1.10;
+        s.push_str(&format!(
+            "{:<30} {:>10.2} {:>10.2} {:>7.3} {}\n",
+            format!("halo cost r{}", if *r12 { 12 } else { 18 }),
+            1e3 * c.undecomposed_ms,
+            1e3 * c.decomposed_ms,
+            c.ratio,
+            if c.ratio <= target {
+                format!("<= {target}: met")
+            } else {
+                format!(
+                    "<= {target}: MISSED by {:.0}%",
+                    100.0 * (c.ratio / target - 1.0)
+                )
+            }
+        ));
+    }
+    s
+}
+
 pub fn table(dims: &[usize], triad: f64, rows: &[FloorRow]) -> String {
     let mut s = format!(
         "kernel 3.0 against its DRAM floors on {dims:?}, triad B = {triad:.0} GB/s\n{:<30} {:>8} {:>10} {:>10} {:>7} {}\n",
