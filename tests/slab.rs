@@ -104,11 +104,13 @@ fn assert_slabs_match(
     }
 }
 
+type Dims = [usize; 4];
+
 #[test]
 fn every_rank_reads_the_bits_of_the_whole_file_scattered() {
     // The files of shared/lattices/MANIFEST.md with their dims, and grids that divide
     // them with even local extents (one rank, t only, x and t, all four directions).
-    let files: &[(&str, [usize; 4], &[[usize; 4]])] = &[
+    let files: &[(&str, Dims, &[Dims])] = &[
         (
             "ATB_nersc.l8t4b3360",
             [8, 8, 8, 4],

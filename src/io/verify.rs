@@ -169,7 +169,7 @@ impl LinkSurvey {
     }
 
     /// As reals for `Comms::all_gather` (indices and counts below 2^53 are exact).
-    pub fn to_reals(&self) -> [f64; SURVEY_REALS] {
+    pub fn to_reals(self) -> [f64; SURVEY_REALS] {
         let (nf, count) = self.non_finite.map_or(
             (
                 NonFinite {
