@@ -37,7 +37,8 @@ pub struct Config {
 /// How the lattice is split over ranks (issue 11): `grid = [gx, gy, gz, gt]` ranks per
 /// direction, each holding a local sub-lattice. `gpus` (default: the grid's product)
 /// must equal the product. On the CPU the ranks are threads of this process; under a
-/// launcher (RANK, WORLD_SIZE) each process is one rank.
+/// launcher (RANK, WORLD_SIZE) each process is one rank. `read` says who reads a gauge
+/// file on a split lattice.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ParallelConfig {
@@ -45,6 +46,23 @@ pub struct ParallelConfig {
     pub grid: [i64; NDIM],
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpus: Option<i64>,
+    #[serde(default)]
+    pub read: ReadMode,
+}
+
+/// Who reads the gauge file on a split lattice (`[parallel] read`, `--read`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, Default, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum ReadMode {
+    /// Rank 0 reads and verifies the whole file and sends each rank its share.
+    #[default]
+    #[value(name = "rank0")]
+    Rank0,
+    /// Each rank reads and verifies its own slab (`io::read_gauge_slab`, the checks
+    /// combined over the ranks); rank 0 gathers the field for the final CPU check and the
+    /// outputs.
+    #[value(name = "slab")]
+    Slab,
 }
 
 fn default_grid() -> [i64; NDIM] {
@@ -56,6 +74,7 @@ impl Default for ParallelConfig {
         ParallelConfig {
             grid: default_grid(),
             gpus: None,
+            read: ReadMode::default(),
         }
     }
 }
@@ -388,6 +407,8 @@ pub struct Overrides {
     pub grid: Option<[i64; NDIM]>,
     /// `--gpus N`: [parallel] gpus.
     pub gpus: Option<i64>,
+    /// `--read slab`: [parallel] read.
+    pub read: Option<ReadMode>,
 }
 
 /// A parsed and validated configuration, with the text it came from (for line numbers)
@@ -502,6 +523,10 @@ impl LoadedConfig {
         if let Some(n) = o.gpus {
             c.parallel.gpus = Some(n);
             flags.push(("parallel.gpus", "--gpus"));
+        }
+        if let Some(r) = o.read {
+            c.parallel.read = r;
+            flags.push(("parallel.read", "--read"));
         }
         if o.reunitarise {
             match &mut c.gauge {
@@ -773,6 +798,15 @@ impl LoadedConfig {
                     ),
                 ));
             }
+        }
+        if p.read == ReadMode::Slab && !matches!(self.config.gauge, GaugeConfig::File { .. }) {
+            return Err(self.bad(
+                "parallel",
+                "read",
+                "\"slab\" has each rank read its part of a gauge file, but [gauge] is not a \
+                 file (type = \"file\")"
+                    .into(),
+            ));
         }
         if let Err(e) = crate::geometry::partition::Partition::new(self.dims(), p.grid(), 0) {
             let msg = match e {

@@ -180,3 +180,87 @@ fn scale_over_ranks_writes_strong_and_weak_tables_and_charts() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--gpus"));
 }
+
+/// The 8^3x4 NERSC file of shared/lattices (MANIFEST.md), solved split in x and t.
+const FILE_CONFIG: &str = "[lattice]\nLX = 8\nLY = 8\nLZ = 8\nLT = 4\n\n[gauge]\ntype = \"file\"\n\
+path = \"ATB_nersc.l8t4b3360\"\n\n[dirac]\nkappa = 0.12\n\n[source]\ntype = \"random\"\nseed = 9\n\n\
+[solver]\ntolerance = 1e-10\n\n[backend]\ndevice = \"cpu\"\n\n[parallel]\ngrid = [2, 1, 1, 2]\n\n\
+[output]\nreport = \"r.json\"\nsolution = \"x.npy\"\n";
+
+#[test]
+fn each_rank_reading_its_slab_solves_the_same_problem_as_rank_0_reading_the_file() {
+    // Expected: the default read = "rank0" (rank 0 reads and verifies the whole file and
+    // scatters it). With --read slab every rank reads its own part and the field is
+    // gathered: the same bits, so the same solve, history and solution exactly.
+    let dir = tempfile::tempdir().unwrap();
+    let lattices = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/lattices");
+    // shared/ is read-only: the config lives in the tempdir and names the file by an
+    // absolute path (relative gauge paths resolve against the config's folder).
+    let text = FILE_CONFIG.replace(
+        "path = \"ATB_nersc.l8t4b3360\"",
+        &format!(
+            "path = \"{}\"",
+            lattices.join("ATB_nersc.l8t4b3360").display()
+        ),
+    );
+    let cfg_path = dir.path().join("file.toml");
+    std::fs::write(&cfg_path, text).unwrap();
+    let run = |name: &str, args: &[&str]| -> (serde_json::Value, Vec<u8>) {
+        let out_dir = dir.path().join(name);
+        let out = bin()
+            .arg(&cfg_path)
+            .args(args)
+            .arg("--output")
+            .arg(&out_dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let report =
+            serde_json::from_str(&std::fs::read_to_string(out_dir.join("r.json")).unwrap())
+                .unwrap();
+        (report, std::fs::read(out_dir.join("x.npy")).unwrap())
+    };
+    let (rank0, x0) = run("rank0", &[]);
+    let (slab, x1) = run("slab", &["--read", "slab"]);
+    assert_eq!(slab["iterations"], rank0["iterations"]);
+    assert_eq!(history(&slab), history(&rank0));
+    assert_eq!(x1, x0, "solutions differ");
+    assert_eq!(slab["plaquette"], rank0["plaquette"]);
+    assert!(slab["true_residual_of_d_cpu"].as_f64().unwrap() <= 1e-10);
+    // An unknown value is refused by clap, naming the flag and the values.
+    let out = bin()
+        .arg(&cfg_path)
+        .args(["--read", "everyone"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--read") && err.contains("slab"), "{err}");
+    // A corrupted copy is refused by every rank's combined checksum: exit 4, the file
+    // and both checksums named (the stored one from MANIFEST.md).
+    let mut bytes = std::fs::read(lattices.join("ATB_nersc.l8t4b3360")).unwrap();
+    let k = bytes.len() / 2;
+    bytes[k] ^= 1;
+    let bad = dir.path().join("bad.nersc");
+    std::fs::write(&bad, bytes).unwrap();
+    let text = std::fs::read_to_string(&cfg_path).unwrap().replace(
+        &lattices.join("ATB_nersc.l8t4b3360").display().to_string(),
+        &bad.display().to_string(),
+    );
+    std::fs::write(&cfg_path, text).unwrap();
+    let out = bin()
+        .arg(&cfg_path)
+        .args(["--read", "slab"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(
+        err.contains("bad.nersc") && err.contains("CHECKSUM mismatch: file says b379560a"),
+        "{err}"
+    );
+}

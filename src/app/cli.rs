@@ -99,6 +99,11 @@ pub struct OverrideArgs {
     /// GPUs (ranks) to use; must equal the grid's product (overrides [parallel] gpus).
     #[arg(long, allow_negative_numbers = true)]
     pub gpus: Option<i64>,
+    /// Who reads a gauge file on a split lattice: rank0 (reads and verifies it, sends the
+    /// shares) or slab (each rank reads and verifies its own part) (overrides [parallel]
+    /// read).
+    #[arg(long, value_enum)]
+    pub read: Option<crate::config::ReadMode>,
 }
 
 impl OverrideArgs {
@@ -131,6 +136,7 @@ impl OverrideArgs {
             reunitarise: self.reunitarise,
             grid,
             gpus: self.gpus,
+            read: self.read,
         })
     }
 }

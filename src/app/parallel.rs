@@ -6,13 +6,17 @@
 //!
 //! On the CPU the ranks are threads of this process (`comms::threads`), each driving the
 //! decomposed CPU backend; they share the `[backend] threads` pool.
+//!
+//! With `[parallel] read = "slab"` the gauge file is instead read by every rank, each its
+//! own part, verified by all of them together (`read_slabs`); rank 0 then gathers the
+//! field, which it needs for the CPU check of the solution and the outputs.
 
 use super::device::choose_device;
 use super::run::{build_problem, finish_run, solve_on_rank, SolvePlan};
 use crate::backend::cpu_decomposed::{self, DecomposedCpu};
 use crate::backend::prelude::*;
 use crate::comms::{threads::run_ranks, Comms};
-use crate::config::{Device, LoadedConfig};
+use crate::config::{Device, LoadedConfig, ReadMode};
 use crate::field::SpinorField;
 use crate::geometry::partition::Partition;
 use crate::problem::{Problem, SolveResult};
@@ -46,8 +50,21 @@ pub fn local_problem(problem: &Problem, p: &Partition) -> Result<Problem> {
 
 pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
     let c = &cfg.config;
-    let problem = build_problem(cfg)?;
     let grid = c.parallel.grid();
+    let problem = if c.parallel.read == ReadMode::Slab {
+        // The ranks read their slabs at once; the solve's set-up below cuts the shares
+        // again from the gathered field (one process holds it anyway).
+        let parts = partitions(cfg.lattice()?.dims, grid)?;
+        let mut got = run_ranks(parts.len(), |mut io| {
+            let rank = io.rank();
+            logged(rank, read_slabs(cfg, &mut io, &parts, rank))
+        })?;
+        got.swap_remove(0)
+            .1
+            .ok_or_else(|| Error::internal("rank 0 gathered no gauge field"))?
+    } else {
+        build_problem(cfg)?
+    };
     let parts = partitions(problem.lattice.dims, grid)?;
     tracing::info!(
         lattice = %problem.lattice.dims_string(),
@@ -436,13 +453,21 @@ pub fn run_launched(
     let stream = cuda::stream_on(opts.device)?;
     let nccl = SharedNccl::new(NcclComms::from_launch(stream, Some(launch))?);
     let mut io: Box<dyn Comms> = Box::new(nccl.clone());
-    // Rank 0: the problem, read and verified once, and every rank's share sent.
-    let global = if rank == 0 {
-        Some(build_problem(cfg)?)
+    let (local, global) = if c.parallel.read == ReadMode::Slab {
+        // Every rank its own part of the gauge file; rank 0 gathers the field.
+        read_slabs(cfg, io.as_mut(), &parts, rank)?
     } else {
-        None
+        // Rank 0: the problem, read and verified once, and every rank's share sent.
+        let global = if rank == 0 {
+            Some(build_problem(cfg)?)
+        } else {
+            None
+        };
+        (
+            distribute(cfg, io.as_mut(), &parts, rank, global.as_ref())?,
+            global,
+        )
     };
-    let local = distribute(cfg, io.as_mut(), &parts, rank, global.as_ref())?;
     let wiring = format!(
         "nccl {} ({} processes, {})",
         crate::comms::nccl::nccl_version()?,
@@ -590,6 +615,149 @@ pub fn distribute(
     })
 }
 
+/// `[parallel] read = "slab"`: every rank reads and verifies its own part of the gauge
+/// file (`io::read_gauge_slab`, the checks combined over `io`: a bad file is refused on
+/// every rank); rank 0 gathers the links, builds the whole problem (the config's source
+/// around the gathered field) and sends every rank its share of the source. Returns the
+/// rank's problem and, on rank 0, the whole one.
+pub fn read_slabs(
+    cfg: &LoadedConfig,
+    io: &mut dyn Comms,
+    parts: &[Partition],
+    rank: usize,
+) -> Result<(Problem, Option<Problem>)> {
+    let t0 = std::time::Instant::now();
+    let c = &cfg.config;
+    let lattice = cfg.lattice()?;
+    let p = &parts[rank];
+    let (path, format, opts) = super::run::gauge_file(cfg)?;
+    let (gauge, info) = crate::io::read_gauge_slab(&path, format, p, lattice.boundary, opts, io)?;
+    let description = format!("file {} (each rank read its slab)", path.display());
+    let note = info
+        .reunitarised
+        .then(|| super::run::reunitarisation_note(&info));
+    if rank != 0 {
+        // Two exchanges, each one-directional as in `distribute` and `collect_solution`
+        // (rank 0 posts the matching receives, then the sends).
+        let links = links_to_reals(&gauge.links);
+        io.exchange(
+            &[crate::comms::Outgoing {
+                to: 0,
+                tag: TAG_LINKS,
+                data: &links,
+            }],
+            &mut [],
+        )?;
+        drop(links);
+        let mut source = vec![0.0; gauge.lattice.volume() * 24];
+        io.exchange(
+            &[],
+            &mut [crate::comms::Incoming {
+                from: 0,
+                tag: TAG_SOURCE,
+                data: &mut source,
+            }],
+        )?;
+        // A NaN first value (never in a source: files and generators give finite ones)
+        // marks a failure of rank 0's, whose exit code follows.
+        if source[0].is_nan() {
+            return Err(Error::internal(format!(
+                "rank 0 could not build the problem around the gathered gauge field (exit code {}); rank 0's error says why",
+                source[1]
+            )));
+        }
+        let local = Problem {
+            lattice: gauge.lattice.clone(),
+            gauge,
+            gauge_description: description,
+            gauge_reunitarised: note,
+            plaquette: info.plaquette,
+            link_trace: info.link_trace,
+            kappa: c.dirac.kappa,
+            operator: c.solver.operator(),
+            source: reals_to_spinor(&source),
+            source_description: format!("rank {rank}'s share, from rank 0"),
+            setup_seconds: t0.elapsed().as_secs_f64(),
+        };
+        return Ok((local, None));
+    }
+    // Rank 0: every other rank's links in, the whole field and problem built, the shares
+    // of the source out.
+    let mut received: Vec<Vec<f64>> = parts[1..]
+        .iter()
+        .map(|q| vec![0.0; q.local_dims().iter().product::<usize>() * 4 * 18])
+        .collect();
+    let mut recvs: Vec<crate::comms::Incoming> = received
+        .iter_mut()
+        .enumerate()
+        .map(|(i, data)| crate::comms::Incoming {
+            from: i + 1,
+            tag: TAG_LINKS,
+            data,
+        })
+        .collect();
+    io.exchange(&[], &mut recvs)?;
+    drop(recvs);
+    let mut shares = vec![gauge.links];
+    shares.extend(received.iter().map(|r| reals_to_links(r)));
+    let links = crate::geometry::partition::gather_sites(&shares, parts, 4)?;
+    drop(shares);
+    let whole = crate::field::GaugeField {
+        lattice: lattice.clone(),
+        links,
+    };
+    let built =
+        super::run::problem_with(cfg, lattice, whole, description, note, t0).and_then(|problem| {
+            let sources: Vec<Vec<f64>> = parts[1..]
+                .iter()
+                .map(|q| {
+                    Ok(spinor_to_reals(&cpu_decomposed::scatter_spinor(
+                        &problem.source,
+                        q,
+                    )?))
+                })
+                .collect::<Result<_>>()?;
+            Ok((problem, sources))
+        });
+    let (problem, sources) = match built {
+        Ok(b) => b,
+        Err(e) => {
+            // The other ranks wait for their source: tell them (see above) and fail.
+            let failed: Vec<Vec<f64>> = parts[1..]
+                .iter()
+                .map(|q| {
+                    let mut v = vec![0.0; q.local_dims().iter().product::<usize>() * 24];
+                    v[0] = f64::NAN;
+                    v[1] = e.exit_code() as f64;
+                    v
+                })
+                .collect();
+            let sends: Vec<crate::comms::Outgoing> = failed
+                .iter()
+                .enumerate()
+                .map(|(i, data)| crate::comms::Outgoing {
+                    to: i + 1,
+                    tag: TAG_SOURCE,
+                    data,
+                })
+                .collect();
+            let _ = io.exchange(&sends, &mut []);
+            return Err(e);
+        }
+    };
+    let sends: Vec<crate::comms::Outgoing> = sources
+        .iter()
+        .enumerate()
+        .map(|(i, data)| crate::comms::Outgoing {
+            to: i + 1,
+            tag: TAG_SOURCE,
+            data,
+        })
+        .collect();
+    io.exchange(&sends, &mut [])?;
+    Ok((local_problem(&problem, p)?, Some(problem)))
+}
+
 /// Every rank's share of the solution to rank 0, which returns the whole field (the
 /// others None).
 pub fn collect_solution(
@@ -664,6 +832,76 @@ mod tests {
             if let Some(w) = whole {
                 assert_eq!(w, problem.source);
             }
+        }
+    }
+
+    fn atb_config(source: &str) -> LoadedConfig {
+        let file = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../shared/lattices/ATB_nersc.l8t4b3360"
+        );
+        let text = format!(
+            "[lattice]\nLX = 8\nLY = 8\nLZ = 8\nLT = 4\n\n[gauge]\ntype = \"file\"\npath = \"{file}\"\n\n[dirac]\nkappa = 0.12\n\n[source]\n{source}\n\n[parallel]\ngrid = [2, 1, 1, 2]\nread = \"slab\"\n"
+        );
+        LoadedConfig::from_str(&text, "test", ".".into()).unwrap()
+    }
+
+    #[test]
+    fn slab_reads_give_every_rank_the_share_rank_0_would_send() {
+        // Expected: the rank-0 path (build_problem reads the whole file; local_problem
+        // cuts each share). Each rank reading its own slab must give the same bits, and
+        // rank 0 the same whole problem (gathered field, same source).
+        let cfg = atb_config("type = \"random\"\nseed = 4");
+        let problem = build_problem(&cfg).unwrap();
+        let parts = partitions([8, 8, 8, 4], [2, 1, 1, 2]).unwrap();
+        let got = run_ranks(4, |mut io| {
+            let rank = io.rank();
+            read_slabs(&cfg, &mut io, &parts, rank)
+        })
+        .unwrap();
+        let same = |a: &[crate::field::su3::Su3], b: &[crate::field::su3::Su3]| {
+            a.len() == b.len()
+                && a.iter().zip(b).all(|(u, v)| {
+                    u.0.iter()
+                        .flatten()
+                        .zip(v.0.iter().flatten())
+                        .all(|(x, y)| {
+                            x.re.to_bits() == y.re.to_bits() && x.im.to_bits() == y.im.to_bits()
+                        })
+                })
+        };
+        for (rank, (local, whole)) in got.into_iter().enumerate() {
+            let direct = local_problem(&problem, &parts[rank]).unwrap();
+            assert!(same(&local.gauge.links, &direct.gauge.links), "rank {rank}");
+            assert_eq!(local.gauge.lattice, direct.gauge.lattice);
+            assert_eq!(local.source, direct.source, "rank {rank}");
+            assert_eq!(whole.is_some(), rank == 0);
+            if let Some(w) = whole {
+                assert!(same(&w.gauge.links, &problem.gauge.links));
+                assert_eq!(w.source, problem.source);
+                assert_eq!(w.plaquette, problem.plaquette);
+            }
+        }
+    }
+
+    #[test]
+    fn a_failure_of_rank_0_after_the_read_reaches_every_rank_at_once() {
+        // A source file that does not exist: rank 0 fails building the problem after
+        // the slabs were read; the others learn it from their source share at once
+        // (they would otherwise wait 120 s for it) and fail naming rank 0.
+        let cfg = atb_config("type = \"file\"\npath = \"/no/such/source.npy\"");
+        let parts = partitions([8, 8, 8, 4], [2, 1, 1, 2]).unwrap();
+        let t = std::time::Instant::now();
+        let errs = run_ranks(4, |mut io| {
+            let rank = io.rank();
+            Ok(read_slabs(&cfg, &mut io, &parts, rank).err())
+        })
+        .unwrap();
+        assert!(t.elapsed().as_secs() < 30, "the ranks waited");
+        assert_eq!(errs[0].as_ref().unwrap().exit_code(), 3);
+        for e in &errs[1..] {
+            let e = e.as_ref().unwrap().to_string();
+            assert!(e.contains("rank 0 could not build the problem"), "{e}");
         }
     }
 }

@@ -34,31 +34,67 @@ pub fn build_problem(cfg: &LoadedConfig) -> Result<Problem> {
                 params.beta, params.therm, params.sweeps, params.seed
             ),
         ),
-        GaugeConfig::File {
-            path,
-            format,
-            reunitarise,
-        } => {
-            let path = cfg.input_path(path);
-            let fmt = crate::io::parse_format(format).map_err(|e| match e {
-                Error::Format { message, .. } => Error::invalid("gauge.format", message),
-                other => other,
-            })?;
-            let (g, info) = crate::io::read_gauge_with(
-                &path,
-                fmt,
-                Some(lattice.dims),
-                lattice.boundary,
-                crate::io::ReadOptions {
-                    reunitarise: *reunitarise,
-                },
-            )?;
+        GaugeConfig::File { .. } => {
+            let (path, fmt, opts) = gauge_file(cfg)?;
+            let (g, info) =
+                crate::io::read_gauge_with(&path, fmt, Some(lattice.dims), lattice.boundary, opts)?;
             if info.reunitarised {
                 gauge_reunitarised = Some(reunitarisation_note(&info));
             }
             (g, format!("file {}", path.display()))
         }
     };
+    problem_with(
+        cfg,
+        lattice,
+        gauge,
+        gauge_description,
+        gauge_reunitarised,
+        t0,
+    )
+}
+
+/// The gauge file a config names (resolved against the config's folder), its format
+/// (`None`: detect) and the read options; an error when `[gauge]` is not a file.
+pub(crate) fn gauge_file(
+    cfg: &LoadedConfig,
+) -> Result<(
+    std::path::PathBuf,
+    Option<crate::io::GaugeFormat>,
+    crate::io::ReadOptions,
+)> {
+    let GaugeConfig::File {
+        path,
+        format,
+        reunitarise,
+    } = &cfg.config.gauge
+    else {
+        return Err(Error::invalid("gauge", "the gauge field is not a file"));
+    };
+    let fmt = crate::io::parse_format(format).map_err(|e| match e {
+        Error::Format { message, .. } => Error::invalid("gauge.format", message),
+        other => other,
+    })?;
+    Ok((
+        cfg.input_path(path),
+        fmt,
+        crate::io::ReadOptions {
+            reunitarise: *reunitarise,
+        },
+    ))
+}
+
+/// The problem around a gauge field at hand (read, generated, or gathered from the
+/// ranks' slabs): its plaquette and link trace, the config's source and kappa.
+pub(crate) fn problem_with(
+    cfg: &LoadedConfig,
+    lattice: crate::geometry::lattice::Lattice,
+    gauge: GaugeField,
+    gauge_description: String,
+    gauge_reunitarised: Option<String>,
+    t0: Instant,
+) -> Result<Problem> {
+    let c = &cfg.config;
     let plaquette = gauge.plaquette();
     let link_trace = gauge.link_trace();
     let (source, source_description) = match &c.source {
@@ -112,7 +148,7 @@ pub fn build_problem(cfg: &LoadedConfig) -> Result<Problem> {
 }
 
 /// What the report says when a gauge file's links were reunitarised.
-fn reunitarisation_note(info: &crate::io::GaugeFileInfo) -> String {
+pub(crate) fn reunitarisation_note(info: &crate::io::GaugeFileInfo) -> String {
     let after = info.unitarity_reunitarised.unwrap_or(f64::NAN);
     if info.links_forced_onto_su3 > 0 {
         format!(

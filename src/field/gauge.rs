@@ -62,9 +62,18 @@ impl GaugeField {
 
     pub fn plaquette(&self) -> Plaquette {
         let v = self.lattice.volume();
-        let per_site: Vec<[f64; 2]> = (0..v)
+        Plaquette::from_sums(self.plaquette_sums(v, |x| x), v)
+    }
+
+    /// The sums of Re Tr U_p over the sites `site(0..n)` of this field's lattice and the 6
+    /// planes mu < nu: [the 3 spatial planes, the 3 containing t], not normalised. The
+    /// slab reader sums the sites a rank owns inside the box it read (its sub-lattice plus
+    /// a forward layer), whose neighbours are all in the box.
+    pub fn plaquette_sums(&self, n: usize, site: impl Fn(usize) -> usize + Sync) -> [f64; 2] {
+        let per_site: Vec<[f64; 2]> = (0..n)
             .into_par_iter()
-            .map(|x| {
+            .map(|i| {
+                let x = site(i);
                 let mut s = [0.0; 2];
                 for mu in 0..NDIM {
                     for nu in mu + 1..NDIM {
@@ -74,14 +83,7 @@ impl GaugeField {
                 s
             })
             .collect();
-        let spatial = det_sum(&per_site, |s| s[0]);
-        let temporal = det_sum(&per_site, |s| s[1]);
-        let norm = 3.0 * v as f64 * 3.0;
-        Plaquette {
-            total: (spatial + temporal) / (2.0 * norm),
-            spatial: spatial / norm,
-            temporal: temporal / norm,
-        }
+        [det_sum(&per_site, |s| s[0]), det_sum(&per_site, |s| s[1])]
     }
 
     /// Sum over sites and directions of Re Tr U_mu(x) / (4 V 3).
@@ -98,31 +100,12 @@ impl GaugeField {
     /// The link farthest from SU(3): its index in `links` (site * 4 + mu) and its
     /// deviation; a NaN deviation counts as the worst. `None` for an empty field.
     pub fn worst_link(&self) -> Option<(usize, f64)> {
-        self.links
-            .par_iter()
-            .enumerate()
-            .map(|(k, u)| (k, u.unitarity_deviation()))
-            .reduce_with(|a, b| {
-                // NaN ranks above every number; on a tie the lower index wins, so the
-                // answer does not depend on how rayon splits the work.
-                let key = |d: f64| (d.is_nan(), if d.is_nan() { 0.0 } else { d });
-                match key(b.1).partial_cmp(&key(a.1)) {
-                    Some(std::cmp::Ordering::Greater) => b,
-                    Some(std::cmp::Ordering::Equal) if b.0 < a.0 => b,
-                    _ => a,
-                }
-            })
+        worst_link(&self.links)
     }
 
     /// How many links deviate from SU(3) by more than `tol` (or by NaN).
     pub fn links_beyond(&self, tol: f64) -> usize {
-        self.links
-            .par_iter()
-            .filter(|u| {
-                let d = u.unitarity_deviation();
-                d.is_nan() || d > tol
-            })
-            .count()
+        links_beyond(&self.links, tol)
     }
 
     /// The first link (lowest index site * 4 + mu) holding a non-finite element, with that
@@ -133,7 +116,7 @@ impl GaugeField {
     }
 
     pub fn reunitarise(&mut self) {
-        self.links.par_iter_mut().for_each(|u| *u = u.reunitarise());
+        reunitarise(&mut self.links);
     }
 
     /// U'_mu(x) = G(x) U_mu(x) G(x+mu)^+.
@@ -152,6 +135,56 @@ impl GaugeField {
             links,
         }
     }
+}
+
+impl Plaquette {
+    /// The averages from `GaugeField::plaquette_sums` over `volume` sites.
+    pub fn from_sums([spatial, temporal]: [f64; 2], volume: usize) -> Plaquette {
+        let norm = 3.0 * volume as f64 * 3.0;
+        Plaquette {
+            total: (spatial + temporal) / (2.0 * norm),
+            spatial: spatial / norm,
+            temporal: temporal / norm,
+        }
+    }
+}
+
+/// Every link projected onto SU(3) (`Su3::reunitarise`).
+pub fn reunitarise(links: &mut [Su3]) {
+    links.par_iter_mut().for_each(|u| *u = u.reunitarise());
+}
+
+/// The link of `links` farthest from SU(3): its index and its deviation; a NaN deviation
+/// counts as the worst, and on a tie the lower index wins (`worse_link`), so the answer
+/// does not depend on how the work is split. `None` for no links.
+pub fn worst_link(links: &[Su3]) -> Option<(usize, f64)> {
+    links
+        .par_iter()
+        .enumerate()
+        .map(|(k, u)| (k, u.unitarity_deviation()))
+        .reduce_with(worse_link)
+}
+
+/// Of two (index, deviation from SU(3)), the worse: NaN ranks above every number; on a
+/// tie the lower index.
+pub fn worse_link(a: (usize, f64), b: (usize, f64)) -> (usize, f64) {
+    let key = |d: f64| (d.is_nan(), if d.is_nan() { 0.0 } else { d });
+    match key(b.1).partial_cmp(&key(a.1)) {
+        Some(std::cmp::Ordering::Greater) => b,
+        Some(std::cmp::Ordering::Equal) if b.0 < a.0 => b,
+        _ => a,
+    }
+}
+
+/// How many of `links` deviate from SU(3) by more than `tol` (or by NaN).
+pub fn links_beyond(links: &[Su3], tol: f64) -> usize {
+    links
+        .par_iter()
+        .filter(|u| {
+            let d = u.unitarity_deviation();
+            d.is_nan() || d > tol
+        })
+        .count()
 }
 
 /// Where a link holds a value that is not a finite number.

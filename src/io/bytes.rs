@@ -1,8 +1,8 @@
 //! Reading a file's bytes safely: dimensions validated before anything is allocated,
-//! exact-length payloads, streaming in chunks, and decoding of reals and 3x3 links.
+//! exact-length payloads, streaming in chunks, and 32/64-bit words in either byte order
+//! (links are decoded by `payload::LinkEncoding`).
 
 use crate::error::{Error, Result};
-use crate::field::Su3;
 use crate::geometry::lattice::{Lattice, NDIM};
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
@@ -167,32 +167,5 @@ pub(crate) fn u64_at(b: &[u8], big: bool) -> u64 {
         u64::from_be_bytes(a)
     } else {
         u64::from_le_bytes(a)
-    }
-}
-
-/// Decodes the 3x3 complex link stored as 18 reals (row, col, re/im) of `bytes_per_real`
-/// bytes each. The caller guarantees `b.len() >= 18 * bytes_per_real`.
-#[inline]
-pub(crate) fn decode_link_3x3(b: &[u8], double: bool, big: bool) -> Su3 {
-    let mut m = Su3::zero();
-    let w = if double { 8 } else { 4 };
-    for r in 0..3 {
-        for c in 0..3 {
-            let k = 2 * (3 * r + c);
-            m.0[r][c] = crate::field::C64::new(
-                real_at(&b[k * w..], double, big),
-                real_at(&b[(k + 1) * w..], double, big),
-            );
-        }
-    }
-    m
-}
-
-#[inline]
-pub(crate) fn real_at(b: &[u8], double: bool, big: bool) -> f64 {
-    if double {
-        f64::from_bits(u64_at(b, big))
-    } else {
-        f32::from_bits(u32_at(b, big)) as f64
     }
 }

@@ -1,11 +1,10 @@
-//! LIME containers (ILDG and SciDAC gauge files): the record parser, the reader of the
-//! gauge record in 32- or 64-bit big-endian NERSC 3x3 order, and the scidac-checksum
-//! (suma/sumb) verification.
+//! LIME containers (ILDG and SciDAC gauge files): the record parser, and `describe`: where
+//! the gauge record lies (a site-major array of 32- or 64-bit big-endian links in NERSC 3x3
+//! order), its dims and precision, and the scidac-checksum (suma/sumb) and xlf-info
+//! plaquette to verify.
 
-use super::{
-    byte_len, c_string, check_checksum, check_dims, decode_link_3x3, open, read_exact_at,
-    stream_units, ChecksumInfo, HeaderValue, RawGauge,
-};
+use super::payload::{LinkEncoding, Payload, SumKind};
+use super::{byte_len, c_string, check_dims, open, read_exact_at, GaugeHeader, HeaderValue};
 use crate::error::{Error, Result};
 use crate::geometry::lattice::NDIM;
 use std::path::Path;
@@ -133,7 +132,8 @@ fn text_record(path: &Path, file: &mut std::fs::File, r: &LimeRecord) -> Result<
     Ok(c_string(&b))
 }
 
-pub(crate) fn read(path: &Path, expected_dims: Option<[usize; NDIM]>) -> Result<RawGauge> {
+/// The gauge record of a LIME file and what the file states about it.
+pub(crate) fn describe(path: &Path, expected_dims: Option<[usize; NDIM]>) -> Result<GaugeHeader> {
     let recs = records(path)?;
     let (mut file, _) = open(path)?;
     let find = |name: &str| recs.iter().position(|r| r.type_name == name);
@@ -261,9 +261,12 @@ pub(crate) fn read(path: &Path, expected_dims: Option<[usize; NDIM]>) -> Result<
         ));
     }
     let volume = check_dims(path, source, dims, expected_dims)?;
-    let double = precision == 64;
-    let site_bytes = NDIM * 18 * if double { 8 } else { 4 };
-    let payload = byte_len(path, volume, site_bytes)?;
+    let encoding = LinkEncoding {
+        reals: 18,
+        double: precision == 64,
+        big: true,
+    };
+    let payload = byte_len(path, volume, encoding.site_bytes())?;
     if bin.data_len != payload {
         return Err(Error::format(
             path,
@@ -274,31 +277,9 @@ pub(crate) fn read(path: &Path, expected_dims: Option<[usize; NDIM]>) -> Result<
         ));
     }
 
-    let mut links = Vec::with_capacity(volume * NDIM);
-    let (mut suma, mut sumb) = (0u32, 0u32);
-    stream_units(
-        path,
-        &mut file,
-        bin.data_offset,
-        site_bytes,
-        volume,
-        &bin.type_name,
-        |first, bytes| {
-            for (k, site) in bytes.chunks_exact(site_bytes).enumerate() {
-                let s = first + k;
-                let crc = crc32fast::hash(site);
-                suma ^= crc.rotate_left((s % 29) as u32);
-                sumb ^= crc.rotate_left((s % 31) as u32);
-                for link in site.chunks_exact(site_bytes / NDIM) {
-                    links.push(decode_link_3x3(link, double, true));
-                }
-            }
-            Ok(())
-        },
-    )?;
-
     // The checksum record belonging to the payload is the first one after it.
-    let mut checksums = Vec::new();
+    let mut stored_sums = Vec::new();
+    let mut warnings = Vec::new();
     let ck_idx = recs
         .iter()
         .enumerate()
@@ -308,7 +289,7 @@ pub(crate) fn read(path: &Path, expected_dims: Option<[usize; NDIM]>) -> Result<
     match ck_idx {
         Some(i) => {
             let xml = text_record(path, &mut file, &recs[i])?;
-            for (tag, computed) in [("suma", suma), ("sumb", sumb)] {
+            for tag in ["suma", "sumb"] {
                 let v = xml_tag(&xml, tag).ok_or_else(|| {
                     Error::format(path, format!("scidac-checksum record has no <{tag}>"))
                 })?;
@@ -318,19 +299,13 @@ pub(crate) fn read(path: &Path, expected_dims: Option<[usize; NDIM]>) -> Result<
                         format!("scidac-checksum <{tag}> = {v} is not a 32-bit hex number"),
                     )
                 })?;
-                let c = ChecksumInfo {
-                    name: tag.into(),
-                    stored,
-                    computed,
-                };
-                check_checksum(path, &c)?;
-                checksums.push(c);
+                stored_sums.push((tag.to_string(), stored));
             }
         }
-        None => tracing::warn!(
+        None => warnings.push(format!(
             "{}: no scidac-checksum record after the gauge data; nothing to verify it against",
             path.display()
-        ),
+        )),
     }
 
     // tmLQCD's xlf-info states the plaquette in the same normalisation.
@@ -367,17 +342,23 @@ pub(crate) fn read(path: &Path, expected_dims: Option<[usize; NDIM]>) -> Result<
         Some(dt) => format!("{}, {dt}", bin.type_name),
         None => format!("{}, su3gauge", bin.type_name),
     };
-    Ok(RawGauge {
+    Ok(GaugeHeader {
         format: format.into(),
         datatype,
         dims,
         precision_bits: precision,
         big_endian: true,
-        links,
-        checksums,
+        stored_sums,
         header_plaquette,
         header_link_trace: None,
         metadata,
+        payload: Payload {
+            offset: bin.data_offset,
+            encoding,
+            sums: SumKind::Scidac,
+            what: bin.type_name.clone(),
+        },
+        warnings,
     })
 }
 

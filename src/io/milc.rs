@@ -1,9 +1,10 @@
-//! MILC binary gauge files (version 20103): the 96-byte header, 32-bit links in either
-//! byte order, and the sum29/sum31 checksum verification.
+//! MILC binary gauge files (version 20103): the 96-byte header (`describe`), 32-bit links
+//! in either byte order, and the sum29/sum31 checksums to verify.
 
+use super::payload::{LinkEncoding, Payload, SumKind};
 use super::{
-    byte_len, c_string, check_checksum, check_dims, check_payload, decode_link_3x3, open,
-    read_exact_at, stream_units, u32_at, ChecksumInfo, RawGauge, MILC_MAGIC,
+    byte_len, c_string, check_dims, check_payload, open, read_exact_at, u32_at, GaugeHeader,
+    MILC_MAGIC,
 };
 use crate::error::{Error, Result};
 use crate::geometry::lattice::NDIM;
@@ -13,7 +14,8 @@ const HEADER_LEN: usize = 96;
 /// float32 complex 3x3 per direction, 4 directions per site.
 const SITE_BYTES: usize = NDIM * 18 * 4;
 
-pub(crate) fn read(path: &Path, expected_dims: Option<[usize; NDIM]>) -> Result<RawGauge> {
+/// The header of a MILC file: dims, byte order, sum29/sum31; the payload follows it.
+pub(crate) fn describe(path: &Path, expected_dims: Option<[usize; NDIM]>) -> Result<GaugeHeader> {
     let (mut file, file_len) = open(path)?;
     if file_len < HEADER_LEN as u64 {
         return Err(Error::format(
@@ -70,59 +72,26 @@ pub(crate) fn read(path: &Path, expected_dims: Option<[usize; NDIM]>) -> Result<
     );
     check_payload(path, available, payload, &need)?;
 
-    let mut links = Vec::with_capacity(volume * NDIM);
-    let (mut sum29, mut sum31) = (0u32, 0u32);
-    const WORDS_PER_SITE: usize = SITE_BYTES / 4;
-    stream_units(
-        path,
-        &mut file,
-        HEADER_LEN as u64,
-        SITE_BYTES,
-        volume,
-        "payload",
-        |first, bytes| {
-            for (k, site) in bytes.chunks_exact(SITE_BYTES).enumerate() {
-                // Word index over the whole payload; WORDS_PER_SITE * volume fits in usize
-                // because byte_len checked the byte count.
-                let base = (first + k) * WORDS_PER_SITE;
-                for (j, w) in site.chunks_exact(4).enumerate() {
-                    let word = u32_at(w, big);
-                    let idx = base + j;
-                    sum29 ^= word.rotate_left((idx % 29) as u32);
-                    sum31 ^= word.rotate_left((idx % 31) as u32);
-                }
-                for link in site.chunks_exact(SITE_BYTES / NDIM) {
-                    links.push(decode_link_3x3(link, false, big));
-                }
-            }
-            Ok(())
-        },
-    )?;
-    let checksums = vec![
-        ChecksumInfo {
-            name: "sum29".into(),
-            stored: stored29,
-            computed: sum29,
-        },
-        ChecksumInfo {
-            name: "sum31".into(),
-            stored: stored31,
-            computed: sum31,
-        },
-    ];
-    for c in &checksums {
-        check_checksum(path, c)?;
-    }
-    Ok(RawGauge {
+    Ok(GaugeHeader {
         format: "MILC".into(),
         datatype: "version 20103, float32 3x3, order 0 (lexicographic)".into(),
         dims,
         precision_bits: 32,
         big_endian: big,
-        links,
-        checksums,
+        stored_sums: vec![("sum29".into(), stored29), ("sum31".into(), stored31)],
         header_plaquette: None,
         header_link_trace: None,
         metadata: vec![("time stamp".into(), stamp)],
+        payload: Payload {
+            offset: HEADER_LEN as u64,
+            encoding: LinkEncoding {
+                reals: 18,
+                double: false,
+                big,
+            },
+            sums: SumKind::Milc,
+            what: "payload".into(),
+        },
+        warnings: Vec::new(),
     })
 }

@@ -8,6 +8,8 @@ pub mod lime;
 pub mod milc;
 pub mod nersc;
 pub mod npy;
+mod payload;
+pub mod slab;
 mod verify;
 
 pub(crate) use bytes::*;
@@ -16,6 +18,7 @@ pub use verify::{header_tolerance, last_digit_unit};
 
 pub use nersc::{write_nersc, NerscWrite};
 pub use npy::{read_spinor_npy, write_spinor_npy};
+pub use slab::{read_gauge_slab, SlabPlan};
 
 use crate::error::{Error, Result};
 use crate::field::gauge::Plaquette;
@@ -324,16 +327,32 @@ pub fn read_gauge_with(
     boundary: [Boundary; NDIM],
     opts: ReadOptions,
 ) -> Result<(GaugeField, GaugeFileInfo)> {
+    let header = describe(path, format, expected_dims)?;
+    for w in &header.warnings {
+        tracing::warn!("{w}");
+    }
+    let (mut file, _) = open(path)?;
+    let (links, sums) = payload::read_all(path, &mut file, &header.payload, header.volume())?;
+    let checksums = payload::compare_sums(path, &header.stored_sums, sums)?;
+    finish(path, header, links, checksums, boundary, opts)
+}
+
+/// What a gauge file (of `format`, detected when `None`) says about itself and where its
+/// links are, its dims checked against `expected_dims`.
+pub(crate) fn describe(
+    path: &Path,
+    format: Option<GaugeFormat>,
+    expected_dims: Option<[usize; NDIM]>,
+) -> Result<GaugeHeader> {
     let format = match format {
         Some(f) => f,
         None => GaugeFormat::detect(path)?,
     };
-    let raw = match format {
-        GaugeFormat::Nersc => nersc::read(path, expected_dims)?,
-        GaugeFormat::Lime => lime::read(path, expected_dims)?,
-        GaugeFormat::Milc => milc::read(path, expected_dims)?,
-    };
-    finish(path, raw, boundary, opts)
+    match format {
+        GaugeFormat::Nersc => nersc::describe(path, expected_dims),
+        GaugeFormat::Lime => lime::describe(path, expected_dims),
+        GaugeFormat::Milc => milc::describe(path, expected_dims),
+    }
 }
 
 /// Writes `path` atomically: the bytes go to `path.tmp-<pid>`, are fsynced, and the temp is

@@ -1,13 +1,15 @@
-//! NERSC gauge files: reader for 4D_SU3_GAUGE_3x3 and 4D_SU3_GAUGE (two-row) in 32/64-bit
-//! and either byte order, verifying CHECKSUM, PLAQUETTE and LINK_TRACE; and `write_nersc`,
-//! which writes a complete header and the links atomically.
+//! NERSC gauge files: the header of 4D_SU3_GAUGE_3x3 and 4D_SU3_GAUGE (two-row) files in
+//! 32/64-bit and either byte order (`describe`: the payload's encoding and place, the
+//! CHECKSUM, PLAQUETTE and LINK_TRACE to verify); and `write_nersc`, which writes a
+//! complete header and the links atomically.
 
+use super::payload::{LinkEncoding, Payload, SumKind};
 use super::{
-    byte_len, check_checksum, check_dims, check_payload, open, read_exact_at, stream_units, u32_at,
-    u64_at, write_atomic_with, ChecksumInfo, HeaderValue, RawGauge,
+    byte_len, check_dims, check_payload, open, read_exact_at, write_atomic_with, GaugeHeader,
+    HeaderValue,
 };
 use crate::error::{Error, Result};
-use crate::field::{GaugeField, Su3, C64};
+use crate::field::{GaugeField, Su3};
 use crate::geometry::lattice::NDIM;
 use std::collections::HashMap;
 use std::io::Write;
@@ -16,27 +18,10 @@ use std::path::Path;
 /// How far into the file END_HEADER may be; real headers are well under 1 KiB.
 const MAX_HEADER: usize = 64 * 1024;
 
-struct Layout {
-    /// Stored reals per link: 18 (3x3) or 12 (two rows).
-    reals: usize,
-    double: bool,
-    big: bool,
-}
-
-impl Layout {
-    fn bytes_per_real(&self) -> usize {
-        if self.double {
-            8
-        } else {
-            4
-        }
-    }
-    fn link_bytes(&self) -> usize {
-        self.reals * self.bytes_per_real()
-    }
-}
-
-pub(crate) fn read(path: &Path, expected_dims: Option<[usize; NDIM]>) -> Result<RawGauge> {
+/// The header of a NERSC file: its dims (checked against `expected_dims`), the payload's
+/// encoding and offset (the file must hold exactly the payload after END_HEADER), and
+/// the CHECKSUM, PLAQUETTE and LINK_TRACE it states.
+pub(crate) fn describe(path: &Path, expected_dims: Option<[usize; NDIM]>) -> Result<GaugeHeader> {
     let (mut file, file_len) = open(path)?;
     let head_len = (file_len as usize).min(MAX_HEADER);
     let head = read_exact_at(path, &mut file, 0, head_len, "header")?;
@@ -77,7 +62,7 @@ pub(crate) fn read(path: &Path, expected_dims: Option<[usize; NDIM]>) -> Result<
             ))
         }
     };
-    let layout = Layout { reals, double, big };
+    let layout = LinkEncoding { reals, double, big };
 
     let mut dims = [0usize; NDIM];
     for (mu, d) in dims.iter_mut().enumerate() {
@@ -103,14 +88,15 @@ pub(crate) fn read(path: &Path, expected_dims: Option<[usize; NDIM]>) -> Result<
     };
     let header_plaquette = parse_f64("PLAQUETTE")?;
     let header_link_trace = parse_f64("LINK_TRACE")?;
+    let mut warnings = Vec::new();
     if header_plaquette.is_none() || header_link_trace.is_none() {
-        tracing::warn!(
+        warnings.push(format!(
             "{}: NERSC header lacks PLAQUETTE or LINK_TRACE; only what is present is verified",
             path.display()
-        );
+        ));
     }
 
-    let site_bytes = NDIM * layout.link_bytes();
+    let site_bytes = layout.site_bytes();
     let payload = byte_len(path, volume, site_bytes)?;
     let available = file_len - data_start as u64;
     let need = format!(
@@ -118,31 +104,6 @@ pub(crate) fn read(path: &Path, expected_dims: Option<[usize; NDIM]>) -> Result<
         dims[0], dims[1], dims[2], dims[3]
     );
     check_payload(path, available, payload, &need)?;
-
-    let mut links = Vec::with_capacity(volume * NDIM);
-    let mut sum = 0u32;
-    stream_units(
-        path,
-        &mut file,
-        data_start as u64,
-        site_bytes,
-        volume,
-        "payload",
-        |_, bytes| {
-            for link in bytes.chunks_exact(layout.link_bytes()) {
-                let (u, s) = decode_link(link, &layout);
-                sum = sum.wrapping_add(s);
-                links.push(u);
-            }
-            Ok(())
-        },
-    )?;
-    let checksum = ChecksumInfo {
-        name: "CHECKSUM".into(),
-        stored: stored_sum,
-        computed: sum,
-    };
-    check_checksum(path, &checksum)?;
 
     let mut metadata: Vec<(String, String)> = header
         .iter()
@@ -164,17 +125,23 @@ pub(crate) fn read(path: &Path, expected_dims: Option<[usize; NDIM]>) -> Result<
         .collect();
     metadata.sort();
 
-    Ok(RawGauge {
+    Ok(GaugeHeader {
         format: "NERSC".into(),
         datatype: format!("{datatype}, {fp}"),
         dims,
         precision_bits: if double { 64 } else { 32 },
         big_endian: big,
-        links,
-        checksums: vec![checksum],
+        stored_sums: vec![("CHECKSUM".into(), stored_sum)],
         header_plaquette,
         header_link_trace,
         metadata,
+        payload: Payload {
+            offset: data_start as u64,
+            encoding: layout,
+            sums: SumKind::Nersc,
+            what: "payload".into(),
+        },
+        warnings,
     })
 }
 
@@ -232,40 +199,6 @@ fn parse_header(path: &Path, head: &[u8]) -> Result<(HashMap<String, String>, us
     }
 }
 
-/// One stored link: the matrix and its contribution to CHECKSUM (the 32-bit words of the
-/// stored reals in host order, a double contributing both halves).
-#[inline]
-fn decode_link(b: &[u8], layout: &Layout) -> (Su3, u32) {
-    let w = layout.bytes_per_real();
-    let mut vals = [0f64; 18];
-    let mut sum = 0u32;
-    for (k, v) in vals.iter_mut().take(layout.reals).enumerate() {
-        let chunk = &b[k * w..];
-        if layout.double {
-            let bits = u64_at(chunk, layout.big);
-            sum = sum
-                .wrapping_add(bits as u32)
-                .wrapping_add((bits >> 32) as u32);
-            *v = f64::from_bits(bits);
-        } else {
-            let bits = u32_at(chunk, layout.big);
-            sum = sum.wrapping_add(bits);
-            *v = f32::from_bits(bits) as f64;
-        }
-    }
-    let mut m = Su3::zero();
-    let rows = layout.reals / 6;
-    for r in 0..rows {
-        for c in 0..3 {
-            m.0[r][c] = C64::new(vals[6 * r + 2 * c], vals[6 * r + 2 * c + 1]);
-        }
-    }
-    if rows == 2 {
-        m.0[2] = Su3::third_row(&m.0[0], &m.0[1]);
-    }
-    (m, sum)
-}
-
 /// Output options of `write_nersc`. The default is the program's gauge output format,
 /// 4D_SU3_GAUGE_3x3 IEEE64BIG.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -302,7 +235,7 @@ pub fn write_nersc(path: &Path, field: &GaugeField, opts: NerscWrite) -> Result<
             ),
         ));
     }
-    let layout = Layout {
+    let layout = LinkEncoding {
         reals: if opts.two_row { 12 } else { 18 },
         double: opts.double,
         big: opts.big_endian,
@@ -313,7 +246,7 @@ pub fn write_nersc(path: &Path, field: &GaugeField, opts: NerscWrite) -> Result<
     for u in &field.links {
         buf.clear();
         encode_link(u, &layout, &mut buf);
-        sum = sum.wrapping_add(decode_link(&buf, &layout).1);
+        sum = sum.wrapping_add(layout.nersc_words(&buf));
     }
     // The header describes the field a reader will rebuild: with two rows stored, row 2
     // comes from rows 0 and 1, which differs from the field's own row 2 unless it is
@@ -375,7 +308,7 @@ pub fn write_nersc(path: &Path, field: &GaugeField, opts: NerscWrite) -> Result<
     })
 }
 
-fn encode_link(u: &Su3, layout: &Layout, out: &mut Vec<u8>) {
+fn encode_link(u: &Su3, layout: &LinkEncoding, out: &mut Vec<u8>) {
     let rows = layout.reals / 6;
     for row in u.0.iter().take(rows) {
         for z in row {

@@ -1,26 +1,44 @@
 //! What every gauge reader shares after decoding: the links checked for NaN/infinity and
 //! against SU(3) to the file's precision, the header's plaquette and link trace checked to
-//! the digits it prints, checksums compared; `finish` builds the field and its info.
+//! the digits it prints, checksums compared. Each check is a function of values that
+//! combine over ranks (`LinkSurvey`, plaquette sums), so the whole-file reader (`finish`)
+//! and the per-rank slab reader (`slab`) refuse a file with the same words.
 
+use super::payload::Payload;
 use super::{unitarity_tolerance, ChecksumInfo, GaugeFileInfo, ReadOptions};
 use crate::error::{Error, Result};
+use crate::field::gauge::{
+    first_non_finite, links_beyond, worse_link, worst_link, NonFinite, Plaquette,
+};
 use crate::field::{GaugeField, Su3};
 use crate::geometry::lattice::{Boundary, Lattice, NDIM};
 use std::path::Path;
 
-/// What a format reader hands back: the links as decoded, and what the file stated.
-pub(crate) struct RawGauge {
+/// What a gauge file says about itself, read before its links: each format's `describe`
+/// returns it, and the whole-file reader (`read_gauge_with`) and the slab reader
+/// (`slab::read_gauge_slab`) both start from it.
+pub(crate) struct GaugeHeader {
     pub format: String,
     pub datatype: String,
     pub dims: [usize; NDIM],
     pub precision_bits: u32,
     pub big_endian: bool,
-    pub links: Vec<Su3>,
-    pub checksums: Vec<ChecksumInfo>,
+    /// The checksums the file stores, (key, value), in the order `SiteSums::values`
+    /// computes them.
+    pub stored_sums: Vec<(String, u32)>,
     /// A plaquette the header states.
     pub header_plaquette: Option<HeaderValue>,
     pub header_link_trace: Option<HeaderValue>,
     pub metadata: Vec<(String, String)>,
+    pub payload: Payload,
+    /// What the file lacks (no checksum, no header plaquette), for the caller to log once.
+    pub warnings: Vec<String>,
+}
+
+impl GaugeHeader {
+    pub fn volume(&self) -> usize {
+        self.dims.iter().product()
+    }
 }
 
 /// A number a header states: its key, the text as printed (whose digits set the tolerance
@@ -87,43 +105,140 @@ fn site_string(c: [usize; NDIM]) -> String {
     format!("(x,y,z,t) = ({},{},{},{})", c[0], c[1], c[2], c[3])
 }
 
-pub(crate) fn finish(
-    path: &Path,
-    raw: RawGauge,
-    boundary: [Boundary; NDIM],
-    opts: ReadOptions,
-) -> Result<(GaugeField, GaugeFileInfo)> {
-    let lattice = Lattice::new(raw.dims, boundary)
-        .map_err(|e| Error::format(path, format!("dimensions: {e}")))?;
-    if raw.links.len() != lattice.volume() * NDIM {
-        // The readers size the payload from the dims, so this is an internal inconsistency.
-        return Err(Error::format(
-            path,
-            format!(
-                "decoded {} links, expected {} for {}",
-                raw.links.len(),
-                lattice.volume() * NDIM,
-                lattice.dims_string()
-            ),
-        ));
-    }
-    let mut field = GaugeField {
-        lattice,
-        links: raw.links,
-    };
-    let single = raw.precision_bits == 32;
+/// Coordinates of global site `site` on a lattice of extents `dims` (x fastest).
+fn coords(dims: [usize; NDIM], mut site: usize) -> [usize; NDIM] {
+    std::array::from_fn(|mu| {
+        let c = site % dims[mu];
+        site /= dims[mu];
+        c
+    })
+}
 
+/// What the checks of links as stored need to know, for a whole field, for one rank's
+/// part of it (link indices global: site * 4 + mu in global lexicographic order), or
+/// combined over ranks (`merge`): the answer does not depend on how the links were split.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct LinkSurvey {
+    /// The first link (lowest global index) holding a non-finite value, and how many do.
+    pub non_finite: Option<(NonFinite, usize)>,
+    /// The link farthest from SU(3) (`GaugeField::worst_link`'s order: NaN worst, ties to
+    /// the lower index), by global index.
+    pub worst: Option<(usize, f64)>,
+    /// Links beyond the tolerance, counted only when the worst is beyond it (0 otherwise).
+    pub beyond: usize,
+}
+
+/// Length of `LinkSurvey::to_reals`.
+pub(crate) const SURVEY_REALS: usize = 10;
+
+impl LinkSurvey {
+    /// The survey of `links` (index k in the slice is global link `global_link(k)`, an
+    /// increasing map) against `tolerance`.
+    pub fn of(links: &[Su3], tolerance: f64, global_link: impl Fn(usize) -> usize) -> LinkSurvey {
+        let non_finite = first_non_finite(links).map(|(mut bad, count)| {
+            bad.link = global_link(bad.link);
+            (bad, count)
+        });
+        let worst = worst_link(links).map(|(k, d)| (global_link(k), d));
+        let beyond = match worst {
+            Some((_, d)) if d > tolerance => links_beyond(links, tolerance),
+            _ => 0,
+        };
+        LinkSurvey {
+            non_finite,
+            worst,
+            beyond,
+        }
+    }
+
+    /// The survey of the union of two disjoint sets of links.
+    pub fn merge(self, other: LinkSurvey) -> LinkSurvey {
+        let non_finite = match (self.non_finite, other.non_finite) {
+            (Some((a, n)), Some((b, m))) => Some((if b.link < a.link { b } else { a }, n + m)),
+            (a, b) => a.or(b),
+        };
+        let worst = match (self.worst, other.worst) {
+            (Some(a), Some(b)) => Some(worse_link(a, b)),
+            (a, b) => a.or(b),
+        };
+        LinkSurvey {
+            non_finite,
+            worst,
+            beyond: self.beyond + other.beyond,
+        }
+    }
+
+    /// As reals for `Comms::all_gather` (indices and counts below 2^53 are exact).
+    pub fn to_reals(self) -> [f64; SURVEY_REALS] {
+        let (nf, count) = self.non_finite.map_or(
+            (
+                NonFinite {
+                    link: 0,
+                    row: 0,
+                    col: 0,
+                    part: 0,
+                    value: 0.0,
+                },
+                0,
+            ),
+            |x| x,
+        );
+        let (wk, wd) = self.worst.unwrap_or((0, 0.0));
+        [
+            count as f64,
+            nf.link as f64,
+            nf.row as f64,
+            nf.col as f64,
+            nf.part as f64,
+            nf.value,
+            self.worst.is_some() as u8 as f64,
+            wk as f64,
+            wd,
+            self.beyond as f64,
+        ]
+    }
+
+    pub fn from_reals(r: &[f64]) -> LinkSurvey {
+        let count = r[0] as usize;
+        LinkSurvey {
+            non_finite: (count > 0).then_some((
+                NonFinite {
+                    link: r[1] as usize,
+                    row: r[2] as usize,
+                    col: r[3] as usize,
+                    part: r[4] as usize,
+                    value: r[5],
+                },
+                count,
+            )),
+            worst: (r[6] != 0.0).then_some((r[7] as usize, r[8])),
+            beyond: r[9] as usize,
+        }
+    }
+}
+
+/// Refuses non-finite links, then links off SU(3) beyond the tolerance of the file's
+/// precision unless `opts.reunitarise` asks to project them (then warns when `warn`).
+/// Returns how many links are projected because it was asked (0 when none is beyond).
+pub(crate) fn check_stored(
+    path: &Path,
+    header: &GaugeHeader,
+    survey: &LinkSurvey,
+    opts: ReadOptions,
+    warn: bool,
+) -> Result<usize> {
+    let links = header.volume() * NDIM;
     // Non-finite values first: a NaN makes every later check (unitarity, plaquette) NaN,
     // and NaN compares false, so it would pass them.
-    if let Some((bad, count)) = field.first_non_finite() {
+    if let Some((bad, count)) = survey.non_finite {
         let site = bad.link / NDIM;
         return Err(Error::format(
             path,
             format!(
                 "non-finite link value {} at site {}, mu = {}, element [{}][{}] {} \
-                 ({count} of {} links hold a NaN or infinity)",
+                 ({count} of {links} links hold a NaN or infinity)",
                 bad.value,
-                site_string(field.lattice.coords(site)),
+                site_string(coords(header.dims, site)),
                 bad.link % NDIM,
                 bad.row,
                 bad.col,
@@ -132,92 +247,196 @@ pub(crate) fn finish(
                 } else {
                     "imaginary part"
                 },
-                field.links.len()
             ),
         ));
     }
 
     // Links must be SU(3) to the stored precision; a link beyond it is corrupted or not a
     // gauge link, and reunitarising it would silently make up a different field.
-    let tolerance = unitarity_tolerance(raw.precision_bits);
-    let (worst_idx, unitarity_as_stored) = field.worst_link().unwrap_or((0, 0.0));
-    let worst_site = field.lattice.coords(worst_idx / NDIM);
+    let tolerance = unitarity_tolerance(header.precision_bits);
+    let (worst_idx, unitarity_as_stored) = survey.worst.unwrap_or((0, 0.0));
+    let worst_site = coords(header.dims, worst_idx / NDIM);
     let worst_mu = worst_idx % NDIM;
-    let mut forced = 0;
     if unitarity_as_stored > tolerance {
-        let beyond = field.links_beyond(tolerance);
+        let beyond = survey.beyond;
         if !opts.reunitarise {
             return Err(Error::format(
                 path,
                 format!(
                     "link at site {}, mu = {worst_mu} deviates from SU(3) by {unitarity_as_stored:.3e} \
                      (max |U U^+ - 1| and |det U - 1|), beyond the {tolerance:.0e} a {}-bit file \
-                     allows; {beyond} of {} links are beyond it. The data is corrupted or not \
+                     allows; {beyond} of {links} links are beyond it. The data is corrupted or not \
                      SU(3); to project the links onto SU(3) anyway pass --reunitarise (or set \
                      reunitarise = true in [gauge])",
                     site_string(worst_site),
-                    raw.precision_bits,
-                    field.links.len()
+                    header.precision_bits,
                 ),
             ));
         }
-        tracing::warn!(
-            "{}: {beyond} of {} links deviate from SU(3) beyond {tolerance:.0e} (worst \
-             {unitarity_as_stored:.3e} at site {}, mu = {worst_mu}); projecting every link \
-             onto SU(3) as asked (reunitarise)",
-            path.display(),
-            field.links.len(),
-            site_string(worst_site)
-        );
-        forced = beyond;
-    }
-    // Header values: two units in the last digit the header prints (header_tolerance), no
-    // tighter than the stored precision allows. 64-bit: 1e-10, what another writer's sum
-    // in another order over a large lattice can differ by, and far below what a flipped
-    // bit moves (1.6e-6 for one link of an 8^3x4 field off by 0.1). 32-bit: 1e-5, as the
-    // conventions ask: rounding each element to float32 moves it by ~6e-8 relative and
-    // reunitarisation by the same order, so a product of four links moves by a few 1e-7,
-    // and some writers average in single precision.
-    let floor = if single { 1e-5 } else { 1e-10 };
-    let check_header = |plaquette: f64, link_trace: f64| -> Result<()> {
-        for (h, computed) in [
-            (&raw.header_plaquette, plaquette),
-            (&raw.header_link_trace, link_trace),
-        ] {
-            if let Some(h) = h {
-                let tol = header_tolerance(&h.text, floor);
-                check_close(path, &h.key, &h.text, h.value, computed, tol)?;
-            }
+        if warn {
+            tracing::warn!(
+                "{}: {beyond} of {links} links deviate from SU(3) beyond {tolerance:.0e} (worst \
+                 {unitarity_as_stored:.3e} at site {}, mu = {worst_mu}); projecting every link \
+                 onto SU(3) as asked (reunitarise)",
+                path.display(),
+                site_string(worst_site)
+            );
         }
-        Ok(())
+        return Ok(beyond);
+    }
+    Ok(0)
+}
+
+/// How many of `links` (after reunitarisation, whose worst is `worst`) have no
+/// projection onto SU(3); counted only when the worst has none (0 otherwise).
+pub(crate) fn projection_failures(links: &[Su3], worst: Option<(usize, f64)>) -> usize {
+    match worst {
+        Some((_, after)) if after.is_nan() || after > 1e-12 => links_beyond(links, 1e-12),
+        _ => 0,
+    }
+}
+
+/// After reunitarisation: refuses a link that has no projection onto SU(3) (`worst` the
+/// worst link after it, by global index; `failures` from `projection_failures`). Returns
+/// the worst deviation.
+pub(crate) fn check_projected(
+    path: &Path,
+    dims: [usize; NDIM],
+    worst: Option<(usize, f64)>,
+    failures: usize,
+) -> Result<f64> {
+    // A link with a zero or repeated row has no projection (Gram-Schmidt divides by 0:
+    // NaN), nor has one whose norm overflows (1e300 in an element: its row becomes 0).
+    let (k, after) = worst.unwrap_or((0, 0.0));
+    if after.is_nan() || after > 1e-12 {
+        return Err(Error::format(
+            path,
+            format!(
+                "the link at site {}, mu = {} cannot be projected onto SU(3) (a zero, \
+                 degenerate or overflowing row: {after:.3e} from SU(3) after \
+                 reunitarisation; {failures} such links)",
+                site_string(coords(dims, k / NDIM)),
+                k % NDIM,
+            ),
+        ));
+    }
+    Ok(after)
+}
+
+/// Header values: two units in the last digit the header prints (header_tolerance), no
+/// tighter than the stored precision allows. 64-bit: 1e-10, what another writer's sum in
+/// another order over a large lattice can differ by, and far below what a flipped bit
+/// moves (1.6e-6 for one link of an 8^3x4 field off by 0.1). 32-bit: 1e-5, as the
+/// conventions ask: rounding each element to float32 moves it by ~6e-8 relative and
+/// reunitarisation by the same order, so a product of four links moves by a few 1e-7,
+/// and some writers average in single precision.
+pub(crate) fn check_header(
+    path: &Path,
+    header: &GaugeHeader,
+    plaquette: f64,
+    link_trace: f64,
+) -> Result<()> {
+    let floor = if header.precision_bits == 32 {
+        1e-5
+    } else {
+        1e-10
     };
+    for (h, computed) in [
+        (&header.header_plaquette, plaquette),
+        (&header.header_link_trace, link_trace),
+    ] {
+        if let Some(h) = h {
+            let tol = header_tolerance(&h.text, floor);
+            check_close(path, &h.key, &h.text, h.value, computed, tol)?;
+        }
+    }
+    Ok(())
+}
+
+/// What the verification of a file's links found, for its `GaugeFileInfo`.
+pub(crate) struct Verified {
+    pub checksums: Vec<ChecksumInfo>,
+    pub plaquette: Plaquette,
+    pub link_trace: f64,
+    pub survey: LinkSurvey,
+    /// The worst deviation after reunitarisation, when the links were reunitarised.
+    pub after: Option<f64>,
+    pub forced: usize,
+}
+
+pub(crate) fn file_info(path: &Path, header: GaugeHeader, v: Verified) -> GaugeFileInfo {
+    let (worst_idx, unitarity_as_stored) = v.survey.worst.unwrap_or((0, 0.0));
+    GaugeFileInfo {
+        path: path.display().to_string(),
+        format: header.format,
+        datatype: header.datatype,
+        dims: header.dims,
+        precision_bits: header.precision_bits,
+        byte_order: if header.big_endian {
+            "big-endian".into()
+        } else {
+            "little-endian".into()
+        },
+        checksums: v.checksums,
+        header_plaquette: header.header_plaquette.as_ref().map(|p| p.value),
+        header_plaquette_key: header.header_plaquette.map(|p| p.key),
+        header_link_trace: header.header_link_trace.map(|h| h.value),
+        plaquette: v.plaquette,
+        link_trace: v.link_trace,
+        unitarity_as_stored,
+        unitarity_reunitarised: v.after,
+        unitarity_tolerance: unitarity_tolerance(header.precision_bits),
+        unitarity_worst_site: v
+            .survey
+            .worst
+            .map(|_| (coords(header.dims, worst_idx / NDIM), worst_idx % NDIM)),
+        reunitarised: v.after.is_some(),
+        links_forced_onto_su3: v.forced,
+        metadata: header.metadata,
+    }
+}
+
+/// The whole field's verification (`read_gauge_with`): the links as decoded from the
+/// file, whose checksums (`checksums`) already matched. Refuses non-finite values and
+/// links off SU(3) (beyond `unitarity_tolerance`, unless `opts.reunitarise`),
+/// reunitarises 32-bit links in double, and checks the header's plaquette and link trace.
+pub(crate) fn finish(
+    path: &Path,
+    header: GaugeHeader,
+    links: Vec<Su3>,
+    checksums: Vec<ChecksumInfo>,
+    boundary: [Boundary; NDIM],
+    opts: ReadOptions,
+) -> Result<(GaugeField, GaugeFileInfo)> {
+    let lattice = Lattice::new(header.dims, boundary)
+        .map_err(|e| Error::format(path, format!("dimensions: {e}")))?;
+    if links.len() != lattice.volume() * NDIM {
+        // The readers size the payload from the dims, so this is an internal inconsistency.
+        return Err(Error::format(
+            path,
+            format!(
+                "decoded {} links, expected {} for {}",
+                links.len(),
+                lattice.volume() * NDIM,
+                lattice.dims_string()
+            ),
+        ));
+    }
+    let mut field = GaugeField { lattice, links };
+    let tolerance = unitarity_tolerance(header.precision_bits);
+    let survey = LinkSurvey::of(&field.links, tolerance, |k| k);
+    let forced = check_stored(path, &header, &survey, opts, true)?;
     // Links projected on request: the header describes the field as written, so it is
     // checked against the links as stored (a file corrupted after writing still fails).
     if forced > 0 {
-        check_header(field.plaquette().total, field.link_trace())?;
+        check_header(path, &header, field.plaquette().total, field.link_trace())?;
     }
-
-    let reunitarised = single || forced > 0;
-    let unitarity_reunitarised = if reunitarised {
+    let after = if header.precision_bits == 32 || forced > 0 {
         // 32-bit links are unitary only to ~1e-7; the solver wants SU(3) to double precision.
         field.reunitarise();
-        // A link with a zero or repeated row has no projection (Gram-Schmidt divides by 0:
-        // NaN), nor has one whose norm overflows (1e300 in an element: its row becomes 0).
-        let (k, after) = field.worst_link().unwrap_or((0, 0.0));
-        if after.is_nan() || after > 1e-12 {
-            return Err(Error::format(
-                path,
-                format!(
-                    "the link at site {}, mu = {} cannot be projected onto SU(3) (a zero, \
-                     degenerate or overflowing row: {after:.3e} from SU(3) after \
-                     reunitarisation; {} such links)",
-                    site_string(field.lattice.coords(k / NDIM)),
-                    k % NDIM,
-                    field.links_beyond(1e-12)
-                ),
-            ));
-        }
-        Some(after)
+        let worst = field.worst_link();
+        let failures = projection_failures(&field.links, worst);
+        Some(check_projected(path, header.dims, worst, failures)?)
     } else {
         None
     };
@@ -226,34 +445,20 @@ pub(crate) fn finish(
     // 32-bit within tolerance: checked after reunitarisation, which brings the links back
     // towards the double field a writer usually computed its header from.
     if forced == 0 {
-        check_header(plaquette.total, link_trace)?;
+        check_header(path, &header, plaquette.total, link_trace)?;
     }
-
-    let info = GaugeFileInfo {
-        path: path.display().to_string(),
-        format: raw.format,
-        datatype: raw.datatype,
-        dims: raw.dims,
-        precision_bits: raw.precision_bits,
-        byte_order: if raw.big_endian {
-            "big-endian".into()
-        } else {
-            "little-endian".into()
+    let info = file_info(
+        path,
+        header,
+        Verified {
+            checksums,
+            plaquette,
+            link_trace,
+            survey,
+            after,
+            forced,
         },
-        checksums: raw.checksums,
-        header_plaquette: raw.header_plaquette.as_ref().map(|p| p.value),
-        header_plaquette_key: raw.header_plaquette.map(|p| p.key),
-        header_link_trace: raw.header_link_trace.map(|h| h.value),
-        plaquette,
-        link_trace,
-        unitarity_as_stored,
-        unitarity_reunitarised,
-        unitarity_tolerance: tolerance,
-        unitarity_worst_site: (!field.links.is_empty()).then_some((worst_site, worst_mu)),
-        reunitarised,
-        links_forced_onto_su3: forced,
-        metadata: raw.metadata,
-    };
+    );
     Ok((field, info))
 }
 
