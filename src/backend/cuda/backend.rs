@@ -12,7 +12,7 @@ use super::compile::{Program, BLAS1, LAYOUT, REDUCE};
 use super::core::{BlasKernels, Core};
 use super::device::{ensure_fits, err, function, load_module, open_context, triad_on};
 use super::fast::FastStencil;
-use super::fast_layout::check_even_lattice;
+use super::fast_layout::{check_even_lattice, link_elems, links_to_soa};
 use super::field::as_f64;
 use super::fused::Fused;
 use super::kernels::{li_in_hop_order, reduce_blocks, Kernel, BLAS_BLOCK};
@@ -206,18 +206,31 @@ impl CudaBackend {
         let build_seed = function(&layout_mod, "build_seed_links")?;
         let build_move = function(&layout_mod, "build_move_table")?;
         let reorder = function(&layout_mod, "reorder_links_v16")?;
-        let build_v3 = function(&layout_mod, "build_v3_links")?;
         let soa = version.link_layout() == LinkLayout::SoA;
         setup.compile_ms = t.elapsed().as_secs_f64() * 1e3;
 
         // Allocations.
         let t = Instant::now();
         let n_canon = volume * NDIM * 18;
-        let mut canonical =
-            unsafe { stream.alloc::<f64>(n_canon) }.map_err(err("allocating the gauge field"))?;
-        // 3.0 keeps 4 links per site (36 complex); the others the seed's 8 (72 complex).
-        let mut seed = unsafe { stream.alloc::<f64>(volume * if soa { 72 } else { 144 }) }
-            .map_err(err("allocating the link buffer"))?;
+        // 3.0: its link array (4 links per site, 9 or, with two-row compression, 6 complex
+        // each) is built on the host and uploaded as it is; the seed versions build theirs
+        // (8 per site, 72 complex) on the device from the canonical field.
+        let elems = link_elems(opts.reconstruct_12);
+        let n_links = if soa {
+            volume * NDIM * elems * 2
+        } else {
+            volume * 144
+        };
+        let mut canonical = if soa {
+            None
+        } else {
+            Some(
+                unsafe { stream.alloc::<f64>(n_canon) }
+                    .map_err(err("allocating the gauge field"))?,
+            )
+        };
+        let mut seed =
+            unsafe { stream.alloc::<f64>(n_links) }.map_err(err("allocating the link buffer"))?;
         let mut move_table = stream
             .alloc_zeros::<i32>(if version.uses_move_table() {
                 volume * 8
@@ -237,26 +250,38 @@ impl CudaBackend {
         stream.synchronize().map_err(err("allocating"))?;
         setup.alloc_ms = t.elapsed().as_secs_f64() * 1e3;
 
-        // Upload the canonical field through pinned memory.
-        let t = Instant::now();
+        // Upload through pinned memory: 3.0's link array in its final order (the host
+        // permutation is the layout time), or the canonical field for the seed versions.
         {
+            let t0 = Instant::now();
+            let n = if soa { n_links } else { n_canon };
             // SAFETY: filled completely below before use.
-            let mut pinned = unsafe { ctx.alloc_pinned::<f64>(n_canon) }
-                .map_err(err("allocating pinned memory"))?;
+            let mut pinned =
+                unsafe { ctx.alloc_pinned::<f64>(n) }.map_err(err("allocating pinned memory"))?;
             let host = pinned.as_mut_slice().map_err(err("pinned memory"))?;
-            for (k, u) in gauge.links.iter().enumerate() {
-                host[k * 18..k * 18 + 18].copy_from_slice(as_f64(u.0.as_flattened()));
+            if soa {
+                links_to_soa(gauge, elems, host);
+                setup.layout_ms = t0.elapsed().as_secs_f64() * 1e3;
+            } else {
+                for (k, u) in gauge.links.iter().enumerate() {
+                    host[k * 18..k * 18 + 18].copy_from_slice(as_f64(u.0.as_flattened()));
+                }
             }
+            let t = if soa { Instant::now() } else { t0 };
+            let dst = match canonical.as_mut() {
+                Some(c) => c,
+                None => &mut seed,
+            };
             stream
-                .memcpy_htod(&pinned, &mut canonical)
+                .memcpy_htod(&pinned, dst)
                 .map_err(err("uploading the gauge field"))?;
             stream
                 .synchronize()
                 .map_err(err("uploading the gauge field"))?;
+            setup.upload_ms = t.elapsed().as_secs_f64() * 1e3;
         }
-        setup.upload_ms = t.elapsed().as_secs_f64() * 1e3;
 
-        // Build the version's layout on the device.
+        // Build the seed versions' layout on the device.
         let t = Instant::now();
         let dims: [i32; 4] = std::array::from_fn(|mu| lattice.dims[mu] as i32);
         let [lx, ly, lz, lt] = dims;
@@ -265,17 +290,7 @@ impl CudaBackend {
             .filter(|&mu| lattice.boundary[mu] == Boundary::Antiperiodic)
             .map(|mu| 1 << mu)
             .sum();
-        if soa {
-            let cfg = cfg_1d(volume * 36, BLAS_BLOCK, 0);
-            launch!(
-                gpu,
-                Kernel::Setup("build_v3_links"),
-                0,
-                &build_v3,
-                cfg,
-                [&canonical, &mut seed, &vol, &lx, &ly, &lz, &lt]
-            );
-        } else {
+        if let Some(canonical) = canonical.take() {
             let cfg = cfg_1d(volume * 72, BLAS_BLOCK, 0);
             launch!(
                 gpu,
@@ -285,8 +300,8 @@ impl CudaBackend {
                 cfg,
                 [&canonical, &mut seed, &vol, &lx, &ly, &lz, &lt, &mask]
             );
+            drop(canonical);
         }
-        drop(canonical);
         if version.uses_move_table() {
             let cfg = cfg_1d(volume * 8, BLAS_BLOCK, 0);
             launch!(
@@ -323,7 +338,9 @@ impl CudaBackend {
             }
         };
         gpu.reset()?; // the set-up launches are not the solve's books
-        setup.layout_ms = t.elapsed().as_secs_f64() * 1e3;
+        if !soa {
+            setup.layout_ms = t.elapsed().as_secs_f64() * 1e3;
+        }
 
         let stencil = match stencil::kind(version) {
             StencilKind::Coarse => StencilKernels::Coarse(function(&st_mod, "stencil_v1_0")?),

@@ -15,6 +15,7 @@
 //! by device-to-device copies ordered by CUDA events (NCCL refuses two ranks on one GPU).
 
 use super::device::{err, function, load_module};
+use super::fast_layout::link_elems;
 use super::kernels::Kernel;
 use super::stencil::{cfg_1d, halo_program, launch_v3, V3Launch};
 use super::timing::{launch, GpuStream};
@@ -131,13 +132,14 @@ fn face_index(dims: &[usize; NDIM], mu: usize, c: &[usize; NDIM]) -> (usize, usi
     (f / 2, c.iter().sum::<usize>() % 2)
 }
 
-/// This rank's upper-face links U_mu in the ghost layout of halo.cu (complex element e of
-/// the site of parity q and face index fcb at q*9*Fh + e*Fh + fcb), as f64 pairs: what its
-/// forward neighbour needs for its backward hops.
-fn upper_face_links(gauge: &GaugeField, mu: usize) -> Vec<f64> {
+/// This rank's upper-face links U_mu in the ghost layout of halo.cu (complex element e <
+/// `elems` of the site of parity q and face index fcb at q*elems*Fh + e*Fh + fcb; elems =
+/// 6 with two-row compression: rows 0 and 1 only), as f64 pairs: what its forward
+/// neighbour needs for its backward hops.
+fn upper_face_links(gauge: &GaugeField, mu: usize, elems: usize) -> Vec<f64> {
     let l = &gauge.lattice;
     let fh = l.volume() / l.dims[mu] / 2;
-    let mut out = vec![0.0; 2 * 18 * fh];
+    let mut out = vec![0.0; 2 * 2 * elems * fh];
     for site in 0..l.volume() {
         let c = l.coords(site);
         if c[mu] + 1 != l.dims[mu] {
@@ -145,8 +147,8 @@ fn upper_face_links(gauge: &GaugeField, mu: usize) -> Vec<f64> {
         }
         let (fcb, q) = face_index(&l.dims, mu, &c);
         let u = gauge.link(site, mu).0.as_flattened();
-        for (e, z) in u.iter().enumerate() {
-            let k = q * 9 * fh + e * fh + fcb;
+        for (e, z) in u[..elems].iter().enumerate() {
+            let k = q * elems * fh + e * fh + fcb;
             out[2 * k] = z.re;
             out[2 * k + 1] = z.im;
         }
@@ -172,7 +174,7 @@ impl Halo {
         // backward neighbour's.
         let mine: Vec<Vec<f64>> = split
             .iter()
-            .map(|&mu| upper_face_links(gauge, mu))
+            .map(|&mu| upper_face_links(gauge, mu, link_elems(reconstruct_12)))
             .collect();
         let mut ghosts: Vec<Vec<f64>> = mine.iter().map(|m| vec![0.0; m.len()]).collect();
         {
@@ -773,22 +775,24 @@ mod tests {
     #[test]
     fn ghost_links_sit_where_the_exterior_kernel_reads_them() {
         // halo_exterior reads element e of the ghost link of its output site (parity p,
-        // face index fcb, c[mu] = 0) at (1 - p)*9*Fh + e*Fh + fcb: the backward
-        // neighbour's link U_mu at the site v3_face_site(mu, L-1, 1 - p, fcb).
+        // face index fcb, c[mu] = 0) at (1 - p)*E*Fh + e*Fh + fcb (E = 9, or 6 with
+        // two-row compression): the backward neighbour's link U_mu at the site
+        // v3_face_site(mu, L-1, 1 - p, fcb).
         let dims = [4, 6, 2, 4];
         let l = Lattice::new(dims, DEFAULT_BOUNDARY).unwrap();
         let g = GaugeField::random(&l, 9);
-        for mu in 0..NDIM {
-            let buf = upper_face_links(&g, mu);
+        for (mu, elems) in (0..NDIM).flat_map(|mu| [(mu, 9), (mu, 6)]) {
+            let buf = upper_face_links(&g, mu, elems);
             let fh = l.volume() / dims[mu] / 2;
+            assert_eq!(buf.len(), 2 * 2 * elems * fh);
             for q in 0..2 {
                 for fcb in 0..fh {
                     let c = kernel_face_site(&dims, mu, dims[mu] - 1, q, fcb);
                     assert_eq!(c.iter().sum::<usize>() % 2, q);
                     let site = c[0] + dims[0] * (c[1] + dims[1] * (c[2] + dims[2] * c[3]));
                     let u = g.link(site, mu).0.as_flattened();
-                    for (e, z) in u.iter().enumerate() {
-                        let k = q * 9 * fh + e * fh + fcb;
+                    for (e, z) in u[..elems].iter().enumerate() {
+                        let k = q * elems * fh + e * fh + fcb;
                         assert_eq!(
                             (buf[2 * k], buf[2 * k + 1]),
                             (z.re, z.im),
