@@ -9,6 +9,7 @@ pub mod cpu;
 pub mod cpu_decomposed;
 pub mod cuda;
 pub mod host_cr;
+pub mod ledger;
 
 pub use crate::linalg::{
     layout_mismatch, Layout, Operator, Precision, Space, Subset, WilsonKernels,

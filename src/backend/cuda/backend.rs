@@ -21,6 +21,7 @@ use super::stencil::{self, cfg_1d, StencilKernels, StencilKind};
 use super::stencil_impl::{Geometry, StencilImpl};
 use super::timing::{launch, GpuStream, KernelStat};
 use super::version::{LinkLayout, StencilVersion};
+use crate::backend::ledger::{Ledger, MemoryBooks, Purpose};
 use crate::backend::Capabilities;
 use crate::error::{Error, Result};
 use crate::field::GaugeField;
@@ -221,16 +222,26 @@ impl CudaBackend {
         } else {
             volume * 144
         };
+        // Every allocation goes on the books with its size (backend::ledger).
+        let ledger = Ledger::new();
         let mut canonical = if soa {
             None
         } else {
-            Some(
-                unsafe { stream.alloc::<f64>(n_canon) }
-                    .map_err(err("allocating the gauge field"))?,
-            )
+            let c = unsafe { stream.alloc::<f64>(n_canon) }
+                .map_err(err("allocating the gauge field"))?;
+            let b = ledger.book(Purpose::GaugeUpload, (n_canon * 8) as u64);
+            Some((c, b))
         };
         let mut seed =
             unsafe { stream.alloc::<f64>(n_links) }.map_err(err("allocating the link buffer"))?;
+        let seed_booking = ledger.book(
+            Purpose::Links {
+                precision: crate::linalg::Precision::Double,
+                reals: if soa { 2 * elems as u8 } else { 18 },
+                per_site: if soa { 4 } else { 8 },
+            },
+            (n_links * 8) as u64,
+        );
         let mut move_table = stream
             .alloc_zeros::<i32>(if version.uses_move_table() {
                 volume * 8
@@ -238,6 +249,7 @@ impl CudaBackend {
                 1
             })
             .map_err(err("allocating the displacement table"))?;
+        let table_booking = ledger.book(Purpose::MoveTable, (move_table.len() * 4) as u64);
         let nblocks = reduce_blocks(volume * 12);
         let partial = [
             stream
@@ -247,6 +259,8 @@ impl CudaBackend {
                 .alloc_zeros::<f64>(2 * nblocks)
                 .map_err(err("allocating reduction buffers"))?,
         ];
+        let partial_booking =
+            [0, 1].map(|_| ledger.book(Purpose::Reductions, (2 * nblocks * 8) as u64));
         stream.synchronize().map_err(err("allocating"))?;
         setup.alloc_ms = t.elapsed().as_secs_f64() * 1e3;
 
@@ -269,7 +283,7 @@ impl CudaBackend {
             }
             let t = if soa { Instant::now() } else { t0 };
             let dst = match canonical.as_mut() {
-                Some(c) => c,
+                Some((c, _)) => c,
                 None => &mut seed,
             };
             stream
@@ -290,7 +304,7 @@ impl CudaBackend {
             .filter(|&mu| lattice.boundary[mu] == Boundary::Antiperiodic)
             .map(|mu| 1 << mu)
             .sum();
-        if let Some(canonical) = canonical.take() {
+        if let Some((canonical, canonical_booking)) = canonical.take() {
             let cfg = cfg_1d(volume * 72, BLAS_BLOCK, 0);
             launch!(
                 gpu,
@@ -300,7 +314,7 @@ impl CudaBackend {
                 cfg,
                 [&canonical, &mut seed, &vol, &lx, &ly, &lz, &lt, &mask]
             );
-            drop(canonical);
+            drop((canonical, canonical_booking));
         }
         if version.uses_move_table() {
             let cfg = cfg_1d(volume * 8, BLAS_BLOCK, 0);
@@ -314,12 +328,14 @@ impl CudaBackend {
             );
         }
         let links = match version.link_layout() {
-            LinkLayout::Seed | LinkLayout::SoA => seed,
+            LinkLayout::Seed | LinkLayout::SoA => (seed, seed_booking),
             LinkLayout::Reordered => {
                 let padded = volume.div_ceil(2) * 2;
                 let mut reordered = stream
                     .alloc_zeros::<f64>(padded * 144)
                     .map_err(err("allocating the 1.6 link buffer"))?;
+                let reordered_booking =
+                    ledger.book(seed_booking.purpose(), (padded * 144 * 8) as u64);
                 let cfg = cfg_1d(padded, 32, 0);
                 let cfg = cudarc::driver::LaunchConfig {
                     block_dim: (256, 1, 1),
@@ -333,8 +349,8 @@ impl CudaBackend {
                     cfg,
                     [&seed, &mut reordered, &vol]
                 );
-                drop(seed);
-                reordered
+                drop((seed, seed_booking));
+                (reordered, reordered_booking)
             }
         };
         gpu.reset()?; // the set-up launches are not the solve's books
@@ -342,6 +358,7 @@ impl CudaBackend {
             setup.layout_ms = t.elapsed().as_secs_f64() * 1e3;
         }
 
+        let mut bookings = vec![table_booking];
         let stencil = match stencil::kind(version) {
             StencilKind::Coarse => StencilKernels::Coarse(function(&st_mod, "stencil_v1_0")?),
             StencilKind::Fine => StencilKernels::Fine(function(&st_mod, "stencil_fine")?),
@@ -358,6 +375,11 @@ impl CudaBackend {
                     .map_err(err("allocating 2.0's tmp2"))?,
             },
         };
+        if let StencilKernels::Split { tmp1, tmp2, .. } = &stencil {
+            for t in [tmp1, tmp2] {
+                bookings.push(ledger.book(Purpose::StencilTemporaries, (t.len() * 8) as u64));
+            }
+        }
 
         let stencil: Box<dyn StencilImpl> = match stencil {
             StencilKernels::Projected(f) => Box::new(FastStencil::new(
@@ -369,13 +391,18 @@ impl CudaBackend {
                 geometry,
                 opts.reconstruct_12,
             )?),
-            kernels => Box::new(SeedStencil {
-                version,
-                geometry,
-                kernels,
-                links,
-                move_table,
-            }),
+            kernels => {
+                let (links, links_booking) = links;
+                bookings.push(links_booking);
+                Box::new(SeedStencil {
+                    version,
+                    geometry,
+                    kernels,
+                    links,
+                    move_table,
+                    _bookings: bookings,
+                })
+            }
         };
         let caps = stencil.capabilities();
         let core = Core {
@@ -385,6 +412,8 @@ impl CudaBackend {
             device_name,
             blas,
             partial,
+            _partial_booking: partial_booking,
+            ledger,
             staging: None,
             applications: 0,
             antiperiodic_mask: mask,
@@ -516,10 +545,25 @@ impl CudaBackend {
         self.core.gpu.sync()
     }
 
-    /// The streaming triad on this backend's device (see `triad_bandwidth`).
+    /// The streaming triad on this backend's device (see `triad_bandwidth`); its arrays
+    /// are on the books (`Purpose::Measurement`) while it runs.
     pub fn triad_bandwidth(&mut self, bytes: usize) -> Result<f64> {
         self.core.gpu.sync()?;
+        let _booking = self
+            .core
+            .ledger
+            .book(Purpose::Measurement, super::footprint::triad(bytes).bytes);
         triad_on(&self.core.gpu.ctx, bytes)
+    }
+
+    /// The device-memory books: what this backend holds now, by purpose, and its peak.
+    pub fn memory_books(&self) -> MemoryBooks {
+        self.core.ledger.books()
+    }
+
+    /// Start a new peak of the books from what is held now.
+    pub fn reset_memory_peak(&self) {
+        self.core.ledger.reset_peak()
     }
 }
 

@@ -19,6 +19,7 @@ use super::fast_layout::link_elems;
 use super::kernels::Kernel;
 use super::stencil::{cfg_1d, halo_program, launch_v3, V3Launch};
 use super::timing::{launch, GpuStream};
+use crate::backend::ledger::{Booking, Ledger, Purpose};
 use crate::comms::{global_sum, Comms, DeviceExchange, DeviceMessage};
 use crate::error::{Error, Result};
 use crate::field::GaugeField;
@@ -65,6 +66,16 @@ struct Faces {
     /// The backward neighbour's upper-face links U_mu (double and single).
     ghost_d: CudaSlice<f64>,
     ghost_s: CudaSlice<f32>,
+    /// All six on the backend's books (`Purpose::Halo`).
+    _booking: Booking,
+}
+
+/// Bytes of one split direction's device buffers on a sub-lattice whose faces
+/// perpendicular to it have `face_sites` sites: four face buffers of 6 complex doubles per
+/// face site (both parities), and the ghost links (one per face site, `elems` complex
+/// each) in double and in single.
+pub(crate) fn face_bytes(face_sites: usize, elems: usize) -> u64 {
+    (4 * 12 * face_sites * 8 + elems * face_sites * (16 + 8)) as u64
 }
 
 /// Events of one timed application, read at `timings`.
@@ -166,6 +177,7 @@ impl Halo {
         exchange: Box<dyn DeviceExchange>,
         mut comms: Box<dyn Comms>,
         reconstruct_12: bool,
+        ledger: &Ledger,
     ) -> Result<Halo> {
         let lattice = &gauge.lattice;
         let (anti_lo, anti_hi) = edge_masks(&partition, &lattice.boundary);
@@ -223,6 +235,10 @@ impl Halo {
                 ghost_s: stream
                     .clone_htod(&ghost_single)
                     .map_err(err("uploading the ghost links"))?,
+                _booking: ledger.book(
+                    Purpose::Halo,
+                    face_bytes(face_sites, link_elems(reconstruct_12)),
+                ),
             });
         }
         stream
@@ -785,6 +801,13 @@ mod tests {
             let buf = upper_face_links(&g, mu, elems);
             let fh = l.volume() / dims[mu] / 2;
             assert_eq!(buf.len(), 2 * 2 * elems * fh);
+            // The books count the ghost links in double and single beside 4 face buffers
+            // of 12 doubles per face site.
+            let face_sites = 2 * fh;
+            assert_eq!(
+                face_bytes(face_sites, elems),
+                (4 * 12 * face_sites * 8 + buf.len() * 8 + buf.len() * 4) as u64
+            );
             for q in 0..2 {
                 for fcb in 0..fh {
                     let c = kernel_face_site(&dims, mu, dims[mu] - 1, q, fcb);

@@ -212,7 +212,9 @@ impl FusedCr for CudaBackend {
         self.fused_path()?;
         let volume = self.core.lattice.volume();
         let ranks = self.core.halo.as_ref().map(|h| h.partition.ranks());
-        self.fused.new_state(&mut self.core.gpu, volume, s, ranks)
+        let ledger = self.core.ledger.clone();
+        self.fused
+            .new_state(&mut self.core.gpu, &ledger, volume, s, ranks)
     }
 
     fn cr_set(&mut self, state: &mut DeviceCrState, s: &CrScalars) -> Result<()> {
