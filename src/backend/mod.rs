@@ -165,9 +165,9 @@ impl Capabilities {
 /// Set-up a backend can do ahead of a solve so that the solve's time holds no first-use
 /// costs (and no set-up happens during a graph capture).
 pub trait Prepare {
-    /// Compile, load and build what a solve with fields of `precision` and (if `fused`)
-    /// the fused iteration will need.
-    fn prepare(&mut self, precision: Precision, fused: bool) -> Result<()>;
+    /// Compile, load and build what a solve iterating on fields of `layout` (its precision;
+    /// half fields: the even-odd operators) and (if `fused`) the fused iteration will need.
+    fn prepare(&mut self, layout: Layout, fused: bool) -> Result<()>;
 }
 
 /// Everything the application layer drives: the seam plus the capabilities.

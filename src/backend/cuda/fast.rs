@@ -42,9 +42,10 @@ pub(crate) struct FastStencil {
     stencil_d: CudaFunction,
     /// The single-precision stencil and links (float2, same layout), built on first use.
     single: Option<(CudaFunction, CudaSlice<f32>, Booking)>,
-    /// Odd half-field temporaries of the Schur operator, per precision, made on first use.
-    tmp_d: Option<(CudaSlice<f64>, Booking)>,
-    tmp_s: Option<(CudaSlice<f32>, Booking)>,
+    /// The odd half-field temporary of the Schur operator, made on first use: room for a
+    /// double field, which a single one uses the first half of (one stream: the two
+    /// precisions never use it at once).
+    tmp: Option<(CudaSlice<f64>, Booking)>,
 }
 
 /// Device address of a field's data and its bytes per complex number.
@@ -90,8 +91,7 @@ impl FastStencil {
             to_double: function(layout, "to_double")?,
             stencil_d,
             single: None,
-            tmp_d: None,
-            tmp_s: None,
+            tmp: None,
         })
     }
 
@@ -131,32 +131,18 @@ impl FastStencil {
         Ok(())
     }
 
-    /// The odd temporary of the Schur operator in `precision` (made on first use).
-    fn ensure_tmp(&mut self, core: &mut Core, precision: Precision) -> Result<u64> {
-        let n = vh(core) * 24;
+    /// The odd temporary of the Schur operator (made on first use), for either precision.
+    fn ensure_tmp(&mut self, core: &mut Core) -> Result<u64> {
         let stream = core.gpu.stream.clone();
-        Ok(match precision {
-            Precision::Double => {
-                if self.tmp_d.is_none() {
-                    let t = stream
-                        .alloc_zeros::<f64>(n)
-                        .map_err(err("allocating the Schur temporary"))?;
-                    let b = core.ledger.book(Purpose::SchurTemporary, (n * 8) as u64);
-                    self.tmp_d = Some((t, b));
-                }
-                dptr(&self.tmp_d.as_ref().unwrap().0, &stream)
-            }
-            Precision::Single => {
-                if self.tmp_s.is_none() {
-                    let t = stream
-                        .alloc_zeros::<f32>(n)
-                        .map_err(err("allocating the Schur temporary"))?;
-                    let b = core.ledger.book(Purpose::SchurTemporary, (n * 4) as u64);
-                    self.tmp_s = Some((t, b));
-                }
-                dptr(&self.tmp_s.as_ref().unwrap().0, &stream)
-            }
-        })
+        if self.tmp.is_none() {
+            let n = vh(core) * 24;
+            let t = stream
+                .alloc_zeros::<f64>(n)
+                .map_err(err("allocating the Schur temporary"))?;
+            let b = core.ledger.book(Purpose::SchurTemporary, (n * 8) as u64);
+            self.tmp = Some((t, b));
+        }
+        Ok(dptr(&self.tmp.as_ref().unwrap().0, &stream))
     }
 
     /// The stencil function and link address of a precision (single built if needed).
@@ -513,7 +499,7 @@ impl StencilImpl for FastStencil {
         let mut l = self.v3_launch(core, links, single);
         l.s = s;
         if op.is_schur() {
-            let tmp = self.ensure_tmp(core, precision)?;
+            let tmp = self.ensure_tmp(core)?;
             // tmp_o = H_oe x_e
             l.parity = Some(1);
             l.inp = x;
@@ -574,17 +560,20 @@ impl StencilImpl for FastStencil {
         core.launch_v3(&f, &l)
     }
 
-    /// Build now what otherwise is made on first use for `precision` (the single-precision
-    /// links and stencil module, the Schur temporary), so that no allocation or set-up
-    /// launch happens later, e.g. inside a recorded CUDA graph.
-    fn prepare(&mut self, core: &mut Core, precision: Precision) -> Result<()> {
-        if precision == Precision::Single {
+    /// Build now what otherwise is made on first use for fields of `layout` (single: the
+    /// single-precision links and stencil module; half fields: the Schur temporary, which
+    /// a full-lattice solve never needs), so that no allocation or set-up launch happens
+    /// later, e.g. inside a recorded CUDA graph.
+    fn prepare(&mut self, core: &mut Core, layout: Layout) -> Result<()> {
+        if layout.precision == Precision::Single {
             self.ensure_single(core)?;
             if let Some(h) = &mut core.halo {
                 h.prepare_single(&core.gpu.ctx)?;
             }
         }
-        self.ensure_tmp(core, precision)?;
+        if layout.subset != Subset::Full {
+            self.ensure_tmp(core)?;
+        }
         Ok(())
     }
 }

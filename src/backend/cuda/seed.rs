@@ -18,7 +18,7 @@ use crate::backend::{unsupported_described, Capabilities};
 use crate::error::{Error, Result};
 use crate::field::C64;
 use crate::geometry::lattice::Lattice;
-use crate::linalg::{Layout, Operator, Precision};
+use crate::linalg::{Layout, Operator};
 use cudarc::driver::CudaSlice;
 
 pub(crate) struct SeedStencil {
@@ -196,7 +196,7 @@ impl StencilImpl for SeedStencil {
         Err(self.refuse(core, "even-odd hopping terms"))
     }
 
-    fn prepare(&mut self, _: &mut Core, _: Precision) -> Result<()> {
+    fn prepare(&mut self, _: &mut Core, _: Layout) -> Result<()> {
         Ok(())
     }
 }
