@@ -266,7 +266,28 @@ pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
         let (result, backend_description, gpu) = match choose_device(c.backend.device)? {
             Device::Cuda => {
                 let opts = cuda_options(cfg)?;
-                crate::memory::check_device(&problem.lattice, &opts)?;
+                // The plan's device memory, estimated before anything is allocated:
+                // printed, then checked against the GPU's free memory (exit 6).
+                let params = SolvePlan::from_config(c, opts.version.is_fast_path());
+                let device_plan = crate::app::footprint::DevicePlan::of_run(
+                    problem.lattice.volume(),
+                    &opts,
+                    &params,
+                    c.backend.tune,
+                );
+                let estimate = crate::app::footprint::estimate(&device_plan);
+                let what = crate::app::footprint::run_name(
+                    &problem.lattice.dims_string(),
+                    &opts,
+                    &params,
+                );
+                tracing::info!("device memory estimate: {what}: {}", estimate.describe());
+                crate::app::footprint::check_device(
+                    &what,
+                    std::slice::from_ref(&estimate),
+                    &device_plan,
+                    opts.device,
+                )?;
                 let opts = if c.backend.tune {
                     crate::app::tuning::start_options(
                         opts.version,
@@ -276,7 +297,6 @@ pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
                 } else {
                     opts
                 };
-                let params = SolvePlan::from_config(c, opts.version.is_fast_path());
                 params.check(Capabilities::of_stencil(opts.version))?;
                 let mut be =
                     crate::backend::cuda::CudaBackend::new(&problem.gauge, problem.kappa, &opts)?;
@@ -301,7 +321,16 @@ pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
                     be.multiple()
                 );
                 let r = solve_on(&mut be, &problem, &params)?;
-                let gpu = report::gpu_metrics(&mut be, problem.lattice.volume())?;
+                let mut gpu = report::gpu_metrics(&mut be, problem.lattice.volume())?;
+                let books = be.memory_books();
+                tracing::info!(
+                    "device memory held at the peak: {} bytes = {:.1} B/site ({}); estimate {} bytes",
+                    books.peak_bytes,
+                    books.peak_bytes as f64 / problem.lattice.volume() as f64,
+                    crate::backend::ledger::describe_lines(&books.at_peak),
+                    estimate.peak_bytes()
+                );
+                gpu.memory = Some(crate::app::footprint::memory_report(&estimate, &books));
                 (r, d, Some(gpu))
             }
             _ => {

@@ -5,6 +5,7 @@
 //! the seam: `FusedCr`, the CR iteration as three fused passes whose scalars stay where
 //! the backend computes (solver::cr uses it when the plan asks for it).
 
+pub mod counted;
 pub mod cpu;
 pub mod cpu_decomposed;
 pub mod cuda;

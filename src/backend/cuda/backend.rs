@@ -14,6 +14,7 @@ use super::device::{ensure_fits, err, function, load_module, open_context, triad
 use super::fast::FastStencil;
 use super::fast_layout::{check_even_lattice, link_elems, links_to_soa};
 use super::field::as_f64;
+use super::footprint::construction_bytes;
 use super::fused::Fused;
 use super::kernels::{li_in_hop_order, reduce_blocks, Kernel, BLAS_BLOCK};
 use super::seed::SeedStencil;
@@ -111,47 +112,23 @@ fn check_geometry(version: StencilVersion, g: Geometry) -> Result<()> {
     Ok(())
 }
 
-/// Bytes of device memory a backend needs: links (and the set-up copies), table,
-/// version buffers, reduction partials, and 8 spinor fields for the solver (CR's five,
-/// the source, and two for checks). For 3.0 also what the fast path may add: the
-/// single-precision links and the odd Schur temporaries in both precisions.
-pub fn device_bytes_needed(lattice: &Lattice, version: StencilVersion) -> usize {
-    let v = lattice.volume();
-    let spinor = v * 12 * 16;
-    let canonical = v * NDIM * 9 * 16;
-    let links = if version.link_layout() == LinkLayout::SoA {
-        v * NDIM * 9 * 16
-    } else {
-        v * 72 * 16
-    };
-    let mut need = canonical + links + 8 * spinor + 4 * reduce_blocks(v * 12) * 16;
-    if version.uses_move_table() {
-        need += v * 8 * 4;
-    }
-    if version.link_layout() == LinkLayout::Reordered {
-        need += v.div_ceil(2) * 2 * 72 * 16;
-    }
-    if stencil::kind(version) == StencilKind::Split {
-        need += 2 * spinor;
-    }
-    if stencil::kind(version) == StencilKind::Projected {
-        need += v * NDIM * 9 * 8; // float2 links
-        need += spinor / 2 + spinor / 4; // odd temporaries, double and single
-    }
-    need
-}
-
-/// Refuse, before any allocation, a lattice whose backend would not fit in the free
-/// memory of GPU `device` (Error::DeviceMemory with both numbers).
+/// Refuse, before any allocation, a lattice whose backend set-up (for `version` with its
+/// default options) would not fit in the free memory of GPU `device`
+/// (Error::DeviceMemory with both numbers). A run checks its whole plan before this
+/// (`app::footprint`).
 pub fn check_device_memory(
     lattice: &Lattice,
     version: StencilVersion,
     device: usize,
 ) -> Result<()> {
     let ctx = open_context(device)?;
+    let opts = CudaOptions {
+        version,
+        ..CudaOptions::default()
+    };
     ensure_fits(
         &ctx,
-        device_bytes_needed(lattice, version),
+        construction_bytes(lattice.volume(), &opts) as usize,
         &format!("lattice {} with version {version}", lattice.dims_string()),
     )
 }
@@ -181,9 +158,10 @@ impl CudaBackend {
 
         let ctx = open_context(opts.device)?;
         let device_name = ctx.name().map_err(err("reading the device name"))?;
+        // The set-up's own peak (the run has checked its whole plan before).
         ensure_fits(
             &ctx,
-            device_bytes_needed(&lattice, version),
+            construction_bytes(volume, opts) as usize,
             &format!("lattice {} with version {version}", lattice.dims_string()),
         )?;
 
@@ -689,16 +667,6 @@ mod tests {
             }
             other => panic!("expected InvalidValue, got {:?}", other.err()),
         }
-    }
-
-    #[test]
-    fn memory_need_grows_with_the_version_buffers() {
-        let l = Lattice::new([4, 4, 4, 4], DEFAULT_BOUNDARY).unwrap();
-        let base = device_bytes_needed(&l, StencilVersion::V1_4);
-        assert!(device_bytes_needed(&l, StencilVersion::V1_0) > base); // bufMove table
-        assert!(device_bytes_needed(&l, StencilVersion::V1_6) > base); // reordered copy
-        assert!(device_bytes_needed(&l, StencilVersion::V2_0) > base); // tmp1, tmp2
-        assert!(device_bytes_needed(&l, StencilVersion::V3_0) < base); // 4 links, not 8
     }
 
     #[test]

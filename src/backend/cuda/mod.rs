@@ -48,8 +48,7 @@ pub mod tune;
 pub mod version;
 
 pub use backend::{
-    check_device_memory, device_bytes_needed, stencil_capabilities, CudaBackend, CudaOptions,
-    SetupTimes,
+    check_device_memory, stencil_capabilities, CudaBackend, CudaOptions, SetupTimes,
 };
 pub use compile::all_sources;
 pub use decomposed::{gather_spinor, local_gauge, local_spinor, time_decomposed_apply, HaloCost};
