@@ -22,8 +22,8 @@
 // even face sites, then the odd ones) or half fields (pack: the input's parity; exterior:
 // the output's parity; face buffers hold one parity). Face layout (v3_core.cuh): element
 // k = spin*3 + colour (spin 0, 1 of the half spinor) of face site fcb at k*Fh + fcb, Fh
-// = F/2; ghost links element e = row*3 + col at q*9*Fh + e*Fh + fcb for the ghost site's
-// parity q. Same precisions and link compression (V3_SINGLE, RECONSTRUCT_12) as the
+// = F/2; ghost links element e = row*3 + col of the E = V3_LINK_ELEMS stored elements at
+// q*E*Fh + e*Fh + fcb for the ghost site's parity q. Same precisions and link compression (V3_SINGLE, RECONSTRUCT_12) as the
 // stencil module they pair with.
 #include "common.cuh"
 #include "v3_core.cuh"
@@ -136,7 +136,7 @@ extern "C" __global__ void __launch_bounds__(V3_MAX_BLOCK)
     real2 u[3][3];
     if (upper) {
         const real2* g = recv_hi + gq * 6 * fh + fcb;
-        v3_load_link(links + (size_t)p * 36 * vh, vh, mu, cb, u);
+        v3_load_link(links + (size_t)p * 4 * V3_LINK_ELEMS * vh, vh, mu, cb, u);
         const bool neg = QCD_ANTIPERIODIC(anti_hi, mu);
         switch (mu) {
         case 0: halo_add_hop<0, true>(g, fh, neg, u, o, vh, cr, g5); break;
@@ -146,7 +146,7 @@ extern "C" __global__ void __launch_bounds__(V3_MAX_BLOCK)
         }
     } else {
         const real2* g = recv_lo + gq * 6 * fh + fcb;
-        v3_load_link(ghost_links + (size_t)(1 - p) * 9 * fh, fh, 0, fcb, u);
+        v3_load_link(ghost_links + (size_t)(1 - p) * V3_LINK_ELEMS * fh, fh, 0, fcb, u);
         const bool neg = QCD_ANTIPERIODIC(anti_lo, mu);
         switch (mu) {
         case 0: halo_add_hop<0, false>(g, fh, neg, u, o, vh, cr, g5); break;

@@ -10,10 +10,8 @@
 //   move[site*8 + h] = the neighbour of `site` for hop h.
 // - reorder_links_v16: the version 1.6 / 1.6.1 rearrangement of the seed buffer, as a tiled
 //   transposition through shared memory (padded against bank conflicts).
-// - build_v3_links: version 3.0's parity-major structure of arrays, the canonical field
-//   itself (4 links per site, no doubled buffer, no folded phase): element e = row*3 + col
-//   of U_mu at checkerboard site cb (= lexicographic index / 2) of parity p at
-//   p*36*Vh + (mu*9 + e)*Vh + cb, so that consecutive sites are consecutive 16-byte words.
+// (Version 3.0's link array is built on the host, fast_layout::links_to_soa, and uploaded
+// in its final order: no canonical copy of the field is held on the device.)
 // - to_single / to_double: element-wise precision conversion (3.0's single-precision links
 //   and fields).
 #include "common.cuh"
@@ -96,27 +94,6 @@ extern "C" __global__ void reorder_links_v16(const double2* __restrict__ seed, d
             reordered[base + e] = tile[s * V16_SITE_STRIDE + h * 9 + i * 3 + k];
         }
     }
-}
-
-// One thread per output complex (coalesced writes): element me = mu*9 + e of the link at
-// checkerboard site cb of parity p goes to p*36*Vh + me*Vh + cb (all extents even).
-extern "C" __global__ void build_v3_links(const double2* __restrict__ canonical, double2* __restrict__ soa,
-                                          int volume, int lx, int ly, int lz, int lt)
-{
-    const size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= (size_t)volume * 36)
-        return;
-    const size_t vh = (size_t)volume / 2;
-    const int p = (int)(t / (36 * vh));
-    const size_t r = t % (36 * vh);
-    const size_t me = r / vh;
-    const int cb = (int)(r % vh);
-    const Dims d = make_dims(lx, ly, lz, lt);
-    int c[4];
-    const int s0 = 2 * cb;
-    site_coords(s0, d, c);
-    const size_t site = (size_t)s0 + ((c[0] + c[1] + c[2] + c[3] + p) & 1);
-    soa[t] = canonical[site * 36 + me];
 }
 
 // Precision conversions of n complex numbers (element-wise, same layout): the fast path's

@@ -31,14 +31,16 @@
 // - Layout: parity-major structure of arrays (every extent even), one complex (double2 or
 //   float2) per element, Vh = V/2, cb = lexicographic index / 2. A half field holds
 //   element k = spin*3 + colour of checkerboard site cb at k*Vh + cb; a full field is
-//   [even half][odd half] (p*12*Vh + k*Vh + cb). Links: element e = row*3 + col of U_mu at
-//   site (p, cb) at p*36*Vh + (mu*9 + e)*Vh + cb. Consecutive threads read consecutive
-//   words: every load is coalesced. build_v3_links (layout.cu) builds the link array on
-//   the device; the backend permutes spinors to this order on upload and back on download.
+//   [even half][odd half] (p*12*Vh + k*Vh + cb). Links: element e = row*3 + col of the E
+//   stored elements of U_mu at site (p, cb) at p*4E*Vh + (mu*E + e)*Vh + cb (E =
+//   V3_LINK_ELEMS). Consecutive threads read consecutive words: every load is coalesced.
+//   The backend builds the link array in this order on the host (fast_layout::links_to_soa)
+//   and uploads it; it permutes spinors to this order on upload and back on download.
 // - V3_SINGLE=1: fields and links are float2 and the arithmetic is single precision
 //   (the dot epilogue still accumulates in double).
-// - RECONSTRUCT_12=1: only rows 0 and 1 of each link are read, row 2 = conj(row0 x row1)
-//   is rebuilt in registers (SU(3) fields only).
+// - RECONSTRUCT_12=1: only rows 0 and 1 of each link are stored and read (E = 6 complex
+//   per link instead of 9), row 2 = conj(row0 x row1) is rebuilt in registers (SU(3)
+//   fields only).
 // - Fused CR: when s (the device scalar block, cr_device.cuh) is non-null, every thread
 //   returns at once unless the iteration is active. When partials is also non-null the
 //   kernel reduces (y|out) = sum conj(y) out over the sites it wrote (double, the
@@ -97,8 +99,8 @@ extern "C" __global__ void __launch_bounds__(V3_MAX_BLOCK)
         const real2* in_h = inp + (full ? (size_t)(1 - p) * half : 0);
         const real2* y_h = y ? y + (full ? (size_t)p * half : 0) : nullptr;
         real2* out_h = out + (full ? (size_t)p * half : 0);
-        const real2* l_here = links + (size_t)p * 36 * vh;
-        const real2* l_there = links + (size_t)(1 - p) * 36 * vh;
+        const real2* l_here = links + (size_t)p * 4 * V3_LINK_ELEMS * vh;
+        const real2* l_there = links + (size_t)(1 - p) * 4 * V3_LINK_ELEMS * vh;
         const Dims d = make_dims(lx, ly, lz, lt);
         int x[4];
         const int site = v3_site(p, cb, d, x);

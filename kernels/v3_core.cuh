@@ -2,7 +2,8 @@
 // halo kernels of a decomposed lattice (halo.cu) share, so that a face's half spinor is
 // projected, multiplied and rebuilt by the same code whichever kernel does it.
 //
-// - real2: double2, or float2 with V3_SINGLE=1; RECONSTRUCT_12=1 reads two rows per link.
+// - real2: double2, or float2 with V3_SINGLE=1; RECONSTRUCT_12=1 stores and reads two rows
+//   per link (V3_LINK_ELEMS = 6 complex per link instead of 9).
 // - v3_col / v3_ph: A_mu of g_mu = [[0, A],[A^+, 0]] (DeGrand-Rossi).
 // - v3_site: lexicographic index and coordinates of a checkerboard site.
 // - v3_load_link: a link from a parity's structure-of-arrays link array (or a ghost face).
@@ -30,6 +31,10 @@ typedef double2 real2;
 #endif
 typedef real_of<real2> real;
 
+// Complex elements stored per link: rows 0 and 1 with RECONSTRUCT_12 (row 2 is rebuilt in
+// registers, so it is not kept in memory: 12 reals per link), all three rows otherwise.
+#define V3_LINK_ELEMS (RECONSTRUCT_12 ? 6 : 9)
+
 // A_mu of g_mu = [[0, A],[A^+, 0]]: row r has the single entry i^v3_ph(mu, r) in column
 // v3_col(mu, r). x: [[0, i],[i, 0]], y: [[0, -1],[1, 0]], z: [[i, 0],[0, -i]], t: 1.
 __device__ __forceinline__ constexpr int v3_col(int mu, int r) { return mu < 2 ? 1 - r : r; }
@@ -49,11 +54,12 @@ __device__ __forceinline__ int v3_site(int p, int cb, const Dims& d, int c[4])
     return s0 + shift;
 }
 
-// U(i, k) of the link of direction mu at checkerboard site cb of one parity's link array.
+// U(i, k) of the link of direction mu at checkerboard site cb of one parity's link array
+// (element e = row*3 + col of the stored rows at (mu*V3_LINK_ELEMS + e)*vh + cb).
 __device__ __forceinline__ void v3_load_link(const real2* __restrict__ links, size_t vh, int mu, int cb,
                                              real2 u[3][3])
 {
-    const real2* p = links + (size_t)mu * 9 * vh + cb;
+    const real2* p = links + (size_t)mu * V3_LINK_ELEMS * vh + cb;
     const int rows = RECONSTRUCT_12 ? 2 : 3;
 #pragma unroll
     for (int i = 0; i < rows; ++i)

@@ -277,86 +277,126 @@ pub fn check_cpu_backend(lattice: &Lattice) -> Result<()> {
     ))
 }
 
-/// What lowers a GPU run's need, for the refusal message.
-pub fn device_advice(cfg_fast: bool) -> &'static str {
-    if cfg_fast {
-        "use a smaller lattice, a GPU with more memory, or more GPUs (this program runs one GPU per process)"
+/// What lowers a GPU run's need, for the refusal message: the options the plan does not
+/// use yet (kernel 3.0, then even-odd, single-double, 12-real links), then a smaller
+/// lattice, a larger GPU or more GPUs.
+pub fn device_advice(
+    version: crate::backend::cuda::StencilVersion,
+    layout: crate::linalg::Layout,
+    reconstruct_12: bool,
+) -> String {
+    let last =
+        "use a smaller lattice, a GPU with more memory, or more GPUs ([parallel] grid, kernel 3.0)";
+    if !version.is_fast_path() {
+        return format!(
+            "kernel 3.0 stores 4 links per site instead of 8 (--kernel 3.0; with it even-odd \
+             preconditioning --preconditioning even-odd, single-double fields --precision \
+             single-double and 12-real links --reconstruct 12 shrink the need further, to \
+             about 1350 B/site with all three); otherwise {last}"
+        );
+    }
+    let mut options = Vec::new();
+    if layout.subset == crate::linalg::Subset::Full {
+        options.push("even-odd preconditioning (--preconditioning even-odd)");
+    }
+    if layout.precision == crate::linalg::Precision::Double {
+        options.push("single-double fields (--precision single-double)");
+    }
+    if !reconstruct_12 {
+        options.push("12-real links (--reconstruct 12)");
+    }
+    if options.is_empty() {
+        last.to_string()
     } else {
-        "kernel 3.0 stores 4 links per site instead of 8 (--kernel 3.0; with it even-odd \
-         preconditioning --preconditioning even-odd, single-double fields --precision \
-         single-double and 12-real links --reconstruct 12 shrink the fields further); \
-         otherwise use a smaller lattice, a GPU with more memory, or more GPUs (this program \
-         runs one GPU per process)"
+        format!("{} lower it; otherwise {last}", options.join(", "))
     }
 }
 
-/// The device need against a free-memory figure: pure, so that it is tested without a
-/// GPU. `need` comes from `cuda::device_bytes_needed`.
+/// A GPU plan's need against a free-memory figure: pure, so that it is tested without a
+/// GPU. `what` names the run ("lattice 64x64x64x128 with stencil 3.0, fused CR, even-odd"),
+/// `detail` says where the need comes from (the estimate's peak and parts).
 pub fn check_device_fits(
-    dims_string: &str,
-    version: crate::backend::cuda::StencilVersion,
+    what: &str,
     need: u64,
+    detail: &str,
     free: u64,
     total: u64,
+    advice: &str,
 ) -> Result<()> {
     if need <= free {
         return Ok(());
     }
     Err(Error::DeviceMemory(format!(
-        "lattice {dims_string} with stencil {version} needs {} on the GPU but it has {} free of {}; {}",
+        "{what} needs {} on the GPU ({detail}) but it has {} free of {}; {advice}",
         bytes_str(need),
         bytes_str(free),
         bytes_str(total),
-        device_advice(version.is_fast_path())
     )))
 }
 
-/// Before tuning or building the GPU backend: refuse a lattice that cannot fit.
-pub fn check_device(lattice: &Lattice, opts: &crate::backend::cuda::CudaOptions) -> Result<()> {
-    let need = crate::backend::cuda::device_bytes_needed(lattice, opts.version) as u64;
-    let (free, total) = crate::backend::cuda::device_free_memory(opts.device)?;
-    check_device_fits(&lattice.dims_string(), opts.version, need, free, total)
+/// Before tuning or building the GPU backend: refuse a plan whose need (the estimate made
+/// from it, `app::footprint`) does not fit in GPU `device`'s free memory.
+pub fn check_device(
+    what: &str,
+    need: u64,
+    detail: &str,
+    advice: &str,
+    device: usize,
+) -> Result<()> {
+    let (free, total) = crate::backend::cuda::device_free_memory(device)?;
+    tracing::debug!(need, free, total, "device memory check");
+    check_device_fits(what, need, detail, free, total, advice)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::cuda::{device_bytes_needed, StencilVersion};
-    use crate::geometry::lattice::DEFAULT_BOUNDARY;
+    use crate::backend::cuda::StencilVersion;
 
     const GIB_U: u64 = 1 << 30;
 
     #[test]
-    fn a_64_3x128_lattice_is_refused_on_an_80_gib_gpu_before_tuning() {
-        // 64^3 x 128 = 33554432 sites. device_bytes_needed's parts give at least the
-        // canonical links (576 B/site), the stencil's links (>= 576) and 8 spinor fields
-        // (8 x 192): 2688 B/site, 90.2e9 bytes, above an H100's 80 GiB (85.9e9).
-        let l = Lattice::new([64, 64, 64, 128], DEFAULT_BOUNDARY).unwrap();
-        let v = l.volume() as u64;
-        assert_eq!(v, 33_554_432);
-        for version in [StencilVersion::V1_6_1, StencilVersion::V3_0] {
-            let need = device_bytes_needed(&l, version) as u64;
-            assert!(need >= 2688 * v, "{version}: {need}");
-            let free = 79 * GIB_U;
-            match check_device_fits(&l.dims_string(), version, need, free, 80 * GIB_U) {
-                Err(Error::DeviceMemory(m)) => {
-                    assert!(m.contains(&format!("needs {need} bytes")), "{m}");
-                    assert!(m.contains(&format!("{free} bytes")), "{m}");
-                    assert!(m.contains("more GPUs"), "{m}");
-                    if version == StencilVersion::V1_6_1 {
-                        assert!(m.contains("--kernel 3.0"), "{m}");
-                        assert!(m.contains("--preconditioning even-odd"), "{m}");
-                        assert!(m.contains("--reconstruct 12"), "{m}");
-                    }
-                }
-                other => panic!("{version}: expected DeviceMemory, got {other:?}"),
+    fn a_refusal_names_both_numbers_the_parts_and_what_lowers_the_need() {
+        let l = crate::linalg::Layout::FULL;
+        let need = 104_740_159_488;
+        let free = 79 * GIB_U;
+        let advice = device_advice(StencilVersion::V1_6_1, l, false);
+        match check_device_fits(
+            "lattice 64x64x64x128",
+            need,
+            "parts",
+            free,
+            80 * GIB_U,
+            &advice,
+        ) {
+            Err(Error::DeviceMemory(m)) => {
+                assert!(m.contains(&format!("needs {need} bytes")), "{m}");
+                assert!(m.contains(&format!("{free} bytes")), "{m}");
+                assert!(m.contains("(parts)"), "{m}");
+                assert!(m.contains("more GPUs"), "{m}");
+                assert!(m.contains("--kernel 3.0"), "{m}");
+                assert!(m.contains("--preconditioning even-odd"), "{m}");
+                assert!(m.contains("--reconstruct 12"), "{m}");
             }
-            // Exit 6, as documented.
-            let e = check_device_fits("x", version, need, free, 80 * GIB_U).unwrap_err();
-            assert_eq!(e.exit_code(), 6);
-            // An H200's 141 GiB holds it.
-            assert!(check_device_fits("x", version, need, 140 * GIB_U, 141 * GIB_U).is_ok());
+            other => panic!("expected DeviceMemory, got {other:?}"),
         }
+        // Exit 6, as documented.
+        let e = check_device_fits("x", need, "", free, 80 * GIB_U, "").unwrap_err();
+        assert_eq!(e.exit_code(), 6);
+        // An H200's 141 GiB holds it.
+        assert!(check_device_fits("x", need, "", 140 * GIB_U, 141 * GIB_U, "").is_ok());
+        // On 3.0 the advice names only the options not yet used.
+        let eo_single = crate::linalg::Layout::new(
+            crate::linalg::Subset::Even,
+            crate::linalg::Precision::Single,
+        );
+        let a = device_advice(StencilVersion::V3_0, eo_single, false);
+        assert!(
+            a.contains("--reconstruct 12") && !a.contains("even-odd"),
+            "{a}"
+        );
+        let a = device_advice(StencilVersion::V3_0, eo_single, true);
+        assert!(a.starts_with("use a smaller lattice"), "{a}");
     }
 
     #[test]

@@ -321,6 +321,7 @@ fn the_fused_cr_over_nccl_runs_in_graphs_and_follows_one_gpu() {
         local_gauge, stream_on, CudaBackend, CudaOptions, StencilVersion,
     };
     use qcd_solve::backend::prelude::*;
+    use qcd_solve::backend::{Layout, Subset};
     use qcd_solve::backend::{Operator, Precision};
     use qcd_solve::comms::nccl::SharedNccl;
     use qcd_solve::field::{GaugeField, SpinorField};
@@ -361,7 +362,8 @@ fn the_fused_cr_over_nccl_runs_in_graphs_and_follows_one_gpu() {
             s.even_odd = even_odd;
             s.precision = prec;
             let run = |b: &mut CudaBackend| {
-                b.prepare(prec, true).unwrap();
+                let subset = if even_odd { Subset::Even } else { Subset::Full };
+                b.prepare(Layout::new(subset, prec), true).unwrap();
                 b.reset_stats().unwrap();
                 let rhs = b.upload(&rhs_host).unwrap();
                 let src = b.upload(&source).unwrap();

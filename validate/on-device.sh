@@ -19,6 +19,10 @@
 #   MODE=seam: issue 10 (the solver seam): the GPU tests, validate --kernel all, ablate
 #   (with the per-method table), and every method's time to solution with kernel 3.0 on the
 #   seed's problem and on the thermalised beta 6.0 16^3x32 field at kappa 0.155.
+#   MODE=memory: issue 13 item 3: the gpu-memory test target, then the main job
+#   at 48^3x96 and 64^3x128 (random gauge field, kernel 3.0, even-odd, single-double,
+#   12-real links; CR and BiCGStab), each with its device-memory estimate and books (the
+#   summary's lines) and its time to solution, and the refusal of a plan that cannot fit.
 set -uo pipefail
 bin=$PWD/.device
 res=/tmp/qcd-out
@@ -57,6 +61,8 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max
 nproc
 for t in "$bin"/gpu*-tests; do
     [ -n "${SKIP_TESTS:-}" ] && break  # SKIP_TESTS=1: the measurements only
+    # MODE=memory: its own test target only (the big solves need the time).
+    [ "${MODE:-full}" = memory ] && [ "$(basename "$t")" != gpu-memory-tests ] && continue
     step "$(basename "$t")" timeout 400 "$t" --test-threads=1 --nocapture
 done
 step kernels "$q" kernels --check --arch sm_90
@@ -97,6 +103,37 @@ elif [ "${MODE:-full}" = scale ]; then
         step "split-$d-${g//,/}" "$q" -q configs/$d.toml --device cuda --kernel 3.0 --method bicgstab $fast --grid $g --output "$big/sp-${g//,/}"
         cp "$big/sp-${g//,/}/$d.json" "$res/split-$d-${g//,/}.json"
     done
+elif [ "${MODE:-full}" = memory ]; then
+    # Issue 13 item 3: what 64^3x128 (33554432 sites) needs with every option (about 1345
+    # B/site, 45 GB: one 80 GB H100), the estimate printed before the solve (RUST_LOG=info)
+    # beside the books after it. Solutions and reports stay in $big; the JSON reports and
+    # the summaries come back.
+    fast="--preconditioning even-odd --precision single-double --reconstruct 12"
+    for d in 48x48x48x96 64x64x64x128; do
+        l=(${d//x/ })
+        # No solution file (6.4 GB at 64^3x128: minutes of disk, nothing measured).
+        sed -e "s/^LX = .*/LX = ${l[0]}/; s/^LY = .*/LY = ${l[1]}/; s/^LZ = .*/LZ = ${l[2]}/; s/^LT = .*/LT = ${l[3]}/" \
+            -e '/^solution = /d' configs/32x32x32x64.toml >"$big/$d.toml"
+        for m in cr bicgstab; do
+            RUST_LOG=info step "mem-$d-$m" timeout 580 "$q" "$big/$d.toml" --device cuda --kernel 3.0 --method $m $fast \
+                --output "$big/mem-$d-$m" >"$res/mem-$d-$m.txt" 2>&1
+            cat "$res/mem-$d-$m.txt" | grep -E "device memory|at the peak|^time|^result|^residual|needs"
+            cp "$big/mem-$d-$m/$d.json" "$res/mem-$d-$m.json" 2>/dev/null
+        done
+    done
+    # Without the options the full double plan of 3.0 needs 1729 B/site: 64^3x128 still fits
+    # an 80 GB H100 (58 GB); kernel 2.0's seed plan (2688 B/site, 90 GB) is refused (exit 6)
+    # before any allocation, naming both numbers.
+    step mem-refusal-2.0 timeout 120 "$q" "$big/64x64x64x128.toml" --device cuda --kernel 2.0 --output "$big/mem-refusal"
+    python3 - "$res" <<'PY'
+import json, sys, glob, os
+print(f"{'run':32} {'iter':>5} {'solve s':>8} {'setup s':>8} {'est B/site':>10} {'held B/site':>11} {'held GB':>8} stop")
+for f in sorted(glob.glob(sys.argv[1] + "/mem-*.json")):
+    r = json.load(open(f)); m = (r.get("gpu") or {}).get("memory") or {}
+    print(f"{os.path.basename(f)[:-5]:32} {r['iterations']:5} {r['timings']['solve']:8.3f} {r['timings']['setup']:8.2f} "
+          f"{m.get('estimate_bytes_per_site', float('nan')):10.1f} {m.get('peak_bytes_per_site', float('nan')):11.1f} "
+          f"{m.get('peak_bytes', 0) / 1e9:8.2f} {r['stop_reason']}")
+PY
 elif [ "${MODE:-full}" = fast ]; then
     # Issue 6: the fast path. Floors, validation of every option, options' time to solution.
     step floor "$q" floor --dims 16,16,16,32 --repeat 300
@@ -116,9 +153,11 @@ elif [ "${MODE:-full}" = seam ]; then
     step floor "$q" floor --dims 16,16,16,32 --repeat 200
     step floor-halo-32 "$q" floor --dims 32,32,32,64 --repeat 200 --halo
     # Issue 12: 64^3x128 with a seed kernel must be refused before any tuning (exit 6).
+    # Since issue 13's exact per-plan estimate, 1.6.1's seed plan (2304 B/site, 77.3e9
+    # bytes) fits an 80 GB H100; 2.0's (2688 B/site, 90.2e9) does not.
     sed -e 's/^LX = .*/LX = 64/; s/^LY = .*/LY = 64/; s/^LZ = .*/LZ = 64/; s/^LT = .*/LT = 128/' \
         configs/32x32x32x64.toml >"$big/64x64x64x128.toml"
-    step memory-refusal-64 timeout 90 "$q" "$big/64x64x64x128.toml" --device cuda --kernel 1.6.1 --output "$big/m64"
+    step memory-refusal-64 timeout 90 "$q" "$big/64x64x64x128.toml" --device cuda --kernel 2.0 --output "$big/m64"
     fast="--preconditioning even-odd --precision single-double --reconstruct 12"
     (cd "$big" && for m in cr bicgstab gcr cgne; do
         for o in "" "$fast"; do

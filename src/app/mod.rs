@@ -6,6 +6,7 @@
 //!   outputs); `plan`: which options a backend and kernel version support, checked in one
 //!   place; `device`: choosing the GPU or the CPU;
 //! - `tuning`: launch geometry from the tune cache or a sweep;
+//! - `footprint`: the device memory a GPU plan will hold, estimated before allocating;
 //! - `ablate`, `validate`, `bench`, `floor`, `scale`, `generate`: the other commands.
 
 pub mod ablate;
@@ -13,6 +14,7 @@ pub mod bench;
 pub mod cli;
 pub mod device;
 pub mod floor;
+pub mod footprint;
 pub mod generate;
 pub mod outputs;
 pub mod parallel;

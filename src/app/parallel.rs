@@ -12,6 +12,7 @@
 //! field, which it needs for the CPU check of the solution and the outputs.
 
 use super::device::choose_device;
+use super::footprint;
 use super::run::{build_problem, finish_run, solve_on_rank, SolvePlan};
 use crate::backend::cpu_decomposed::{self, DecomposedCpu};
 use crate::backend::prelude::*;
@@ -139,18 +140,29 @@ fn run_cuda(cfg: &LoadedConfig, problem: &Problem, parts: &[Partition]) -> Resul
             tracing::warn!(
                 "{ranks} ranks share GPU 0 (one GPU visible): faces move by device copies; a test of the decomposition, not a speed-up"
             );
-            crate::memory::check_device(&problem.lattice, &opts)?;
+            // Every rank's backend on GPU 0: their needs add.
+            let estimates: Vec<_> = parts
+                .iter()
+                .map(|p| footprint::estimate(&footprint::DevicePlan::of_rank(p, &opts, &plan)))
+                .collect();
+            let dp = footprint::DevicePlan::of_rank(&parts[0], &opts, &plan);
+            let what = footprint::run_name(&problem.lattice.dims_string(), &opts, &plan);
+            tracing::info!(
+                "device memory estimate per rank: {what}: {}",
+                estimates[0].describe()
+            );
+            footprint::check_device(&what, &estimates, &dp, 0)?;
         }
         Wiring::Nccl => {
             crate::comms::nccl::require_nccl()?;
-            for g in 0..ranks {
-                crate::memory::check_device(
-                    &local_lattice,
-                    &cuda::CudaOptions {
-                        device: g,
-                        ..opts.clone()
-                    },
-                )?;
+            for (g, p) in parts.iter().enumerate() {
+                let dp = footprint::DevicePlan::of_rank(p, &opts, &plan);
+                let e = footprint::estimate(&dp);
+                let what = footprint::run_name(&local_lattice.dims_string(), &opts, &plan);
+                if g == 0 {
+                    tracing::info!("device memory estimate per rank: {what}: {}", e.describe());
+                }
+                footprint::check_device(&what, std::slice::from_ref(&e), &dp, g)?;
             }
         }
     }
@@ -449,7 +461,17 @@ pub fn run_launched(
     let parts = partitions(lattice.dims, grid)?;
     let rank = launch.rank;
     let p = &parts[rank];
-    crate::memory::check_device(&p.local_lattice(lattice.boundary)?, &opts)?;
+    {
+        let dp = footprint::DevicePlan::of_rank(p, &opts, &plan);
+        let e = footprint::estimate(&dp);
+        let local = p.local_lattice(lattice.boundary)?;
+        let what = footprint::run_name(&local.dims_string(), &opts, &plan);
+        tracing::info!(
+            "device memory estimate of rank {rank}: {what}: {}",
+            e.describe()
+        );
+        footprint::check_device(&what, std::slice::from_ref(&e), &dp, opts.device)?;
+    }
     let stream = cuda::stream_on(opts.device)?;
     let nccl = SharedNccl::new(NcclComms::from_launch(stream, Some(launch))?);
     let mut io: Box<dyn Comms> = Box::new(nccl.clone());

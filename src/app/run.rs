@@ -191,15 +191,18 @@ pub fn solve_on_rank<B: Backend>(
     if plan.preconditioning == Preconditioning::EvenOdd {
         problem.lattice.require_even("even-odd preconditioning")?;
     }
-    backend.prepare(plan.precision, plan.fused)?;
+    let spec = plan.spec();
+    backend.prepare(crate::app::tuning::plan_layout(plan), plan.fused)?;
+    // Even-odd: the source goes in alone and is freed once the even right-hand side is
+    // made; the form's right-hand side b, which only the final check needs, is uploaded
+    // after the solve's fields are gone (app::footprint counts it so).
     let t = Instant::now();
-    let b = backend.upload(&rhs)?;
-    let source = if plan.preconditioning == Preconditioning::EvenOdd {
-        Some(backend.upload(&problem.source)?)
+    let (b, source) = if spec.even_odd {
+        (None, Some(backend.upload(&problem.source)?))
     } else {
-        None
+        (Some(backend.upload(&rhs)?), None)
     };
-    let upload = t.elapsed().as_secs_f64();
+    let mut upload = t.elapsed().as_secs_f64();
     let t = Instant::now();
     let progress = if rank == 0 {
         crate::report::progress::SolveProgress::new(plan.method.label(), plan.cr.tol)
@@ -207,8 +210,11 @@ pub fn solve_on_rank<B: Backend>(
         crate::report::progress::SolveProgress::silent()
     };
     let mut observe = |k, r| progress.update(k, r);
-    let spec = plan.spec();
-    let out = solver::solve(backend, &spec, op, &b, source.as_ref(), &mut observe)?;
+    let out = match (&b, source) {
+        (_, Some(source)) => solver::solve_from_source(backend, &spec, op, source, &mut observe)?,
+        (Some(b), None) => solver::solve(backend, &spec, op, b, None, &mut observe)?,
+        (None, None) => return Err(Error::internal("a solve without a right-hand side")),
+    };
     let x = out.x;
     progress.finish();
     // Every path ends on a host read of a scalar (or a reduction), after the last kernel
@@ -216,6 +222,15 @@ pub fn solve_on_rank<B: Backend>(
     // for: the solve time is taken after a synchronising norm.
     let _ = backend.norm2(&x)?;
     let solve = t.elapsed().as_secs_f64();
+    let b = match b {
+        Some(b) => b,
+        None => {
+            let t = Instant::now();
+            let b = backend.upload(&rhs)?;
+            upload += t.elapsed().as_secs_f64();
+            b
+        }
+    };
     let t = Instant::now();
     let solution = backend.download(&x)?;
     let download = t.elapsed().as_secs_f64();
@@ -287,7 +302,28 @@ pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
         let (result, backend_description, gpu) = match choose_device(c.backend.device)? {
             Device::Cuda => {
                 let opts = cuda_options(cfg)?;
-                crate::memory::check_device(&problem.lattice, &opts)?;
+                // The plan's device memory, estimated before anything is allocated:
+                // printed, then checked against the GPU's free memory (exit 6).
+                let params = SolvePlan::from_config(c, opts.version.is_fast_path());
+                let device_plan = crate::app::footprint::DevicePlan::of_run(
+                    problem.lattice.volume(),
+                    &opts,
+                    &params,
+                    c.backend.tune,
+                );
+                let estimate = crate::app::footprint::estimate(&device_plan);
+                let what = crate::app::footprint::run_name(
+                    &problem.lattice.dims_string(),
+                    &opts,
+                    &params,
+                );
+                tracing::info!("device memory estimate: {what}: {}", estimate.describe());
+                crate::app::footprint::check_device(
+                    &what,
+                    std::slice::from_ref(&estimate),
+                    &device_plan,
+                    opts.device,
+                )?;
                 let opts = if c.backend.tune {
                     crate::app::tuning::start_options(
                         opts.version,
@@ -297,7 +333,6 @@ pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
                 } else {
                     opts
                 };
-                let params = SolvePlan::from_config(c, opts.version.is_fast_path());
                 params.check(Capabilities::of_stencil(opts.version))?;
                 let mut be =
                     crate::backend::cuda::CudaBackend::new(&problem.gauge, problem.kappa, &opts)?;
@@ -322,7 +357,16 @@ pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
                     be.multiple()
                 );
                 let r = solve_on(&mut be, &problem, &params)?;
-                let gpu = report::gpu_metrics(&mut be, problem.lattice.volume())?;
+                let mut gpu = report::gpu_metrics(&mut be, problem.lattice.volume())?;
+                let books = be.memory_books();
+                tracing::info!(
+                    "device memory held at the peak: {} bytes = {:.1} B/site ({}); estimate {} bytes",
+                    books.peak_bytes,
+                    books.peak_bytes as f64 / problem.lattice.volume() as f64,
+                    crate::backend::ledger::describe_lines(&books.at_peak),
+                    estimate.peak_bytes()
+                );
+                gpu.memory = Some(crate::app::footprint::memory_report(&estimate, &books));
                 (r, d, Some(gpu))
             }
             _ => {

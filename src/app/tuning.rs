@@ -103,12 +103,7 @@ pub fn layout_name(layout: Layout) -> String {
 
 /// The layout a plan iterates on.
 pub fn plan_layout(plan: &crate::app::plan::SolvePlan) -> Layout {
-    let subset = if plan.preconditioning == crate::config::Preconditioning::EvenOdd {
-        Subset::Even
-    } else {
-        Subset::Full
-    };
-    Layout::new(subset, plan.precision)
+    crate::app::footprint::plan_layout(plan)
 }
 
 /// The tune-cache key of this backend's stencil on `dims`, for solves on `layout`.

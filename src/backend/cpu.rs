@@ -305,6 +305,14 @@ impl Space for CpuBackend<'_> {
         Ok(self.canonical(field))
     }
 
+    fn set_zero(&mut self, x: &mut CpuField) -> Result<()> {
+        match &mut x.repr {
+            Repr::Lanes(l) => l.data.par_iter_mut().for_each(|d| *d = Lane([0.0; W])),
+            Repr::Plain(v) => v.fill(C64::new(0.0, 0.0)),
+        }
+        Ok(())
+    }
+
     fn copy(&mut self, dst: &mut CpuField, src: &CpuField) -> Result<()> {
         match (&mut dst.repr, &src.repr) {
             (Repr::Lanes(d), Repr::Lanes(s)) => self.lane_copy(d, s),
@@ -458,7 +466,7 @@ impl WilsonKernels for CpuBackend<'_> {
 impl super::host_cr::HostFusedCr for CpuBackend<'_> {}
 
 impl Prepare for CpuBackend<'_> {
-    fn prepare(&mut self, _precision: Precision, _fused: bool) -> Result<()> {
+    fn prepare(&mut self, _layout: Layout, _fused: bool) -> Result<()> {
         Ok(())
     }
 }

@@ -602,6 +602,11 @@ impl<C: Comms> Space for DecomposedCpu<C> {
         })
     }
 
+    fn set_zero(&mut self, x: &mut DecomposedField) -> Result<()> {
+        x.data.fill(ZERO);
+        Ok(())
+    }
+
     fn copy(&mut self, dst: &mut DecomposedField, src: &DecomposedField) -> Result<()> {
         if dst.layout != src.layout {
             return Err(mismatch("copy", dst.layout, src.layout));
@@ -751,7 +756,7 @@ impl<C: Comms> WilsonKernels for DecomposedCpu<C> {
 impl<C: Comms> super::host_cr::HostFusedCr for DecomposedCpu<C> {}
 
 impl<C: Comms> Prepare for DecomposedCpu<C> {
-    fn prepare(&mut self, _precision: Precision, _fused: bool) -> Result<()> {
+    fn prepare(&mut self, _layout: Layout, _fused: bool) -> Result<()> {
         Ok(())
     }
 }

@@ -5,10 +5,12 @@
 //! the seam: `FusedCr`, the CR iteration as three fused passes whose scalars stay where
 //! the backend computes (solver::cr uses it when the plan asks for it).
 
+pub mod counted;
 pub mod cpu;
 pub mod cpu_decomposed;
 pub mod cuda;
 pub mod host_cr;
+pub mod ledger;
 
 pub use crate::linalg::{
     layout_mismatch, Layout, Operator, Precision, Space, Subset, WilsonKernels,
@@ -164,9 +166,9 @@ impl Capabilities {
 /// Set-up a backend can do ahead of a solve so that the solve's time holds no first-use
 /// costs (and no set-up happens during a graph capture).
 pub trait Prepare {
-    /// Compile, load and build what a solve with fields of `precision` and (if `fused`)
-    /// the fused iteration will need.
-    fn prepare(&mut self, precision: Precision, fused: bool) -> Result<()>;
+    /// Compile, load and build what a solve iterating on fields of `layout` (its precision;
+    /// half fields: the even-odd operators) and (if `fused`) the fused iteration will need.
+    fn prepare(&mut self, layout: Layout, fused: bool) -> Result<()>;
 }
 
 /// Everything the application layer drives: the seam plus the capabilities.

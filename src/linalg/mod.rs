@@ -107,6 +107,8 @@ pub trait Space {
     fn upload(&mut self, host: &SpinorField) -> Result<Self::Field>;
     /// The field as a full canonical host field (zeros on the sites a half field lacks).
     fn download(&mut self, field: &Self::Field) -> Result<SpinorField>;
+    /// x = 0 (a field reset in place: no zero field kept to copy from).
+    fn set_zero(&mut self, x: &mut Self::Field) -> Result<()>;
     /// dst = src (same layout).
     fn copy(&mut self, dst: &mut Self::Field, src: &Self::Field) -> Result<()>;
     /// dst = src, converting precision (same subset), or gathering the sites of dst's

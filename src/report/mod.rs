@@ -129,6 +129,23 @@ pub struct GpuMetrics {
     pub triad_gbytes_per_second: f64,
     pub fraction_of_triad: f64,
     pub kernels: Vec<crate::backend::cuda::KernelStat>,
+    /// Device memory: the plan's estimate and the backend's books (the main job).
+    pub memory: Option<DeviceMemory>,
+}
+
+/// A GPU run's device memory: the estimate made from the plan before allocating
+/// (`app::footprint`), and what the backend's books (`backend::ledger`: every allocation)
+/// held at their peak, the report's triad aside. Bytes per site are of the lattice the
+/// backend holds.
+#[derive(Clone, Debug, Serialize)]
+pub struct DeviceMemory {
+    pub estimate_phase: String,
+    pub estimate_bytes: u64,
+    pub estimate_bytes_per_site: f64,
+    pub estimate_parts: Vec<crate::backend::ledger::MemoryLine>,
+    pub peak_bytes: u64,
+    pub peak_bytes_per_site: f64,
+    pub peak_parts: Vec<crate::backend::ledger::MemoryLine>,
 }
 
 /// Bytes moved by the triad that the GPU bandwidth is compared with (3 x 256 MiB,
@@ -188,6 +205,7 @@ pub fn gpu_metrics(
         triad_gbytes_per_second: triad,
         fraction_of_triad: r.gbytes_per_second_model / triad,
         kernels: be.kernel_stats(),
+        memory: None,
     })
 }
 
@@ -364,6 +382,23 @@ pub fn summary(r: &SolveReport) -> String {
             line(
                 &format!("  kernel {}", k.name),
                 format!("{} launches, {:.3} ms", k.launches, k.millis),
+            );
+        }
+        if let Some(m) = &g.memory {
+            line(
+                "device memory",
+                format!(
+                    "estimate {} bytes = {:.1} B/site at the peak ({}); held at the peak {} bytes = {:.1} B/site",
+                    m.estimate_bytes,
+                    m.estimate_bytes_per_site,
+                    m.estimate_phase,
+                    m.peak_bytes,
+                    m.peak_bytes_per_site
+                ),
+            );
+            line(
+                "  at the peak",
+                crate::backend::ledger::describe_lines(&m.peak_parts),
             );
         }
     }

@@ -38,6 +38,9 @@ fn restart<S: Space>(
     space.dot(r0, r)
 }
 
+/// Fields of the workspace: x, r, r0, p, v, t.
+pub const FIELDS: usize = 6;
+
 pub struct BiCgStab<S: Space, A> {
     pub op: A,
     work: Workspace<S>,
@@ -62,7 +65,7 @@ impl<S: Space, A: LinearOperator<S>> Iterate<S> for BiCgStab<S, A> {
         nr0: Option<f64>,
     ) -> Result<Run> {
         let layout = space.layout(b);
-        let [x, r, r0, p, v, t] = self.work.fields(space, layout, 6)? else {
+        let [x, r, r0, p, v, t] = self.work.fields(space, layout, FIELDS)? else {
             unreachable!("the workspace gives the fields asked for")
         };
         space.copy(r, b)?;

@@ -17,6 +17,9 @@ use super::work::Workspace;
 use crate::linalg::{LinearOperator, Space};
 use crate::{Error, Result};
 
+/// Fields of the workspace: x, r, z, p, w.
+pub const FIELDS: usize = 5;
+
 pub struct Cgne<S: Space, A> {
     pub op: A,
     work: Workspace<S>,
@@ -49,7 +52,7 @@ impl<S: Space, A: LinearOperator<S>> Iterate<S> for Cgne<S, A> {
     ) -> Result<Run> {
         let layout = space.layout(b);
         let cost = self.op.stencil_applications();
-        let [x, r, z, p, w] = self.work.fields(space, layout, 5)? else {
+        let [x, r, z, p, w] = self.work.fields(space, layout, FIELDS)? else {
             unreachable!("the workspace gives the fields asked for")
         };
         space.copy(r, b)?;

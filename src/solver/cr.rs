@@ -46,16 +46,17 @@ pub trait CrEngine<S: Space> {
     fn cost(&self) -> usize;
 }
 
-/// The workspace: x, r, p, Ap, Ar of one layout.
+/// Fields of CR's workspace (`CrFields`): x, r, p, Ap, Ar.
+pub const FIELDS: usize = 5;
+
+/// The workspace: x, r, p, Ap, Ar of one layout (`FIELDS`). A reused workspace (mixed
+/// precision's restarts) sets x to zero in place.
 pub struct CrFields<S: Space> {
     pub x: S::Field,
     pub r: S::Field,
     pub p: S::Field,
     pub ap: S::Field,
     pub ar: S::Field,
-    /// Left zero, to reset x from when the workspace is reused (mixed precision's
-    /// restarts); allocated on the first reuse.
-    zero: Option<S::Field>,
 }
 
 /// Scalars on the host; any linear operator.
@@ -248,7 +249,6 @@ impl<S: Space, E: CrEngine<S>> Cr<S, E> {
                 p: space.alloc_layout(layout)?,
                 ap: space.alloc_layout(layout)?,
                 ar: space.alloc_layout(layout)?,
-                zero: None,
             });
         }
         Ok(self.work.as_mut().unwrap())
@@ -268,10 +268,7 @@ impl<S: Space, E: CrEngine<S>> Iterate<S> for Cr<S, E> {
         let w = self.workspace(space, rhs)?;
         space.copy(&mut w.r, rhs)?;
         if !fresh {
-            if w.zero.is_none() {
-                w.zero = Some(space.alloc_layout(space.layout(&w.x))?);
-            }
-            space.copy(&mut w.x, w.zero.as_ref().unwrap())?;
+            space.set_zero(&mut w.x)?;
         }
         space.copy(&mut w.p, &w.r)?;
         let nr = nr0.map_or_else(|| space.norm2(&w.r), Ok)?;

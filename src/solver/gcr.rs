@@ -16,6 +16,12 @@ use super::work::Workspace;
 use crate::linalg::{LinearOperator, Space};
 use crate::Result;
 
+/// Fields of the workspace of GCR(m): x, r, and the m directions p_k with their images
+/// q_k = A p_k.
+pub fn fields(m: usize) -> usize {
+    2 + 2 * m
+}
+
 pub struct Gcr<S: Space, A> {
     pub op: A,
     /// Directions kept before a restart.
@@ -45,7 +51,7 @@ impl<S: Space, A: LinearOperator<S>> Iterate<S> for Gcr<S, A> {
         let layout = space.layout(b);
         let m = self.restart;
         // x, r, then the m directions p_k and their images q_k = A p_k.
-        let fields = self.work.fields(space, layout, 2 + 2 * m)?;
+        let fields = self.work.fields(space, layout, fields(m))?;
         let (xr, dirs) = fields.split_at_mut(2);
         let (ps, qs) = dirs.split_at_mut(m);
         let [x, r] = xr else {

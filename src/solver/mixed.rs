@@ -13,6 +13,12 @@ use crate::field::C64;
 use crate::linalg::{LinearOperator, Precision, Space};
 use crate::{Error, Result};
 
+/// Fields the wrapper holds beside the inner solver's: x_d and the residual scratch in the
+/// outer (double) layout, ...
+pub const OUTER_FIELDS: usize = 2;
+/// ... and the inner solver's right-hand side in the inner layout.
+pub const INNER_FIELDS: usize = 1;
+
 /// Solve A x = b (b double) with `inner` running in `precision`; `op` is the double
 /// operator of the true residual.
 pub fn solve<S: Space, A: LinearOperator<S>, I: Iterate<S>>(

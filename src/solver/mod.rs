@@ -95,6 +95,19 @@ impl Method {
         }
     }
 
+    /// Fields of the iterated layout its workspace holds (the solution among them): CR's
+    /// x, r, p, Ap, Ar; BiCGStab's x, r, r0, p, v, t; GCR(m)'s x, r, m directions and their
+    /// images; CGNE's x, r, z, p, w. The solvers take exactly these (`cr::FIELDS`, ...),
+    /// and the device estimate counts them (`app::footprint`).
+    pub fn fields(self, restart: usize) -> usize {
+        match self {
+            Method::Cr => cr::FIELDS,
+            Method::Bicgstab => bicgstab::FIELDS,
+            Method::Gcr => gcr::fields(restart.max(1)),
+            Method::Cgne => cgne::FIELDS,
+        }
+    }
+
     /// The form it iterates on for a requested form: CGNE needs the Hermitian one.
     pub fn iterated_form(self, requested: Operator) -> Operator {
         match self {
@@ -160,7 +173,8 @@ impl SolveSpec {
 /// Solve D x = source through the full-lattice form `form` (D or g5 D; `rhs` is the
 /// source with g5 applied when the form has it) as `spec` says. Never fails on
 /// non-convergence: the outcome says why it stopped. The history is that of the system
-/// iterated (the Schur system for even-odd).
+/// iterated (the Schur system for even-odd, which starts from `source`; `rhs` is not used
+/// then).
 pub fn solve<B: FusedCr>(
     space: &mut B,
     spec: &SolveSpec,
@@ -170,45 +184,86 @@ pub fn solve<B: FusedCr>(
     observe: &mut dyn FnMut(usize, f64),
 ) -> Result<SolveOutcome<B::Field>> {
     let form = spec.method.iterated_form(form);
-    let (system, rhs_e, b_o) = if spec.even_odd {
+    if spec.even_odd {
         let source = source
             .ok_or_else(|| Error::internal("an even-odd solve needs the source of D x = b"))?;
         let (rhs_e, b_o) = eo::prepare(space, source, form.gamma5())?;
-        (form.schur(), Some(rhs_e), Some(b_o))
-    } else {
-        (form, None, None)
-    };
-    let b = rhs_e.as_ref().unwrap_or(rhs);
+        return solve_even_odd(space, spec, form, rhs_e, b_o, observe);
+    }
+    solve_system(space, spec, form, rhs, observe)
+}
+
+/// An even-odd solve of D x = source (as `solve` with `spec.even_odd`) that takes the
+/// source and frees it as soon as the even right-hand side is made, so that the full field
+/// is not held through the iteration (the application's way).
+pub fn solve_from_source<B: FusedCr>(
+    space: &mut B,
+    spec: &SolveSpec,
+    form: Operator,
+    source: B::Field,
+    observe: &mut dyn FnMut(usize, f64),
+) -> Result<SolveOutcome<B::Field>> {
+    if !spec.even_odd {
+        return Err(Error::internal(
+            "solve_from_source is the even-odd solve; a full-lattice solve takes its rhs",
+        ));
+    }
+    let form = spec.method.iterated_form(form);
+    let (rhs_e, b_o) = eo::prepare(space, &source, form.gamma5())?;
+    drop(source);
+    solve_even_odd(space, spec, form, rhs_e, b_o, observe)
+}
+
+/// The Schur system of the iterated form `form` on the prepared even right-hand side,
+/// then the odd sites; rhs_e is freed before the reconstruction.
+fn solve_even_odd<B: FusedCr>(
+    space: &mut B,
+    spec: &SolveSpec,
+    form: Operator,
+    rhs_e: B::Field,
+    b_o: B::Field,
+    observe: &mut dyn FnMut(usize, f64),
+) -> Result<SolveOutcome<B::Field>> {
+    let mut out = solve_system(space, spec, form.schur(), &rhs_e, observe)?;
+    drop(rhs_e);
+    out.x = eo::reconstruct(space, &out.x, &b_o)?;
+    Ok(out)
+}
+
+/// A x = b for the Wilson form `system` (full or Schur), by the spec's method and engine.
+fn solve_system<B: FusedCr>(
+    space: &mut B,
+    spec: &SolveSpec,
+    system: Operator,
+    b: &B::Field,
+    observe: &mut dyn FnMut(usize, f64),
+) -> Result<SolveOutcome<B::Field>> {
     let nb = space.norm2(b)?;
     let mut monitor = Monitor::new(spec.rules.clone(), nb, observe);
     let op = Form(system);
-    let mut out = match spec.method {
+    match spec.method {
         Method::Cr if spec.fused => {
             let engine = cr::DeviceEngine::new(&op)?;
             let mut inner = cr::Cr::new(engine, spec.check_every);
-            finish(space, spec, op, &mut inner, b, &mut monitor)?
+            finish(space, spec, op, &mut inner, b, &mut monitor)
         }
         Method::Cr => {
             let mut inner = cr::Cr::new(cr::HostEngine::new(op), spec.check_every);
-            finish(space, spec, op, &mut inner, b, &mut monitor)?
+            finish(space, spec, op, &mut inner, b, &mut monitor)
         }
         Method::Bicgstab => {
             let mut inner = bicgstab::BiCgStab::new(op);
-            finish(space, spec, op, &mut inner, b, &mut monitor)?
+            finish(space, spec, op, &mut inner, b, &mut monitor)
         }
         Method::Gcr => {
             let mut inner = gcr::Gcr::new(op, spec.restart);
-            finish(space, spec, op, &mut inner, b, &mut monitor)?
+            finish(space, spec, op, &mut inner, b, &mut monitor)
         }
         Method::Cgne => {
             let mut inner = cgne::Cgne::new(op)?;
-            finish(space, spec, op, &mut inner, b, &mut monitor)?
+            finish(space, spec, op, &mut inner, b, &mut monitor)
         }
-    };
-    if let Some(b_o) = b_o {
-        out.x = eo::reconstruct(space, &out.x, &b_o)?;
     }
-    Ok(out)
 }
 
 /// Run `inner` on A x = b, through the mixed-precision wrapper when the spec asks.

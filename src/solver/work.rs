@@ -1,6 +1,7 @@
 //! A solver's fields, kept across runs: a mixed-precision solve restarts its inner solver
 //! at every reliable update, and allocating the fields anew each time would put device
-//! allocations in the solve. Field 0 is the solution by convention.
+//! allocations in the solve. Field 0 is the solution by convention; a reused workspace
+//! sets it to zero in place (`Space::set_zero`), so no zero field is kept.
 
 use crate::linalg::{Layout, Space};
 use crate::Result;
@@ -8,8 +9,6 @@ use crate::Result;
 pub struct Workspace<S: Space> {
     fields: Vec<S::Field>,
     layout: Option<Layout>,
-    /// A field left zero, to reset the solution from (allocated on the first reuse).
-    zero: Option<S::Field>,
 }
 
 impl<S: Space> Default for Workspace<S> {
@@ -17,7 +16,6 @@ impl<S: Space> Default for Workspace<S> {
         Workspace {
             fields: Vec::new(),
             layout: None,
-            zero: None,
         }
     }
 }
@@ -28,13 +26,9 @@ impl<S: Space> Workspace<S> {
     pub fn fields(&mut self, space: &mut S, layout: Layout, n: usize) -> Result<&mut [S::Field]> {
         if self.layout != Some(layout) {
             self.fields.clear();
-            self.zero = None;
             self.layout = Some(layout);
         } else if let Some(x) = self.fields.first_mut() {
-            if self.zero.is_none() {
-                self.zero = Some(space.alloc_layout(layout)?);
-            }
-            space.copy(x, self.zero.as_ref().unwrap())?;
+            space.set_zero(x)?;
         }
         while self.fields.len() < n {
             self.fields.push(space.alloc_layout(layout)?);
@@ -50,7 +44,6 @@ impl<S: Space> Workspace<S> {
     /// The solution, the rest freed.
     pub fn take_solution(&mut self) -> Option<S::Field> {
         self.layout = None;
-        self.zero = None;
         let mut f = std::mem::take(&mut self.fields);
         (!f.is_empty()).then(|| f.swap_remove(0))
     }
@@ -58,6 +51,5 @@ impl<S: Space> Workspace<S> {
     pub fn release(&mut self) {
         self.fields.clear();
         self.layout = None;
-        self.zero = None;
     }
 }

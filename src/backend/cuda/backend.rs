@@ -12,8 +12,9 @@ use super::compile::{Program, BLAS1, LAYOUT, REDUCE};
 use super::core::{BlasKernels, Core};
 use super::device::{ensure_fits, err, function, load_module, open_context, triad_on};
 use super::fast::FastStencil;
-use super::fast_layout::check_even_lattice;
+use super::fast_layout::{check_even_lattice, link_elems, links_to_soa};
 use super::field::as_f64;
+use super::footprint::construction_bytes;
 use super::fused::Fused;
 use super::kernels::{li_in_hop_order, reduce_blocks, Kernel, BLAS_BLOCK};
 use super::seed::SeedStencil;
@@ -21,6 +22,7 @@ use super::stencil::{self, cfg_1d, StencilKernels, StencilKind};
 use super::stencil_impl::{Geometry, StencilImpl};
 use super::timing::{launch, GpuStream, KernelStat};
 use super::version::{LinkLayout, StencilVersion};
+use crate::backend::ledger::{Ledger, MemoryBooks, Purpose};
 use crate::backend::Capabilities;
 use crate::error::{Error, Result};
 use crate::field::GaugeField;
@@ -110,47 +112,23 @@ fn check_geometry(version: StencilVersion, g: Geometry) -> Result<()> {
     Ok(())
 }
 
-/// Bytes of device memory a backend needs: links (and the set-up copies), table,
-/// version buffers, reduction partials, and 8 spinor fields for the solver (CR's five,
-/// the source, and two for checks). For 3.0 also what the fast path may add: the
-/// single-precision links and the odd Schur temporaries in both precisions.
-pub fn device_bytes_needed(lattice: &Lattice, version: StencilVersion) -> usize {
-    let v = lattice.volume();
-    let spinor = v * 12 * 16;
-    let canonical = v * NDIM * 9 * 16;
-    let links = if version.link_layout() == LinkLayout::SoA {
-        v * NDIM * 9 * 16
-    } else {
-        v * 72 * 16
-    };
-    let mut need = canonical + links + 8 * spinor + 4 * reduce_blocks(v * 12) * 16;
-    if version.uses_move_table() {
-        need += v * 8 * 4;
-    }
-    if version.link_layout() == LinkLayout::Reordered {
-        need += v.div_ceil(2) * 2 * 72 * 16;
-    }
-    if stencil::kind(version) == StencilKind::Split {
-        need += 2 * spinor;
-    }
-    if stencil::kind(version) == StencilKind::Projected {
-        need += v * NDIM * 9 * 8; // float2 links
-        need += spinor / 2 + spinor / 4; // odd temporaries, double and single
-    }
-    need
-}
-
-/// Refuse, before any allocation, a lattice whose backend would not fit in the free
-/// memory of GPU `device` (Error::DeviceMemory with both numbers).
+/// Refuse, before any allocation, a lattice whose backend set-up (for `version` with its
+/// default options) would not fit in the free memory of GPU `device`
+/// (Error::DeviceMemory with both numbers). A run checks its whole plan before this
+/// (`app::footprint`).
 pub fn check_device_memory(
     lattice: &Lattice,
     version: StencilVersion,
     device: usize,
 ) -> Result<()> {
     let ctx = open_context(device)?;
+    let opts = CudaOptions {
+        version,
+        ..CudaOptions::default()
+    };
     ensure_fits(
         &ctx,
-        device_bytes_needed(lattice, version),
+        construction_bytes(lattice.volume(), &opts) as usize,
         &format!("lattice {} with version {version}", lattice.dims_string()),
     )
 }
@@ -180,9 +158,10 @@ impl CudaBackend {
 
         let ctx = open_context(opts.device)?;
         let device_name = ctx.name().map_err(err("reading the device name"))?;
+        // The set-up's own peak (the run has checked its whole plan before).
         ensure_fits(
             &ctx,
-            device_bytes_needed(&lattice, version),
+            construction_bytes(volume, opts) as usize,
             &format!("lattice {} with version {version}", lattice.dims_string()),
         )?;
 
@@ -206,18 +185,41 @@ impl CudaBackend {
         let build_seed = function(&layout_mod, "build_seed_links")?;
         let build_move = function(&layout_mod, "build_move_table")?;
         let reorder = function(&layout_mod, "reorder_links_v16")?;
-        let build_v3 = function(&layout_mod, "build_v3_links")?;
         let soa = version.link_layout() == LinkLayout::SoA;
         setup.compile_ms = t.elapsed().as_secs_f64() * 1e3;
 
         // Allocations.
         let t = Instant::now();
         let n_canon = volume * NDIM * 18;
-        let mut canonical =
-            unsafe { stream.alloc::<f64>(n_canon) }.map_err(err("allocating the gauge field"))?;
-        // 3.0 keeps 4 links per site (36 complex); the others the seed's 8 (72 complex).
-        let mut seed = unsafe { stream.alloc::<f64>(volume * if soa { 72 } else { 144 }) }
-            .map_err(err("allocating the link buffer"))?;
+        // 3.0: its link array (4 links per site, 9 or, with two-row compression, 6 complex
+        // each) is built on the host and uploaded as it is; the seed versions build theirs
+        // (8 per site, 72 complex) on the device from the canonical field.
+        let elems = link_elems(opts.reconstruct_12);
+        let n_links = if soa {
+            volume * NDIM * elems * 2
+        } else {
+            volume * 144
+        };
+        // Every allocation goes on the books with its size (backend::ledger).
+        let ledger = Ledger::new();
+        let mut canonical = if soa {
+            None
+        } else {
+            let c = unsafe { stream.alloc::<f64>(n_canon) }
+                .map_err(err("allocating the gauge field"))?;
+            let b = ledger.book(Purpose::GaugeUpload, (n_canon * 8) as u64);
+            Some((c, b))
+        };
+        let mut seed =
+            unsafe { stream.alloc::<f64>(n_links) }.map_err(err("allocating the link buffer"))?;
+        let seed_booking = ledger.book(
+            Purpose::Links {
+                precision: crate::linalg::Precision::Double,
+                reals: if soa { 2 * elems as u8 } else { 18 },
+                per_site: if soa { 4 } else { 8 },
+            },
+            (n_links * 8) as u64,
+        );
         let mut move_table = stream
             .alloc_zeros::<i32>(if version.uses_move_table() {
                 volume * 8
@@ -225,6 +227,7 @@ impl CudaBackend {
                 1
             })
             .map_err(err("allocating the displacement table"))?;
+        let table_booking = ledger.book(Purpose::MoveTable, (move_table.len() * 4) as u64);
         let nblocks = reduce_blocks(volume * 12);
         let partial = [
             stream
@@ -234,29 +237,43 @@ impl CudaBackend {
                 .alloc_zeros::<f64>(2 * nblocks)
                 .map_err(err("allocating reduction buffers"))?,
         ];
+        let partial_booking =
+            [0, 1].map(|_| ledger.book(Purpose::Reductions, (2 * nblocks * 8) as u64));
         stream.synchronize().map_err(err("allocating"))?;
         setup.alloc_ms = t.elapsed().as_secs_f64() * 1e3;
 
-        // Upload the canonical field through pinned memory.
-        let t = Instant::now();
+        // Upload through pinned memory: 3.0's link array in its final order (the host
+        // permutation is the layout time), or the canonical field for the seed versions.
         {
+            let t0 = Instant::now();
+            let n = if soa { n_links } else { n_canon };
             // SAFETY: filled completely below before use.
-            let mut pinned = unsafe { ctx.alloc_pinned::<f64>(n_canon) }
-                .map_err(err("allocating pinned memory"))?;
+            let mut pinned =
+                unsafe { ctx.alloc_pinned::<f64>(n) }.map_err(err("allocating pinned memory"))?;
             let host = pinned.as_mut_slice().map_err(err("pinned memory"))?;
-            for (k, u) in gauge.links.iter().enumerate() {
-                host[k * 18..k * 18 + 18].copy_from_slice(as_f64(u.0.as_flattened()));
+            if soa {
+                links_to_soa(gauge, elems, host);
+                setup.layout_ms = t0.elapsed().as_secs_f64() * 1e3;
+            } else {
+                for (k, u) in gauge.links.iter().enumerate() {
+                    host[k * 18..k * 18 + 18].copy_from_slice(as_f64(u.0.as_flattened()));
+                }
             }
+            let t = if soa { Instant::now() } else { t0 };
+            let dst = match canonical.as_mut() {
+                Some((c, _)) => c,
+                None => &mut seed,
+            };
             stream
-                .memcpy_htod(&pinned, &mut canonical)
+                .memcpy_htod(&pinned, dst)
                 .map_err(err("uploading the gauge field"))?;
             stream
                 .synchronize()
                 .map_err(err("uploading the gauge field"))?;
+            setup.upload_ms = t.elapsed().as_secs_f64() * 1e3;
         }
-        setup.upload_ms = t.elapsed().as_secs_f64() * 1e3;
 
-        // Build the version's layout on the device.
+        // Build the seed versions' layout on the device.
         let t = Instant::now();
         let dims: [i32; 4] = std::array::from_fn(|mu| lattice.dims[mu] as i32);
         let [lx, ly, lz, lt] = dims;
@@ -265,17 +282,7 @@ impl CudaBackend {
             .filter(|&mu| lattice.boundary[mu] == Boundary::Antiperiodic)
             .map(|mu| 1 << mu)
             .sum();
-        if soa {
-            let cfg = cfg_1d(volume * 36, BLAS_BLOCK, 0);
-            launch!(
-                gpu,
-                Kernel::Setup("build_v3_links"),
-                0,
-                &build_v3,
-                cfg,
-                [&canonical, &mut seed, &vol, &lx, &ly, &lz, &lt]
-            );
-        } else {
+        if let Some((canonical, canonical_booking)) = canonical.take() {
             let cfg = cfg_1d(volume * 72, BLAS_BLOCK, 0);
             launch!(
                 gpu,
@@ -285,8 +292,8 @@ impl CudaBackend {
                 cfg,
                 [&canonical, &mut seed, &vol, &lx, &ly, &lz, &lt, &mask]
             );
+            drop((canonical, canonical_booking));
         }
-        drop(canonical);
         if version.uses_move_table() {
             let cfg = cfg_1d(volume * 8, BLAS_BLOCK, 0);
             launch!(
@@ -299,12 +306,14 @@ impl CudaBackend {
             );
         }
         let links = match version.link_layout() {
-            LinkLayout::Seed | LinkLayout::SoA => seed,
+            LinkLayout::Seed | LinkLayout::SoA => (seed, seed_booking),
             LinkLayout::Reordered => {
                 let padded = volume.div_ceil(2) * 2;
                 let mut reordered = stream
                     .alloc_zeros::<f64>(padded * 144)
                     .map_err(err("allocating the 1.6 link buffer"))?;
+                let reordered_booking =
+                    ledger.book(seed_booking.purpose(), (padded * 144 * 8) as u64);
                 let cfg = cfg_1d(padded, 32, 0);
                 let cfg = cudarc::driver::LaunchConfig {
                     block_dim: (256, 1, 1),
@@ -318,13 +327,16 @@ impl CudaBackend {
                     cfg,
                     [&seed, &mut reordered, &vol]
                 );
-                drop(seed);
-                reordered
+                drop((seed, seed_booking));
+                (reordered, reordered_booking)
             }
         };
         gpu.reset()?; // the set-up launches are not the solve's books
-        setup.layout_ms = t.elapsed().as_secs_f64() * 1e3;
+        if !soa {
+            setup.layout_ms = t.elapsed().as_secs_f64() * 1e3;
+        }
 
+        let mut bookings = vec![table_booking];
         let stencil = match stencil::kind(version) {
             StencilKind::Coarse => StencilKernels::Coarse(function(&st_mod, "stencil_v1_0")?),
             StencilKind::Fine => StencilKernels::Fine(function(&st_mod, "stencil_fine")?),
@@ -341,6 +353,11 @@ impl CudaBackend {
                     .map_err(err("allocating 2.0's tmp2"))?,
             },
         };
+        if let StencilKernels::Split { tmp1, tmp2, .. } = &stencil {
+            for t in [tmp1, tmp2] {
+                bookings.push(ledger.book(Purpose::StencilTemporaries, (t.len() * 8) as u64));
+            }
+        }
 
         let stencil: Box<dyn StencilImpl> = match stencil {
             StencilKernels::Projected(f) => Box::new(FastStencil::new(
@@ -352,13 +369,18 @@ impl CudaBackend {
                 geometry,
                 opts.reconstruct_12,
             )?),
-            kernels => Box::new(SeedStencil {
-                version,
-                geometry,
-                kernels,
-                links,
-                move_table,
-            }),
+            kernels => {
+                let (links, links_booking) = links;
+                bookings.push(links_booking);
+                Box::new(SeedStencil {
+                    version,
+                    geometry,
+                    kernels,
+                    links,
+                    move_table,
+                    _bookings: bookings,
+                })
+            }
         };
         let caps = stencil.capabilities();
         let core = Core {
@@ -368,6 +390,8 @@ impl CudaBackend {
             device_name,
             blas,
             partial,
+            _partial_booking: partial_booking,
+            ledger,
             staging: None,
             applications: 0,
             antiperiodic_mask: mask,
@@ -499,10 +523,25 @@ impl CudaBackend {
         self.core.gpu.sync()
     }
 
-    /// The streaming triad on this backend's device (see `triad_bandwidth`).
+    /// The streaming triad on this backend's device (see `triad_bandwidth`); its arrays
+    /// are on the books (`Purpose::Measurement`) while it runs.
     pub fn triad_bandwidth(&mut self, bytes: usize) -> Result<f64> {
         self.core.gpu.sync()?;
+        let _booking = self
+            .core
+            .ledger
+            .book(Purpose::Measurement, super::footprint::triad(bytes).bytes);
         triad_on(&self.core.gpu.ctx, bytes)
+    }
+
+    /// The device-memory books: what this backend holds now, by purpose, and its peak.
+    pub fn memory_books(&self) -> MemoryBooks {
+        self.core.ledger.books()
+    }
+
+    /// Start a new peak of the books from what is held now.
+    pub fn reset_memory_peak(&self) {
+        self.core.ledger.reset_peak()
     }
 }
 
@@ -628,16 +667,6 @@ mod tests {
             }
             other => panic!("expected InvalidValue, got {:?}", other.err()),
         }
-    }
-
-    #[test]
-    fn memory_need_grows_with_the_version_buffers() {
-        let l = Lattice::new([4, 4, 4, 4], DEFAULT_BOUNDARY).unwrap();
-        let base = device_bytes_needed(&l, StencilVersion::V1_4);
-        assert!(device_bytes_needed(&l, StencilVersion::V1_0) > base); // bufMove table
-        assert!(device_bytes_needed(&l, StencilVersion::V1_6) > base); // reordered copy
-        assert!(device_bytes_needed(&l, StencilVersion::V2_0) > base); // tmp1, tmp2
-        assert!(device_bytes_needed(&l, StencilVersion::V3_0) < base); // 4 links, not 8
     }
 
     #[test]

@@ -10,6 +10,7 @@ use super::halo::Halo;
 use super::kernels::{reduce_blocks, Kernel, BLAS_BLOCK, REDUCE_BLOCK};
 use super::stencil::{cfg_1d, launch_v3, V3Launch};
 use super::timing::{launch, GpuStream};
+use crate::backend::ledger::{Booking, Ledger};
 use crate::error::{Error, Result};
 use crate::field::C64;
 use crate::geometry::lattice::Lattice;
@@ -47,6 +48,10 @@ pub(crate) struct Core {
     pub blas: BlasKernels,
     /// Ping-pong buffers of the reductions' partial sums (room for complex ones).
     pub partial: [CudaSlice<f64>; 2],
+    /// `partial` on the books.
+    pub _partial_booking: [Booking; 2],
+    /// The books of every device allocation of this backend (`backend::ledger`).
+    pub ledger: Ledger,
     /// Pinned host staging for spinor uploads and downloads (allocated on first use).
     pub staging: Option<PinnedHostSlice<f64>>,
     /// Operator applications since construction or the last reset.

@@ -89,6 +89,7 @@ impl CudaBackend {
             exchange,
             comms,
             opts.reconstruct_12,
+            &b.core.ledger.clone(),
         )?;
         b.core.halo = Some(halo);
         Ok(b)

@@ -16,6 +16,7 @@ use super::stencil::{self, cfg_1d, dptr, V3Launch};
 use super::stencil_impl::{Geometry, StencilImpl};
 use super::timing::launch;
 use super::version::StencilVersion;
+use crate::backend::ledger::{field_bytes, Booking, Purpose};
 use crate::backend::Capabilities;
 use crate::error::{Error, Result};
 use crate::field::C64;
@@ -28,8 +29,9 @@ use std::sync::Arc;
 pub(crate) struct FastStencil {
     geometry: Geometry,
     reconstruct_12: bool,
-    /// The double links (4 per site, parity-major).
+    /// The double links (4 per site, parity-major), and their booking.
     links: CudaSlice<f64>,
+    _links_booking: Booking,
     xaxpy_f: CudaFunction,
     xpay_f: CudaFunction,
     norm2_f: CudaFunction,
@@ -39,10 +41,11 @@ pub(crate) struct FastStencil {
     /// The double-precision stencil (the module loaded at construction).
     stencil_d: CudaFunction,
     /// The single-precision stencil and links (float2, same layout), built on first use.
-    single: Option<(CudaFunction, CudaSlice<f32>)>,
-    /// Odd half-field temporaries of the Schur operator, per precision, made on first use.
-    tmp_d: Option<CudaSlice<f64>>,
-    tmp_s: Option<CudaSlice<f32>>,
+    single: Option<(CudaFunction, CudaSlice<f32>, Booking)>,
+    /// The odd half-field temporary of the Schur operator, made on first use: room for a
+    /// double field, which a single one uses the first half of (one stream: the two
+    /// precisions never use it at once).
+    tmp: Option<(CudaSlice<f64>, Booking)>,
 }
 
 /// Device address of a field's data and its bytes per complex number.
@@ -70,14 +73,16 @@ impl FastStencil {
         reduce: &Arc<CudaModule>,
         layout: &Arc<CudaModule>,
         stencil_d: CudaFunction,
-        links: CudaSlice<f64>,
+        links: (CudaSlice<f64>, Booking),
         geometry: Geometry,
         reconstruct_12: bool,
     ) -> Result<Self> {
+        let (links, _links_booking) = links;
         Ok(FastStencil {
             geometry,
             reconstruct_12,
             links,
+            _links_booking,
             xaxpy_f: function(blas, "xaxpy_f")?,
             xpay_f: function(blas, "xpay_f")?,
             norm2_f: function(reduce, "norm2_partial_f")?,
@@ -86,8 +91,7 @@ impl FastStencil {
             to_double: function(layout, "to_double")?,
             stencil_d,
             single: None,
-            tmp_d: None,
-            tmp_s: None,
+            tmp: None,
         })
     }
 
@@ -115,36 +119,30 @@ impl FastStencil {
             cfg,
             [&self.links, &mut links, &nn]
         );
-        self.single = Some((f, links));
+        let booking = core.ledger.book(
+            Purpose::Links {
+                precision: Precision::Single,
+                reals: if self.reconstruct_12 { 12 } else { 18 },
+                per_site: 4,
+            },
+            (links.len() * 4) as u64,
+        );
+        self.single = Some((f, links, booking));
         Ok(())
     }
 
-    /// The odd temporary of the Schur operator in `precision` (made on first use).
-    fn ensure_tmp(&mut self, core: &mut Core, precision: Precision) -> Result<u64> {
-        let n = vh(core) * 24;
+    /// The odd temporary of the Schur operator (made on first use), for either precision.
+    fn ensure_tmp(&mut self, core: &mut Core) -> Result<u64> {
         let stream = core.gpu.stream.clone();
-        Ok(match precision {
-            Precision::Double => {
-                if self.tmp_d.is_none() {
-                    self.tmp_d = Some(
-                        stream
-                            .alloc_zeros::<f64>(n)
-                            .map_err(err("allocating the Schur temporary"))?,
-                    );
-                }
-                dptr(self.tmp_d.as_ref().unwrap(), &stream)
-            }
-            Precision::Single => {
-                if self.tmp_s.is_none() {
-                    self.tmp_s = Some(
-                        stream
-                            .alloc_zeros::<f32>(n)
-                            .map_err(err("allocating the Schur temporary"))?,
-                    );
-                }
-                dptr(self.tmp_s.as_ref().unwrap(), &stream)
-            }
-        })
+        if self.tmp.is_none() {
+            let n = vh(core) * 24;
+            let t = stream
+                .alloc_zeros::<f64>(n)
+                .map_err(err("allocating the Schur temporary"))?;
+            let b = core.ledger.book(Purpose::SchurTemporary, (n * 8) as u64);
+            self.tmp = Some((t, b));
+        }
+        Ok(dptr(&self.tmp.as_ref().unwrap().0, &stream))
     }
 
     /// The stencil function and link address of a precision (single built if needed).
@@ -158,7 +156,7 @@ impl FastStencil {
             Precision::Double => Ok((self.stencil_d.clone(), dptr(&self.links, &stream))),
             Precision::Single => {
                 self.ensure_single(core)?;
-                let (f, l) = self.single.as_ref().unwrap();
+                let (f, l, _) = self.single.as_ref().unwrap();
                 Ok((f.clone(), dptr(l, &stream)))
             }
         }
@@ -290,7 +288,12 @@ impl StencilImpl for FastStencil {
                     .map_err(err("allocating a spinor field"))?,
             ),
         };
-        Ok(DeviceSpinor { data, layout })
+        let bytes = field_bytes(layout, core.lattice.volume());
+        Ok(DeviceSpinor {
+            data,
+            layout,
+            _booking: core.ledger.book(Purpose::Fields(layout), bytes),
+        })
     }
 
     fn to_device_order(&self, lattice: &Lattice, canonical: &[f64], dst: &mut [f64]) {
@@ -496,7 +499,7 @@ impl StencilImpl for FastStencil {
         let mut l = self.v3_launch(core, links, single);
         l.s = s;
         if op.is_schur() {
-            let tmp = self.ensure_tmp(core, precision)?;
+            let tmp = self.ensure_tmp(core)?;
             // tmp_o = H_oe x_e
             l.parity = Some(1);
             l.inp = x;
@@ -557,17 +560,20 @@ impl StencilImpl for FastStencil {
         core.launch_v3(&f, &l)
     }
 
-    /// Build now what otherwise is made on first use for `precision` (the single-precision
-    /// links and stencil module, the Schur temporary), so that no allocation or set-up
-    /// launch happens later, e.g. inside a recorded CUDA graph.
-    fn prepare(&mut self, core: &mut Core, precision: Precision) -> Result<()> {
-        if precision == Precision::Single {
+    /// Build now what otherwise is made on first use for fields of `layout` (single: the
+    /// single-precision links and stencil module; half fields: the Schur temporary, which
+    /// a full-lattice solve never needs), so that no allocation or set-up launch happens
+    /// later, e.g. inside a recorded CUDA graph.
+    fn prepare(&mut self, core: &mut Core, layout: Layout) -> Result<()> {
+        if layout.precision == Precision::Single {
             self.ensure_single(core)?;
             if let Some(h) = &mut core.halo {
                 h.prepare_single(&core.gpu.ctx)?;
             }
         }
-        self.ensure_tmp(core, precision)?;
+        if layout.subset != Subset::Full {
+            self.ensure_tmp(core)?;
+        }
         Ok(())
     }
 }

@@ -1,11 +1,15 @@
 //! Version 3.0's parity-major layout (Vh = V/2, cb = lexicographic index / 2, p =
 //! (x+y+z+t) % 2, every extent even): a half field holds element k = spin*3 + colour of
 //! site cb at complex index k*Vh + cb; a full field is [even half][odd half]: p*12*Vh +
-//! k*Vh + cb. Links: element e = row*3 + col of U_mu at site (p, cb) at p*36*Vh + (mu*9 +
-//! e)*Vh + cb. Host-side maps only (no CUDA), tested without a GPU.
+//! k*Vh + cb. Links: element e = row*3 + col of the E stored elements of U_mu at site (p,
+//! cb) at p*4E*Vh + (mu*E + e)*Vh + cb, E = 9, or 6 with two-row compression (rows 0 and 1
+//! only: the kernels rebuild row 2, so it is not kept). Host-side maps only (no CUDA),
+//! tested without a GPU.
 
 use crate::error::{Error, Result};
-use crate::geometry::lattice::Lattice;
+use crate::field::GaugeField;
+use crate::geometry::lattice::{Lattice, NDIM};
+use rayon::prelude::*;
 
 /// Complex index of element k (0..12) of checkerboard site cb of parity p in a full 3.0
 /// field (subtract p*12*Vh, or take p = 0, for a half field).
@@ -13,11 +17,75 @@ pub(crate) fn spinor_index(vh: usize, p: usize, cb: usize, k: usize) -> usize {
     p * 12 * vh + k * vh + cb
 }
 
+/// Complex elements 3.0 stores per link: 6 (rows 0 and 1) with two-row compression, else
+/// 9 (kernels/v3_core.cuh V3_LINK_ELEMS).
+pub(crate) fn link_elems(reconstruct_12: bool) -> usize {
+    if reconstruct_12 {
+        6
+    } else {
+        9
+    }
+}
+
 /// Complex index of element e = row*3 + col of U_mu at checkerboard site cb of parity p
-/// in 3.0's link array (what build_v3_links writes; the unit tests check it).
+/// in 3.0's link array of `elems` complex per link (what `links_to_soa` writes; the unit
+/// tests check both against the kernel's reads).
 #[cfg_attr(not(test), allow(dead_code))]
-pub(crate) fn link_index(vh: usize, p: usize, cb: usize, mu: usize, e: usize) -> usize {
-    p * 36 * vh + (mu * 9 + e) * vh + cb
+pub(crate) fn link_index(
+    vh: usize,
+    p: usize,
+    cb: usize,
+    mu: usize,
+    e: usize,
+    elems: usize,
+) -> usize {
+    p * NDIM * elems * vh + (mu * elems + e) * vh + cb
+}
+
+/// Checkerboard sites per task of `links_to_soa`.
+const LINK_BLOCK: usize = 4096;
+
+/// The gauge field in 3.0's link order as f64 pairs, `elems` complex per link (the first
+/// elems / 3 rows): the array the stencil reads, built on the host and uploaded as it is
+/// (no canonical copy on the device). `soa` holds 2 * 4 * elems * V values. Parallel over
+/// blocks of checkerboard sites: each reads its sites' links once, in order, and writes its
+/// segment of every (parity, mu, element) row.
+pub(crate) fn links_to_soa(gauge: &GaugeField, elems: usize, soa: &mut [f64]) {
+    let l = &gauge.lattice;
+    let vh = l.volume() / 2;
+    let per_link = elems;
+    assert_eq!(soa.len(), 2 * 2 * NDIM * per_link * vh, "link array size");
+    if vh == 0 {
+        return;
+    }
+    let blocks = vh.div_ceil(LINK_BLOCK);
+    // Segment b of every row of parity p goes to task p * blocks + b.
+    let mut tasks: Vec<Vec<&mut [f64]>> = (0..2 * blocks)
+        .map(|_| Vec::with_capacity(NDIM * per_link))
+        .collect();
+    for (row, r) in soa.chunks_mut(2 * vh).enumerate() {
+        let p = row / (NDIM * per_link);
+        for (b, seg) in r.chunks_mut(2 * LINK_BLOCK).enumerate() {
+            tasks[p * blocks + b].push(seg);
+        }
+    }
+    tasks.into_par_iter().enumerate().for_each(|(k, mut rows)| {
+        let (p, b) = (k / blocks, k % blocks);
+        let first = b * LINK_BLOCK;
+        for cb in first..(first + LINK_BLOCK).min(vh) {
+            let j = 2 * (cb - first);
+            let site = l.checkerboard_site(p, cb);
+            for mu in 0..NDIM {
+                let u = &gauge.link(site, mu).0;
+                for e in 0..per_link {
+                    let z = u[e / 3][e % 3];
+                    let row = &mut rows[mu * per_link + e];
+                    row[j] = z.re;
+                    row[j + 1] = z.im;
+                }
+            }
+        }
+    });
 }
 
 /// Refuse a lattice 3.0 cannot lay out by parity.
@@ -81,7 +149,7 @@ mod tests {
         Lattice::new(d, DEFAULT_BOUNDARY).unwrap()
     }
 
-    /// The site build_v3_links and stencil_v3 compute for (p, cb), written as in the kernels.
+    /// The site stencil_v3 computes for (p, cb) (v3_site), written as in the kernel.
     fn kernel_site(l: &Lattice, p: usize, cb: usize) -> usize {
         let s0 = 2 * cb;
         let c = l.coords(s0);
@@ -95,7 +163,7 @@ mod tests {
             let v = l.volume();
             let vh = v / 2;
             let mut seen = vec![false; v * 12];
-            let mut seen_links = vec![false; v * 36];
+            let mut seen_links = [vec![false; v * 36], vec![false; v * 24]];
             for s in 0..v {
                 let (p, cb) = l.checkerboard(s);
                 assert!(cb < vh);
@@ -105,23 +173,51 @@ mod tests {
                     assert!(!seen[i]);
                     seen[i] = true;
                 }
-                for mu in 0..4 {
-                    for e in 0..9 {
-                        let i = link_index(vh, p, cb, mu, e);
-                        assert!(!seen_links[i]);
-                        seen_links[i] = true;
-                        // build_v3_links' thread for output i reads canonical s*36 + mu*9 + e.
-                        let (pp, r) = (i / (36 * vh), i % (36 * vh));
-                        assert_eq!(
-                            kernel_site(&l, pp, r % vh) * 36 + r / vh,
-                            s * 36 + mu * 9 + e
-                        );
+                for (seen_links, elems) in seen_links.iter_mut().zip([9, 6]) {
+                    for mu in 0..4 {
+                        for e in 0..elems {
+                            let i = link_index(vh, p, cb, mu, e, elems);
+                            assert!(!seen_links[i]);
+                            seen_links[i] = true;
+                            // stencil_v3 reads element e of U_mu at (p, cb) from the link
+                            // array of parity p (p*4E*Vh), at (mu*E + e)*Vh + cb.
+                            let (pp, r) = (i / (4 * elems * vh), i % (4 * elems * vh));
+                            assert_eq!((kernel_site(&l, pp, r % vh), r / vh), (s, mu * elems + e));
+                        }
                     }
                 }
             }
-            assert!(seen.iter().all(|&b| b) && seen_links.iter().all(|&b| b));
+            assert!(seen.iter().all(|&b| b));
+            assert!(seen_links.iter().all(|s| s.iter().all(|&b| b)));
             // A full field is two half fields: even sites first.
             assert_eq!(spinor_index(vh, 1, 0, 0), 12 * vh);
+        }
+    }
+
+    #[test]
+    fn the_host_link_array_holds_each_stored_element_at_its_index() {
+        // Two blocks' worth of sites per parity on 8x8x8x36 (vh = 9216 > 2 * LINK_BLOCK),
+        // so that the block split and its last, partial block are exercised.
+        for d in [[4, 2, 6, 2], [8, 8, 8, 36]] {
+            let l = lat(d);
+            let g = GaugeField::random(&l, 7);
+            let vh = l.volume() / 2;
+            for r12 in [false, true] {
+                let elems = link_elems(r12);
+                let mut soa = vec![f64::NAN; 2 * 4 * elems * l.volume()];
+                links_to_soa(&g, elems, &mut soa);
+                for s in 0..l.volume() {
+                    let (p, cb) = l.checkerboard(s);
+                    for mu in 0..4 {
+                        for e in 0..elems {
+                            let i = link_index(vh, p, cb, mu, e, elems);
+                            let z = g.link(s, mu).0[e / 3][e % 3];
+                            assert_eq!((soa[2 * i], soa[2 * i + 1]), (z.re, z.im));
+                        }
+                    }
+                }
+                assert!(soa.iter().all(|x| !x.is_nan()), "every element written");
+            }
         }
     }
 

@@ -3,6 +3,7 @@
 //! [site][spin][colour]; 3.0: every `Layout`, parity-major, see `fast`), and the raw views
 //! the fused CR kernels take.
 
+use crate::backend::ledger::Booking;
 use crate::error::{Error, Result};
 use crate::field::C64;
 use crate::linalg::Layout;
@@ -13,6 +14,8 @@ use cudarc::driver::CudaSlice;
 pub struct DeviceSpinor {
     pub(crate) data: DeviceData,
     pub(crate) layout: Layout,
+    /// The allocation on the backend's books (`Purpose::Fields`), off them when dropped.
+    pub(crate) _booking: Booking,
 }
 
 /// A field's storage.

@@ -16,6 +16,7 @@ use super::device::{driver_err, function, load_module};
 use super::field::{RawField, RawFieldMut};
 use super::kernels::Kernel;
 use super::timing::{launch, CaptureTally, GpuStream};
+use crate::backend::ledger::{Booking, Ledger, Purpose};
 use crate::backend::{CrScalars, Precision};
 use crate::error::{Error, Result};
 use crate::field::C64;
@@ -122,6 +123,20 @@ pub struct DeviceCrState {
     /// Decomposed lattice: every rank's (CR_LOCAL_RE, CR_LOCAL_IM), gathered in rank
     /// order (2 doubles per rank); None on one GPU alone.
     pub(crate) gathered: Option<CudaSlice<f64>>,
+    /// All of it on the backend's books (`Purpose::CrState`).
+    _booking: Booking,
+}
+
+/// Bytes of a fused CR state on a lattice of `volume` sites with room for `max_iter`
+/// iterations (`ranks`: Some(n) on a decomposed lattice): the scalar block, the history,
+/// the partial sums, the tickets and the gathered sums.
+pub fn cr_state_bytes(volume: usize, max_iter: u64, ranks: Option<usize>) -> u64 {
+    let doubles = CR_SCALARS
+        + max_iter as usize
+        + 1
+        + partials_len(volume)
+        + ranks.map_or(0, |n| 2 * n.max(1));
+    (doubles * 8 + CR_TICKETS * 4) as u64
 }
 
 impl DeviceCrState {
@@ -245,6 +260,7 @@ impl Fused {
     pub fn new_state(
         &mut self,
         gpu: &mut GpuStream,
+        ledger: &Ledger,
         volume: usize,
         s: &CrScalars,
         ranks: Option<usize>,
@@ -280,6 +296,7 @@ impl Fused {
                 .alloc_zeros::<u32>(CR_TICKETS)
                 .map_err(err("allocating the CR tickets"))?,
             gathered,
+            _booking: ledger.book(Purpose::CrState, cr_state_bytes(volume, s.max_iter, ranks)),
         };
         // The host vectors are temporaries: wait for the copies.
         gpu.sync()?;

@@ -15,9 +15,11 @@
 //! by device-to-device copies ordered by CUDA events (NCCL refuses two ranks on one GPU).
 
 use super::device::{err, function, load_module};
+use super::fast_layout::link_elems;
 use super::kernels::Kernel;
 use super::stencil::{cfg_1d, halo_program, launch_v3, V3Launch};
 use super::timing::{launch, GpuStream};
+use crate::backend::ledger::{Booking, Ledger, Purpose};
 use crate::comms::{global_sum, Comms, DeviceExchange, DeviceMessage};
 use crate::error::{Error, Result};
 use crate::field::GaugeField;
@@ -64,6 +66,16 @@ struct Faces {
     /// The backward neighbour's upper-face links U_mu (double and single).
     ghost_d: CudaSlice<f64>,
     ghost_s: CudaSlice<f32>,
+    /// All six on the backend's books (`Purpose::Halo`).
+    _booking: Booking,
+}
+
+/// Bytes of one split direction's device buffers on a sub-lattice whose faces
+/// perpendicular to it have `face_sites` sites: four face buffers of 6 complex doubles per
+/// face site (both parities), and the ghost links (one per face site, `elems` complex
+/// each) in double and in single.
+pub(crate) fn face_bytes(face_sites: usize, elems: usize) -> u64 {
+    (4 * 12 * face_sites * 8 + elems * face_sites * (16 + 8)) as u64
 }
 
 /// Events of one timed application, read at `timings`.
@@ -131,13 +143,14 @@ fn face_index(dims: &[usize; NDIM], mu: usize, c: &[usize; NDIM]) -> (usize, usi
     (f / 2, c.iter().sum::<usize>() % 2)
 }
 
-/// This rank's upper-face links U_mu in the ghost layout of halo.cu (complex element e of
-/// the site of parity q and face index fcb at q*9*Fh + e*Fh + fcb), as f64 pairs: what its
-/// forward neighbour needs for its backward hops.
-fn upper_face_links(gauge: &GaugeField, mu: usize) -> Vec<f64> {
+/// This rank's upper-face links U_mu in the ghost layout of halo.cu (complex element e <
+/// `elems` of the site of parity q and face index fcb at q*elems*Fh + e*Fh + fcb; elems =
+/// 6 with two-row compression: rows 0 and 1 only), as f64 pairs: what its forward
+/// neighbour needs for its backward hops.
+fn upper_face_links(gauge: &GaugeField, mu: usize, elems: usize) -> Vec<f64> {
     let l = &gauge.lattice;
     let fh = l.volume() / l.dims[mu] / 2;
-    let mut out = vec![0.0; 2 * 18 * fh];
+    let mut out = vec![0.0; 2 * 2 * elems * fh];
     for site in 0..l.volume() {
         let c = l.coords(site);
         if c[mu] + 1 != l.dims[mu] {
@@ -145,8 +158,8 @@ fn upper_face_links(gauge: &GaugeField, mu: usize) -> Vec<f64> {
         }
         let (fcb, q) = face_index(&l.dims, mu, &c);
         let u = gauge.link(site, mu).0.as_flattened();
-        for (e, z) in u.iter().enumerate() {
-            let k = q * 9 * fh + e * fh + fcb;
+        for (e, z) in u[..elems].iter().enumerate() {
+            let k = q * elems * fh + e * fh + fcb;
             out[2 * k] = z.re;
             out[2 * k + 1] = z.im;
         }
@@ -164,6 +177,7 @@ impl Halo {
         exchange: Box<dyn DeviceExchange>,
         mut comms: Box<dyn Comms>,
         reconstruct_12: bool,
+        ledger: &Ledger,
     ) -> Result<Halo> {
         let lattice = &gauge.lattice;
         let (anti_lo, anti_hi) = edge_masks(&partition, &lattice.boundary);
@@ -172,7 +186,7 @@ impl Halo {
         // backward neighbour's.
         let mine: Vec<Vec<f64>> = split
             .iter()
-            .map(|&mu| upper_face_links(gauge, mu))
+            .map(|&mu| upper_face_links(gauge, mu, link_elems(reconstruct_12)))
             .collect();
         let mut ghosts: Vec<Vec<f64>> = mine.iter().map(|m| vec![0.0; m.len()]).collect();
         {
@@ -221,6 +235,10 @@ impl Halo {
                 ghost_s: stream
                     .clone_htod(&ghost_single)
                     .map_err(err("uploading the ghost links"))?,
+                _booking: ledger.book(
+                    Purpose::Halo,
+                    face_bytes(face_sites, link_elems(reconstruct_12)),
+                ),
             });
         }
         stream
@@ -773,22 +791,31 @@ mod tests {
     #[test]
     fn ghost_links_sit_where_the_exterior_kernel_reads_them() {
         // halo_exterior reads element e of the ghost link of its output site (parity p,
-        // face index fcb, c[mu] = 0) at (1 - p)*9*Fh + e*Fh + fcb: the backward
-        // neighbour's link U_mu at the site v3_face_site(mu, L-1, 1 - p, fcb).
+        // face index fcb, c[mu] = 0) at (1 - p)*E*Fh + e*Fh + fcb (E = 9, or 6 with
+        // two-row compression): the backward neighbour's link U_mu at the site
+        // v3_face_site(mu, L-1, 1 - p, fcb).
         let dims = [4, 6, 2, 4];
         let l = Lattice::new(dims, DEFAULT_BOUNDARY).unwrap();
         let g = GaugeField::random(&l, 9);
-        for mu in 0..NDIM {
-            let buf = upper_face_links(&g, mu);
+        for (mu, elems) in (0..NDIM).flat_map(|mu| [(mu, 9), (mu, 6)]) {
+            let buf = upper_face_links(&g, mu, elems);
             let fh = l.volume() / dims[mu] / 2;
+            assert_eq!(buf.len(), 2 * 2 * elems * fh);
+            // The books count the ghost links in double and single beside 4 face buffers
+            // of 12 doubles per face site.
+            let face_sites = 2 * fh;
+            assert_eq!(
+                face_bytes(face_sites, elems),
+                (4 * 12 * face_sites * 8 + buf.len() * 8 + buf.len() * 4) as u64
+            );
             for q in 0..2 {
                 for fcb in 0..fh {
                     let c = kernel_face_site(&dims, mu, dims[mu] - 1, q, fcb);
                     assert_eq!(c.iter().sum::<usize>() % 2, q);
                     let site = c[0] + dims[0] * (c[1] + dims[1] * (c[2] + dims[2] * c[3]));
                     let u = g.link(site, mu).0.as_flattened();
-                    for (e, z) in u.iter().enumerate() {
-                        let k = q * 9 * fh + e * fh + fcb;
+                    for (e, z) in u[..elems].iter().enumerate() {
+                        let k = q * elems * fh + e * fh + fcb;
                         assert_eq!(
                             (buf[2 * k], buf[2 * k + 1]),
                             (z.re, z.im),

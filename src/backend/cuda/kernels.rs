@@ -127,6 +127,8 @@ pub enum Kernel {
     Convert { to_single: bool },
     /// Device-to-device copy of n float2 numbers.
     CopySingle,
+    /// A field of n complex numbers set to zero (a memset).
+    Zero { single: bool },
     /// 3.0 on a decomposed lattice: the spin-projected faces of one split direction, n
     /// face sites (kernels/halo.cu halo_pack).
     HaloPack { single: bool },
@@ -212,6 +214,8 @@ impl Kernel {
             Kernel::Convert { to_single: true } => "to_single".into(),
             Kernel::Convert { to_single: false } => "to_double".into(),
             Kernel::CopySingle => "copy (single)".into(),
+            Kernel::Zero { single: false } => "zero".into(),
+            Kernel::Zero { single: true } => "zero (single)".into(),
             Kernel::HaloPack { single } => {
                 format!("halo pack{}", if *single { " [single]" } else { "" })
             }
@@ -293,7 +297,7 @@ impl Kernel {
             Kernel::XaxpyF | Kernel::XpayF => 8 * nn,
             Kernel::Norm2PartialF => Kernel::Norm2Partial.flops(n),
             Kernel::DotPartialF => Kernel::DotPartial.flops(n),
-            Kernel::Convert { .. } | Kernel::CopySingle => 0,
+            Kernel::Convert { .. } | Kernel::CopySingle | Kernel::Zero { .. } => 0,
             // The projection: 6 complex additions (one half spinor).
             Kernel::HaloPack { .. } => 12 * nn,
             // Two SU(3) mat-vecs (132), c * hop (24) and the addition to out (24).
@@ -343,6 +347,7 @@ impl Kernel {
             Kernel::DotPartialF => 16 * nn + 16 * reduce_blocks(n) as u64,
             Kernel::Convert { .. } => 24 * nn,
             Kernel::CopySingle => 16 * nn,
+            Kernel::Zero { single } => complex_bytes(*single) * nn,
             // A spinor read, a half spinor written.
             Kernel::HaloPack { single } => 18 * complex_bytes(*single) * nn,
             // A half spinor and a link read, a spinor read and written.

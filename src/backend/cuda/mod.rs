@@ -14,6 +14,8 @@
 //! - `fused`: the fused CR's device scalars and CUDA graphs;
 //! - `halo`: 3.0 on a decomposed lattice: pack, exchange (a communication stream), interior,
 //!   exterior; `PeerCopies`, the one-GPU `DeviceExchange`; `HaloTimings`;
+//! - `footprint`: what a backend allocates, by purpose (`backend::ledger`), as functions of
+//!   the lattice and options, without a GPU (the estimate made before allocating);
 //! - `core`: what every stencil shares (stream, seed BLAS-1, multi-pass reductions);
 //! - `stencil_impl`: the `StencilImpl` trait, implemented by `seed` (1.0-2.0) and `fast`
 //!   (3.0; host-side layout maps in `fast_layout`);
@@ -32,6 +34,7 @@ mod device;
 mod fast;
 mod fast_layout;
 mod field;
+pub mod footprint;
 mod fused;
 mod halo;
 pub mod heatbath;
@@ -45,8 +48,7 @@ pub mod tune;
 pub mod version;
 
 pub use backend::{
-    check_device_memory, device_bytes_needed, stencil_capabilities, CudaBackend, CudaOptions,
-    SetupTimes,
+    check_device_memory, stencil_capabilities, CudaBackend, CudaOptions, SetupTimes,
 };
 pub use compile::all_sources;
 pub use decomposed::{gather_spinor, local_gauge, local_spinor, time_decomposed_apply, HaloCost};

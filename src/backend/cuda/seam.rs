@@ -6,8 +6,9 @@
 
 use super::backend::CudaBackend;
 use super::device::err;
-use super::field::{as_f64, as_f64_mut, DeviceSpinor};
+use super::field::{as_f64, as_f64_mut, DeviceData, DeviceSpinor};
 use super::fused::{CrReduction, DeviceCrState, Fused, CR_LOCAL_RE};
+use super::kernels::Kernel;
 use super::stencil::dptr;
 use crate::backend::{
     unsupported, CrScalars, FusedCr, Layout, Operator, Precision, Prepare, Space, Subset,
@@ -93,6 +94,24 @@ impl Space for CudaBackend {
         self.stencil
             .to_canonical_order(&lattice, src, as_f64_mut(&mut host.data), None);
         Ok(host)
+    }
+
+    fn set_zero(&mut self, x: &mut DeviceSpinor) -> Result<()> {
+        let n = x.len();
+        let gpu = &mut self.core.gpu;
+        let stream = gpu.stream.clone();
+        let p = gpu.begin()?;
+        let single = match &mut x.data {
+            DeviceData::Double(d) => {
+                stream.memset_zeros(d).map_err(err("zeroing a field"))?;
+                false
+            }
+            DeviceData::Single(s) => {
+                stream.memset_zeros(s).map_err(err("zeroing a field"))?;
+                true
+            }
+        };
+        gpu.end(p, Kernel::Zero { single }, n)
     }
 
     fn copy(&mut self, dst: &mut DeviceSpinor, src: &DeviceSpinor) -> Result<()> {
@@ -181,7 +200,8 @@ impl CudaBackend {
     /// allocation or set-up launch happens later, e.g. inside a recorded CUDA graph. A
     /// no-op for the seed versions.
     pub fn prepare_fast_path(&mut self, precision: Precision) -> Result<()> {
-        self.stencil.prepare(&mut self.core, precision)
+        self.stencil
+            .prepare(&mut self.core, Layout::new(Subset::Even, precision))
     }
 
     /// Read a scalar block and check that every ticket counter is back at zero (tests).
@@ -212,7 +232,9 @@ impl FusedCr for CudaBackend {
         self.fused_path()?;
         let volume = self.core.lattice.volume();
         let ranks = self.core.halo.as_ref().map(|h| h.partition.ranks());
-        self.fused.new_state(&mut self.core.gpu, volume, s, ranks)
+        let ledger = self.core.ledger.clone();
+        self.fused
+            .new_state(&mut self.core.gpu, &ledger, volume, s, ranks)
     }
 
     fn cr_set(&mut self, state: &mut DeviceCrState, s: &CrScalars) -> Result<()> {
@@ -307,8 +329,8 @@ impl FusedCr for CudaBackend {
 }
 
 impl Prepare for CudaBackend {
-    fn prepare(&mut self, precision: Precision, fused: bool) -> Result<()> {
-        self.stencil.prepare(&mut self.core, precision)?;
+    fn prepare(&mut self, layout: Layout, fused: bool) -> Result<()> {
+        self.stencil.prepare(&mut self.core, layout)?;
         if fused && self.caps.fused_cr {
             // Loads the fused-CR module (its first use compiles it). On a decomposed
             // lattice also one end of a reduction (inactive: only the all-gather does

@@ -13,11 +13,12 @@ use super::kernels::Kernel;
 use super::stencil::{StencilArgs, StencilKernels};
 use super::stencil_impl::{Geometry, StencilImpl};
 use super::version::StencilVersion;
+use crate::backend::ledger::{field_bytes, Booking, Purpose};
 use crate::backend::{unsupported_described, Capabilities};
 use crate::error::{Error, Result};
 use crate::field::C64;
 use crate::geometry::lattice::Lattice;
-use crate::linalg::{Layout, Operator, Precision};
+use crate::linalg::{Layout, Operator};
 use cudarc::driver::CudaSlice;
 
 pub(crate) struct SeedStencil {
@@ -26,6 +27,8 @@ pub(crate) struct SeedStencil {
     pub kernels: StencilKernels,
     pub links: CudaSlice<f64>,
     pub move_table: CudaSlice<i32>,
+    /// The links, the table and 2.0's temporaries on the backend's books.
+    pub _bookings: Vec<Booking>,
 }
 
 impl SeedStencil {
@@ -79,9 +82,12 @@ impl StencilImpl for SeedStencil {
             return Err(self.refuse(core, "half-lattice or single-precision fields"));
         }
         let n = core.n_complex();
+        let data = DeviceData::Double(core.alloc_double(n)?);
+        let bytes = field_bytes(Layout::FULL, core.lattice.volume());
         Ok(DeviceSpinor {
-            data: DeviceData::Double(core.alloc_double(n)?),
+            data,
             layout: Layout::FULL,
+            _booking: core.ledger.book(Purpose::Fields(Layout::FULL), bytes),
         })
     }
 
@@ -190,7 +196,7 @@ impl StencilImpl for SeedStencil {
         Err(self.refuse(core, "even-odd hopping terms"))
     }
 
-    fn prepare(&mut self, _: &mut Core, _: Precision) -> Result<()> {
+    fn prepare(&mut self, _: &mut Core, _: Layout) -> Result<()> {
         Ok(())
     }
 }

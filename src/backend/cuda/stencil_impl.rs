@@ -18,7 +18,7 @@ use crate::backend::Capabilities;
 use crate::error::Result;
 use crate::field::C64;
 use crate::geometry::lattice::Lattice;
-use crate::linalg::{Layout, Operator, Precision};
+use crate::linalg::{Layout, Operator};
 
 /// The free launch geometry of a stencil: `multiple` (sites per block of 1.2 to 2.0) and
 /// `coarse_block` (threads per block of the one-thread-per-site 1.0 and 3.0).
@@ -119,6 +119,7 @@ pub(crate) trait StencilImpl {
         c: f64,
         gamma5: bool,
     ) -> Result<()>;
-    /// Build now what a solve in `precision` would otherwise make on first use.
-    fn prepare(&mut self, core: &mut Core, precision: Precision) -> Result<()>;
+    /// Build now what a solve iterating on fields of `layout` would otherwise make on
+    /// first use.
+    fn prepare(&mut self, core: &mut Core, layout: Layout) -> Result<()>;
 }

@@ -1,0 +1,208 @@
+//! What a `CudaBackend` allocates, by purpose, as functions of the lattice and its options
+//! alone (no GPU): the sizes its code books in `backend::ledger`, for the per-plan estimate
+//! made before anything is allocated (`app::footprint`) and for the construction's own
+//! check of free memory. tests/gpu_memory.rs sets them beside the books of live backends.
+
+use super::backend::CudaOptions;
+use super::fast_layout::link_elems;
+use super::fused::cr_state_bytes;
+use super::halo::face_bytes;
+use super::kernels::reduce_blocks;
+use super::version::{LinkLayout, StencilVersion};
+use crate::backend::ledger::{sorted_lines, MemoryLine, Purpose};
+use crate::geometry::lattice::NDIM;
+use crate::geometry::partition::Partition;
+use crate::linalg::Precision;
+
+fn line(purpose: Purpose, bytes: u64) -> MemoryLine {
+    MemoryLine {
+        purpose,
+        count: 1,
+        bytes,
+    }
+}
+
+/// Sum of the lines' bytes.
+pub fn total(lines: &[MemoryLine]) -> u64 {
+    lines.iter().map(|l| l.bytes).sum()
+}
+
+/// The set-up of a backend: what it holds at the set-up's peak (the seed versions hold the
+/// canonical field while they build their links, 1.6 the seed buffer while it reorders
+/// it), and what stays once it is built.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Construction {
+    pub peak: Vec<MemoryLine>,
+    pub resident: Vec<MemoryLine>,
+}
+
+/// 3.0's links in `precision` on `volume` sites: 4 per site of 18 reals, or 12 with
+/// two-row compression (only rows 0 and 1 are stored).
+pub fn v3_links(volume: usize, reconstruct_12: bool, precision: Precision) -> MemoryLine {
+    let real = match precision {
+        Precision::Double => 8,
+        Precision::Single => 4,
+    };
+    let reals = 2 * link_elems(reconstruct_12);
+    line(
+        Purpose::Links {
+            precision,
+            reals: reals as u8,
+            per_site: NDIM as u8,
+        },
+        (volume * NDIM * reals * real) as u64,
+    )
+}
+
+/// The set-up's allocations for `opts` on a (local) lattice of `volume` sites.
+pub fn construction(volume: usize, opts: &CudaOptions) -> Construction {
+    let version = opts.version;
+    let table = line(
+        Purpose::MoveTable,
+        4 * if version.uses_move_table() {
+            volume as u64 * 8
+        } else {
+            1
+        },
+    );
+    let partials = MemoryLine {
+        purpose: Purpose::Reductions,
+        count: 2,
+        bytes: 2 * 2 * reduce_blocks(volume * 12) as u64 * 8,
+    };
+    let seed_links = line(
+        Purpose::Links {
+            precision: Precision::Double,
+            reals: 18,
+            per_site: 8,
+        },
+        volume as u64 * 144 * 8,
+    );
+    let canonical = line(Purpose::GaugeUpload, (volume * NDIM * 18 * 8) as u64);
+    let mut phases: Vec<Vec<MemoryLine>> = Vec::new();
+    let resident = match version.link_layout() {
+        LinkLayout::SoA => vec![
+            v3_links(volume, opts.reconstruct_12, Precision::Double),
+            table,
+            partials,
+        ],
+        LinkLayout::Seed => {
+            phases.push(vec![canonical, seed_links, table, partials]);
+            let mut r = vec![seed_links, table, partials];
+            if version == StencilVersion::V2_0 {
+                r.push(MemoryLine {
+                    purpose: Purpose::StencilTemporaries,
+                    count: 2,
+                    bytes: 2 * volume as u64 * 24 * 8,
+                });
+            }
+            r
+        }
+        LinkLayout::Reordered => {
+            phases.push(vec![canonical, seed_links, table, partials]);
+            let reordered = line(
+                seed_links.purpose,
+                (volume.div_ceil(2) * 2 * 144 * 8) as u64,
+            );
+            phases.push(vec![seed_links, reordered, table, partials]);
+            vec![reordered, table, partials]
+        }
+    };
+    phases.push(resident.clone());
+    let mut peak = &phases[0];
+    for p in &phases {
+        if total(p) > total(peak) {
+            peak = p;
+        }
+    }
+    Construction {
+        peak: sorted_lines(peak.iter().copied()),
+        resident: sorted_lines(resident),
+    }
+}
+
+/// Bytes a backend's set-up needs at its peak (checked against free memory before it
+/// allocates).
+pub fn construction_bytes(volume: usize, opts: &CudaOptions) -> u64 {
+    total(&construction(volume, opts).peak)
+}
+
+/// 3.0's Schur temporary: one odd half field of double size, shared by both precisions.
+pub fn schur_temporary(volume: usize) -> MemoryLine {
+    line(Purpose::SchurTemporary, (volume / 2 * 24 * 8) as u64)
+}
+
+/// A fused CR solve's device state with room for `max_iter` iterations.
+pub fn cr_state(volume: usize, max_iter: u64, ranks: Option<usize>) -> MemoryLine {
+    line(Purpose::CrState, cr_state_bytes(volume, max_iter, ranks))
+}
+
+/// A decomposed rank's face buffers and ghost links (one allocation set per split
+/// direction); None when nothing is split.
+pub fn halo(partition: &Partition, reconstruct_12: bool) -> Option<MemoryLine> {
+    let split: Vec<usize> = (0..NDIM).filter(|&mu| partition.is_split(mu)).collect();
+    (!split.is_empty()).then(|| MemoryLine {
+        purpose: Purpose::Halo,
+        count: split.len(),
+        bytes: split
+            .iter()
+            .map(|&mu| face_bytes(partition.face_sites(mu), link_elems(reconstruct_12)))
+            .sum(),
+    })
+}
+
+/// The triad measurement of `bytes` (its three arrays).
+pub fn triad(bytes: usize) -> MemoryLine {
+    line(Purpose::Measurement, (3 * (bytes / 24) * 8) as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(version: StencilVersion, reconstruct_12: bool) -> CudaOptions {
+        CudaOptions {
+            version,
+            reconstruct_12,
+            ..CudaOptions::default()
+        }
+    }
+
+    #[test]
+    fn links_per_site_by_precision_and_compression() {
+        // 4 links x 18 reals x 8 B = 576 B/site; 12 reals: 384; single: 288 and 192.
+        let v = 1000;
+        for (r12, p, per_site) in [
+            (false, Precision::Double, 576),
+            (true, Precision::Double, 384),
+            (false, Precision::Single, 288),
+            (true, Precision::Single, 192),
+        ] {
+            assert_eq!(v3_links(v, r12, p).bytes, per_site * v as u64);
+        }
+    }
+
+    #[test]
+    fn the_set_up_peak_holds_the_canonical_copy_only_for_the_seed_versions() {
+        let v = 16 * 16 * 16 * 32;
+        let red = 2 * 2 * reduce_blocks(v * 12) as u64 * 8;
+        let vv = v as u64;
+        // 3.0: the links built on the host, no canonical copy: the peak is the resident set.
+        let c = construction(v, &opts(StencilVersion::V3_0, true));
+        assert_eq!(c.peak, c.resident);
+        assert_eq!(total(&c.peak), 384 * vv + 4 + red);
+        // 1.5: canonical (576) + seed buffer (1152) at the peak, the buffer after.
+        let c = construction(v, &opts(StencilVersion::V1_5, false));
+        assert_eq!(total(&c.peak), (576 + 1152) * vv + 4 + red);
+        assert_eq!(total(&c.resident), 1152 * vv + 4 + red);
+        // 1.0: and its table (32 B/site).
+        let c = construction(v, &opts(StencilVersion::V1_0, false));
+        assert_eq!(total(&c.resident), (1152 + 32) * vv + red);
+        // 1.6: the seed buffer and its reordered copy (2 x 1152) at the peak.
+        let c = construction(v, &opts(StencilVersion::V1_6, false));
+        assert_eq!(total(&c.peak), 2 * 1152 * vv + 4 + red);
+        // 2.0: its two temporaries (2 x 192) stay.
+        let c = construction(v, &opts(StencilVersion::V2_0, false));
+        assert_eq!(total(&c.resident), (1152 + 384) * vv + 4 + red);
+    }
+}
