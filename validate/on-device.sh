@@ -118,7 +118,7 @@ elif [ "${MODE:-full}" = memory ]; then
             RUST_LOG=info step "mem-$d-$m" timeout 580 "$q" "$big/$d.toml" --device cuda --kernel 3.0 --method $m $fast \
                 --output "$big/mem-$d-$m" >"$res/mem-$d-$m.txt" 2>&1
             cat "$res/mem-$d-$m.txt" | grep -E "device memory|at the peak|^time|^result|^residual|needs"
-            cp "$big/mem-$d-$m/$d.json" "$res/mem-$d-$m.json" 2>/dev/null
+            cp "$big/mem-$d-$m/"*.json "$res/mem-$d-$m.json" 2>/dev/null
         done
     done
     # Without the options the full double plan of 3.0 needs 1729 B/site: 64^3x128 still fits

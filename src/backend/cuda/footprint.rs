@@ -81,11 +81,13 @@ pub fn construction(volume: usize, opts: &CudaOptions) -> Construction {
     let canonical = line(Purpose::GaugeUpload, (volume * NDIM * 18 * 8) as u64);
     let mut phases: Vec<Vec<MemoryLine>> = Vec::new();
     let resident = match version.link_layout() {
-        LinkLayout::SoA => vec![
-            v3_links(volume, opts.reconstruct_12, Precision::Double),
-            table,
-            partials,
-        ],
+        LinkLayout::SoA => {
+            // The (one-entry) displacement table lives during the set-up only: 3.0 reads
+            // its neighbours from the coordinates and drops it.
+            let links = v3_links(volume, opts.reconstruct_12, Precision::Double);
+            phases.push(vec![links, table, partials]);
+            vec![links, partials]
+        }
         LinkLayout::Seed => {
             phases.push(vec![canonical, seed_links, table, partials]);
             let mut r = vec![seed_links, table, partials];
@@ -187,10 +189,13 @@ mod tests {
         let v = 16 * 16 * 16 * 32;
         let red = 2 * 2 * reduce_blocks(v * 12) as u64 * 8;
         let vv = v as u64;
-        // 3.0: the links built on the host, no canonical copy: the peak is the resident set.
+        // 3.0: the links built on the host, no canonical copy: the peak is the resident set
+        // and the one-entry displacement table, which the backend drops after the set-up
+        // (the GPU test every_plan_books_exactly_what_its_estimate_says caught it held in
+        // the estimate's solve phase, 4 bytes over the books).
         let c = construction(v, &opts(StencilVersion::V3_0, true));
-        assert_eq!(c.peak, c.resident);
         assert_eq!(total(&c.peak), 384 * vv + 4 + red);
+        assert_eq!(total(&c.resident), 384 * vv + red);
         // 1.5: canonical (576) + seed buffer (1152) at the peak, the buffer after.
         let c = construction(v, &opts(StencilVersion::V1_5, false));
         assert_eq!(total(&c.peak), (576 + 1152) * vv + 4 + red);
