@@ -4,7 +4,8 @@
 // device scalar block; nothing is read by the host. See cr_device.cuh for the iteration.
 //
 // Fields are arrays of n complex numbers, double2 or float2 (one instantiation each:
-// cr_xr_d, cr_xr_s, cr_p_d, cr_p_s). Single fields are storage precision: values are
+// cr_xr_d, cr_xr_s, cr_p_d, cr_p_s, and on a decomposed lattice cr_dot_d, cr_dot_s, the
+// (r|Ar) pass after the exterior kernels; cr_global ends a reduction over the ranks). Single fields are storage precision: values are
 // loaded into double, computed in double and rounded on the store; the norms sum the
 // stored (rounded) values, in double, as the CPU backend does.
 //
