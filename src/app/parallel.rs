@@ -420,6 +420,32 @@ fn reals_to_spinor(r: &[f64]) -> SpinorField {
 }
 
 /// Message tags of the launched mode's set-up and gather.
+/// Rank 0: every other rank's message `tag` of `reals_per_site` reals per local site, in
+/// rank order (ranks 1, 2, ...).
+fn receive_from_others(
+    io: &mut dyn Comms,
+    parts: &[Partition],
+    tag: u32,
+    reals_per_site: usize,
+) -> Result<Vec<Vec<f64>>> {
+    let mut received: Vec<Vec<f64>> = parts[1..]
+        .iter()
+        .map(|q| vec![0.0; q.local_dims().iter().product::<usize>() * reals_per_site])
+        .collect();
+    let mut recvs: Vec<crate::comms::Incoming> = received
+        .iter_mut()
+        .enumerate()
+        .map(|(i, data)| crate::comms::Incoming {
+            from: i + 1,
+            tag,
+            data,
+        })
+        .collect();
+    io.exchange(&[], &mut recvs)?;
+    drop(recvs);
+    Ok(received)
+}
+
 const TAG_LINKS: u32 = 1 << 20;
 const TAG_SOURCE: u32 = TAG_LINKS + 1;
 const TAG_SOLUTION: u32 = TAG_LINKS + 2;
@@ -705,21 +731,7 @@ pub fn read_slabs(
     }
     // Rank 0: every other rank's links in, the whole field and problem built, the shares
     // of the source out.
-    let mut received: Vec<Vec<f64>> = parts[1..]
-        .iter()
-        .map(|q| vec![0.0; q.local_dims().iter().product::<usize>() * 4 * 18])
-        .collect();
-    let mut recvs: Vec<crate::comms::Incoming> = received
-        .iter_mut()
-        .enumerate()
-        .map(|(i, data)| crate::comms::Incoming {
-            from: i + 1,
-            tag: TAG_LINKS,
-            data,
-        })
-        .collect();
-    io.exchange(&[], &mut recvs)?;
-    drop(recvs);
+    let received = receive_from_others(io, parts, TAG_LINKS, 4 * 18)?;
     let mut shares = vec![gauge.links];
     shares.extend(received.iter().map(|r| reals_to_links(r)));
     let links = crate::geometry::partition::gather_sites(&shares, parts, 4)?;
@@ -800,21 +812,7 @@ pub fn collect_solution(
         )?;
         return Ok(None);
     }
-    let mut received: Vec<Vec<f64>> = parts[1..]
-        .iter()
-        .map(|q| vec![0.0; q.local_dims().iter().product::<usize>() * 24])
-        .collect();
-    let mut recvs: Vec<crate::comms::Incoming> = received
-        .iter_mut()
-        .enumerate()
-        .map(|(i, data)| crate::comms::Incoming {
-            from: i + 1,
-            tag: TAG_SOLUTION,
-            data,
-        })
-        .collect();
-    io.exchange(&[], &mut recvs)?;
-    drop(recvs);
+    let received = receive_from_others(io, parts, TAG_SOLUTION, 24)?;
     let mut solutions = vec![local.clone()];
     solutions.extend(received.iter().map(|r| reals_to_spinor(r)));
     Ok(Some(cpu_decomposed::gather_spinor(&solutions, parts)?))

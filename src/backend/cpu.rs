@@ -443,13 +443,7 @@ impl WilsonKernels for CpuBackend<'_> {
         c: f64,
         gamma5: bool,
     ) -> Result<()> {
-        let p = match out.layout.subset.parity() {
-            Some(p) if inp.layout.subset == Subset::from_parity(1 - p) => p,
-            _ => return Err(mismatch("hop_xpay", out.layout, inp.layout)),
-        };
-        if y.layout != out.layout {
-            return Err(mismatch("hop_xpay", out.layout, y.layout));
-        }
+        let p = crate::linalg::hop_xpay_parity(out.layout, inp.layout, y.layout)?;
         let full = self.canonical(inp);
         let mut h = SpinorField::zeros(full.volume());
         crate::dirac::fast::hop(self.gauge, &full, &mut h, crate::dirac::Sites::Parity(p));

@@ -732,13 +732,7 @@ impl<C: Comms> WilsonKernels for DecomposedCpu<C> {
         c: f64,
         gamma5: bool,
     ) -> Result<()> {
-        let p = match out.layout.subset.parity() {
-            Some(p) if inp.layout.subset == Subset::from_parity(1 - p) => p,
-            _ => return Err(mismatch("hop_xpay", out.layout, inp.layout)),
-        };
-        if y.layout != out.layout {
-            return Err(mismatch("hop_xpay", out.layout, y.layout));
-        }
+        let p = crate::linalg::hop_xpay_parity(out.layout, inp.layout, y.layout)?;
         let psi = self.canonical(inp);
         let mut h = self.hop(&psi, Some(1 - p), Some(p))?;
         let yf = self.canonical(y);

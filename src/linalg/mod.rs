@@ -132,3 +132,16 @@ pub fn layout_mismatch(what: &str, a: Layout, b: Layout) -> Error {
         "{what}: fields of different layouts ({a:?} and {b:?})"
     ))
 }
+
+/// The output parity of `WilsonKernels::hop_xpay`, checking its fields: `out` and `y` of
+/// one parity and layout, `inp` of the other parity.
+pub fn hop_xpay_parity(out: Layout, inp: Layout, y: Layout) -> Result<usize> {
+    let p = match out.subset.parity() {
+        Some(p) if inp.subset == Subset::from_parity(1 - p) => p,
+        _ => return Err(layout_mismatch("hop_xpay", out, inp)),
+    };
+    if y != out {
+        return Err(layout_mismatch("hop_xpay", out, y));
+    }
+    Ok(p)
+}

@@ -535,17 +535,9 @@ impl StencilImpl for FastStencil {
         c: f64,
         gamma5: bool,
     ) -> Result<()> {
-        let p = match out.layout.subset.parity() {
-            Some(p)
-                if inp.layout.subset == Subset::from_parity(1 - p)
-                    && inp.layout.precision == out.layout.precision =>
-            {
-                p
-            }
-            _ => return Err(mismatch("hop_xpay", out.layout, inp.layout)),
-        };
-        if y.layout != out.layout {
-            return Err(mismatch("hop_xpay", out.layout, y.layout));
+        let p = crate::linalg::hop_xpay_parity(out.layout, inp.layout, y.layout)?;
+        if inp.layout.precision != out.layout.precision {
+            return Err(mismatch("hop_xpay", out.layout, inp.layout));
         }
         let precision = out.layout.precision;
         let (f, links) = self.stencil_for(core, precision)?;
