@@ -24,12 +24,16 @@ const CONFIG: &str =
 fn solve(dir: &Path, name: &str, args: &[&str]) -> serde_json::Value {
     let cfg = dir.join("run.toml");
     std::fs::write(&cfg, CONFIG).unwrap();
-    let out_dir = dir.join(name);
+    run_config(&cfg, &dir.join(name), args)
+}
+
+/// The binary on `cfg` with `args`, its outputs in `out_dir`; it must succeed. Its report.
+fn run_config(cfg: &Path, out_dir: &Path, args: &[&str]) -> serde_json::Value {
     let out = bin()
-        .arg(&cfg)
+        .arg(cfg)
         .args(args)
         .arg("--output")
-        .arg(&out_dir)
+        .arg(out_dir)
         .output()
         .unwrap();
     assert!(
@@ -207,21 +211,7 @@ fn each_rank_reading_its_slab_solves_the_same_problem_as_rank_0_reading_the_file
     std::fs::write(&cfg_path, text).unwrap();
     let run = |name: &str, args: &[&str]| -> (serde_json::Value, Vec<u8>) {
         let out_dir = dir.path().join(name);
-        let out = bin()
-            .arg(&cfg_path)
-            .args(args)
-            .arg("--output")
-            .arg(&out_dir)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let report =
-            serde_json::from_str(&std::fs::read_to_string(out_dir.join("r.json")).unwrap())
-                .unwrap();
+        let report = run_config(&cfg_path, &out_dir, args);
         (report, std::fs::read(out_dir.join("x.npy")).unwrap())
     };
     let (rank0, x0) = run("rank0", &[]);
