@@ -100,6 +100,31 @@ fn assert_bits(got: &[f64], want: &[f64], what: &str) {
     );
 }
 
+/// A CUDA graph holding `exchange_on(send, recv)` then `global_sum_on(src -> dst, n)`,
+/// captured on `stream` (prepared outside the capture by the caller).
+fn capture_exchange_and_sum(
+    c: &mut NcclComms,
+    stream: &Arc<CudaStream>,
+    send: DeviceMessage,
+    recv: DeviceMessage,
+    src: u64,
+    dst: u64,
+    n: usize,
+) -> cudarc::driver::CudaGraph {
+    stream
+        .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+        .unwrap();
+    let captured = c
+        .exchange_on(stream, &[send], &[recv])
+        .and_then(|_| c.global_sum_on(stream, src, dst, n));
+    let graph = stream
+        .end_capture(sys::CUgraphInstantiate_flags(0))
+        .unwrap()
+        .expect("the capture recorded no work");
+    captured.unwrap();
+    graph
+}
+
 #[test]
 fn one_rank_opens_reports_its_version_and_finishes() {
     let stream = gpu();
@@ -275,17 +300,7 @@ fn a_cuda_graph_holds_an_exchange_and_a_global_sum() {
     c.global_sum_on(&stream, pf, ps, n).unwrap();
     stream.synchronize().unwrap();
 
-    stream
-        .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
-        .unwrap();
-    let captured = c
-        .exchange_on(&stream, &[send], &[recv])
-        .and_then(|_| c.global_sum_on(&stream, pf, ps, n));
-    let graph = stream
-        .end_capture(sys::CUgraphInstantiate_flags(0))
-        .unwrap()
-        .expect("the capture recorded no work");
-    captured.unwrap();
+    let graph = capture_exchange_and_sum(&mut c, &stream, send, recv, pf, ps, n);
 
     for k in 0..3u64 {
         let v = values(n, 100 + k);
@@ -547,17 +562,7 @@ fn two_rank_body(rank: usize, master: &str) {
     c.global_sum_on(&stream, pi, ps, n).unwrap();
     stream.synchronize().unwrap();
     check(0, "direct");
-    stream
-        .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
-        .unwrap();
-    let captured = c
-        .exchange_on(&stream, &[send], &[recv])
-        .and_then(|_| c.global_sum_on(&stream, pi, ps, n));
-    let graph = stream
-        .end_capture(sys::CUgraphInstantiate_flags(0))
-        .unwrap()
-        .expect("the capture recorded no work");
-    captured.unwrap();
+    let graph = capture_exchange_and_sum(&mut c, &stream, send, recv, pi, ps, n);
     for k in 1..3u64 {
         stream
             .memcpy_htod(&values(n, 1000 * k + rank as u64), &mut input)
