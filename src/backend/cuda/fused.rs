@@ -196,14 +196,14 @@ fn check_scalars(s: &CrScalars, history_len: usize) -> Result<()> {
     Ok(())
 }
 
-/// Complex numbers of each field of a call, and their common precision; all four must
-/// agree (else Error::InvalidValue).
-fn common_shape(fields: [(Precision, usize); 4], what: &str) -> Result<(Precision, usize)> {
+/// Complex numbers of each field of a call, and their common precision; all must agree
+/// (else Error::InvalidValue).
+fn common_shape(fields: &[(Precision, usize)], what: &str) -> Result<(Precision, usize)> {
     let (prec, len) = fields[0];
     if fields.iter().any(|&f| f != (prec, len)) {
         return Err(Error::invalid(
             "fields",
-            format!("{what} needs four fields of one precision and length, got {fields:?}"),
+            format!("{what} needs fields of one precision and length, got {fields:?}"),
         ));
     }
     if len > i32::MAX as usize {
@@ -353,7 +353,7 @@ impl Fused {
         r: RawFieldMut<'_>,
     ) -> Result<()> {
         let (prec, n) = common_shape(
-            [shape(&p), shape(&ap), shape_mut(&x), shape_mut(&r)],
+            &[shape(&p), shape(&ap), shape_mut(&x), shape_mut(&r)],
             "cr_update_xr",
         )?;
         let k = self.kernels(gpu)?;
@@ -410,7 +410,7 @@ impl Fused {
         ap: RawFieldMut<'_>,
     ) -> Result<()> {
         let (prec, n) = common_shape(
-            [shape(&r), shape(&ar), shape_mut(&p), shape_mut(&ap)],
+            &[shape(&r), shape(&ar), shape_mut(&p), shape_mut(&ap)],
             "cr_update_p",
         )?;
         let k = self.kernels(gpu)?;
@@ -464,7 +464,7 @@ impl Fused {
         y: RawField<'_>,
         out: RawField<'_>,
     ) -> Result<()> {
-        let (prec, n) = common_shape([shape(&y), shape(&out), shape(&y), shape(&out)], "cr_dot")?;
+        let (prec, n) = common_shape(&[shape(&y), shape(&out)], "cr_dot")?;
         let k = self.kernels(gpu)?;
         let ni = n as i32;
         let cfg = cr_cfg(n);
@@ -717,14 +717,14 @@ mod tests {
     #[test]
     fn mixed_fields_are_refused() {
         let ok = [(Precision::Double, 12); 4];
-        assert_eq!(common_shape(ok, "x").unwrap(), (Precision::Double, 12));
+        assert_eq!(common_shape(&ok, "x").unwrap(), (Precision::Double, 12));
         let mut bad = ok;
         bad[2] = (Precision::Single, 12);
         assert!(matches!(
-            common_shape(bad, "x"),
+            common_shape(&bad, "x"),
             Err(Error::InvalidValue { .. })
         ));
         bad[2] = (Precision::Double, 24);
-        assert!(common_shape(bad, "x").is_err());
+        assert!(common_shape(&bad, "x").is_err());
     }
 }
