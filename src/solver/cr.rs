@@ -36,6 +36,25 @@ pub trait CrEngine<S: Space> {
     fn get(&mut self, space: &mut S) -> Result<CrScalars>;
     /// If active: ar = A r, rar_new = (r|Ar), beta = rar_new / rar, rar = rar_new.
     fn apply_dot(&mut self, space: &mut S, r: &S::Field, ar: &mut S::Field) -> Result<()>;
+    /// The start of a run from r (w.r holds it; s holds nr, eps, iter, max_iter): p = r,
+    /// Ap = A p, rar = (r|Ap), alpha = conj(rar) / (Ap|Ap), beta = 0, active. Returns the
+    /// scalars as far as the host knows them without reading the engine: the first
+    /// convergence check needs only nr, iter and active. The default is Algorithm 1's own
+    /// order (two host reads); an engine may do better.
+    fn start(&mut self, space: &mut S, s: CrScalars, w: &mut CrFields<S>) -> Result<CrScalars> {
+        let mut s = s;
+        space.copy(&mut w.p, &w.r)?;
+        s.active = true;
+        self.set(space, &s)?;
+        self.apply_dot(space, &w.r, &mut w.ap)?;
+        s.rar = self.get(space)?.rar;
+        s.apap = space.norm2(&w.ap)?;
+        s.alpha = s.rar.conj() / s.apap;
+        s.beta = C64::new(0.0, 0.0);
+        s.active = s.still_active();
+        self.set(space, &s)?;
+        Ok(s)
+    }
     /// k iterations (each a no-op once the iteration is inactive).
     fn batch(&mut self, space: &mut S, k: usize, w: &mut CrFields<S>) -> Result<()>;
     /// nr of iterations from..=iter.
@@ -194,6 +213,25 @@ impl<S: FusedCr> CrEngine<S> for DeviceEngine<S> {
         space.cr_apply_dot(form, st, r, ar)
     }
 
+    /// The start as the tail of an iteration, with no host read: p = Ap = 0, rar = 1, then
+    /// the apply pass (Ar = A r, rar = (r|Ar)) and the p pass (p = r + beta 0 = r, Ap = Ar,
+    /// apap, alpha, active), so the first check needs nothing from the device.
+    fn start(&mut self, space: &mut S, s: CrScalars, w: &mut CrFields<S>) -> Result<CrScalars> {
+        let mut s = s;
+        space.set_zero(&mut w.p)?;
+        space.set_zero(&mut w.ap)?;
+        s.rar = C64::new(1.0, 0.0);
+        s.alpha = C64::new(0.0, 0.0);
+        s.beta = C64::new(0.0, 0.0);
+        s.active = s.still_active();
+        self.set(space, &s)?;
+        let form = self.form;
+        let st = self.state()?;
+        space.cr_apply_dot(form, st, &w.r, &mut w.ar)?;
+        space.cr_update_p(st, &w.r, &w.ar, &mut w.p, &mut w.ap)?;
+        Ok(s)
+    }
+
     fn batch(&mut self, space: &mut S, k: usize, w: &mut CrFields<S>) -> Result<()> {
         let (form, key) = (self.form, self.key);
         let st = self.state()?;
@@ -270,9 +308,8 @@ impl<S: Space, E: CrEngine<S>> Iterate<S> for Cr<S, E> {
         if !fresh {
             space.set_zero(&mut w.x)?;
         }
-        space.copy(&mut w.p, &w.r)?;
         let nr = nr0.map_or_else(|| space.norm2(&w.r), Ok)?;
-        let mut s = CrScalars {
+        let s = CrScalars {
             rar: C64::new(1.0, 0.0),
             nr,
             eps: monitor.eps,
@@ -281,21 +318,18 @@ impl<S: Space, E: CrEngine<S>> Iterate<S> for Cr<S, E> {
             active: true,
             ..Default::default()
         };
-        // Ap = A p (p = r) and rar = (r|Ap).
         let w = self.work.as_mut().unwrap();
-        self.engine.set(space, &s)?;
-        self.engine.apply_dot(space, &w.r, &mut w.ap)?;
-        s.rar = self.engine.get(space)?.rar;
-        s.apap = space.norm2(&w.ap)?;
-        s.alpha = s.rar.conj() / s.apap;
-        s.beta = C64::new(0.0, 0.0);
-        s.active = s.still_active();
-        self.engine.set(space, &s)?;
-
+        // p = r, Ap = A p, the scalars; the first check uses what the host knows.
+        let mut known = Some(self.engine.start(space, s, w)?);
         let mut checks = 0;
         let verdict = loop {
-            let s = self.engine.get(space)?;
-            checks += 1;
+            let s = match known.take() {
+                Some(s) => s,
+                None => {
+                    checks += 1;
+                    self.engine.get(space)?
+                }
+            };
             match monitor.check(s.iter as usize, s.nr, s.active) {
                 Verdict::Continue => {}
                 v => break v,
