@@ -107,9 +107,18 @@ pub(crate) struct Halo {
     kernels_s: Option<(CudaFunction, CudaFunction)>,
     reconstruct_12: bool,
     timing: bool,
+    /// Timed applications not yet read (at most TIMED_PENDING + TIMED_FOLD), oldest first.
     timed: Vec<Timed>,
+    /// Events of read applications, recorded again by later ones.
+    spare: Vec<CudaEvent>,
     totals: HaloTimings,
 }
+
+/// A long split solve times every application: once this many are pending, the oldest
+/// TIMED_FOLD (long finished) are read into the totals and their events reused, so the
+/// events held stay bounded (they were kept until the report before).
+const TIMED_PENDING: usize = 32;
+const TIMED_FOLD: usize = 16;
 
 /// The bits of the boundary mask that hold at this rank's lower and upper edges: a
 /// direction's edge is a global one when the rank is first (lower) or last (upper) in it.
@@ -267,6 +276,7 @@ impl Halo {
             reconstruct_12,
             timing: false,
             timed: Vec::new(),
+            spare: Vec::new(),
             totals: HaloTimings::default(),
             partition,
             exchange,
@@ -290,17 +300,26 @@ impl Halo {
         self.timing = on;
     }
 
-    /// The books so far (synchronises the streams to read the events).
-    pub fn timings(&mut self) -> Result<HaloTimings> {
+    /// Add one timed application to the totals (waits for its last event) and keep its
+    /// events for reuse.
+    fn fold(&mut self, t: Timed) -> Result<()> {
         let ms = |a: &CudaEvent, b: &CudaEvent| -> Result<f64> {
             Ok(a.elapsed_ms(b).map_err(err("reading a halo event"))? as f64)
         };
+        self.totals.pack_ms += ms(&t.start, &t.packed)?;
+        self.totals.interior_ms += ms(&t.packed, &t.interior)?;
+        self.totals.wait_ms += ms(&t.interior, &t.waited)?;
+        self.totals.exchange_ms += ms(&t.packed, &t.exchanged)?;
+        self.totals.exterior_ms += ms(&t.waited, &t.end)?;
+        self.spare
+            .extend([t.start, t.packed, t.interior, t.waited, t.exchanged, t.end]);
+        Ok(())
+    }
+
+    /// The books so far (synchronises the streams to read the events).
+    pub fn timings(&mut self) -> Result<HaloTimings> {
         for t in std::mem::take(&mut self.timed) {
-            self.totals.pack_ms += ms(&t.start, &t.packed)?;
-            self.totals.interior_ms += ms(&t.packed, &t.interior)?;
-            self.totals.wait_ms += ms(&t.interior, &t.waited)?;
-            self.totals.exchange_ms += ms(&t.packed, &t.exchanged)?;
-            self.totals.exterior_ms += ms(&t.waited, &t.end)?;
+            self.fold(t)?;
         }
         Ok(self.totals)
     }
@@ -351,7 +370,10 @@ impl Halo {
         let mut events = Vec::new();
         if timing {
             for _ in 0..6 {
-                events.push(timed_event(&gpu.ctx)?);
+                events.push(match self.spare.pop() {
+                    Some(e) => e,
+                    None => timed_event(&gpu.ctx)?,
+                });
             }
             events[0]
                 .record(&stream)
@@ -522,6 +544,11 @@ impl Halo {
                 exchanged,
                 end,
             });
+            if self.timed.len() >= TIMED_PENDING + TIMED_FOLD {
+                for t in self.timed.drain(..TIMED_FOLD).collect::<Vec<_>>() {
+                    self.fold(t)?;
+                }
+            }
         }
         Ok(())
     }
