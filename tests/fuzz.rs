@@ -16,6 +16,8 @@
 //! Case count: PROPTEST_CASES (default 64 per property here, about 10 s in all in release
 //! on 2 cores).
 
+mod common;
+use common::shared;
 use proptest::prelude::*;
 use proptest::test_runner::{Config as PtConfig, TestCaseError};
 use qcd_solve::config::LoadedConfig;
@@ -104,10 +106,6 @@ fn peak_bound(len: usize) -> usize {
 }
 
 // ---- inputs ----------------------------------------------------------------------------
-
-fn shared(name: &str) -> PathBuf {
-    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/lattices")).join(name)
-}
 
 const LATTICES: [&str; 8] = [
     "ATB_nersc.l8t4b3360",

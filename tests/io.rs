@@ -1,6 +1,8 @@
 //! File-format conformance: every real configuration in shared/lattices reproduces its
 //! MANIFEST values, NERSC and npy writers round-trip, and bad input is refused by name.
 
+mod common;
+use common::{replace, shared};
 use qcd_solve::field::spinor::idx;
 use qcd_solve::field::{GaugeField, SpinorField};
 use qcd_solve::geometry::lattice::{Lattice, DEFAULT_BOUNDARY};
@@ -10,10 +12,6 @@ use qcd_solve::io::{
 };
 use qcd_solve::Error;
 use std::path::{Path, PathBuf};
-
-fn shared(name: &str) -> PathBuf {
-    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/lattices")).join(name)
-}
 
 fn read(name: &str) -> (GaugeField, GaugeFileInfo) {
     read_gauge(&shared(name), None, None, DEFAULT_BOUNDARY)
@@ -524,13 +522,6 @@ fn a_flipped_payload_byte_fails_the_checksum() {
 }
 
 /// Replaces the first occurrence of `from` in a file's bytes by `to`.
-fn replace(b: &mut Vec<u8>, from: &str, to: &str) {
-    let at = b
-        .windows(from.len())
-        .position(|w| w == from.as_bytes())
-        .unwrap_or_else(|| panic!("{from:?} not in file"));
-    b.splice(at..at + from.len(), to.bytes());
-}
 
 #[test]
 fn edited_nersc_header_values_are_refused_with_both_values() {

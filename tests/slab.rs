@@ -6,6 +6,8 @@
 //! sum over ranks) its plaquette, and a bad file must be refused on every rank with the
 //! whole-file reader's error, word for word where the message holds no summed value.
 
+mod common;
+use common::{replace, shared};
 use qcd_solve::comms::threads::run_ranks;
 use qcd_solve::comms::Comms;
 use qcd_solve::field::scatter::scatter_gauge;
@@ -18,10 +20,6 @@ use qcd_solve::io::{
 };
 use qcd_solve::{Error, Result};
 use std::path::{Path, PathBuf};
-
-fn shared(name: &str) -> PathBuf {
-    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/lattices")).join(name)
-}
 
 const PLAIN: ReadOptions = ReadOptions { reunitarise: false };
 const FORCE: ReadOptions = ReadOptions { reunitarise: true };
@@ -351,13 +349,6 @@ fn nersc_data_start(b: &[u8]) -> usize {
 }
 
 /// Replaces the first occurrence of `from` in a file's bytes by `to`.
-fn replace(b: &mut Vec<u8>, from: &str, to: &str) {
-    let at = b
-        .windows(from.len())
-        .position(|w| w == from.as_bytes())
-        .unwrap_or_else(|| panic!("{from} not found"));
-    b.splice(at..at + from.len(), to.bytes());
-}
 
 #[test]
 fn a_non_finite_link_with_a_valid_checksum_is_named_by_its_global_site() {
