@@ -1,10 +1,15 @@
 // emu_v3eo.cpp: runs version 3.0's parity-major stencil family (kernels/stencil_v3.cu in
-// double and single precision, 18 and 12 reals per link; full and parity modes, the xpay
-// form, the fused (y|out) epilogue) and build_v3_links / to_single (layout.cu) on the CPU
+// double and single precision, 18, 12 and 8 reals per link; full and parity modes, the
+// xpay form, the fused (y|out) epilogue) and to_single / to_double (layout.cu) on the CPU
 // through cuda_emu.h, with the launch geometry of src/cuda (stencil::launch_v3), and
 // compares with the CPU backend's results written by `cargo run --example emu_v3eo_dump`.
+// The link arrays are built here as src/backend/cuda/fast_layout.rs links_to_soa builds
+// them (the 8-real form from the dump's Su3::pack8 values); the 8-real decoder
+// (v3_core.cuh v3_unpack_8) is also checked link by link in both precisions.
 // Prints one line per check; exit 1 on failure. Run by validate/emu/run_v3eo.sh.
 #include "emu_util.h"
+#define RECONSTRUCT_8 1
+#include "v3_core.cuh"
 
 #define V3D(name)                                                                                                     \
     void name(const double2*, const double2*, double2*, const double2*, double, int, int, int, int, int, int, int,    \
@@ -13,10 +18,10 @@
     void name(const float2*, const float2*, float2*, const float2*, double, int, int, int, int, int, int, int, int,   \
               int, int, double*, double2*, unsigned*);
 extern "C" {
-void build_v3_links(const double2*, double2*, int, int, int, int, int);
 void to_single(const double2*, float2*, long long);
 void to_double(const float2*, double2*, long long);
-V3D(stencil_v3_d) V3D(stencil_v3_d12) V3S(stencil_v3_s) V3S(stencil_v3_s12)
+V3D(stencil_v3_d) V3D(stencil_v3_d12) V3D(stencil_v3_d8) V3S(stencil_v3_s) V3S(stencil_v3_s12)
+    V3S(stencil_v3_s8)
 }
 
 int main(int argc, char** argv)
@@ -42,12 +47,49 @@ int main(int argc, char** argv)
     auto to_pm = [&](const std::vector<double2>& c) { return G.to_pm(c); };
     auto from_pm = [&](const std::vector<double2>& pm, int p) { return G.from_pm(pm, p); };
 
-    std::vector<double2> links_d((size_t)V * 36);
-    emu_launch(blocks((size_t)V * 36, 256), 256, 0, false,
-               [&] { build_v3_links(canon.data(), links_d.data(), V, lx, ly, lz, lt); });
-    std::vector<float2> links_s((size_t)V * 36);
-    emu_launch(blocks((size_t)V * 36, 256), 256, 0, false,
-               [&] { to_single(links_d.data(), links_s.data(), (long long)V * 36); });
+    auto soa = [&](int E) { return soa_links(G, canon.data(), dump.pack8.data(), E); };
+    auto single = [&](const std::vector<double2>& d) {
+        std::vector<float2> f(d.size());
+        emu_launch(blocks(d.size(), 256), 256, 0, false,
+                   [&] { to_single(d.data(), f.data(), (long long)d.size()); });
+        return f;
+    };
+    const std::vector<double2> links_d = soa(9), links_d12 = soa(6), links_d8 = soa(4);
+    const std::vector<float2> links_s = single(links_d), links_s12 = single(links_d12), links_s8 = single(links_d8);
+    {
+        // v3_unpack_8 on every link against the canonical matrix, as the ratio of the
+        // error to the bound of src/field/su3.rs's round-trip tests: 8 eps (1 + 1/|U00| +
+        // 1/|U20|) (eps 1.2e-16 double, 6e-8 single; these links are SU(3) to 1e-15).
+        double worst[2] = {0, 0}, err[2] = {0, 0};
+        int degenerate = 0;
+        for (size_t link = 0; link < (size_t)V * 4; ++link) {
+            const double* r = &dump.pack8[link * 8];
+            degenerate += r[7] > 4;
+            double2 sd[4], ud[3][3];
+            float2 sf[4], uf[3][3];
+            for (int e = 0; e < 4; ++e) {
+                sd[e] = double2{r[2 * e], r[2 * e + 1]};
+                sf[e] = float2{(float)r[2 * e], (float)r[2 * e + 1]};
+            }
+            v3_unpack_8(sd, ud);
+            v3_unpack_8(sf, uf);
+            const double2* u = &canon[link * 9];
+            const double inv = 1 + 1 / std::hypot(u[0].x, u[0].y) + 1 / std::hypot(u[6].x, u[6].y);
+            for (int k = 0; k < 9; ++k) {
+                const double ed = std::hypot(ud[k / 3][k % 3].x - u[k].x, ud[k / 3][k % 3].y - u[k].y);
+                const double ef = std::hypot(uf[k / 3][k % 3].x - u[k].x, uf[k / 3][k % 3].y - u[k].y);
+                err[0] = std::max(err[0], ed);
+                err[1] = std::max(err[1], ef);
+                worst[0] = std::max(worst[0], ed / (8 * 1.2e-16 * inv));
+                worst[1] = std::max(worst[1], ef / (8 * 6e-8 * inv));
+            }
+        }
+        std::printf("v3_unpack_8: %d links (%d degenerate), max element error %.2e double, %.2e single\n",
+                    V * 4, degenerate, err[0], err[1]);
+        report("v3_unpack_8 double (error / bound)", worst[0], 1);
+        report("v3_unpack_8 single (error / bound)", worst[1], 1);
+        report("degenerate links in the dump (>= 4 wanted)", degenerate >= 4 ? 0 : 1, 0);
+    }
     {
         std::vector<double2> back((size_t)V * 36);
         emu_launch(blocks((size_t)V * 36, 256), 256, 0, false,
@@ -95,7 +137,7 @@ int main(int argc, char** argv)
             std::fill(out.begin(), out.end(), from_d<T>(double2{NAN, NAN}));
             launch(xe, nullptr, tmp.data(), 1.0, 0, 1, nullptr, nullptr, nullptr);
             // The fused epilogue on the g5 Mee launch: scalars active, rar = 1.
-            double s[12] = {1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 10, 1};
+            double s[15] = {1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 10, 1, 0, 0, 0}; // CR_SCALARS, undecomposed (CR_SPLIT 0)
             std::vector<double2> partials(V / 32 + 1);
             unsigned ticket = 0;
             launch(tmp.data(), xe, out.data(), -kappa * kappa, g5, 0, g5 ? s : nullptr,
@@ -127,9 +169,11 @@ int main(int argc, char** argv)
     };
     for (int block : {32, 96}) {
         run("3.0 double", stencil_v3_d, links_d.data(), double2{}, 0, block);
-        run("3.0 double r12", stencil_v3_d12, links_d.data(), double2{}, 0, block);
+        run("3.0 double r12", stencil_v3_d12, links_d12.data(), double2{}, 0, block);
+        run("3.0 double r8", stencil_v3_d8, links_d8.data(), double2{}, 0, block);
         run("3.0 single", stencil_v3_s, links_s.data(), float2{}, 1, block);
-        run("3.0 single r12", stencil_v3_s12, links_s.data(), float2{}, 1, block);
+        run("3.0 single r12", stencil_v3_s12, links_s12.data(), float2{}, 1, block);
+        run("3.0 single r8", stencil_v3_s8, links_s8.data(), float2{}, 1, block);
     }
     std::printf("%s\n", failures ? "FAILED" : "all checks passed");
     return failures ? 1 : 0;
