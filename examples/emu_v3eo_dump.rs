@@ -3,8 +3,12 @@
 //! random spinors psi and phi, and from the CPU backend: D psi, g5 D psi (full), M_ee
 //! psi_e and g5 M_ee psi_e (even), hop_xpay(psi_o, phi_e, c = 0.37, g5) (even) and
 //! hop_xpay(psi_e, phi_o, c = -0.21, no g5) (odd), the same four operators and hops on
-//! single-precision fields, and (psi_e | g5 M_ee psi_e). Half fields are written as full
-//! canonical fields (zeros on the other parity). Boundaries: antiperiodic t and x.
+//! single-precision fields, and (psi_e | g5 M_ee psi_e), then every link's 8-real form
+//! (`Su3::pack8`, [site][mu][8]) for the reconstruct-8 kernels. Half fields are written as
+//! full canonical fields (zeros on the other parity). Boundaries: antiperiodic t and x.
+//! Four links of the random field are replaced by SU(3) links whose row 0 is (e^{ia}, 0,
+//! 0) (unit, and a phase with an SU(2) block) so that the 8-real form's degenerate branch
+//! runs too.
 //!
 //! Usage: emu_v3eo_dump LX LY LZ LT FILE
 
@@ -38,7 +42,26 @@ fn main() {
     boundary[3] = Boundary::Antiperiodic;
     let lattice = Lattice::new(dims, boundary).expect("lattice");
     let kappa = 0.124;
-    let gauge = GaugeField::random(&lattice, 17);
+    let mut gauge = GaugeField::random(&lattice, 17);
+    // Degenerate links for reconstruct 8: U_x(0) = 1, U_t(0) = 1, and U_y(1), U_z(3) =
+    // diag(e^{ia}) + e^{-ia/2} S with S = [[p, q], [-q*, p*]] in SU(2).
+    {
+        use qcd_solve::field::{Su3, C64};
+        let zero = C64::new(0.0, 0.0);
+        let block = |a: f64| {
+            let (p, q) = (C64::new(0.6, 0.48), C64::new(0.0, 0.64));
+            let h = C64::from_polar(1.0, -a / 2.0);
+            Su3([
+                [C64::from_polar(1.0, a), zero, zero],
+                [zero, h * p, h * q],
+                [zero, -h * q.conj(), h * p.conj()],
+            ])
+        };
+        gauge.links[0] = Su3::identity();
+        gauge.links[3] = Su3::identity();
+        gauge.links[4 + 1] = block(0.7);
+        gauge.links[4 * 3 + 2] = block(-2.9);
+    }
     let psi = SpinorField::random(lattice.volume(), 17, 1 << 40);
     let phi = SpinorField::random(lattice.volume(), 17, 2 << 40);
     let mut cpu = CpuBackend::new(&gauge, kappa);
@@ -99,6 +122,11 @@ fn main() {
     let rar = rar.unwrap();
     put(&mut out, rar.re);
     put(&mut out, rar.im);
+    for u in &gauge.links {
+        for r in u.pack8() {
+            put(&mut out, r);
+        }
+    }
     std::fs::File::create(&args[5])
         .and_then(|mut f| f.write_all(&out))
         .expect("writing the dump");

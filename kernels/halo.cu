@@ -23,7 +23,7 @@
 // the output's parity; face buffers hold one parity). Face layout (v3_core.cuh): element
 // k = spin*3 + colour (spin 0, 1 of the half spinor) of face site fcb at k*Fh + fcb, Fh
 // = F/2; ghost links element e = row*3 + col of the E = V3_LINK_ELEMS stored elements at
-// q*E*Fh + e*Fh + fcb for the ghost site's parity q. Same precisions and link compression (V3_SINGLE, RECONSTRUCT_12) as the
+// q*E*Fh + e*Fh + fcb for the ghost site's parity q. Same precisions and link compression (V3_SINGLE, RECONSTRUCT_12, RECONSTRUCT_8) as the
 // stencil module they pair with.
 #include "common.cuh"
 #include "v3_core.cuh"

@@ -40,7 +40,9 @@
 //   (the dot epilogue still accumulates in double).
 // - RECONSTRUCT_12=1: only rows 0 and 1 of each link are stored and read (E = 6 complex
 //   per link instead of 9), row 2 = conj(row0 x row1) is rebuilt in registers (SU(3)
-//   fields only).
+//   fields only). RECONSTRUCT_8=1: 8 reals per link (E = 4: U01, U02, U10 and the phases of
+//   U00 and U20), the rest rebuilt in registers from unitarity and det = 1 (v3_unpack_8 in
+//   v3_core.cuh; SU(3) fields only).
 // - Fused CR: when s (the device scalar block, cr_device.cuh) is non-null, every thread
 //   returns at once unless the iteration is active. When partials is also non-null the
 //   kernel reduces (y|out) = sum conj(y) out over the sites it wrote (double, the

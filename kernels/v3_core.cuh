@@ -3,7 +3,8 @@
 // projected, multiplied and rebuilt by the same code whichever kernel does it.
 //
 // - real2: double2, or float2 with V3_SINGLE=1; RECONSTRUCT_12=1 stores and reads two rows
-//   per link (V3_LINK_ELEMS = 6 complex per link instead of 9).
+//   per link (V3_LINK_ELEMS = 6 complex per link instead of 9), RECONSTRUCT_8=1 the 8-real
+//   form (V3_LINK_ELEMS = 4, decoded by v3_unpack_8).
 // - v3_col / v3_ph: A_mu of g_mu = [[0, A],[A^+, 0]] (DeGrand-Rossi).
 // - v3_site: lexicographic index and coordinates of a checkerboard site.
 // - v3_load_link: a link from a parity's structure-of-arrays link array (or a ghost face).
@@ -20,6 +21,12 @@
 #ifndef RECONSTRUCT_12
 #define RECONSTRUCT_12 0
 #endif
+#ifndef RECONSTRUCT_8
+#define RECONSTRUCT_8 0
+#endif
+#if RECONSTRUCT_12 && RECONSTRUCT_8
+#error "RECONSTRUCT_12 and RECONSTRUCT_8 exclude each other"
+#endif
 #ifndef V3_SINGLE
 #define V3_SINGLE 0
 #endif
@@ -32,8 +39,9 @@ typedef double2 real2;
 typedef real_of<real2> real;
 
 // Complex elements stored per link: rows 0 and 1 with RECONSTRUCT_12 (row 2 is rebuilt in
-// registers, so it is not kept in memory: 12 reals per link), all three rows otherwise.
-#define V3_LINK_ELEMS (RECONSTRUCT_12 ? 6 : 9)
+// registers, so it is not kept in memory: 12 reals per link), 4 with RECONSTRUCT_8 (8 reals,
+// v3_unpack_8), all three rows otherwise.
+#define V3_LINK_ELEMS (RECONSTRUCT_8 ? 4 : RECONSTRUCT_12 ? 6 : 9)
 
 // A_mu of g_mu = [[0, A],[A^+, 0]]: row r has the single entry i^v3_ph(mu, r) in column
 // v3_col(mu, r). x: [[0, i],[i, 0]], y: [[0, -1],[1, 0]], z: [[i, 0],[0, -i]], t: 1.
@@ -54,12 +62,96 @@ __device__ __forceinline__ int v3_site(int p, int cb, const Dims& d, int c[4])
     return s0 + shift;
 }
 
+#if RECONSTRUCT_8
+// The 8-real form of an SU(3) link U (stored by the host: Su3::pack8 in src/field/su3.rs;
+// src/field/su3.rs unpack8 is the host's transcription of this decoder):
+//   s[0] = U01, s[1] = U02, s[2] = U10, s[3] = (arg U00, arg U20) / pi.
+// The phases are stored in units of pi (in [-1, 1]) so that sincospi rebuilds them: its
+// range reduction is exact, with none of sincos's slow path for large arguments (PTX of
+// stencil_v3 with sincos 193 kB in both precisions, with sincospi 187 kB double, 156 kB
+// single).
+// Derivation. Write n = 1 - |U00|^2. Row 0 and column 0 of a unitary U have norm 1, so
+//   n = |U01|^2 + |U02|^2 (computed this way: no cancellation when |U00| is near 1),
+//   |U00| = sqrt(1 - n), |U20| = sqrt(n - |U10|^2),
+// which with the stored phases give all of row 0 and column 0. For the 2x2 block, U^+ =
+// U^-1 = adj(U) (det U = 1) says every element is the conjugate of its cofactor:
+//   conj(U11) = U00 U22 - U02 U20,  conj(U22) = U00 U11 - U01 U10,
+//   conj(U12) = U01 U20 - U00 U21,  conj(U21) = U02 U10 - U00 U12.
+// Substituting the second of each pair into the first leaves (1 - |U00|^2) = n times one
+// unknown, and swapping indices 1 <-> 2 (P U P, P the permutation, is SU(3) too) gives the
+// other two:
+//   U11 = -(conj(U00) U01 U10 + conj(U02 U20)) / n
+//   U12 =  (conj(U01 U20) - conj(U00) U02 U10) / n
+//   U21 =  (conj(U02 U10) - conj(U00) U01 U20) / n
+//   U22 = -(conj(U00) U02 U20 + conj(U01 U10)) / n
+// Edge cases. n -> 0 (|U00| -> 1: row 0 and column 0 are (e^{i a}, 0, 0)) leaves the block
+// undetermined (any W in U(2) with det W = e^{-i a}); the host stores such links (n < 1e-32,
+// e.g. a unit field) in the degenerate form s[0] = U11, s[1] = U12, s[3] = (a / pi, 8):
+// the second phase 8 > 1 flags it, and W = [[U11, U12], [-e^{-i a} conj(U12), e^{-i a} conj(U11)]]
+// (W = e^{-i a/2} times an SU(2) matrix). Otherwise n >= 1e-32 and the division is safe in
+// both precisions (n and the numerators stay normal floats). |U00| or |U20| near 0: the
+// square roots turn the rounding of n (about eps) into an error of about eps / |U00| (or
+// eps / |U20|), at most sqrt(eps); the arguments are clamped at 0 against rounding below.
+__device__ __forceinline__ void v3_sincospi(double a, double* s, double* c) { sincospi(a, s, c); }
+__device__ __forceinline__ void v3_sincospi(float a, float* s, float* c) { sincospif(a, s, c); }
+__device__ __forceinline__ double v3_sqrt(double a) { return sqrt(a > 0 ? a : 0); }
+__device__ __forceinline__ float v3_sqrt(float a) { return sqrtf(a > 0 ? a : 0); }
+
+template <class Z>
+__device__ __forceinline__ void v3_unpack_8(const Z s[4], Z u[3][3])
+{
+    typedef real_of<Z> R;
+    const Z u01 = s[0], u02 = s[1], u10 = s[2];
+    R sin0, cos0;
+    v3_sincospi(s[3].x, &sin0, &cos0);
+    if (s[3].y > (R)4) { // degenerate: row 0 and column 0 are (e^{i a}, 0, 0)
+        const Z zero = c_of<Z>(0, 0), e_minus = c_of<Z>(cos0, -sin0);
+        u[0][0] = c_of<Z>(cos0, sin0);
+        u[0][1] = u[0][2] = u[1][0] = u[2][0] = zero;
+        u[1][1] = u01;
+        u[1][2] = u02;
+        u[2][1] = c_neg(c_mul(e_minus, c_of<Z>(u02.x, -u02.y)));
+        u[2][2] = c_mul(e_minus, c_of<Z>(u01.x, -u01.y));
+        return;
+    }
+    R sin2, cos2;
+    v3_sincospi(s[3].y, &sin2, &cos2);
+    const R n = u01.x * u01.x + u01.y * u01.y + u02.x * u02.x + u02.y * u02.y;
+    const R m00 = v3_sqrt((R)1 - n), m20 = v3_sqrt(n - (u10.x * u10.x + u10.y * u10.y));
+    const Z u00 = c_of<Z>(m00 * cos0, m00 * sin0), u20 = c_of<Z>(m20 * cos2, m20 * sin2);
+    const R inv = (R)1 / n;
+    const Z c10 = c_conj_mul(u00, u10), c20 = c_conj_mul(u00, u20); // conj(U00) U10, conj(U00) U20
+    const Z p0220 = c_mul(u02, u20), p0120 = c_mul(u01, u20), p0210 = c_mul(u02, u10), p0110 = c_mul(u01, u10);
+    const Z a11 = c_madd(c_of<Z>(p0220.x, -p0220.y), u01, c10); // conj(U02 U20) + conj(U00) U01 U10
+    const Z a12 = c_sub(c_of<Z>(p0120.x, -p0120.y), c_mul(u02, c10));
+    const Z a21 = c_sub(c_of<Z>(p0210.x, -p0210.y), c_mul(u01, c20));
+    const Z a22 = c_madd(c_of<Z>(p0110.x, -p0110.y), u02, c20);
+    u[0][0] = u00;
+    u[0][1] = u01;
+    u[0][2] = u02;
+    u[1][0] = u10;
+    u[2][0] = u20;
+    u[1][1] = c_scale(-inv, a11);
+    u[1][2] = c_scale(inv, a12);
+    u[2][1] = c_scale(inv, a21);
+    u[2][2] = c_scale(-inv, a22);
+}
+#endif
+
 // U(i, k) of the link of direction mu at checkerboard site cb of one parity's link array
-// (element e = row*3 + col of the stored rows at (mu*V3_LINK_ELEMS + e)*vh + cb).
+// (element e = row*3 + col of the stored rows at (mu*V3_LINK_ELEMS + e)*vh + cb; with
+// RECONSTRUCT_8 element e of the 8-real form, decoded by v3_unpack_8).
 __device__ __forceinline__ void v3_load_link(const real2* __restrict__ links, size_t vh, int mu, int cb,
                                              real2 u[3][3])
 {
     const real2* p = links + (size_t)mu * V3_LINK_ELEMS * vh + cb;
+#if RECONSTRUCT_8
+    real2 s[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+        s[e] = p[e * vh];
+    v3_unpack_8(s, u);
+#else
     const int rows = RECONSTRUCT_12 ? 2 : 3;
 #pragma unroll
     for (int i = 0; i < rows; ++i)
@@ -68,6 +160,7 @@ __device__ __forceinline__ void v3_load_link(const real2* __restrict__ links, si
             u[i][k] = p[(i * 3 + k) * vh];
 #if RECONSTRUCT_12
     su3_third_row(u);
+#endif
 #endif
 }
 

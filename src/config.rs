@@ -327,8 +327,10 @@ pub struct BackendConfig {
     /// Workgroup multiple of versions 1.2 and later (12 * multiple threads per block).
     #[serde(default = "default_multiple")]
     pub multiple: i64,
-    /// Reals stored per gauge link the stencil reads: 18 (full 3x3), or 12 (two rows, the
-    /// third rebuilt as conj(row0 x row1) in registers; version 3.0 only, SU(3) fields).
+    /// Reals stored per gauge link the stencil reads: 18 (full 3x3), 12 (two rows, the
+    /// third rebuilt as conj(row0 x row1) in registers) or 8 (U01, U02, U10 and the phases
+    /// of U00 and U20, the rest rebuilt from unitarity and det = 1); 12 and 8: version 3.0
+    /// only, SU(3) fields.
     #[serde(default = "default_reconstruct")]
     pub reconstruct: i64,
     /// CPU threads; 0 = all cores.
@@ -711,14 +713,15 @@ impl LoadedConfig {
                 return Err(self.bad("backend", "kernel", msg));
             }
             Ok(v) => {
-                if c.backend.reconstruct != 18
-                    && !(c.backend.reconstruct == 12 && v.supports_reconstruct_12())
-                {
+                let supported =
+                    crate::backend::cuda::Reconstruct::from_reals(c.backend.reconstruct)
+                        .is_some_and(|r| v.supports_reconstruct(r));
+                if !supported {
                     return Err(self.bad(
                         "backend",
                         "reconstruct",
                         format!(
-                            "must be 18, or 12 with kernel 3.0; got {} with kernel {v}",
+                            "must be 18, or 12 or 8 with kernel 3.0; got {} with kernel {v}",
                             c.backend.reconstruct
                         ),
                     ));

@@ -278,12 +278,12 @@ pub fn check_cpu_backend(lattice: &Lattice) -> Result<()> {
 }
 
 /// What lowers a GPU run's need, for the refusal message: the options the plan does not
-/// use yet (kernel 3.0, then even-odd, single-double, 12-real links), then a smaller
+/// use yet (kernel 3.0, then even-odd, single-double, 12- or 8-real links), then a smaller
 /// lattice, a larger GPU or more GPUs.
 pub fn device_advice(
     version: crate::backend::cuda::StencilVersion,
     layout: crate::linalg::Layout,
-    reconstruct_12: bool,
+    reconstruct: crate::backend::cuda::Reconstruct,
 ) -> String {
     let last =
         "use a smaller lattice, a GPU with more memory, or more GPUs ([parallel] grid, kernel 3.0)";
@@ -302,8 +302,12 @@ pub fn device_advice(
     if layout.precision == crate::linalg::Precision::Double {
         options.push("single-double fields (--precision single-double)");
     }
-    if !reconstruct_12 {
-        options.push("12-real links (--reconstruct 12)");
+    match reconstruct {
+        crate::backend::cuda::Reconstruct::R18 => {
+            options.push("12- or 8-real links (--reconstruct 12 or 8)")
+        }
+        crate::backend::cuda::Reconstruct::R12 => options.push("8-real links (--reconstruct 8)"),
+        crate::backend::cuda::Reconstruct::R8 => {}
     }
     if options.is_empty() {
         last.to_string()
@@ -351,7 +355,7 @@ pub fn check_device(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::cuda::StencilVersion;
+    use crate::backend::cuda::{Reconstruct, StencilVersion};
 
     const GIB_U: u64 = 1 << 30;
 
@@ -360,7 +364,7 @@ mod tests {
         let l = crate::linalg::Layout::FULL;
         let need = 104_740_159_488;
         let free = 79 * GIB_U;
-        let advice = device_advice(StencilVersion::V1_6_1, l, false);
+        let advice = device_advice(StencilVersion::V1_6_1, l, Reconstruct::R18);
         match check_device_fits(
             "lattice 64x64x64x128",
             need,
@@ -390,12 +394,17 @@ mod tests {
             crate::linalg::Subset::Even,
             crate::linalg::Precision::Single,
         );
-        let a = device_advice(StencilVersion::V3_0, eo_single, false);
+        let a = device_advice(StencilVersion::V3_0, eo_single, Reconstruct::R18);
         assert!(
             a.contains("--reconstruct 12") && !a.contains("even-odd"),
             "{a}"
         );
-        let a = device_advice(StencilVersion::V3_0, eo_single, true);
+        let a = device_advice(StencilVersion::V3_0, eo_single, Reconstruct::R12);
+        assert!(
+            a.contains("--reconstruct 8") && !a.contains("--reconstruct 12"),
+            "{a}"
+        );
+        let a = device_advice(StencilVersion::V3_0, eo_single, Reconstruct::R8);
         assert!(a.starts_with("use a smaller lattice"), "{a}");
     }
 

@@ -7,7 +7,7 @@
 
 use qcd_solve::backend::cpu::CpuBackend;
 use qcd_solve::backend::cuda::{
-    check_device_memory, device_info, CudaBackend, CudaOptions, StencilVersion,
+    check_device_memory, device_info, CudaBackend, CudaOptions, Reconstruct, StencilVersion,
 };
 use qcd_solve::backend::prelude::*;
 use qcd_solve::backend::Operator;
@@ -61,7 +61,7 @@ fn operator_matches_reference(dims: [usize; 4]) {
                     multiple,
                     coarse_block,
                     device: 0,
-                    reconstruct_12: false,
+                    reconstruct: Reconstruct::R18,
                 };
                 if version == StencilVersion::V3_0 && dims.iter().any(|d| d % 2 == 1) {
                     // 3.0 stores fields by parity: odd extents are refused by name.
@@ -111,9 +111,9 @@ fn every_version_matches_the_reference_on_odd_3x5x7x9() {
 }
 
 /// Version 3.0 applies the fermion phases in-kernel from the lattice's per-direction
-/// boundary, and optionally rebuilds row 2 of each link (reconstruct-12): both against the
-/// reference, for boundaries other than the default, and 12 against 18 reals on an SU(3)
-/// field (equal to rounding).
+/// boundary, and optionally rebuilds links from 12 or 8 stored reals: both against the
+/// reference, for boundaries other than the default, and 12 and 8 against 18 reals on an
+/// SU(3) field (equal to rounding: norm-wise 1e-14 in double).
 #[test]
 fn version_3_0_boundaries_and_reconstruct_12() {
     use qcd_solve::geometry::lattice::Boundary::{Antiperiodic as A, Periodic as P};
@@ -132,11 +132,11 @@ fn version_3_0_boundaries_and_reconstruct_12() {
         for op in [Operator::D, Operator::G5D] {
             let want = apply_reference(op, &gauge, kappa, &psi);
             let mut outs = Vec::new();
-            for reconstruct_12 in [false, true] {
+            for reconstruct in Reconstruct::ALL {
                 let opts = CudaOptions {
                     version: StencilVersion::V3_0,
                     coarse_block: 64,
-                    reconstruct_12,
+                    reconstruct,
                     ..CudaOptions::default()
                 };
                 let mut gpu = CudaBackend::new(&gauge, kappa, &opts).unwrap();
@@ -146,18 +146,20 @@ fn version_3_0_boundaries_and_reconstruct_12() {
                 let got = gpu.download(&d_out).unwrap();
                 let rel = got.rel_diff(&want);
                 eprintln!(
-                    "{} {boundary:?} {op} 3.0 r{}: {rel:.2e}",
+                    "{} {boundary:?} {op} 3.0 {}: {rel:.2e}",
                     l.dims_string(),
-                    if reconstruct_12 { 12 } else { 18 }
+                    reconstruct.label()
                 );
                 if rel.is_nan() || rel >= 1e-13 {
-                    failures.push(format!("{dims:?} {op} r12={reconstruct_12}: {rel:e}"));
+                    failures.push(format!("{dims:?} {op} {}: {rel:e}", reconstruct.label()));
                 }
                 outs.push(got);
             }
-            let rel = outs[1].rel_diff(&outs[0]);
-            if rel.is_nan() || rel >= 1e-14 {
-                failures.push(format!("{dims:?} {op} 12 vs 18 reals: {rel:e}"));
+            for (k, r) in Reconstruct::ALL.iter().enumerate().skip(1) {
+                let rel = outs[k].rel_diff(&outs[0]);
+                if rel.is_nan() || rel >= 1e-14 {
+                    failures.push(format!("{dims:?} {op} {} vs 18 reals: {rel:e}", r.reals()));
+                }
             }
         }
     }

@@ -27,7 +27,7 @@
 use qcd_solve::backend::cpu::CpuBackend;
 use qcd_solve::backend::cuda::{
     device_info, gather_spinor, local_gauge, local_spinor, CudaBackend, CudaOptions, PeerCopies,
-    StencilVersion,
+    Reconstruct, StencilVersion,
 };
 use qcd_solve::backend::prelude::*;
 use qcd_solve::backend::{Layout, Operator, Precision, Subset};
@@ -47,11 +47,11 @@ fn require_gpu() {
     }
 }
 
-fn opts(r12: bool) -> CudaOptions {
+fn opts(reconstruct: Reconstruct) -> CudaOptions {
     CudaOptions {
         version: StencilVersion::V3_0,
         coarse_block: 128,
-        reconstruct_12: r12,
+        reconstruct,
         ..CudaOptions::default()
     }
 }
@@ -182,8 +182,8 @@ fn operators_match(dims: [usize; 4], grid: [usize; 4], precisions: &[Precision])
     let phi = SpinorField::random(l.volume(), 31, 2 << 40);
     let mut cpu = CpuBackend::new(&gauge, KAPPA);
     let mut failures = Vec::new();
-    for r12 in [false, true] {
-        let o = opts(r12);
+    for r in Reconstruct::ALL {
+        let o = opts(r);
         let mut whole = CudaBackend::new(&gauge, KAPPA, &o).unwrap();
         // Every rank computes every case; each returns its local results in case order.
         let per_rank: Vec<Vec<SpinorField>> = on_ranks(&gauge, grid, &o, |b, p| {
@@ -210,13 +210,15 @@ fn operators_match(dims: [usize; 4], grid: [usize; 4], precisions: &[Precision])
                 let want_cpu = compute(&mut cpu, case, prec, &psi, &phi);
                 let (rg, rc) = (got.rel_diff(&want_gpu), got.rel_diff(&want_cpu));
                 eprintln!(
-                    "{} grid {grid:?} {case:?} {prec:?} r12={r12}: vs undecomposed {rg:.2e}, vs CPU {rc:.2e}",
-                    l.dims_string()
+                    "{} grid {grid:?} {case:?} {prec:?} {}: vs undecomposed {rg:.2e}, vs CPU {rc:.2e}",
+                    l.dims_string(),
+                    r.label()
                 );
-                for (what, r) in [("undecomposed", rg), ("CPU", rc)] {
-                    if r.is_nan() || r > tol(prec) {
+                for (what, rel) in [("undecomposed", rg), ("CPU", rc)] {
+                    if rel.is_nan() || rel > tol(prec) {
                         failures.push(format!(
-                            "{case:?} {prec:?} r12={r12} grid {grid:?} vs {what}: {r:e}"
+                            "{case:?} {prec:?} {} grid {grid:?} vs {what}: {rel:e}",
+                            r.label()
                         ));
                     }
                 }
@@ -293,7 +295,7 @@ fn solves_match(dims: [usize; 4], grid: [usize; 4]) {
     let l = lattice(dims);
     let gauge = GaugeField::random(&l, 41);
     let b = SpinorField::random(l.volume(), 41, 1 << 40);
-    let o = opts(false);
+    let o = opts(Reconstruct::R18);
     let mut whole = CudaBackend::new(&gauge, KAPPA, &o).unwrap();
     let mut failures = Vec::new();
     // CR with host scalars, the fused CR (device scalars; on the ranks, summed over them
@@ -430,7 +432,7 @@ fn tuning_on_a_split_lattice_is_collective() {
     std::fs::create_dir_all(&dir).unwrap();
     let path0 = dir.join("rank0.tsv");
     let _ = std::fs::remove_file(&path0);
-    let first = on_ranks(&problem.gauge, grid, &opts(true), |b, p| {
+    let first = on_ranks(&problem.gauge, grid, &opts(Reconstruct::R12), |b, p| {
         let local = local_problem(&problem, p).unwrap();
         let path = dir.join(format!("first-{}.tsv", p.rank()));
         let _ = std::fs::remove_file(&path);
@@ -454,7 +456,7 @@ fn tuning_on_a_split_lattice_is_collective() {
         text.contains("\t16x16x16x16\tsingle-eo-split-t\t"),
         "rank 0's cache does not name the local dims and the split: {text}"
     );
-    let second = on_ranks(&problem.gauge, grid, &opts(true), |b, p| {
+    let second = on_ranks(&problem.gauge, grid, &opts(Reconstruct::R12), |b, p| {
         let local = local_problem(&problem, p).unwrap();
         let path = if p.rank() == 0 {
             path0.clone()

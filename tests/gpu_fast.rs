@@ -9,7 +9,9 @@
 //! stores) and 1e-5 for the single-precision (r|g5 D r), whose terms cancel (see there).
 
 use qcd_solve::backend::cpu::CpuBackend;
-use qcd_solve::backend::cuda::{device_info, CudaBackend, CudaOptions, StencilVersion};
+use qcd_solve::backend::cuda::{
+    device_info, CudaBackend, CudaOptions, Reconstruct, StencilVersion,
+};
 use qcd_solve::backend::prelude::*;
 use qcd_solve::backend::{CrScalars, Layout, Operator, Precision, Subset};
 use qcd_solve::field::{GaugeField, SpinorField, C64};
@@ -35,11 +37,11 @@ fn lattices() -> Vec<Lattice> {
     vec![first, Lattice::new([6, 4, 8, 4], b).unwrap()]
 }
 
-fn gpu(gauge: &GaugeField, reconstruct_12: bool, block: usize) -> CudaBackend {
+fn gpu(gauge: &GaugeField, reconstruct: Reconstruct, block: usize) -> CudaBackend {
     let opts = CudaOptions {
         version: StencilVersion::V3_0,
         coarse_block: block,
-        reconstruct_12,
+        reconstruct,
         ..CudaOptions::default()
     };
     CudaBackend::new(gauge, KAPPA, &opts).unwrap()
@@ -78,6 +80,25 @@ fn op_layout(op: Operator, p: Precision) -> Layout {
     )
 }
 
+/// ||op_gpu psi - op_cpu psi|| / ||op_cpu psi|| on fields of op's layout in `prec`.
+fn gpu_vs_cpu(
+    g: &mut CudaBackend,
+    cpu: &mut CpuBackend,
+    op: Operator,
+    prec: Precision,
+    psi: &SpinorField,
+) -> f64 {
+    let layout = op_layout(op, prec);
+    let cx = field(cpu, psi, layout);
+    let mut cy = cpu.alloc_layout(layout).unwrap();
+    cpu.apply(op, &mut cy, &cx).unwrap();
+    let want = cpu.download(&cy).unwrap();
+    let gx = field(g, psi, layout);
+    let mut gy = g.alloc_layout(layout).unwrap();
+    g.apply(op, &mut gy, &gx).unwrap();
+    g.download(&gy).unwrap().rel_diff(&want)
+}
+
 #[test]
 fn every_operator_matches_the_cpu_in_both_precisions() {
     require_gpu();
@@ -86,32 +107,29 @@ fn every_operator_matches_the_cpu_in_both_precisions() {
         let gauge = GaugeField::random(&l, 21);
         let psi = SpinorField::random(l.volume(), 21, 1 << 40);
         let mut cpu = CpuBackend::new(&gauge, KAPPA);
-        for (r12, block) in [(false, 96), (true, 32), (false, 256)] {
-            let mut g = gpu(&gauge, r12, block);
-            if r12 {
+        for (r, block) in [
+            (Reconstruct::R18, 96),
+            (Reconstruct::R12, 32),
+            (Reconstruct::R18, 256),
+        ] {
+            let mut g = gpu(&gauge, r, block);
+            if r == Reconstruct::R12 {
                 // Built ahead (as before a graph capture) or lazily: the same results.
                 g.prepare_fast_path(Precision::Single).unwrap();
             }
             for prec in [Precision::Double, Precision::Single] {
                 for op in OPS {
-                    let layout = op_layout(op, prec);
-                    let cx = field(&mut cpu, &psi, layout);
-                    let mut cy = cpu.alloc_layout(layout).unwrap();
-                    cpu.apply(op, &mut cy, &cx).unwrap();
-                    let want = cpu.download(&cy).unwrap();
-                    let gx = field(&mut g, &psi, layout);
-                    let mut gy = g.alloc_layout(layout).unwrap();
-                    g.apply(op, &mut gy, &gx).unwrap();
-                    let got = g.download(&gy).unwrap();
-                    let rel = got.rel_diff(&want);
+                    let rel = gpu_vs_cpu(&mut g, &mut cpu, op, prec, &psi);
                     eprintln!(
-                        "{} {op} {prec:?} r12={r12} block {block}: {rel:.2e}",
-                        l.dims_string()
+                        "{} {op} {prec:?} {} block {block}: {rel:.2e}",
+                        l.dims_string(),
+                        r.label()
                     );
                     if rel.is_nan() || rel > tol(prec) {
                         failures.push(format!(
-                            "{} {op} {prec:?} r12={r12} b{block}: {rel:e}",
-                            l.dims_string()
+                            "{} {op} {prec:?} {} b{block}: {rel:e}",
+                            l.dims_string(),
+                            r.label()
                         ));
                     }
                 }
@@ -130,8 +148,8 @@ fn reconstruct_12_equals_18_reals_in_double() {
         for op in OPS {
             let layout = op_layout(op, Precision::Double);
             let mut outs = Vec::new();
-            for r12 in [false, true] {
-                let mut g = gpu(&gauge, r12, 128);
+            for r in [Reconstruct::R18, Reconstruct::R12] {
+                let mut g = gpu(&gauge, r, 128);
                 let x = field(&mut g, &psi, layout);
                 let mut y = g.alloc_layout(layout).unwrap();
                 g.apply(op, &mut y, &x).unwrap();
@@ -143,6 +161,117 @@ fn reconstruct_12_equals_18_reals_in_double() {
     }
 }
 
+/// The gauge fields of the 8-real tests: random SU(3) on each test lattice, the unit field
+/// (every link takes v3_unpack_8's degenerate branch) and a real configuration written by
+/// another code (../shared/lattices/ATB_nersc.l8t4b3360, 8x8x8x4, MANIFEST.md).
+fn r8_fields() -> Vec<(String, GaugeField)> {
+    let mut out: Vec<(String, GaugeField)> = lattices()
+        .into_iter()
+        .map(|l| {
+            (
+                format!("random {}", l.dims_string()),
+                GaugeField::random(&l, 21),
+            )
+        })
+        .collect();
+    out.push(("unit 4x4x4x8".into(), GaugeField::unit(&lattices()[0])));
+    let file = std::path::Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../shared/lattices/ATB_nersc.l8t4b3360"
+    ));
+    let (g, _) = qcd_solve::io::read_gauge(file, None, None, DEFAULT_BOUNDARY).unwrap();
+    out.push(("ATB_nersc 8x8x8x4".into(), g));
+    out
+}
+
+/// reconstruct = 8 (links rebuilt from 8 stored reals in registers) against the CPU's full
+/// links, every operator, both precisions. Tolerances as the file's: double 1e-13 (the 8
+/// reals rebuild a link to about 1e-16 / min(|U00|, |U20|), src/field/su3.rs's round-trip
+/// tests, norm-wise far below), single 1e-6 (binary32 arithmetic; the 8 reals and the
+/// rebuilt elements are rounded to single like the 18 of r18, validate/emu/run_v3eo.sh
+/// measures the same kernel on the CPU at a few 1e-7).
+#[test]
+fn reconstruct_8_matches_the_cpu_in_both_precisions() {
+    require_gpu();
+    let mut failures = Vec::new();
+    for (name, gauge) in r8_fields() {
+        let l = gauge.lattice.clone();
+        let psi = SpinorField::random(l.volume(), 21, 1 << 40);
+        let mut cpu = CpuBackend::new(&gauge, KAPPA);
+        let mut g = gpu(&gauge, Reconstruct::R8, 64);
+        for prec in [Precision::Double, Precision::Single] {
+            for op in OPS {
+                let rel = gpu_vs_cpu(&mut g, &mut cpu, op, prec, &psi);
+                eprintln!("{name} {op} {prec:?} r8: {rel:.2e}");
+                if rel.is_nan() || rel > tol(prec) {
+                    failures.push(format!("{name} {op} {prec:?} r8: {rel:e}"));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{failures:?}");
+}
+
+/// CR solves with reconstruct = 8 through the main job's solve_on: the fused CR in double
+/// on the full lattice and even-odd single-double (reliable updates in double). Expected:
+/// converged, and the true residual ||b - D x|| / ||b|| <= tol as the backend computes it
+/// (the solver stops on the double residual; even-odd: the full system's residual after
+/// the reconstruction, 1.5 tol as tests/gpu_fused.rs allows it), recomputed on the CPU
+/// with the full 18-real links within the same bounds.
+#[test]
+fn reconstruct_8_cr_solves_reach_the_true_residual() {
+    use qcd_solve::app::run::{solve_on, Problem, SolvePlan};
+    use qcd_solve::config::Preconditioning;
+    use qcd_solve::solver::{CrParams, StopReason};
+    require_gpu();
+    let l = Lattice::new([8, 8, 8, 16], DEFAULT_BOUNDARY).unwrap();
+    let gauge = GaugeField::random(&l, 7);
+    let source = SpinorField::random(l.volume(), 8, 0);
+    let tol = 1e-10;
+    let problem = Problem {
+        lattice: l.clone(),
+        plaquette: gauge.plaquette(),
+        link_trace: gauge.link_trace(),
+        gauge: gauge.clone(),
+        gauge_description: "random".into(),
+        gauge_reunitarised: None,
+        kappa: KAPPA,
+        operator: Operator::G5D,
+        source: source.clone(),
+        source_description: "random".into(),
+        setup_seconds: 0.0,
+    };
+    let mut g = gpu(&gauge, Reconstruct::R8, 128);
+    let mut cpu = CpuBackend::new(&gauge, KAPPA);
+    let b = cpu.upload(&source).unwrap();
+    for (eo, bound) in [(false, tol), (true, 1.5 * tol)] {
+        let mut plan = SolvePlan::seed(CrParams::new(tol, 2000));
+        plan.fused = true;
+        if eo {
+            plan.preconditioning = Preconditioning::EvenOdd;
+            plan.precision = Precision::Single;
+            plan.check_every = 5;
+        }
+        let r = solve_on(&mut g, &problem, &plan).unwrap();
+        let x = cpu.upload(&r.solution).unwrap();
+        let on_cpu = qcd_solve::solver::true_residual(&mut cpu, Operator::D, &b, &x).unwrap();
+        eprintln!(
+            "r8 {}: {} iterations, true residual {:.2e} (GPU), {on_cpu:.2e} (CPU, 18 reals)",
+            plan.describe(),
+            r.iterations,
+            r.true_residual
+        );
+        assert_eq!(r.reason, StopReason::Converged, "{}", plan.describe());
+        assert!(
+            r.true_residual <= bound,
+            "{}: {:e}",
+            plan.describe(),
+            r.true_residual
+        );
+        assert!(on_cpu <= bound, "{}: CPU {on_cpu:e}", plan.describe());
+    }
+}
+
 #[test]
 fn hop_xpay_matches_the_cpu() {
     require_gpu();
@@ -151,7 +280,7 @@ fn hop_xpay_matches_the_cpu() {
         let a = SpinorField::random(l.volume(), 8, 1 << 40);
         let b = SpinorField::random(l.volume(), 8, 2 << 40);
         let mut cpu = CpuBackend::new(&gauge, KAPPA);
-        let mut g = gpu(&gauge, false, 64);
+        let mut g = gpu(&gauge, Reconstruct::R18, 64);
         for prec in [Precision::Double, Precision::Single] {
             for p in [Subset::Even, Subset::Odd] {
                 let q = Subset::from_parity(1 - p.parity().unwrap());
@@ -183,7 +312,7 @@ fn conversions_round_trip_and_match_the_cpu() {
     let gauge = GaugeField::random(l, 2);
     let psi = SpinorField::random(l.volume(), 2, 1 << 40);
     let mut cpu = CpuBackend::new(&gauge, KAPPA);
-    let mut g = gpu(&gauge, false, 256);
+    let mut g = gpu(&gauge, Reconstruct::R18, 256);
     let full = g.upload(&psi).unwrap();
     // Gather both parities in double and scatter them back: exact.
     let mut back = g.alloc().unwrap();
@@ -230,7 +359,7 @@ fn blas_and_reductions_on_half_and_single_fields_match_the_cpu() {
     let y = SpinorField::random(l.volume(), 3, 2 << 40);
     let a = C64::new(0.7, -1.3);
     let mut cpu = CpuBackend::new(&gauge, KAPPA);
-    let mut g = gpu(&gauge, false, 256);
+    let mut g = gpu(&gauge, Reconstruct::R18, 256);
     for subset in [Subset::Full, Subset::Even, Subset::Odd] {
         for prec in [Precision::Double, Precision::Single] {
             let lay = Layout::new(subset, prec);
@@ -275,7 +404,7 @@ fn cr_apply_dot_matches_the_cpu_and_obeys_active() {
         let mut cpu = CpuBackend::new(&gauge, KAPPA);
         // Block 32: the most blocks the partials have room for.
         for block in [32, 256] {
-            let mut g = gpu(&gauge, false, block);
+            let mut g = gpu(&gauge, Reconstruct::R18, block);
             for prec in [Precision::Double, Precision::Single] {
                 for op in OPS {
                     let layout = op_layout(op, prec);
@@ -386,7 +515,7 @@ fn mixed_layouts_and_seed_versions_are_refused_not_panics() {
     let l = &lattices()[0];
     let gauge = GaugeField::unit(l);
     let psi = SpinorField::random(l.volume(), 1, 0);
-    let mut g = gpu(&gauge, false, 64);
+    let mut g = gpu(&gauge, Reconstruct::R18, 64);
     let even = Layout::new(Subset::Even, Precision::Double);
     let odd = Layout::new(Subset::Odd, Precision::Double);
     let even_s = Layout::new(Subset::Even, Precision::Single);

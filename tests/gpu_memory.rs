@@ -20,7 +20,9 @@
 use cudarc::driver::CudaContext;
 use qcd_solve::app::footprint::{estimate, DevicePlan};
 use qcd_solve::app::run::{build_problem, solve_on, Problem, SolvePlan};
-use qcd_solve::backend::cuda::{device_info, CudaBackend, CudaOptions, StencilVersion};
+use qcd_solve::backend::cuda::{
+    device_info, CudaBackend, CudaOptions, Reconstruct, StencilVersion,
+};
 use qcd_solve::backend::ledger::describe_lines;
 use qcd_solve::config::{LoadedConfig, Preconditioning, SolverPrecision};
 use qcd_solve::linalg::Precision;
@@ -74,7 +76,11 @@ fn plan(cfg: &LoadedConfig, case: Case) -> (CudaOptions, SolvePlan) {
     };
     let opts = CudaOptions {
         version,
-        reconstruct_12: r12,
+        reconstruct: if r12 {
+            Reconstruct::R12
+        } else {
+            Reconstruct::R18
+        },
         ..CudaOptions::default()
     };
     (opts, SolvePlan::from_config(&c, version.is_fast_path()))
@@ -122,9 +128,9 @@ fn every_plan_books_exactly_what_its_estimate_says() {
         let e = estimate(&DevicePlan::of_run(p.lattice.volume(), &opts, &plan, false));
         let books = be.memory_books();
         let name = format!(
-            "{} r12 {}: {}",
+            "{} {}: {}",
             opts.version,
-            opts.reconstruct_12,
+            opts.reconstruct.label(),
             plan.describe()
         );
         eprintln!(

@@ -11,7 +11,7 @@ use super::tuning::{median_spread, start_options, tune_live};
 use crate::app::run::{build_problem, solve_on, thread_pool, Problem, SolvePlan};
 use crate::backend::cpu::CpuBackend;
 use crate::backend::cuda::tune::TuneCache;
-use crate::backend::cuda::{CudaBackend, CudaOptions, StencilVersion};
+use crate::backend::cuda::{CudaBackend, CudaOptions, Reconstruct, StencilVersion};
 use crate::backend::prelude::*;
 use crate::backend::Layout;
 use crate::config::LoadedConfig;
@@ -154,7 +154,7 @@ fn run_version(
         last = Some(r);
     }
     let r = last.expect("repeat >= 1");
-    let label = variant_label(version, params, opts.reconstruct_12);
+    let label = variant_label(version, params, opts.reconstruct);
     // The books cover the last timed solve (reset before it).
     let rates = crate::report::stencil_rates(&be, p.lattice.volume());
     let (pm, ps) = median_spread(per_it);
@@ -303,7 +303,11 @@ fn failed_method_row(method: Method, options: &str, e: &Error) -> MethodRow {
 }
 
 /// "1.6.1", or "3.0 fused+eo+single+r12" for the option rows.
-pub fn variant_label(version: StencilVersion, plan: &SolvePlan, r12: bool) -> String {
+pub fn variant_label(
+    version: StencilVersion,
+    plan: &SolvePlan,
+    reconstruct: Reconstruct,
+) -> String {
     let mut l = version.to_string();
     if plan.fused {
         l.push_str(" fused");
@@ -314,15 +318,17 @@ pub fn variant_label(version: StencilVersion, plan: &SolvePlan, r12: bool) -> St
             l.push_str("+single");
         }
     }
-    if r12 {
-        l.push_str(if plan.fused { "+r12" } else { " r12" });
+    if reconstruct.compressed() {
+        l.push_str(if plan.fused { "+" } else { " " });
+        l.push_str(reconstruct.label());
     }
     l
 }
 
 /// The fast path's option rows (kernel 3.0): the fused iteration, then each option on
-/// its own and together, so that the table shows each option's own gain.
-pub fn option_variants(base: &SolvePlan) -> Vec<(SolvePlan, bool)> {
+/// its own and together, so that the table shows each option's own gain (link compression:
+/// 12 and 8 reals, on the fused iteration and with every option).
+pub fn option_variants(base: &SolvePlan) -> Vec<(SolvePlan, Reconstruct)> {
     use crate::backend::Precision;
     use crate::config::Preconditioning;
     let fused = SolvePlan {
@@ -342,12 +348,14 @@ pub fn option_variants(base: &SolvePlan) -> Vec<(SolvePlan, bool)> {
         ..eo.clone()
     };
     vec![
-        (fused.clone(), false),
-        (fused, true),
-        (eo, false),
-        (single, false),
-        (both.clone(), false),
-        (both, true),
+        (fused.clone(), Reconstruct::R18),
+        (fused.clone(), Reconstruct::R12),
+        (fused, Reconstruct::R8),
+        (eo, Reconstruct::R18),
+        (single, Reconstruct::R18),
+        (both.clone(), Reconstruct::R18),
+        (both.clone(), Reconstruct::R12),
+        (both, Reconstruct::R8),
     ]
 }
 
@@ -452,13 +460,13 @@ pub fn measure(
             reliable_delta: c.solver.reliable_delta,
             ..params.clone()
         };
-        for (plan, r12) in option_variants(&fast) {
-            let label = variant_label(StencilVersion::V3_0, &plan, r12);
+        for (plan, reconstruct) in option_variants(&fast) {
+            let label = variant_label(StencilVersion::V3_0, &plan, reconstruct);
             if let Some(b) = &bar {
                 b.set_message(label.clone());
             }
             let opts = CudaOptions {
-                reconstruct_12: r12,
+                reconstruct,
                 ..start_options(StencilVersion::V3_0, &base, mode)
             };
             let tuning = Tuning {

@@ -50,8 +50,8 @@ pub struct OverrideArgs {
     /// Workgroup multiple of versions 1.2+ (overrides [backend] multiple).
     #[arg(long, allow_negative_numbers = true)]
     pub multiple: Option<i64>,
-    /// Reals per link the stencil reads: 18, or 12 (two-row compression, kernel 3.0 only;
-    /// overrides [backend] reconstruct).
+    /// Reals per link the stencil reads: 18, or 12 (two-row compression) or 8 (the SU(3)
+    /// 8-parameter form), kernel 3.0 only (overrides [backend] reconstruct).
     #[arg(long, allow_negative_numbers = true)]
     pub reconstruct: Option<i64>,
     /// CPU threads, 0 = all (overrides [backend] threads).

@@ -5,7 +5,7 @@
 //! at B. Floors (each field read or written once, conventions.md):
 //!
 //! - dslash, full lattice: 4 links + 1 input + 1 output spinor per site: 960 B/site in
-//!   double with 18 reals per link, 768 with 12; half that in single;
+//!   double with 18 reals per link, 768 with 12, 640 with 8; half that in single;
 //! - Schur operator M_ee on an even field: two half-lattice hops, each reading every link
 //!   (the odd outputs need the even sites' backward links and their own forward ones),
 //!   plus five half-lattice spinors (x_e, tmp_o written and read, x_e again, out);
@@ -13,7 +13,7 @@
 //!   spinors each (xr: x, p, r, Ap read, x, r written; p: r, Ar, p, Ap read, p, Ap
 //!   written): 960 + 2 * 6 * 192 = 3264 B/site in double.
 
-use crate::backend::cuda::{CudaBackend, CudaOptions, StencilVersion};
+use crate::backend::cuda::{CudaBackend, CudaOptions, Reconstruct, StencilVersion};
 use crate::backend::prelude::*;
 use crate::backend::{CrScalars, Layout, Operator, Precision, Subset};
 use crate::error::{Error, Result};
@@ -102,17 +102,18 @@ pub fn measure(
             target,
         })
     };
-    for r12 in [false, true] {
+    for (ri, reconstruct) in Reconstruct::ALL.into_iter().enumerate() {
         let mut opts = CudaOptions {
             version: StencilVersion::V3_0,
-            reconstruct_12: r12,
+            reconstruct,
             ..CudaOptions::default()
         };
         if let Some(b) = block {
             opts.coarse_block = b;
         }
         let mut be = CudaBackend::new(&gauge, kappa, &opts)?;
-        let rec = if r12 { 12 } else { 18 };
+        let rec = reconstruct.reals();
+        let r18 = reconstruct == Reconstruct::R18;
         let full = be.upload(&psi)?;
         for prec in [Precision::Double, Precision::Single] {
             let lf = Layout::new(Subset::Full, prec);
@@ -122,7 +123,7 @@ pub fn measure(
             let t = time_batch(&mut be, repeat, &mut |be| {
                 be.apply(Operator::G5D, &mut out, &inp)
             })?;
-            let target = (!r12 && prec == Precision::Double).then_some(1.25);
+            let target = (r18 && prec == Precision::Double).then_some(1.25);
             push(
                 format!("dslash full {prec:?} r{rec}").to_lowercase(),
                 dslash_floor(rec, prec),
@@ -166,7 +167,7 @@ pub fn measure(
                 active: true,
             };
             let mut st = be.cr_state(&s)?;
-            let key = 0xF100 + r12 as u64 * 2 + (prec == Precision::Single) as u64;
+            let key = 0xF100 + ri as u64 * 2 + (prec == Precision::Single) as u64;
             let k = 10;
             let t = time_batch(&mut be, repeat.div_ceil(k), &mut |be| {
                 be.repeat(key, k, &mut |be: &mut CudaBackend| {
@@ -183,7 +184,7 @@ pub fn measure(
                     done.iter, done.nr
                 )));
             }
-            let target = (!r12 && prec == Precision::Double).then_some(1.3);
+            let target = (r18 && prec == Precision::Double).then_some(1.3);
             push(
                 format!("CR iteration fused {prec:?} r{rec}").to_lowercase(),
                 cr_iteration_floor(rec, prec),
@@ -215,7 +216,11 @@ pub fn halo_rows(
         .map(|r12| {
             let opts = CudaOptions {
                 version: StencilVersion::V3_0,
-                reconstruct_12: r12,
+                reconstruct: if r12 {
+                    Reconstruct::R12
+                } else {
+                    Reconstruct::R18
+                },
                 ..CudaOptions::default()
             };
             crate::backend::cuda::time_decomposed_apply(global, [1, 1, 1, 2], &opts, repeat)
@@ -284,6 +289,10 @@ mod tests {
         assert_eq!(dslash_floor(18, Precision::Double), 960.0);
         assert_eq!(cr_iteration_floor(18, Precision::Double), 3264.0);
         assert_eq!(dslash_floor(12, Precision::Single), 384.0);
+        // 8 reals: 4 * 8 * 8 + 2 * 192 double, half that in single (conventions.md).
+        assert_eq!(dslash_floor(8, Precision::Double), 640.0);
+        assert_eq!(dslash_floor(8, Precision::Single), 320.0);
+        assert_eq!(schur_floor(8, Precision::Single), 256.0 + 240.0);
         assert_eq!(schur_floor(18, Precision::Double), 1152.0 + 480.0);
     }
 }

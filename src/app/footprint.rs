@@ -244,13 +244,13 @@ pub fn estimate(plan: &DevicePlan) -> DeviceEstimate {
     // comes first).
     let mut resident = construction.resident.clone();
     if let Some(p) = &plan.partition {
-        resident.extend(cuda_fp::halo(p, plan.opts.reconstruct_12));
+        resident.extend(cuda_fp::halo(p, plan.opts.reconstruct));
     }
     let mut prepared = resident.clone();
     if fast && plan.layout.precision == Precision::Single {
         prepared.push(cuda_fp::v3_links(
             v,
-            plan.opts.reconstruct_12,
+            plan.opts.reconstruct,
             Precision::Single,
         ));
     }
@@ -338,7 +338,7 @@ pub fn check_device(
         ));
     }
     let advice =
-        crate::memory::device_advice(plan.opts.version, plan.layout, plan.opts.reconstruct_12);
+        crate::memory::device_advice(plan.opts.version, plan.layout, plan.opts.reconstruct);
     crate::memory::check_device(what, need, &detail, &advice, device)
 }
 
@@ -347,7 +347,10 @@ pub fn run_name(dims: &str, opts: &CudaOptions, plan: &SolvePlan) -> String {
     format!(
         "lattice {dims} with stencil {}{}, {}",
         opts.version,
-        if opts.reconstruct_12 { " r12" } else { "" },
+        match opts.reconstruct {
+            crate::backend::cuda::Reconstruct::R18 => String::new(),
+            r => format!(" {}", r.label()),
+        },
         plan.describe()
     )
 }
@@ -386,7 +389,11 @@ mod tests {
     fn opts(version: StencilVersion, reconstruct_12: bool) -> CudaOptions {
         CudaOptions {
             version,
-            reconstruct_12,
+            reconstruct: if reconstruct_12 {
+                crate::backend::cuda::Reconstruct::R12
+            } else {
+                crate::backend::cuda::Reconstruct::R18
+            },
             ..CudaOptions::default()
         }
     }
@@ -432,6 +439,27 @@ mod tests {
                 assert_eq!(e.peak().name, "solve", "{method}");
             }
         }
+    }
+
+    #[test]
+    fn eight_real_links_take_a_third_less_than_twelve() {
+        // r8 stores 8 reals per link instead of 12: links double 256 B/site (not 384) and
+        // single 128 (not 192), so the even-odd single-double CR peak drops by 192 B/site.
+        let p = plan(Method::Cr, true, Precision::Single);
+        let v = 1 << 20;
+        let of = |r| {
+            let o = CudaOptions {
+                version: StencilVersion::V3_0,
+                reconstruct: r,
+                ..CudaOptions::default()
+            };
+            estimate(&DevicePlan::of_run(v, &o, &p, false)).bytes_per_site()
+        };
+        let (r12, r8) = (
+            of(crate::backend::cuda::Reconstruct::R12),
+            of(crate::backend::cuda::Reconstruct::R8),
+        );
+        assert!((r12 - r8 - 192.0).abs() < 1e-9, "r12 {r12}, r8 {r8}");
     }
 
     #[test]

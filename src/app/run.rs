@@ -425,7 +425,14 @@ pub fn cuda_options(cfg: &LoadedConfig) -> Result<crate::backend::cuda::CudaOpti
     Ok(crate::backend::cuda::CudaOptions {
         version,
         multiple: b.multiple as usize,
-        reconstruct_12: b.reconstruct == 12,
+        reconstruct: crate::backend::cuda::Reconstruct::from_reals(b.reconstruct).ok_or_else(
+            || {
+                Error::invalid(
+                    "backend.reconstruct",
+                    format!("must be 18, 12 or 8; got {}", b.reconstruct),
+                )
+            },
+        )?,
         ..Default::default()
     })
 }

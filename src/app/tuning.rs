@@ -65,7 +65,7 @@ pub fn candidates(version: StencilVersion, base: &CudaOptions) -> Vec<CudaOption
             multiple: g.multiple,
             coarse_block: g.coarse_block,
             device: base.device,
-            reconstruct_12: base.reconstruct_12 && version.supports_reconstruct_12(),
+            reconstruct: version.reconstruct_or_18(base.reconstruct),
         })
         .collect()
 }
@@ -76,7 +76,7 @@ pub fn candidates(version: StencilVersion, base: &CudaOptions) -> Vec<CudaOption
 pub fn start_options(version: StencilVersion, base: &CudaOptions, mode: TuneMode) -> CudaOptions {
     let fixed = CudaOptions {
         version,
-        reconstruct_12: base.reconstruct_12 && version.supports_reconstruct_12(),
+        reconstruct: version.reconstruct_or_18(base.reconstruct),
         ..base.clone()
     };
     if mode == TuneMode::Tune && version.check_multiple(fixed.multiple).is_err() {

@@ -139,14 +139,17 @@ pub fn validate(
         rows.push(row);
     }
     if versions.contains(&StencilVersion::V3_0) {
-        for (plan, r12) in crate::app::ablate::option_variants(&SolvePlan::seed(params.clone())) {
+        for (plan, reconstruct) in
+            crate::app::ablate::option_variants(&SolvePlan::seed(params.clone()))
+        {
             let opts = CudaOptions {
                 version: StencilVersion::V3_0,
                 multiple,
-                reconstruct_12: r12,
+                reconstruct,
                 ..CudaOptions::default()
             };
-            let variant = crate::app::ablate::variant_label(StencilVersion::V3_0, &plan, r12);
+            let variant =
+                crate::app::ablate::variant_label(StencilVersion::V3_0, &plan, reconstruct);
             let row =
                 validate_variant(&truth, kappa, op, &plan, &opts, &variant).unwrap_or_else(|e| {
                     failed_row(StencilVersion::V3_0, variant, lattice, multiple, tol, &e)

@@ -21,7 +21,7 @@ pub enum Purpose {
     /// The canonical gauge field on the device while a seed version (1.0-2.0) builds its
     /// links from it (freed at the end of the set-up).
     GaugeUpload,
-    /// The stencil's links: their precision, reals stored per link (18, or 12 with two-row
+    /// The stencil's links: their precision, reals stored per link (18, or 12 or 8 with
     /// compression) and links per site (3.0: 4; the seed's doubled buffer: 8).
     Links {
         precision: Precision,

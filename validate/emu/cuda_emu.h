@@ -41,6 +41,19 @@ extern std::barrier<>* emu_barrier;
 
 inline void __syncthreads() { emu_barrier->arrive_and_wait(); }
 using std::isfinite;
+// CUDA's sin(pi a) and cos(pi a) (the emulation rounds pi a first; CUDA does not).
+inline void sincospi(double a, double* s, double* c)
+{
+    *s = std::sin(M_PI * a);
+    *c = std::cos(M_PI * a);
+}
+inline void sincospif(float a, float* s, float* c)
+{
+    double sd, cd;
+    sincospi((double)a, &sd, &cd);
+    *s = (float)sd;
+    *c = (float)cd;
+}
 using std::max;
 using std::min;
 

@@ -1,13 +1,13 @@
 // emu_halo.cpp: version 3.0 on a decomposed lattice, run on the CPU through cuda_emu.h:
-// each emulated rank holds its sub-lattice (local links built by build_v3_links, its
-// own ghost links, fields, face buffers); an application is halo_pack on every rank, the
+// each emulated rank holds its sub-lattice (local links laid out as links_to_soa does, in
+// each of the 18-, 12- and 8-real forms, its own ghost links, fields, face buffers); an application is halo_pack on every rank, the
 // "exchange" (face buffers copied on the host: recv_lo of a rank = send_hi of its backward
 // neighbour, recv_hi = send_lo of its forward one), stencil_v3 with split_mask (interior)
 // and halo_exterior per split direction, as src/backend/cuda (halo.rs) launches them. The
 // gathered result is compared with the undecomposed kernel run here on the whole lattice
 // (same code, so to rounding: 1e-15 double, 1e-6 single) and with the CPU backend's
 // oracle of emu_v3eo_dump (1e-13 / 1e-6): D and g5D (full), M_ee and g5 M_ee (even; two
-// exchanges each), both hop_xpay forms, double, single, 12-real links, over several
+// exchanges each), both hop_xpay forms, double, single, 12- and 8-real links, over several
 // process grids (2, 3 and 4 ranks; x and t split, whose global edges are antiperiodic in
 // the dump, and y, z periodic). Exit 1 on failure. Run by validate/emu/run_halo.sh.
 #include "emu_util.h"
@@ -19,12 +19,13 @@
 #define EXT(name, T)                                                                                                  \
     void name(const T*, const T*, T*, const T*, const T*, double, int, int, int, int, int, int, int, int, int, int);
 extern "C" {
-void build_v3_links(const double2*, double2*, int, int, int, int, int);
 void to_single(const double2*, float2*, long long);
-V3(stencil_v3_d, double2) V3(stencil_v3_d12, double2) V3(stencil_v3_s, float2) V3(stencil_v3_s12, float2)
-PACK(halo_pack_d, double2) PACK(halo_pack_d12, double2) PACK(halo_pack_s, float2) PACK(halo_pack_s12, float2)
-EXT(halo_exterior_d, double2) EXT(halo_exterior_d12, double2) EXT(halo_exterior_s, float2)
-EXT(halo_exterior_s12, float2)
+V3(stencil_v3_d, double2) V3(stencil_v3_d12, double2) V3(stencil_v3_d8, double2) V3(stencil_v3_s, float2)
+V3(stencil_v3_s12, float2) V3(stencil_v3_s8, float2)
+PACK(halo_pack_d, double2) PACK(halo_pack_d12, double2) PACK(halo_pack_d8, double2) PACK(halo_pack_s, float2)
+PACK(halo_pack_s12, float2) PACK(halo_pack_s8, float2)
+EXT(halo_exterior_d, double2) EXT(halo_exterior_d12, double2) EXT(halo_exterior_d8, double2)
+EXT(halo_exterior_s, float2) EXT(halo_exterior_s12, float2) EXT(halo_exterior_s8, float2)
 }
 
 // The face-checkerboard index of a site on a face perpendicular to mu (v3_core.cuh).
@@ -56,6 +57,13 @@ int main(int argc, char** argv)
     const int mask = hd.mask;
     const size_t nf = (size_t)V * 12;
     const std::vector<double2>&canon = dump.canon, &psi = dump.psi, &phi = dump.phi;
+    // Complex elements stored per link of variant v: 18, 12 and 8 reals.
+    const int elems[3] = {9, 6, 4};
+    auto single = [&](const std::vector<double2>& d) {
+        std::vector<float2> f(d.size());
+        emu_launch(blocks(d.size(), 256), 256, 0, false, [&] { to_single(d.data(), f.data(), (long long)d.size()); });
+        return f;
+    };
     const auto& refs = dump.refs;
     std::printf("global lattice %dx%dx%dx%d, kappa %g, antiperiodic mask %d\n", gl[0], gl[1], gl[2], gl[3], kappa,
                 mask);
@@ -84,9 +92,11 @@ int main(int argc, char** argv)
             int coords[4], offset[4];
             int anti_lo = 0, anti_hi = 0;
             int fwd[4], bwd[4];
-            std::vector<double2> links_d, ghost_d[4];
-            std::vector<float2> links_s, ghost_s[4];
+            // [variant][mu]: 18, 12, 8 reals per link.
+            std::vector<double2> links_d[3], ghost_d[3][4];
+            std::vector<float2> links_s[3], ghost_s[3][4];
             std::vector<double2> canon;
+            std::vector<double> pack8;
         };
         std::vector<Rank> R(ranks);
         auto rank_of = [&](const int c[4]) { return c[0] + grid[0] * (c[1] + grid[1] * (c[2] + grid[2] * c[3])); };
@@ -121,43 +131,48 @@ int main(int argc, char** argv)
                 }
             }
             rk.canon.resize((size_t)L.V * 36);
-            for (int s = 0; s < L.V; ++s)
+            rk.pack8.resize((size_t)L.V * 32);
+            for (int s = 0; s < L.V; ++s) {
                 std::copy_n(&canon[(size_t)global_site(rk, s) * 36], 36, &rk.canon[(size_t)s * 36]);
-            rk.links_d.resize((size_t)L.V * 36);
-            rk.links_s.resize((size_t)L.V * 36);
-            emu_launch(blocks((size_t)L.V * 36, 256), 256, 0, false,
-                       [&] { build_v3_links(rk.canon.data(), rk.links_d.data(), L.V, ll[0], ll[1], ll[2], ll[3]); });
-            emu_launch(blocks((size_t)L.V * 36, 256), 256, 0, false,
-                       [&] { to_single(rk.links_d.data(), rk.links_s.data(), (long long)L.V * 36); });
+                std::copy_n(&dump.pack8[(size_t)global_site(rk, s) * 32], 32, &rk.pack8[(size_t)s * 32]);
+            }
+            for (int v = 0; v < 3; ++v) {
+                rk.links_d[v] = soa_links(L, rk.canon.data(), rk.pack8.data(), elems[v]);
+                rk.links_s[v] = single(rk.links_d[v]);
+            }
         }
-        // Ghost links (host side, as CudaBackend::new_decomposed): for split mu, the
-        // backward neighbour's U_mu on its upper face, at q*9*Fh + e*Fh + fcb.
+        // Ghost links (host side, as halo.rs upper_face_links): for split mu, the backward
+        // neighbour's U_mu on its upper face, its E stored elements at q*E*Fh + e*Fh + fcb.
         for (int r = 0; r < ranks; ++r)
             for (int mu = 0; mu < 4; ++mu) {
                 if (grid[mu] == 1)
                     continue;
                 const Rank& nb = R[R[r].bwd[mu]];
                 const int fh = L.face_sites(mu) / 2;
-                std::vector<double2> g((size_t)fh * 18);
-                for (int s = 0; s < L.V; ++s) {
-                    int c[4];
-                    L.coords(s, c);
-                    if (c[mu] != ll[mu] - 1)
-                        continue;
-                    const int q = L.parity(s);
-                    for (int e = 0; e < 9; ++e)
-                        g[(size_t)q * 9 * fh + (size_t)e * fh + face_cb(L, mu, c)] = nb.canon[(size_t)s * 36 + mu * 9 + e];
+                for (int v = 0; v < 3; ++v) {
+                    const int E = elems[v];
+                    std::vector<double2> g((size_t)fh * 2 * E);
+                    for (int s = 0; s < L.V; ++s) {
+                        int c[4];
+                        L.coords(s, c);
+                        if (c[mu] != ll[mu] - 1)
+                            continue;
+                        const int q = L.parity(s);
+                        for (int e = 0; e < E; ++e)
+                            g[(size_t)q * E * fh + (size_t)e * fh + face_cb(L, mu, c)] =
+                                stored_link(nb.canon.data(), nb.pack8.data(), s, mu, E, e);
+                    }
+                    R[r].ghost_d[v][mu] = g;
+                    R[r].ghost_s[v][mu].resize(g.size());
+                    for (size_t k = 0; k < g.size(); ++k)
+                        R[r].ghost_s[v][mu][k] = from_d<float2>(g[k]);
                 }
-                R[r].ghost_d[mu] = g;
-                R[r].ghost_s[mu].resize(g.size());
-                for (size_t k = 0; k < g.size(); ++k)
-                    R[r].ghost_s[mu][k] = from_d<float2>(g[k]);
             }
         char gname[64];
         std::snprintf(gname, sizeof gname, "grid %dx%dx%dx%d ", grid[0], grid[1], grid[2], grid[3]);
 
         auto run = [&](const char* name, auto stencil, auto pack, auto exterior, auto zero, int prec, bool single,
-                       auto* whole_links) {
+                       int v, auto* whole_links) {
             using T = decltype(zero);
             const double tol = prec == 0 ? 1e-13 : 1e-6;
             const double tol_same = prec == 0 ? 1e-15 : 1e-6;
@@ -216,7 +231,7 @@ int main(int argc, char** argv)
                     }
                 for (int r = 0; r < ranks; ++r) {
                     const size_t nthreads = full ? 2 * ((L.vh + 31) / 32 * 32) : L.vh;
-                    const T* links = single ? (const T*)R[r].links_s.data() : (const T*)R[r].links_d.data();
+                    const T* links = single ? (const T*)R[r].links_s[v].data() : (const T*)R[r].links_d[v].data();
                     emu_launch(blocks(nthreads, block), block, 0, false, [&] {
                         stencil(inp[r].data() + inp_off, y ? (*y)[r].data() + y_off : nullptr, out[r].data() + out_off,
                                 links, c, g5, par, L.V, ll[0], ll[1], ll[2], ll[3], split_mask, R[r].anti_lo,
@@ -227,7 +242,8 @@ int main(int argc, char** argv)
                             continue;
                         const auto& recv_lo = send_hi[R[r].bwd[mu]][mu];
                         const auto& recv_hi = send_lo[R[r].fwd[mu]][mu];
-                        const T* ghost = single ? (const T*)R[r].ghost_s[mu].data() : (const T*)R[r].ghost_d[mu].data();
+                        const T* ghost =
+                            single ? (const T*)R[r].ghost_s[v][mu].data() : (const T*)R[r].ghost_d[v][mu].data();
                         const size_t threads = 2 * (recv_lo.size() / 6);
                         emu_launch(blocks(threads, block), block, 0, false, [&] {
                             exterior(recv_lo.data(), recv_hi.data(), out[r].data() + out_off, links, ghost, c, g5, par,
@@ -314,17 +330,19 @@ int main(int argc, char** argv)
                 report(tag + "hop_xpay odd vs undecomposed", rel_diff(got, whole(psi, &phi, -0.21, 0, 1)), tol_same);
             }
         };
-        // Whole-lattice links for the undecomposed reference run.
-        std::vector<double2> wl_d((size_t)V * 36);
-        std::vector<float2> wl_s((size_t)V * 36);
-        emu_launch(blocks((size_t)V * 36, 256), 256, 0, false,
-                   [&] { build_v3_links(canon.data(), wl_d.data(), V, gl[0], gl[1], gl[2], gl[3]); });
-        emu_launch(blocks((size_t)V * 36, 256), 256, 0, false,
-                   [&] { to_single(wl_d.data(), wl_s.data(), (long long)V * 36); });
-        run("double", stencil_v3_d, halo_pack_d, halo_exterior_d, double2{}, 0, false, wl_d.data());
-        run("double r12", stencil_v3_d12, halo_pack_d12, halo_exterior_d12, double2{}, 0, false, wl_d.data());
-        run("single", stencil_v3_s, halo_pack_s, halo_exterior_s, float2{}, 1, true, wl_s.data());
-        run("single r12", stencil_v3_s12, halo_pack_s12, halo_exterior_s12, float2{}, 1, true, wl_s.data());
+        // Whole-lattice links for the undecomposed reference run, per variant.
+        std::vector<double2> wl_d[3];
+        std::vector<float2> wl_s[3];
+        for (int v = 0; v < 3; ++v) {
+            wl_d[v] = soa_links(G, canon.data(), dump.pack8.data(), elems[v]);
+            wl_s[v] = single(wl_d[v]);
+        }
+        run("double", stencil_v3_d, halo_pack_d, halo_exterior_d, double2{}, 0, false, 0, wl_d[0].data());
+        run("double r12", stencil_v3_d12, halo_pack_d12, halo_exterior_d12, double2{}, 0, false, 1, wl_d[1].data());
+        run("double r8", stencil_v3_d8, halo_pack_d8, halo_exterior_d8, double2{}, 0, false, 2, wl_d[2].data());
+        run("single", stencil_v3_s, halo_pack_s, halo_exterior_s, float2{}, 1, true, 0, wl_s[0].data());
+        run("single r12", stencil_v3_s12, halo_pack_s12, halo_exterior_s12, float2{}, 1, true, 1, wl_s[1].data());
+        run("single r8", stencil_v3_s8, halo_pack_s8, halo_exterior_s8, float2{}, 1, true, 2, wl_s[2].data());
     }
     std::printf("%s\n", failures ? "FAILED" : "all checks passed");
     return failures ? 1 : 0;

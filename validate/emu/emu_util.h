@@ -96,6 +96,29 @@ struct Geo {
     return g;
 }
 
+// Stored element e (of E) of link (s, mu), as src/backend/cuda/fast_layout.rs stored_link:
+// E = 9 or 6: element e = row*3 + col of canon ([site][mu][9]); E = 4: real pair e of the
+// 8-real form pack8 ([site][mu][8], Su3::pack8).
+[[maybe_unused]] static double2 stored_link(const double2* canon, const double* pack8, size_t s, int mu, int E,
+                                            int e)
+{
+    const size_t link = s * 4 + mu;
+    return E == 4 ? double2{pack8[link * 8 + 2 * e], pack8[link * 8 + 2 * e + 1]} : canon[link * 9 + e];
+}
+
+// 3.0's link array of a lattice (fast_layout::links_to_soa): element e of the E stored of
+// U_mu at (p, cb) at p*4E*Vh + (mu*E + e)*Vh + cb.
+[[maybe_unused]] static std::vector<double2> soa_links(const Geo& g, const double2* canon, const double* pack8, int E)
+{
+    std::vector<double2> soa((size_t)g.V * 4 * E);
+    for (int s = 0; s < g.V; ++s)
+        for (int mu = 0; mu < 4; ++mu)
+            for (int e = 0; e < E; ++e)
+                soa[(size_t)g.parity(s) * 4 * E * g.vh + (size_t)(mu * E + e) * g.vh + s / 2] =
+                    stored_link(canon, pack8, s, mu, E, e);
+    return soa;
+}
+
 // The header of an oracle dump: 8 magic bytes, dims (u64 x 4), antiperiodic mask (u64),
 // kappa (f64). Exits 2 on a wrong file.
 struct DumpHeader {
@@ -124,11 +147,13 @@ static DumpHeader read_header(std::ifstream& in, const char* magic_want, const c
 
 // The oracle of examples/emu_v3eo_dump.rs: header, canonical links, psi, phi, the CPU
 // backend's refs[precision][D, g5D, Mee, g5Mee, hop even, hop odd] (full canonical fields,
-// zeros off a half field's parity) and (psi_e | g5 M_ee psi_e). Exits 2 on a wrong file.
+// zeros off a half field's parity), (psi_e | g5 M_ee psi_e) and every link's 8-real form
+// (Su3::pack8, [site][mu][8]). Exits 2 on a wrong file.
 struct V3eoDump {
     DumpHeader h;
     std::vector<double2> canon, psi, phi, refs[2][6];
     double rar_re, rar_im;
+    std::vector<double> pack8;
 };
 [[maybe_unused]] static V3eoDump read_v3eo_dump(const char* path)
 {
@@ -149,6 +174,8 @@ struct V3eoDump {
         }
     in.read((char*)&d.rar_re, 8);
     in.read((char*)&d.rar_im, 8);
+    d.pack8.resize(nf / 12 * 4 * 8);
+    in.read((char*)d.pack8.data(), d.pack8.size() * 8);
     if (!in) {
         std::fprintf(stderr, "short dump\n");
         std::exit(2);

@@ -1,10 +1,15 @@
 // emu_v3eo.cpp: runs version 3.0's parity-major stencil family (kernels/stencil_v3.cu in
-// double and single precision, 18 and 12 reals per link; full and parity modes, the xpay
-// form, the fused (y|out) epilogue) and build_v3_links / to_single (layout.cu) on the CPU
+// double and single precision, 18, 12 and 8 reals per link; full and parity modes, the
+// xpay form, the fused (y|out) epilogue) and to_single / to_double (layout.cu) on the CPU
 // through cuda_emu.h, with the launch geometry of src/cuda (stencil::launch_v3), and
 // compares with the CPU backend's results written by `cargo run --example emu_v3eo_dump`.
+// The link arrays are built here as src/backend/cuda/fast_layout.rs links_to_soa builds
+// them (the 8-real form from the dump's Su3::pack8 values); the 8-real decoder
+// (v3_core.cuh v3_unpack_8) is also checked link by link in both precisions.
 // Prints one line per check; exit 1 on failure. Run by validate/emu/run_v3eo.sh.
 #include "emu_util.h"
+#define RECONSTRUCT_8 1
+#include "v3_core.cuh"
 
 #define V3D(name)                                                                                                     \
     void name(const double2*, const double2*, double2*, const double2*, double, int, int, int, int, int, int, int,    \
@@ -15,7 +20,8 @@
 extern "C" {
 void to_single(const double2*, float2*, long long);
 void to_double(const float2*, double2*, long long);
-V3D(stencil_v3_d) V3D(stencil_v3_d12) V3S(stencil_v3_s) V3S(stencil_v3_s12)
+V3D(stencil_v3_d) V3D(stencil_v3_d12) V3D(stencil_v3_d8) V3S(stencil_v3_s) V3S(stencil_v3_s12)
+    V3S(stencil_v3_s8)
 }
 
 int main(int argc, char** argv)
@@ -41,32 +47,53 @@ int main(int argc, char** argv)
     auto to_pm = [&](const std::vector<double2>& c) { return G.to_pm(c); };
     auto from_pm = [&](const std::vector<double2>& pm, int p) { return G.from_pm(pm, p); };
 
-    // 3.0's link array as the backend builds it on the host (fast_layout::links_to_soa):
-    // element e < E (row*3 + col; E = 9, or 6 with reconstruct 12: rows 0 and 1) of U_mu
-    // at checkerboard site cb of parity p at p*4E*Vh + (mu*E + e)*Vh + cb; the canonical
-    // field is U_mu(x) row-major, [site][mu].
-    auto soa_links = [&](int E) {
-        std::vector<double2> soa((size_t)V * 4 * E);
-        for (int site = 0; site < V; ++site) {
-            int c[4] = {site % lx, site / lx % ly, site / (lx * ly) % lz, site / (lx * ly * lz)};
-            const int p = (c[0] + c[1] + c[2] + c[3]) & 1, cb = site / 2;
-            for (int mu = 0; mu < 4; ++mu)
-                for (int e = 0; e < E; ++e)
-                    soa[(size_t)p * 4 * E * vh + (size_t)(mu * E + e) * vh + cb] = canon[((size_t)site * 4 + mu) * 9 + e];
-        }
-        return soa;
+    auto soa = [&](int E) { return soa_links(G, canon.data(), dump.pack8.data(), E); };
+    auto single = [&](const std::vector<double2>& d) {
+        std::vector<float2> f(d.size());
+        emu_launch(blocks(d.size(), 256), 256, 0, false,
+                   [&] { to_single(d.data(), f.data(), (long long)d.size()); });
+        return f;
     };
-    auto single_links = [&](const std::vector<double2>& d) {
-        std::vector<float2> s(d.size());
-        emu_launch(blocks(d.size(), 256), 256, 0, false, [&] { to_single(d.data(), s.data(), (long long)d.size()); });
-        return s;
-    };
-    const std::vector<double2> links_d = soa_links(9), links_d12 = soa_links(6);
-    const std::vector<float2> links_s = single_links(links_d), links_s12 = single_links(links_d12);
+    const std::vector<double2> links_d = soa(9), links_d12 = soa(6), links_d8 = soa(4);
+    const std::vector<float2> links_s = single(links_d), links_s12 = single(links_d12), links_s8 = single(links_d8);
     {
-        std::vector<double2> back(links_d.size());
-        emu_launch(blocks(back.size(), 256), 256, 0, false,
-                   [&] { to_double(links_s.data(), back.data(), (long long)back.size()); });
+        // v3_unpack_8 on every link against the canonical matrix, as the ratio of the
+        // error to the bound of src/field/su3.rs's round-trip tests: 8 eps (1 + 1/|U00| +
+        // 1/|U20|) (eps 1.2e-16 double, 6e-8 single; these links are SU(3) to 1e-15).
+        double worst[2] = {0, 0}, err[2] = {0, 0};
+        int degenerate = 0;
+        for (size_t link = 0; link < (size_t)V * 4; ++link) {
+            const double* r = &dump.pack8[link * 8];
+            degenerate += r[7] > 4;
+            double2 sd[4], ud[3][3];
+            float2 sf[4], uf[3][3];
+            for (int e = 0; e < 4; ++e) {
+                sd[e] = double2{r[2 * e], r[2 * e + 1]};
+                sf[e] = float2{(float)r[2 * e], (float)r[2 * e + 1]};
+            }
+            v3_unpack_8(sd, ud);
+            v3_unpack_8(sf, uf);
+            const double2* u = &canon[link * 9];
+            const double inv = 1 + 1 / std::hypot(u[0].x, u[0].y) + 1 / std::hypot(u[6].x, u[6].y);
+            for (int k = 0; k < 9; ++k) {
+                const double ed = std::hypot(ud[k / 3][k % 3].x - u[k].x, ud[k / 3][k % 3].y - u[k].y);
+                const double ef = std::hypot(uf[k / 3][k % 3].x - u[k].x, uf[k / 3][k % 3].y - u[k].y);
+                err[0] = std::max(err[0], ed);
+                err[1] = std::max(err[1], ef);
+                worst[0] = std::max(worst[0], ed / (8 * 1.2e-16 * inv));
+                worst[1] = std::max(worst[1], ef / (8 * 6e-8 * inv));
+            }
+        }
+        std::printf("v3_unpack_8: %d links (%d degenerate), max element error %.2e double, %.2e single\n",
+                    V * 4, degenerate, err[0], err[1]);
+        report("v3_unpack_8 double (error / bound)", worst[0], 1);
+        report("v3_unpack_8 single (error / bound)", worst[1], 1);
+        report("degenerate links in the dump (>= 4 wanted)", degenerate >= 4 ? 0 : 1, 0);
+    }
+    {
+        std::vector<double2> back((size_t)V * 36);
+        emu_launch(blocks((size_t)V * 36, 256), 256, 0, false,
+                   [&] { to_double(links_s.data(), back.data(), (long long)V * 36); });
         double worst = 0;
         for (size_t k = 0; k < back.size(); ++k)
             worst = std::max(worst, std::abs(back[k].x - links_d[k].x) + std::abs(back[k].y - links_d[k].y));
@@ -75,7 +102,7 @@ int main(int argc, char** argv)
 
     const std::vector<double2> psi_pm = to_pm(psi), phi_pm = to_pm(phi);
 
-    auto run = [&](const char* name, auto kernel, const auto* links, auto zero, int prec, int block) {
+    auto run = [&](const char* name, auto kernel, auto* links, auto zero, int prec, int block) {
         using T = decltype(zero);
         const double tol = prec == 0 ? 1e-13 : 1e-6;
         std::vector<T> x(nf), y(nf), out(nf), tmp((size_t)vh * 12);
@@ -110,7 +137,7 @@ int main(int argc, char** argv)
             std::fill(out.begin(), out.end(), from_d<T>(double2{NAN, NAN}));
             launch(xe, nullptr, tmp.data(), 1.0, 0, 1, nullptr, nullptr, nullptr);
             // The fused epilogue on the g5 Mee launch: scalars active, rar = 1.
-            double s[15] = {1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 10, 1, 0, 0, 0}; // CR_SCALARS, not split
+            double s[15] = {1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 10, 1, 0, 0, 0}; // CR_SCALARS, undecomposed (CR_SPLIT 0)
             std::vector<double2> partials(V / 32 + 1);
             unsigned ticket = 0;
             launch(tmp.data(), xe, out.data(), -kappa * kappa, g5, 0, g5 ? s : nullptr,
@@ -143,8 +170,10 @@ int main(int argc, char** argv)
     for (int block : {32, 96}) {
         run("3.0 double", stencil_v3_d, links_d.data(), double2{}, 0, block);
         run("3.0 double r12", stencil_v3_d12, links_d12.data(), double2{}, 0, block);
+        run("3.0 double r8", stencil_v3_d8, links_d8.data(), double2{}, 0, block);
         run("3.0 single", stencil_v3_s, links_s.data(), float2{}, 1, block);
         run("3.0 single r12", stencil_v3_s12, links_s12.data(), float2{}, 1, block);
+        run("3.0 single r8", stencil_v3_s8, links_s8.data(), float2{}, 1, block);
     }
     std::printf("%s\n", failures ? "FAILED" : "all checks passed");
     return failures ? 1 : 0;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Check version 3.0 on a decomposed lattice on the CPU (no GPU, no CUDA): compile
-# kernels/stencil_v3.cu and kernels/halo.cu with g++ through cuda_emu.h in their four
-# define sets (double or single, 18 or 12 reals per link) and layout.cu, then emulate the
+# kernels/stencil_v3.cu and kernels/halo.cu with g++ through cuda_emu.h in their six
+# define sets (double or single, 18, 12 or 8 reals per link) and layout.cu, then emulate the
 # ranks of several process grids (emu_halo.cpp: pack, host copy of the faces, interior,
 # exterior) and compare the gathered result with the undecomposed kernel and the CPU
 # backend (examples/emu_v3eo_dump.rs).
@@ -10,11 +10,11 @@ set -euo pipefail
 build=$(cd "$(dirname "$0")/../.." && pwd)/target/emu_halo
 source "$(dirname "$0")/common.sh"
 compile layout layout.cu
-for v in "d 0 0" "d12 1 0" "s 0 1" "s12 1 1"; do
-    set -- $v
-    compile "v3_$1" stencil_v3.cu -DRECONSTRUCT_12=$2 -DV3_SINGLE=$3 -Dstencil_v3=stencil_v3_$1
-    compile "halo_$1" halo.cu -DRECONSTRUCT_12=$2 -DV3_SINGLE=$3 -Dhalo_pack=halo_pack_$1 \
-        -Dhalo_exterior=halo_exterior_$1
+for v in "d 0 0 0" "d12 1 0 0" "d8 0 1 0" "s 0 0 1" "s12 1 0 1" "s8 0 1 1"; do
+    read -r name r12 r8 single <<<"$v"
+    defs=(-DRECONSTRUCT_12=$r12 -DRECONSTRUCT_8=$r8 -DV3_SINGLE=$single)
+    compile "v3_$name" stencil_v3.cu "${defs[@]}" -Dstencil_v3=stencil_v3_$name
+    compile "halo_$name" halo.cu "${defs[@]}" -Dhalo_pack=halo_pack_$name -Dhalo_exterior=halo_exterior_$name
 done
 $cxx -I "$root/validate/emu" "$root/validate/emu/emu_halo.cpp" "${objs[@]}" -o "$build/emu_halo"
 (cd "$root" && cargo build --release --example emu_v3eo_dump -q)

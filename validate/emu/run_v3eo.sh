@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
 # Check version 3.0's parity-major stencil family on the CPU (no GPU, no CUDA): compile
-# kernels/stencil_v3.cu with g++ through cuda_emu.h in its four define sets (double or
-# single, 18 or 12 reals per link, as src/backend/cuda/stencil.rs compiles them) and layout.cu,
+# kernels/stencil_v3.cu with g++ through cuda_emu.h in its six define sets (double or
+# single, 18, 12 or 8 reals per link, as src/backend/cuda/stencil.rs compiles them) and layout.cu,
 # and compare with the CPU backend (examples/emu_v3eo_dump.rs) on even lattices.
 # Usage: validate/emu/run_v3eo.sh [LX LY LZ LT ...]   (default: 4 4 4 8 and 6 4 8 4)
 set -euo pipefail
 build=$(cd "$(dirname "$0")/../.." && pwd)/target/emu_v3eo
 source "$(dirname "$0")/common.sh"
 compile layout layout.cu
-compile v3_d stencil_v3.cu -DRECONSTRUCT_12=0 -DV3_SINGLE=0 -Dstencil_v3=stencil_v3_d
-compile v3_d12 stencil_v3.cu -DRECONSTRUCT_12=1 -DV3_SINGLE=0 -Dstencil_v3=stencil_v3_d12
-compile v3_s stencil_v3.cu -DRECONSTRUCT_12=0 -DV3_SINGLE=1 -Dstencil_v3=stencil_v3_s
-compile v3_s12 stencil_v3.cu -DRECONSTRUCT_12=1 -DV3_SINGLE=1 -Dstencil_v3=stencil_v3_s12
-$cxx -I "$root/validate/emu" "$root/validate/emu/emu_v3eo.cpp" "${objs[@]}" -o "$build/emu_v3eo"
+for v in "d 0 0 0" "d12 1 0 0" "d8 0 1 0" "s 0 0 1" "s12 1 0 1" "s8 0 1 1"; do
+    read -r name r12 r8 single <<<"$v"
+    compile "v3_$name" stencil_v3.cu -DRECONSTRUCT_12=$r12 -DRECONSTRUCT_8=$r8 -DV3_SINGLE=$single \
+        -Dstencil_v3=stencil_v3_$name
+done
+$cxx -I "$root/validate/emu" -I "$root/kernels" "$root/validate/emu/emu_v3eo.cpp" "${objs[@]}" -o "$build/emu_v3eo"
 (cd "$root" && cargo build --release --example emu_v3eo_dump -q)
 sizes=("$@")
 [ ${#sizes[@]} -eq 0 ] && sizes=(4 4 4 8 6 4 8 4)

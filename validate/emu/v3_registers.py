@@ -76,16 +76,18 @@ def main():
                 o.write(subprocess.run(["git", "-C", ROOT, "show", f"{rev}:{f}"], capture_output=True, check=True).stdout)
         print(f"{'kernel':<14} {'defines':<28} {rev + ' regs/frame':>18} {'tree regs/frame':>18}")
         for src in ("stencil_v3.cu", "halo.cu"):
-            for r12 in "01":
+            for r12, r8 in (("0", "0"), ("1", "0"), ("0", "1")):
                 for single in "01":
-                    d = [("RECONSTRUCT_12", r12), ("V3_SINGLE", single)]
+                    # (A revision before reconstruct 8 ignores RECONSTRUCT_8: its column
+                    # then shows its 18-real kernel.)
+                    d = [("RECONSTRUCT_12", r12), ("RECONSTRUCT_8", r8), ("V3_SINGLE", single)]
                     new = attributes(cubin(os.path.join(ROOT, "kernels", src), os.path.join(ROOT, "kernels"), d))
                     was = {}
                     if os.path.exists(os.path.join(old, src)):
                         was = attributes(cubin(os.path.join(old, src), old, d))
                     for k, (r, f) in sorted(i for i in new.items() if not i[0].startswith("$")):
                         o = was.get(k)
-                        print(f"{k:<14} {'r12=' + r12 + ' single=' + single:<28} "
+                        print(f"{k:<14} {'r12=' + r12 + ' r8=' + r8 + ' single=' + single:<28} "
                               f"{(f'{o[0]}/{o[1]}' if o else '-'):>18} {f'{r}/{f}':>18}")
 
 

@@ -21,7 +21,7 @@ use super::seed::SeedStencil;
 use super::stencil::{self, cfg_1d, StencilKernels, StencilKind};
 use super::stencil_impl::{Geometry, StencilImpl};
 use super::timing::{launch, GpuStream, KernelStat};
-use super::version::{LinkLayout, StencilVersion};
+use super::version::{LinkLayout, Reconstruct, StencilVersion};
 use crate::backend::ledger::{Ledger, MemoryBooks, Purpose};
 use crate::backend::Capabilities;
 use crate::error::{Error, Result};
@@ -42,9 +42,10 @@ pub struct CudaOptions {
     pub coarse_block: usize,
     /// GPU ordinal.
     pub device: usize,
-    /// Read 12 reals per link (rows 0 and 1; row 2 = conj(row0 x row1) rebuilt in
-    /// registers) instead of 18: version 3.0 only, exact for SU(3) fields to rounding.
-    pub reconstruct_12: bool,
+    /// Reals stored and read per link: 18, or (version 3.0 only, exact for SU(3) fields to
+    /// rounding) 12 (rows 0 and 1, row 2 = conj(row0 x row1) rebuilt in registers) or 8
+    /// (`Reconstruct`).
+    pub reconstruct: Reconstruct,
 }
 
 impl Default for CudaOptions {
@@ -54,7 +55,7 @@ impl Default for CudaOptions {
             multiple: 16,
             coarse_block: crate::backend::cuda::version::COARSE_BLOCK,
             device: 0,
-            reconstruct_12: false,
+            reconstruct: Reconstruct::R18,
         }
     }
 }
@@ -136,11 +137,12 @@ pub fn check_device_memory(
 impl CudaBackend {
     pub fn new(gauge: &GaugeField, kappa: f64, opts: &CudaOptions) -> Result<Self> {
         let version = opts.version;
-        if opts.reconstruct_12 && !version.supports_reconstruct_12() {
+        if !version.supports_reconstruct(opts.reconstruct) {
             return Err(Error::invalid(
                 "reconstruct",
                 format!(
-                    "two-row link compression is implemented by version 3.0 only, not {version}"
+                    "{}-real link compression is implemented by version 3.0 only, not {version}",
+                    opts.reconstruct.reals()
                 ),
             ));
         }
@@ -177,7 +179,7 @@ impl CudaBackend {
         let (red_mod, _) = load_module(&ctx, &Program::plain(&REDUCE))?;
         let (layout_mod, _) = load_module(&ctx, &Program::plain(&LAYOUT))?;
         let (st_mod, fresh) =
-            load_module(&ctx, &stencil::program(version, opts.reconstruct_12, false))?;
+            load_module(&ctx, &stencil::program(version, opts.reconstruct, false))?;
         if fresh && stencil::needs_li_constant(version) {
             upload_li(&st_mod, &stream)?;
         }
@@ -191,10 +193,10 @@ impl CudaBackend {
         // Allocations.
         let t = Instant::now();
         let n_canon = volume * NDIM * 18;
-        // 3.0: its link array (4 links per site, 9 or, with two-row compression, 6 complex
-        // each) is built on the host and uploaded as it is; the seed versions build theirs
+        // 3.0: its link array (4 links per site, 9 or, compressed, 6 or 4 complex each) is
+        // built on the host and uploaded as it is; the seed versions build theirs
         // (8 per site, 72 complex) on the device from the canonical field.
-        let elems = link_elems(opts.reconstruct_12);
+        let elems = link_elems(opts.reconstruct);
         let n_links = if soa {
             volume * NDIM * elems * 2
         } else {
@@ -367,7 +369,7 @@ impl CudaBackend {
                 f,
                 links,
                 geometry,
-                opts.reconstruct_12,
+                opts.reconstruct,
             )?),
             kernels => {
                 let (links, links_booking) = links;

@@ -88,7 +88,7 @@ impl CudaBackend {
             partition,
             exchange,
             comms,
-            opts.reconstruct_12,
+            opts.reconstruct,
             &b.core.ledger.clone(),
         )?;
         b.core.halo = Some(halo);

@@ -15,7 +15,7 @@ use super::kernels::{reduce_blocks, v3_bytes_per_site, Kernel, V3Mode, BLAS_BLOC
 use super::stencil::{self, cfg_1d, dptr, V3Launch};
 use super::stencil_impl::{Geometry, StencilImpl};
 use super::timing::launch;
-use super::version::StencilVersion;
+use super::version::{Reconstruct, StencilVersion};
 use crate::backend::ledger::{field_bytes, Booking, Purpose};
 use crate::backend::Capabilities;
 use crate::error::{Error, Result};
@@ -28,7 +28,7 @@ use std::sync::Arc;
 /// 3.0's kernels, links and lazily built state.
 pub(crate) struct FastStencil {
     geometry: Geometry,
-    reconstruct_12: bool,
+    reconstruct: Reconstruct,
     /// The double links (4 per site, parity-major), and their booking.
     links: CudaSlice<f64>,
     _links_booking: Booking,
@@ -75,12 +75,12 @@ impl FastStencil {
         stencil_d: CudaFunction,
         links: (CudaSlice<f64>, Booking),
         geometry: Geometry,
-        reconstruct_12: bool,
+        reconstruct: Reconstruct,
     ) -> Result<Self> {
         let (links, _links_booking) = links;
         Ok(FastStencil {
             geometry,
-            reconstruct_12,
+            reconstruct,
             links,
             _links_booking,
             xaxpy_f: function(blas, "xaxpy_f")?,
@@ -100,7 +100,7 @@ impl FastStencil {
         if self.single.is_some() {
             return Ok(());
         }
-        let program = stencil::program(StencilVersion::V3_0, self.reconstruct_12, true);
+        let program = stencil::program(StencilVersion::V3_0, self.reconstruct, true);
         let (module, _) = load_module(&core.gpu.ctx, &program)?;
         let f = function(&module, "stencil_v3")?;
         let n = self.links.len() / 2;
@@ -122,7 +122,7 @@ impl FastStencil {
         let booking = core.ledger.book(
             Purpose::Links {
                 precision: Precision::Single,
-                reals: if self.reconstruct_12 { 12 } else { 18 },
+                reals: self.reconstruct.reals() as u8,
                 per_site: 4,
             },
             (links.len() * 4) as u64,
@@ -166,7 +166,7 @@ impl FastStencil {
         V3Launch {
             parity: None,
             single,
-            reconstruct_12: self.reconstruct_12,
+            reconstruct: self.reconstruct,
             inp: 0,
             y: 0,
             out: 0,
@@ -262,15 +262,14 @@ impl StencilImpl for FastStencil {
     }
 
     fn tune_kernel(&self) -> String {
-        if self.reconstruct_12 {
-            "stencil-3.0-r12".into()
-        } else {
-            "stencil-3.0".into()
+        match self.reconstruct {
+            Reconstruct::R18 => "stencil-3.0".into(),
+            r => format!("stencil-3.0-{}", r.label()),
         }
     }
 
     fn bytes_per_site(&self) -> u64 {
-        v3_bytes_per_site(V3Mode::Full, false, self.reconstruct_12)
+        v3_bytes_per_site(V3Mode::Full, false, self.reconstruct)
     }
 
     fn alloc(&mut self, core: &mut Core, layout: Layout) -> Result<DeviceSpinor> {

@@ -3,11 +3,12 @@
 //! site cb at complex index k*Vh + cb; a full field is [even half][odd half]: p*12*Vh +
 //! k*Vh + cb. Links: element e = row*3 + col of the E stored elements of U_mu at site (p,
 //! cb) at p*4E*Vh + (mu*E + e)*Vh + cb, E = 9, or 6 with two-row compression (rows 0 and 1
-//! only: the kernels rebuild row 2, so it is not kept). Host-side maps only (no CUDA),
-//! tested without a GPU.
+//! only: the kernels rebuild row 2, so it is not kept), or 4 with the 8-real form (element
+//! e = real pair e of `Su3::pack8`). Host-side maps only (no CUDA), tested without a GPU.
 
+use super::version::Reconstruct;
 use crate::error::{Error, Result};
-use crate::field::GaugeField;
+use crate::field::{GaugeField, Su3, C64};
 use crate::geometry::lattice::{Lattice, NDIM};
 use rayon::prelude::*;
 
@@ -17,13 +18,24 @@ pub(crate) fn spinor_index(vh: usize, p: usize, cb: usize, k: usize) -> usize {
     p * 12 * vh + k * vh + cb
 }
 
-/// Complex elements 3.0 stores per link: 6 (rows 0 and 1) with two-row compression, else
-/// 9 (kernels/v3_core.cuh V3_LINK_ELEMS).
-pub(crate) fn link_elems(reconstruct_12: bool) -> usize {
-    if reconstruct_12 {
-        6
+/// Complex elements 3.0 stores per link: 9, 6 (rows 0 and 1) with two-row compression, 4
+/// with the 8-real form (kernels/v3_core.cuh V3_LINK_ELEMS).
+pub(crate) fn link_elems(r: Reconstruct) -> usize {
+    r.elems()
+}
+
+/// The first `elems` stored complex elements of link u (`link_elems`): row-major elements
+/// for 9 and 6, the real pairs of `Su3::pack8` for 4.
+pub(crate) fn stored_link(u: &Su3, elems: usize) -> [C64; 9] {
+    if elems == 4 {
+        let r = u.pack8();
+        let mut s = [C64::new(0.0, 0.0); 9];
+        for (e, z) in s.iter_mut().take(4).enumerate() {
+            *z = C64::new(r[2 * e], r[2 * e + 1]);
+        }
+        s
     } else {
-        9
+        std::array::from_fn(|e| u.0[e / 3][e % 3])
     }
 }
 
@@ -45,8 +57,8 @@ pub(crate) fn link_index(
 /// Checkerboard sites per task of `links_to_soa`.
 const LINK_BLOCK: usize = 4096;
 
-/// The gauge field in 3.0's link order as f64 pairs, `elems` complex per link (the first
-/// elems / 3 rows): the array the stencil reads, built on the host and uploaded as it is
+/// The gauge field in 3.0's link order as f64 pairs, `elems` complex per link
+/// (`stored_link`): the array the stencil reads, built on the host and uploaded as it is
 /// (no canonical copy on the device). `soa` holds 2 * 4 * elems * V values. Parallel over
 /// blocks of checkerboard sites: each reads its sites' links once, in order, and writes its
 /// segment of every (parity, mu, element) row.
@@ -76,9 +88,9 @@ pub(crate) fn links_to_soa(gauge: &GaugeField, elems: usize, soa: &mut [f64]) {
             let j = 2 * (cb - first);
             let site = l.checkerboard_site(p, cb);
             for mu in 0..NDIM {
-                let u = &gauge.link(site, mu).0;
+                let u = stored_link(gauge.link(site, mu), per_link);
                 for e in 0..per_link {
-                    let z = u[e / 3][e % 3];
+                    let z = u[e];
                     let row = &mut rows[mu * per_link + e];
                     row[j] = z.re;
                     row[j + 1] = z.im;
@@ -163,7 +175,11 @@ mod tests {
             let v = l.volume();
             let vh = v / 2;
             let mut seen = vec![false; v * 12];
-            let mut seen_links = [vec![false; v * 36], vec![false; v * 24]];
+            let mut seen_links = [
+                vec![false; v * 36],
+                vec![false; v * 24],
+                vec![false; v * 16],
+            ];
             for s in 0..v {
                 let (p, cb) = l.checkerboard(s);
                 assert!(cb < vh);
@@ -173,7 +189,7 @@ mod tests {
                     assert!(!seen[i]);
                     seen[i] = true;
                 }
-                for (seen_links, elems) in seen_links.iter_mut().zip([9, 6]) {
+                for (seen_links, elems) in seen_links.iter_mut().zip([9, 6, 4]) {
                     for mu in 0..4 {
                         for e in 0..elems {
                             let i = link_index(vh, p, cb, mu, e, elems);
@@ -202,8 +218,8 @@ mod tests {
             let l = lat(d);
             let g = GaugeField::random(&l, 7);
             let vh = l.volume() / 2;
-            for r12 in [false, true] {
-                let elems = link_elems(r12);
+            for r in Reconstruct::ALL {
+                let elems = link_elems(r);
                 let mut soa = vec![f64::NAN; 2 * 4 * elems * l.volume()];
                 links_to_soa(&g, elems, &mut soa);
                 for s in 0..l.volume() {
@@ -211,7 +227,15 @@ mod tests {
                     for mu in 0..4 {
                         for e in 0..elems {
                             let i = link_index(vh, p, cb, mu, e, elems);
-                            let z = g.link(s, mu).0[e / 3][e % 3];
+                            // 18 and 12: element e = row*3 + col; 8: real pair e of
+                            // pack8.
+                            let u = g.link(s, mu);
+                            let z = if elems == 4 {
+                                let r = u.pack8();
+                                C64::new(r[2 * e], r[2 * e + 1])
+                            } else {
+                                u.0[e / 3][e % 3]
+                            };
                             assert_eq!((soa[2 * i], soa[2 * i + 1]), (z.re, z.im));
                         }
                     }

@@ -8,7 +8,7 @@ use super::fast_layout::link_elems;
 use super::fused::cr_state_bytes;
 use super::halo::face_bytes;
 use super::kernels::reduce_blocks;
-use super::version::{LinkLayout, StencilVersion};
+use super::version::{LinkLayout, Reconstruct, StencilVersion};
 use crate::backend::ledger::{sorted_lines, MemoryLine, Purpose};
 use crate::geometry::lattice::NDIM;
 use crate::geometry::partition::Partition;
@@ -37,13 +37,13 @@ pub struct Construction {
 }
 
 /// 3.0's links in `precision` on `volume` sites: 4 per site of 18 reals, or 12 with
-/// two-row compression (only rows 0 and 1 are stored).
-pub fn v3_links(volume: usize, reconstruct_12: bool, precision: Precision) -> MemoryLine {
+/// two-row compression (only rows 0 and 1 are stored), or 8 (`Reconstruct::R8`).
+pub fn v3_links(volume: usize, reconstruct: Reconstruct, precision: Precision) -> MemoryLine {
     let real = match precision {
         Precision::Double => 8,
         Precision::Single => 4,
     };
-    let reals = 2 * link_elems(reconstruct_12);
+    let reals = 2 * link_elems(reconstruct);
     line(
         Purpose::Links {
             precision,
@@ -84,7 +84,7 @@ pub fn construction(volume: usize, opts: &CudaOptions) -> Construction {
         LinkLayout::SoA => {
             // The (one-entry) displacement table lives during the set-up only: 3.0 reads
             // its neighbours from the coordinates and drops it.
-            let links = v3_links(volume, opts.reconstruct_12, Precision::Double);
+            let links = v3_links(volume, opts.reconstruct, Precision::Double);
             phases.push(vec![links, table, partials]);
             vec![links, partials]
         }
@@ -141,14 +141,14 @@ pub fn cr_state(volume: usize, max_iter: u64, ranks: Option<usize>) -> MemoryLin
 
 /// A decomposed rank's face buffers and ghost links (one allocation set per split
 /// direction); None when nothing is split.
-pub fn halo(partition: &Partition, reconstruct_12: bool) -> Option<MemoryLine> {
+pub fn halo(partition: &Partition, reconstruct: Reconstruct) -> Option<MemoryLine> {
     let split: Vec<usize> = (0..NDIM).filter(|&mu| partition.is_split(mu)).collect();
     (!split.is_empty()).then(|| MemoryLine {
         purpose: Purpose::Halo,
         count: split.len(),
         bytes: split
             .iter()
-            .map(|&mu| face_bytes(partition.face_sites(mu), link_elems(reconstruct_12)))
+            .map(|&mu| face_bytes(partition.face_sites(mu), link_elems(reconstruct)))
             .sum(),
     })
 }
@@ -162,25 +162,28 @@ pub fn triad(bytes: usize) -> MemoryLine {
 mod tests {
     use super::*;
 
-    fn opts(version: StencilVersion, reconstruct_12: bool) -> CudaOptions {
+    fn opts(version: StencilVersion, reconstruct: Reconstruct) -> CudaOptions {
         CudaOptions {
             version,
-            reconstruct_12,
+            reconstruct,
             ..CudaOptions::default()
         }
     }
 
     #[test]
     fn links_per_site_by_precision_and_compression() {
-        // 4 links x 18 reals x 8 B = 576 B/site; 12 reals: 384; single: 288 and 192.
+        // 4 links x 18 reals x 8 B = 576 B/site; 12 reals: 384; 8 reals: 256; single: 288,
+        // 192 and 128.
         let v = 1000;
-        for (r12, p, per_site) in [
-            (false, Precision::Double, 576),
-            (true, Precision::Double, 384),
-            (false, Precision::Single, 288),
-            (true, Precision::Single, 192),
+        for (r, p, per_site) in [
+            (Reconstruct::R18, Precision::Double, 576),
+            (Reconstruct::R12, Precision::Double, 384),
+            (Reconstruct::R8, Precision::Double, 256),
+            (Reconstruct::R18, Precision::Single, 288),
+            (Reconstruct::R12, Precision::Single, 192),
+            (Reconstruct::R8, Precision::Single, 128),
         ] {
-            assert_eq!(v3_links(v, r12, p).bytes, per_site * v as u64);
+            assert_eq!(v3_links(v, r, p).bytes, per_site * v as u64);
         }
     }
 
@@ -193,21 +196,21 @@ mod tests {
         // and the one-entry displacement table, which the backend drops after the set-up
         // (the GPU test every_plan_books_exactly_what_its_estimate_says caught it held in
         // the estimate's solve phase, 4 bytes over the books).
-        let c = construction(v, &opts(StencilVersion::V3_0, true));
+        let c = construction(v, &opts(StencilVersion::V3_0, Reconstruct::R12));
         assert_eq!(total(&c.peak), 384 * vv + 4 + red);
         assert_eq!(total(&c.resident), 384 * vv + red);
         // 1.5: canonical (576) + seed buffer (1152) at the peak, the buffer after.
-        let c = construction(v, &opts(StencilVersion::V1_5, false));
+        let c = construction(v, &opts(StencilVersion::V1_5, Reconstruct::R18));
         assert_eq!(total(&c.peak), (576 + 1152) * vv + 4 + red);
         assert_eq!(total(&c.resident), 1152 * vv + 4 + red);
         // 1.0: and its table (32 B/site).
-        let c = construction(v, &opts(StencilVersion::V1_0, false));
+        let c = construction(v, &opts(StencilVersion::V1_0, Reconstruct::R18));
         assert_eq!(total(&c.resident), (1152 + 32) * vv + red);
         // 1.6: the seed buffer and its reordered copy (2 x 1152) at the peak.
-        let c = construction(v, &opts(StencilVersion::V1_6, false));
+        let c = construction(v, &opts(StencilVersion::V1_6, Reconstruct::R18));
         assert_eq!(total(&c.peak), 2 * 1152 * vv + 4 + red);
         // 2.0: its two temporaries (2 x 192) stay.
-        let c = construction(v, &opts(StencilVersion::V2_0, false));
+        let c = construction(v, &opts(StencilVersion::V2_0, Reconstruct::R18));
         assert_eq!(total(&c.resident), (1152 + 384) * vv + 4 + red);
     }
 }

@@ -15,10 +15,11 @@
 //! by device-to-device copies ordered by CUDA events (NCCL refuses two ranks on one GPU).
 
 use super::device::{err, function, load_module};
-use super::fast_layout::link_elems;
+use super::fast_layout::{link_elems, stored_link};
 use super::kernels::Kernel;
 use super::stencil::{cfg_1d, halo_program, launch_v3, V3Launch};
 use super::timing::{launch, GpuStream};
+use super::version::Reconstruct;
 use crate::backend::ledger::{Booking, Ledger, Purpose};
 use crate::comms::{global_sum, Comms, DeviceExchange, DeviceMessage};
 use crate::error::{Error, Result};
@@ -105,7 +106,7 @@ pub(crate) struct Halo {
     /// (pack, exterior) per precision: double loaded at construction, single on first use.
     kernels_d: (CudaFunction, CudaFunction),
     kernels_s: Option<(CudaFunction, CudaFunction)>,
-    reconstruct_12: bool,
+    reconstruct: Reconstruct,
     timing: bool,
     /// Timed applications not yet read (at most TIMED_PENDING + TIMED_FOLD), oldest first.
     timed: Vec<Timed>,
@@ -166,7 +167,7 @@ fn upper_face_links(gauge: &GaugeField, mu: usize, elems: usize) -> Vec<f64> {
             continue;
         }
         let (fcb, q) = face_index(&l.dims, mu, &c);
-        let u = gauge.link(site, mu).0.as_flattened();
+        let u = stored_link(gauge.link(site, mu), elems);
         for (e, z) in u[..elems].iter().enumerate() {
             let k = q * elems * fh + e * fh + fcb;
             out[2 * k] = z.re;
@@ -185,7 +186,7 @@ impl Halo {
         partition: Partition,
         exchange: Box<dyn DeviceExchange>,
         mut comms: Box<dyn Comms>,
-        reconstruct_12: bool,
+        reconstruct: Reconstruct,
         ledger: &Ledger,
     ) -> Result<Halo> {
         let lattice = &gauge.lattice;
@@ -195,7 +196,7 @@ impl Halo {
         // backward neighbour's.
         let mine: Vec<Vec<f64>> = split
             .iter()
-            .map(|&mu| upper_face_links(gauge, mu, link_elems(reconstruct_12)))
+            .map(|&mu| upper_face_links(gauge, mu, link_elems(reconstruct)))
             .collect();
         let mut ghosts: Vec<Vec<f64>> = mine.iter().map(|m| vec![0.0; m.len()]).collect();
         {
@@ -246,7 +247,7 @@ impl Halo {
                     .map_err(err("uploading the ghost links"))?,
                 _booking: ledger.book(
                     Purpose::Halo,
-                    face_bytes(face_sites, link_elems(reconstruct_12)),
+                    face_bytes(face_sites, link_elems(reconstruct)),
                 ),
             });
         }
@@ -262,7 +263,7 @@ impl Halo {
                 .new_event(None)
                 .map_err(err("creating a halo event"))
         };
-        let kernels_d = Self::load(&gpu.ctx, reconstruct_12, false)?;
+        let kernels_d = Self::load(&gpu.ctx, reconstruct, false)?;
         Ok(Halo {
             split_mask: split.iter().map(|&mu| 1 << mu).sum(),
             anti_lo,
@@ -273,7 +274,7 @@ impl Halo {
             exchanged: event()?,
             kernels_d,
             kernels_s: None,
-            reconstruct_12,
+            reconstruct,
             timing: false,
             timed: Vec::new(),
             spare: Vec::new(),
@@ -286,10 +287,10 @@ impl Halo {
 
     fn load(
         ctx: &Arc<CudaContext>,
-        reconstruct_12: bool,
+        reconstruct: Reconstruct,
         single: bool,
     ) -> Result<(CudaFunction, CudaFunction)> {
-        let (module, _) = load_module(ctx, &halo_program(reconstruct_12, single))?;
+        let (module, _) = load_module(ctx, &halo_program(reconstruct, single))?;
         Ok((
             function(&module, "halo_pack")?,
             function(&module, "halo_exterior")?,
@@ -333,7 +334,7 @@ impl Halo {
     /// Build the single-precision halo kernels now (else on first use).
     pub fn prepare_single(&mut self, ctx: &Arc<CudaContext>) -> Result<()> {
         if self.kernels_s.is_none() {
-            self.kernels_s = Some(Self::load(ctx, self.reconstruct_12, true)?);
+            self.kernels_s = Some(Self::load(ctx, self.reconstruct, true)?);
         }
         Ok(())
     }
@@ -502,7 +503,7 @@ impl Halo {
                 gpu,
                 Kernel::HaloExterior {
                     single: l.single,
-                    r12: l.reconstruct_12
+                    reconstruct: l.reconstruct
                 },
                 n,
                 &exterior,

@@ -4,7 +4,7 @@
 //! kernels' own (what the code executes), not a model; the stencil versions' per-site
 //! counts live on `StencilVersion`.
 
-use super::version::StencilVersion;
+use super::version::{Reconstruct, StencilVersion};
 use crate::backend::Precision;
 use crate::dirac::reference::li_matrices;
 
@@ -108,11 +108,11 @@ pub enum Kernel {
     /// A set-up kernel (layout building); not booked in the solve's statistics.
     Setup(&'static str),
     /// Version 3.0's stencil over n written sites: full or parity mode, single precision
-    /// (float2 fields and links), two-row links, fused (y|out) epilogue.
+    /// (float2 fields and links), compressed links, fused (y|out) epilogue.
     V3 {
         mode: V3Mode,
         single: bool,
-        r12: bool,
+        reconstruct: Reconstruct,
         dot: bool,
     },
     /// y = y + a x on float2 fields.
@@ -134,7 +134,10 @@ pub enum Kernel {
     HaloPack { single: bool },
     /// The hops from the received faces added to n face sites of the output
     /// (halo_exterior).
-    HaloExterior { single: bool, r12: bool },
+    HaloExterior {
+        single: bool,
+        reconstruct: Reconstruct,
+    },
 }
 
 /// Flops of cr_xr or cr_p over n complex numbers beyond the per-element work: the block
@@ -183,7 +186,7 @@ impl Kernel {
             Kernel::V3 {
                 mode,
                 single,
-                r12,
+                reconstruct,
                 dot,
             } => {
                 let mut tags = Vec::new();
@@ -195,8 +198,8 @@ impl Kernel {
                 if *single {
                     tags.push("single");
                 }
-                if *r12 {
-                    tags.push("r12");
+                if reconstruct.compressed() {
+                    tags.push(reconstruct.label());
                 }
                 if *dot {
                     tags.push("dot");
@@ -219,12 +222,18 @@ impl Kernel {
             Kernel::HaloPack { single } => {
                 format!("halo pack{}", if *single { " [single]" } else { "" })
             }
-            Kernel::HaloExterior { single, r12 } => {
-                let tags: Vec<&str> = [(*single, "single"), (*r12, "r12")]
-                    .iter()
-                    .filter(|t| t.0)
-                    .map(|t| t.1)
-                    .collect();
+            Kernel::HaloExterior {
+                single,
+                reconstruct,
+            } => {
+                let tags: Vec<&str> = [
+                    (*single, "single"),
+                    (reconstruct.compressed(), reconstruct.label()),
+                ]
+                .iter()
+                .filter(|t| t.0)
+                .map(|t| t.1)
+                .collect();
                 if tags.is_empty() {
                     "halo exterior".into()
                 } else {
@@ -339,8 +348,11 @@ impl Kernel {
             Kernel::CrGlobal => 16 * nn + 8 * CR_SCALARS as u64,
             Kernel::Setup(_) => 0,
             Kernel::V3 {
-                mode, single, r12, ..
-            } => v3_bytes_per_site(*mode, *single, *r12) * nn,
+                mode,
+                single,
+                reconstruct,
+                ..
+            } => v3_bytes_per_site(*mode, *single, *reconstruct) * nn,
             Kernel::XaxpyF => 24 * nn,
             Kernel::XpayF => 24 * nn,
             Kernel::Norm2PartialF => 8 * nn + 8 * reduce_blocks(n) as u64,
@@ -351,8 +363,11 @@ impl Kernel {
             // A spinor read, a half spinor written.
             Kernel::HaloPack { single } => 18 * complex_bytes(*single) * nn,
             // A half spinor and a link read, a spinor read and written.
-            Kernel::HaloExterior { single, r12 } => {
-                let link = if *r12 { 6 } else { 9 };
+            Kernel::HaloExterior {
+                single,
+                reconstruct,
+            } => {
+                let link = reconstruct.elems() as u64;
                 (6 + link + 24) * complex_bytes(*single) * nn
             }
         }
@@ -367,13 +382,13 @@ fn precision_name(p: Precision) -> &'static str {
 }
 
 /// Version 3.0's DRAM floor per written site (each array read once, conventions.md): the
-/// links (18 or 12 reals each) and the spinors in the launch's precision. Full mode: 4
+/// links (18, 12 or 8 reals each) and the spinors in the launch's precision. Full mode: 4
 /// links, the input (which is also y) and the output. Parity mode: the half lattice's
 /// sites read the links of both parities (8 per written site), the input half field, y
 /// (xpay only) and the output. The dot epilogue's per-block partials are not counted.
-pub fn v3_bytes_per_site(mode: V3Mode, single: bool, r12: bool) -> u64 {
+pub fn v3_bytes_per_site(mode: V3Mode, single: bool, reconstruct: Reconstruct) -> u64 {
     let real = if single { 4 } else { 8 };
-    let link = if r12 { 12 } else { 18 } * real;
+    let link = reconstruct.reals() as u64 * real;
     let spinor = 24 * real;
     match mode {
         V3Mode::Full => 4 * link + 2 * spinor,
@@ -445,27 +460,42 @@ mod tests {
         let full = Kernel::V3 {
             mode: V3Mode::Full,
             single: false,
-            r12: false,
+            reconstruct: Reconstruct::R18,
             dot: false,
         };
         // The full double R=18 launch is the old 3.0 count, under the old name.
         assert_eq!(full.bytes(1), StencilVersion::V3_0.bytes_per_site());
         assert_eq!(full.flops(1), StencilVersion::V3_0.flops_per_site());
         assert_eq!(full.name(), "stencilCore 3.0");
-        assert_eq!(v3_bytes_per_site(V3Mode::Full, true, false), 480);
-        assert_eq!(v3_bytes_per_site(V3Mode::Full, false, true), 4 * 96 + 384);
+        assert_eq!(v3_bytes_per_site(V3Mode::Full, true, Reconstruct::R18), 480);
         assert_eq!(
-            v3_bytes_per_site(V3Mode::Parity, false, false),
+            v3_bytes_per_site(V3Mode::Full, false, Reconstruct::R12),
+            4 * 96 + 384
+        );
+        assert_eq!(
+            v3_bytes_per_site(V3Mode::Parity, false, Reconstruct::R18),
             8 * 144 + 384
         );
         assert_eq!(
-            v3_bytes_per_site(V3Mode::ParityXpay, true, true),
+            v3_bytes_per_site(V3Mode::ParityXpay, true, Reconstruct::R12),
             8 * 48 + 3 * 96
+        );
+        // 8 reals per link (conventions.md: 8 (R P + 24 P) + 24 P with the output write,
+        // here the DRAM floor 4 R P + 2 * 24 P): 4 * 64 + 384 double, 4 * 32 + 192 single.
+        assert_eq!(v3_bytes_per_site(V3Mode::Full, false, Reconstruct::R8), 640);
+        assert_eq!(v3_bytes_per_site(V3Mode::Full, true, Reconstruct::R8), 320);
+        assert_eq!(
+            Kernel::HaloExterior {
+                single: true,
+                reconstruct: Reconstruct::R8
+            }
+            .name(),
+            "halo exterior [single, r8]"
         );
         let eo = Kernel::V3 {
             mode: V3Mode::Parity,
             single: true,
-            r12: true,
+            reconstruct: Reconstruct::R12,
             dot: true,
         };
         assert_eq!(eo.flops(10), (1344 + 96) * 10);

@@ -61,4 +61,4 @@ pub use halo::{HaloTimings, PeerCopies};
 pub use stencil::compile_all_kernels;
 pub use stencil_impl::Geometry;
 pub use timing::KernelStat;
-pub use version::StencilVersion;
+pub use version::{Reconstruct, StencilVersion};

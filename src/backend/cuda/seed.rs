@@ -176,7 +176,7 @@ impl StencilImpl for SeedStencil {
             kappa: core.kappa,
             g5: op.gamma5(),
             antiperiodic_mask: core.antiperiodic_mask,
-            reconstruct_12: false,
+            reconstruct: super::version::Reconstruct::R18,
         };
         self.kernels
             .launch(&mut core.gpu, &args, inp.double()?, out.double_mut()?)?;

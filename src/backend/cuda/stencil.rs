@@ -9,7 +9,7 @@ use super::compile::{
 };
 use super::kernels::{Kernel, V3Mode, BLAS_BLOCK};
 use super::timing::{launch, GpuStream};
-use super::version::StencilVersion;
+use super::version::{Reconstruct, StencilVersion};
 #[cfg(test)]
 use crate::error::Error;
 use crate::error::Result;
@@ -46,19 +46,16 @@ fn flag(on: bool) -> &'static str {
     }
 }
 
-/// The source and defines a version is compiled from (`reconstruct_12`: 3.0's two-row
-/// link compression; `single`: 3.0's single-precision kernel; the other versions have
-/// neither and ignore them).
-pub(crate) fn program(v: StencilVersion, reconstruct_12: bool, single: bool) -> Program {
+/// The source and defines a version is compiled from (`reconstruct`: 3.0's link
+/// compression; `single`: 3.0's single-precision kernel; the other versions have neither
+/// and ignore them).
+pub(crate) fn program(v: StencilVersion, reconstruct: Reconstruct, single: bool) -> Program {
     match kind(v) {
         StencilKind::Coarse => Program::plain(&STENCIL_COARSE),
         StencilKind::Split => Program::plain(&STENCIL_SPLIT),
         StencilKind::Projected => Program {
             source: &STENCIL_V3,
-            defines: vec![
-                ("RECONSTRUCT_12", flag(reconstruct_12)),
-                ("V3_SINGLE", flag(single)),
-            ],
+            defines: reconstruct_defines(reconstruct, single),
             flags: Vec::new(),
         },
         StencilKind::Fine => Program {
@@ -80,15 +77,21 @@ pub(crate) fn program(v: StencilVersion, reconstruct_12: bool, single: bool) -> 
 
 /// 3.0's halo kernels (kernels/halo.cu) with the defines of the stencil module they pair
 /// with.
-pub(crate) fn halo_program(reconstruct_12: bool, single: bool) -> Program {
+pub(crate) fn halo_program(reconstruct: Reconstruct, single: bool) -> Program {
     Program {
         source: &HALO,
-        defines: vec![
-            ("RECONSTRUCT_12", flag(reconstruct_12)),
-            ("V3_SINGLE", flag(single)),
-        ],
+        defines: reconstruct_defines(reconstruct, single),
         flags: Vec::new(),
     }
+}
+
+/// 3.0's defines (kernels/v3_core.cuh) for a link form and precision.
+fn reconstruct_defines(r: Reconstruct, single: bool) -> Vec<(&'static str, &'static str)> {
+    vec![
+        ("RECONSTRUCT_12", flag(r == Reconstruct::R12)),
+        ("RECONSTRUCT_8", flag(r == Reconstruct::R8)),
+        ("V3_SINGLE", flag(single)),
+    ]
 }
 
 /// Whether a version's module holds the `c_li` constant array to upload.
@@ -126,8 +129,8 @@ pub(crate) struct StencilArgs<'a> {
     /// Bit mu set: fermions antiperiodic in direction mu (3.0 applies the phases itself;
     /// the other versions have them folded into their link buffers).
     pub antiperiodic_mask: i32,
-    /// 3.0: the module reads 12 reals per link (for the books).
-    pub reconstruct_12: bool,
+    /// 3.0: the reals per link the module reads (for the books).
+    pub reconstruct: Reconstruct,
 }
 
 /// The device address of an allocation (kernel pointer arguments that may be null or
@@ -147,7 +150,7 @@ pub(crate) fn dptr<T>(s: &CudaSlice<T>, stream: &CudaStream) -> u64 {
 pub(crate) struct V3Launch {
     pub parity: Option<usize>,
     pub single: bool,
-    pub reconstruct_12: bool,
+    pub reconstruct: Reconstruct,
     pub inp: u64,
     pub y: u64,
     pub out: u64,
@@ -187,7 +190,7 @@ impl V3Launch {
         Kernel::V3 {
             mode,
             single: self.single,
-            r12: self.reconstruct_12,
+            reconstruct: self.reconstruct,
             dot: self.partials != 0,
         }
     }
@@ -313,7 +316,7 @@ impl StencilKernels {
                 let l = V3Launch {
                     parity: None,
                     single: false,
-                    reconstruct_12: a.reconstruct_12,
+                    reconstruct: a.reconstruct,
                     inp,
                     y: inp,
                     out: dptr(out, &stream),
@@ -389,8 +392,8 @@ pub(crate) fn all_programs() -> Vec<Program> {
     ];
     for &v in StencilVersion::all() {
         for single in [false, true] {
-            for r12 in [false, true] {
-                let p = program(v, r12, single);
+            for r in Reconstruct::ALL {
+                let p = program(v, r, single);
                 if !programs.contains(&p) {
                     programs.push(p);
                 }
@@ -398,8 +401,8 @@ pub(crate) fn all_programs() -> Vec<Program> {
         }
     }
     for single in [false, true] {
-        for r12 in [false, true] {
-            programs.push(halo_program(r12, single));
+        for r in Reconstruct::ALL {
+            programs.push(halo_program(r, single));
         }
     }
     programs
@@ -423,7 +426,7 @@ mod tests {
 
     #[test]
     fn the_fast_stencil_program_splices_both_headers_once() {
-        let p = program(StencilVersion::V3_0, false, true);
+        let p = program(StencilVersion::V3_0, Reconstruct::R18, true);
         let s = p.expanded();
         assert!(!s.contains("#include \"common.cuh\""));
         assert!(!s.contains("#include \"cr_device.cuh\""));
@@ -435,6 +438,28 @@ mod tests {
     }
 
     #[test]
+    fn each_link_form_compiles_with_its_own_defines() {
+        // kernels/v3_core.cuh: RECONSTRUCT_12 / RECONSTRUCT_8 select the link form (never
+        // both), for the stencil and the halo kernels alike.
+        for single in [false, true] {
+            for (r, r12, r8) in [
+                (Reconstruct::R18, "0", "0"),
+                (Reconstruct::R12, "1", "0"),
+                (Reconstruct::R8, "0", "1"),
+            ] {
+                let want = vec![
+                    ("RECONSTRUCT_12", r12),
+                    ("RECONSTRUCT_8", r8),
+                    ("V3_SINGLE", flag(single)),
+                ];
+                assert_eq!(program(StencilVersion::V3_0, r, single).defines, want);
+                assert_eq!(halo_program(r, single).defines, want);
+                assert!(all_programs().contains(&program(StencilVersion::V3_0, r, single)));
+            }
+        }
+    }
+
+    #[test]
     fn every_version_has_a_program_and_the_list_has_no_duplicates() {
         let all = all_programs();
         for (a, pa) in all.iter().enumerate() {
@@ -443,9 +468,9 @@ mod tests {
             }
         }
         // support (3) + heatbath + fused CR + coarse + fine (1.1/1.2 share; 1.3, 1.4, 1.5,
-        // 1.6, 1.6.1) + split + 3.0 (18 and 12 reals per link, double and single) + its
-        // halo kernels (the same four define sets)
-        assert_eq!(all.len(), 3 + 1 + 1 + 1 + 6 + 1 + 4 + 4);
+        // 1.6, 1.6.1) + split + 3.0 (18, 12 and 8 reals per link, double and single) + its
+        // halo kernels (the same six define sets)
+        assert_eq!(all.len(), 3 + 1 + 1 + 1 + 6 + 1 + 6 + 6);
     }
 
     /// With libnvrtc on the loader path every program compiles for sm_90. Without it the

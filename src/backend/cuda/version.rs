@@ -36,6 +36,62 @@ pub const MAX_MULTIPLE: usize = 85;
 /// Largest block of version 3.0 (V3_MAX_BLOCK in kernels/stencil_v3.cu).
 pub const V3_MAX_BLOCK: usize = 512;
 
+/// Reals stored and read per gauge link by 3.0's link array (`[backend] reconstruct`):
+/// the full 3x3 matrix, rows 0 and 1 (row 2 = conj(row0 x row1) rebuilt in registers), or
+/// the 8-real form (U01, U02, U10 and the phases of U00 and U20, the rest rebuilt from
+/// unitarity and det = 1: kernels/v3_core.cuh v3_unpack_8, `Su3::pack8`). The compressed
+/// forms are exact to rounding for SU(3) links only; 3.0 only.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Reconstruct {
+    #[default]
+    R18,
+    R12,
+    R8,
+}
+
+impl Reconstruct {
+    /// Every form, in the order the tables list them.
+    pub const ALL: [Reconstruct; 3] = [Reconstruct::R18, Reconstruct::R12, Reconstruct::R8];
+
+    /// The form storing `reals` reals per link (18, 12 or 8), if there is one.
+    pub fn from_reals(reals: i64) -> Option<Reconstruct> {
+        match reals {
+            18 => Some(Reconstruct::R18),
+            12 => Some(Reconstruct::R12),
+            8 => Some(Reconstruct::R8),
+            _ => None,
+        }
+    }
+
+    /// Reals stored per link (R of conventions.md's byte counts).
+    pub fn reals(self) -> usize {
+        match self {
+            Reconstruct::R18 => 18,
+            Reconstruct::R12 => 12,
+            Reconstruct::R8 => 8,
+        }
+    }
+
+    /// Complex (real pairs) stored per link: 3.0's V3_LINK_ELEMS.
+    pub fn elems(self) -> usize {
+        self.reals() / 2
+    }
+
+    /// Whether the links are stored compressed (12 or 8 reals).
+    pub fn compressed(self) -> bool {
+        self != Reconstruct::R18
+    }
+
+    /// "r18", "r12" or "r8".
+    pub fn label(self) -> &'static str {
+        match self {
+            Reconstruct::R18 => "r18",
+            Reconstruct::R12 => "r12",
+            Reconstruct::R8 => "r8",
+        }
+    }
+}
+
 /// Where a version reads its links from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LinkLayout {
@@ -126,9 +182,19 @@ impl StencilVersion {
         self == StencilVersion::V3_0
     }
 
-    /// Two-row link compression available (`reconstruct = 12`): 3.0.
-    pub fn supports_reconstruct_12(self) -> bool {
-        self == StencilVersion::V3_0
+    /// Whether the version reads links stored as `r`: 18 reals everywhere, the compressed
+    /// forms (`reconstruct = 12` or `8`) in 3.0 only.
+    pub fn supports_reconstruct(self, r: Reconstruct) -> bool {
+        !r.compressed() || self == StencilVersion::V3_0
+    }
+
+    /// `r` where the version supports it, else 18 reals (a sweep over versions).
+    pub fn reconstruct_or_18(self, r: Reconstruct) -> Reconstruct {
+        if self.supports_reconstruct(r) {
+            r
+        } else {
+            Reconstruct::R18
+        }
     }
 
     /// Spin projection to half spinors (QUDA's 1320/1368 flop formulation): 3.0.
