@@ -233,10 +233,7 @@ pub fn method_plan(
     let mut c = c.clone();
     c.solver.method = method;
     c.solver.preconditioning = pre;
-    c.solver.precision = match precision {
-        crate::backend::Precision::Double => crate::config::SolverPrecision::Double,
-        crate::backend::Precision::Single => crate::config::SolverPrecision::SingleDouble,
-    };
+    c.solver.precision = crate::config::SolverPrecision::of_inner(precision);
     (SolvePlan::from_config(&c, true), c.solver.operator())
 }
 

@@ -24,25 +24,32 @@ use std::time::Instant;
 
 /// Bytes per lattice site of the row's floor.
 pub fn dslash_floor(reconstruct: usize, precision: Precision) -> f64 {
-    let p = bytes_per_real(precision);
-    (4 * reconstruct * p + 2 * 24 * p) as f64
+    (4 * reconstruct * link_real_bytes(precision)) as f64 + 2.0 * spinor_bytes(precision)
 }
 
 pub fn schur_floor(reconstruct: usize, precision: Precision) -> f64 {
-    let p = bytes_per_real(precision);
     // Per full-lattice site: 2 hops x all links, 5 half spinors = 2.5 spinors.
-    (2 * 4 * reconstruct * p) as f64 + 2.5 * (24 * p) as f64
+    (2 * 4 * reconstruct * link_real_bytes(precision)) as f64 + 2.5 * spinor_bytes(precision)
 }
 
 pub fn cr_iteration_floor(reconstruct: usize, precision: Precision) -> f64 {
-    let p = bytes_per_real(precision);
-    dslash_floor(reconstruct, precision) + (2 * 6 * 24 * p) as f64
+    dslash_floor(reconstruct, precision) + 2.0 * 6.0 * spinor_bytes(precision)
 }
 
-fn bytes_per_real(p: Precision) -> usize {
+/// Bytes of a link real the stencil of an iteration in `p` reads (half: single links).
+fn link_real_bytes(p: Precision) -> usize {
     match p {
         Precision::Double => 8,
-        Precision::Single => 4,
+        Precision::Single | Precision::Half => 4,
+    }
+}
+
+/// Bytes of one site's spinor (half: 24 16-bit integers and the f32 norm).
+fn spinor_bytes(p: Precision) -> f64 {
+    match p {
+        Precision::Double => 24.0 * 8.0,
+        Precision::Single => 24.0 * 4.0,
+        Precision::Half => crate::linalg::half::SITE_BYTES as f64,
     }
 }
 

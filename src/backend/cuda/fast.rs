@@ -65,6 +65,7 @@ impl FastStencil {
         name: "kernel 3.0",
         half_lattice: true,
         single: true,
+        half: false,
         fused_cr: true,
     };
 
@@ -159,6 +160,7 @@ impl FastStencil {
                 let (f, l, _) = self.single.as_ref().unwrap();
                 Ok((f.clone(), dptr(l, &stream)))
             }
+            Precision::Half => Err(Error::internal("half-precision stencil not built yet")),
         }
     }
 
@@ -287,6 +289,7 @@ impl StencilImpl for FastStencil {
                     .alloc_zeros::<f32>(n)
                     .map_err(err("allocating a spinor field"))?,
             ),
+            Precision::Half => return Err(Error::internal("half-precision fields not built yet")),
         };
         let bytes = field_bytes(layout, core.lattice.volume());
         Ok(DeviceSpinor {

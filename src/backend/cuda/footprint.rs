@@ -41,7 +41,8 @@ pub struct Construction {
 pub fn v3_links(volume: usize, reconstruct_12: bool, precision: Precision) -> MemoryLine {
     let real = match precision {
         Precision::Double => 8,
-        Precision::Single => 4,
+        // Half iterations read the single-precision links.
+        Precision::Single | Precision::Half => 4,
     };
     let reals = 2 * link_elems(reconstruct_12);
     line(

@@ -360,10 +360,7 @@ impl Kernel {
 }
 
 fn precision_name(p: Precision) -> &'static str {
-    match p {
-        Precision::Double => "double",
-        Precision::Single => "single",
-    }
+    p.name()
 }
 
 /// Version 3.0's DRAM floor per written site (each array read once, conventions.md): the
