@@ -866,6 +866,18 @@ impl LoadedConfig {
                     ),
                 ));
             }
+            // The GPU halo kernels (kernels/halo.cu) have no half build; the CPU's
+            // decomposed backend rounds half fields like the single-GPU one.
+            if self.config.solver.precision == SolverPrecision::HalfDouble
+                && self.config.backend.device != Device::Cpu
+            {
+                return Err(self.bad(
+                    "solver",
+                    "precision",
+                    "half-double on a split lattice runs on the CPU only (device = \"cpu\"): the GPU halo kernels have no half-precision build; use single-double"
+                        .to_string(),
+                ));
+            }
         }
         Ok(())
     }

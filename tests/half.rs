@@ -188,4 +188,10 @@ fn half_double_is_refused_by_key_where_it_cannot_run() {
     assert!(plan.check(Capabilities::ALL_CPU).is_ok());
     let e = refusal("", "device = \"cuda\"\nkernel = \"1.6.1\"");
     assert!(e.contains("precision") && e.contains("3.0"), "{e}");
+    // A split lattice on the GPU: the halo kernels have no half build.
+    let e = refusal(
+        "",
+        "device = \"cuda\"\nkernel = \"3.0\"\n[parallel]\ngrid = [1, 1, 1, 2]",
+    );
+    assert!(e.contains("solver.precision") && e.contains("split"), "{e}");
 }
