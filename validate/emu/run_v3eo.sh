@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Check version 3.0's parity-major stencil family on the CPU (no GPU, no CUDA): compile
 # kernels/stencil_v3.cu with g++ through cuda_emu.h in its four define sets (double or
-# single, 18 or 12 reals per link, as src/backend/cuda/stencil.rs compiles them) and layout.cu,
-# and compare with the CPU backend (examples/emu_v3eo_dump.rs) on even lattices.
+# single, 18 or 12 reals per link, as src/backend/cuda/stencil.rs compiles them), the half
+# build (V3_HALF, 18 and 12), layout.cu and blas1.cu (the half conversions and site-wise
+# BLAS), and compare with the CPU backend (examples/emu_v3eo_dump.rs) on even lattices.
 # Usage: validate/emu/run_v3eo.sh [LX LY LZ LT ...]   (default: 4 4 4 8 and 6 4 8 4)
 set -euo pipefail
 build=$(cd "$(dirname "$0")/../.." && pwd)/target/emu_v3eo
@@ -12,6 +13,9 @@ compile v3_d stencil_v3.cu -DRECONSTRUCT_12=0 -DV3_SINGLE=0 -Dstencil_v3=stencil
 compile v3_d12 stencil_v3.cu -DRECONSTRUCT_12=1 -DV3_SINGLE=0 -Dstencil_v3=stencil_v3_d12
 compile v3_s stencil_v3.cu -DRECONSTRUCT_12=0 -DV3_SINGLE=1 -Dstencil_v3=stencil_v3_s
 compile v3_s12 stencil_v3.cu -DRECONSTRUCT_12=1 -DV3_SINGLE=1 -Dstencil_v3=stencil_v3_s12
+compile v3_h stencil_v3.cu -DRECONSTRUCT_12=0 -DV3_HALF=1 -Dstencil_v3=stencil_v3_h
+compile v3_h12 stencil_v3.cu -DRECONSTRUCT_12=1 -DV3_HALF=1 -Dstencil_v3=stencil_v3_h12
+compile blas blas1.cu
 $cxx -I "$root/validate/emu" "$root/validate/emu/emu_v3eo.cpp" "${objs[@]}" -o "$build/emu_v3eo"
 (cd "$root" && cargo build --release --example emu_v3eo_dump -q)
 sizes=("$@")

@@ -444,7 +444,7 @@ impl FastStencil {
             );
         }
         let (re, im) = core.finish_reduction(reduce_blocks(sites), !norm)?;
-        Ok(C64::new(re, im))
+        Ok(C64::new(re, if norm { 0.0 } else { im }))
     }
 }
 

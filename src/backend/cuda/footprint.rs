@@ -135,6 +135,11 @@ pub fn schur_temporary(volume: usize) -> MemoryLine {
     line(Purpose::SchurTemporary, (volume / 2 * 24 * 8) as u64)
 }
 
+/// The norms of the Schur temporary when it holds a half field (one f32 per odd site).
+pub fn schur_temporary_norms(volume: usize) -> MemoryLine {
+    line(Purpose::SchurTemporary, (volume / 2 * 4) as u64)
+}
+
 /// A fused CR solve's device state with room for `max_iter` iterations.
 pub fn cr_state(volume: usize, max_iter: u64, ranks: Option<usize>) -> MemoryLine {
     line(Purpose::CrState, cr_state_bytes(volume, max_iter, ranks))

@@ -546,6 +546,7 @@ mod tests {
             single: false,
             r12: false,
             dot: false,
+            half: false,
         };
         // The full double R=18 launch is the old 3.0 count, under the old name.
         assert_eq!(full.bytes(1), StencilVersion::V3_0.bytes_per_site());
@@ -566,10 +567,30 @@ mod tests {
             single: true,
             r12: true,
             dot: true,
+            half: false,
         };
         assert_eq!(eo.flops(10), (1344 + 96) * 10);
         assert_eq!(eo.name(), "stencilCore 3.0 [eo, single, r12, dot]");
         assert!(eo.is_stencil());
+        // Half: 52-byte spinors (24 i16 + the f32 norm) and f32 links; the same flops.
+        let half = Kernel::V3 {
+            mode: V3Mode::Full,
+            single: true,
+            r12: false,
+            dot: false,
+            half: true,
+        };
+        assert_eq!(half.bytes(1), 4 * 72 + 2 * 52);
+        assert_eq!(half.flops(1), full.flops(1));
+        assert_eq!(half.name(), "stencilCore 3.0 [half]");
+        assert_eq!(
+            v3_half_bytes_per_site(V3Mode::ParityXpay, true),
+            8 * 48 + 3 * 52
+        );
+        // The site-wise half kernels count per site: axpy reads two sites, writes one.
+        assert_eq!(Kernel::Half(HalfOp::Axpy).bytes(10), 3 * 52 * 10);
+        assert_eq!(Kernel::Half(HalfOp::Axpy).flops(10), 96 * 10);
+        assert_eq!(Kernel::Half(HalfOp::FromDouble).name(), "to_half (half)");
     }
 
     #[test]
