@@ -236,6 +236,25 @@ int main(int argc, char** argv)
         };
         const HalfBuild builds[] = {{"3.0 half", &stencil_v3_h, links_s.data()},
                                     {"3.0 half r12", &stencil_v3_h12, links_s12.data()}};
+        // The largest |a - b| of a real in steps of b's site norm (sites of parity p, or all
+        // with p < 0): the per-site measure of tests/gpu_half.rs, here against the CPU's
+        // rounded result (which adds its own half step), so bounded by 2 + 0.5 steps.
+        auto steps = [&](const std::vector<double2>& a, const std::vector<double2>& b, int p) {
+            double worst = 0;
+            for (int s = 0; s < V; ++s) {
+                int c[4] = {s % lx, (s / lx) % ly, (s / (lx * ly)) % lz, s / (lx * ly * lz)};
+                if (p >= 0 && ((c[0] + c[1] + c[2] + c[3]) & 1) != p)
+                    continue;
+                double m = 0;
+                for (int k = 0; k < 12; ++k)
+                    m = std::max({m, std::abs(b[12 * s + k].x), std::abs(b[12 * s + k].y)});
+                for (int k = 0; k < 12; ++k)
+                    worst = std::max(worst, std::max(std::abs(a[12 * s + k].x - b[12 * s + k].x),
+                                                     std::abs(a[12 * s + k].y - b[12 * s + k].y)) *
+                                                32767 / m);
+            }
+            return worst;
+        };
         for (auto [name, kernel, links] : builds) {
             const Half x = to_h(psi_pm, V), y = to_h(phi_pm, V);
             Half out{std::vector<short2>(nf), std::vector<float>(V)};
@@ -254,10 +273,14 @@ int main(int argc, char** argv)
             for (int g5 = 0; g5 < 2; ++g5) {
                 launch(x.q.data(), x.n.data(), x.q.data(), x.n.data(), out.q.data(), out.n.data(), -kappa, g5, -1);
                 report(tag + (g5 ? "g5D full" : "D full"), rel_diff(from_pm(widen(out, V), -1), refs[2][g5]), tol);
+                report(tag + "  worst steps of the site norm", steps(from_pm(widen(out, V), -1), refs[2][g5], -1),
+                       2.5);
                 launch(xe, x.n.data(), nullptr, nullptr, tmp.q.data(), tmp.n.data(), 1.0, 0, 1);
                 launch(tmp.q.data(), tmp.n.data(), xe, x.n.data(), out.q.data(), out.n.data(), -kappa * kappa, g5, 0);
                 report(tag + (g5 ? "g5Mee even" : "Mee even"), rel_diff(from_pm(widen(out, vh), 0), refs[2][2 + g5]),
                        tol);
+                report(tag + "  worst steps of the site norm", steps(from_pm(widen(out, vh), 0), refs[2][2 + g5], 0),
+                       2.5);
             }
             launch(xo, x.n.data() + vh, y.q.data(), y.n.data(), out.q.data(), out.n.data(), 0.37, 1, 0);
             report(tag + "hop_xpay even (c 0.37, g5)", rel_diff(from_pm(widen(out, vh), 0), refs[2][4]), tol);
