@@ -3,7 +3,8 @@
 //! random spinors psi and phi, and from the CPU backend: D psi, g5 D psi (full), M_ee
 //! psi_e and g5 M_ee psi_e (even), hop_xpay(psi_o, phi_e, c = 0.37, g5) (even) and
 //! hop_xpay(psi_e, phi_o, c = -0.21, no g5) (odd), the same four operators and hops on
-//! single-precision fields, and (psi_e | g5 M_ee psi_e), then every link's 8-real form
+//! single-precision fields and on half-precision fields (inputs and outputs rounded site
+//! by site, linalg::half), and (psi_e | g5 M_ee psi_e), then every link's 8-real form
 //! (`Su3::pack8`, [site][mu][8]) for the reconstruct-8 kernels. Half fields are written as
 //! full canonical fields (zeros on the other parity). Boundaries: antiperiodic t and x.
 //! Four links of the random field are replaced by SU(3) links whose row 0 is (e^{ia}, 0,
@@ -89,7 +90,7 @@ fn main() {
     put_field(&mut out, &psi);
     put_field(&mut out, &phi);
     let mut rar = None;
-    for prec in [Precision::Double, Precision::Single] {
+    for prec in [Precision::Double, Precision::Single, Precision::Half] {
         for op in [
             Operator::D,
             Operator::G5D,

@@ -58,9 +58,9 @@ __device__ __forceinline__ void halo_pack_site(const real2* __restrict__ psi, si
 {
     real2 h[2][3];
     if (upper)
-        v3_project<MU, false>(psi, vh, cb, false, h);
+        v3_project<MU, false>(psi, nullptr, vh, cb, false, h);
     else
-        v3_project<MU, true>(psi, vh, cb, false, h);
+        v3_project<MU, true>(psi, nullptr, vh, cb, false, h);
 #pragma unroll
     for (int r = 0; r < 2; ++r)
 #pragma unroll

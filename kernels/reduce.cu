@@ -6,6 +6,7 @@
 // global barrier. The tree depends only on n and REDUCE_BLOCK, never on timing, so the
 // result has the same bits on every run.
 #include "common.cuh"
+#include "half.cuh"
 
 #ifndef REDUCE_BLOCK
 #define REDUCE_BLOCK 256
@@ -81,6 +82,55 @@ extern "C" __global__ void dot_partial_f(const float2* __restrict__ x, const flo
                                          double2* __restrict__ partial)
 {
     dot_partial_t(x, y, n, partial);
+}
+
+// Half fields (half.cuh): the first pass over n sites in parity blocks of vh, one site
+// (12 complex, widened to double and summed in double) per input, 2 * REDUCE_BLOCK sites
+// per block. The later passes are sum_partial / sum2_partial.
+__device__ __forceinline__ double2 half_site_dot(const short2* __restrict__ xq, const float* __restrict__ xn,
+                                                 const short2* __restrict__ yq, const float* __restrict__ yn,
+                                                 long long s, long long vh)
+{
+    const size_t b = half_base(s, vh);
+    const float xs = half_step(xn[s]), ys = half_step(yn[s]);
+    double2 v = c_zero();
+#pragma unroll
+    for (int k = 0; k < 12; ++k)
+        v = c_add(v, c_conj_mul(c_dbl(half_load(xq, vh, k, b, xs)), c_dbl(half_load(yq, vh, k, b, ys))));
+    return v;
+}
+
+extern "C" __global__ void norm2_partial_h(const short2* __restrict__ q, const float* __restrict__ norm, long long n,
+                                           long long vh, double* __restrict__ partial)
+{
+    __shared__ double sdata[REDUCE_BLOCK];
+    const long long s = (long long)blockIdx.x * (2 * REDUCE_BLOCK) + threadIdx.x;
+    double v = 0.0;
+    if (s < n)
+        v = half_site_dot(q, norm, q, norm, s, vh).x;
+    if (s + REDUCE_BLOCK < n)
+        v += half_site_dot(q, norm, q, norm, s + REDUCE_BLOCK, vh).x;
+    const double t = tree_sum(sdata, v);
+    if (threadIdx.x == 0)
+        partial[blockIdx.x] = t;
+}
+
+extern "C" __global__ void dot_partial_h(const short2* __restrict__ xq, const float* __restrict__ xn,
+                                         const short2* __restrict__ yq, const float* __restrict__ yn, long long n,
+                                         long long vh, double2* __restrict__ partial)
+{
+    __shared__ double sre[REDUCE_BLOCK];
+    __shared__ double sim[REDUCE_BLOCK];
+    const long long s = (long long)blockIdx.x * (2 * REDUCE_BLOCK) + threadIdx.x;
+    double2 v = c_zero();
+    if (s < n)
+        v = half_site_dot(xq, xn, yq, yn, s, vh);
+    if (s + REDUCE_BLOCK < n)
+        v = c_add(v, half_site_dot(xq, xn, yq, yn, s + REDUCE_BLOCK, vh));
+    const double re = tree_sum(sre, v.x);
+    const double im = tree_sum(sim, v.y);
+    if (threadIdx.x == 0)
+        partial[blockIdx.x] = c_make(re, im);
 }
 
 // The later passes: out[b] = sum of block b's 2*REDUCE_BLOCK partial sums.

@@ -38,6 +38,10 @@
 //   and uploads it; it permutes spinors to this order on upload and back on download.
 // - V3_SINGLE=1: fields and links are float2 and the arithmetic is single precision
 //   (the dot epilogue still accumulates in double).
+// - V3_HALF=1: as V3_SINGLE, with spinors in the half format (half.cuh: short2 elements
+//   at the same positions, one float norm per site in inp_norm / y_norm / out_norm,
+//   parity blocks of Vh like the elements; null in the other builds). Every spinor access
+//   goes through v3_core.cuh's v3_load / v3_store_site.
 // - RECONSTRUCT_12=1: only rows 0 and 1 of each link are stored and read (E = 6 complex
 //   per link instead of 9), row 2 = conj(row0 x row1) is rebuilt in registers (SU(3)
 //   fields only). RECONSTRUCT_8=1: 8 reals per link (E = 4: U01, U02, U10 and the phases of
@@ -60,7 +64,8 @@
 // bit MU set when this sub-lattice's upper / lower edge in MU is a global antiperiodic
 // edge (undecomposed: both are the boundary mask).
 template <int MU, bool FIRST>
-__device__ __forceinline__ void v3_direction(const real2* __restrict__ psi, const real2* __restrict__ links_here,
+__device__ __forceinline__ void v3_direction(const v3_spinor* __restrict__ psi, const float* __restrict__ norm,
+                                             const real2* __restrict__ links_here,
                                              const real2* __restrict__ links_there, size_t vh, int site, int cb,
                                              const int c[4], const Dims& d, int split_mask, int anti_lo,
                                              int anti_hi, real2 acc[4][3])
@@ -70,17 +75,19 @@ __device__ __forceinline__ void v3_direction(const real2* __restrict__ psi, cons
     const bool top = c[MU] == d.l[MU] - 1, bottom = c[MU] == 0;
     const bool split = QCD_ANTIPERIODIC(split_mask, MU);
     if (FIRST || !(split && top))
-        v3_hop<MU, true, FIRST>(psi, links_here, vh, up, cb, QCD_ANTIPERIODIC(anti_hi, MU) && top,
+        v3_hop<MU, true, FIRST>(psi, norm, links_here, vh, up, cb, QCD_ANTIPERIODIC(anti_hi, MU) && top,
                                 FIRST && split && top, acc);
     if (!(split && bottom))
-        v3_hop<MU, false, false>(psi, links_there, vh, dn, dn, QCD_ANTIPERIODIC(anti_lo, MU) && bottom, false, acc);
+        v3_hop<MU, false, false>(psi, norm, links_there, vh, dn, dn, QCD_ANTIPERIODIC(anti_lo, MU) && bottom, false,
+                                 acc);
 }
 
 extern "C" __global__ void __launch_bounds__(V3_MAX_BLOCK)
-    stencil_v3(const real2* __restrict__ inp, const real2* __restrict__ y, real2* __restrict__ out,
+    stencil_v3(const v3_spinor* __restrict__ inp, const v3_spinor* __restrict__ y, v3_spinor* __restrict__ out,
                const real2* __restrict__ links, double c, int g5, int parity, int volume, int lx, int ly, int lz,
                int lt, int split_mask, int anti_lo, int anti_hi, double* __restrict__ s, double2* __restrict__ partials,
-               unsigned* __restrict__ ticket)
+               unsigned* __restrict__ ticket, const float* __restrict__ inp_norm, const float* __restrict__ y_norm,
+               float* __restrict__ out_norm)
 {
     if (s && !cr_active(s))
         return; // uniform: every thread of every block
@@ -98,41 +105,58 @@ extern "C" __global__ void __launch_bounds__(V3_MAX_BLOCK)
     double2 dot = c_zero();
     if (cb < vh) {
         const size_t half = (size_t)12 * vh;
-        const real2* in_h = inp + (full ? (size_t)(1 - p) * half : 0);
-        const real2* y_h = y ? y + (full ? (size_t)p * half : 0) : nullptr;
-        real2* out_h = out + (full ? (size_t)p * half : 0);
+        const v3_spinor* in_h = inp + (full ? (size_t)(1 - p) * half : 0);
+        const v3_spinor* y_h = y ? y + (full ? (size_t)p * half : 0) : nullptr;
+        v3_spinor* out_h = out + (full ? (size_t)p * half : 0);
+        // Half: the norms, one per site, parity blocks of vh (null in the other builds).
+        const float* in_n = inp_norm ? inp_norm + (full ? (size_t)(1 - p) * vh : 0) : nullptr;
+        const float* y_n = y_norm ? y_norm + (full ? (size_t)p * vh : 0) : nullptr;
+        float* out_n = out_norm ? out_norm + (full ? (size_t)p * vh : 0) : nullptr;
         const real2* l_here = links + (size_t)p * 4 * V3_LINK_ELEMS * vh;
         const real2* l_there = links + (size_t)(1 - p) * 4 * V3_LINK_ELEMS * vh;
         const Dims d = make_dims(lx, ly, lz, lt);
         int x[4];
         const int site = v3_site(p, cb, d, x);
         real2 acc[4][3];
-        v3_direction<3, true>(in_h, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo, anti_hi, acc);
-        v3_direction<0, false>(in_h, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo, anti_hi, acc);
-        v3_direction<1, false>(in_h, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo, anti_hi, acc);
-        v3_direction<2, false>(in_h, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo, anti_hi, acc);
+        v3_direction<3, true>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo, anti_hi, acc);
+        v3_direction<0, false>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo, anti_hi, acc);
+        v3_direction<1, false>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo, anti_hi, acc);
+        v3_direction<2, false>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo, anti_hi, acc);
         const real cr = (real)c;
+        const real y_step = y_h ? v3_site_step(y_n, cb) : (real)0;
+        // acc becomes the output site, then is stored whole (half: with its norm).
 #pragma unroll
         for (int j = 0; j < 4; ++j)
 #pragma unroll
             for (int i = 0; i < 3; ++i) {
-                const size_t k = (size_t)(j * 3 + i) * vh + cb;
                 const real2 h = acc[j][i];
                 real2 v;
                 if (y_h) {
-                    const real2 yk = y_h[k];
+                    const real2 yk = v3_load(y_h, vh, j * 3 + i, cb, y_step);
                     v = c_of<real2>(yk.x + cr * h.x, yk.y + cr * h.y);
                     if (g5 && j >= 2)
                         v = c_neg(v);
+#if !V3_HALF
                     if (partials)
                         dot = c_add(dot, c_conj_mul(c_dbl(yk), c_dbl(v)));
+#endif
                 } else {
                     v = c_scale(cr, h);
                     if (g5 && j >= 2)
                         v = c_neg(v);
                 }
-                out_h[k] = v;
+                acc[j][i] = v;
             }
+        v3_store_site(out_h, out_n, vh, cb, acc);
+#if V3_HALF
+        // The dot of what was stored (the rounded site).
+        if (partials && y_h)
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+#pragma unroll
+                for (int i = 0; i < 3; ++i)
+                    dot = c_add(dot, c_conj_mul(c_dbl(v3_load(y_h, vh, j * 3 + i, cb, y_step)), c_dbl(acc[j][i])));
+#endif
     }
     if (partials) {
         QCD_DYNAMIC_SHARED(double2, v3_shared);

@@ -5,6 +5,10 @@
 // - real2: double2, or float2 with V3_SINGLE=1; RECONSTRUCT_12=1 stores and reads two rows
 //   per link (V3_LINK_ELEMS = 6 complex per link instead of 9), RECONSTRUCT_8=1 the 8-real
 //   form (V3_LINK_ELEMS = 4, decoded by v3_unpack_8).
+// - V3_HALF=1 (implies V3_SINGLE=1: float arithmetic, float2 links): spinors in the half
+//   format of half.cuh (short2 elements, one float norm per site). Every spinor read and
+//   write goes through v3_site_step / v3_load / v3_store_site, which are plain loads and
+//   stores of real2 in the other builds (the norm pointers then unused, may be null).
 // - v3_col / v3_ph: A_mu of g_mu = [[0, A],[A^+, 0]] (DeGrand-Rossi).
 // - v3_site: lexicographic index and coordinates of a checkerboard site.
 // - v3_load_link: a link from a parity's structure-of-arrays link array (or a ghost face).
@@ -27,6 +31,13 @@
 #if RECONSTRUCT_12 && RECONSTRUCT_8
 #error "RECONSTRUCT_12 and RECONSTRUCT_8 exclude each other"
 #endif
+#ifndef V3_HALF
+#define V3_HALF 0
+#endif
+#if V3_HALF
+#undef V3_SINGLE
+#define V3_SINGLE 1
+#endif
 #ifndef V3_SINGLE
 #define V3_SINGLE 0
 #endif
@@ -37,6 +48,50 @@ typedef float2 real2;
 typedef double2 real2;
 #endif
 typedef real_of<real2> real;
+
+#if V3_HALF
+#include "half.cuh"
+typedef short2 v3_spinor; // a stored spinor element
+#else
+typedef real2 v3_spinor;
+#endif
+
+// The value of one stored step at site n (half: norm[n] / 32767; otherwise unused).
+__device__ __forceinline__ real v3_site_step(const float* __restrict__ norm, size_t n)
+{
+#if V3_HALF
+    return half_step(norm[n]);
+#else
+    return (real)1;
+#endif
+}
+
+// Element k of site n of a spinor structure of arrays (stride vh), step from v3_site_step.
+__device__ __forceinline__ real2 v3_load(const v3_spinor* __restrict__ psi, size_t vh, int k, size_t n, real step)
+{
+#if V3_HALF
+    return half_load(psi, vh, k, n, step);
+#else
+    return psi[(size_t)k * vh + n];
+#endif
+}
+
+// Write site n's 12 complex values v[spin][colour] (half: with the site's norm, norm[n],
+// and v replaced by the stored values, so that a reduction over the written field sees
+// what is stored).
+__device__ __forceinline__ void v3_store_site(v3_spinor* __restrict__ psi, float* __restrict__ norm, size_t vh,
+                                              size_t n, real2 v[4][3])
+{
+#if V3_HALF
+    half_store_site(&v[0][0], psi, vh, n, norm + n);
+#else
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+        for (int i = 0; i < 3; ++i)
+            psi[(size_t)(j * 3 + i) * vh + n] = v[j][i];
+#endif
+}
 
 // Complex elements stored per link: rows 0 and 1 with RECONSTRUCT_12 (row 2 is rebuilt in
 // registers, so it is not kept in memory: 12 reals per link), 4 with RECONSTRUCT_8 (8 reals,
@@ -165,20 +220,22 @@ __device__ __forceinline__ void v3_load_link(const real2* __restrict__ links, si
 }
 
 // The half spinor of a hop of direction MU from the spinor at index n of the structure of
-// arrays psi (stride vh): h_r = psi_r -/+ i^p_r psi_{2 + c_r} (forward: 1 - g_mu, backward:
-// 1 + g_mu), negated with `neg` (an antiperiodic crossing). 12 flops.
+// arrays psi (stride vh; half: norms `norm`): h_r = psi_r -/+ i^p_r psi_{2 + c_r}
+// (forward: 1 - g_mu, backward: 1 + g_mu), negated with `neg` (an antiperiodic crossing).
+// 12 flops.
 template <int MU, bool FWD>
-__device__ __forceinline__ void v3_project(const real2* __restrict__ psi, size_t vh, int n, bool neg,
-                                           real2 h[2][3])
+__device__ __forceinline__ void v3_project(const v3_spinor* __restrict__ psi, const float* __restrict__ norm,
+                                           size_t vh, int n, bool neg, real2 h[2][3])
 {
     constexpr int c0 = v3_col(MU, 0), c1 = v3_col(MU, 1);
     constexpr int p0 = v3_ph(MU, 0), p1 = v3_ph(MU, 1);
+    const real step = v3_site_step(norm, n);
 #pragma unroll
     for (int c = 0; c < 3; ++c) {
-        const real2 u0 = psi[(size_t)c * vh + n];
-        const real2 u1 = psi[(size_t)(3 + c) * vh + n];
-        const real2 a0 = c_ipow<p0>(psi[(size_t)((2 + c0) * 3 + c) * vh + n]);
-        const real2 a1 = c_ipow<p1>(psi[(size_t)((2 + c1) * 3 + c) * vh + n]);
+        const real2 u0 = v3_load(psi, vh, c, n, step);
+        const real2 u1 = v3_load(psi, vh, 3 + c, n, step);
+        const real2 a0 = c_ipow<p0>(v3_load(psi, vh, (2 + c0) * 3 + c, n, step));
+        const real2 a1 = c_ipow<p1>(v3_load(psi, vh, (2 + c1) * 3 + c, n, step));
         h[0][c] = FWD ? c_sub(u0, a0) : c_add(u0, a0);
         h[1][c] = FWD ? c_sub(u1, a1) : c_add(u1, a1);
         if (neg) {
@@ -231,17 +288,18 @@ __device__ __forceinline__ void v3_hop_half(const real2 h[2][3], const real2 u[3
 }
 
 // One hop of direction MU (forward or backward) from the neighbour at checkerboard index
-// n of the input half field psi, whose link is at checkerboard index ls of the link half
+// n of the input half field psi (half: norms `norm`), whose link is at checkerboard index ls of the link half
 // array `links` (x for forward, x - mu for backward), with sign `neg` for an
 // antiperiodic crossing. FIRST: write acc instead of accumulating; with `zero` the half
 // spinor is replaced by zeros (selects, no branch), so the first hop writes zeros when it
 // is to be skipped.
 template <int MU, bool FWD, bool FIRST>
-__device__ __forceinline__ void v3_hop(const real2* __restrict__ psi, const real2* __restrict__ links,
-                                       size_t vh, int n, int ls, bool neg, bool zero, real2 acc[4][3])
+__device__ __forceinline__ void v3_hop(const v3_spinor* __restrict__ psi, const float* __restrict__ norm,
+                                       const real2* __restrict__ links, size_t vh, int n, int ls, bool neg, bool zero,
+                                       real2 acc[4][3])
 {
     real2 h[2][3];
-    v3_project<MU, FWD>(psi, vh, n, neg, h);
+    v3_project<MU, FWD>(psi, norm, vh, n, neg, h);
     if (FIRST) {
 #pragma unroll
         for (int r = 0; r < 2; ++r)

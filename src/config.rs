@@ -207,8 +207,10 @@ pub struct SolverConfig {
     /// "none" or "even-odd" (CR on the Schur complement M_ee, odd sites reconstructed).
     #[serde(default)]
     pub preconditioning: Preconditioning,
-    /// "double", or "single-double" (single-precision iteration, reliable updates in
-    /// double, final true residual in double).
+    /// "double", "single-double" (single-precision iteration, reliable updates in
+    /// double, final true residual in double) or "half-double" (the iteration on 16-bit
+    /// fixed-point spinors with a per-site norm, single-precision links on the GPU; the
+    /// same reliable updates; the generic iteration, not the fused CR).
     #[serde(default)]
     pub precision: SolverPrecision,
     /// Mixed precision: recompute the true residual in double when the iterated residual
@@ -239,6 +241,29 @@ pub enum SolverPrecision {
     #[default]
     Double,
     SingleDouble,
+    HalfDouble,
+}
+
+impl SolverPrecision {
+    /// The precision of the inner iteration's fields.
+    pub fn inner(self) -> crate::linalg::Precision {
+        use crate::linalg::Precision;
+        match self {
+            SolverPrecision::Double => Precision::Double,
+            SolverPrecision::SingleDouble => Precision::Single,
+            SolverPrecision::HalfDouble => Precision::Half,
+        }
+    }
+
+    /// The config value of an inner precision.
+    pub fn of_inner(p: crate::linalg::Precision) -> SolverPrecision {
+        use crate::linalg::Precision;
+        match p {
+            Precision::Double => SolverPrecision::Double,
+            Precision::Single => SolverPrecision::SingleDouble,
+            Precision::Half => SolverPrecision::HalfDouble,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, Default, clap::ValueEnum)]
@@ -657,9 +682,19 @@ impl LoadedConfig {
                 ),
             ));
         }
+        let half = c.solver.precision == SolverPrecision::HalfDouble;
+        if half && c.solver.iteration == Iteration::Fused {
+            return Err(self.bad(
+                "solver",
+                "iteration",
+                "half-double runs on the generic iteration (the fused CR has no half-precision \
+                 kernels); set iteration = \"auto\" or \"seed\""
+                    .to_string(),
+            ));
+        }
         let fast = c.solver.preconditioning != Preconditioning::None
             || c.solver.precision != SolverPrecision::Double;
-        if fast && c.solver.method == Method::Cr && c.solver.iteration == Iteration::Seed {
+        if fast && !half && c.solver.method == Method::Cr && c.solver.iteration == Iteration::Seed {
             return Err(self.bad(
                 "solver",
                 "iteration",
@@ -739,7 +774,7 @@ impl LoadedConfig {
                     let key = crate::backend::Capabilities::of_stencil(v)
                         .missing(
                             c.solver.preconditioning != Preconditioning::None,
-                            c.solver.precision != SolverPrecision::Double,
+                            c.solver.precision.inner(),
                             c.solver.iteration == Iteration::Fused,
                         )
                         .map(|(key, _)| key);
@@ -832,6 +867,18 @@ impl LoadedConfig {
                         "a split lattice runs on the GPU with backend.kernel = \"3.0\" only; the seed version {} is single-GPU",
                         self.config.backend.kernel
                     ),
+                ));
+            }
+            // The GPU halo kernels (kernels/halo.cu) have no half build; the CPU's
+            // decomposed backend rounds half fields like the single-GPU one.
+            if self.config.solver.precision == SolverPrecision::HalfDouble
+                && self.config.backend.device != Device::Cpu
+            {
+                return Err(self.bad(
+                    "solver",
+                    "precision",
+                    "half-double on a split lattice runs on the CPU only (device = \"cpu\"): the GPU halo kernels have no half-precision build; use single-double"
+                        .to_string(),
                 ));
             }
         }

@@ -170,6 +170,7 @@ fn tol(prec: Precision) -> f64 {
     match prec {
         Precision::Double => 1e-13,
         Precision::Single => 1e-5,
+        Precision::Half => panic!("a split lattice on the GPU has no half precision"),
     }
 }
 

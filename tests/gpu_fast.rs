@@ -59,6 +59,7 @@ fn tol(p: Precision) -> f64 {
     match p {
         Precision::Double => 1e-13,
         Precision::Single => 1e-6,
+        Precision::Half => panic!("half precision is tests/gpu_half.rs's"),
     }
 }
 

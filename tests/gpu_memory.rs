@@ -70,10 +70,7 @@ fn plan(cfg: &LoadedConfig, case: Case) -> (CudaOptions, SolvePlan) {
     } else {
         Preconditioning::None
     };
-    c.solver.precision = match prec {
-        Precision::Double => SolverPrecision::Double,
-        Precision::Single => SolverPrecision::SingleDouble,
-    };
+    c.solver.precision = SolverPrecision::of_inner(prec);
     let opts = CudaOptions {
         version,
         reconstruct: if r12 {
@@ -105,7 +102,7 @@ fn solve(problem: &Problem, opts: &CudaOptions, plan: &SolvePlan) -> CudaBackend
 fn every_plan_books_exactly_what_its_estimate_says() {
     require_gpu();
     let cfg = config([8, 8, 8, 16]);
-    use Precision::{Double, Single};
+    use Precision::{Double, Half, Single};
     use StencilVersion::{V1_5, V1_6_1, V2_0, V3_0};
     let cases: Vec<Case> = vec![
         (V3_0, false, Method::Cr, false, Double),
@@ -116,6 +113,10 @@ fn every_plan_books_exactly_what_its_estimate_says() {
         (V3_0, true, Method::Bicgstab, false, Double),
         (V3_0, true, Method::Gcr, true, Single),
         (V3_0, true, Method::Cgne, true, Single),
+        // Half-double: the generic CR and BiCGStab on half fields (52 B a site) with the
+        // single links and the Schur temporary's norms.
+        (V3_0, true, Method::Cr, true, Half),
+        (V3_0, false, Method::Bicgstab, false, Half),
         (V1_5, false, Method::Cr, false, Double),
         (V1_6_1, false, Method::Cr, false, Double),
         (V2_0, false, Method::Bicgstab, false, Double),

@@ -117,10 +117,7 @@ fn plan(
     let mut c = cfg.config.clone();
     c.solver.method = method;
     c.solver.preconditioning = pre;
-    c.solver.precision = match prec {
-        Precision::Double => SolverPrecision::Double,
-        Precision::Single => SolverPrecision::SingleDouble,
-    };
+    c.solver.precision = SolverPrecision::of_inner(prec);
     SolvePlan::from_config(&c, fast_kernel)
 }
 

@@ -4,7 +4,7 @@
 #   bash validate/device.sh        then:  run  command "bash validate/on-device.sh"  carry [".device"]
 # Stages: qcd-solve (release, debug info stripped) and the GPU test binaries gpu-tests,
 # gpu-decomposed-tests, gpu-nccl-tests, gpu-fast-tests, gpu-fused-tests,
-# gpu-memory-tests, gpu-solvers-tests (tests/gpu*.rs, --features gpu-tests).
+# gpu-memory-tests, gpu-solvers-tests, gpu-half-tests (tests/gpu*.rs, --features gpu-tests).
 set -euo pipefail
 root=$(git rev-parse --show-toplevel)
 cd "$root"
@@ -20,12 +20,13 @@ LD_LIBRARY_PATH=$nvrtc_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} ./target/release
 # The GPU test targets: tests/gpu.rs (seed versions), gpu_fast.rs (3.0's layouts and
 # operators), gpu_fused.rs (the fused CR kernels and graphs), gpu_solvers.rs (the four
 # Krylov methods against the CPU), gpu_memory.rs (the device-memory books against the
-# estimate and the free-memory drop).
+# estimate and the free-memory drop), gpu_half.rs (half precision against the CPU, half-double
+# solves).
 cargo test --release --features gpu-tests --no-run --message-format=json 2>/dev/null |
     python3 -c 'import json,sys
 for line in sys.stdin:
     m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m["target"]["name"] in ("gpu", "gpu_fast", "gpu_fused", "gpu_solvers", "gpu_decomposed", "gpu_nccl", "gpu_memory") and m.get("executable"):
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] in ("gpu", "gpu_fast", "gpu_fused", "gpu_solvers", "gpu_decomposed", "gpu_nccl", "gpu_memory", "gpu_half") and m.get("executable"):
         print(m["target"]["name"], m["executable"])' >"$root/target/gpu-tests.list"
 grep -q '^gpu ' "$root/target/gpu-tests.list" || { echo "gpu test binary not found" >&2; exit 1; }
 

@@ -206,17 +206,19 @@ fn run_version(
     })
 }
 
-/// The per-method table's option sets: plain, and even-odd with single-double.
+/// The per-method table's option sets: plain, and even-odd with single-double and with
+/// half-double.
 pub fn method_options() -> [(
     &'static str,
     crate::config::Preconditioning,
     crate::backend::Precision,
-); 2] {
+); 3] {
     use crate::backend::Precision;
     use crate::config::Preconditioning;
     [
         ("plain", Preconditioning::None, Precision::Double),
         ("eo+single", Preconditioning::EvenOdd, Precision::Single),
+        ("eo+half", Preconditioning::EvenOdd, Precision::Half),
     ]
 }
 
@@ -233,10 +235,7 @@ pub fn method_plan(
     let mut c = c.clone();
     c.solver.method = method;
     c.solver.preconditioning = pre;
-    c.solver.precision = match precision {
-        crate::backend::Precision::Double => crate::config::SolverPrecision::Double,
-        crate::backend::Precision::Single => crate::config::SolverPrecision::SingleDouble,
-    };
+    c.solver.precision = crate::config::SolverPrecision::of_inner(precision);
     (SolvePlan::from_config(&c, true), c.solver.operator())
 }
 
@@ -302,25 +301,35 @@ fn failed_method_row(method: Method, options: &str, e: &Error) -> MethodRow {
     }
 }
 
-/// "1.6.1", or "3.0 fused+eo+single+r12" for the option rows.
+/// "1.6.1", or "3.0 fused+eo+single+r12" for the option rows ("3.0 eo+half+r12": half-double
+/// runs the generic iteration).
 pub fn variant_label(
     version: StencilVersion,
     plan: &SolvePlan,
     reconstruct: Reconstruct,
 ) -> String {
-    let mut l = version.to_string();
+    use crate::backend::Precision;
+    let half = plan.precision == Precision::Half;
+    let mut tags = Vec::new();
     if plan.fused {
-        l.push_str(" fused");
-        if plan.preconditioning == crate::config::Preconditioning::EvenOdd {
-            l.push_str("+eo");
-        }
-        if plan.precision == crate::backend::Precision::Single {
-            l.push_str("+single");
-        }
+        tags.push("fused");
+    }
+    if (plan.fused || half) && plan.preconditioning == crate::config::Preconditioning::EvenOdd {
+        tags.push("eo");
+    }
+    if plan.fused && plan.precision == Precision::Single {
+        tags.push("single");
+    }
+    if half {
+        tags.push("half");
     }
     if reconstruct.compressed() {
-        l.push_str(if plan.fused { "+" } else { " " });
-        l.push_str(reconstruct.label());
+        tags.push(reconstruct.label());
+    }
+    let mut l = version.to_string();
+    if !tags.is_empty() {
+        l.push(' ');
+        l.push_str(&tags.join("+"));
     }
     l
 }
@@ -347,6 +356,12 @@ pub fn option_variants(base: &SolvePlan) -> Vec<(SolvePlan, Reconstruct)> {
         precision: Precision::Single,
         ..eo.clone()
     };
+    // Half-double (even-odd): the generic iteration, not the fused one.
+    let half = SolvePlan {
+        precision: Precision::Half,
+        fused: false,
+        ..eo.clone()
+    };
     vec![
         (fused.clone(), Reconstruct::R18),
         (fused.clone(), Reconstruct::R12),
@@ -356,6 +371,9 @@ pub fn option_variants(base: &SolvePlan) -> Vec<(SolvePlan, Reconstruct)> {
         (both.clone(), Reconstruct::R18),
         (both.clone(), Reconstruct::R12),
         (both, Reconstruct::R8),
+        (half.clone(), Reconstruct::R18),
+        (half.clone(), Reconstruct::R12),
+        (half, Reconstruct::R8),
     ]
 }
 

@@ -69,7 +69,7 @@ pub struct OverrideArgs {
     /// none or even-odd (overrides [solver] preconditioning).
     #[arg(long, value_enum)]
     pub preconditioning: Option<crate::config::Preconditioning>,
-    /// double or single-double (overrides [solver] precision).
+    /// double, single-double or half-double (overrides [solver] precision).
     #[arg(long, value_enum)]
     pub precision: Option<crate::config::SolverPrecision>,
     /// seed, fused or auto (overrides [solver] iteration).

@@ -5,7 +5,9 @@
 //! at B. Floors (each field read or written once, conventions.md):
 //!
 //! - dslash, full lattice: 4 links + 1 input + 1 output spinor per site: 960 B/site in
-//!   double with 18 reals per link, 768 with 12, 640 with 8; half that in single;
+//!   double with 18 reals per link, 768 with 12, 640 with 8; half that in single; in half
+//!   (spinors of 24 16-bit integers and an f32 norm, 52 B, with the single links) 288 + 104
+//!   = 392 with 18 (no fused CR row: half-double iterates through the generic solver);
 //! - Schur operator M_ee on an even field: two half-lattice hops, each reading every link
 //!   (the odd outputs need the even sites' backward links and their own forward ones),
 //!   plus five half-lattice spinors (x_e, tmp_o written and read, x_e again, out);
@@ -24,25 +26,32 @@ use std::time::Instant;
 
 /// Bytes per lattice site of the row's floor.
 pub fn dslash_floor(reconstruct: usize, precision: Precision) -> f64 {
-    let p = bytes_per_real(precision);
-    (4 * reconstruct * p + 2 * 24 * p) as f64
+    (4 * reconstruct * link_real_bytes(precision)) as f64 + 2.0 * spinor_bytes(precision)
 }
 
 pub fn schur_floor(reconstruct: usize, precision: Precision) -> f64 {
-    let p = bytes_per_real(precision);
     // Per full-lattice site: 2 hops x all links, 5 half spinors = 2.5 spinors.
-    (2 * 4 * reconstruct * p) as f64 + 2.5 * (24 * p) as f64
+    (2 * 4 * reconstruct * link_real_bytes(precision)) as f64 + 2.5 * spinor_bytes(precision)
 }
 
 pub fn cr_iteration_floor(reconstruct: usize, precision: Precision) -> f64 {
-    let p = bytes_per_real(precision);
-    dslash_floor(reconstruct, precision) + (2 * 6 * 24 * p) as f64
+    dslash_floor(reconstruct, precision) + 2.0 * 6.0 * spinor_bytes(precision)
 }
 
-fn bytes_per_real(p: Precision) -> usize {
+/// Bytes of a link real the stencil of an iteration in `p` reads (half: single links).
+fn link_real_bytes(p: Precision) -> usize {
     match p {
         Precision::Double => 8,
-        Precision::Single => 4,
+        Precision::Single | Precision::Half => 4,
+    }
+}
+
+/// Bytes of one site's spinor (half: 24 16-bit integers and the f32 norm).
+fn spinor_bytes(p: Precision) -> f64 {
+    match p {
+        Precision::Double => 24.0 * 8.0,
+        Precision::Single => 24.0 * 4.0,
+        Precision::Half => crate::linalg::half::SITE_BYTES as f64,
     }
 }
 
@@ -115,7 +124,7 @@ pub fn measure(
         let rec = reconstruct.reals();
         let r18 = reconstruct == Reconstruct::R18;
         let full = be.upload(&psi)?;
-        for prec in [Precision::Double, Precision::Single] {
+        for prec in [Precision::Double, Precision::Single, Precision::Half] {
             let lf = Layout::new(Subset::Full, prec);
             let mut inp = be.alloc_layout(lf)?;
             be.convert(&mut inp, &full)?;
@@ -143,6 +152,10 @@ pub fn measure(
                 t,
                 None,
             );
+            if prec == Precision::Half {
+                // Half-double iterates through the generic solver: no fused CR row.
+                continue;
+            }
             // One fused CR iteration (kept running: eps 0, no iteration limit reached).
             let mut x = be.alloc_layout(lf)?;
             let mut r = be.alloc_layout(lf)?;

@@ -247,7 +247,8 @@ pub fn estimate(plan: &DevicePlan) -> DeviceEstimate {
         resident.extend(cuda_fp::halo(p, plan.opts.reconstruct));
     }
     let mut prepared = resident.clone();
-    if fast && plan.layout.precision == Precision::Single {
+    // Single and half iterations read the single-precision links.
+    if fast && plan.layout.precision != Precision::Double {
         prepared.push(cuda_fp::v3_links(
             v,
             plan.opts.reconstruct,
@@ -256,6 +257,9 @@ pub fn estimate(plan: &DevicePlan) -> DeviceEstimate {
     }
     if fast && plan.layout.subset != Subset::Full {
         prepared.push(cuda_fp::schur_temporary(v));
+        if plan.layout.precision == Precision::Half {
+            prepared.push(cuda_fp::schur_temporary_norms(v));
+        }
     }
     let with = |extra: Vec<MemoryLine>| prepared.iter().copied().chain(extra);
 

@@ -4,7 +4,7 @@
 //! hold full double fields only (any method, plain), and kernel 3.0 has everything.
 
 use crate::backend::{Capabilities, Precision};
-use crate::config::{Iteration, Preconditioning, SolverPrecision};
+use crate::config::{Iteration, Preconditioning};
 use crate::solver::{CrParams, Method, SolveSpec};
 use crate::{Error, Result};
 
@@ -44,13 +44,13 @@ impl SolvePlan {
     /// (kernel 3.0 on the GPU), which makes CR's `iteration = "auto"` fused.
     pub fn from_config(c: &crate::config::Config, fast_kernel: bool) -> Self {
         let s = &c.solver;
-        let precision = match s.precision {
-            SolverPrecision::Double => Precision::Double,
-            SolverPrecision::SingleDouble => Precision::Single,
-        };
+        let precision = s.precision.inner();
         let needs_fused =
             s.preconditioning != Preconditioning::None || precision != Precision::Double;
+        // Half-double iterates through the generic solver (the fused CR's kernels work
+        // element by element; a half field is rounded site by site).
         let fused = s.method == Method::Cr
+            && precision != Precision::Half
             && match s.iteration {
                 Iteration::Seed => false,
                 Iteration::Fused => true,
@@ -94,8 +94,12 @@ impl SolvePlan {
         if self.preconditioning == Preconditioning::EvenOdd {
             d.push_str(", even-odd");
         }
-        if self.precision == Precision::Single {
-            d.push_str(&format!(", single-double (delta {})", self.reliable_delta));
+        if self.precision != Precision::Double {
+            d.push_str(&format!(
+                ", {}-double (delta {})",
+                self.precision.name(),
+                self.reliable_delta
+            ));
         }
         if self.fused {
             d.push_str(&format!(", check every {}", self.check_every));
@@ -109,7 +113,7 @@ impl SolvePlan {
     pub fn check(&self, caps: Capabilities) -> Result<()> {
         let Some((key, missing)) = caps.missing(
             self.preconditioning != Preconditioning::None,
-            self.precision != Precision::Double,
+            self.precision,
             self.fused,
         ) else {
             return Ok(());

@@ -237,7 +237,12 @@ pub fn solve_on_rank<B: Backend>(
     let t = Instant::now();
     let true_residual = solver::true_residual(backend, op, &b, &x)?;
     let check = t.elapsed().as_secs_f64();
-    let wrapped = plan.fused || plan.method != Method::Cr || spec.even_odd;
+    // The statistics of the wrappers (and of the fused CR): reliable updates of a mixed
+    // solve too when it runs CR's plain loop (half-double).
+    let wrapped = plan.fused
+        || plan.method != Method::Cr
+        || spec.even_odd
+        || plan.precision != crate::backend::Precision::Double;
     Ok(SolveResult {
         solution,
         iterations: out.iterations,

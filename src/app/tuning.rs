@@ -10,7 +10,7 @@
 use crate::backend::cuda::tune::{self, TuneCache, TuneKey};
 use crate::backend::cuda::{CudaBackend, CudaOptions, Geometry, StencilVersion};
 use crate::backend::prelude::*;
-use crate::backend::{Layout, Operator, Precision, Subset};
+use crate::backend::{Layout, Operator, Subset};
 use crate::error::Result;
 use crate::field::SpinorField;
 use crate::problem::Problem;
@@ -91,10 +91,7 @@ pub fn start_options(version: StencilVersion, base: &CudaOptions, mode: TuneMode
 /// "single-eo" (the geometry is tuned on that operator, since the best block of the full
 /// double operator is not the best of the even-odd single one: runs 8 and 11).
 pub fn layout_name(layout: Layout) -> String {
-    let p = match layout.precision {
-        Precision::Double => "double",
-        Precision::Single => "single",
-    };
+    let p = layout.precision.name();
     match layout.subset {
         Subset::Full => p.to_string(),
         _ => format!("{p}-eo"),
@@ -285,19 +282,31 @@ pub fn tune_backend(be: &mut CudaBackend, p: &Problem, layout: Layout) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::Precision;
 
     #[test]
     fn each_solve_layout_has_its_own_cache_name() {
-        // Four layouts, four names: an even-odd single solve never reuses the full double
+        // Six layouts, six names: an even-odd single solve never reuses the full double
         // operator's block (the issue-6 note: 384 from the full double sweep cost the
         // even-odd single r12 graphs 2.9 -> 3.8 ms).
         let names: Vec<String> = [Subset::Full, Subset::Even]
             .into_iter()
             .flat_map(|s| {
-                [Precision::Double, Precision::Single].map(move |p| layout_name(Layout::new(s, p)))
+                [Precision::Double, Precision::Single, Precision::Half]
+                    .map(move |p| layout_name(Layout::new(s, p)))
             })
             .collect();
-        assert_eq!(names, ["double", "single", "double-eo", "single-eo"]);
+        assert_eq!(
+            names,
+            [
+                "double",
+                "single",
+                "half",
+                "double-eo",
+                "single-eo",
+                "half-eo"
+            ]
+        );
         // A decomposed lattice's key names its split directions.
         assert_eq!(split_name(&[1, 1, 1, 2]), "split-t");
         assert_eq!(split_name(&[2, 1, 2, 4]), "split-xzt");

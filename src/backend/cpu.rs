@@ -3,9 +3,7 @@
 //! reductions. Run it inside a rayon pool to choose the thread count; results are bitwise
 //! the same for any count (fixed chunking, see `crate::reduce`).
 
-use super::{
-    layout_mismatch as mismatch, Layout, Operator, Precision, Prepare, Space, Subset, WilsonKernels,
-};
+use super::{layout_mismatch as mismatch, Layout, Operator, Prepare, Space, Subset, WilsonKernels};
 use crate::dirac::simd::{self, Isa, Lane, LaneGauge, LaneSpinor, W};
 use crate::field::{GaugeField, SpinorField, C64};
 use crate::reduce::det_sum2;
@@ -166,8 +164,9 @@ impl CpuBackend<'_> {
 /// is kept plainly: 12 complex numbers per site in the canonical order, half fields in
 /// checkerboard order (cb = lexicographic index / 2). Single precision is storage
 /// precision: every value written to a single field is rounded to f32 (arithmetic in
-/// f64), which is what mixed precision changes about the solve; the CPU stays the simple
-/// validator.
+/// f64), which is what mixed precision changes about the solve; half precision is the
+/// same with every site rounded to the 16-bit format after each write (`linalg::half`).
+/// The CPU stays the simple validator.
 pub struct CpuField {
     layout: Layout,
     repr: Repr,
@@ -181,15 +180,6 @@ enum Repr {
 impl CpuField {
     pub fn layout(&self) -> Layout {
         self.layout
-    }
-}
-
-/// The value as the field's precision stores it.
-#[inline]
-fn store(precision: Precision, z: C64) -> C64 {
-    match precision {
-        Precision::Double => z,
-        Precision::Single => C64::new(z.re as f32 as f64, z.im as f32 as f64),
     }
 }
 
@@ -223,22 +213,25 @@ impl CpuBackend<'_> {
         let layout = f.layout;
         match &mut f.repr {
             Repr::Lanes(l) => l.assign_canonical(full),
-            Repr::Plain(v) => match layout.subset.parity() {
-                None => {
-                    for (d, s) in v.iter_mut().zip(&full.data) {
-                        *d = store(layout.precision, *s);
+            Repr::Plain(v) => {
+                match layout.subset.parity() {
+                    None => {
+                        for (d, s) in v.iter_mut().zip(&full.data) {
+                            *d = layout.precision.store(*s);
+                        }
                     }
-                }
-                Some(p) => {
-                    let l = &self.gauge.lattice;
-                    for (cb, d) in v.chunks_exact_mut(12).enumerate() {
-                        let x = l.checkerboard_site(p, cb);
-                        for (dk, sk) in d.iter_mut().zip(&full.data[12 * x..12 * x + 12]) {
-                            *dk = store(layout.precision, *sk);
+                    Some(p) => {
+                        let l = &self.gauge.lattice;
+                        for (cb, d) in v.chunks_exact_mut(12).enumerate() {
+                            let x = l.checkerboard_site(p, cb);
+                            for (dk, sk) in d.iter_mut().zip(&full.data[12 * x..12 * x + 12]) {
+                                *dk = layout.precision.store(*sk);
+                            }
                         }
                     }
                 }
-            },
+                layout.precision.round_sites(v);
+            }
         }
     }
 
@@ -355,7 +348,8 @@ impl Space for CpuBackend<'_> {
             (Repr::Plain(xv), Repr::Plain(yv)) if x.layout == y.layout => {
                 yv.par_iter_mut()
                     .zip(xv.par_iter())
-                    .for_each(|(y, x)| *y = store(prec, *y + a * *x));
+                    .for_each(|(y, x)| *y = prec.store(*y + a * *x));
+                prec.round_sites(yv);
                 Ok(())
             }
             _ => Err(mismatch("axpy", x.layout, y.layout)),
@@ -369,7 +363,8 @@ impl Space for CpuBackend<'_> {
             (Repr::Plain(xv), Repr::Plain(yv)) if x.layout == y.layout => {
                 yv.par_iter_mut()
                     .zip(xv.par_iter())
-                    .for_each(|(y, x)| *y = store(prec, *x + a * *y));
+                    .for_each(|(y, x)| *y = prec.store(*x + a * *y));
+                prec.round_sites(yv);
                 Ok(())
             }
             _ => Err(mismatch("xpay", x.layout, y.layout)),

@@ -22,9 +22,7 @@
 //! Reductions are a deterministic local sum, then `comms::global_sum` (rank order), so
 //! every rank sees the same bits.
 
-use super::{
-    layout_mismatch as mismatch, Layout, Operator, Precision, Prepare, Space, Subset, WilsonKernels,
-};
+use super::{layout_mismatch as mismatch, Layout, Operator, Prepare, Space, Subset, WilsonKernels};
 use crate::comms::{global_sum, Comms, Incoming, Outgoing};
 use crate::dirac::fast::{accumulate, load, project, CHIRAL_BLOCKS};
 use crate::field::gamma::GAMMA5_SIGN;
@@ -128,18 +126,10 @@ fn face_index(dims: &[usize; NDIM], mu: usize, c: &[usize; NDIM]) -> usize {
     f
 }
 
-/// The value as a field of `precision` stores it (single: rounded through f32).
-#[inline]
-fn store(precision: Precision, z: C64) -> C64 {
-    match precision {
-        Precision::Double => z,
-        Precision::Single => C64::new(z.re as f32 as f64, z.im as f32 as f64),
-    }
-}
-
 /// A field of one rank: 12 complex numbers per local site in the canonical order; half
 /// fields hold the local sites of one (global) parity in checkerboard order (cb = local
-/// lexicographic index / 2). Single fields store every value rounded to f32.
+/// lexicographic index / 2). Single fields store every value rounded to f32, half fields
+/// every site rounded to the 16-bit format (`linalg::half`).
 pub struct DecomposedField {
     layout: Layout,
     data: Vec<C64>,
@@ -528,7 +518,7 @@ impl<C: Comms> DecomposedCpu<C> {
         match f.layout.subset.parity() {
             None => {
                 for (d, s) in f.data.iter_mut().zip(full) {
-                    *d = store(prec, *s);
+                    *d = prec.store(*s);
                 }
             }
             Some(p) => {
@@ -536,11 +526,12 @@ impl<C: Comms> DecomposedCpu<C> {
                 for (cb, d) in f.data.chunks_exact_mut(12).enumerate() {
                     let x = l.checkerboard_site(p, cb);
                     for (dk, sk) in d.iter_mut().zip(&full[12 * x..12 * x + 12]) {
-                        *dk = store(prec, *sk);
+                        *dk = prec.store(*sk);
                     }
                 }
             }
         }
+        prec.round_sites(&mut f.data);
     }
 
     fn gamma5_in_place(v: &mut [C64]) {
@@ -644,7 +635,8 @@ impl<C: Comms> Space for DecomposedCpu<C> {
         y.data
             .par_iter_mut()
             .zip(x.data.par_iter())
-            .for_each(|(y, x)| *y = store(prec, *y + a * *x));
+            .for_each(|(y, x)| *y = prec.store(*y + a * *x));
+        prec.round_sites(&mut y.data);
         Ok(())
     }
 
@@ -656,7 +648,8 @@ impl<C: Comms> Space for DecomposedCpu<C> {
         y.data
             .par_iter_mut()
             .zip(x.data.par_iter())
-            .for_each(|(y, x)| *y = store(prec, *x + a * *y));
+            .for_each(|(y, x)| *y = prec.store(*x + a * *y));
+        prec.round_sites(&mut y.data);
         Ok(())
     }
 

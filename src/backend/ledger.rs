@@ -53,6 +53,7 @@ impl Purpose {
         let prec = |p: Precision| match p {
             Precision::Double => 0,
             Precision::Single => 1,
+            Precision::Half => 2,
         };
         match *self {
             Purpose::GaugeUpload => (0, 0, 0, 0),
@@ -81,10 +82,7 @@ impl Purpose {
 
     /// "links double r12", "fields even single".
     pub fn label(&self) -> String {
-        let prec = |p: Precision| match p {
-            Precision::Double => "double",
-            Precision::Single => "single",
-        };
+        let prec = |p: Precision| p.name();
         match *self {
             Purpose::GaugeUpload => "gauge field (set-up copy)".into(),
             Purpose::Links {
@@ -130,13 +128,15 @@ impl Serialize for Purpose {
 }
 
 /// Bytes of a spinor field of `layout` on a lattice of `volume` sites as the GPU stores it:
-/// 12 complex numbers per site of the layout's subset, 16 bytes each in double, 8 in single.
+/// 12 complex numbers per site of the layout's subset, 16 bytes each in double, 8 in single;
+/// in half 24 16-bit integers and an f32 norm per site (52 bytes, `linalg::half`).
 pub fn field_bytes(layout: Layout, volume: usize) -> u64 {
-    let complex = match layout.precision {
-        Precision::Double => 16,
-        Precision::Single => 8,
+    let site = match layout.precision {
+        Precision::Double => 12 * 16,
+        Precision::Single => 12 * 8,
+        Precision::Half => crate::linalg::half::SITE_BYTES,
     };
-    (layout.subset.sites(volume) * 12 * complex) as u64
+    layout.subset.sites(volume) as u64 * site
 }
 
 /// One purpose's allocations: how many, and their bytes together.

@@ -125,6 +125,8 @@ pub struct Capabilities {
     pub half_lattice: bool,
     /// Single-precision fields.
     pub single: bool,
+    /// Half-precision fields (16-bit with a per-site norm, `linalg::half`).
+    pub half: bool,
     /// The fused CR iteration (`FusedCr` with device-resident scalars).
     pub fused_cr: bool,
 }
@@ -134,6 +136,7 @@ impl Capabilities {
         name: "the CPU backend",
         half_lattice: true,
         single: true,
+        half: true,
         fused_cr: true,
     };
 
@@ -142,13 +145,15 @@ impl Capabilities {
     pub fn missing(
         &self,
         even_odd: bool,
-        single: bool,
+        precision: Precision,
         fused: bool,
     ) -> Option<(&'static str, &'static str)> {
         if even_odd && !self.half_lattice {
             Some(("preconditioning", "half-lattice fields"))
-        } else if single && !self.single {
+        } else if precision == Precision::Single && !self.single {
             Some(("precision", "single-precision fields"))
+        } else if precision == Precision::Half && !self.half {
+            Some(("precision", "half-precision fields"))
         } else if fused && !self.fused_cr {
             Some(("iteration", "the fused CR iteration"))
         } else {

@@ -6,6 +6,7 @@
 //! Communication, when the lattice is split, enters at two places only: an operator's
 //! apply (halo exchange) and the space's reductions (global sums).
 
+pub mod half;
 pub mod operator;
 
 pub use operator::{
@@ -54,12 +55,47 @@ impl Subset {
 }
 
 /// Storage precision of a field. Reductions always accumulate in double; single fields
-/// store (and on the GPU compute) in IEEE binary32.
+/// store (and on the GPU compute) in IEEE binary32; half fields store each site's 24 reals
+/// as 16-bit fixed point with one f32 norm per site (`half`; QUDA's half format), and on
+/// the GPU compute in single precision with single-precision links.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Precision {
     Double,
     Single,
+    Half,
+}
+
+impl Precision {
+    /// "double", "single", "half".
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::Double => "double",
+            Precision::Single => "single",
+            Precision::Half => "half",
+        }
+    }
+
+    /// The value as a field of this precision stores it, element by element (single:
+    /// rounded through f32). Half fields keep the f64 value here and are rounded site by
+    /// site afterwards (`round_sites`), so every host backend writes a field as: store
+    /// each element, then round the sites.
+    #[inline]
+    pub fn store(self, z: C64) -> C64 {
+        match self {
+            Precision::Double | Precision::Half => z,
+            Precision::Single => C64::new(z.re as f32 as f64, z.im as f32 as f64),
+        }
+    }
+
+    /// After an operation wrote a field's values (12 complex per site): a half field's
+    /// sites are rounded as wholes (all 12 complex of a site share one norm); a no-op for
+    /// the other precisions.
+    pub fn round_sites(self, data: &mut [C64]) {
+        if self == Precision::Half {
+            half::round_sites(data);
+        }
+    }
 }
 
 /// What a field is: its sites and its precision.

@@ -17,6 +17,24 @@ pub fn dslash_model_bytes_per_site(reals_per_link: u64, bytes_per_real: u64) -> 
     8 * (reals_per_link * bytes_per_real + 24 * bytes_per_real) + 24 * bytes_per_real
 }
 
+/// `dslash_model_bytes_per_site` for an iteration in `precision`: half reads f32 links and
+/// spinors of 52 bytes (24 16-bit integers and an f32 norm, `linalg::half`) in place of
+/// 24 reals.
+pub fn iteration_model_bytes_per_site(
+    reals_per_link: u64,
+    precision: crate::linalg::Precision,
+) -> u64 {
+    use crate::linalg::Precision;
+    match precision {
+        Precision::Double => dslash_model_bytes_per_site(reals_per_link, 8),
+        Precision::Single => dslash_model_bytes_per_site(reals_per_link, 4),
+        Precision::Half => {
+            let spinor = crate::linalg::half::SITE_BYTES;
+            8 * (reals_per_link * 4 + spinor) + spinor
+        }
+    }
+}
+
 /// The DRAM floor: 4 links + 1 input + 1 output spinor per site (960 bytes in double, R=18).
 pub fn dslash_floor_bytes_per_site(reals_per_link: u64, bytes_per_real: u64) -> u64 {
     4 * reals_per_link * bytes_per_real + 2 * 24 * bytes_per_real
@@ -274,16 +292,13 @@ pub fn build(
         timings: r.timings.clone(),
         seconds_per_iteration: solve / (r.iterations.max(1) as f64),
         gflops_model_1320: apps * v * HOP_FLOPS_PER_SITE as f64 / solve / 1e9,
-        // The iteration's precision and link compression (single-double iterates in f32).
+        // The iteration's precision and link compression (single-double iterates in f32,
+        // half-double on 16-bit spinors with f32 links).
         gbytes_per_second_model: apps
             * v
-            * dslash_model_bytes_per_site(
+            * iteration_model_bytes_per_site(
                 cfg.config.backend.reconstruct as u64,
-                if cfg.config.solver.precision == crate::config::SolverPrecision::SingleDouble {
-                    4
-                } else {
-                    8
-                },
+                cfg.config.solver.precision.inner(),
             ) as f64
             / solve
             / 1e9,

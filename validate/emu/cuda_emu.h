@@ -31,6 +31,9 @@ struct double2 {
 struct float2 {
     float x, y;
 };
+struct short2 {
+    short x, y;
+};
 struct emu_uint3 {
     unsigned x = 0, y = 0, z = 0;
 };

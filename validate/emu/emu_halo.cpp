@@ -14,7 +14,7 @@
 
 #define V3(name, T)                                                                                                   \
     void name(const T*, const T*, T*, const T*, double, int, int, int, int, int, int, int, int, int, int, double*,    \
-              double2*, unsigned*);
+              double2*, unsigned*, const float*, const float*, float*);
 #define PACK(name, T) void name(const T*, T*, T*, int, int, int, int, int, int, int);
 #define EXT(name, T)                                                                                                  \
     void name(const T*, const T*, T*, const T*, const T*, double, int, int, int, int, int, int, int, int, int, int);
@@ -235,7 +235,7 @@ int main(int argc, char** argv)
                     emu_launch(blocks(nthreads, block), block, 0, false, [&] {
                         stencil(inp[r].data() + inp_off, y ? (*y)[r].data() + y_off : nullptr, out[r].data() + out_off,
                                 links, c, g5, par, L.V, ll[0], ll[1], ll[2], ll[3], split_mask, R[r].anti_lo,
-                                R[r].anti_hi, nullptr, nullptr, nullptr);
+                                R[r].anti_hi, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr);
                     });
                     for (int mu = 0; mu < 4; ++mu) {
                         if (grid[mu] == 1)
@@ -270,7 +270,8 @@ int main(int argc, char** argv)
                 const size_t nthreads = par < 0 ? 2 * ((G.vh + 31) / 32 * 32) : G.vh;
                 emu_launch(blocks(nthreads, 96), 96, 0, false, [&] {
                     stencil(x.data() + in_off, y_c ? yy.data() + y_off : nullptr, o.data(), whole_links, c, g5, par, V,
-                            gl[0], gl[1], gl[2], gl[3], 0, mask, mask, nullptr, nullptr, nullptr);
+                            gl[0], gl[1], gl[2], gl[3], 0, mask, mask, nullptr, nullptr, nullptr, nullptr, nullptr,
+                            nullptr);
                 });
                 std::vector<double2> w(nf);
                 for (size_t k = 0; k < nf; ++k)

@@ -146,12 +146,12 @@ static DumpHeader read_header(std::ifstream& in, const char* magic_want, const c
 }
 
 // The oracle of examples/emu_v3eo_dump.rs: header, canonical links, psi, phi, the CPU
-// backend's refs[precision][D, g5D, Mee, g5Mee, hop even, hop odd] (full canonical fields,
-// zeros off a half field's parity), (psi_e | g5 M_ee psi_e) and every link's 8-real form
-// (Su3::pack8, [site][mu][8]). Exits 2 on a wrong file.
+// backend's refs[precision: double, single, half][D, g5D, Mee, g5Mee, hop even, hop odd]
+// (full canonical fields, zeros off a half field's parity), (psi_e | g5 M_ee psi_e) and
+// every link's 8-real form (Su3::pack8, [site][mu][8]). Exits 2 on a wrong file.
 struct V3eoDump {
     DumpHeader h;
-    std::vector<double2> canon, psi, phi, refs[2][6];
+    std::vector<double2> canon, psi, phi, refs[3][6];
     double rar_re, rar_im;
     std::vector<double> pack8;
 };

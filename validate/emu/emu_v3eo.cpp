@@ -1,6 +1,7 @@
 // emu_v3eo.cpp: runs version 3.0's parity-major stencil family (kernels/stencil_v3.cu in
 // double and single precision, 18, 12 and 8 reals per link; full and parity modes, the
-// xpay form, the fused (y|out) epilogue) and to_single / to_double (layout.cu) on the CPU
+// xpay form, the fused (y|out) epilogue; and the half build V3_HALF) and to_single,
+// to_double, to_half, from_half (layout.cu), xaxpy_h, xpay_h (blas1.cu) on the CPU
 // through cuda_emu.h, with the launch geometry of src/cuda (stencil::launch_v3), and
 // compares with the CPU backend's results written by `cargo run --example emu_v3eo_dump`.
 // The link arrays are built here as src/backend/cuda/fast_layout.rs links_to_soa builds
@@ -13,15 +14,22 @@
 
 #define V3D(name)                                                                                                     \
     void name(const double2*, const double2*, double2*, const double2*, double, int, int, int, int, int, int, int,    \
-              int, int, int, double*, double2*, unsigned*);
+              int, int, int, double*, double2*, unsigned*, const float*, const float*, float*);
 #define V3S(name)                                                                                                     \
     void name(const float2*, const float2*, float2*, const float2*, double, int, int, int, int, int, int, int, int,   \
-              int, int, double*, double2*, unsigned*);
+              int, int, double*, double2*, unsigned*, const float*, const float*, float*);
+#define V3H(name)                                                                                                     \
+    void name(const short2*, const short2*, short2*, const float2*, double, int, int, int, int, int, int, int, int,   \
+              int, int, double*, double2*, unsigned*, const float*, const float*, float*);
 extern "C" {
 void to_single(const double2*, float2*, long long);
 void to_double(const float2*, double2*, long long);
+void to_half(const double2*, short2*, float*, long long, long long);
+void from_half(const short2*, const float*, double2*, long long, long long);
+void xaxpy_h(const short2*, const float*, short2*, float*, double, double, long long, long long);
+void xpay_h(const short2*, const float*, short2*, float*, double, double, long long, long long);
 V3D(stencil_v3_d) V3D(stencil_v3_d12) V3D(stencil_v3_d8) V3S(stencil_v3_s) V3S(stencil_v3_s12)
-    V3S(stencil_v3_s8)
+    V3S(stencil_v3_s8) V3H(stencil_v3_h) V3H(stencil_v3_h12)
 }
 
 int main(int argc, char** argv)
@@ -124,7 +132,8 @@ int main(int argc, char** argv)
             const size_t n = par < 0 ? 2 * ((vh + 31) / 32 * 32) : vh;
             const bool dot = partials != nullptr;
             emu_launch(blocks(n, block), block, dot ? block * 16 : 0, dot, [&] {
-                kernel(inp, yy, o, links, c, g5, par, V, lx, ly, lz, lt, 0, mask, mask, s, partials, ticket);
+                kernel(inp, yy, o, links, c, g5, par, V, lx, ly, lz, lt, 0, mask, mask, s, partials, ticket, nullptr,
+                       nullptr, nullptr);
             });
         };
         const std::string tag = std::string(name) + " b" + std::to_string(block) + " ";
@@ -174,6 +183,140 @@ int main(int argc, char** argv)
         run("3.0 single", stencil_v3_s, links_s.data(), float2{}, 1, block);
         run("3.0 single r12", stencil_v3_s12, links_s12.data(), float2{}, 1, block);
         run("3.0 single r8", stencil_v3_s8, links_s8.data(), float2{}, 1, block);
+    }
+    // Half spinors (V3_HALF, single links) against the CPU backend's half fields: inputs
+    // converted by to_half (which rounds in double as the host does, so both sides start
+    // from the same integers), outputs each rounded once per site by either side. The
+    // two differ by the float arithmetic and links (~1e-7) and where that moves a real
+    // across a rounding boundary: at most one step, 1/32767 = 3.1e-5 of the site's norm
+    // per real; 1e-4 relative in the norm (sites' rms below their largest real) bounds it.
+    // The Schur form rounds its odd temporary on the GPU (the CPU's stays double): one
+    // more half step, times kappa^2 |H| < 1.
+    {
+        const double tol = 1e-4;
+        // A full half field: integers (12 short2 per site) and norms, parity blocks of vh.
+        struct Half {
+            std::vector<short2> q;
+            std::vector<float> n;
+        };
+        auto to_h = [&](const std::vector<double2>& pm, size_t sites) {
+            Half h{std::vector<short2>(sites * 12), std::vector<float>(sites)};
+            emu_launch(blocks(sites, 64), 64, 0, false,
+                       [&] { to_half(pm.data(), h.q.data(), h.n.data(), (long long)sites, vh); });
+            return h;
+        };
+        auto widen = [&](const Half& h, size_t sites) {
+            std::vector<double2> d(nf, double2{0, 0});
+            emu_launch(blocks(sites, 64), 64, 0, false,
+                       [&] { from_half(h.q.data(), h.n.data(), d.data(), (long long)sites, vh); });
+            return d;
+        };
+        // The conversion round trip on the host's rounding: psi -> half -> double is the
+        // CPU's half rounding of psi (the same operations in double: equal bits).
+        {
+            const Half x = to_h(psi_pm, V);
+            const std::vector<double2> back = from_pm(widen(x, V), -1);
+            double worst = 0;
+            for (int s = 0; s < V; ++s) {
+                double m = 0;
+                for (int k = 0; k < 12; ++k)
+                    m = std::max({m, std::abs(psi[12 * s + k].x), std::abs(psi[12 * s + k].y)});
+                for (int k = 0; k < 12; ++k) {
+                    const double2 a = psi[12 * s + k], b = back[12 * s + k];
+                    worst = std::max(worst, std::max(std::abs(a.x - b.x), std::abs(a.y - b.y)) / m);
+                }
+            }
+            report("to_half / from_half: max |error| / site norm (bound 1/32767 = 3.05e-5)", worst, 1.0 / 32767);
+        }
+        // xaxpy_h / xpay_h against the same operation in double on the stored values,
+        // rounded: within one step of the site norm per real (float arithmetic).
+        for (int xp = 0; xp < 2; ++xp) {
+            const Half x = to_h(psi_pm, V);
+            Half y = to_h(phi_pm, V);
+            const std::vector<double2> xd = widen(x, V), yd = widen(y, V);
+            const double ar = 0.3, ai = -1.7;
+            emu_launch(blocks(V, 64), 64, 0, false, [&] {
+                (xp ? xpay_h : xaxpy_h)(x.q.data(), x.n.data(), y.q.data(), y.n.data(), ar, ai, V, vh);
+            });
+            const std::vector<double2> got = widen(y, V);
+            double worst = 0;
+            for (int s = 0; s < V; ++s) {
+                const size_t b = (size_t)(s / vh) * 12 * vh + s % vh;
+                double2 want[12];
+                double m = 0;
+                for (int k = 0; k < 12; ++k) {
+                    const double2 a = xd[b + k * vh], c = yd[b + k * vh];
+                    const double2 u = xp ? a : c, w = xp ? c : a; // u + (ar + i ai) w
+                    want[k] = double2{u.x + ar * w.x - ai * w.y, u.y + ar * w.y + ai * w.x};
+                    m = std::max({m, std::abs(want[k].x), std::abs(want[k].y)});
+                }
+                for (int k = 0; k < 12; ++k) {
+                    const double2 g = got[b + k * vh];
+                    worst = std::max(worst, std::max(std::abs(g.x - want[k].x), std::abs(g.y - want[k].y)) / m);
+                }
+            }
+            report(std::string(xp ? "xpay_h" : "xaxpy_h") + ": max |error| / site norm (bound 1/32767)", worst,
+                   1.0 / 32767);
+        }
+        struct HalfBuild {
+            const char* name;
+            decltype(&stencil_v3_h) kernel;
+            const float2* links;
+        };
+        const HalfBuild builds[] = {{"3.0 half", &stencil_v3_h, links_s.data()},
+                                    {"3.0 half r12", &stencil_v3_h12, links_s12.data()}};
+        // The largest |a - b| of a real in steps of b's site norm (sites of parity p, or all
+        // with p < 0): the per-site measure of tests/gpu_half.rs, here against the CPU's
+        // rounded result (which adds its own half step), so bounded by 2 + 0.5 steps.
+        auto steps = [&](const std::vector<double2>& a, const std::vector<double2>& b, int p) {
+            double worst = 0;
+            for (int s = 0; s < V; ++s) {
+                int c[4] = {s % lx, (s / lx) % ly, (s / (lx * ly)) % lz, s / (lx * ly * lz)};
+                if (p >= 0 && ((c[0] + c[1] + c[2] + c[3]) & 1) != p)
+                    continue;
+                double m = 0;
+                for (int k = 0; k < 12; ++k)
+                    m = std::max({m, std::abs(b[12 * s + k].x), std::abs(b[12 * s + k].y)});
+                for (int k = 0; k < 12; ++k)
+                    worst = std::max(worst, std::max(std::abs(a[12 * s + k].x - b[12 * s + k].x),
+                                                     std::abs(a[12 * s + k].y - b[12 * s + k].y)) *
+                                                32767 / m);
+            }
+            return worst;
+        };
+        for (auto [name, kernel, links] : builds) {
+            const Half x = to_h(psi_pm, V), y = to_h(phi_pm, V);
+            Half out{std::vector<short2>(nf), std::vector<float>(V)};
+            Half tmp{std::vector<short2>((size_t)vh * 12), std::vector<float>(vh)};
+            auto launch = [&](const short2* inp, const float* in_n, const short2* yy, const float* y_n, short2* o,
+                              float* o_n, double c, int g5, int par) {
+                const size_t n = par < 0 ? 2 * ((vh + 31) / 32 * 32) : vh;
+                emu_launch(blocks(n, 64), 64, 0, false, [&] {
+                    kernel(inp, yy, o, links, c, g5, par, V, lx, ly, lz, lt, 0, mask, mask, nullptr, nullptr,
+                           nullptr, in_n, y_n, o_n);
+                });
+            };
+            const std::string tag = std::string(name) + " ";
+            const short2* xe = x.q.data();
+            const short2* xo = x.q.data() + (size_t)12 * vh;
+            for (int g5 = 0; g5 < 2; ++g5) {
+                launch(x.q.data(), x.n.data(), x.q.data(), x.n.data(), out.q.data(), out.n.data(), -kappa, g5, -1);
+                report(tag + (g5 ? "g5D full" : "D full"), rel_diff(from_pm(widen(out, V), -1), refs[2][g5]), tol);
+                report(tag + "  worst steps of the site norm", steps(from_pm(widen(out, V), -1), refs[2][g5], -1),
+                       2.5);
+                launch(xe, x.n.data(), nullptr, nullptr, tmp.q.data(), tmp.n.data(), 1.0, 0, 1);
+                launch(tmp.q.data(), tmp.n.data(), xe, x.n.data(), out.q.data(), out.n.data(), -kappa * kappa, g5, 0);
+                report(tag + (g5 ? "g5Mee even" : "Mee even"), rel_diff(from_pm(widen(out, vh), 0), refs[2][2 + g5]),
+                       tol);
+                report(tag + "  worst steps of the site norm", steps(from_pm(widen(out, vh), 0), refs[2][2 + g5], 0),
+                       2.5);
+            }
+            launch(xo, x.n.data() + vh, y.q.data(), y.n.data(), out.q.data(), out.n.data(), 0.37, 1, 0);
+            report(tag + "hop_xpay even (c 0.37, g5)", rel_diff(from_pm(widen(out, vh), 0), refs[2][4]), tol);
+            launch(xe, x.n.data(), y.q.data() + (size_t)12 * vh, y.n.data() + vh, out.q.data(), out.n.data(), -0.21,
+                   0, 1);
+            report(tag + "hop_xpay odd (c -0.21)", rel_diff(from_pm(widen(out, vh), 1), refs[2][5]), tol);
+        }
     }
     std::printf("%s\n", failures ? "FAILED" : "all checks passed");
     return failures ? 1 : 0;

@@ -21,11 +21,13 @@ pub(crate) struct KernelSource {
 const COMMON: &str = include_str!("../../../kernels/common.cuh");
 const CR_DEVICE: &str = include_str!("../../../kernels/cr_device.cuh");
 const V3_CORE: &str = include_str!("../../../kernels/v3_core.cuh");
+const HALF: &str = include_str!("../../../kernels/half.cuh");
 /// The embedded headers a source may `#include "..."`.
-const HEADERS: [(&str, &str); 3] = [
+const HEADERS: [(&str, &str); 4] = [
     ("common.cuh", COMMON),
     ("cr_device.cuh", CR_DEVICE),
     ("v3_core.cuh", V3_CORE),
+    ("half.cuh", HALF),
 ];
 
 pub(crate) static BLAS1: KernelSource = KernelSource {
@@ -239,7 +241,7 @@ pub(crate) fn compile(program: &Program, arch: &str) -> Result<Ptx> {
 /// Every kernel source and the shared header, for fingerprinting (the tune cache keys its
 /// entries by a hash of these: any kernel edit makes old launch timings stale).
 pub fn all_sources() -> Vec<&'static str> {
-    let mut v = vec![COMMON, CR_DEVICE, V3_CORE];
+    let mut v = vec![COMMON, CR_DEVICE, V3_CORE, HALF];
     v.extend(
         [
             &CR_FUSED,

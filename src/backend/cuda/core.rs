@@ -279,12 +279,42 @@ impl Core {
                 .into_iter()
                 .map(f64::from)
                 .collect(),
+            DeviceData::Half { q, norm } => {
+                let q = stream
+                    .clone_dtoh(q)
+                    .map_err(err("downloading a spinor field"))?;
+                let norm = stream
+                    .clone_dtoh(norm)
+                    .map_err(err("downloading a spinor field"))?;
+                stream
+                    .synchronize()
+                    .map_err(err("downloading a spinor field"))?;
+                let vh = match f.layout.subset {
+                    crate::linalg::Subset::Full => norm.len() / 2,
+                    _ => norm.len(),
+                };
+                half_to_f64(&q, &norm, vh)
+            }
         };
         stream
             .synchronize()
             .map_err(err("downloading a spinor field"))?;
         Ok(v)
     }
+}
+
+/// A half field's values (`linalg::half::dequantize`) in the structure of arrays of the
+/// f64 fields: element k of site cb of parity block p at complex index (p*12 + k)*vh + cb,
+/// the site's norm at p*vh + cb.
+fn half_to_f64(q: &[i16], norm: &[f32], vh: usize) -> Vec<f64> {
+    let mut out = vec![0.0; q.len()];
+    for (c, pair) in out.chunks_exact_mut(2).enumerate() {
+        let (p, rest) = (c / (12 * vh), c % (12 * vh));
+        let n = norm[p * vh + rest % vh];
+        pair[0] = crate::linalg::half::dequantize(q[2 * c], n);
+        pair[1] = crate::linalg::half::dequantize(q[2 * c + 1], n);
+    }
+    out
 }
 
 /// The first pass of a reduction over n complex numbers.

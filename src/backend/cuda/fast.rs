@@ -4,14 +4,16 @@
 //! hop_xpay of the even-odd source and reconstruction, the (r|Ar) epilogue of the fused CR
 //! iteration, and BLAS-1 and reductions on every layout (double fields: the seed's kernels,
 //! as for the seed versions; float fields: `xaxpy_f`, `xpay_f`, `norm2_partial_f`,
-//! `dot_partial_f`; reductions accumulate in double).
+//! `dot_partial_f`; half fields, kernels/half.cuh: the site-wise `xaxpy_h`, `xpay_h`,
+//! `norm2_partial_h`, `dot_partial_h`, `to_half`, `from_half` and the V3_HALF stencil with
+//! the single-precision links; reductions accumulate in double).
 
 use super::core::{reduce_cfg, Core};
 use super::device::{err, function, load_module};
 use super::fast_layout::{spinor_from_soa, spinor_to_soa};
 use super::field::{DeviceData, DeviceSpinor};
 use super::fused::{DeviceCrState, CR_TICKET_APPLY};
-use super::kernels::{reduce_blocks, v3_bytes_per_site, Kernel, V3Mode, BLAS_BLOCK};
+use super::kernels::{reduce_blocks, v3_bytes_per_site, HalfOp, Kernel, V3Mode, BLAS_BLOCK};
 use super::stencil::{self, cfg_1d, dptr, V3Launch};
 use super::stencil_impl::{Geometry, StencilImpl};
 use super::timing::launch;
@@ -38,14 +40,42 @@ pub(crate) struct FastStencil {
     dot_f: CudaFunction,
     to_single: CudaFunction,
     to_double: CudaFunction,
+    /// The site-wise kernels of half fields.
+    half_k: HalfKernels,
     /// The double-precision stencil (the module loaded at construction).
     stencil_d: CudaFunction,
     /// The single-precision stencil and links (float2, same layout), built on first use.
     single: Option<(CudaFunction, CudaSlice<f32>, Booking)>,
+    /// The half-precision stencil (reading the single links), built on first use.
+    half: Option<CudaFunction>,
     /// The odd half-field temporary of the Schur operator, made on first use: room for a
     /// double field, which a single one uses the first half of (one stream: the two
     /// precisions never use it at once).
     tmp: Option<(CudaSlice<f64>, Booking)>,
+    /// The norms of the Schur temporary when it holds a half field (made on first use).
+    tmp_norm: Option<(CudaSlice<f32>, Booking)>,
+}
+
+/// kernels/half.cuh's site-wise kernels (in blas1.cu, reduce.cu and layout.cu).
+struct HalfKernels {
+    axpy: CudaFunction,
+    xpay: CudaFunction,
+    norm2: CudaFunction,
+    dot: CudaFunction,
+    from_double: CudaFunction,
+    to_double: CudaFunction,
+}
+
+/// Device addresses of a half field's integers and norms, offset to the parity block at
+/// complex index `off` (a multiple of 12 Vh).
+fn half_addr(f: &DeviceSpinor, stream: &CudaStream, off: usize) -> Option<(u64, u64)> {
+    match &f.data {
+        DeviceData::Half { q, norm } => Some((
+            dptr(q, stream) + 4 * off as u64,
+            dptr(norm, stream) + 4 * (off / 12) as u64,
+        )),
+        _ => None,
+    }
 }
 
 /// Device address of a field's data and its bytes per complex number.
@@ -53,6 +83,8 @@ fn addr(f: &DeviceSpinor, stream: &CudaStream) -> (u64, u64) {
     match &f.data {
         DeviceData::Double(d) => (dptr(d, stream), 16),
         DeviceData::Single(s) => (dptr(s, stream), 8),
+        // Half fields: the integers (4 bytes a complex); the norms from `half_addr`.
+        DeviceData::Half { q, .. } => (dptr(q, stream), 4),
     }
 }
 
@@ -65,6 +97,7 @@ impl FastStencil {
         name: "kernel 3.0",
         half_lattice: true,
         single: true,
+        half: true,
         fused_cr: true,
     };
 
@@ -89,9 +122,19 @@ impl FastStencil {
             dot_f: function(reduce, "dot_partial_f")?,
             to_single: function(layout, "to_single")?,
             to_double: function(layout, "to_double")?,
+            half_k: HalfKernels {
+                axpy: function(blas, "xaxpy_h")?,
+                xpay: function(blas, "xpay_h")?,
+                norm2: function(reduce, "norm2_partial_h")?,
+                dot: function(reduce, "dot_partial_h")?,
+                from_double: function(layout, "to_half")?,
+                to_double: function(layout, "from_half")?,
+            },
             stencil_d,
             single: None,
+            half: None,
             tmp: None,
+            tmp_norm: None,
         })
     }
 
@@ -131,6 +174,31 @@ impl FastStencil {
         Ok(())
     }
 
+    /// The half-precision stencil, built on first use (with the single links it reads).
+    fn ensure_half(&mut self, core: &mut Core) -> Result<()> {
+        self.ensure_single(core)?;
+        if self.half.is_none() {
+            let program = stencil::v3_program(self.reconstruct, true, true);
+            let (module, _) = load_module(&core.gpu.ctx, &program)?;
+            self.half = Some(function(&module, "stencil_v3")?);
+        }
+        Ok(())
+    }
+
+    /// The norms of the Schur temporary as a half field (made on first use).
+    fn ensure_tmp_norm(&mut self, core: &mut Core) -> Result<u64> {
+        let stream = core.gpu.stream.clone();
+        if self.tmp_norm.is_none() {
+            let n = vh(core);
+            let t = stream
+                .alloc_zeros::<f32>(n)
+                .map_err(err("allocating the Schur temporary's norms"))?;
+            let b = core.ledger.book(Purpose::SchurTemporary, (n * 4) as u64);
+            self.tmp_norm = Some((t, b));
+        }
+        Ok(dptr(&self.tmp_norm.as_ref().unwrap().0, &stream))
+    }
+
     /// The odd temporary of the Schur operator (made on first use), for either precision.
     fn ensure_tmp(&mut self, core: &mut Core) -> Result<u64> {
         let stream = core.gpu.stream.clone();
@@ -159,13 +227,22 @@ impl FastStencil {
                 let (f, l, _) = self.single.as_ref().unwrap();
                 Ok((f.clone(), dptr(l, &stream)))
             }
+            Precision::Half => {
+                self.ensure_half(core)?;
+                let (_, l, _) = self.single.as_ref().unwrap();
+                Ok((self.half.clone().unwrap(), dptr(l, &stream)))
+            }
         }
     }
 
-    fn v3_launch(&self, core: &Core, links: u64, single: bool) -> V3Launch {
+    fn v3_launch(&self, core: &Core, links: u64, precision: Precision) -> V3Launch {
         V3Launch {
             parity: None,
-            single,
+            single: precision != Precision::Double,
+            half: precision == Precision::Half,
+            inp_norm: 0,
+            y_norm: 0,
+            out_norm: 0,
             reconstruct: self.reconstruct,
             inp: 0,
             y: 0,
@@ -240,6 +317,137 @@ impl FastStencil {
     }
 }
 
+impl FastStencil {
+    /// `convert` where either side is half: n complex numbers (whole sites) from complex
+    /// index src_off of src to dst_off of dst; half to half is a copy of the integers and
+    /// the norms, double to half and back the site-wise kernels (which round as the host
+    /// does); half and single do not convert into each other (no solve needs it).
+    fn convert_half(
+        &mut self,
+        core: &mut Core,
+        dst: &mut DeviceSpinor,
+        src: &DeviceSpinor,
+        src_off: usize,
+        dst_off: usize,
+        n: usize,
+    ) -> Result<()> {
+        let stream = core.gpu.stream.clone();
+        let sites = n / 12;
+        let (ns, nvh) = (sites as i64, vh(core) as i64);
+        let cfg = cfg_1d(sites, BLAS_BLOCK, 0);
+        match (src.layout.precision, dst.layout.precision) {
+            (Precision::Half, Precision::Half) => {
+                let (sq, sn) = half_addr(src, &stream, src_off).unwrap();
+                let (dq, dn) = half_addr(dst, &stream, dst_off).unwrap();
+                let p = core.gpu.begin()?;
+                for (d, s, bytes) in [(dq, sq, 4 * n), (dn, sn, 4 * sites)] {
+                    // SAFETY: both ranges lie inside live allocations of this context
+                    // (the caller checked the layouts), on the backend's one stream.
+                    unsafe {
+                        cudarc::driver::result::memcpy_dtod_async(d, s, bytes, stream.cu_stream())
+                    }
+                    .map_err(err("copying a field"))?;
+                }
+                core.gpu.end(p, Kernel::Half(HalfOp::Copy), sites)
+            }
+            (Precision::Double, Precision::Half) => {
+                let s = addr(src, &stream).0 + 16 * src_off as u64;
+                let (dq, dn) = half_addr(dst, &stream, dst_off).unwrap();
+                launch!(
+                    core.gpu,
+                    Kernel::Half(HalfOp::FromDouble),
+                    sites,
+                    &self.half_k.from_double,
+                    cfg,
+                    [&s, &dq, &dn, &ns, &nvh]
+                );
+                Ok(())
+            }
+            (Precision::Half, Precision::Double) => {
+                let (sq, sn) = half_addr(src, &stream, src_off).unwrap();
+                let d = addr(dst, &stream).0 + 16 * dst_off as u64;
+                launch!(
+                    core.gpu,
+                    Kernel::Half(HalfOp::ToDouble),
+                    sites,
+                    &self.half_k.to_double,
+                    cfg,
+                    [&sq, &sn, &d, &ns, &nvh]
+                );
+                Ok(())
+            }
+            _ => Err(Error::invalid(
+                "backend",
+                format!(
+                    "no conversion between {:?} and {:?} fields (half converts to and from double)",
+                    src.layout, dst.layout
+                ),
+            )),
+        }
+    }
+
+    /// y = y + a x (axpy) or y = x + a y (xpay) on half fields, site by site.
+    fn half_blas(
+        &mut self,
+        core: &mut Core,
+        op: HalfOp,
+        a: C64,
+        x: &DeviceSpinor,
+        y: &mut DeviceSpinor,
+    ) -> Result<()> {
+        let stream = core.gpu.stream.clone();
+        let (xq, xn) = half_addr(x, &stream, 0).unwrap();
+        let (yq, yn) = half_addr(y, &stream, 0).unwrap();
+        let sites = x.len() / 12;
+        let (ns, nvh) = (sites as i64, vh(core) as i64);
+        let f = if op == HalfOp::Axpy {
+            &self.half_k.axpy
+        } else {
+            &self.half_k.xpay
+        };
+        launch!(
+            core.gpu,
+            Kernel::Half(op),
+            sites,
+            f,
+            cfg_1d(sites, BLAS_BLOCK, 0),
+            [&xq, &xn, &yq, &yn, &a.re, &a.im, &ns, &nvh]
+        );
+        Ok(())
+    }
+
+    /// (x|y) of half fields (x = y: (x|x) in re), by sites, summed in double.
+    fn half_reduce(&mut self, core: &mut Core, x: &DeviceSpinor, y: &DeviceSpinor) -> Result<C64> {
+        let stream = core.gpu.stream.clone();
+        let (xq, xn) = half_addr(x, &stream, 0).unwrap();
+        let (yq, yn) = half_addr(y, &stream, 0).unwrap();
+        let sites = x.len() / 12;
+        let (ns, nvh) = (sites as i64, vh(core) as i64);
+        let norm = std::ptr::eq(x, y);
+        if norm {
+            launch!(
+                core.gpu,
+                Kernel::Half(HalfOp::Norm2Partial),
+                sites,
+                &self.half_k.norm2,
+                reduce_cfg(sites),
+                [&xq, &xn, &ns, &nvh, &mut core.partial[0]]
+            );
+        } else {
+            launch!(
+                core.gpu,
+                Kernel::Half(HalfOp::DotPartial),
+                sites,
+                &self.half_k.dot,
+                reduce_cfg(sites),
+                [&xq, &xn, &yq, &yn, &ns, &nvh, &mut core.partial[0]]
+            );
+        }
+        let (re, im) = core.finish_reduction(reduce_blocks(sites), !norm)?;
+        Ok(C64::new(re, if norm { 0.0 } else { im }))
+    }
+}
+
 impl StencilImpl for FastStencil {
     fn capabilities(&self) -> Capabilities {
         Self::CAPABILITIES
@@ -286,6 +494,17 @@ impl StencilImpl for FastStencil {
                     .alloc_zeros::<f32>(n)
                     .map_err(err("allocating a spinor field"))?,
             ),
+            Precision::Half => {
+                let sites = layout.subset.sites(core.lattice.volume());
+                DeviceData::Half {
+                    q: stream
+                        .alloc_zeros::<i16>(24 * sites)
+                        .map_err(err("allocating a spinor field"))?,
+                    norm: stream
+                        .alloc_zeros::<f32>(sites)
+                        .map_err(err("allocating a spinor field"))?,
+                }
+            }
         };
         let bytes = field_bytes(layout, core.lattice.volume());
         Ok(DeviceSpinor {
@@ -334,6 +553,10 @@ impl StencilImpl for FastStencil {
             _ => return Err(mismatch("convert", dst.layout, src.layout)),
         };
         let stream = core.gpu.stream.clone();
+        let (sp, dp) = (src.layout.precision, dst.layout.precision);
+        if sp == Precision::Half || dp == Precision::Half {
+            return self.convert_half(core, dst, src, src_off, dst_off, n);
+        }
         let (s, s_size) = addr(src, &stream);
         let (d, d_size) = addr(dst, &stream);
         self.convert_raw(
@@ -369,6 +592,9 @@ impl StencilImpl for FastStencil {
                 cfg,
                 [xs, ys, &a.re, &a.im, &ni]
             ),
+            (DeviceData::Half { .. }, DeviceData::Half { .. }) => {
+                self.half_blas(core, HalfOp::Axpy, a, x, y)?
+            }
             _ => return Err(mismatch("axpy", x.layout, y.layout)),
         }
         Ok(())
@@ -398,6 +624,9 @@ impl StencilImpl for FastStencil {
                 cfg,
                 [xs, ys, &a.re, &a.im, &ni]
             ),
+            (DeviceData::Half { .. }, DeviceData::Half { .. }) => {
+                self.half_blas(core, HalfOp::Xpay, a, x, y)?
+            }
             _ => return Err(mismatch("xpay", x.layout, y.layout)),
         }
         Ok(())
@@ -423,6 +652,7 @@ impl StencilImpl for FastStencil {
                 let (re, im) = core.finish_reduction(reduce_blocks(n), true)?;
                 Ok(C64::new(re, im))
             }
+            (DeviceData::Half { .. }, DeviceData::Half { .. }) => self.half_reduce(core, x, y),
             _ => Err(mismatch("dot", x.layout, y.layout)),
         }
     }
@@ -443,6 +673,7 @@ impl StencilImpl for FastStencil {
                 );
                 Ok(core.finish_reduction(reduce_blocks(n), false)?.0)
             }
+            DeviceData::Half { .. } => Ok(self.half_reduce(core, x, x)?.re),
         }
     }
 
@@ -482,11 +713,12 @@ impl StencilImpl for FastStencil {
             ));
         }
         let precision = inp.layout.precision;
-        let single = precision == Precision::Single;
         let (f, links) = self.stencil_for(core, precision)?;
         let stream = core.gpu.stream.clone();
         let (x, _) = addr(inp, &stream);
         let (o, _) = addr(out, &stream);
+        let x_norm = half_addr(inp, &stream, 0).map_or(0, |a| a.1);
+        let o_norm = half_addr(out, &stream, 0).map_or(0, |a| a.1);
         let (s, partials, ticket) = match &cr {
             Some(st) => (
                 dptr(&st.scalars, &stream),
@@ -495,27 +727,39 @@ impl StencilImpl for FastStencil {
             ),
             None => (0, 0, 0),
         };
-        let mut l = self.v3_launch(core, links, single);
+        let mut l = self.v3_launch(core, links, precision);
         l.s = s;
         if op.is_schur() {
             let tmp = self.ensure_tmp(core)?;
+            let tmp_norm = if precision == Precision::Half {
+                self.ensure_tmp_norm(core)?
+            } else {
+                0
+            };
             // tmp_o = H_oe x_e
             l.parity = Some(1);
             l.inp = x;
+            l.inp_norm = x_norm;
             l.out = tmp;
+            l.out_norm = tmp_norm;
             l.c = 1.0;
             core.launch_v3(&f, &l)?;
             // out_e = [g5] (x_e - kappa^2 H_eo tmp_o)
             l.parity = Some(0);
             l.inp = tmp;
+            l.inp_norm = tmp_norm;
             l.y = x;
+            l.y_norm = x_norm;
             l.c = -core.kappa * core.kappa;
         } else {
             l.inp = x;
+            l.inp_norm = x_norm;
             l.y = x;
+            l.y_norm = x_norm;
             l.c = -core.kappa;
         }
         l.out = o;
+        l.out_norm = o_norm;
         l.g5 = op.gamma5();
         l.partials = partials;
         l.ticket = ticket;
@@ -541,11 +785,14 @@ impl StencilImpl for FastStencil {
         let precision = out.layout.precision;
         let (f, links) = self.stencil_for(core, precision)?;
         let stream = core.gpu.stream.clone();
-        let mut l = self.v3_launch(core, links, precision == Precision::Single);
+        let mut l = self.v3_launch(core, links, precision);
         l.parity = Some(p);
         l.inp = addr(inp, &stream).0;
         l.y = addr(y, &stream).0;
         l.out = addr(out, &stream).0;
+        l.inp_norm = half_addr(inp, &stream, 0).map_or(0, |a| a.1);
+        l.y_norm = half_addr(y, &stream, 0).map_or(0, |a| a.1);
+        l.out_norm = half_addr(out, &stream, 0).map_or(0, |a| a.1);
         l.c = c;
         l.g5 = gamma5;
         core.launch_v3(&f, &l)
@@ -556,14 +803,26 @@ impl StencilImpl for FastStencil {
     /// a full-lattice solve never needs), so that no allocation or set-up launch happens
     /// later, e.g. inside a recorded CUDA graph.
     fn prepare(&mut self, core: &mut Core, layout: Layout) -> Result<()> {
+        if layout.precision == Precision::Half && core.halo.is_some() {
+            return Err(Error::invalid(
+                "solver.precision",
+                "half-double on a decomposed lattice: the halo kernels have no half-precision build; use single-double or one GPU",
+            ));
+        }
         if layout.precision == Precision::Single {
             self.ensure_single(core)?;
             if let Some(h) = &mut core.halo {
                 h.prepare_single(&core.gpu.ctx)?;
             }
         }
+        if layout.precision == Precision::Half {
+            self.ensure_half(core)?;
+        }
         if layout.subset != Subset::Full {
             self.ensure_tmp(core)?;
+            if layout.precision == Precision::Half {
+                self.ensure_tmp_norm(core)?;
+            }
         }
         Ok(())
     }

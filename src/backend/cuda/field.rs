@@ -10,7 +10,8 @@ use crate::linalg::Layout;
 use cudarc::driver::CudaSlice;
 
 /// A spinor field on the device: 12 complex numbers per site of its layout's subset, (re,
-/// im) pairs, in its stencil's order, in double or single precision.
+/// im) pairs, in its stencil's order, in double or single precision, or in half (16-bit
+/// integers in the same order and one f32 norm per site, `linalg::half`).
 pub struct DeviceSpinor {
     pub(crate) data: DeviceData,
     pub(crate) layout: Layout,
@@ -22,17 +23,26 @@ pub struct DeviceSpinor {
 pub(crate) enum DeviceData {
     Double(CudaSlice<f64>),
     Single(CudaSlice<f32>),
+    /// 24 i16 per site (element k of site cb of a parity block at k*Vh + cb, as (re, im)
+    /// pairs) and the sites' norms (parity blocks of Vh).
+    Half {
+        q: CudaSlice<i16>,
+        norm: CudaSlice<f32>,
+    },
 }
 
 /// A field's device data, for kernel arguments (the fused CR kernels take either).
 pub(crate) enum RawField<'a> {
     Double(&'a CudaSlice<f64>),
     Single(&'a CudaSlice<f32>),
+    /// The integers of a half field (the fused kernels refuse it).
+    Half(&'a CudaSlice<i16>),
 }
 
 pub(crate) enum RawFieldMut<'a> {
     Double(&'a mut CudaSlice<f64>),
     Single(&'a mut CudaSlice<f32>),
+    Half(&'a mut CudaSlice<i16>),
 }
 
 impl DeviceSpinor {
@@ -40,6 +50,7 @@ impl DeviceSpinor {
         match &self.data {
             DeviceData::Double(d) => RawField::Double(d),
             DeviceData::Single(s) => RawField::Single(s),
+            DeviceData::Half { q, .. } => RawField::Half(q),
         }
     }
 
@@ -47,6 +58,7 @@ impl DeviceSpinor {
         match &mut self.data {
             DeviceData::Double(d) => RawFieldMut::Double(d),
             DeviceData::Single(s) => RawFieldMut::Single(s),
+            DeviceData::Half { q, .. } => RawFieldMut::Half(q),
         }
     }
 
@@ -55,6 +67,7 @@ impl DeviceSpinor {
         match &self.data {
             DeviceData::Double(d) => d.len() / 2,
             DeviceData::Single(s) => s.len() / 2,
+            DeviceData::Half { q, .. } => q.len() / 2,
         }
     }
 
@@ -70,14 +83,14 @@ impl DeviceSpinor {
     pub(crate) fn double(&self) -> Result<&CudaSlice<f64>> {
         match &self.data {
             DeviceData::Double(d) => Ok(d),
-            DeviceData::Single(_) => Err(not_double()),
+            _ => Err(not_double()),
         }
     }
 
     pub(crate) fn double_mut(&mut self) -> Result<&mut CudaSlice<f64>> {
         match &mut self.data {
             DeviceData::Double(d) => Ok(d),
-            DeviceData::Single(_) => Err(not_double()),
+            _ => Err(not_double()),
         }
     }
 }
@@ -85,7 +98,7 @@ impl DeviceSpinor {
 fn not_double() -> Error {
     Error::invalid(
         "backend",
-        "a single-precision field where a double one is needed",
+        "a single- or half-precision field where a double one is needed",
     )
 }
 

@@ -41,7 +41,8 @@ pub struct Construction {
 pub fn v3_links(volume: usize, reconstruct: Reconstruct, precision: Precision) -> MemoryLine {
     let real = match precision {
         Precision::Double => 8,
-        Precision::Single => 4,
+        // Half iterations read the single-precision links.
+        Precision::Single | Precision::Half => 4,
     };
     let reals = 2 * link_elems(reconstruct);
     line(
@@ -132,6 +133,11 @@ pub fn construction_bytes(volume: usize, opts: &CudaOptions) -> u64 {
 /// 3.0's Schur temporary: one odd half field of double size, shared by both precisions.
 pub fn schur_temporary(volume: usize) -> MemoryLine {
     line(Purpose::SchurTemporary, (volume / 2 * 24 * 8) as u64)
+}
+
+/// The norms of the Schur temporary when it holds a half field (one f32 per odd site).
+pub fn schur_temporary_norms(volume: usize) -> MemoryLine {
+    line(Purpose::SchurTemporary, (volume / 2 * 4) as u64)
 }
 
 /// A fused CR solve's device state with room for `max_iter` iterations.

@@ -200,6 +200,14 @@ fn check_scalars(s: &CrScalars, history_len: usize) -> Result<()> {
 /// (else Error::InvalidValue).
 fn common_shape(fields: &[(Precision, usize)], what: &str) -> Result<(Precision, usize)> {
     let (prec, len) = fields[0];
+    if prec == Precision::Half {
+        return Err(Error::invalid(
+            "solver.iteration",
+            format!(
+                "{what}: the fused CR has no half-precision kernels; half-double runs the generic iteration (iteration = \"auto\")"
+            ),
+        ));
+    }
     if fields.iter().any(|&f| f != (prec, len)) {
         return Err(Error::invalid(
             "fields",
@@ -219,6 +227,7 @@ fn shape(f: &RawField<'_>) -> (Precision, usize) {
     match f {
         RawField::Double(d) => (Precision::Double, d.len() / 2),
         RawField::Single(s) => (Precision::Single, s.len() / 2),
+        RawField::Half(q) => (Precision::Half, q.len() / 2),
     }
 }
 
@@ -226,6 +235,7 @@ fn shape_mut(f: &RawFieldMut<'_>) -> (Precision, usize) {
     match f {
         RawFieldMut::Double(d) => (Precision::Double, d.len() / 2),
         RawFieldMut::Single(s) => (Precision::Single, s.len() / 2),
+        RawFieldMut::Half(q) => (Precision::Half, q.len() / 2),
     }
 }
 

@@ -353,6 +353,12 @@ impl Halo {
                 "the fused (y|out) epilogue cannot run on a decomposed lattice",
             ));
         }
+        if l.half {
+            return Err(Error::invalid(
+                "solver.precision",
+                "half-double on a decomposed lattice: the halo kernels have no half-precision build; use single-double or one GPU",
+            ));
+        }
         if l.single {
             self.prepare_single(&gpu.ctx)?;
         }

@@ -114,7 +114,11 @@ pub enum Kernel {
         single: bool,
         reconstruct: Reconstruct,
         dot: bool,
+        /// Half-precision spinors (then `single` too: float arithmetic and links).
+        half: bool,
     },
+    /// A site-wise kernel on half-precision fields (kernels/half.cuh) over n sites.
+    Half(HalfOp),
     /// y = y + a x on float2 fields.
     XaxpyF,
     /// y = x + a y on float2 fields (one pass).
@@ -188,6 +192,7 @@ impl Kernel {
                 single,
                 reconstruct,
                 dot,
+                half,
             } => {
                 let mut tags = Vec::new();
                 match mode {
@@ -195,7 +200,9 @@ impl Kernel {
                     V3Mode::Parity => tags.push("eo"),
                     V3Mode::ParityXpay => tags.push("eo xpay"),
                 }
-                if *single {
+                if *half {
+                    tags.push("half");
+                } else if *single {
                     tags.push("single");
                 }
                 if reconstruct.compressed() {
@@ -210,6 +217,7 @@ impl Kernel {
                     format!("stencilCore 3.0 [{}]", tags.join(", "))
                 }
             }
+            Kernel::Half(op) => format!("{} (half)", op.name()),
             Kernel::XaxpyF => "xaxpy (single)".into(),
             Kernel::XpayF => "xpay (single)".into(),
             Kernel::Norm2PartialF => "norm2_partial (single)".into(),
@@ -303,6 +311,7 @@ impl Kernel {
                 let dot = if *dot { 96 } else { 0 };
                 (1320 + tail + dot) * nn
             }
+            Kernel::Half(op) => op.flops(n),
             Kernel::XaxpyF | Kernel::XpayF => 8 * nn,
             Kernel::Norm2PartialF => Kernel::Norm2Partial.flops(n),
             Kernel::DotPartialF => Kernel::DotPartial.flops(n),
@@ -351,8 +360,16 @@ impl Kernel {
                 mode,
                 single,
                 reconstruct,
+                half: false,
                 ..
             } => v3_bytes_per_site(*mode, *single, *reconstruct) * nn,
+            Kernel::V3 {
+                mode,
+                reconstruct,
+                half: true,
+                ..
+            } => v3_half_bytes_per_site(*mode, *reconstruct) * nn,
+            Kernel::Half(op) => op.bytes(n),
             Kernel::XaxpyF => 24 * nn,
             Kernel::XpayF => 24 * nn,
             Kernel::Norm2PartialF => 8 * nn + 8 * reduce_blocks(n) as u64,
@@ -374,11 +391,90 @@ impl Kernel {
     }
 }
 
-fn precision_name(p: Precision) -> &'static str {
-    match p {
-        Precision::Double => "double",
-        Precision::Single => "single",
+/// The site-wise kernels on half fields: one thread per site (12 complex numbers sharing
+/// one norm), counted per site. Arithmetic per complex as the float kernels'; the
+/// rounding to 16 bits (a max over 24 reals, a scale, a rint per real) not counted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum HalfOp {
+    /// y = y + a x (xaxpy_h).
+    Axpy,
+    /// y = x + a y (xpay_h).
+    Xpay,
+    /// First pass of (x|x) (norm2_partial_h): one site per input, double sums.
+    Norm2Partial,
+    /// First pass of (x|y) (dot_partial_h).
+    DotPartial,
+    /// From a double field (to_half).
+    FromDouble,
+    /// To a double field (from_half).
+    ToDouble,
+    /// Device-to-device copy (integers and norms).
+    Copy,
+    /// Set to zero (memsets of the integers and the norms).
+    Zero,
+}
+
+impl HalfOp {
+    pub fn name(self) -> &'static str {
+        match self {
+            HalfOp::Axpy => "xaxpy",
+            HalfOp::Xpay => "xpay",
+            HalfOp::Norm2Partial => "norm2_partial",
+            HalfOp::DotPartial => "dot_partial",
+            HalfOp::FromDouble => "to_half",
+            HalfOp::ToDouble => "from_half",
+            HalfOp::Copy => "copy",
+            HalfOp::Zero => "zero",
+        }
     }
+
+    /// Flops over n sites.
+    pub fn flops(self, n: usize) -> u64 {
+        let nn = n as u64;
+        let tree = (REDUCE_BLOCK as u64) - 1;
+        match self {
+            HalfOp::Axpy | HalfOp::Xpay => 12 * 8 * nn,
+            HalfOp::Norm2Partial => {
+                let (second, blocks) = reduce_shape(n);
+                12 * 4 * nn + second + tree * blocks
+            }
+            HalfOp::DotPartial => {
+                let (second, blocks) = reduce_shape(n);
+                12 * 8 * nn + 2 * second + 2 * tree * blocks
+            }
+            HalfOp::FromDouble | HalfOp::ToDouble | HalfOp::Copy | HalfOp::Zero => 0,
+        }
+    }
+
+    /// Bytes over n sites (a half site: 52 bytes; a double site 192).
+    pub fn bytes(self, n: usize) -> u64 {
+        let nn = n as u64;
+        let h = crate::linalg::half::SITE_BYTES;
+        match self {
+            HalfOp::Axpy | HalfOp::Xpay => 3 * h * nn,
+            HalfOp::Norm2Partial => h * nn + 8 * reduce_blocks(n) as u64,
+            HalfOp::DotPartial => 2 * h * nn + 16 * reduce_blocks(n) as u64,
+            HalfOp::FromDouble | HalfOp::ToDouble => (h + 192) * nn,
+            HalfOp::Copy => 2 * h * nn,
+            HalfOp::Zero => h * nn,
+        }
+    }
+}
+
+/// `v3_bytes_per_site` for half spinors (52 bytes a site, `linalg::half`) with the
+/// single-precision links they iterate with.
+pub fn v3_half_bytes_per_site(mode: V3Mode, reconstruct: Reconstruct) -> u64 {
+    let link = reconstruct.reals() as u64 * 4;
+    let spinor = crate::linalg::half::SITE_BYTES;
+    match mode {
+        V3Mode::Full => 4 * link + 2 * spinor,
+        V3Mode::Parity => 8 * link + 2 * spinor,
+        V3Mode::ParityXpay => 8 * link + 3 * spinor,
+    }
+}
+
+fn precision_name(p: Precision) -> &'static str {
+    p.name()
 }
 
 /// Version 3.0's DRAM floor per written site (each array read once, conventions.md): the
@@ -462,6 +558,7 @@ mod tests {
             single: false,
             reconstruct: Reconstruct::R18,
             dot: false,
+            half: false,
         };
         // The full double R=18 launch is the old 3.0 count, under the old name.
         assert_eq!(full.bytes(1), StencilVersion::V3_0.bytes_per_site());
@@ -497,10 +594,30 @@ mod tests {
             single: true,
             reconstruct: Reconstruct::R12,
             dot: true,
+            half: false,
         };
         assert_eq!(eo.flops(10), (1344 + 96) * 10);
         assert_eq!(eo.name(), "stencilCore 3.0 [eo, single, r12, dot]");
         assert!(eo.is_stencil());
+        // Half: 52-byte spinors (24 i16 + the f32 norm) and f32 links; the same flops.
+        let half = Kernel::V3 {
+            mode: V3Mode::Full,
+            single: true,
+            reconstruct: Reconstruct::R18,
+            dot: false,
+            half: true,
+        };
+        assert_eq!(half.bytes(1), 4 * 72 + 2 * 52);
+        assert_eq!(half.flops(1), full.flops(1));
+        assert_eq!(half.name(), "stencilCore 3.0 [half]");
+        assert_eq!(
+            v3_half_bytes_per_site(V3Mode::ParityXpay, Reconstruct::R12),
+            8 * 48 + 3 * 52
+        );
+        // The site-wise half kernels count per site: axpy reads two sites, writes one.
+        assert_eq!(Kernel::Half(HalfOp::Axpy).bytes(10), 3 * 52 * 10);
+        assert_eq!(Kernel::Half(HalfOp::Axpy).flops(10), 96 * 10);
+        assert_eq!(Kernel::Half(HalfOp::FromDouble).name(), "to_half (half)");
     }
 
     #[test]

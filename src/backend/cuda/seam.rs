@@ -8,7 +8,7 @@ use super::backend::CudaBackend;
 use super::device::err;
 use super::field::{as_f64, as_f64_mut, DeviceData, DeviceSpinor};
 use super::fused::{CrReduction, DeviceCrState, Fused, CR_LOCAL_RE};
-use super::kernels::Kernel;
+use super::kernels::{HalfOp, Kernel};
 use super::stencil::dptr;
 use crate::backend::{
     unsupported, CrScalars, FusedCr, Layout, Operator, Precision, Prepare, Space, Subset,
@@ -36,8 +36,15 @@ impl Space for CudaBackend {
     fn alloc_layout(&mut self, layout: Layout) -> Result<DeviceSpinor> {
         let half = layout.subset != Subset::Full;
         let single = layout.precision == Precision::Single;
-        if (half && !self.caps.half_lattice) || (single && !self.caps.single) {
-            return Err(unsupported(self, "half-lattice or single-precision fields"));
+        let half_precision = layout.precision == Precision::Half;
+        if (half && !self.caps.half_lattice)
+            || (single && !self.caps.single)
+            || (half_precision && !self.caps.half)
+        {
+            return Err(unsupported(
+                self,
+                "half-lattice, single- or half-precision fields",
+            ));
         }
         self.stencil.alloc(&mut self.core, layout)
     }
@@ -101,17 +108,22 @@ impl Space for CudaBackend {
         let gpu = &mut self.core.gpu;
         let stream = gpu.stream.clone();
         let p = gpu.begin()?;
-        let single = match &mut x.data {
+        let kernel = match &mut x.data {
             DeviceData::Double(d) => {
                 stream.memset_zeros(d).map_err(err("zeroing a field"))?;
-                false
+                Kernel::Zero { single: false }
             }
             DeviceData::Single(s) => {
                 stream.memset_zeros(s).map_err(err("zeroing a field"))?;
-                true
+                Kernel::Zero { single: true }
+            }
+            DeviceData::Half { q, norm } => {
+                stream.memset_zeros(q).map_err(err("zeroing a field"))?;
+                stream.memset_zeros(norm).map_err(err("zeroing a field"))?;
+                return gpu.end(p, Kernel::Half(HalfOp::Zero), n / 12);
             }
         };
-        gpu.end(p, Kernel::Zero { single }, n)
+        gpu.end(p, kernel, n)
     }
 
     fn copy(&mut self, dst: &mut DeviceSpinor, src: &DeviceSpinor) -> Result<()> {

@@ -36,6 +36,7 @@ impl SeedStencil {
         name: "a seed kernel version (1.0-2.0)",
         half_lattice: false,
         single: false,
+        half: false,
         fused_cr: false,
     };
 

@@ -53,11 +53,7 @@ pub(crate) fn program(v: StencilVersion, reconstruct: Reconstruct, single: bool)
     match kind(v) {
         StencilKind::Coarse => Program::plain(&STENCIL_COARSE),
         StencilKind::Split => Program::plain(&STENCIL_SPLIT),
-        StencilKind::Projected => Program {
-            source: &STENCIL_V3,
-            defines: reconstruct_defines(reconstruct, single),
-            flags: Vec::new(),
-        },
+        StencilKind::Projected => v3_program(reconstruct, single, false),
         StencilKind::Fine => Program {
             source: &STENCIL_FINE,
             defines: vec![
@@ -72,6 +68,20 @@ pub(crate) fn program(v: StencilVersion, reconstruct: Reconstruct, single: bool)
             ],
             flags: Vec::new(),
         },
+    }
+}
+
+/// 3.0's stencil (kernels/stencil_v3.cu) in double, single or (`half`: half-precision
+/// spinors, single links and arithmetic: V3_HALF=1, which implies V3_SINGLE) half.
+pub(crate) fn v3_program(reconstruct: Reconstruct, single: bool, half: bool) -> Program {
+    let mut defines = reconstruct_defines(reconstruct, single || half);
+    if half {
+        defines.push(("V3_HALF", "1"));
+    }
+    Program {
+        source: &STENCIL_V3,
+        defines,
+        flags: Vec::new(),
     }
 }
 
@@ -150,6 +160,8 @@ pub(crate) fn dptr<T>(s: &CudaSlice<T>, stream: &CudaStream) -> u64 {
 pub(crate) struct V3Launch {
     pub parity: Option<usize>,
     pub single: bool,
+    /// Half-precision spinors (the V3_HALF module): the norms' addresses below.
+    pub half: bool,
     pub reconstruct: Reconstruct,
     pub inp: u64,
     pub y: u64,
@@ -170,6 +182,10 @@ pub(crate) struct V3Launch {
     pub s: u64,
     pub partials: u64,
     pub ticket: u64,
+    /// Half fields: the norms of inp, y and out (0 otherwise; already offset).
+    pub inp_norm: u64,
+    pub y_norm: u64,
+    pub out_norm: u64,
 }
 
 impl V3Launch {
@@ -192,6 +208,7 @@ impl V3Launch {
             single: self.single,
             reconstruct: self.reconstruct,
             dot: self.partials != 0,
+            half: self.half,
         }
     }
 }
@@ -236,7 +253,10 @@ pub(crate) fn launch_v3(gpu: &mut GpuStream, f: &CudaFunction, a: &V3Launch) -> 
             &a.anti_hi,
             &a.s,
             &a.partials,
-            &a.ticket
+            &a.ticket,
+            &a.inp_norm,
+            &a.y_norm,
+            &a.out_norm
         ]
     );
     Ok(())
@@ -332,6 +352,10 @@ impl StencilKernels {
                     s: 0,
                     partials: 0,
                     ticket: 0,
+                    half: false,
+                    inp_norm: 0,
+                    y_norm: 0,
+                    out_norm: 0,
                 };
                 launch_v3(gpu, f, &l)?;
             }
@@ -405,6 +429,9 @@ pub(crate) fn all_programs() -> Vec<Program> {
             programs.push(halo_program(r, single));
         }
     }
+    for r in Reconstruct::ALL {
+        programs.push(v3_program(r, true, true));
+    }
     programs
 }
 
@@ -469,8 +496,8 @@ mod tests {
         }
         // support (3) + heatbath + fused CR + coarse + fine (1.1/1.2 share; 1.3, 1.4, 1.5,
         // 1.6, 1.6.1) + split + 3.0 (18, 12 and 8 reals per link, double and single) + its
-        // halo kernels (the same six define sets)
-        assert_eq!(all.len(), 3 + 1 + 1 + 1 + 6 + 1 + 6 + 6);
+        // halo kernels (the same six define sets) + 3.0 half (18, 12 and 8)
+        assert_eq!(all.len(), 3 + 1 + 1 + 1 + 6 + 1 + 6 + 6 + 3);
     }
 
     /// With libnvrtc on the loader path every program compiles for sm_90. Without it the
