@@ -144,9 +144,10 @@ pub fn write_run(
     cfg: &LoadedConfig,
     problem: &Problem,
     result: &SolveResult,
-    rep: &SolveReport,
+    rep: &mut SolveReport,
 ) -> Result<()> {
     let o = &cfg.config.output;
+    let t = std::time::Instant::now();
     // (temporary, destination, what), in rename order: the report last.
     let mut staged: Vec<(PathBuf, PathBuf, &str)> = Vec::new();
     let written = (|| -> Result<()> {
@@ -171,6 +172,9 @@ pub fn write_run(
             )?;
             records.insert("gauge_file".into(), file_record(p, &tmp)?);
         }
+        // The time line closes here: the report's own bytes are the only ones after it.
+        rep.time.write = t.elapsed().as_secs_f64();
+        rep.time.finish(crate::report::timeline::process_seconds());
         if let Some(p) = &o.report {
             let tmp = staging_path(p);
             staged.push((tmp.clone(), p.clone(), "report"));

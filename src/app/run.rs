@@ -299,6 +299,7 @@ pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
             plaquette = problem.plaquette.total,
             "problem ready"
         );
+        let mut wall = report::BackendWall::default();
         let (result, backend_description, gpu) = match choose_device(c.backend.device)? {
             Device::Cuda => {
                 let opts = cuda_options(cfg)?;
@@ -334,8 +335,13 @@ pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
                     opts
                 };
                 params.check(Capabilities::of_stencil(opts.version))?;
+                let t = Instant::now();
                 let mut be =
                     crate::backend::cuda::CudaBackend::new(&problem.gauge, problem.kappa, &opts)?;
+                wall.construct = t.elapsed().as_secs_f64();
+                let st = be.setup_times();
+                wall.links = Some((st.links_bytes, 1e-3 * st.links_upload_ms));
+                let t = Instant::now();
                 // Launch geometry from the autotuner, on this backend (tune cache, or a
                 // sweep timed here and stored there), unless the config fixes it with
                 // `tune = false`.
@@ -350,6 +356,7 @@ pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
                         "launch geometry: {how}"
                     );
                 }
+                wall.tune = t.elapsed().as_secs_f64();
                 let d = format!(
                     "cuda {} (stencil {}, multiple {})",
                     be.device_name(),
@@ -374,12 +381,14 @@ pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
                     crate::memory::check_cpu_backend(&problem.lattice)?;
                 }
                 let params = SolvePlan::from_config(c, false);
+                let t = Instant::now();
                 let mut be = CpuBackend::new(&problem.gauge, problem.kappa);
+                wall.construct = t.elapsed().as_secs_f64();
                 let d = be.describe();
                 (solve_on(&mut be, &problem, &params)?, d, None)
             }
         };
-        finish_run(cfg, &problem, &result, &backend_description, gpu, None)
+        finish_run(cfg, &problem, &result, &backend_description, gpu, None, wall)
     })
 }
 
@@ -393,15 +402,38 @@ pub(crate) fn finish_run(
     backend_description: &str,
     gpu: Option<crate::report::GpuMetrics>,
     parallel: Option<crate::report::ParallelReport>,
+    wall: report::BackendWall,
 ) -> Result<SolveReport> {
     let c = &cfg.config;
+    let t = Instant::now();
     let d_residual = cpu_residual_of_d(problem, &result.solution);
+    let cpu_check = t.elapsed().as_secs_f64();
     let mut rep = report::build(cfg, problem, result, backend_description, d_residual, gpu);
     rep.parallel = parallel;
+    let r = &result.timings;
+    rep.time = report::TimeLine {
+        read_generate: r.setup,
+        upload: wall.construct + r.upload + r.download,
+        tune: wall.tune,
+        solve: r.solve,
+        verify: r.true_residual + cpu_check,
+        links_upload_bytes: wall.links.map(|(b, _)| b),
+        links_upload_gbytes_per_second: wall
+            .links
+            .filter(|&(_, s)| s > 0.0)
+            .map(|(b, s)| b as f64 / s / 1e9),
+        ..Default::default()
+    };
+    // The outputs fill in the write time and close the line before the report is
+    // serialised; the summary follows (also when a write failed, with the line so far).
+    let written = write_outputs(cfg, problem, result, &mut rep);
+    if written.is_err() {
+        rep.time.finish(report::timeline::process_seconds());
+    }
     if !crate::report::progress::is_quiet() {
         println!("{}", report::summary(&rep));
     }
-    write_outputs(cfg, problem, result, &rep)?;
+    written?;
     if result.reason != StopReason::Converged {
         return Err(Error::NotConverged(format!(
             "{} {} after {} iterations (residual {:.3e}, tolerance {:.1e}); the report was written",
@@ -434,7 +466,7 @@ fn write_outputs(
     cfg: &LoadedConfig,
     problem: &Problem,
     result: &SolveResult,
-    rep: &SolveReport,
+    rep: &mut SolveReport,
 ) -> Result<()> {
     crate::app::outputs::write_run(cfg, problem, result, rep)
 }
