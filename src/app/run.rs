@@ -44,6 +44,10 @@ pub fn build_problem(cfg: &LoadedConfig) -> Result<Problem> {
             (g, format!("file {}", path.display()))
         }
     };
+    tracing::info!(
+        seconds = t0.elapsed().as_secs_f64(),
+        "gauge field ready: {gauge_description}"
+    );
     problem_with(
         cfg,
         lattice,
@@ -95,8 +99,13 @@ pub(crate) fn problem_with(
     t0: Instant,
 ) -> Result<Problem> {
     let c = &cfg.config;
+    let t = Instant::now();
     let plaquette = gauge.plaquette();
     let link_trace = gauge.link_trace();
+    tracing::info!(
+        seconds = t.elapsed().as_secs_f64(),
+        "plaquette and link trace"
+    );
     let (source, source_description) = match &c.source {
         SourceConfig::Point { site, spin, colour } => {
             let s = site.map(|v| v as usize);
