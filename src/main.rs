@@ -5,6 +5,7 @@ use clap::Parser;
 use qcd_solve::app::cli::{self, Cli};
 
 fn main() {
+    qcd_solve::report::timeline::mark_process_start();
     let cli = Cli::parse();
     cli::init_logging(cli.quiet);
     if let Err(e) = cli::dispatch(cli) {

@@ -81,6 +81,7 @@ pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
         &split.described,
         None,
         Some(split.parallel),
+        Default::default(),
     )
 }
 
@@ -581,7 +582,15 @@ pub fn run_launched(
         comms: wiring,
         ranks: ranks_times,
     };
-    finish_run(cfg, &problem, &result, &described, None, Some(parallel))
+    finish_run(
+        cfg,
+        &problem,
+        &result,
+        &described,
+        None,
+        Some(parallel),
+        Default::default(),
+    )
 }
 
 /// Rank 0 (`global` = the problem) sends every other rank its share of the gauge field

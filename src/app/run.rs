@@ -44,6 +44,10 @@ pub fn build_problem(cfg: &LoadedConfig) -> Result<Problem> {
             (g, format!("file {}", path.display()))
         }
     };
+    tracing::info!(
+        seconds = t0.elapsed().as_secs_f64(),
+        "gauge field ready: {gauge_description}"
+    );
     problem_with(
         cfg,
         lattice,
@@ -95,8 +99,13 @@ pub(crate) fn problem_with(
     t0: Instant,
 ) -> Result<Problem> {
     let c = &cfg.config;
+    let t = Instant::now();
     let plaquette = gauge.plaquette();
     let link_trace = gauge.link_trace();
+    tracing::info!(
+        seconds = t.elapsed().as_secs_f64(),
+        "plaquette and link trace"
+    );
     let (source, source_description) = match &c.source {
         SourceConfig::Point { site, spin, colour } => {
             let s = site.map(|v| v as usize);
@@ -304,6 +313,7 @@ pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
             plaquette = problem.plaquette.total,
             "problem ready"
         );
+        let mut wall = report::BackendWall::default();
         let (result, backend_description, gpu) = match choose_device(c.backend.device)? {
             Device::Cuda => {
                 let opts = cuda_options(cfg)?;
@@ -339,8 +349,13 @@ pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
                     opts
                 };
                 params.check(Capabilities::of_stencil(opts.version))?;
+                let t = Instant::now();
                 let mut be =
                     crate::backend::cuda::CudaBackend::new(&problem.gauge, problem.kappa, &opts)?;
+                wall.construct = t.elapsed().as_secs_f64();
+                let st = be.setup_times();
+                wall.links = Some((st.links_bytes, 1e-3 * st.links_upload_ms));
+                let t = Instant::now();
                 // Launch geometry from the autotuner, on this backend (tune cache, or a
                 // sweep timed here and stored there), unless the config fixes it with
                 // `tune = false`.
@@ -355,6 +370,7 @@ pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
                         "launch geometry: {how}"
                     );
                 }
+                wall.tune = t.elapsed().as_secs_f64();
                 let d = format!(
                     "cuda {} (stencil {}, multiple {})",
                     be.device_name(),
@@ -379,12 +395,14 @@ pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
                     crate::memory::check_cpu_backend(&problem.lattice)?;
                 }
                 let params = SolvePlan::from_config(c, false);
+                let t = Instant::now();
                 let mut be = CpuBackend::new(&problem.gauge, problem.kappa);
+                wall.construct = t.elapsed().as_secs_f64();
                 let d = be.describe();
                 (solve_on(&mut be, &problem, &params)?, d, None)
             }
         };
-        finish_run(cfg, &problem, &result, &backend_description, gpu, None)
+        finish_run(cfg, &problem, &result, &backend_description, gpu, None, wall)
     })
 }
 
@@ -398,15 +416,38 @@ pub(crate) fn finish_run(
     backend_description: &str,
     gpu: Option<crate::report::GpuMetrics>,
     parallel: Option<crate::report::ParallelReport>,
+    wall: report::BackendWall,
 ) -> Result<SolveReport> {
     let c = &cfg.config;
+    let t = Instant::now();
     let d_residual = cpu_residual_of_d(problem, &result.solution);
+    let cpu_check = t.elapsed().as_secs_f64();
     let mut rep = report::build(cfg, problem, result, backend_description, d_residual, gpu);
     rep.parallel = parallel;
+    let r = &result.timings;
+    rep.time = report::TimeLine {
+        read_generate: r.setup,
+        upload: wall.construct + r.upload + r.download,
+        tune: wall.tune,
+        solve: r.solve,
+        verify: r.true_residual + cpu_check,
+        links_upload_bytes: wall.links.map(|(b, _)| b),
+        links_upload_gbytes_per_second: wall
+            .links
+            .filter(|&(_, s)| s > 0.0)
+            .map(|(b, s)| b as f64 / s / 1e9),
+        ..Default::default()
+    };
+    // The outputs fill in the write time and close the line before the report is
+    // serialised; the summary follows (also when a write failed, with the line so far).
+    let written = write_outputs(cfg, problem, result, &mut rep);
+    if written.is_err() {
+        rep.time.finish(report::timeline::process_seconds());
+    }
     if !crate::report::progress::is_quiet() {
         println!("{}", report::summary(&rep));
     }
-    write_outputs(cfg, problem, result, &rep)?;
+    written?;
     if result.reason != StopReason::Converged {
         return Err(Error::NotConverged(format!(
             "{} {} after {} iterations (residual {:.3e}, tolerance {:.1e}); the report was written",
@@ -446,7 +487,7 @@ fn write_outputs(
     cfg: &LoadedConfig,
     problem: &Problem,
     result: &SolveResult,
-    rep: &SolveReport,
+    rep: &mut SolveReport,
 ) -> Result<()> {
     crate::app::outputs::write_run(cfg, problem, result, rep)
 }

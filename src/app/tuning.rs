@@ -12,7 +12,6 @@ use crate::backend::cuda::{CudaBackend, CudaOptions, Geometry, StencilVersion};
 use crate::backend::prelude::*;
 use crate::backend::{Layout, Operator, Subset};
 use crate::error::Result;
-use crate::field::SpinorField;
 use crate::problem::Problem;
 use std::time::Instant;
 
@@ -31,22 +30,41 @@ pub(crate) fn median_spread(mut v: Vec<f64>) -> (f64, f64) {
     (m, v[v.len() - 1] - v[0])
 }
 
+/// Timed blocks per candidate; the median block is kept.
+const BLOCKS: usize = 3;
+/// Applications per timed block at most (small lattices, where one application takes
+/// microseconds and launch jitter matters).
+const MAX_REPS: usize = 10;
+/// Event time a timed block aims at: far above the events' resolution (about 0.5 us) and
+/// launch jitter; one application on a large lattice already exceeds it.
+const BLOCK_MS: f64 = 1.0;
+
+/// Applications per timed block for an operator that takes `one_ms` per application:
+/// enough for `BLOCK_MS`, between 1 and `MAX_REPS` (the most when unknown).
+pub(crate) fn reps_for(one_ms: f64) -> usize {
+    if !(one_ms > 0.0 && one_ms.is_finite()) {
+        return MAX_REPS;
+    }
+    ((BLOCK_MS / one_ms).ceil() as usize).clamp(1, MAX_REPS)
+}
+
 /// Time one stencil application with the backend's current geometry (event-timed, median
-/// of 3 blocks of 10 applications after a warm-up).
+/// of `BLOCKS` blocks of `reps` applications after a warm-up).
 fn time_apply(
     be: &mut CudaBackend,
     op: Operator,
     psi: &<CudaBackend as Space>::Field,
     out: &mut <CudaBackend as Space>::Field,
+    reps: usize,
 ) -> Result<f64> {
     be.apply(op, out, psi)?;
     let mut t = Vec::new();
-    for _ in 0..3 {
+    for _ in 0..BLOCKS {
         be.reset_stats()?;
-        for _ in 0..10 {
+        for _ in 0..reps {
             be.apply(op, out, psi)?;
         }
-        t.push(be.stencil_stats().millis / 10.0);
+        t.push(be.stencil_stats().millis / reps as f64);
     }
     Ok(median_spread(t).0)
 }
@@ -169,8 +187,10 @@ pub fn tune_live(
         be.set_tune_ms(1e3 * start.elapsed().as_secs_f64());
         return Ok("tune cache".into());
     }
-    // The operator the solve applies, on fields of its layout.
-    let full = be.upload(&SpinorField::random(p.lattice.volume(), 5, 0))?;
+    // The operator the solve applies, on fields of its layout. The input is the problem's
+    // source (the kernels' work does not depend on the values), not a random field of
+    // the lattice's size, which took the host longer to draw than the sweep took.
+    let full = be.upload(&p.source)?;
     let (psi, op) = if layout == Layout::FULL {
         (full, p.operator)
     } else {
@@ -184,6 +204,26 @@ pub fn tune_live(
         (f, op)
     };
     let mut out = be.alloc_layout(layout)?;
+    // The first application loads what the solve's first would (the single-precision
+    // kernels and links, the Schur temporary): timed apart. Then one application sizes
+    // the timed blocks: on a large lattice one application per block (4 per candidate
+    // with the warm-up, where 31 took 5 s at 48^3x96), on a small one up to 10. Every
+    // rank uses the largest count (a rank that applied more would leave the others
+    // waiting in an exchange).
+    let first = Instant::now();
+    be.apply(op, &mut out, &psi)?;
+    be.synchronize()?;
+    let first_ms = 1e3 * first.elapsed().as_secs_f64();
+    be.reset_stats()?;
+    be.apply(op, &mut out, &psi)?;
+    let one_ms = be.stencil_stats().millis;
+    let reps = match &split {
+        None => reps_for(one_ms),
+        Some(_) => be
+            .all_gather(&[reps_for(one_ms) as f64])?
+            .into_iter()
+            .fold(1.0, f64::max) as usize,
+    };
     let mut tried = Vec::new();
     for &g in &cands {
         if split.is_some() {
@@ -198,14 +238,14 @@ pub fn tune_live(
             if all_set.iter().any(|&ok| ok != 1.0) {
                 continue;
             }
-            let ms = time_apply(be, op, &psi, &mut out)?;
+            let ms = time_apply(be, op, &psi, &mut out, reps)?;
             let slowest = be.all_gather(&[ms])?.into_iter().fold(0.0, f64::max);
             tried.push(tune::launch_of(version, g, slowest));
             continue;
         }
         let timed = be
             .set_geometry(g)
-            .and_then(|_| time_apply(be, op, &psi, &mut out));
+            .and_then(|_| time_apply(be, op, &psi, &mut out, reps));
         match timed {
             Ok(ms) => tried.push(tune::launch_of(version, g, ms)),
             Err(e) => tracing::warn!(%version, ?g, "candidate failed: {e}"),
@@ -227,13 +267,17 @@ pub fn tune_live(
         tune_ms,
         setup_ms,
         ratio = tune_ms / setup_ms,
+        first_ms,
+        one_ms,
+        reps,
         "tuned on the live backend"
     );
     if split.as_ref().is_none_or(|(rank, _)| *rank == 0) {
         cache.insert(key, best);
     }
     Ok(format!(
-        "swept {} candidates in {tune_ms:.0} ms{}",
+        "swept {} candidates in {tune_ms:.0} ms ({BLOCKS} blocks of {reps} applications each; \
+         the first application, loading the solve's kernels, {first_ms:.0} ms){}",
         tried.len(),
         if split.is_some() {
             " (every rank, the slowest rank's time)"
@@ -283,6 +327,18 @@ pub fn tune_backend(be: &mut CudaBackend, p: &Problem, layout: Layout) -> Result
 mod tests {
     use super::*;
     use crate::backend::Precision;
+
+    #[test]
+    fn timed_blocks_hold_about_a_millisecond_of_applications() {
+        // BLOCK_MS = 1 ms: 0.25 ms per application -> 4; 3 ms (48^3x96) -> 1; 2 us (a
+        // small lattice) -> clamped to 10; an unknown time -> 10, as before the budget.
+        assert_eq!(reps_for(0.25), 4);
+        assert_eq!(reps_for(0.3), 4);
+        assert_eq!(reps_for(3.0), 1);
+        assert_eq!(reps_for(0.002), 10);
+        assert_eq!(reps_for(0.0), 10);
+        assert_eq!(reps_for(f64::NAN), 10);
+    }
 
     #[test]
     fn each_solve_layout_has_its_own_cache_name() {

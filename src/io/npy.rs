@@ -1,12 +1,11 @@
 //! NumPy `.npy` (format 1.0) files for spinor solutions: dtype `<c16`, shape
 //! `(LT, LZ, LY, LX, 4, 3)`, C order, so `numpy.load` gives psi[t, z, y, x, spin, colour].
 
-use super::{open, read_exact_at, stream_units, write_atomic_with};
+use super::{open, read_exact_at, stream_units, write_atomic_blocks};
 use crate::error::{Error, Result};
 use crate::field::spinor::SITE_LEN;
 use crate::field::{SpinorField, C64};
 use crate::geometry::lattice::Lattice;
-use std::io::Write;
 use std::path::Path;
 
 const MAGIC: &[u8; 6] = b"\x93NUMPY";
@@ -49,21 +48,20 @@ pub fn write_spinor_npy(path: &Path, lattice: &Lattice, psi: &SpinorField) -> Re
     let header_len = u16::try_from(header.len())
         .map_err(|_| Error::invalid("spinor", "npy header longer than 65535 bytes"))?;
 
-    write_atomic_with(path, |w: &mut dyn Write| {
-        w.write_all(MAGIC)?;
-        w.write_all(&[1, 0])?;
-        w.write_all(&header_len.to_le_bytes())?;
-        w.write_all(header.as_bytes())?;
-        let mut buf = Vec::with_capacity(1 << 20);
-        for chunk in psi.data.chunks(1 << 15) {
-            buf.clear();
-            for z in chunk {
-                buf.extend_from_slice(&z.re.to_le_bytes());
-                buf.extend_from_slice(&z.im.to_le_bytes());
-            }
-            w.write_all(&buf)?;
+    let mut head = Vec::with_capacity(10 + header.len());
+    head.extend_from_slice(MAGIC);
+    head.extend_from_slice(&[1, 0]);
+    head.extend_from_slice(&header_len.to_le_bytes());
+    head.extend_from_slice(header.as_bytes());
+    // Blocks of whole complex numbers (BLOCK_BYTES is a multiple of 16), encoded and
+    // written in parallel.
+    let body = (psi.data.len() * 16) as u64;
+    write_atomic_blocks(path, &head, body, |at, block| {
+        let first = (at / 16) as usize;
+        for (b, z) in block.chunks_exact_mut(16).zip(&psi.data[first..]) {
+            b[..8].copy_from_slice(&z.re.to_le_bytes());
+            b[8..].copy_from_slice(&z.im.to_le_bytes());
         }
-        Ok(())
     })
 }
 

@@ -4,12 +4,14 @@
 pub mod charts;
 pub mod model;
 pub mod progress;
+pub mod timeline;
 
 use crate::config::{Config, LoadedConfig};
 use crate::dirac::HOP_FLOPS_PER_SITE;
 pub use crate::problem::Timings;
 use crate::problem::{Problem, SolveResult};
 use serde::Serialize;
+pub use timeline::{BackendWall, TimeLine};
 
 /// Effective bytes per site of one dslash with no cache reuse (conventions.md):
 /// 8 * (R*P + 24*P) + 24*P for R reals per link and P bytes per real.
@@ -83,6 +85,8 @@ pub struct SolveReport {
     /// ||b - D x|| / ||b|| recomputed on the CPU (the original system).
     pub true_residual_of_d_cpu: f64,
     pub timings: Timings,
+    /// The whole process's wall time by phase (`timeline`).
+    pub time: TimeLine,
     pub seconds_per_iteration: f64,
     /// Operator flops by the 1320-per-site model over the solve time.
     pub gflops_model_1320: f64,
@@ -290,6 +294,7 @@ pub fn build(
         true_residual: r.true_residual,
         true_residual_of_d_cpu: d_residual,
         timings: r.timings.clone(),
+        time: TimeLine::default(),
         seconds_per_iteration: solve / (r.iterations.max(1) as f64),
         gflops_model_1320: apps * v * HOP_FLOPS_PER_SITE as f64 / solve / 1e9,
         // The iteration's precision and link compression (single-double iterates in f32,
@@ -358,9 +363,8 @@ pub fn summary(r: &SolveReport) -> String {
     line(
         "time",
         format!(
-            "set-up {:.3} s, solve {:.3} s ({:.3} ms/iteration)",
-            r.timings.setup,
-            r.timings.solve,
+            "{}; {:.3} ms/iteration",
+            r.time.describe(),
             1e3 * r.seconds_per_iteration
         ),
     );

@@ -54,44 +54,117 @@ pub(crate) fn link_index(
     p * NDIM * elems * vh + (mu * elems + e) * vh + cb
 }
 
-/// Checkerboard sites per task of `links_to_soa`.
+/// Checkerboard sites per task of `links_to_soa` and `links_chunk_to_soa`.
 const LINK_BLOCK: usize = 4096;
+
+/// One piece of a staged upload: `len` values written at offset `dst` of the device array,
+/// read from the staging buffer where the previous piece of its chunk ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Segment {
+    pub dst: usize,
+    pub len: usize,
+}
+
+/// A piece of 3.0's link array staged at once: the checkerboard sites `first..first +
+/// sites` of one parity, as a segment of each of that parity's 4 * elems rows (`[row][2 *
+/// sites]` in the staging buffer).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LinkChunk {
+    pub parity: usize,
+    pub first: usize,
+    pub sites: usize,
+}
+
+impl LinkChunk {
+    /// f64 values the chunk stages.
+    pub fn values(&self, elems: usize) -> usize {
+        2 * NDIM * elems * self.sites
+    }
+
+    /// Where the chunk's rows go in the link array (`link_index` order), in staging order.
+    pub fn segments(&self, vh: usize, elems: usize) -> Vec<Segment> {
+        (0..NDIM * elems)
+            .map(|row| Segment {
+                dst: 2 * ((self.parity * NDIM * elems + row) * vh + self.first),
+                len: 2 * self.sites,
+            })
+            .collect()
+    }
+}
+
+/// The link array of a lattice of `vh` sites per parity cut into chunks of at most
+/// `max_values` f64 (and at least one `LINK_BLOCK` of sites), parity by parity.
+pub(crate) fn link_chunks(vh: usize, elems: usize, max_values: usize) -> Vec<LinkChunk> {
+    let per_site = 2 * NDIM * elems;
+    let step = (max_values / per_site / LINK_BLOCK).max(1) * LINK_BLOCK;
+    (0..2)
+        .flat_map(|parity| {
+            (0..vh).step_by(step).map(move |first| LinkChunk {
+                parity,
+                first,
+                sites: step.min(vh - first),
+            })
+        })
+        .collect()
+}
 
 /// The gauge field in 3.0's link order as f64 pairs, `elems` complex per link
 /// (`stored_link`): the array the stencil reads, built on the host and uploaded as it is
-/// (no canonical copy on the device). `soa` holds 2 * 4 * elems * V values. Parallel over
-/// blocks of checkerboard sites: each reads its sites' links once, in order, and writes its
-/// segment of every (parity, mu, element) row.
+/// (no canonical copy on the device). `soa` holds 2 * 4 * elems * V values. Each parity's
+/// rows are one `LinkChunk` of all its sites. (The backend stages chunks instead; this
+/// whole-array form is the tests'.)
+#[cfg_attr(not(test), allow(dead_code))]
 pub(crate) fn links_to_soa(gauge: &GaugeField, elems: usize, soa: &mut [f64]) {
-    let l = &gauge.lattice;
-    let vh = l.volume() / 2;
-    let per_link = elems;
-    assert_eq!(soa.len(), 2 * 2 * NDIM * per_link * vh, "link array size");
+    let vh = gauge.lattice.volume() / 2;
+    assert_eq!(soa.len(), 2 * 2 * NDIM * elems * vh, "link array size");
     if vh == 0 {
         return;
     }
-    let blocks = vh.div_ceil(LINK_BLOCK);
-    // Segment b of every row of parity p goes to task p * blocks + b.
-    let mut tasks: Vec<Vec<&mut [f64]>> = (0..2 * blocks)
-        .map(|_| Vec::with_capacity(NDIM * per_link))
+    for (parity, half) in soa.chunks_mut(2 * NDIM * elems * vh).enumerate() {
+        let chunk = LinkChunk {
+            parity,
+            first: 0,
+            sites: vh,
+        };
+        links_chunk_to_soa(gauge, elems, &chunk, half);
+    }
+}
+
+/// One chunk of the link array into `rows` (`[row][2 * sites]`, row = mu * elems + e):
+/// parallel over blocks of checkerboard sites, each task reading its sites' links once, in
+/// order, and writing its segment of every row. Every value is a copy, so the result does
+/// not depend on the thread count.
+pub(crate) fn links_chunk_to_soa(
+    gauge: &GaugeField,
+    elems: usize,
+    chunk: &LinkChunk,
+    rows: &mut [f64],
+) {
+    let l = &gauge.lattice;
+    let n = chunk.sites;
+    assert_eq!(rows.len(), chunk.values(elems), "link chunk size");
+    if n == 0 {
+        return;
+    }
+    let blocks = n.div_ceil(LINK_BLOCK);
+    // Segment b of every row goes to task b.
+    let mut tasks: Vec<Vec<&mut [f64]>> = (0..blocks)
+        .map(|_| Vec::with_capacity(NDIM * elems))
         .collect();
-    for (row, r) in soa.chunks_mut(2 * vh).enumerate() {
-        let p = row / (NDIM * per_link);
+    for r in rows.chunks_mut(2 * n) {
         for (b, seg) in r.chunks_mut(2 * LINK_BLOCK).enumerate() {
-            tasks[p * blocks + b].push(seg);
+            tasks[b].push(seg);
         }
     }
-    tasks.into_par_iter().enumerate().for_each(|(k, mut rows)| {
-        let (p, b) = (k / blocks, k % blocks);
-        let first = b * LINK_BLOCK;
-        for cb in first..(first + LINK_BLOCK).min(vh) {
+    tasks.into_par_iter().enumerate().for_each(|(b, mut rows)| {
+        let first = chunk.first + b * LINK_BLOCK;
+        for cb in first..(first + LINK_BLOCK).min(chunk.first + n) {
             let j = 2 * (cb - first);
-            let site = l.checkerboard_site(p, cb);
+            let site = l.checkerboard_site(chunk.parity, cb);
             for mu in 0..NDIM {
-                let u = stored_link(gauge.link(site, mu), per_link);
-                for e in 0..per_link {
-                    let z = u[e];
-                    let row = &mut rows[mu * per_link + e];
+                let u = stored_link(gauge.link(site, mu), elems);
+                for (e, &z) in u.iter().enumerate().take(elems) {
+                    let row = &mut rows[mu * elems + e];
                     row[j] = z.re;
                     row[j + 1] = z.im;
                 }
@@ -115,21 +188,33 @@ pub(crate) fn check_even_lattice(l: &Lattice) -> Result<()> {
     Ok(())
 }
 
-/// Canonical [site][12 complex] (as f64 pairs) to 3.0's parity-major full field.
+/// Canonical [site][12 complex] (as f64 pairs) to 3.0's parity-major full field, in
+/// parallel: each task writes one block of one (parity, element) row, reading the sites'
+/// elements (copies only: the same bits for any thread count).
 pub(crate) fn spinor_to_soa(l: &Lattice, canonical: &[f64], soa: &mut [f64]) {
     let vh = l.volume() / 2;
-    for (site, s) in canonical.chunks_exact(24).enumerate() {
-        let (p, cb) = l.checkerboard(site);
-        for k in 0..12 {
-            let i = spinor_index(vh, p, cb, k);
-            soa[2 * i] = s[2 * k];
-            soa[2 * i + 1] = s[2 * k + 1];
-        }
+    assert_eq!(canonical.len(), 48 * vh, "canonical spinor size");
+    assert_eq!(soa.len(), 48 * vh, "parity-major spinor size");
+    if vh == 0 {
+        return;
     }
+    soa.par_chunks_mut(2 * vh).enumerate().for_each(|(row, r)| {
+        let (p, k) = (row / 12, row % 12);
+        r.par_chunks_mut(2 * LINK_BLOCK)
+            .enumerate()
+            .for_each(|(b, seg)| {
+                let first = b * LINK_BLOCK;
+                for (j, z) in seg.chunks_exact_mut(2).enumerate() {
+                    let site = l.checkerboard_site(p, first + j);
+                    z[0] = canonical[24 * site + 2 * k];
+                    z[1] = canonical[24 * site + 2 * k + 1];
+                }
+            });
+    });
 }
 
 /// The inverse of `spinor_to_soa`; with `parity` Some(p), `soa` is a half field of parity
-/// p and only those sites of `canonical` are written.
+/// p and only those sites of `canonical` are written. Parallel over sites.
 pub(crate) fn spinor_from_soa(
     l: &Lattice,
     soa: &[f64],
@@ -137,19 +222,22 @@ pub(crate) fn spinor_from_soa(
     parity: Option<usize>,
 ) {
     let vh = l.volume() / 2;
-    for (site, s) in canonical.chunks_exact_mut(24).enumerate() {
-        let (p, cb) = l.checkerboard(site);
-        let base = match parity {
-            None => p * 12 * vh,
-            Some(q) if q == p => 0,
-            Some(_) => continue,
-        };
-        for k in 0..12 {
-            let i = base + spinor_index(vh, 0, cb, k);
-            s[2 * k] = soa[2 * i];
-            s[2 * k + 1] = soa[2 * i + 1];
-        }
-    }
+    canonical
+        .par_chunks_exact_mut(24)
+        .enumerate()
+        .for_each(|(site, s)| {
+            let (p, cb) = l.checkerboard(site);
+            let base = match parity {
+                None => p * 12 * vh,
+                Some(q) if q == p => 0,
+                Some(_) => return,
+            };
+            for k in 0..12 {
+                let i = base + spinor_index(vh, 0, cb, k);
+                s[2 * k] = soa[2 * i];
+                s[2 * k + 1] = soa[2 * i + 1];
+            }
+        });
 }
 
 #[cfg(test)]
@@ -268,6 +356,107 @@ mod tests {
                 assert_eq!(got, &canonical[24 * s..24 * s + 24]);
             } else {
                 assert!(got.iter().all(|&x| x == -1.0));
+            }
+        }
+    }
+
+    /// The serial spinor permutation as it was before it ran in parallel: the oracle of
+    /// the parallel one.
+    fn spinor_to_soa_serial(l: &Lattice, canonical: &[f64], soa: &mut [f64]) {
+        let vh = l.volume() / 2;
+        for (site, s) in canonical.chunks_exact(24).enumerate() {
+            let (p, cb) = l.checkerboard(site);
+            for k in 0..12 {
+                let i = spinor_index(vh, p, cb, k);
+                soa[2 * i] = s[2 * k];
+                soa[2 * i + 1] = s[2 * k + 1];
+            }
+        }
+    }
+
+    fn pool(threads: usize) -> rayon::ThreadPool {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn parallel_permutations_are_the_serial_ones_for_any_thread_count() {
+        // 8x8x8x36: vh = 9216, more than two LINK_BLOCKs per row, the last one partial.
+        let l = lat([8, 8, 8, 36]);
+        let v = l.volume();
+        let canonical: Vec<f64> = (0..v * 24).map(|k| (k as f64).sin()).collect();
+        let mut serial = vec![0.0; v * 24];
+        spinor_to_soa_serial(&l, &canonical, &mut serial);
+        let g = GaugeField::random(&l, 3);
+        let mut links_one = Vec::new();
+        for threads in [1, 4] {
+            let (soa, back, links) = pool(threads).install(|| {
+                let mut soa = vec![f64::NAN; v * 24];
+                spinor_to_soa(&l, &canonical, &mut soa);
+                let mut back = vec![f64::NAN; v * 24];
+                spinor_from_soa(&l, &soa, &mut back, None);
+                let mut links = vec![f64::NAN; 2 * 4 * 6 * v];
+                links_to_soa(&g, 6, &mut links);
+                (soa, back, links)
+            });
+            // Copies only: bit for bit the serial permutation and its inverse.
+            assert!(soa
+                .iter()
+                .zip(&serial)
+                .all(|(a, b)| a.to_bits() == b.to_bits()));
+            assert!(back
+                .iter()
+                .zip(&canonical)
+                .all(|(a, b)| a.to_bits() == b.to_bits()));
+            if threads == 1 {
+                links_one = links;
+            } else {
+                assert!(links
+                    .iter()
+                    .zip(&links_one)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()));
+            }
+        }
+    }
+
+    #[test]
+    fn staged_link_chunks_rebuild_the_link_array_exactly() {
+        // vh = 9216: with room for 4096 sites per chunk, three chunks per parity (the last
+        // of 1024 sites); also one chunk per parity when everything fits.
+        let l = lat([8, 8, 8, 36]);
+        let vh = l.volume() / 2;
+        let g = GaugeField::random(&l, 11);
+        for elems in [6, 9] {
+            let mut whole = vec![0.0; 2 * 4 * elems * l.volume()];
+            links_to_soa(&g, elems, &mut whole);
+            for max_values in [2 * 4 * elems * 4096, 2 * 4 * elems * 5000, usize::MAX / 2] {
+                let chunks = link_chunks(vh, elems, max_values);
+                let per_parity = if max_values == usize::MAX / 2 { 1 } else { 3 };
+                assert_eq!(chunks.len(), 2 * per_parity, "{max_values}");
+                // As the device would receive it: every segment from the staging buffer.
+                let mut device = vec![f64::NAN; whole.len()];
+                let mut written = vec![0u8; whole.len()];
+                for c in &chunks {
+                    assert!(c.values(elems) <= max_values.max(2 * 4 * elems * 4096));
+                    let mut staging = vec![f64::NAN; c.values(elems)];
+                    links_chunk_to_soa(&g, elems, c, &mut staging);
+                    let mut at = 0;
+                    for s in c.segments(vh, elems) {
+                        device[s.dst..s.dst + s.len].copy_from_slice(&staging[at..at + s.len]);
+                        written[s.dst..s.dst + s.len]
+                            .iter_mut()
+                            .for_each(|w| *w += 1);
+                        at += s.len;
+                    }
+                    assert_eq!(at, staging.len(), "the segments use the whole chunk");
+                }
+                assert!(written.iter().all(|&w| w == 1), "each value written once");
+                assert!(device
+                    .iter()
+                    .zip(&whole)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()));
             }
         }
     }

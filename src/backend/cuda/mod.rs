@@ -41,6 +41,7 @@ pub mod heatbath;
 pub mod kernels;
 mod seam;
 mod seed;
+mod staging;
 mod stencil;
 mod stencil_impl;
 mod timing;
