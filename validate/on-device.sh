@@ -19,6 +19,9 @@
 #   MODE=seam: issue 10 (the solver seam): the GPU tests, validate --kernel all, ablate
 #   (with the per-method table), and every method's time to solution with kernel 3.0 on the
 #   seed's problem and on the thermalised beta 6.0 16^3x32 field at kappa 0.155.
+#   MODE=s6: issue 13 in session 6: every GPU test, floors with the r8 and half rows, the
+#   3.0 ablation and validation (r8, half-double rows), the seed problem's best options, and
+#   the 48^3x96 whole process with its time line (empty tune cache, then filled).
 #   MODE=memory: issue 13 item 3: the gpu-memory test target, then the main job
 #   at 48^3x96 and 64^3x128 (random gauge field, kernel 3.0, even-odd, single-double,
 #   12-real links; CR and BiCGStab), each with its device-memory estimate and books (the
@@ -102,6 +105,31 @@ elif [ "${MODE:-full}" = scale ]; then
     for g in 1,1,1,1 1,1,1,2; do
         step "split-$d-${g//,/}" "$q" -q configs/$d.toml --device cuda --kernel 3.0 --method bicgstab $fast --grid $g --output "$big/sp-${g//,/}"
         cp "$big/sp-${g//,/}/$d.json" "$res/split-$d-${g//,/}.json"
+    done
+elif [ "${MODE:-full}" = s6 ]; then
+    step floor-16 timeout 120 "$q" floor -q --dims 16,16,16,32 --repeat 200
+    step floor-32 timeout 150 "$q" floor -q --dims 32,32,32,64 --repeat 30
+    step validate-3.0 timeout 120 "$q" validate configs/16x16x16x32.toml --kernel 3.0
+    step ablate-3.0 timeout 150 "$q" -q ablate configs/16x16x16x32.toml --kernels 3.0 --repeat 5 --out "$res/ablation-3.0"
+    for o in "--precision single-double --reconstruct 12" "--precision single-double --reconstruct 8" \
+        "--precision half-double --reconstruct 12" "--precision half-double --reconstruct 8"; do
+        n=$(echo "x$o" | tr -c 'a-z0-9\n' '_')
+        for i in 1 2; do
+            step "seed$n-$i" "$q" configs/16x16x16x32.toml --device cuda --kernel 3.0 --preconditioning even-odd $o --output "$big/seed$n-$i" |
+                grep -E "^(time|solver|result|residual) "
+        done
+        cp "$big/seed$n-2/16x16x16x32.json" "$res/seed$n.json" 2>/dev/null
+    done
+    d=48x48x48x96; l=(${d//x/ })
+    sed -e "s/^LX = .*/LX = ${l[0]}/; s/^LY = .*/LY = ${l[1]}/; s/^LZ = .*/LZ = ${l[2]}/; s/^LT = .*/LT = ${l[3]}/" \
+        configs/32x32x32x64.toml >"$big/$d.toml"
+    fast="--device cuda --kernel 3.0 --preconditioning even-odd --precision single-double --reconstruct 12"
+    rm -f "$big/tune-$d.tsv"
+    for run in empty filled; do
+        QCD_SOLVE_TUNE_CACHE="$big/tune-$d.tsv" RUST_LOG=info step "whole-$d-$run" timeout 150 /usr/bin/time -f "process wall %e s" \
+            "$q" "$big/$d.toml" $fast --output "$big/whole-$run" >"$res/whole-$d-$run.txt" 2>&1
+        grep -E "^time|GPU set-up|tuned on|process wall|^result" "$res/whole-$d-$run.txt"
+        cp "$big/whole-$run/$d.json" "$res/whole-$d-$run.json" 2>/dev/null
     done
 elif [ "${MODE:-full}" = memory ]; then
     # Issue 13 item 3: what 64^3x128 (33554432 sites) needs with every option (about 1345
