@@ -85,18 +85,22 @@ extern "C" __global__ void dot_partial_f(const float2* __restrict__ x, const flo
 }
 
 // Half fields (half.cuh): the first pass over n sites in parity blocks of vh, one site
-// (12 complex, widened to double and summed in double) per input, 2 * REDUCE_BLOCK sites
-// per block. The later passes are sum_partial / sum2_partial.
+// (12 complex, decoded in double as the host's linalg::half::dequantize does, q * (norm /
+// 32767), and summed in double) per input, 2 * REDUCE_BLOCK sites per block: the values
+// summed are the host's to the bit, so norms and dots differ from the CPU backend's only
+// by the order of the sum. The later passes are sum_partial / sum2_partial.
 __device__ __forceinline__ double2 half_site_dot(const short2* __restrict__ xq, const float* __restrict__ xn,
                                                  const short2* __restrict__ yq, const float* __restrict__ yn,
                                                  long long s, long long vh)
 {
     const size_t b = half_base(s, vh);
-    const float xs = half_step(xn[s]), ys = half_step(yn[s]);
+    const double xs = (double)xn[s] / 32767.0, ys = (double)yn[s] / 32767.0;
     double2 v = c_zero();
 #pragma unroll
-    for (int k = 0; k < 12; ++k)
-        v = c_add(v, c_conj_mul(c_dbl(half_load(xq, vh, k, b, xs)), c_dbl(half_load(yq, vh, k, b, ys))));
+    for (int k = 0; k < 12; ++k) {
+        const short2 x = xq[(size_t)k * vh + b], y = yq[(size_t)k * vh + b];
+        v = c_add(v, c_conj_mul(c_make((double)x.x * xs, (double)x.y * xs), c_make((double)y.x * ys, (double)y.y * ys)));
+    }
     return v;
 }
 
