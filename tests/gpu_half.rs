@@ -187,7 +187,9 @@ fn half_blas_reductions_and_conversions_match_the_cpu() {
             "{subset:?} dot {d} vs {dc}"
         );
         // y = y + a x, then y = x + a y: float arithmetic, rounded per site: within one
-        // step of the site norm of the CPU's (double arithmetic, rounded) result.
+        // step of the site norm of the CPU's (double arithmetic, rounded) result, plus the
+        // float arithmetic's own error (about 1e-7 of the norm = 0.004 steps): each side
+        // rounds by at most half a step. (Measured on an H100: 1.000 steps, run 32.)
         let a = C64::new(0.3, -1.7);
         g.axpy(a, &x, &mut y).unwrap();
         cpu.axpy(a, &xc, &mut yc).unwrap();
@@ -197,7 +199,7 @@ fn half_blas_reductions_and_conversions_match_the_cpu() {
             &cpu.download(&yc).unwrap(),
             subset.parity(),
         );
-        assert!(s <= 1.0, "{subset:?} axpy: {s:.3} steps");
+        assert!(s <= 1.01, "{subset:?} axpy: {s:.4} steps");
         // Start xpay from equal fields again.
         let mut y = field(&mut g, &phi, lay);
         let mut yc = field(&mut cpu, &phi, lay);
@@ -209,7 +211,7 @@ fn half_blas_reductions_and_conversions_match_the_cpu() {
             &cpu.download(&yc).unwrap(),
             subset.parity(),
         );
-        assert!(s <= 1.0, "{subset:?} xpay: {s:.3} steps");
+        assert!(s <= 1.01, "{subset:?} xpay: {s:.4} steps");
         // half -> double -> half -> copy: the stored values survive exactly.
         let mut wide = g
             .alloc_layout(Layout::new(subset, Precision::Double))
