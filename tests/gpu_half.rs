@@ -16,7 +16,9 @@
 
 use qcd_solve::app::run::{build_problem, cpu_residual_of_d, solve_on, SolvePlan};
 use qcd_solve::backend::cpu::CpuBackend;
-use qcd_solve::backend::cuda::{device_info, CudaBackend, CudaOptions, Reconstruct, StencilVersion};
+use qcd_solve::backend::cuda::{
+    device_info, CudaBackend, CudaOptions, Reconstruct, StencilVersion,
+};
 use qcd_solve::backend::prelude::*;
 use qcd_solve::backend::{Layout, Operator, Precision, Subset};
 use qcd_solve::config::LoadedConfig;

@@ -347,48 +347,6 @@ mod tests {
     }
 
     #[test]
-    fn pack8_round_trips_the_real_gauge_files() {
-        // The configurations of ../shared/lattices (MANIFEST.md), written by other codes,
-        // through the reader (which reunitarises 32-bit input in double). Bound per link:
-        // pack8_bound, double and f32.
-        let dir = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/lattices"));
-        let files = [
-            "ATB_nersc.l8t4b3360",
-            "ahmidas_conf.48",
-            "pyquda_weak_field.lime",
-            "milc_lat.sample.l4448",
-            "milc_lat.sample.l4444",
-        ];
-        for name in files {
-            let path = dir.join(name);
-            let (g, _) = crate::io::read_gauge(
-                &path,
-                None,
-                None,
-                crate::geometry::lattice::DEFAULT_BOUNDARY,
-            )
-            .unwrap_or_else(|e| panic!("{name}: {e}"));
-            let (mut worst_d, mut worst_s) = (0.0f64, 0.0f64);
-            for u in &g.links {
-                let r = u.pack8();
-                let d = Su3::unpack8(&r).max_abs_diff(u);
-                let f = Su3::unpack8(&to_single(r)).max_abs_diff(u);
-                assert!(
-                    d <= pack8_bound(u, 1.2e-16),
-                    "{name}: double {d:e} for {u:?}"
-                );
-                assert!(f <= pack8_bound(u, 6e-8), "{name}: single {f:e} for {u:?}");
-                worst_d = worst_d.max(d);
-                worst_s = worst_s.max(f);
-            }
-            eprintln!(
-                "{name}: {} links, max error {worst_d:e} (double), {worst_s:e} (f32 reals)",
-                g.links.len()
-            );
-        }
-    }
-
-    #[test]
     fn dagger_mul_vec_matches_dagger() {
         let mut s = Stream::new(3, 9);
         let u = Su3::random(&mut s);
