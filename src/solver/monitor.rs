@@ -134,6 +134,14 @@ impl<'o> Monitor<'o> {
         None
     }
 
+    /// Start the stagnation window afresh at `iter` from the true (r|r) = nr_true (a
+    /// wrapper restarting a stalled run from its true residual; the minimum the stalled run
+    /// left may be a low precision's drift below the true residual).
+    pub fn restart_window(&mut self, iter: usize, nr_true: f64) {
+        self.best = (nr_true / self.nb).sqrt();
+        self.best_at = iter;
+    }
+
     /// Relative residuals sqrt(nr / (b|b)) of a history of nr.
     pub fn relative(&self, nr: &[f64]) -> Vec<f64> {
         nr.iter().map(|v| (v / self.nb).sqrt()).collect()
