@@ -12,9 +12,7 @@ use super::compile::{Program, BLAS1, LAYOUT, REDUCE};
 use super::core::{BlasKernels, Core};
 use super::device::{ensure_fits, err, function, load_module, open_context, triad_on};
 use super::fast::FastStencil;
-use super::fast_layout::{
-    check_even_lattice, link_chunks, link_elems, links_chunk_to_soa, Segment,
-};
+use super::fast_layout::{check_even_lattice, link_chunks, links_chunk_to_soa, Segment};
 use super::field::as_f64;
 use super::footprint::construction_bytes;
 use super::fused::Fused;
@@ -206,7 +204,7 @@ impl CudaBackend {
         // 3.0: its link array (4 links per site, 9 or, compressed, 6 or 4 complex each) is
         // built on the host and uploaded as it is; the seed versions build theirs
         // (8 per site, 72 complex) on the device from the canonical field.
-        let elems = link_elems(opts.reconstruct);
+        let elems = opts.reconstruct.elems();
         let n_links = if soa {
             volume * NDIM * elems * 2
         } else {

@@ -6,7 +6,6 @@
 //! only: the kernels rebuild row 2, so it is not kept), or 4 with the 8-real form (element
 //! e = real pair e of `Su3::pack8`). Host-side maps only (no CUDA), tested without a GPU.
 
-use super::version::Reconstruct;
 use crate::error::{Error, Result};
 use crate::field::{GaugeField, Su3, C64};
 use crate::geometry::lattice::{Lattice, NDIM};
@@ -18,13 +17,7 @@ pub(crate) fn spinor_index(vh: usize, p: usize, cb: usize, k: usize) -> usize {
     p * 12 * vh + k * vh + cb
 }
 
-/// Complex elements 3.0 stores per link: 9, 6 (rows 0 and 1) with two-row compression, 4
-/// with the 8-real form (kernels/v3_core.cuh V3_LINK_ELEMS).
-pub(crate) fn link_elems(r: Reconstruct) -> usize {
-    r.elems()
-}
-
-/// The first `elems` stored complex elements of link u (`link_elems`): row-major elements
+/// The first `elems` stored complex elements of link u (`Reconstruct::elems`): row-major elements
 /// for 9 and 6, the real pairs of `Su3::pack8` for 4.
 pub(crate) fn stored_link(u: &Su3, elems: usize) -> [C64; 9] {
     if elems == 4 {
@@ -243,6 +236,7 @@ pub(crate) fn spinor_from_soa(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::cuda::version::Reconstruct;
     use crate::geometry::lattice::DEFAULT_BOUNDARY;
 
     fn lat(d: [usize; 4]) -> Lattice {
@@ -307,7 +301,7 @@ mod tests {
             let g = GaugeField::random(&l, 7);
             let vh = l.volume() / 2;
             for r in Reconstruct::ALL {
-                let elems = link_elems(r);
+                let elems = r.elems();
                 let mut soa = vec![f64::NAN; 2 * 4 * elems * l.volume()];
                 links_to_soa(&g, elems, &mut soa);
                 for s in 0..l.volume() {

@@ -4,7 +4,6 @@
 //! check of free memory. tests/gpu_memory.rs sets them beside the books of live backends.
 
 use super::backend::CudaOptions;
-use super::fast_layout::link_elems;
 use super::fused::cr_state_bytes;
 use super::halo::face_bytes;
 use super::kernels::reduce_blocks;
@@ -44,7 +43,7 @@ pub fn v3_links(volume: usize, reconstruct: Reconstruct, precision: Precision) -
         // Half iterations read the single-precision links.
         Precision::Single | Precision::Half => 4,
     };
-    let reals = 2 * link_elems(reconstruct);
+    let reals = 2 * reconstruct.elems();
     line(
         Purpose::Links {
             precision,
@@ -154,7 +153,7 @@ pub fn halo(partition: &Partition, reconstruct: Reconstruct) -> Option<MemoryLin
         count: split.len(),
         bytes: split
             .iter()
-            .map(|&mu| face_bytes(partition.face_sites(mu), link_elems(reconstruct)))
+            .map(|&mu| face_bytes(partition.face_sites(mu), reconstruct.elems()))
             .sum(),
     })
 }

@@ -15,7 +15,7 @@
 //! by device-to-device copies ordered by CUDA events (NCCL refuses two ranks on one GPU).
 
 use super::device::{err, function, load_module};
-use super::fast_layout::{link_elems, stored_link};
+use super::fast_layout::stored_link;
 use super::kernels::Kernel;
 use super::stencil::{cfg_1d, halo_program, launch_v3, V3Launch};
 use super::timing::{launch, GpuStream};
@@ -196,7 +196,7 @@ impl Halo {
         // backward neighbour's.
         let mine: Vec<Vec<f64>> = split
             .iter()
-            .map(|&mu| upper_face_links(gauge, mu, link_elems(reconstruct)))
+            .map(|&mu| upper_face_links(gauge, mu, reconstruct.elems()))
             .collect();
         let mut ghosts: Vec<Vec<f64>> = mine.iter().map(|m| vec![0.0; m.len()]).collect();
         {
@@ -245,10 +245,7 @@ impl Halo {
                 ghost_s: stream
                     .clone_htod(&ghost_single)
                     .map_err(err("uploading the ghost links"))?,
-                _booking: ledger.book(
-                    Purpose::Halo,
-                    face_bytes(face_sites, link_elems(reconstruct)),
-                ),
+                _booking: ledger.book(Purpose::Halo, face_bytes(face_sites, reconstruct.elems())),
             });
         }
         stream
