@@ -10,8 +10,10 @@
 //   move[site*8 + h] = the neighbour of `site` for hop h.
 // - reorder_links_v16: the version 1.6 / 1.6.1 rearrangement of the seed buffer, as a tiled
 //   transposition through shared memory (padded against bank conflicts).
-// (Version 3.0's link array is built on the host, fast_layout::links_to_soa, and uploaded
-// in its final order: no canonical copy of the field is held on the device.)
+// - links_from_sites: version 3.0's link array (fast_layout.rs) from a chunk of whole sites
+//   of the canonical field, uploaded as it is (link_upload.rs, r18 and r12). With the
+//   host upload (and always for r8) the array is built on the host instead
+//   (fast_layout::links_chunk_to_soa) and uploaded in its final order.
 // - to_single / to_double: element-wise precision conversion (3.0's single-precision links
 //   and fields).
 // - to_half / from_half: site-wise conversion between double fields and half fields
@@ -97,6 +99,38 @@ extern "C" __global__ void reorder_links_v16(const double2* __restrict__ seed, d
             const int h = updown * 4 + dir;
             reordered[base + e] = tile[s * V16_SITE_STRIDE + h * 9 + i * 3 + k];
         }
+    }
+}
+
+// One thread per (stored row, checkerboard index) of a chunk of the canonical field: the
+// sites first_cb*2 .. (first_cb + pairs)*2 (an even start and count, so each checkerboard
+// index cb of the chunk holds one site of each parity), in `sites` as [site][mu][stride]
+// complex (stride 9: whole links; 6: rows 0 and 1 only, as the host copies them for r12).
+// Element e of U_mu of the site of (p, cb) goes to soa[p*4E*vh + (mu*E + e)*vh + cb], E =
+// elems (9 or 6: row-major elements of the first E/3 rows). The site of (p, cb) is
+// Lattice::checkerboard_site: 2 cb when its parity (x+y+z+t plus the parity of the
+// lattice's offset) is p, else 2 cb + 1. Reads and writes are copies: bit for bit the host
+// layout. Writes are coalesced (consecutive threads, consecutive cb).
+extern "C" __global__ void links_from_sites(const double2* __restrict__ sites, double2* __restrict__ soa,
+                                            long long vh, long long first_cb, int pairs, int elems, int stride,
+                                            int lx, int ly, int lz, int lt, int parity_offset)
+{
+    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (long long)pairs * 4 * elems)
+        return;
+    const int row = (int)(t / pairs); // mu * elems + e
+    const int j = (int)(t % pairs);
+    const int mu = row / elems, e = row % elems;
+    const long long cb = first_cb + j;
+    const Dims d = make_dims(lx, ly, lz, lt);
+    int c[4];
+    site_coords((int)(2 * cb), d, c);
+    const int q = (c[0] + c[1] + c[2] + c[3] + parity_offset) & 1; // parity of site 2 cb
+#pragma unroll
+    for (int p = 0; p < 2; ++p) {
+        const int local = 2 * j + ((q + p) & 1); // the site of (p, cb), from the chunk's start
+        const double2 v = sites[((size_t)local * 4 + mu) * stride + e];
+        soa[(size_t)p * 4 * elems * vh + (size_t)row * vh + cb] = v;
     }
 }
 

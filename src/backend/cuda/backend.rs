@@ -14,9 +14,13 @@ use super::device::{ensure_fits, err, function, load_module, open_context, triad
 use super::fast::FastStencil;
 use super::fast_layout::{check_even_lattice, link_chunks, links_chunk_to_soa, Segment};
 use super::field::as_f64;
-use super::footprint::construction_bytes;
+use super::footprint::{construction_bytes, construction_bytes_with};
 use super::fused::Fused;
 use super::kernels::{li_in_hop_order, reduce_blocks, Kernel, BLAS_BLOCK};
+use super::link_upload::{
+    chunk_sites, links_as_f64, scratch_values, upload_registered, upload_via_staging, LayoutKernel,
+    LinkUpload,
+};
 use super::seed::SeedStencil;
 use super::stencil::{self, cfg_1d, StencilKernels, StencilKind};
 use super::stencil_impl::{Geometry, StencilImpl};
@@ -71,14 +75,23 @@ pub struct SetupTimes {
     /// Gauge field to the device through the pinned staging buffers: pinning them and
     /// the time the copies were not hidden behind the host's layout.
     pub upload_ms: f64,
-    /// Laying the links out: 3.0, on the host into the staging buffers (overlapped with
-    /// the copies); the seed versions, on the device (their host copy into the staging
-    /// buffers is in `upload_ms`).
+    /// Laying the links out: 3.0 with the host upload (`LinkUpload::Host`, always r8),
+    /// on the host into the staging buffers (overlapped with the copies); 3.0 with the
+    /// device or registered upload, the layout kernels' event-timed device time (they
+    /// overlap the host's copies of the next chunk; `upload_ms` is the rest of the
+    /// upload's wall time); the seed versions, on the device (their host copy into the
+    /// staging buffers is in `upload_ms`).
     pub layout_ms: f64,
-    /// Bytes of the gauge field uploaded at construction, and the staged upload's whole
-    /// wall time (pinning, host layout or copy, transfers), milliseconds.
+    /// Bytes of the gauge field uploaded at construction (3.0: of the final device link
+    /// array, whatever the path moved), and the staged upload's whole wall time (pinning
+    /// or registering, host layout or copy, transfers, device layout), milliseconds.
     pub links_bytes: u64,
     pub links_upload_ms: f64,
+    /// 3.0's link upload as taken ("host", "device", "registered"; `LinkUpload`), empty
+    /// for the seed versions, and the bytes it copied host to device (registered r12: the
+    /// whole links, 18/12 of `links_bytes`).
+    pub links_upload: &'static str,
+    pub links_transfer_bytes: u64,
     /// Tuning the launch geometry on the live backend (0 when it came from the cache or
     /// the config).
     pub tune_ms: f64,
@@ -144,6 +157,27 @@ pub fn check_device_memory(
 
 impl CudaBackend {
     pub fn new(gauge: &GaugeField, kappa: f64, opts: &CudaOptions) -> Result<Self> {
+        let upload = LinkUpload::from_env()?;
+        Self::new_with_link_upload(
+            gauge,
+            kappa,
+            opts,
+            upload,
+            super::staging::STAGE_BYTES / 8,
+        )
+    }
+
+    /// `new` with version 3.0's link upload and the f64 per staged chunk given, instead of
+    /// `QCD_SOLVE_LINK_UPLOAD` and 64 MiB (the GPU tests' knob: several chunks on a small
+    /// lattice). The memory books then follow these, not `footprint::construction`.
+    #[doc(hidden)]
+    pub fn new_with_link_upload(
+        gauge: &GaugeField,
+        kappa: f64,
+        opts: &CudaOptions,
+        upload: LinkUpload,
+        chunk_values: usize,
+    ) -> Result<Self> {
         let version = opts.version;
         if !version.supports_reconstruct(opts.reconstruct) {
             return Err(Error::invalid(
@@ -171,7 +205,7 @@ impl CudaBackend {
         // The set-up's own peak (the run has checked its whole plan before).
         ensure_fits(
             &ctx,
-            construction_bytes(volume, opts) as usize,
+            construction_bytes_with(volume, opts, upload, chunk_values) as usize,
             &format!("lattice {} with version {version}", lattice.dims_string()),
         )?;
 
@@ -252,11 +286,77 @@ impl CudaBackend {
         stream.synchronize().map_err(err("allocating"))?;
         setup.alloc_ms = t.elapsed().as_secs_f64() * 1e3;
 
-        // Upload through two small pinned buffers, the host laying out one chunk while the
-        // other is copied (`staging`): 3.0's link array in its final order (the host
-        // permutation is the layout time), or the canonical field for the seed versions.
-        {
-            let staged_values = super::staging::STAGE_BYTES / 8;
+        // 3.0's r18 and r12 links by default: whole sites through the pinned staging
+        // buffers (or from the registered field) to a one-chunk scratch buffer, laid out
+        // by the device (`link_upload`).
+        let link_upload = upload.for_reconstruct(opts.reconstruct);
+        if soa && link_upload != LinkUpload::Host {
+            let t = Instant::now();
+            let stride = link_upload
+                .stride(opts.reconstruct)
+                .ok_or_else(|| Error::internal("no scratch stride for a device link upload"))?;
+            let per_chunk = chunk_sites(volume, stride, chunk_values);
+            let n = scratch_values(volume, opts.reconstruct, link_upload, chunk_values);
+            let mut scratch = unsafe { stream.alloc::<f64>(n) }
+                .map_err(err("allocating the link upload's scratch buffer"))?;
+            let scratch_booking = ledger.book(Purpose::GaugeUpload, (n * 8) as u64);
+            let func = function(&layout_mod, "links_from_sites")?;
+            let kernel = LayoutKernel {
+                func: &func,
+                lattice: &lattice,
+                elems,
+            };
+            let host = links_as_f64(&gauge.links);
+            let times = match link_upload {
+                LinkUpload::Registered => upload_registered(
+                    &ctx,
+                    &stream,
+                    host,
+                    &kernel,
+                    per_chunk,
+                    &mut scratch,
+                    &mut seed,
+                )?,
+                _ => upload_via_staging(
+                    &ctx,
+                    &stream,
+                    host,
+                    &kernel,
+                    stride,
+                    per_chunk,
+                    &mut scratch,
+                    &mut seed,
+                )?,
+            };
+            stream
+                .synchronize()
+                .map_err(err("uploading the links"))?;
+            drop((scratch, scratch_booking));
+            let wall = 1e3 * t.elapsed().as_secs_f64();
+            setup.layout_ms = times.kernel_ms;
+            setup.upload_ms = wall - times.kernel_ms;
+            setup.links_bytes = (n_links * 8) as u64;
+            setup.links_upload_ms = wall;
+            setup.links_upload = link_upload.name();
+            setup.links_transfer_bytes = times.transfer_bytes;
+            tracing::info!(
+                upload = link_upload.name(),
+                bytes = setup.links_bytes,
+                transfer_bytes = times.transfer_bytes,
+                wall_ms = wall,
+                pin_ms = times.pin_ms,
+                copy_ms = times.copy_ms,
+                wait_ms = times.wait_ms,
+                unpin_ms = times.unpin_ms,
+                kernel_ms = times.kernel_ms,
+                "3.0 links uploaded and laid out on the device"
+            );
+        } else {
+            // Upload through two small pinned buffers, the host laying out one chunk while
+            // the other is copied (`staging`): 3.0's link array in its final order (the
+            // host permutation is the layout time), or the canonical field for the seed
+            // versions.
+            let staged_values = chunk_values;
             let times = if soa {
                 let vh = volume / 2;
                 let chunks = link_chunks(vh, elems, staged_values);
@@ -299,6 +399,18 @@ impl CudaBackend {
             setup.upload_ms = upload;
             setup.links_bytes = times.bytes;
             setup.links_upload_ms = times.pin_ms + times.fill_ms + times.wait_ms;
+            if soa {
+                setup.links_upload = LinkUpload::Host.name();
+                setup.links_transfer_bytes = times.bytes;
+                tracing::info!(
+                    upload = "host",
+                    bytes = times.bytes,
+                    pin_ms = times.pin_ms,
+                    fill_ms = times.fill_ms,
+                    wait_ms = times.wait_ms,
+                    "3.0 links laid out on the host and uploaded"
+                );
+            }
         }
 
         // Build the seed versions' layout on the device.

@@ -7,6 +7,7 @@ use super::backend::CudaOptions;
 use super::fused::cr_state_bytes;
 use super::halo::face_bytes;
 use super::kernels::reduce_blocks;
+use super::link_upload::{scratch_values, LinkUpload};
 use super::version::{LinkLayout, Reconstruct, StencilVersion};
 use crate::backend::ledger::{sorted_lines, MemoryLine, Purpose};
 use crate::geometry::lattice::NDIM;
@@ -54,8 +55,39 @@ pub fn v3_links(volume: usize, reconstruct: Reconstruct, precision: Precision) -
     )
 }
 
-/// The set-up's allocations for `opts` on a (local) lattice of `volume` sites.
+/// The set-up's allocations for `opts` on a (local) lattice of `volume` sites, with 3.0's
+/// link upload as `QCD_SOLVE_LINK_UPLOAD` picks it (the default when the value is not
+/// one; the backend then refuses it) and 64 MiB staging chunks.
 pub fn construction(volume: usize, opts: &CudaOptions) -> Construction {
+    construction_with(
+        volume,
+        opts,
+        LinkUpload::from_env().unwrap_or_default(),
+        super::staging::STAGE_BYTES / 8,
+    )
+}
+
+/// 3.0's scratch buffer of the device link upload (one chunk of whole sites, freed after
+/// the set-up), None with the host upload (and r8).
+pub fn link_upload_scratch(
+    volume: usize,
+    opts: &CudaOptions,
+    upload: LinkUpload,
+    chunk_values: usize,
+) -> Option<MemoryLine> {
+    let n = scratch_values(volume, opts.reconstruct, upload, chunk_values);
+    (opts.version.link_layout() == LinkLayout::SoA && n > 0)
+        .then(|| line(Purpose::GaugeUpload, (n * 8) as u64))
+}
+
+/// `construction` with the link upload and the f64 per staged chunk given
+/// (`CudaBackend::new_with_link_upload`).
+pub fn construction_with(
+    volume: usize,
+    opts: &CudaOptions,
+    upload: LinkUpload,
+    chunk_values: usize,
+) -> Construction {
     let version = opts.version;
     let table = line(
         Purpose::MoveTable,
@@ -83,9 +115,12 @@ pub fn construction(volume: usize, opts: &CudaOptions) -> Construction {
     let resident = match version.link_layout() {
         LinkLayout::SoA => {
             // The (one-entry) displacement table lives during the set-up only: 3.0 reads
-            // its neighbours from the coordinates and drops it.
+            // its neighbours from the coordinates and drops it. The device link upload
+            // holds its scratch buffer (one chunk) while it runs.
             let links = v3_links(volume, opts.reconstruct, Precision::Double);
-            phases.push(vec![links, table, partials]);
+            let mut setup = vec![links, table, partials];
+            setup.extend(link_upload_scratch(volume, opts, upload, chunk_values));
+            phases.push(setup);
             vec![links, partials]
         }
         LinkLayout::Seed => {
@@ -127,6 +162,16 @@ pub fn construction(volume: usize, opts: &CudaOptions) -> Construction {
 /// allocates).
 pub fn construction_bytes(volume: usize, opts: &CudaOptions) -> u64 {
     total(&construction(volume, opts).peak)
+}
+
+/// `construction_bytes` of `construction_with`.
+pub(crate) fn construction_bytes_with(
+    volume: usize,
+    opts: &CudaOptions,
+    upload: LinkUpload,
+    chunk_values: usize,
+) -> u64 {
+    total(&construction_with(volume, opts, upload, chunk_values).peak)
 }
 
 /// 3.0's Schur temporary: one odd half field of double size, shared by both precisions.
@@ -201,9 +246,35 @@ mod tests {
         // and the one-entry displacement table, which the backend drops after the set-up
         // (the GPU test every_plan_books_exactly_what_its_estimate_says caught it held in
         // the estimate's solve phase, 4 bytes over the books).
-        let c = construction(v, &opts(StencilVersion::V3_0, Reconstruct::R12));
+        let r12 = opts(StencilVersion::V3_0, Reconstruct::R12);
+        let stage = crate::backend::cuda::staging::STAGE_BYTES / 8;
+        let c = construction_with(v, &r12, LinkUpload::Host, stage);
         assert_eq!(total(&c.peak), 384 * vv + 4 + red);
         assert_eq!(total(&c.resident), 384 * vv + red);
+        // The device link upload adds its scratch buffer to the set-up: one chunk of whole
+        // sites (rows 0 and 1 of each link, 384 B per site; this lattice is one chunk).
+        let c = construction_with(v, &r12, LinkUpload::Device, stage);
+        assert_eq!(total(&c.peak), 2 * 384 * vv + 4 + red);
+        assert_eq!(total(&c.resident), 384 * vv + red);
+        // Registered: whole links (576 B per site) in chunks of at most 64 MiB.
+        let big = 48 * 48 * 48 * 96;
+        let c = construction_with(big, &r12, LinkUpload::Registered, stage);
+        let red_big = 2 * 2 * reduce_blocks(big * 12) as u64 * 8;
+        assert_eq!(
+            total(&c.peak),
+            384 * big as u64 + 4 + red_big + 116508 * 576
+        );
+        // r8 never stages on the device.
+        let r8 = opts(StencilVersion::V3_0, Reconstruct::R8);
+        assert_eq!(
+            construction_with(v, &r8, LinkUpload::Device, stage),
+            construction_with(v, &r8, LinkUpload::Host, stage)
+        );
+        // Without arguments: as QCD_SOLVE_LINK_UPLOAD says.
+        assert_eq!(
+            construction(v, &r12),
+            construction_with(v, &r12, LinkUpload::from_env().unwrap_or_default(), stage)
+        );
         // 1.5: canonical (576) + seed buffer (1152) at the peak, the buffer after.
         let c = construction(v, &opts(StencilVersion::V1_5, Reconstruct::R18));
         assert_eq!(total(&c.peak), (576 + 1152) * vv + 4 + red);

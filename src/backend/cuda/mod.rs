@@ -18,7 +18,8 @@
 //!   the lattice and options, without a GPU (the estimate made before allocating);
 //! - `core`: what every stencil shares (stream, seed BLAS-1, multi-pass reductions);
 //! - `stencil_impl`: the `StencilImpl` trait, implemented by `seed` (1.0-2.0) and `fast`
-//!   (3.0; host-side layout maps in `fast_layout`);
+//!   (3.0; host-side layout maps in `fast_layout`; `link_upload`: its links uploaded as
+//!   whole sites and laid out on the device, `QCD_SOLVE_LINK_UPLOAD`);
 //! - `backend`: `CudaBackend` (construction, the stencil object chosen once, launch
 //!   geometry for the tuner); `seam`: its `Space`, `WilsonKernels`, `FusedCr`, `Prepare`;
 //!   `decomposed`: `CudaBackend::new_decomposed`, the halo books, local fields of a rank,
@@ -39,6 +40,7 @@ mod fused;
 mod halo;
 pub mod heatbath;
 pub mod kernels;
+mod link_upload;
 mod seam;
 mod seed;
 mod staging;
@@ -59,6 +61,7 @@ pub use device::{
 };
 pub use field::DeviceSpinor;
 pub use halo::{HaloTimings, PeerCopies};
+pub use link_upload::{LinkUpload, LINK_UPLOAD_ENV};
 pub use stencil::compile_all_kernels;
 pub use stencil_impl::Geometry;
 pub use timing::KernelStat;

@@ -1,0 +1,635 @@
+//! Version 3.0's links (r18 and r12) uploaded as whole sites of the canonical field and laid
+//! out on the device (issue 13, item 4). The host layout (`fast_layout::links_chunk_to_soa`
+//! into the pinned staging buffers) bounded the upload at ~10-13 GB/s on a 16-core host
+//! against 54 GB/s of pinned bandwidth; here the host only copies, and the permutation to
+//! the parity-major rows is kernel `links_from_sites` (kernels/layout.cu), run on each
+//! chunk in a device scratch buffer (`Purpose::GaugeUpload`, one chunk, set-up only).
+//!
+//! `QCD_SOLVE_LINK_UPLOAD` picks the path (`LinkUpload`):
+//! - `device` (default): chunk k of whole sites is copied (in parallel; r12: rows 0 and 1
+//!   of each link, the 12 of 18 reals kept) into one of two pinned staging buffers while
+//!   chunk k - 1 is copied to the scratch buffer and laid out by the kernel;
+//! - `registered`: the gauge field's own memory is registered in place
+//!   (cuMemHostRegister) and each chunk copied straight from it (whole links: r12 moves 18
+//!   reals per link), then laid out; unregistered at the end;
+//! - `host`: the host layout, as before (and always for r8, whose packing is the host's).
+//!
+//! Every value is a copy: the array is the host layout's bit for bit (tests/gpu_fast.rs).
+
+use super::device::err;
+use super::version::Reconstruct;
+use crate::error::{Error, Result};
+use crate::field::Su3;
+use crate::geometry::lattice::{Lattice, NDIM};
+use cudarc::driver::{
+    sys, CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtrMut, LaunchConfig,
+    PushKernelArg,
+};
+use rayon::prelude::*;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// The environment variable that picks 3.0's link upload (`LinkUpload::from_env`).
+pub const LINK_UPLOAD_ENV: &str = "QCD_SOLVE_LINK_UPLOAD";
+
+/// How version 3.0's r18 and r12 links reach the device (r8 always takes `Host`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LinkUpload {
+    /// Laid out on the host into the pinned staging buffers, copied in final order.
+    Host,
+    /// Whole sites copied by the host into pinned staging, laid out on the device.
+    #[default]
+    Device,
+    /// The gauge field registered in place and copied from directly, laid out on the
+    /// device.
+    Registered,
+}
+
+impl LinkUpload {
+    pub const ALL: [LinkUpload; 3] = [LinkUpload::Host, LinkUpload::Device, LinkUpload::Registered];
+
+    /// "host", "device", "registered" (the values of `QCD_SOLVE_LINK_UPLOAD`).
+    pub fn name(self) -> &'static str {
+        match self {
+            LinkUpload::Host => "host",
+            LinkUpload::Device => "device",
+            LinkUpload::Registered => "registered",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|m| m.name() == s.trim())
+            .ok_or_else(|| {
+                Error::invalid(
+                    LINK_UPLOAD_ENV,
+                    format!("must be host, device or registered; got {s:?}"),
+                )
+            })
+    }
+
+    /// `QCD_SOLVE_LINK_UPLOAD`, the default when unset or empty.
+    pub fn from_env() -> Result<Self> {
+        match std::env::var(LINK_UPLOAD_ENV) {
+            Ok(s) if !s.trim().is_empty() => Self::parse(&s),
+            _ => Ok(Self::default()),
+        }
+    }
+
+    /// The path taken for `reconstruct`: r8 keeps the host's (its packing is host math).
+    pub fn for_reconstruct(self, reconstruct: Reconstruct) -> Self {
+        if reconstruct == Reconstruct::R8 {
+            LinkUpload::Host
+        } else {
+            self
+        }
+    }
+
+    /// Complex numbers per link in the device scratch buffer (None: no scratch): the
+    /// stored elements for `Device` (the host drops row 2 for r12), whole links for
+    /// `Registered`.
+    pub(crate) fn stride(self, reconstruct: Reconstruct) -> Option<usize> {
+        match self.for_reconstruct(reconstruct) {
+            LinkUpload::Host => None,
+            LinkUpload::Device => Some(reconstruct.elems()),
+            LinkUpload::Registered => Some(9),
+        }
+    }
+}
+
+/// Sites per chunk: as many as `max_values` f64 hold at `stride` complex per link, an even
+/// number (each checkerboard index of the chunk then holds both its sites), at least 2
+/// and at most the volume.
+pub(crate) fn chunk_sites(volume: usize, stride: usize, max_values: usize) -> usize {
+    let per_site = 2 * NDIM * stride;
+    ((max_values / per_site) & !1).max(2).min(volume)
+}
+
+/// f64 of the device scratch buffer of a 3.0 backend with `reconstruct` and `mode` on
+/// `volume` sites, staging `max_values` at most per chunk (0: none). The footprint's and
+/// the backend's one formula.
+pub(crate) fn scratch_values(
+    volume: usize,
+    reconstruct: Reconstruct,
+    mode: LinkUpload,
+    max_values: usize,
+) -> usize {
+    match mode.stride(reconstruct) {
+        None => 0,
+        Some(stride) => chunk_sites(volume, stride, max_values) * 2 * NDIM * stride,
+    }
+}
+
+/// The lexicographic sites `first..first + sites` of the canonical field (`first` and, but
+/// for a whole odd volume, `sites` even).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SiteChunk {
+    pub first: usize,
+    pub sites: usize,
+}
+
+/// The volume cut into chunks of `per_chunk` sites, the last one shorter.
+pub(crate) fn site_chunks(volume: usize, per_chunk: usize) -> Vec<SiteChunk> {
+    (0..volume)
+        .step_by(per_chunk.max(1))
+        .map(|first| SiteChunk {
+            first,
+            sites: per_chunk.min(volume - first),
+        })
+        .collect()
+}
+
+const _: () = assert!(
+    std::mem::size_of::<Su3>() == 144 && std::mem::offset_of!(Su3, 0) == 0,
+    "Su3 must be its 9 complex numbers and nothing else"
+);
+
+/// The canonical links as f64: [site][mu][row][col][re, im].
+pub(crate) fn links_as_f64(links: &[Su3]) -> &[f64] {
+    // SAFETY: Su3 is a [[C64; 3]; 3] at offset 0 and 144 bytes in all (asserted above),
+    // C64 two f64 (repr(C)), so a slice of n links is 18 n f64, aligned for f64.
+    unsafe { std::slice::from_raw_parts(links.as_ptr() as *const f64, links.len() * 18) }
+}
+
+/// Links per task of `copy_sites`.
+const COPY_LINKS: usize = 4096;
+
+/// Chunk `c` of the canonical links (`links_as_f64`) into `buf`, `stride` complex per link
+/// (9: the links as they are; 6: the first 12 reals of each, rows 0 and 1), in parallel
+/// blocks of `COPY_LINKS` links. Copies only.
+pub(crate) fn copy_sites(canonical: &[f64], c: &SiteChunk, stride: usize, buf: &mut [f64]) {
+    let links = NDIM * c.sites;
+    let width = 2 * stride;
+    assert_eq!(buf.len(), links * width, "site chunk size");
+    let src = &canonical[18 * NDIM * c.first..18 * NDIM * (c.first + c.sites)];
+    if stride == 9 {
+        buf.par_chunks_mut(18 * COPY_LINKS)
+            .zip(src.par_chunks(18 * COPY_LINKS))
+            .for_each(|(d, s)| d.copy_from_slice(s));
+    } else {
+        buf.par_chunks_mut(width * COPY_LINKS)
+            .zip(src.par_chunks(18 * COPY_LINKS))
+            .for_each(|(d, s)| {
+                for (d, s) in d.chunks_exact_mut(width).zip(s.chunks_exact(18)) {
+                    d.copy_from_slice(&s[..width]);
+                }
+            });
+    }
+}
+
+/// Where the device-side upload's wall time went, milliseconds, and what it moved.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct DeviceUploadTimes {
+    /// Pinning the staging buffers (`Device`) or registering the gauge field
+    /// (`Registered`).
+    pub pin_ms: f64,
+    /// The host's copies into the staging buffers (`Device`).
+    pub copy_ms: f64,
+    /// Waiting for transfers and layout kernels the host's copies did not hide.
+    pub wait_ms: f64,
+    /// Unregistering the gauge field, or freeing the staging buffers.
+    pub unpin_ms: f64,
+    /// The layout kernels, event-timed on the device (inside the waits or overlapped with
+    /// the host's copies).
+    pub kernel_ms: f64,
+    /// Bytes copied host to device.
+    pub transfer_bytes: u64,
+}
+
+/// The arguments of `links_from_sites` that do not change between chunks.
+pub(crate) struct LayoutKernel<'a> {
+    pub func: &'a CudaFunction,
+    pub lattice: &'a Lattice,
+    pub elems: usize,
+}
+
+/// Lay chunk `c` (in `scratch` at `stride`) out into `links`.
+fn launch_layout(
+    stream: &Arc<CudaStream>,
+    k: &LayoutKernel<'_>,
+    scratch: u64,
+    stride: usize,
+    c: &SiteChunk,
+    links: &mut CudaSlice<f64>,
+) -> Result<()> {
+    let l = k.lattice;
+    let vh = (l.volume() / 2) as i64;
+    let first_cb = (c.first / 2) as i64;
+    let pairs = (c.sites / 2) as i32;
+    let (elems, stride) = (k.elems as i32, stride as i32);
+    let [lx, ly, lz, lt] = l.dims.map(|d| d as i32);
+    let parity_offset = (l.offset.iter().sum::<usize>() % 2) as i32;
+    let n = c.sites / 2 * NDIM * k.elems;
+    let cfg = LaunchConfig {
+        grid_dim: (n.div_ceil(256).max(1) as u32, 1, 1),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let mut b = stream.launch_builder(k.func);
+    b.arg(&scratch)
+        .arg(links)
+        .arg(&vh)
+        .arg(&first_cb)
+        .arg(&pairs)
+        .arg(&elems)
+        .arg(&stride)
+        .arg(&lx)
+        .arg(&ly)
+        .arg(&lz)
+        .arg(&lt)
+        .arg(&parity_offset);
+    // SAFETY: links_from_sites(const double2*, double2*, long long, long long, int, int,
+    // int, int x4, int): `scratch` holds the chunk's sites at `stride` (the caller's
+    // copy precedes on the stream), `links` is the whole 3.0 array of `elems` per link
+    // (checked by the caller), and the kernel guards its thread index.
+    unsafe { b.launch(cfg) }.map_err(err("launching links_from_sites"))?;
+    Ok(())
+}
+
+/// Event-times the layout kernels of a chunk; read after the stream has been waited for.
+struct KernelTimer {
+    start: cudarc::driver::CudaEvent,
+    end: cudarc::driver::CudaEvent,
+    pending: bool,
+    ms: f64,
+}
+
+impl KernelTimer {
+    fn new(ctx: &Arc<CudaContext>) -> Result<Self> {
+        let ev = || {
+            ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(err("creating an event"))
+        };
+        Ok(KernelTimer {
+            start: ev()?,
+            end: ev()?,
+            pending: false,
+            ms: 0.0,
+        })
+    }
+
+    /// Book the last recorded pair (the stream has been synchronised since).
+    fn collect(&mut self) -> Result<()> {
+        if self.pending {
+            self.ms += self
+                .start
+                .elapsed_ms(&self.end)
+                .map_err(err("timing the link layout"))? as f64;
+            self.pending = false;
+        }
+        Ok(())
+    }
+}
+
+/// Check the destination before any copy.
+fn check_links(links: &CudaSlice<f64>, lattice: &Lattice, elems: usize) -> Result<()> {
+    let need = 2 * NDIM * elems * lattice.volume();
+    if links.len() != need || !lattice.volume().is_multiple_of(2) {
+        return Err(Error::internal(format!(
+            "the device link layout needs an even volume and an array of {need} values, got {} on {} sites",
+            links.len(),
+            lattice.volume()
+        )));
+    }
+    Ok(())
+}
+
+/// `Device`: chunks of `per_chunk` sites of `links_host` (the canonical field,
+/// `links_as_f64`) copied by the host at `stride` complex per link into two pinned
+/// staging buffers in turn, then each copied to `scratch` and laid out into `links` by
+/// the kernel while the host copies the next.
+pub(crate) fn upload_via_staging(
+    ctx: &Arc<CudaContext>,
+    stream: &Arc<CudaStream>,
+    links_host: &[f64],
+    kernel: &LayoutKernel<'_>,
+    stride: usize,
+    per_chunk: usize,
+    scratch: &mut CudaSlice<f64>,
+    links: &mut CudaSlice<f64>,
+) -> Result<DeviceUploadTimes> {
+    let mut times = DeviceUploadTimes::default();
+    let volume = kernel.lattice.volume();
+    check_links(links, kernel.lattice, kernel.elems)?;
+    let chunks = site_chunks(volume, per_chunk);
+    let per_site = 2 * NDIM * stride;
+    let largest = per_chunk.min(volume) * per_site;
+    if largest > scratch.len() || links_host.len() != 18 * NDIM * volume {
+        return Err(Error::internal(format!(
+            "a chunk of {largest} values does not fit the scratch buffer of {}, or the field ({} values) is not the lattice's",
+            scratch.len(),
+            links_host.len()
+        )));
+    }
+    if chunks.is_empty() {
+        return Ok(times);
+    }
+    let t = Instant::now();
+    let buffers = if chunks.len() > 1 { 2 } else { 1 };
+    let mut pinned = (0..buffers)
+        // SAFETY: each buffer's values are written by `copy_sites` before a copy reads
+        // them. Flags 0: cached, as `staging`'s.
+        .map(|_| unsafe { ctx.alloc_pinned_with_flags::<f64>(largest, 0) })
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(err("allocating the pinned staging buffers"))?;
+    let mut host: Vec<&mut [f64]> = pinned
+        .iter_mut()
+        .map(|p| p.as_mut_slice())
+        .collect::<std::result::Result<_, _>>()
+        .map_err(err("pinned memory"))?;
+    times.pin_ms = 1e3 * t.elapsed().as_secs_f64();
+    let mut timer = KernelTimer::new(ctx)?;
+    let (sptr, _sync) = scratch.device_ptr_mut(stream);
+    for (k, c) in chunks.iter().enumerate() {
+        let buf = &mut host[k % buffers][..c.sites * per_site];
+        let t = Instant::now();
+        copy_sites(links_host, c, stride, buf);
+        times.copy_ms += 1e3 * t.elapsed().as_secs_f64();
+        // Chunk k - 1's copy and layout may still run (from the other buffer, into the
+        // scratch buffer); chunk k - 2's, which read this buffer, were waited for before
+        // chunk k - 1 was queued.
+        let t = Instant::now();
+        stream
+            .synchronize()
+            .map_err(err("waiting for a link chunk"))?;
+        times.wait_ms += 1e3 * t.elapsed().as_secs_f64();
+        timer.collect()?;
+        // SAFETY: the chunk fits the scratch buffer (checked above); the source is pinned
+        // and not written again until the stream has been synchronised.
+        unsafe { cudarc::driver::result::memcpy_htod_async(sptr, &*buf, stream.cu_stream()) }
+            .map_err(err("uploading a link chunk"))?;
+        times.transfer_bytes += (buf.len() * 8) as u64;
+        timer
+            .start
+            .record(stream)
+            .map_err(err("recording an event"))?;
+        launch_layout(stream, kernel, sptr, stride, c, links)?;
+        timer.end.record(stream).map_err(err("recording an event"))?;
+        timer.pending = true;
+    }
+    let t = Instant::now();
+    stream
+        .synchronize()
+        .map_err(err("waiting for a link chunk"))?;
+    times.wait_ms += 1e3 * t.elapsed().as_secs_f64();
+    timer.collect()?;
+    let t = Instant::now();
+    drop(host);
+    drop(pinned);
+    times.unpin_ms = 1e3 * t.elapsed().as_secs_f64();
+    times.kernel_ms = timer.ms;
+    Ok(times)
+}
+
+/// Host memory registered with the driver for as long as it lives; unregistered (after
+/// `stream` has finished, so that no copy still reads it) when dropped.
+pub(crate) struct Registered<'a> {
+    ptr: *mut std::ffi::c_void,
+    stream: &'a Arc<CudaStream>,
+}
+
+impl<'a> Registered<'a> {
+    /// Register `host` in place (cuMemHostRegister, flags 0).
+    pub(crate) fn new(
+        ctx: &Arc<CudaContext>,
+        stream: &'a Arc<CudaStream>,
+        host: &[f64],
+    ) -> Result<Self> {
+        ctx.bind_to_thread()
+            .map_err(err("binding the context to register host memory"))?;
+        let ptr = host.as_ptr() as *mut std::ffi::c_void;
+        // SAFETY: `host` is a live allocation of this size; the driver only pins its
+        // pages (it is read, never written, by the copies made from it).
+        unsafe { sys::cuMemHostRegister_v2(ptr, std::mem::size_of_val(host), 0) }
+            .result()
+            .map_err(err("registering host memory (cuMemHostRegister)"))?;
+        Ok(Registered { ptr, stream })
+    }
+
+    /// Unregister now, returning the driver's answer.
+    pub(crate) fn release(mut self) -> Result<()> {
+        let r = self.unregister();
+        std::mem::forget(self);
+        r
+    }
+
+    fn unregister(&mut self) -> Result<()> {
+        self.stream
+            .synchronize()
+            .map_err(err("waiting before unregistering host memory"))?;
+        // SAFETY: registered by `new`, not yet unregistered; no copy reads it any more.
+        unsafe { sys::cuMemHostUnregister(self.ptr) }
+            .result()
+            .map_err(err("unregistering host memory"))
+    }
+}
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        let _ = self.unregister();
+    }
+}
+
+/// `Registered`: `links_host` (the canonical field, `links_as_f64`) registered in place;
+/// chunks of `per_chunk` whole sites copied from it to `scratch` and laid out into `links`
+/// (stride 9), one after another; unregistered at the end.
+pub(crate) fn upload_registered(
+    ctx: &Arc<CudaContext>,
+    stream: &Arc<CudaStream>,
+    links_host: &[f64],
+    kernel: &LayoutKernel<'_>,
+    per_chunk: usize,
+    scratch: &mut CudaSlice<f64>,
+    links: &mut CudaSlice<f64>,
+) -> Result<DeviceUploadTimes> {
+    let mut times = DeviceUploadTimes::default();
+    let volume = kernel.lattice.volume();
+    check_links(links, kernel.lattice, kernel.elems)?;
+    let per_site = 18 * NDIM;
+    if per_chunk.min(volume) * per_site > scratch.len() || links_host.len() != per_site * volume
+    {
+        return Err(Error::internal(format!(
+            "a chunk of {} sites does not fit the scratch buffer of {} values, or the field ({} values) is not the lattice's",
+            per_chunk,
+            scratch.len(),
+            links_host.len()
+        )));
+    }
+    let chunks = site_chunks(volume, per_chunk);
+    if chunks.is_empty() {
+        return Ok(times);
+    }
+    let t = Instant::now();
+    let registered = Registered::new(ctx, stream, links_host)?;
+    times.pin_ms = 1e3 * t.elapsed().as_secs_f64();
+    let mut timer = KernelTimer::new(ctx)?;
+    let (sptr, _sync) = scratch.device_ptr_mut(stream);
+    for c in &chunks {
+        let src = &links_host[per_site * c.first..per_site * (c.first + c.sites)];
+        // SAFETY: the chunk fits the scratch buffer (checked above); the source is
+        // registered until `registered` is released, after the stream has finished.
+        unsafe { cudarc::driver::result::memcpy_htod_async(sptr, src, stream.cu_stream()) }
+            .map_err(err("uploading a link chunk"))?;
+        times.transfer_bytes += (src.len() * 8) as u64;
+        timer
+            .start
+            .record(stream)
+            .map_err(err("recording an event"))?;
+        launch_layout(stream, kernel, sptr, 9, c, links)?;
+        timer.end.record(stream).map_err(err("recording an event"))?;
+        timer.pending = true;
+        // The scratch buffer is reused by the next chunk's copy, which the stream orders
+        // after this layout; the wait only lets the event be read.
+        let t = Instant::now();
+        stream
+            .synchronize()
+            .map_err(err("waiting for a link chunk"))?;
+        times.wait_ms += 1e3 * t.elapsed().as_secs_f64();
+        timer.collect()?;
+    }
+    let t = Instant::now();
+    registered.release()?;
+    times.unpin_ms = 1e3 * t.elapsed().as_secs_f64();
+    times.kernel_ms = timer.ms;
+    Ok(times)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::cuda::fast_layout::links_to_soa;
+    use crate::field::GaugeField;
+    use crate::geometry::lattice::DEFAULT_BOUNDARY;
+
+    /// links_from_sites (kernels/layout.cu) transcribed thread by thread: its reads of the
+    /// chunk in `scratch` and its writes into `soa`.
+    fn kernel_emulation(
+        l: &Lattice,
+        c: &SiteChunk,
+        elems: usize,
+        stride: usize,
+        scratch: &[f64],
+        soa: &mut [f64],
+    ) {
+        let vh = l.volume() / 2;
+        let first_cb = c.first / 2;
+        let pairs = c.sites / 2;
+        let parity_offset = l.offset.iter().sum::<usize>() % 2;
+        for t in 0..pairs * 4 * elems {
+            let row = t / pairs;
+            let j = t % pairs;
+            let (mu, e) = (row / elems, row % elems);
+            let cb = first_cb + j;
+            let co = l.coords(2 * cb);
+            let q = (co[0] + co[1] + co[2] + co[3] + parity_offset) & 1;
+            for p in 0..2 {
+                let local = 2 * j + ((q + p) & 1);
+                let from = (local * 4 + mu) * stride + e;
+                let to = p * 4 * elems * vh + row * vh + cb;
+                soa[2 * to] = scratch[2 * from];
+                soa[2 * to + 1] = scratch[2 * from + 1];
+            }
+        }
+    }
+
+    #[test]
+    fn modes_parse_and_r8_keeps_the_host_layout() {
+        for m in LinkUpload::ALL {
+            assert_eq!(LinkUpload::parse(m.name()).unwrap(), m);
+        }
+        assert_eq!(LinkUpload::parse(" device\n").unwrap(), LinkUpload::Device);
+        assert!(matches!(
+            LinkUpload::parse("pinned"),
+            Err(Error::InvalidValue { .. })
+        ));
+        assert_eq!(LinkUpload::default(), LinkUpload::Device);
+        for m in LinkUpload::ALL {
+            assert_eq!(m.for_reconstruct(Reconstruct::R8), LinkUpload::Host);
+            assert_eq!(m.stride(Reconstruct::R8), None);
+            assert_eq!(m.for_reconstruct(Reconstruct::R12), m);
+        }
+        assert_eq!(LinkUpload::Device.stride(Reconstruct::R12), Some(6));
+        assert_eq!(LinkUpload::Device.stride(Reconstruct::R18), Some(9));
+        assert_eq!(LinkUpload::Registered.stride(Reconstruct::R12), Some(9));
+        assert_eq!(LinkUpload::Host.stride(Reconstruct::R18), None);
+    }
+
+    #[test]
+    fn chunks_are_even_cover_the_volume_once_and_fit_the_scratch() {
+        // 64 MiB of f64 at r18 (72 per site): 116508 sites; r12 compact (48): 174762.
+        let max = (64 << 20) / 8;
+        assert_eq!(chunk_sites(usize::MAX / 4, 9, max), 116508);
+        assert_eq!(chunk_sites(usize::MAX / 4, 6, max), 174762);
+        // Never odd, never below 2, never above the volume.
+        assert_eq!(chunk_sites(1000, 9, 72 * 3), 2);
+        assert_eq!(chunk_sites(1000, 9, 1), 2);
+        assert_eq!(chunk_sites(100, 9, max), 100);
+        let v = 48 * 48 * 48 * 96;
+        assert_eq!(
+            scratch_values(v, Reconstruct::R12, LinkUpload::Device, max),
+            174762 * 48
+        );
+        assert_eq!(
+            scratch_values(v, Reconstruct::R12, LinkUpload::Registered, max),
+            116508 * 72
+        );
+        assert_eq!(scratch_values(v, Reconstruct::R12, LinkUpload::Host, max), 0);
+        assert_eq!(scratch_values(v, Reconstruct::R8, LinkUpload::Device, max), 0);
+        assert_eq!(
+            scratch_values(16, Reconstruct::R18, LinkUpload::Device, max),
+            16 * 72
+        );
+        for (v, per) in [(768, 50), (768, 768), (768, 1000), (512, 2), (96, 94)] {
+            let cs = site_chunks(v, per);
+            let mut next = 0;
+            for c in &cs {
+                assert_eq!(c.first, next);
+                assert!(c.first.is_multiple_of(2) && c.sites.is_multiple_of(2));
+                assert!(c.sites >= 1 && c.sites <= per);
+                next += c.sites;
+            }
+            assert_eq!(next, v);
+        }
+    }
+
+    #[test]
+    fn device_layout_of_copied_chunks_is_the_host_layout_bit_for_bit() {
+        // The GPU test's lattices and one with a block split (8x8x8x36: more than one
+        // COPY_LINKS block per chunk); chunks of several sizes, the last partial.
+        for d in [[6, 4, 8, 4], [4, 4, 4, 8], [8, 8, 8, 36]] {
+            let l = Lattice::new(d, DEFAULT_BOUNDARY).unwrap();
+            let v = l.volume();
+            let g = GaugeField::random(&l, 5);
+            let canonical = links_as_f64(&g.links);
+            assert_eq!(canonical.len(), 72 * v);
+            assert_eq!(canonical[18 * 5 + 2], g.links[5].0[0][1].re);
+            for r in [Reconstruct::R18, Reconstruct::R12] {
+                let elems = r.elems();
+                let mut host = vec![f64::NAN; 2 * 4 * elems * v];
+                links_to_soa(&g, elems, &mut host);
+                for mode in [LinkUpload::Device, LinkUpload::Registered] {
+                    let stride = mode.stride(r).unwrap();
+                    for max_values in [2 * 4 * stride * 50, 2 * 4 * stride * 75, 1 << 30] {
+                        let per = chunk_sites(v, stride, max_values);
+                        let scratch_len = scratch_values(v, r, mode, max_values);
+                        let mut device = vec![f64::NAN; host.len()];
+                        for c in site_chunks(v, per) {
+                            let mut scratch = vec![f64::NAN; scratch_len];
+                            let n = c.sites * 2 * 4 * stride;
+                            copy_sites(canonical, &c, stride, &mut scratch[..n]);
+                            kernel_emulation(&l, &c, elems, stride, &scratch, &mut device);
+                        }
+                        assert!(
+                            device
+                                .iter()
+                                .zip(&host)
+                                .all(|(a, b)| a.to_bits() == b.to_bits()),
+                            "{d:?} {r:?} {mode:?} {max_values}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
