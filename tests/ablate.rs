@@ -57,6 +57,10 @@ fn report() -> AblateReport {
         triad_gbytes_per_second: 2900.0,
         upload_pinned_gbytes_per_second: 25.0,
         upload_pageable_gbytes_per_second: 10.0,
+        host_memcpy_gbytes_per_second: 20.0,
+        upload_register_ms: 30.0,
+        upload_registered_gbytes_per_second: 50.0,
+        upload_unregister_ms: 5.0,
         tune_cache: "t.tsv".into(),
         rows: vec![
             row("1.0", 150.0, true),
@@ -88,6 +92,10 @@ fn table_and_csv_agree() {
     let r = report();
     let csv = ablate::csv(&r);
     let table = ablate::table(&r);
+    assert!(
+        table.contains("parallel memcpy 20.0 GB/s; registered in place 30.0 ms, then upload 50.0 GB/s, unregistered 5.0 ms"),
+        "{table}"
+    );
     let mut lines = csv.lines();
     let header: Vec<&str> = lines.next().unwrap().split(',').collect();
     let col = |name: &str| header.iter().position(|h| *h == name).unwrap();

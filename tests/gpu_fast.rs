@@ -10,7 +10,7 @@
 
 use qcd_solve::backend::cpu::CpuBackend;
 use qcd_solve::backend::cuda::{
-    device_info, CudaBackend, CudaOptions, Reconstruct, StencilVersion,
+    device_info, CudaBackend, CudaOptions, LinkUpload, Reconstruct, StencilVersion,
 };
 use qcd_solve::backend::prelude::*;
 use qcd_solve::backend::{CrScalars, Layout, Operator, Precision, Subset};
@@ -558,4 +558,62 @@ fn mixed_layouts_and_seed_versions_are_refused_not_panics() {
     assert!(invalid(seed.convert(&mut y, &x)));
     assert!(invalid(seed.hop_xpay(&mut y, &x, &x, 1.0, false)));
     assert_eq!(seed.layout(&x), Layout::FULL);
+}
+
+/// 3.0's link array laid out on the device from whole sites (the device and registered
+/// link uploads, `QCD_SOLVE_LINK_UPLOAD`) is the host layout's bit for bit, r18 and r12, on
+/// both test lattices (6x4x8x4, 4x4x4x8), in one chunk and in several (50 or 74 sites a
+/// chunk, the last partial; 2 sites a chunk); r8 keeps the host layout whatever is asked.
+#[test]
+fn device_laid_links_are_the_host_layout_bit_for_bit() {
+    require_gpu();
+    let whole = 1 << 23;
+    for l in lattices() {
+        let g = GaugeField::random(&l, 21);
+        let v = l.volume();
+        for r in [Reconstruct::R18, Reconstruct::R12, Reconstruct::R8] {
+            let opts = CudaOptions {
+                version: StencilVersion::V3_0,
+                coarse_block: 64,
+                reconstruct: r,
+                ..CudaOptions::default()
+            };
+            let mut host =
+                CudaBackend::new_with_link_upload(&g, KAPPA, &opts, LinkUpload::Host, whole)
+                    .unwrap();
+            assert_eq!(host.setup_times().links_upload, "host");
+            let want = host.download_links().unwrap().expect("3.0 has links");
+            assert_eq!(want.len(), 2 * 4 * r.elems() * v);
+            for mode in [LinkUpload::Device, LinkUpload::Registered] {
+                for chunk_values in [whole, 72 * 50, 72 * 2 + 1] {
+                    let label = format!("{} {r:?} {mode:?} chunk {chunk_values}", l.dims_string());
+                    let mut b =
+                        CudaBackend::new_with_link_upload(&g, KAPPA, &opts, mode, chunk_values)
+                            .unwrap_or_else(|e| panic!("{label}: {e}"));
+                    let st = b.setup_times().clone();
+                    let taken = if r == Reconstruct::R8 {
+                        "host"
+                    } else {
+                        mode.name()
+                    };
+                    assert_eq!(st.links_upload, taken, "{label}");
+                    assert_eq!(st.links_bytes, (want.len() * 8) as u64, "{label}");
+                    let got = b.download_links().unwrap().expect("3.0 has links");
+                    assert_eq!(got.len(), want.len(), "{label}");
+                    let wrong: Vec<usize> = (0..want.len())
+                        .filter(|&i| got[i].to_bits() != want[i].to_bits())
+                        .collect();
+                    assert!(
+                        wrong.is_empty(),
+                        "{label}: {} of {} values differ, first at {} ({} instead of {})",
+                        wrong.len(),
+                        want.len(),
+                        wrong[0],
+                        got[wrong[0]],
+                        want[wrong[0]]
+                    );
+                }
+            }
+        }
+    }
 }

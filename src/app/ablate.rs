@@ -77,6 +77,13 @@ pub struct AblateReport {
     pub triad_gbytes_per_second: f64,
     pub upload_pinned_gbytes_per_second: f64,
     pub upload_pageable_gbytes_per_second: f64,
+    /// The same byte count copied by the host in parallel (pageable to pageable), and a
+    /// pageable buffer registered in place (cuMemHostRegister): registering, the copy
+    /// from it, unregistering (`HostUploadPaths`; NaN when the measurement failed).
+    pub host_memcpy_gbytes_per_second: f64,
+    pub upload_register_ms: f64,
+    pub upload_registered_gbytes_per_second: f64,
+    pub upload_unregister_ms: f64,
     pub tune_cache: String,
     pub rows: Vec<AblateRow>,
     /// The methods on kernel 3.0 (empty when 3.0 is not among the versions).
@@ -439,6 +446,12 @@ pub fn measure(
     tracing::info!(seconds = cpu.timings.solve, "CPU solve done");
     let triad = crate::backend::cuda::triad_bandwidth(TRIAD_BYTES)?;
     let (pinned, pageable) = crate::backend::cuda::upload_bandwidth(1 << 28)?;
+    let host_paths = pool
+        .install(|| crate::backend::cuda::host_upload_paths(1 << 28))
+        .unwrap_or_else(|e| {
+            eprintln!("warning: the host upload paths were not measured: {e}");
+            crate::backend::cuda::HostUploadPaths::unknown()
+        });
     let mut cache = TuneCache::load(cache_path, env!("CARGO_PKG_VERSION"));
     for w in &cache.warnings {
         eprintln!("warning: {w}");
@@ -555,6 +568,10 @@ pub fn measure(
         triad_gbytes_per_second: triad,
         upload_pinned_gbytes_per_second: pinned,
         upload_pageable_gbytes_per_second: pageable,
+        host_memcpy_gbytes_per_second: host_paths.memcpy_gbytes_per_second,
+        upload_register_ms: host_paths.register_ms,
+        upload_registered_gbytes_per_second: host_paths.registered_gbytes_per_second,
+        upload_unregister_ms: host_paths.unregister_ms,
         tune_cache: cache_path.display().to_string(),
         rows,
         methods,
@@ -577,6 +594,13 @@ pub fn table(r: &AblateReport) -> String {
         r.tolerance, r.cpu_seconds, crate::threads::count(r.cpu_threads), r.cpu_iterations, r.triad_gbytes_per_second,
         r.upload_pinned_gbytes_per_second, r.upload_pageable_gbytes_per_second
     );
+    s.push_str(&format!(
+        "host paths (256 MiB): parallel memcpy {} GB/s; registered in place {} ms, then upload {} GB/s, unregistered {} ms\n",
+        fmt(r.host_memcpy_gbytes_per_second, 1),
+        fmt(r.upload_register_ms, 1),
+        fmt(r.upload_registered_gbytes_per_second, 1),
+        fmt(r.upload_unregister_ms, 1)
+    ));
     s.push_str(&format!(
         "{:<24} {:>5} {:>4} {:>5} {:>14} {:>14} {:>8} {:>8} {:>8} {:>7} {:>6} {:>9} {:>8} {:>7} {:>7} {}\n",
         "ver", "block", "mult", "iter", "ms/iter (sprd)", "s total (sprd)", "speedup", "GF 1320",

@@ -158,13 +158,7 @@ pub fn check_device_memory(
 impl CudaBackend {
     pub fn new(gauge: &GaugeField, kappa: f64, opts: &CudaOptions) -> Result<Self> {
         let upload = LinkUpload::from_env()?;
-        Self::new_with_link_upload(
-            gauge,
-            kappa,
-            opts,
-            upload,
-            super::staging::STAGE_BYTES / 8,
-        )
+        Self::new_with_link_upload(gauge, kappa, opts, upload, super::staging::STAGE_BYTES / 8)
     }
 
     /// `new` with version 3.0's link upload and the f64 per staged chunk given, instead of
@@ -328,9 +322,7 @@ impl CudaBackend {
                     &mut seed,
                 )?,
             };
-            stream
-                .synchronize()
-                .map_err(err("uploading the links"))?;
+            stream.synchronize().map_err(err("uploading the links"))?;
             drop((scratch, scratch_booking));
             let wall = 1e3 * t.elapsed().as_secs_f64();
             setup.layout_ms = times.kernel_ms;
@@ -619,6 +611,23 @@ impl CudaBackend {
 
     pub fn setup_times(&self) -> &SetupTimes {
         &self.setup
+    }
+
+    /// Version 3.0's double-precision link array read back (f64 pairs in
+    /// `fast_layout`'s order); None for the seed versions. For the tests.
+    #[doc(hidden)]
+    pub fn download_links(&mut self) -> Result<Option<Vec<f64>>> {
+        self.core.gpu.sync()?;
+        match self.stencil.double_links() {
+            Some(links) => self
+                .core
+                .gpu
+                .stream
+                .clone_dtoh(links)
+                .map(Some)
+                .map_err(err("reading the links back")),
+            None => Ok(None),
+        }
     }
 
     /// Operator applications made so far.

@@ -306,3 +306,107 @@ pub fn upload_bandwidth(bytes: usize) -> Result<(f64, f64)> {
     let q = time(false)?;
     Ok((p, q))
 }
+
+/// What the host offers an upload beside the pinned copy of `upload_bandwidth` (issue 13,
+/// item 4): how fast it copies memory itself, and what registering pageable memory in
+/// place costs and then gives. Benchmark figures, not checks.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct HostUploadPaths {
+    /// Parallel memcpy (rayon, 1 MiB blocks), pageable to pageable, GB/s (1e9 B/s).
+    pub memcpy_gbytes_per_second: f64,
+    /// Registering a pageable buffer of the same size in place (cuMemHostRegister, flags
+    /// 0), milliseconds (once: a second registration would find it registered).
+    pub register_ms: f64,
+    /// Host-to-device copies from the registered buffer, GB/s.
+    pub registered_gbytes_per_second: f64,
+    /// Unregistering it (cuMemHostUnregister), milliseconds.
+    pub unregister_ms: f64,
+}
+
+impl HostUploadPaths {
+    /// No figures (a measurement that failed).
+    pub fn unknown() -> Self {
+        HostUploadPaths {
+            memcpy_gbytes_per_second: f64::NAN,
+            register_ms: f64::NAN,
+            registered_gbytes_per_second: f64::NAN,
+            unregister_ms: f64::NAN,
+        }
+    }
+}
+
+/// The median of `runs` timings of `f` after one warm-up, seconds.
+fn median_seconds(runs: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
+    let mut t = Vec::new();
+    for run in 0..=runs {
+        let start = std::time::Instant::now();
+        f()?;
+        if run > 0 {
+            t.push(start.elapsed().as_secs_f64());
+        }
+    }
+    t.sort_by(f64::total_cmp);
+    Ok(t[t.len() / 2])
+}
+
+/// `HostUploadPaths` for `bytes` (as `upload_bandwidth`'s: the same byte count, each rate
+/// the median of 5 after a warm-up) on GPU 0, in the current rayon pool.
+pub fn host_upload_paths(bytes: usize) -> Result<HostUploadPaths> {
+    use rayon::prelude::*;
+    const BLOCK: usize = 1 << 17; // f64: 1 MiB
+    let n = (bytes / 8).max(1);
+    let gb = (n * 8) as f64 / 1e9;
+    let src: Vec<f64> = (0..n).map(|i| i as f64).collect();
+    let mut dst = vec![0.0f64; n];
+    let memcpy = median_seconds(5, || {
+        dst.par_chunks_mut(BLOCK)
+            .zip(src.par_chunks(BLOCK))
+            .for_each(|(d, s)| d.copy_from_slice(s));
+        Ok(())
+    })?;
+    if dst[n - 1] != src[n - 1] {
+        return Err(Error::internal(
+            "the parallel memcpy measurement copied wrongly",
+        ));
+    }
+    drop(dst);
+
+    let ctx = open_context(0)?;
+    ensure_fits(&ctx, n * 8, "the registered upload measurement")?;
+    let stream: Arc<CudaStream> = ctx.default_stream();
+    let mut dev = stream
+        .alloc_zeros::<f64>(n)
+        .map_err(err("upload measurement allocation"))?;
+    ctx.bind_to_thread()
+        .map_err(err("binding the context to register host memory"))?;
+    let ptr = src.as_ptr() as *mut std::ffi::c_void;
+    let t = std::time::Instant::now();
+    // SAFETY: `src` is a live allocation of n f64, unregistered below before it is freed;
+    // the copies only read it.
+    unsafe { sys::cuMemHostRegister_v2(ptr, n * 8, 0) }
+        .result()
+        .map_err(err("registering host memory (cuMemHostRegister)"))?;
+    let register_ms = 1e3 * t.elapsed().as_secs_f64();
+    let copies = median_seconds(5, || {
+        stream
+            .memcpy_htod(&src, &mut dev)
+            .map_err(err("host-to-device copy from registered memory"))?;
+        stream.synchronize().map_err(err("synchronising"))
+    });
+    let t = std::time::Instant::now();
+    // Every copy has finished (or failed: wait for the stream all the same).
+    let _ = stream.synchronize();
+    // SAFETY: registered above; no copy reads it any more.
+    let unregistered = unsafe { sys::cuMemHostUnregister(ptr) }
+        .result()
+        .map_err(err("unregistering host memory"));
+    let unregister_ms = 1e3 * t.elapsed().as_secs_f64();
+    let copies = copies?;
+    unregistered?;
+    Ok(HostUploadPaths {
+        memcpy_gbytes_per_second: gb / memcpy,
+        register_ms,
+        registered_gbytes_per_second: gb / copies,
+        unregister_ms,
+    })
+}

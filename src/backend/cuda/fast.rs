@@ -453,6 +453,10 @@ impl StencilImpl for FastStencil {
         Self::CAPABILITIES
     }
 
+    fn double_links(&self) -> Option<&CudaSlice<f64>> {
+        Some(&self.links)
+    }
+
     fn version(&self) -> StencilVersion {
         StencilVersion::V3_0
     }

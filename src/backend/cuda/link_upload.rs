@@ -365,7 +365,10 @@ pub(crate) fn upload_via_staging(
             .record(stream)
             .map_err(err("recording an event"))?;
         launch_layout(stream, kernel, sptr, stride, c, links)?;
-        timer.end.record(stream).map_err(err("recording an event"))?;
+        timer
+            .end
+            .record(stream)
+            .map_err(err("recording an event"))?;
         timer.pending = true;
     }
     let t = Instant::now();
@@ -447,8 +450,7 @@ pub(crate) fn upload_registered(
     let volume = kernel.lattice.volume();
     check_links(links, kernel.lattice, kernel.elems)?;
     let per_site = 18 * NDIM;
-    if per_chunk.min(volume) * per_site > scratch.len() || links_host.len() != per_site * volume
-    {
+    if per_chunk.min(volume) * per_site > scratch.len() || links_host.len() != per_site * volume {
         return Err(Error::internal(format!(
             "a chunk of {} sites does not fit the scratch buffer of {} values, or the field ({} values) is not the lattice's",
             per_chunk,
@@ -477,7 +479,10 @@ pub(crate) fn upload_registered(
             .record(stream)
             .map_err(err("recording an event"))?;
         launch_layout(stream, kernel, sptr, 9, c, links)?;
-        timer.end.record(stream).map_err(err("recording an event"))?;
+        timer
+            .end
+            .record(stream)
+            .map_err(err("recording an event"))?;
         timer.pending = true;
         // The scratch buffer is reused by the next chunk's copy, which the stream orders
         // after this layout; the wait only lets the event be read.
@@ -574,8 +579,14 @@ mod tests {
             scratch_values(v, Reconstruct::R12, LinkUpload::Registered, max),
             116508 * 72
         );
-        assert_eq!(scratch_values(v, Reconstruct::R12, LinkUpload::Host, max), 0);
-        assert_eq!(scratch_values(v, Reconstruct::R8, LinkUpload::Device, max), 0);
+        assert_eq!(
+            scratch_values(v, Reconstruct::R12, LinkUpload::Host, max),
+            0
+        );
+        assert_eq!(
+            scratch_values(v, Reconstruct::R8, LinkUpload::Device, max),
+            0
+        );
         assert_eq!(
             scratch_values(16, Reconstruct::R18, LinkUpload::Device, max),
             16 * 72

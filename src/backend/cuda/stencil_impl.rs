@@ -59,6 +59,11 @@ pub(crate) trait StencilImpl {
         self.version().flops_per_site()
     }
     fn bytes_per_site(&self) -> u64;
+    /// The double-precision link array as the stencil reads it (3.0's; None for the seed
+    /// family), for the tests' readback.
+    fn double_links(&self) -> Option<&cudarc::driver::CudaSlice<f64>> {
+        None
+    }
 
     /// A zeroed field of a layout this family holds (others are refused by the caller
     /// through `capabilities`).
