@@ -19,7 +19,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Purpose {
     /// The canonical gauge field on the device while a seed version (1.0-2.0) builds its
-    /// links from it (freed at the end of the set-up).
+    /// links from it, or one chunk of its sites while 3.0 lays its links out on the
+    /// device (`LinkUpload`); freed at the end of the set-up.
     GaugeUpload,
     /// The stencil's links: their precision, reals stored per link (18, or 12 or 8 with
     /// compression) and links per site (3.0: 4; the seed's doubled buffer: 8).

@@ -299,6 +299,7 @@ impl CudaBackend {
                 func: &func,
                 lattice: &lattice,
                 elems,
+                stride,
             };
             let host = links_as_f64(&gauge.links);
             let times = match link_upload {
@@ -316,7 +317,6 @@ impl CudaBackend {
                     &stream,
                     host,
                     &kernel,
-                    stride,
                     per_chunk,
                     &mut scratch,
                     &mut seed,

@@ -197,19 +197,21 @@ pub(crate) struct DeviceUploadTimes {
     pub transfer_bytes: u64,
 }
 
-/// The arguments of `links_from_sites` that do not change between chunks.
+/// The arguments of `links_from_sites` that do not change between chunks: the lattice,
+/// the stored elements per link and the complex per link in the scratch buffer
+/// (`LinkUpload::stride`).
 pub(crate) struct LayoutKernel<'a> {
     pub func: &'a CudaFunction,
     pub lattice: &'a Lattice,
     pub elems: usize,
+    pub stride: usize,
 }
 
-/// Lay chunk `c` (in `scratch` at `stride`) out into `links`.
+/// Lay chunk `c` (in `scratch`) out into `links`.
 fn launch_layout(
     stream: &Arc<CudaStream>,
     k: &LayoutKernel<'_>,
     scratch: u64,
-    stride: usize,
     c: &SiteChunk,
     links: &mut CudaSlice<f64>,
 ) -> Result<()> {
@@ -217,7 +219,7 @@ fn launch_layout(
     let vh = (l.volume() / 2) as i64;
     let first_cb = (c.first / 2) as i64;
     let pairs = (c.sites / 2) as i32;
-    let (elems, stride) = (k.elems as i32, stride as i32);
+    let (elems, stride) = (k.elems as i32, k.stride as i32);
     let [lx, ly, lz, lt] = l.dims.map(|d| d as i32);
     let parity_offset = (l.offset.iter().sum::<usize>() % 2) as i32;
     let n = c.sites / 2 * NDIM * k.elems;
@@ -296,7 +298,7 @@ fn check_links(links: &CudaSlice<f64>, lattice: &Lattice, elems: usize) -> Resul
 }
 
 /// `Device`: chunks of `per_chunk` sites of `links_host` (the canonical field,
-/// `links_as_f64`) copied by the host at `stride` complex per link into two pinned
+/// `links_as_f64`) copied by the host at the kernel's stride into two pinned
 /// staging buffers in turn, then each copied to `scratch` and laid out into `links` by
 /// the kernel while the host copies the next.
 pub(crate) fn upload_via_staging(
@@ -304,7 +306,6 @@ pub(crate) fn upload_via_staging(
     stream: &Arc<CudaStream>,
     links_host: &[f64],
     kernel: &LayoutKernel<'_>,
-    stride: usize,
     per_chunk: usize,
     scratch: &mut CudaSlice<f64>,
     links: &mut CudaSlice<f64>,
@@ -313,6 +314,7 @@ pub(crate) fn upload_via_staging(
     let volume = kernel.lattice.volume();
     check_links(links, kernel.lattice, kernel.elems)?;
     let chunks = site_chunks(volume, per_chunk);
+    let stride = kernel.stride;
     let per_site = 2 * NDIM * stride;
     let largest = per_chunk.min(volume) * per_site;
     if largest > scratch.len() || links_host.len() != 18 * NDIM * volume {
@@ -364,7 +366,7 @@ pub(crate) fn upload_via_staging(
             .start
             .record(stream)
             .map_err(err("recording an event"))?;
-        launch_layout(stream, kernel, sptr, stride, c, links)?;
+        launch_layout(stream, kernel, sptr, c, links)?;
         timer
             .end
             .record(stream)
@@ -450,9 +452,13 @@ pub(crate) fn upload_registered(
     let volume = kernel.lattice.volume();
     check_links(links, kernel.lattice, kernel.elems)?;
     let per_site = 18 * NDIM;
-    if per_chunk.min(volume) * per_site > scratch.len() || links_host.len() != per_site * volume {
+    if kernel.stride != 9
+        || per_chunk.min(volume) * per_site > scratch.len()
+        || links_host.len() != per_site * volume
+    {
         return Err(Error::internal(format!(
-            "a chunk of {} sites does not fit the scratch buffer of {} values, or the field ({} values) is not the lattice's",
+            "whole links (stride {}) in chunks of {} sites do not fit the scratch buffer of {} values, or the field ({} values) is not the lattice's",
+            kernel.stride,
             per_chunk,
             scratch.len(),
             links_host.len()
@@ -478,7 +484,7 @@ pub(crate) fn upload_registered(
             .start
             .record(stream)
             .map_err(err("recording an event"))?;
-        launch_layout(stream, kernel, sptr, 9, c, links)?;
+        launch_layout(stream, kernel, sptr, c, links)?;
         timer
             .end
             .record(stream)

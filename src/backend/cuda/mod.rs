@@ -8,6 +8,8 @@
 //!   (no CUDA dependency); `tune`: the launch-geometry tune cache (no CUDA either);
 //! - `compile`: the embedded kernel sources and the NVRTC compile path and its cache;
 //! - `device`: opening the GPU, `device_info`, `triad_bandwidth`, memory checks;
+//! - `link_upload`: 3.0's links uploaded as whole sites and laid out on the device
+//!   (`QCD_SOLVE_LINK_UPLOAD`), its scratch buffer's size (read by `footprint`);
 //! - `kernels`: per-kernel flop and byte counts; `timing`: event-timed books;
 //! - `field`: `DeviceSpinor`; `stencil`: the version -> kernel-program dispatch, the launch
 //!   of each version's kernels, `compile_all_kernels` (the CI check; libnvrtc only);
@@ -18,8 +20,7 @@
 //!   the lattice and options, without a GPU (the estimate made before allocating);
 //! - `core`: what every stencil shares (stream, seed BLAS-1, multi-pass reductions);
 //! - `stencil_impl`: the `StencilImpl` trait, implemented by `seed` (1.0-2.0) and `fast`
-//!   (3.0; host-side layout maps in `fast_layout`; `link_upload`: its links uploaded as
-//!   whole sites and laid out on the device, `QCD_SOLVE_LINK_UPLOAD`);
+//!   (3.0; host-side layout maps in `fast_layout`);
 //! - `backend`: `CudaBackend` (construction, the stencil object chosen once, launch
 //!   geometry for the tuner); `seam`: its `Space`, `WilsonKernels`, `FusedCr`, `Prepare`;
 //!   `decomposed`: `CudaBackend::new_decomposed`, the halo books, local fields of a rank,
