@@ -529,3 +529,33 @@ mod tests {
         }
     }
 }
+
+/// The programs a backend of `version` with these options compiles for a solve in
+/// `precision` (with the fused CR if `fused`): what `device::warm_up` compiles ahead.
+pub(crate) fn programs_for(
+    version: StencilVersion,
+    reconstruct: Reconstruct,
+    precision: crate::backend::Precision,
+    fused: bool,
+) -> Vec<Program> {
+    use super::compile::{BLAS1, LAYOUT, REDUCE};
+    use crate::backend::Precision;
+    let mut v = vec![
+        Program::plain(&BLAS1),
+        Program::plain(&REDUCE),
+        Program::plain(&LAYOUT),
+        program(version, reconstruct, false),
+    ];
+    if version == StencilVersion::V3_0 {
+        if precision != Precision::Double {
+            v.push(program(version, reconstruct, true));
+        }
+        if precision == Precision::Half {
+            v.push(v3_program(reconstruct, true, true));
+        }
+        if fused {
+            v.push(super::compile::cr_fused_program());
+        }
+    }
+    v
+}
