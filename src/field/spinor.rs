@@ -149,3 +149,25 @@ pub fn plane_wave_momentum(lattice: &Lattice, n: [i64; NDIM]) -> [f64; NDIM] {
     }
     p
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zeroed_fields_are_zero_and_parallel_clones_are_copies() {
+        // Sizes around the parallel copy's 65536-element chunks (and zero).
+        for volume in [0, 1, 5461, 5462, 20000] {
+            let z = SpinorField::zeros(volume);
+            assert_eq!(z.data.len(), volume * SITE_LEN);
+            assert!(z.data.iter().all(|c| c.re.to_bits() == 0 && c.im.to_bits() == 0));
+            let r = SpinorField::random(volume, 7, 0);
+            assert_eq!(r.par_clone(), r);
+            // g5 flips spins 2 and 3 (DeGrand-Rossi), as the sign table says.
+            let g = r.gamma5();
+            for (k, (a, b)) in g.data.iter().zip(&r.data).enumerate() {
+                assert_eq!(*a, *b * GAMMA5_SIGN[(k % SITE_LEN) / 3]);
+            }
+        }
+    }
+}
