@@ -160,7 +160,10 @@ mod tests {
         for volume in [0, 1, 5461, 5462, 20000] {
             let z = SpinorField::zeros(volume);
             assert_eq!(z.data.len(), volume * SITE_LEN);
-            assert!(z.data.iter().all(|c| c.re.to_bits() == 0 && c.im.to_bits() == 0));
+            assert!(z
+                .data
+                .iter()
+                .all(|c| c.re.to_bits() == 0 && c.im.to_bits() == 0));
             let r = SpinorField::random(volume, 7, 0);
             assert_eq!(r.par_clone(), r);
             // g5 flips spins 2 and 3 (DeGrand-Rossi), as the sign table says.

@@ -267,15 +267,7 @@ pub(crate) fn triad_on(ctx: &Arc<CudaContext>, bytes: usize) -> Result<f64> {
     let stream: Arc<CudaStream> = ctx.default_stream();
     let (module, _) = load_module(ctx, &Program::plain(&compile::BLAS1))?;
     let f = function(&module, "triad")?;
-    let mut a = stream
-        .alloc_zeros::<f64>(n)
-        .map_err(err("triad allocation"))?;
-    let b = stream
-        .clone_htod(&vec![1.0f64; n])
-        .map_err(err("triad upload"))?;
-    let c = stream
-        .clone_htod(&vec![2.0f64; n])
-        .map_err(err("triad upload"))?;
+    let fill = function(&module, "fill")?;
     let sms = ctx
         .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
         .map_err(err("reading the multiprocessor count"))? as u32;
@@ -287,6 +279,22 @@ pub(crate) fn triad_on(ctx: &Arc<CudaContext>, bytes: usize) -> Result<f64> {
     };
     let s = 3.0f64;
     let nn = n as i64;
+    // SAFETY: the memory is written by the fills below before the triad reads it.
+    let mut a = unsafe { stream.alloc::<f64>(n) }.map_err(err("triad allocation"))?;
+    let mut b = unsafe { stream.alloc::<f64>(n) }.map_err(err("triad allocation"))?;
+    let mut c = unsafe { stream.alloc::<f64>(n) }.map_err(err("triad allocation"))?;
+    for (x, v) in [(&mut a, 0.0f64), (&mut b, 1.0), (&mut c, 2.0)] {
+        // SAFETY: fill(double* a, double v, long long n) over a device array of n doubles.
+        unsafe {
+            stream
+                .launch_builder(&fill)
+                .arg(x)
+                .arg(&v)
+                .arg(&nn)
+                .launch(cfg)
+        }
+        .map_err(err("filling the triad's arrays"))?;
+    }
     let mut times = Vec::new();
     for run in 0..11 {
         let start = ctx
