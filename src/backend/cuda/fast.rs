@@ -704,11 +704,7 @@ impl StencilImpl for FastStencil {
         if out.layout != inp.layout {
             return Err(mismatch("apply", out.layout, inp.layout));
         }
-        let want = if op.is_schur() {
-            Subset::Even
-        } else {
-            Subset::Full
-        };
+        let want = op.subset();
         if inp.layout.subset != want {
             return Err(Error::invalid(
                 "backend",
