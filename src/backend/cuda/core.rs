@@ -102,7 +102,7 @@ impl Core {
         let fresh = self.staging.is_none();
         if fresh {
             let field = 2 * self.n_complex();
-            let values = field.min(STAGE_BYTES / 8).max(1);
+            let values = field.clamp(1, STAGE_BYTES / 8);
             let count = if field > values { 2 } else { 1 };
             self.staging = Some(StagingBuffers::new(&self.gpu.ctx, values, count)?);
         }
