@@ -10,7 +10,7 @@
 
 use super::core::{reduce_cfg, Core};
 use super::device::{err, function, load_module};
-use super::fast_layout::{spinor_from_soa, spinor_to_soa};
+use super::fast_layout::{spinor_from_soa, SpinorOrder};
 use super::field::{DeviceData, DeviceSpinor};
 use super::fused::{DeviceCrState, CR_TICKET_APPLY};
 use super::kernels::{reduce_blocks, v3_bytes_per_site, HalfOp, Kernel, V3Mode, BLAS_BLOCK};
@@ -527,8 +527,8 @@ impl StencilImpl for FastStencil {
         })
     }
 
-    fn to_device_order(&self, lattice: &Lattice, canonical: &[f64], dst: &mut [f64]) {
-        spinor_to_soa(lattice, canonical, dst);
+    fn spinor_order(&self) -> SpinorOrder {
+        SpinorOrder::ParityMajor
     }
 
     fn to_canonical_order(
