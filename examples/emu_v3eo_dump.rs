@@ -97,11 +97,7 @@ fn main() {
             Operator::Schur,
             Operator::G5Schur,
         ] {
-            let subset = if op.is_schur() {
-                Subset::Even
-            } else {
-                Subset::Full
-            };
+            let subset = op.subset();
             let layout = Layout::new(subset, prec);
             let x = field(&mut cpu, &psi, layout);
             let mut y = cpu.alloc_layout(layout).unwrap();

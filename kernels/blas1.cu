@@ -87,3 +87,12 @@ extern "C" __global__ void triad(double* __restrict__ a, const double* __restric
     for (long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x; k < n; k += stride)
         a[k] = b[k] + s * c[k];
 }
+
+// a[k] = v: the triad's inputs, made on the device (uploading them from the host took
+// longer than the measurement).
+extern "C" __global__ void fill(double* __restrict__ a, double v, long long n)
+{
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x; k < n; k += stride)
+        a[k] = v;
+}

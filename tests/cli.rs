@@ -547,3 +547,70 @@ fn links_off_su3_exit_4_unless_reunitarise_is_asked() {
         assert!(stdout.contains("gauge reunitarised"), "{stdout}");
     }
 }
+
+/// The report's time line: the named phases and `other` add up to the total, and the
+/// timed steps lie inside the run, with the solve step the solve phase itself (the same
+/// measurement, so equal).
+#[test]
+fn the_time_line_adds_up_and_its_steps_lie_inside_the_run() {
+    let d = tempfile::tempdir().unwrap();
+    let rep = d.path().join("r.json");
+    let sol = d.path().join("x.npy");
+    let cfg = write_config(
+        d.path(),
+        &small(&format!(
+            "[output]\nreport = \"{}\"\nsolution = \"{}\"\n",
+            rep.display(),
+            sol.display()
+        )),
+    );
+    let out = bin().arg(&cfg).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&rep).unwrap()).unwrap();
+    let t = &r["time"];
+    let f = |k: &str| t[k].as_f64().unwrap_or_else(|| panic!("time.{k} in {t}"));
+    let phases: f64 = [
+        "read_generate",
+        "upload",
+        "tune",
+        "solve",
+        "verify",
+        "write",
+        "other",
+    ]
+    .iter()
+    .map(|k| f(k))
+    .sum();
+    let total = f("total");
+    // other = total - named (clamped at 0): the sum is the total to rounding.
+    assert!(
+        (phases - total).abs() <= 1e-9 * total.max(1.0),
+        "{phases} vs {total}"
+    );
+    let steps = t["steps"].as_array().expect("time.steps");
+    let named: Vec<&str> = steps.iter().filter_map(|s| s["name"].as_str()).collect();
+    for want in [
+        "gauge field (read or generated)",
+        "solve",
+        "CPU check of D x = b",
+        "write the solution",
+    ] {
+        assert!(
+            named.contains(&want),
+            "step {want:?} missing from {named:?}"
+        );
+    }
+    for s in steps {
+        let (start, secs) = (s["start"].as_f64().unwrap(), s["seconds"].as_f64().unwrap());
+        assert!(
+            start >= 0.0 && secs >= 0.0 && start + secs <= total + 1e-6,
+            "{s} (total {total})"
+        );
+    }
+    let solve = steps.iter().find(|s| s["name"] == "solve").unwrap();
+    assert_eq!(solve["seconds"].as_f64().unwrap(), f("solve"));
+}

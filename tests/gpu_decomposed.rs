@@ -138,11 +138,7 @@ fn compute<B: Space + WilsonKernels>(
     let lay = |s| Layout::new(s, prec);
     let out = match case {
         Case::Op(op) => {
-            let subset = if op.is_schur() {
-                Subset::Even
-            } else {
-                Subset::Full
-            };
+            let subset = op.subset();
             let x = field(b, psi, lay(subset));
             let mut y = b.alloc_layout(lay(subset)).unwrap();
             b.apply(op, &mut y, &x).unwrap();

@@ -71,14 +71,7 @@ const OPS: [Operator; 4] = [
 ];
 
 fn op_layout(op: Operator, p: Precision) -> Layout {
-    Layout::new(
-        if op.is_schur() {
-            Subset::Even
-        } else {
-            Subset::Full
-        },
-        p,
-    )
+    Layout::new(op.subset(), p)
 }
 
 /// ||op_gpu psi - op_cpu psi|| / ||op_cpu psi|| on fields of op's layout in `prec`.

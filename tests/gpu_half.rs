@@ -102,11 +102,7 @@ fn half_operators_match_the_cpu_within_two_steps_of_the_site_norm() {
                 Operator::Schur,
                 Operator::G5Schur,
             ] {
-                let subset = if op.is_schur() {
-                    Subset::Even
-                } else {
-                    Subset::Full
-                };
+                let subset = op.subset();
                 let lay = Layout::new(subset, Precision::Half);
                 let x = field(&mut g, &psi, lay);
                 // The conversion rounds as the host does: the same stored input.

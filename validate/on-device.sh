@@ -22,6 +22,9 @@
 #   MODE=s6: issue 13 in session 6: every GPU test, floors with the r8 and half rows, the
 #   3.0 ablation and validation (r8, half-double rows), the seed problem's best options, and
 #   the 48^3x96 whole process with its time line (empty tune cache, then filled).
+#   MODE=s7: issue 13 item 4 in session 7: the host, and the time lines with their steps of
+#   the seed problem and the 48^3x96 whole process (S7_LINKS: link-upload variants too;
+#   S7_ABLATE=1: the 3.0 ablation and floor).
 #   MODE=memory: issue 13 item 3: the gpu-memory test target, then the main job
 #   at 48^3x96 and 64^3x128 (random gauge field, kernel 3.0, even-odd, single-double,
 #   12-real links; CR and BiCGStab), each with its device-memory estimate and books (the
@@ -131,6 +134,35 @@ elif [ "${MODE:-full}" = s6 ]; then
         grep -E "^time|GPU set-up|tuned on|process wall|^result" "$res/whole-$d-$run.txt"
         cp "$big/whole-$run/$d.json" "$res/whole-$d-$run.json" 2>/dev/null
     done
+elif [ "${MODE:-full}" = s7 ]; then
+    # Issue 13 item 4 in session 7: the host (cores, memory, huge pages, disk), the seed
+    # problem's and the 48^3x96 whole process's time lines with their timed steps (empty
+    # tune cache, then filled; then the link-upload variants, if the binary has them).
+    # S7_ABLATE=1 adds the 3.0 ablation (pinned and host-copy bandwidths).
+    nproc; free -g | head -2; lscpu | grep -E "Model name|^CPU\(s\)|Thread|Socket|NUMA node\(s\)"
+    echo "THP: $(cat /sys/kernel/mm/transparent_hugepage/enabled)"; df -h /tmp | tail -1
+    for i in 1 2; do
+        RUST_LOG=info step "seed-$i" "$q" configs/16x16x16x32.toml --device cuda --kernel 3.0 --preconditioning even-odd \
+            --precision single-double --reconstruct 12 --output "$big/seed-$i" >"$res/seed-$i.txt" 2>&1
+        grep -E "step:|^time|^result" "$res/seed-$i.txt" | sed -e 's/^.*INFO //'
+    done
+    d=48x48x48x96; l=(${d//x/ })
+    sed -e "s/^LX = .*/LX = ${l[0]}/; s/^LY = .*/LY = ${l[1]}/; s/^LZ = .*/LZ = ${l[2]}/; s/^LT = .*/LT = ${l[3]}/" \
+        configs/32x32x32x64.toml >"$big/$d.toml"
+    fast="--device cuda --kernel 3.0 --preconditioning even-odd --precision single-double --reconstruct 12"
+    rm -f "$big/tune-$d.tsv"
+    for run in empty filled ${S7_LINKS:-}; do
+        case $run in empty|filled) lu=;; *) lu=$run;; esac
+        QCD_SOLVE_LINK_UPLOAD=$lu QCD_SOLVE_TUNE_CACHE="$big/tune-$d.tsv" RUST_LOG=info step "whole-$d-$run" timeout 150 \
+            /usr/bin/time -f "process wall %e s" "$q" "$big/$d.toml" $fast --output "$big/whole-$run" >"$res/whole-$d-$run.txt" 2>&1
+        grep -E "step:|^time|GPU set-up|tuned on|process wall|^result" "$res/whole-$d-$run.txt" | sed -e 's/^.*INFO //'
+        cp "$big/whole-$run/$d.json" "$res/whole-$d-$run.json" 2>/dev/null
+        rm -rf "$big/whole-$run"
+    done
+    if [ -n "${S7_ABLATE:-}" ]; then
+        step ablate-3.0 timeout 200 "$q" -q ablate configs/16x16x16x32.toml --kernels 3.0 --repeat 5 --out "$res/ablation-3.0"
+        step floor-16 timeout 120 "$q" floor -q --dims 16,16,16,32 --repeat 200
+    fi
 elif [ "${MODE:-full}" = memory ]; then
     # Issue 13 item 3: what 64^3x128 (33554432 sites) needs with every option (about 1345
     # B/site, 45 GB: one 80 GB H100), the estimate printed before the solve (RUST_LOG=info)

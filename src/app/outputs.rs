@@ -12,6 +12,7 @@
 use crate::config::LoadedConfig;
 use crate::error::{Error, Result};
 use crate::problem::{Problem, SolveResult};
+use crate::report::timeline::timed;
 use crate::report::SolveReport;
 use std::path::{Path, PathBuf};
 
@@ -164,21 +165,28 @@ pub fn write_run(
         if let Some(p) = &o.solution {
             let tmp = staging_path(p);
             staged.push((tmp.clone(), p.clone(), "solution"));
-            crate::io::npy::write_spinor_npy(&tmp, &problem.lattice, &result.solution)?;
-            records.insert("solution_file".into(), file_record(p, &tmp)?);
+            timed("write the solution", || {
+                crate::io::npy::write_spinor_npy(&tmp, &problem.lattice, &result.solution)
+            })?;
+            records.insert(
+                "solution_file".into(),
+                timed("CRC of the solution file", || file_record(p, &tmp))?,
+            );
         }
         if let Some(p) = &o.gauge {
             let tmp = staging_path(p);
             staged.push((tmp.clone(), p.clone(), "gauge field (NERSC 3x3 IEEE64BIG)"));
-            crate::io::nersc::write_nersc(
-                &tmp,
-                &problem.gauge,
-                crate::io::nersc::NerscWrite {
-                    two_row: false,
-                    double: true,
-                    big_endian: true,
-                },
-            )?;
+            timed("write the gauge field", || {
+                crate::io::nersc::write_nersc(
+                    &tmp,
+                    &problem.gauge,
+                    crate::io::nersc::NerscWrite {
+                        two_row: false,
+                        double: true,
+                        big_endian: true,
+                    },
+                )
+            })?;
             records.insert("gauge_file".into(), file_record(p, &tmp)?);
         }
         // The time line closes here: the report's own bytes are the only ones after it.

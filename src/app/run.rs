@@ -12,6 +12,7 @@ use crate::dirac;
 use crate::error::{Error, Result};
 use crate::field::{GaugeField, SpinorField, C64};
 pub use crate::problem::{Problem, SolveResult};
+use crate::report::timeline::timed;
 use crate::report::{self, SolveReport, Timings};
 use crate::solver::{self, Method, StopReason};
 use std::time::Instant;
@@ -21,6 +22,7 @@ pub fn build_problem(cfg: &LoadedConfig) -> Result<Problem> {
     let c = &cfg.config;
     let lattice = cfg.lattice()?;
     let mut gauge_reunitarised = None;
+    let t_gauge = crate::report::timeline::process_seconds();
     let (gauge, gauge_description) = match &c.gauge {
         GaugeConfig::Unit => (GaugeField::unit(&lattice), "unit (free field)".to_string()),
         GaugeConfig::Random { seed } => (
@@ -44,10 +46,12 @@ pub fn build_problem(cfg: &LoadedConfig) -> Result<Problem> {
             (g, format!("file {}", path.display()))
         }
     };
-    tracing::info!(
-        seconds = t0.elapsed().as_secs_f64(),
-        "gauge field ready: {gauge_description}"
+    crate::report::timeline::record(
+        "gauge field (read or generated)",
+        t_gauge,
+        t0.elapsed().as_secs_f64(),
     );
+    tracing::info!("gauge field ready: {gauge_description}");
     problem_with(
         cfg,
         lattice,
@@ -99,13 +103,12 @@ pub(crate) fn problem_with(
     t0: Instant,
 ) -> Result<Problem> {
     let c = &cfg.config;
+    let (plaquette, link_trace) =
+        crate::report::timeline::timed("plaquette and link trace", || {
+            (gauge.plaquette(), gauge.link_trace())
+        });
+    let t_source = crate::report::timeline::process_seconds();
     let t = Instant::now();
-    let plaquette = gauge.plaquette();
-    let link_trace = gauge.link_trace();
-    tracing::info!(
-        seconds = t.elapsed().as_secs_f64(),
-        "plaquette and link trace"
-    );
     let (source, source_description) = match &c.source {
         SourceConfig::Point { site, spin, colour } => {
             let s = site.map(|v| v as usize);
@@ -141,6 +144,7 @@ pub(crate) fn problem_with(
     if source.norm2() == 0.0 {
         return Err(Error::invalid("source", "the source is zero everywhere"));
     }
+    crate::report::timeline::record("source", t_source, t.elapsed().as_secs_f64());
     Ok(Problem {
         lattice,
         gauge,
@@ -192,26 +196,33 @@ pub fn solve_on_rank<B: Backend>(
     rank: usize,
 ) -> Result<SolveResult> {
     let op = plan.method.iterated_form(problem.operator);
-    let rhs = if op.gamma5() {
-        problem.source.gamma5()
-    } else {
-        problem.source.clone()
-    };
+    let rhs = timed("right-hand side (host)", || {
+        if op.gamma5() {
+            problem.source.gamma5()
+        } else {
+            problem.source.clone()
+        }
+    });
     if plan.preconditioning == Preconditioning::EvenOdd {
         problem.lattice.require_even("even-odd preconditioning")?;
     }
     let spec = plan.spec();
-    backend.prepare(crate::app::tuning::plan_layout(plan), plan.fused)?;
+    timed("prepare the backend", || {
+        backend.prepare(crate::app::tuning::plan_layout(plan), plan.fused)
+    })?;
     // Even-odd: the source goes in alone and is freed once the even right-hand side is
     // made; the form's right-hand side b, which only the final check needs, is uploaded
     // after the solve's fields are gone (app::footprint counts it so).
     let t = Instant::now();
-    let (b, source) = if spec.even_odd {
-        (None, Some(backend.upload(&problem.source)?))
-    } else {
-        (Some(backend.upload(&rhs)?), None)
-    };
+    let (b, source) = timed("upload the source", || -> Result<_> {
+        Ok(if spec.even_odd {
+            (None, Some(backend.upload(&problem.source)?))
+        } else {
+            (Some(backend.upload(&rhs)?), None)
+        })
+    })?;
     let mut upload = t.elapsed().as_secs_f64();
+    let t_solve = crate::report::timeline::process_seconds();
     let t = Instant::now();
     let progress = if rank == 0 {
         crate::report::progress::SolveProgress::new(plan.method.label(), plan.cr.tol)
@@ -231,20 +242,23 @@ pub fn solve_on_rank<B: Backend>(
     // for: the solve time is taken after a synchronising norm.
     let _ = backend.norm2(&x)?;
     let solve = t.elapsed().as_secs_f64();
+    crate::report::timeline::record("solve", t_solve, solve);
     let b = match b {
         Some(b) => b,
         None => {
             let t = Instant::now();
-            let b = backend.upload(&rhs)?;
+            let b = timed("upload the right-hand side", || backend.upload(&rhs))?;
             upload += t.elapsed().as_secs_f64();
             b
         }
     };
     let t = Instant::now();
-    let solution = backend.download(&x)?;
+    let solution = timed("download the solution", || backend.download(&x))?;
     let download = t.elapsed().as_secs_f64();
     let t = Instant::now();
-    let true_residual = solver::true_residual(backend, op, &b, &x)?;
+    let true_residual = timed("true residual (backend)", || {
+        solver::true_residual(backend, op, &b, &x)
+    })?;
     let check = t.elapsed().as_secs_f64();
     // The statistics of the wrappers (and of the fused CR): reliable updates of a mixed
     // solve too when it runs CR's plain loop (half-double).
@@ -295,8 +309,8 @@ pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
     // Under a launcher only rank 0 holds the whole problem and writes the outputs; the
     // others hold their share (checked on the GPU by the launched mode).
     if launch.as_ref().is_none_or(|l| l.rank == 0) {
-        crate::memory::check_run(cfg)?;
-        crate::app::outputs::prepare(cfg)?;
+        timed("host memory check", || crate::memory::check_run(cfg))?;
+        timed("output folders", || crate::app::outputs::prepare(cfg))?;
     }
     let pool = thread_pool(c.backend.threads)?;
     if let Some(launch) = launch {
@@ -306,6 +320,15 @@ pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
         return pool.install(|| crate::app::parallel::run(cfg));
     }
     pool.install(|| {
+        // The GPU's context and the kernels' compilation, in the background while the host
+        // builds the problem (joined before the backend is built).
+        let mut warm = match c.backend.device {
+            Device::Cpu => None,
+            _ => cuda_options(cfg).ok().and_then(|opts| {
+                let plan = SolvePlan::from_config(c, opts.version.is_fast_path());
+                crate::backend::cuda::warm_up(&opts, plan.precision, plan.fused)
+            }),
+        };
         let problem = build_problem(cfg)?;
         tracing::info!(
             lattice = %problem.lattice.dims_string(),
@@ -314,7 +337,8 @@ pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
             "problem ready"
         );
         let mut wall = report::BackendWall::default();
-        let (result, backend_description, gpu) = match choose_device(c.backend.device)? {
+        let device = timed("choose the device", || choose_device(c.backend.device))?;
+        let (result, backend_description, gpu) = match device {
             Device::Cuda => {
                 let opts = cuda_options(cfg)?;
                 // The plan's device memory, estimated before anything is allocated:
@@ -333,12 +357,14 @@ pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
                     &params,
                 );
                 tracing::info!("device memory estimate: {what}: {}", estimate.describe());
-                crate::app::footprint::check_device(
-                    &what,
-                    std::slice::from_ref(&estimate),
-                    &device_plan,
-                    opts.device,
-                )?;
+                timed("device memory check", || {
+                    crate::app::footprint::check_device(
+                        &what,
+                        std::slice::from_ref(&estimate),
+                        &device_plan,
+                        opts.device,
+                    )
+                })?;
                 let opts = if c.backend.tune {
                     crate::app::tuning::start_options(
                         opts.version,
@@ -350,8 +376,12 @@ pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
                 };
                 params.check(Capabilities::of_stencil(opts.version))?;
                 let t = Instant::now();
-                let mut be =
-                    crate::backend::cuda::CudaBackend::new(&problem.gauge, problem.kappa, &opts)?;
+                if let Some(w) = warm.take() {
+                    timed("wait for the GPU warm-up", || w.join()).ok();
+                }
+                let mut be = timed("construct the GPU backend", || {
+                    crate::backend::cuda::CudaBackend::new(&problem.gauge, problem.kappa, &opts)
+                })?;
                 wall.construct = t.elapsed().as_secs_f64();
                 let st = be.setup_times();
                 wall.links = Some((st.links_bytes, 1e-3 * st.links_upload_ms));
@@ -361,7 +391,9 @@ pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
                 // `tune = false`.
                 if c.backend.tune {
                     let layout = crate::app::tuning::plan_layout(&params);
-                    let how = crate::app::tuning::tune_backend(&mut be, &problem, layout)?;
+                    let how = timed("tune", || {
+                        crate::app::tuning::tune_backend(&mut be, &problem, layout)
+                    })?;
                     let g = be.geometry();
                     tracing::info!(
                         block = g.coarse_block,
@@ -378,7 +410,9 @@ pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
                     be.multiple()
                 );
                 let r = solve_on(&mut be, &problem, &params)?;
-                let mut gpu = report::gpu_metrics(&mut be, problem.lattice.volume())?;
+                let mut gpu = timed("GPU metrics (triad)", || {
+                    report::gpu_metrics(&mut be, problem.lattice.volume())
+                })?;
                 let books = be.memory_books();
                 tracing::info!(
                     "device memory held at the peak: {} bytes = {:.1} B/site ({}); estimate {} bytes",
@@ -420,9 +454,13 @@ pub(crate) fn finish_run(
 ) -> Result<SolveReport> {
     let c = &cfg.config;
     let t = Instant::now();
-    let d_residual = cpu_residual_of_d(problem, &result.solution);
+    let d_residual = timed("CPU check of D x = b", || {
+        cpu_residual_of_d(problem, &result.solution)
+    });
     let cpu_check = t.elapsed().as_secs_f64();
-    let mut rep = report::build(cfg, problem, result, backend_description, d_residual, gpu);
+    let mut rep = timed("build the report", || {
+        report::build(cfg, problem, result, backend_description, d_residual, gpu)
+    });
     rep.parallel = parallel;
     let r = &result.timings;
     rep.time = report::TimeLine {

@@ -57,6 +57,15 @@ impl Operator {
     pub fn is_schur(self) -> bool {
         matches!(self, Operator::Schur | Operator::G5Schur)
     }
+
+    /// The sites of the fields it acts on: the even half for the Schur forms, else all.
+    pub fn subset(self) -> Subset {
+        if self.is_schur() {
+            Subset::Even
+        } else {
+            Subset::Full
+        }
+    }
 }
 
 impl std::fmt::Display for Operator {
@@ -170,7 +179,7 @@ macro_rules! wilson_linear_operator {
                 space.apply(self.form(), out, inp)
             }
             fn domain(&self) -> Subset {
-                if self.form().is_schur() { Subset::Even } else { Subset::Full }
+                self.form().subset()
             }
             fn hermitian(&self) -> bool {
                 self.form().gamma5()

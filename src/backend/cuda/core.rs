@@ -1,20 +1,22 @@
 //! What every stencil of the CUDA backend shares: the stream and its books, the lattice,
 //! kappa, the seed's BLAS-1 kernels (xscal, xaxpy) and its deterministic multi-pass tree
-//! reductions (with their ping-pong partial buffers), and the pinned staging buffer of
-//! uploads and downloads. The stencil objects (`seed`, `fast`) take it by `&mut` in
+//! reductions (with their ping-pong partial buffers), and the two pinned staging buffers
+//! of the spinor uploads and downloads (`staging`). The stencil objects (`seed`, `fast`) take it by `&mut` in
 //! every call, so that `CudaBackend` holds the two side by side.
 
 use super::device::{err, function};
+use super::fast_layout::SpinorOrder;
 use super::field::DeviceSpinor;
 use super::halo::Halo;
 use super::kernels::{reduce_blocks, Kernel, BLAS_BLOCK, REDUCE_BLOCK};
+use super::staging::{download_through, upload_through, StagedTimes, StagingBuffers, STAGE_BYTES};
 use super::stencil::{cfg_1d, launch_v3, V3Launch};
 use super::timing::{launch, GpuStream};
 use crate::backend::ledger::{Booking, Ledger};
 use crate::error::{Error, Result};
 use crate::field::C64;
 use crate::geometry::lattice::Lattice;
-use cudarc::driver::{CudaModule, CudaSlice, LaunchConfig, PinnedHostSlice};
+use cudarc::driver::{CudaModule, CudaSlice, LaunchConfig};
 use std::sync::Arc;
 
 pub(crate) struct BlasKernels {
@@ -52,8 +54,9 @@ pub(crate) struct Core {
     pub _partial_booking: [Booking; 2],
     /// The books of every device allocation of this backend (`backend::ledger`).
     pub ledger: Ledger,
-    /// Pinned host staging for spinor uploads and downloads (allocated on first use).
-    pub staging: Option<PinnedHostSlice<f64>>,
+    /// The pinned staging buffers of spinor uploads and downloads (allocated on first
+    /// use, kept: `staging`).
+    pub staging: Option<StagingBuffers>,
     /// Operator applications since construction or the last reset.
     pub applications: u64,
     /// Bit mu: fermions antiperiodic in direction mu.
@@ -92,16 +95,70 @@ impl Core {
         std::array::from_fn(|mu| self.lattice.dims[mu] as i32)
     }
 
-    pub fn staging(&mut self) -> Result<&mut PinnedHostSlice<f64>> {
-        if self.staging.is_none() {
-            let n = self.n_complex() * 2;
-            // SAFETY: the contents are written before being read. Flags 0: cached, so
-            // that downloads can be read back quickly.
-            let p = unsafe { self.gpu.ctx.alloc_pinned_with_flags::<f64>(n, 0) }
-                .map_err(err("allocating pinned memory"))?;
-            self.staging = Some(p);
+    /// The staging buffers of the spinor transfers, pinned on first use: two of
+    /// min(`STAGE_BYTES`, a full double field), one when the field fits one. The bool
+    /// says whether they were pinned by this call.
+    pub fn staging(&mut self) -> Result<(&mut StagingBuffers, bool)> {
+        let fresh = self.staging.is_none();
+        if fresh {
+            let field = 2 * self.n_complex();
+            let values = field.clamp(1, STAGE_BYTES / 8);
+            let count = if field > values { 2 } else { 1 };
+            self.staging = Some(StagingBuffers::new(&self.gpu.ctx, values, count)?);
         }
-        Ok(self.staging.as_mut().unwrap())
+        Ok((self.staging.as_mut().unwrap(), fresh))
+    }
+
+    /// A full double field from the canonical order [site][12 complex] (f64 pairs) to the
+    /// device in `order`, chunk by chunk through the staging buffers: the host lays a
+    /// chunk out (in parallel) while the previous one is copied. Returns when the copies
+    /// are done; `pin_ms` is the pinning of the buffers when this call made them.
+    pub fn upload_spinor(
+        &mut self,
+        order: SpinorOrder,
+        canonical: &[f64],
+        dst: &mut CudaSlice<f64>,
+    ) -> Result<StagedTimes> {
+        let t = std::time::Instant::now();
+        let volume = self.lattice.volume();
+        let lattice = self.lattice.clone();
+        let stream = self.gpu.stream.clone();
+        let (buffers, fresh) = self.staging()?;
+        let chunks = order.chunks(volume, buffers.values());
+        let segments: Vec<_> = chunks.iter().map(|c| order.segments(volume, c)).collect();
+        let mut times = upload_through(buffers, &stream, dst, &segments, |k, buf| {
+            order.fill(&lattice, canonical, &chunks[k], buf)
+        })?;
+        if fresh {
+            times.pin_ms = buffers.pin_ms;
+        }
+        log_transfer("upload", &times, chunks.len(), t);
+        Ok(times)
+    }
+
+    /// The inverse of `upload_spinor`: the copies of a chunk run while the host scatters
+    /// the previous one (in parallel) into `canonical`.
+    pub fn download_spinor(
+        &mut self,
+        order: SpinorOrder,
+        src: &CudaSlice<f64>,
+        canonical: &mut [f64],
+    ) -> Result<StagedTimes> {
+        let t = std::time::Instant::now();
+        let volume = self.lattice.volume();
+        let lattice = self.lattice.clone();
+        let stream = self.gpu.stream.clone();
+        let (buffers, fresh) = self.staging()?;
+        let chunks = order.chunks(volume, buffers.values());
+        let segments: Vec<_> = chunks.iter().map(|c| order.segments(volume, c)).collect();
+        let mut times = download_through(buffers, &stream, src, &segments, |k, buf| {
+            order.scatter(&lattice, buf, &chunks[k], canonical)
+        })?;
+        if fresh {
+            times.pin_ms = buffers.pin_ms;
+        }
+        log_transfer("download", &times, chunks.len(), t);
+        Ok(times)
     }
 
     pub fn check_len(&self, n: usize, what: &str) -> Result<()> {
@@ -315,6 +372,20 @@ fn half_to_f64(q: &[i16], norm: &[f32], vh: usize) -> Vec<f64> {
         pair[1] = crate::linalg::half::dequantize(q[2 * c + 1], n);
     }
     out
+}
+
+/// A staged spinor transfer's bytes, rate and breakdown at debug level.
+fn log_transfer(what: &str, times: &StagedTimes, chunks: usize, start: std::time::Instant) {
+    let seconds = start.elapsed().as_secs_f64();
+    tracing::debug!(
+        "spinor {what}: {} bytes in {chunks} chunks, {:.1} ms ({:.2} GB/s; pinning {:.1} ms, host layout {:.1} ms, waiting for copies {:.1} ms)",
+        times.bytes,
+        1e3 * seconds,
+        times.bytes as f64 / seconds.max(1e-9) / 1e9,
+        times.pin_ms,
+        times.fill_ms,
+        times.wait_ms
+    );
 }
 
 /// The first pass of a reduction over n complex numbers.

@@ -72,7 +72,71 @@ pub(crate) fn open_context(ordinal: usize) -> Result<Arc<CudaContext>> {
             "GPU {ordinal} requested but only {count} found (devices 0..{count})"
         )));
     }
-    CudaContext::new(ordinal).map_err(|e| driver_err(&format!("opening GPU {ordinal}"), e))
+    let ctx =
+        CudaContext::new(ordinal).map_err(|e| driver_err(&format!("opening GPU {ordinal}"), e))?;
+    retain(ordinal)?;
+    Ok(ctx)
+}
+
+/// Keep GPU `ordinal`'s primary context alive for the rest of the process. The driver
+/// destroys a primary context when its last user releases it, and building one costs a
+/// few hundred milliseconds: without this, every short-lived user (the device query, the
+/// memory checks, the triad) would build and destroy it again. A separate handle is kept
+/// (not the caller's), so that what a caller sets on its handle (event tracking) stays
+/// its own.
+fn retain(ordinal: usize) -> Result<()> {
+    static RETAINED: Mutex<Vec<Arc<CudaContext>>> = Mutex::new(Vec::new());
+    let mut kept = RETAINED
+        .lock()
+        .map_err(|_| Error::internal("the retained GPU contexts' lock is poisoned"))?;
+    if !kept.iter().any(|c| c.ordinal() == ordinal) {
+        let ctx = CudaContext::new(ordinal)
+            .map_err(|e| driver_err(&format!("opening GPU {ordinal}"), e))?;
+        kept.push(ctx);
+    }
+    Ok(())
+}
+
+/// Start, on background threads, what the first GPU backend of this process will need:
+/// GPU `ordinal`'s context (kept, see `retain`) and the PTX of `programs` (the in-process
+/// cache of `compile::compile`), so that both overlap the host's work before the backend
+/// is built (reading or generating the gauge field). Failures are only logged here: the
+/// backend's own construction meets and reports them. Join the handle before timing the
+/// construction.
+pub fn warm_up(ordinal: usize, programs: Vec<Program>) -> Option<std::thread::JoinHandle<()>> {
+    require_driver().ok()?;
+    let spawned = std::thread::Builder::new()
+        .name("gpu warm-up".into())
+        .spawn(move || {
+            crate::report::timeline::timed("GPU warm-up (in the background)", || {
+                warm_up_now(ordinal, programs)
+            })
+        });
+    spawned.ok()
+}
+
+fn warm_up_now(ordinal: usize, programs: Vec<Program>) {
+    let arch = match open_context(ordinal).and_then(|ctx| arch_of(&ctx)) {
+        Ok(a) => a,
+        Err(e) => {
+            tracing::debug!("GPU warm-up: {e}");
+            return;
+        }
+    };
+    let threads: Vec<_> = programs
+        .into_iter()
+        .map(|p| {
+            let arch = arch.clone();
+            std::thread::spawn(move || {
+                if let Err(e) = compile::compile(&p, &arch) {
+                    tracing::debug!("GPU warm-up: {e}");
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        let _ = t.join();
+    }
 }
 
 /// "sm_90" for compute capability 9.0.
@@ -203,15 +267,7 @@ pub(crate) fn triad_on(ctx: &Arc<CudaContext>, bytes: usize) -> Result<f64> {
     let stream: Arc<CudaStream> = ctx.default_stream();
     let (module, _) = load_module(ctx, &Program::plain(&compile::BLAS1))?;
     let f = function(&module, "triad")?;
-    let mut a = stream
-        .alloc_zeros::<f64>(n)
-        .map_err(err("triad allocation"))?;
-    let b = stream
-        .clone_htod(&vec![1.0f64; n])
-        .map_err(err("triad upload"))?;
-    let c = stream
-        .clone_htod(&vec![2.0f64; n])
-        .map_err(err("triad upload"))?;
+    let fill = function(&module, "fill")?;
     let sms = ctx
         .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
         .map_err(err("reading the multiprocessor count"))? as u32;
@@ -223,6 +279,22 @@ pub(crate) fn triad_on(ctx: &Arc<CudaContext>, bytes: usize) -> Result<f64> {
     };
     let s = 3.0f64;
     let nn = n as i64;
+    // SAFETY: the memory is written by the fills below before the triad reads it.
+    let mut a = unsafe { stream.alloc::<f64>(n) }.map_err(err("triad allocation"))?;
+    let mut b = unsafe { stream.alloc::<f64>(n) }.map_err(err("triad allocation"))?;
+    let mut c = unsafe { stream.alloc::<f64>(n) }.map_err(err("triad allocation"))?;
+    for (x, v) in [(&mut a, 0.0f64), (&mut b, 1.0), (&mut c, 2.0)] {
+        // SAFETY: fill(double* a, double v, long long n) over a device array of n doubles.
+        unsafe {
+            stream
+                .launch_builder(&fill)
+                .arg(x)
+                .arg(&v)
+                .arg(&nn)
+                .launch(cfg)
+        }
+        .map_err(err("filling the triad's arrays"))?;
+    }
     let mut times = Vec::new();
     for run in 0..11 {
         let start = ctx

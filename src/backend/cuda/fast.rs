@@ -10,7 +10,7 @@
 
 use super::core::{reduce_cfg, Core};
 use super::device::{err, function, load_module};
-use super::fast_layout::{spinor_from_soa, spinor_to_soa};
+use super::fast_layout::{spinor_from_soa, SpinorOrder};
 use super::field::{DeviceData, DeviceSpinor};
 use super::fused::{DeviceCrState, CR_TICKET_APPLY};
 use super::kernels::{reduce_blocks, v3_bytes_per_site, HalfOp, Kernel, V3Mode, BLAS_BLOCK};
@@ -68,14 +68,23 @@ struct HalfKernels {
 
 /// Device addresses of a half field's integers and norms, offset to the parity block at
 /// complex index `off` (a multiple of 12 Vh).
-fn half_addr(f: &DeviceSpinor, stream: &CudaStream, off: usize) -> Option<(u64, u64)> {
+fn half_addr(f: &DeviceSpinor, stream: &CudaStream, off: usize) -> Result<(u64, u64)> {
     match &f.data {
-        DeviceData::Half { q, norm } => Some((
+        DeviceData::Half { q, norm } => Ok((
             dptr(q, stream) + 4 * off as u64,
             dptr(norm, stream) + 4 * (off / 12) as u64,
         )),
-        _ => None,
+        _ => Err(Error::internal(format!(
+            "a half-precision kernel was given a {:?} field",
+            f.layout
+        ))),
     }
+}
+
+/// The value an `ensure_*` call has just made, or an internal error naming it.
+fn made<'a, T>(v: &'a Option<T>, what: &str) -> Result<&'a T> {
+    v.as_ref()
+        .ok_or_else(|| Error::internal(format!("{what} was not made on first use")))
 }
 
 /// Device address of a field's data and its bytes per complex number.
@@ -196,7 +205,10 @@ impl FastStencil {
             let b = core.ledger.book(Purpose::SchurTemporary, (n * 4) as u64);
             self.tmp_norm = Some((t, b));
         }
-        Ok(dptr(&self.tmp_norm.as_ref().unwrap().0, &stream))
+        Ok(dptr(
+            &made(&self.tmp_norm, "the Schur temporary's norms")?.0,
+            &stream,
+        ))
     }
 
     /// The odd temporary of the Schur operator (made on first use), for either precision.
@@ -210,7 +222,7 @@ impl FastStencil {
             let b = core.ledger.book(Purpose::SchurTemporary, (n * 8) as u64);
             self.tmp = Some((t, b));
         }
-        Ok(dptr(&self.tmp.as_ref().unwrap().0, &stream))
+        Ok(dptr(&made(&self.tmp, "the Schur temporary")?.0, &stream))
     }
 
     /// The stencil function and link address of a precision (single built if needed).
@@ -224,13 +236,14 @@ impl FastStencil {
             Precision::Double => Ok((self.stencil_d.clone(), dptr(&self.links, &stream))),
             Precision::Single => {
                 self.ensure_single(core)?;
-                let (f, l, _) = self.single.as_ref().unwrap();
+                let (f, l, _) = made(&self.single, "the single-precision stencil")?;
                 Ok((f.clone(), dptr(l, &stream)))
             }
             Precision::Half => {
                 self.ensure_half(core)?;
-                let (_, l, _) = self.single.as_ref().unwrap();
-                Ok((self.half.clone().unwrap(), dptr(l, &stream)))
+                let (_, l, _) = made(&self.single, "the single-precision links")?;
+                let f = made(&self.half, "the half-precision stencil")?;
+                Ok((f.clone(), dptr(l, &stream)))
             }
         }
     }
@@ -337,8 +350,8 @@ impl FastStencil {
         let cfg = cfg_1d(sites, BLAS_BLOCK, 0);
         match (src.layout.precision, dst.layout.precision) {
             (Precision::Half, Precision::Half) => {
-                let (sq, sn) = half_addr(src, &stream, src_off).unwrap();
-                let (dq, dn) = half_addr(dst, &stream, dst_off).unwrap();
+                let (sq, sn) = half_addr(src, &stream, src_off)?;
+                let (dq, dn) = half_addr(dst, &stream, dst_off)?;
                 let p = core.gpu.begin()?;
                 for (d, s, bytes) in [(dq, sq, 4 * n), (dn, sn, 4 * sites)] {
                     // SAFETY: both ranges lie inside live allocations of this context
@@ -352,7 +365,7 @@ impl FastStencil {
             }
             (Precision::Double, Precision::Half) => {
                 let s = addr(src, &stream).0 + 16 * src_off as u64;
-                let (dq, dn) = half_addr(dst, &stream, dst_off).unwrap();
+                let (dq, dn) = half_addr(dst, &stream, dst_off)?;
                 launch!(
                     core.gpu,
                     Kernel::Half(HalfOp::FromDouble),
@@ -364,7 +377,7 @@ impl FastStencil {
                 Ok(())
             }
             (Precision::Half, Precision::Double) => {
-                let (sq, sn) = half_addr(src, &stream, src_off).unwrap();
+                let (sq, sn) = half_addr(src, &stream, src_off)?;
                 let d = addr(dst, &stream).0 + 16 * dst_off as u64;
                 launch!(
                     core.gpu,
@@ -396,8 +409,8 @@ impl FastStencil {
         y: &mut DeviceSpinor,
     ) -> Result<()> {
         let stream = core.gpu.stream.clone();
-        let (xq, xn) = half_addr(x, &stream, 0).unwrap();
-        let (yq, yn) = half_addr(y, &stream, 0).unwrap();
+        let (xq, xn) = half_addr(x, &stream, 0)?;
+        let (yq, yn) = half_addr(y, &stream, 0)?;
         let sites = x.len() / 12;
         let (ns, nvh) = (sites as i64, vh(core) as i64);
         let f = if op == HalfOp::Axpy {
@@ -419,8 +432,8 @@ impl FastStencil {
     /// (x|y) of half fields (x = y: (x|x) in re), by sites, summed in double.
     fn half_reduce(&mut self, core: &mut Core, x: &DeviceSpinor, y: &DeviceSpinor) -> Result<C64> {
         let stream = core.gpu.stream.clone();
-        let (xq, xn) = half_addr(x, &stream, 0).unwrap();
-        let (yq, yn) = half_addr(y, &stream, 0).unwrap();
+        let (xq, xn) = half_addr(x, &stream, 0)?;
+        let (yq, yn) = half_addr(y, &stream, 0)?;
         let sites = x.len() / 12;
         let (ns, nvh) = (sites as i64, vh(core) as i64);
         let norm = std::ptr::eq(x, y);
@@ -518,8 +531,8 @@ impl StencilImpl for FastStencil {
         })
     }
 
-    fn to_device_order(&self, lattice: &Lattice, canonical: &[f64], dst: &mut [f64]) {
-        spinor_to_soa(lattice, canonical, dst);
+    fn spinor_order(&self) -> SpinorOrder {
+        SpinorOrder::ParityMajor
     }
 
     fn to_canonical_order(
@@ -695,11 +708,7 @@ impl StencilImpl for FastStencil {
         if out.layout != inp.layout {
             return Err(mismatch("apply", out.layout, inp.layout));
         }
-        let want = if op.is_schur() {
-            Subset::Even
-        } else {
-            Subset::Full
-        };
+        let want = op.subset();
         if inp.layout.subset != want {
             return Err(Error::invalid(
                 "backend",

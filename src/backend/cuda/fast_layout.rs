@@ -166,6 +166,162 @@ pub(crate) fn links_chunk_to_soa(
     });
 }
 
+/// Checkerboard sites per task of the chunked spinor layout (`SpinorOrder::fill`,
+/// `SpinorOrder::scatter`).
+const SPINOR_BLOCK: usize = 2048;
+
+/// The order of a full double spinor field on the device, as the staged transfers of
+/// `Core::upload_spinor` and `Core::download_spinor` see it: the canonical [site][12
+/// complex] of the seed versions, or 3.0's parity-major rows (`spinor_index`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SpinorOrder {
+    Canonical,
+    ParityMajor,
+}
+
+/// A piece of a full double spinor field staged at once: the canonical sites `first..first
+/// + sites` (24 f64 each, contiguous on the host). For `ParityMajor` both bounds are even:
+/// the checkerboard sites `first / 2..(first + sites) / 2` of both parities, one segment of
+/// each of the 24 (parity, element) rows, staged as `[row][sites]` (row = p * 12 + k).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SpinorChunk {
+    pub first: usize,
+    pub sites: usize,
+}
+
+impl SpinorChunk {
+    /// f64 values the chunk stages.
+    pub fn values(&self) -> usize {
+        24 * self.sites
+    }
+
+    /// The chunk's part of the canonical field.
+    pub fn canonical_range(&self) -> std::ops::Range<usize> {
+        24 * self.first..24 * (self.first + self.sites)
+    }
+}
+
+impl SpinorOrder {
+    /// A field of `volume` sites cut into chunks of at most `max_values` f64 (but at least
+    /// one site, two for `ParityMajor`), in order. `ParityMajor` needs an even volume.
+    pub fn chunks(self, volume: usize, max_values: usize) -> Vec<SpinorChunk> {
+        let step = match self {
+            SpinorOrder::Canonical => (max_values / 24).max(1),
+            SpinorOrder::ParityMajor => {
+                assert!(
+                    volume.is_multiple_of(2),
+                    "a parity-major field of odd volume"
+                );
+                (max_values / 48).max(1) * 2
+            }
+        };
+        (0..volume)
+            .step_by(step)
+            .map(|first| SpinorChunk {
+                first,
+                sites: step.min(volume - first),
+            })
+            .collect()
+    }
+
+    /// Where the chunk goes in (or comes from in) the device array of a field of `volume`
+    /// sites, in staging order.
+    pub fn segments(self, volume: usize, chunk: &SpinorChunk) -> Vec<Segment> {
+        match self {
+            SpinorOrder::Canonical => vec![Segment {
+                dst: 24 * chunk.first,
+                len: chunk.values(),
+            }],
+            SpinorOrder::ParityMajor => {
+                let vh = volume / 2;
+                (0..24)
+                    .map(|row| Segment {
+                        dst: 2 * (row * vh + chunk.first / 2),
+                        len: chunk.sites,
+                    })
+                    .collect()
+            }
+        }
+    }
+
+    /// Lay the chunk of the canonical field out in a staging buffer (`segments` order), in
+    /// parallel. Copies only: the same bits for any thread count.
+    pub fn fill(self, l: &Lattice, canonical: &[f64], chunk: &SpinorChunk, buf: &mut [f64]) {
+        assert_eq!(buf.len(), chunk.values(), "spinor chunk size");
+        let src = &canonical[chunk.canonical_range()];
+        match self {
+            SpinorOrder::Canonical => buf
+                .par_chunks_mut(24 * SPINOR_BLOCK)
+                .zip(src.par_chunks(24 * SPINOR_BLOCK))
+                .for_each(|(b, s)| b.copy_from_slice(s)),
+            SpinorOrder::ParityMajor => {
+                let n = chunk.sites / 2;
+                if n == 0 {
+                    return;
+                }
+                // Segment b of every row goes to task b.
+                let blocks = n.div_ceil(SPINOR_BLOCK);
+                let mut tasks: Vec<Vec<&mut [f64]>> =
+                    (0..blocks).map(|_| Vec::with_capacity(24)).collect();
+                for r in buf.chunks_mut(2 * n) {
+                    for (b, seg) in r.chunks_mut(2 * SPINOR_BLOCK).enumerate() {
+                        tasks[b].push(seg);
+                    }
+                }
+                tasks.into_par_iter().enumerate().for_each(|(b, mut rows)| {
+                    let pairs = src[48 * b * SPINOR_BLOCK..].chunks_exact(48);
+                    for (j, pair) in pairs.take(rows[0].len() / 2).enumerate() {
+                        let s = chunk.first + 2 * (b * SPINOR_BLOCK + j);
+                        // Sites 2 cb and 2 cb + 1: one of each parity.
+                        let p0 = l.parity(s);
+                        for (h, site) in pair.chunks_exact(24).enumerate() {
+                            let p = p0 ^ h;
+                            for k in 0..12 {
+                                let row = &mut rows[p * 12 + k];
+                                row[2 * j] = site[2 * k];
+                                row[2 * j + 1] = site[2 * k + 1];
+                            }
+                        }
+                    }
+                });
+            }
+        }
+    }
+
+    /// The inverse of `fill`: a staging buffer holding the chunk (`segments` order) into
+    /// its sites of the canonical field, in parallel.
+    pub fn scatter(self, l: &Lattice, buf: &[f64], chunk: &SpinorChunk, canonical: &mut [f64]) {
+        assert_eq!(buf.len(), chunk.values(), "spinor chunk size");
+        let dst = &mut canonical[chunk.canonical_range()];
+        match self {
+            SpinorOrder::Canonical => dst
+                .par_chunks_mut(24 * SPINOR_BLOCK)
+                .zip(buf.par_chunks(24 * SPINOR_BLOCK))
+                .for_each(|(d, b)| d.copy_from_slice(b)),
+            SpinorOrder::ParityMajor => {
+                let n = chunk.sites / 2;
+                dst.par_chunks_mut(48 * SPINOR_BLOCK)
+                    .enumerate()
+                    .for_each(|(b, d)| {
+                        for (j, pair) in d.chunks_exact_mut(48).enumerate() {
+                            let cb = b * SPINOR_BLOCK + j;
+                            let s = chunk.first + 2 * cb;
+                            let p0 = l.parity(s);
+                            for (h, site) in pair.chunks_exact_mut(24).enumerate() {
+                                let p = p0 ^ h;
+                                for k in 0..12 {
+                                    let i = 2 * ((p * 12 + k) * n + cb);
+                                    site[2 * k] = buf[i];
+                                    site[2 * k + 1] = buf[i + 1];
+                                }
+                            }
+                        }
+                    });
+            }
+        }
+    }
+}
+
 /// Refuse a lattice 3.0 cannot lay out by parity.
 pub(crate) fn check_even_lattice(l: &Lattice) -> Result<()> {
     let parity_offset: usize = l.offset.iter().sum();
@@ -183,7 +339,9 @@ pub(crate) fn check_even_lattice(l: &Lattice) -> Result<()> {
 
 /// Canonical [site][12 complex] (as f64 pairs) to 3.0's parity-major full field, in
 /// parallel: each task writes one block of one (parity, element) row, reading the sites'
-/// elements (copies only: the same bits for any thread count).
+/// elements (copies only: the same bits for any thread count). The backend stages chunks
+/// instead (`SpinorOrder::fill`); this whole-field form is the tests' reference.
+#[cfg_attr(not(test), allow(dead_code))]
 pub(crate) fn spinor_to_soa(l: &Lattice, canonical: &[f64], soa: &mut [f64]) {
     let vh = l.volume() / 2;
     assert_eq!(canonical.len(), 48 * vh, "canonical spinor size");
@@ -453,6 +611,170 @@ mod tests {
                     .all(|(a, b)| a.to_bits() == b.to_bits()));
             }
         }
+    }
+
+    /// A staged upload then download of `canonical` in `order` with chunks of at most
+    /// `max_values` (as the device would see them: every segment copied from and to the
+    /// staging buffer), checking that the device array is `expect` (bit for bit, each value
+    /// written once) and that the download gives `canonical` back.
+    fn stage_round_trip(
+        l: &Lattice,
+        order: SpinorOrder,
+        canonical: &[f64],
+        expect: &[f64],
+        max_values: usize,
+    ) {
+        let v = l.volume();
+        let what = format!("{:?} {order:?} max {max_values}", l.dims);
+        let chunks = order.chunks(v, max_values);
+        // The chunks tile the sites in order, whole sites (pairs for parity-major).
+        let mut next = 0;
+        for c in &chunks {
+            assert_eq!(c.first, next, "{what}");
+            assert!(c.sites > 0, "{what}");
+            let min = if order == SpinorOrder::ParityMajor {
+                48
+            } else {
+                24
+            };
+            assert!(c.values() <= max_values.max(min), "{what}");
+            if order == SpinorOrder::ParityMajor {
+                assert!(c.first % 2 == 0 && c.sites % 2 == 0, "{what}");
+            }
+            next += c.sites;
+        }
+        assert_eq!(next, v, "{what}");
+        let mut device = vec![f64::NAN; 24 * v];
+        let mut written = vec![0u8; 24 * v];
+        for c in &chunks {
+            let mut staging = vec![f64::NAN; c.values()];
+            order.fill(l, canonical, c, &mut staging);
+            let mut at = 0;
+            for s in order.segments(v, c) {
+                device[s.dst..s.dst + s.len].copy_from_slice(&staging[at..at + s.len]);
+                written[s.dst..s.dst + s.len]
+                    .iter_mut()
+                    .for_each(|w| *w += 1);
+                at += s.len;
+            }
+            assert_eq!(
+                at,
+                staging.len(),
+                "{what}: the segments use the whole chunk"
+            );
+        }
+        assert!(written.iter().all(|&w| w == 1), "{what}: each value once");
+        assert!(
+            device
+                .iter()
+                .zip(expect)
+                .all(|(a, b)| a.to_bits() == b.to_bits()),
+            "{what}: upload"
+        );
+        let mut back = vec![f64::NAN; 24 * v];
+        for c in &chunks {
+            let mut staging = vec![f64::NAN; c.values()];
+            let mut at = 0;
+            for s in order.segments(v, c) {
+                staging[at..at + s.len].copy_from_slice(&device[s.dst..s.dst + s.len]);
+                at += s.len;
+            }
+            order.scatter(l, &staging, c, &mut back);
+        }
+        assert!(
+            back.iter()
+                .zip(canonical)
+                .all(|(a, b)| a.to_bits() == b.to_bits()),
+            "{what}: download"
+        );
+    }
+
+    #[test]
+    fn staged_spinor_chunks_are_the_whole_field_permutations() {
+        // Small lattices with tiny chunks (one site pair, uneven last chunks), a sub-lattice
+        // whose global offset flips the parities, and 8x8x8x36 (vh = 9216: several
+        // SPINOR_BLOCKs per chunk row, the last one partial) with chunks that end mid-block.
+        let mut shifted = lat([4, 2, 6, 2]);
+        shifted.offset = [1, 0, 0, 1];
+        let mut odd_shift = lat([2, 4, 2, 2]);
+        odd_shift.offset = [1, 0, 0, 0];
+        let lattices = [lat([2, 2, 2, 2]), lat([4, 2, 2, 6]), shifted, odd_shift];
+        for l in &lattices {
+            let v = l.volume();
+            let canonical: Vec<f64> = (0..24 * v).map(|k| k as f64 + 0.25).collect();
+            let mut soa = vec![f64::NAN; 24 * v];
+            spinor_to_soa(l, &canonical, &mut soa);
+            for max_values in [1, 48, 24 * 5, 24 * 14, 24 * (v - 2), 24 * v, usize::MAX / 2] {
+                stage_round_trip(l, SpinorOrder::ParityMajor, &canonical, &soa, max_values);
+                stage_round_trip(
+                    l,
+                    SpinorOrder::Canonical,
+                    &canonical,
+                    &canonical,
+                    max_values,
+                );
+            }
+        }
+        // The seed versions' order takes any volume, odd included.
+        let l = lat([3, 3, 1, 1]);
+        let canonical: Vec<f64> = (0..24 * 9).map(|k| -(k as f64)).collect();
+        for max_values in [1, 24 * 2, 24 * 4, 24 * 9] {
+            stage_round_trip(
+                &l,
+                SpinorOrder::Canonical,
+                &canonical,
+                &canonical,
+                max_values,
+            );
+        }
+        let l = lat([8, 8, 8, 36]);
+        let v = l.volume();
+        let canonical: Vec<f64> = (0..24 * v).map(|k| (k as f64).sin()).collect();
+        let mut serial = vec![f64::NAN; 24 * v];
+        spinor_to_soa_serial(&l, &canonical, &mut serial);
+        for threads in [1, 4] {
+            pool(threads).install(|| {
+                for max_values in [24 * 5000, 48 * (SPINOR_BLOCK + 7), usize::MAX / 2] {
+                    stage_round_trip(
+                        &l,
+                        SpinorOrder::ParityMajor,
+                        &canonical,
+                        &serial,
+                        max_values,
+                    );
+                    stage_round_trip(
+                        &l,
+                        SpinorOrder::Canonical,
+                        &canonical,
+                        &canonical,
+                        max_values,
+                    );
+                }
+            });
+        }
+    }
+
+    #[test]
+    fn spinor_chunks_fill_their_staging_size() {
+        // 64 MiB of staging on 48^3x96: whole site pairs, 24 rows of 349524 values.
+        let (v, max) = (48 * 48 * 48 * 96, (64 << 20) / 8);
+        let chunks = SpinorOrder::ParityMajor.chunks(v, max);
+        assert_eq!(chunks[0].sites, 349524);
+        assert!(chunks[0].values() <= max);
+        assert_eq!(chunks.len(), v.div_ceil(349524));
+        let segs = SpinorOrder::ParityMajor.segments(v, &chunks[1]);
+        assert_eq!(segs.len(), 24);
+        assert_eq!(
+            segs[0],
+            Segment {
+                dst: 349524,
+                len: 349524
+            }
+        );
+        assert_eq!(segs[13].dst, 2 * (13 * v / 2) + 349524);
+        // One chunk when the field fits.
+        assert_eq!(SpinorOrder::Canonical.chunks(10, 240).len(), 1);
+        assert_eq!(SpinorOrder::Canonical.chunks(10, 239).len(), 2);
     }
 
     #[test]

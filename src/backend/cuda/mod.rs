@@ -61,6 +61,21 @@ pub use device::{
     host_upload_paths, stream_on, triad_bandwidth, upload_bandwidth, DeviceInfo, HostUploadPaths,
 };
 pub use field::DeviceSpinor;
+
+/// Open GPU `opts.device` and compile what a backend with `opts` will need for a solve in
+/// `precision` (`fused`: with the fused CR), on background threads (`device::warm_up`):
+/// the caller overlaps this with its own work and joins the handle before building the
+/// backend. None without a driver.
+pub fn warm_up(
+    opts: &CudaOptions,
+    precision: crate::backend::Precision,
+    fused: bool,
+) -> Option<std::thread::JoinHandle<()>> {
+    device::warm_up(
+        opts.device,
+        stencil::programs_for(opts.version, opts.reconstruct, precision, fused),
+    )
+}
 pub use halo::{HaloTimings, PeerCopies};
 pub use link_upload::{LinkUpload, LINK_UPLOAD_ENV};
 pub use stencil::compile_all_kernels;

@@ -53,25 +53,18 @@ impl Space for CudaBackend {
         field.layout
     }
 
+    /// Staged: chunks laid out on the host while the previous ones are copied
+    /// (`Core::upload_spinor`).
     fn upload(&mut self, host: &SpinorField) -> Result<DeviceSpinor> {
         self.core.check_len(host.data.len(), "source")?;
         let mut field = self.alloc()?;
-        let stream = self.core.gpu.stream.clone();
-        let lattice = self.core.lattice.clone();
-        let pinned = self.core.staging()?;
-        let dst = pinned.as_mut_slice().map_err(err("pinned memory"))?;
-        self.stencil
-            .to_device_order(&lattice, as_f64(&host.data), dst);
-        stream
-            .memcpy_htod(&*pinned, field.double_mut()?)
-            .map_err(err("uploading a spinor field"))?;
-        // The staging buffer is reused: wait until the copy has read it.
-        stream
-            .synchronize()
-            .map_err(err("uploading a spinor field"))?;
+        let order = self.stencil.spinor_order();
+        self.core
+            .upload_spinor(order, as_f64(&host.data), field.double_mut()?)?;
         Ok(field)
     }
 
+    /// Full double fields staged (`Core::download_spinor`), the other layouts read whole.
     fn download(&mut self, field: &DeviceSpinor) -> Result<SpinorField> {
         let mut host = SpinorField::zeros(self.core.lattice.volume());
         if field.layout != Layout::FULL {
@@ -87,19 +80,9 @@ impl Space for CudaBackend {
             return Ok(host);
         }
         self.core.check_len(field.len(), "field")?;
-        let stream = self.core.gpu.stream.clone();
-        let pinned = self.core.staging()?;
-        stream
-            .memcpy_dtoh(field.double()?, &mut *pinned)
-            .map_err(err("downloading a spinor field"))?;
-        stream
-            .synchronize()
-            .map_err(err("downloading a spinor field"))?;
-        let lattice = self.core.lattice.clone();
-        let pinned = self.core.staging()?;
-        let src = pinned.as_slice().map_err(err("pinned memory"))?;
-        self.stencil
-            .to_canonical_order(&lattice, src, as_f64_mut(&mut host.data), None);
+        let order = self.stencil.spinor_order();
+        self.core
+            .download_spinor(order, field.double()?, as_f64_mut(&mut host.data))?;
         Ok(host)
     }
 

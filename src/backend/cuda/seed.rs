@@ -7,6 +7,7 @@
 
 use super::core::Core;
 use super::device::err;
+use super::fast_layout::SpinorOrder;
 use super::field::{DeviceData, DeviceSpinor};
 use super::fused::DeviceCrState;
 use super::kernels::Kernel;
@@ -92,8 +93,8 @@ impl StencilImpl for SeedStencil {
         })
     }
 
-    fn to_device_order(&self, _lattice: &Lattice, canonical: &[f64], dst: &mut [f64]) {
-        dst.copy_from_slice(canonical);
+    fn spinor_order(&self) -> SpinorOrder {
+        SpinorOrder::Canonical
     }
 
     fn to_canonical_order(

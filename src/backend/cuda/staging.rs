@@ -1,14 +1,20 @@
-//! Host-to-device uploads through two small pinned staging buffers (issue 13, item 4):
-//! the host lays chunk k out in one buffer (in parallel, in the device's order) while the
-//! copy engine reads chunk k - 1 from the other, so the layout and the transfer overlap
-//! and no pinned buffer the size of the field is ever allocated (pinning gigabytes costs
-//! more than copying them). The buffers are ordinary cached pinned memory: a chunk is
-//! written as several interleaved rows, which write-combined memory punishes.
+//! Host-device transfers through two small pinned staging buffers (issue 13, item 4).
+//! Uploads: the host lays chunk k out in one buffer (in parallel, in the device's order)
+//! while the copy engine reads chunk k - 1 from the other, so the layout and the transfer
+//! overlap and no pinned buffer the size of the field is ever allocated (pinning gigabytes
+//! costs more than copying them). Downloads are the mirror: the copies of chunk k + 1 run
+//! into one buffer while the host scatters chunk k from the other. The gauge links pin
+//! their buffers for the one upload at construction (`upload_staged`); the spinor
+//! transfers keep theirs in `Core` (`Core::upload_spinor`, `Core::download_spinor`). The
+//! buffers are ordinary cached pinned memory: a chunk is written (or read) as several
+//! interleaved rows, which write-combined memory punishes.
 
 use super::device::err;
 use super::fast_layout::Segment;
 use crate::error::{Error, Result};
-use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtrMut};
+use cudarc::driver::{
+    CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, PinnedHostSlice,
+};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -27,81 +33,440 @@ pub(crate) struct StagedTimes {
     pub bytes: u64,
 }
 
-/// Upload `chunks` into `dst`: chunk k is `fill(k, buffer)` written into the first
-/// `sum(len)` values of a staging buffer, then copied segment by segment (back to back in
-/// the buffer) to offsets `dst` of the device array. Every segment must lie inside `dst`.
+/// The pinned staging buffers of staged transfers (two, or one when a single chunk is
+/// ever staged), each of `values` f64: made per call by `upload_staged`, or kept for reuse
+/// (`Core::staging`, the spinor transfers).
+pub(crate) struct StagingBuffers {
+    buffers: Vec<PinnedHostSlice<f64>>,
+    values: usize,
+    /// Milliseconds spent pinning them.
+    pub pin_ms: f64,
+}
+
+impl StagingBuffers {
+    /// `count` (1 or 2) buffers of `values` f64 each.
+    pub fn new(ctx: &Arc<CudaContext>, values: usize, count: usize) -> Result<Self> {
+        let t = Instant::now();
+        let buffers = (0..count.clamp(1, 2))
+            // SAFETY: each buffer's values are written (by the host, or by a copy from the
+            // device) before they are read. Flags 0: cached (see the module documentation).
+            .map(|_| unsafe { ctx.alloc_pinned_with_flags::<f64>(values, 0) })
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(err("allocating the pinned staging buffers"))?;
+        Ok(StagingBuffers {
+            buffers,
+            values,
+            pin_ms: 1e3 * t.elapsed().as_secs_f64(),
+        })
+    }
+
+    /// f64 values of each buffer.
+    pub fn values(&self) -> usize {
+        self.values
+    }
+
+    /// The buffers as host slices. Only raw asynchronous copies touch them, so the
+    /// synchronisation `as_mut_slice` does on their (never recorded) events costs nothing;
+    /// the transfers order the host's accesses against the copies by stream
+    /// synchronisation.
+    fn slices(&mut self) -> Result<Vec<&mut [f64]>> {
+        self.buffers
+            .iter_mut()
+            .map(|p| p.as_mut_slice())
+            .collect::<std::result::Result<_, _>>()
+            .map_err(err("pinned memory"))
+    }
+
+    /// Refuse chunks larger than a buffer, or segments outside a device array of `len`.
+    fn check(&self, chunks: &[Vec<Segment>], len: usize) -> Result<Vec<usize>> {
+        check_chunks(self.values, chunks, len)
+    }
+}
+
+/// The values of each chunk, or an internal error when one exceeds `values` (a staging
+/// buffer) or a segment runs past a device array of `len`.
+fn check_chunks(values: usize, chunks: &[Vec<Segment>], len: usize) -> Result<Vec<usize>> {
+    let sizes: Vec<usize> = chunks
+        .iter()
+        .map(|c| c.iter().map(|s| s.len).sum())
+        .collect();
+    if let Some(&big) = sizes.iter().find(|&&n| n > values) {
+        return Err(Error::internal(format!(
+            "a staged chunk of {big} values does not fit staging buffers of {values}"
+        )));
+    }
+    if let Some(s) = chunks.iter().flatten().find(|s| s.dst + s.len > len) {
+        return Err(Error::internal(format!(
+            "a staged segment ({} values at {}) runs past its device array of {len}",
+            s.len, s.dst
+        )));
+    }
+    Ok(sizes)
+}
+
+/// Upload `chunks` into `dst` through two pinned buffers pinned for this call (sized for
+/// the largest chunk, one when there is a single chunk): see `upload_through`. The pinning
+/// is `pin_ms`.
 pub(crate) fn upload_staged(
     ctx: &Arc<CudaContext>,
     stream: &Arc<CudaStream>,
     dst: &mut CudaSlice<f64>,
     chunks: &[Vec<Segment>],
-    mut fill: impl FnMut(usize, &mut [f64]),
+    fill: impl FnMut(usize, &mut [f64]),
 ) -> Result<StagedTimes> {
-    let mut times = StagedTimes::default();
-    let sizes: Vec<usize> = chunks
+    let largest = chunks
         .iter()
-        .map(|c| c.iter().map(|s| s.len).sum())
-        .collect();
-    let largest = sizes.iter().copied().max().unwrap_or(0);
+        .map(|c| c.iter().map(|s| s.len).sum::<usize>())
+        .max()
+        .unwrap_or(0);
     if largest == 0 {
-        return Ok(times);
+        return Ok(StagedTimes::default());
     }
-    if let Some(s) = chunks.iter().flatten().find(|s| s.dst + s.len > dst.len()) {
-        return Err(Error::internal(format!(
-            "a staged segment ({} values at {}) runs past its device array of {}",
-            s.len,
-            s.dst,
-            dst.len()
-        )));
-    }
-    let t = Instant::now();
-    let buffers = if chunks.len() > 1 { 2 } else { 1 };
-    let mut pinned = (0..buffers)
-        // SAFETY: each buffer's values are written by `fill` before a copy reads them.
-        // Flags 0: cached (see the module documentation).
-        .map(|_| unsafe { ctx.alloc_pinned_with_flags::<f64>(largest, 0) })
-        .collect::<std::result::Result<Vec<_>, _>>()
-        .map_err(err("allocating the pinned staging buffers"))?;
-    let mut host: Vec<&mut [f64]> = pinned
-        .iter_mut()
-        .map(|p| p.as_mut_slice())
-        .collect::<std::result::Result<_, _>>()
-        .map_err(err("pinned memory"))?;
-    times.pin_ms = 1e3 * t.elapsed().as_secs_f64();
+    let count = if chunks.len() > 1 { 2 } else { 1 };
+    let mut buffers = StagingBuffers::new(ctx, largest, count)?;
+    let mut times = upload_through(&mut buffers, stream, dst, chunks, fill)?;
+    times.pin_ms = buffers.pin_ms;
+    Ok(times)
+}
+
+/// Upload `chunks` into `dst` through `buffers`: chunk k is `fill(k, buffer)` written into
+/// the first `sum(len)` values of a staging buffer, then copied segment by segment (back to
+/// back in the buffer) to offsets `dst` of the device array, while the host fills chunk k +
+/// 1 into the other buffer. Every segment must lie inside `dst` and every chunk fit a
+/// buffer. Returns when every copy is done (`pin_ms` 0).
+pub(crate) fn upload_through(
+    buffers: &mut StagingBuffers,
+    stream: &Arc<CudaStream>,
+    dst: &mut CudaSlice<f64>,
+    chunks: &[Vec<Segment>],
+    fill: impl FnMut(usize, &mut [f64]),
+) -> Result<StagedTimes> {
+    let sizes = buffers.check(chunks, dst.len())?;
+    let host = buffers.slices()?;
     let (base, _sync) = dst.device_ptr_mut(stream);
-    for (k, (segments, &size)) in chunks.iter().zip(&sizes).enumerate() {
-        let buf = &mut host[k % buffers][..size];
+    let mut engine = StreamCopies {
+        host,
+        stream,
+        base,
+        upload: true,
+        times: StagedTimes::default(),
+    };
+    upload_pipeline(&mut engine, chunks, &sizes, fill)?;
+    Ok(engine.times)
+}
+
+/// The mirror of `upload_through`: chunk k's segments of `src` (offsets `dst` of the device
+/// array, read back to back into a staging buffer) are handed to `scatter(k, buffer)`
+/// while the copies of chunk k + 1 run into the other buffer. Returns when every chunk has
+/// been scattered (`fill_ms` is the scattering, `pin_ms` 0).
+pub(crate) fn download_through(
+    buffers: &mut StagingBuffers,
+    stream: &Arc<CudaStream>,
+    src: &CudaSlice<f64>,
+    chunks: &[Vec<Segment>],
+    scatter: impl FnMut(usize, &[f64]),
+) -> Result<StagedTimes> {
+    let sizes = buffers.check(chunks, src.len())?;
+    let host = buffers.slices()?;
+    let (base, _sync) = src.device_ptr(stream);
+    let mut engine = StreamCopies {
+        host,
+        stream,
+        base,
+        upload: false,
+        times: StagedTimes::default(),
+    };
+    download_pipeline(&mut engine, chunks, &sizes, scatter)?;
+    Ok(engine.times)
+}
+
+/// What the pipelines drive: one or two staging buffers and asynchronous copies between
+/// them and a device array, in one queue. A CUDA stream (`StreamCopies`), or in the tests
+/// a simulation that runs the queued copies only at `wait`, so that a host access the
+/// ordering does not protect reads or writes the wrong values.
+trait CopyEngine {
+    /// Staging buffers: 1 or 2.
+    fn count(&self) -> usize;
+    fn buffer(&mut self, i: usize) -> &mut [f64];
+    /// Queue the copies of `segments`, back to back from the start of buffer `i`.
+    fn queue(&mut self, i: usize, segments: &[Segment]) -> Result<()>;
+    /// Wait for every queued copy.
+    fn wait(&mut self) -> Result<()>;
+    /// Time spent laying out or scattering on the host, milliseconds.
+    fn add_host_ms(&mut self, ms: f64);
+}
+
+/// Chunk k filled into buffer k % count while chunk k - 1's copies run from the other.
+fn upload_pipeline(
+    e: &mut impl CopyEngine,
+    chunks: &[Vec<Segment>],
+    sizes: &[usize],
+    mut fill: impl FnMut(usize, &mut [f64]),
+) -> Result<()> {
+    let count = e.count();
+    for (k, (segments, &size)) in chunks.iter().zip(sizes).enumerate() {
+        if count == 1 {
+            // One buffer: the previous chunk's copies must have read it.
+            e.wait()?;
+        }
         let t = Instant::now();
-        fill(k, buf);
-        times.fill_ms += 1e3 * t.elapsed().as_secs_f64();
+        fill(k, &mut e.buffer(k % count)[..size]);
+        e.add_host_ms(1e3 * t.elapsed().as_secs_f64());
         // The copies of chunk k - 1 may still run (from the other buffer); those of chunk
         // k - 2, which read this buffer, were waited for before chunk k - 1 was queued.
+        e.wait()?;
+        e.queue(k % count, segments)?;
+    }
+    e.wait()
+}
+
+/// Chunk k scattered from buffer k % count while chunk k + 1's copies run into the other.
+fn download_pipeline(
+    e: &mut impl CopyEngine,
+    chunks: &[Vec<Segment>],
+    sizes: &[usize],
+    mut scatter: impl FnMut(usize, &[f64]),
+) -> Result<()> {
+    let count = e.count();
+    if let Some(first) = chunks.first() {
+        e.queue(0, first)?;
+    }
+    for k in 0..chunks.len() {
+        // Only chunk k's copies are queued: after this its buffer is complete.
+        e.wait()?;
+        let next = chunks.get(k + 1);
+        if let (Some(next), 2) = (next, count) {
+            // Into the other buffer, scattered (and so free) in iteration k - 1.
+            e.queue((k + 1) % 2, next)?;
+        }
         let t = Instant::now();
-        stream
-            .synchronize()
-            .map_err(err("waiting for a staged copy"))?;
-        times.wait_ms += 1e3 * t.elapsed().as_secs_f64();
-        let mut at = 0;
-        for s in segments {
-            let src = &buf[at..at + s.len];
-            // SAFETY: the destination range lies inside `dst` (checked above); the source
-            // is pinned and not written again until the stream has been synchronised.
-            unsafe {
-                cudarc::driver::result::memcpy_htod_async(
-                    base + (s.dst * 8) as u64,
-                    src,
-                    stream.cu_stream(),
-                )
-            }
-            .map_err(err("uploading a staged chunk"))?;
-            at += s.len;
-            times.bytes += (s.len * 8) as u64;
+        scatter(k, &e.buffer(k % count)[..sizes[k]]);
+        e.add_host_ms(1e3 * t.elapsed().as_secs_f64());
+        if let (Some(next), 1) = (next, count) {
+            e.queue(0, next)?;
         }
     }
-    let t = Instant::now();
-    stream
-        .synchronize()
-        .map_err(err("waiting for a staged copy"))?;
-    times.wait_ms += 1e3 * t.elapsed().as_secs_f64();
-    Ok(times)
+    Ok(())
+}
+
+/// The pipelines' copies on a CUDA stream between pinned buffers and the device array at
+/// `base`, host to device (`upload`) or back.
+struct StreamCopies<'a> {
+    host: Vec<&'a mut [f64]>,
+    stream: &'a CudaStream,
+    base: cudarc::driver::sys::CUdeviceptr,
+    upload: bool,
+    times: StagedTimes,
+}
+
+impl CopyEngine for StreamCopies<'_> {
+    fn count(&self) -> usize {
+        self.host.len()
+    }
+
+    fn buffer(&mut self, i: usize) -> &mut [f64] {
+        self.host[i]
+    }
+
+    fn queue(&mut self, i: usize, segments: &[Segment]) -> Result<()> {
+        let mut at = 0;
+        for s in segments {
+            let host = &mut self.host[i][at..at + s.len];
+            let device = self.base + (s.dst * 8) as u64;
+            // SAFETY: the device range lies inside the array (`StagingBuffers::check`);
+            // the host range is pinned, and the pipelines touch it again only after a
+            // `wait` has seen this copy finish.
+            let r = unsafe {
+                if self.upload {
+                    cudarc::driver::result::memcpy_htod_async(device, host, self.stream.cu_stream())
+                } else {
+                    cudarc::driver::result::memcpy_dtoh_async(host, device, self.stream.cu_stream())
+                }
+            };
+            r.map_err(err(if self.upload {
+                "uploading a staged chunk"
+            } else {
+                "downloading a staged chunk"
+            }))?;
+            at += s.len;
+            self.times.bytes += (s.len * 8) as u64;
+        }
+        Ok(())
+    }
+
+    fn wait(&mut self) -> Result<()> {
+        let t = Instant::now();
+        self.stream
+            .synchronize()
+            .map_err(err("waiting for a staged copy"))?;
+        self.times.wait_ms += 1e3 * t.elapsed().as_secs_f64();
+        Ok(())
+    }
+
+    fn add_host_ms(&mut self, ms: f64) {
+        self.times.fill_ms += ms;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Copies run at the two extremes a stream allows. Deferred: only at `wait`, reading
+    /// the host buffer then, so that a fill overwriting a buffer whose copies are still
+    /// queued, or a scatter reading one before its copies were waited for, gives wrong
+    /// values. Eager: at once, so that copies queued into a buffer the host has yet to
+    /// scatter overwrite it.
+    struct Simulated {
+        buffers: Vec<Vec<f64>>,
+        device: Vec<f64>,
+        upload: bool,
+        eager: bool,
+        queued: Vec<(usize, Vec<Segment>)>,
+        copies: usize,
+    }
+
+    impl Simulated {
+        fn run(&mut self) {
+            for (i, segments) in std::mem::take(&mut self.queued) {
+                let mut at = 0;
+                for s in segments {
+                    let (host, device) = (
+                        &mut self.buffers[i][at..at + s.len],
+                        &mut self.device[s.dst..s.dst + s.len],
+                    );
+                    if self.upload {
+                        device.copy_from_slice(host);
+                    } else {
+                        host.copy_from_slice(device);
+                    }
+                    at += s.len;
+                }
+                self.copies += 1;
+            }
+        }
+    }
+
+    impl CopyEngine for Simulated {
+        fn count(&self) -> usize {
+            self.buffers.len()
+        }
+
+        fn buffer(&mut self, i: usize) -> &mut [f64] {
+            &mut self.buffers[i]
+        }
+
+        fn queue(&mut self, i: usize, segments: &[Segment]) -> Result<()> {
+            self.queued.push((i, segments.to_vec()));
+            if self.eager {
+                self.run();
+            }
+            Ok(())
+        }
+
+        fn wait(&mut self) -> Result<()> {
+            self.run();
+            Ok(())
+        }
+
+        fn add_host_ms(&mut self, _: f64) {}
+    }
+
+    /// Chunks of `sizes` values, each split into two segments placed in reverse order in
+    /// a device array of their total.
+    fn chunks(sizes: &[usize]) -> Vec<Vec<Segment>> {
+        let total: usize = sizes.iter().sum();
+        let mut end = total;
+        sizes
+            .iter()
+            .map(|&n| {
+                let h = n / 2;
+                end -= n;
+                vec![
+                    Segment {
+                        dst: end + h,
+                        len: n - h,
+                    },
+                    Segment { dst: end, len: h },
+                ]
+            })
+            .collect()
+    }
+
+    /// The value at device offset i of the expected array of `chunks`: the chunk's own
+    /// index and position, so that a value of another chunk shows.
+    fn values(chunks: &[Vec<Segment>]) -> Vec<f64> {
+        let total: usize = chunks.iter().flatten().map(|s| s.len).sum();
+        let mut v = vec![f64::NAN; total];
+        for (k, c) in chunks.iter().enumerate() {
+            let mut at = 0;
+            for s in c {
+                for j in 0..s.len {
+                    v[s.dst + j] = (1000 * k + at + j) as f64;
+                }
+                at += s.len;
+            }
+        }
+        v
+    }
+
+    #[test]
+    fn the_pipelines_never_touch_a_buffer_whose_copies_are_queued() {
+        for sizes in [vec![], vec![7], vec![5, 5, 5, 3], vec![4, 6, 2, 6, 1]] {
+            let chunks = chunks(&sizes);
+            let expect = values(&chunks);
+            let largest = sizes.iter().copied().max().unwrap_or(0);
+            for (count, eager) in [(1, false), (2, false), (1, true), (2, true)] {
+                let mut e = Simulated {
+                    buffers: vec![vec![f64::NAN; largest]; count],
+                    device: vec![f64::NAN; expect.len()],
+                    upload: true,
+                    eager,
+                    queued: Vec::new(),
+                    copies: 0,
+                };
+                upload_pipeline(&mut e, &chunks, &sizes, |k, buf| {
+                    for (j, x) in buf.iter_mut().enumerate() {
+                        *x = (1000 * k + j) as f64;
+                    }
+                })
+                .unwrap();
+                assert!(e.queued.is_empty(), "every copy waited for");
+                assert_eq!(e.copies, sizes.len());
+                assert!(
+                    e.device
+                        .iter()
+                        .zip(&expect)
+                        .all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "upload {sizes:?} through {count}, eager {eager}"
+                );
+                // Back: every chunk scattered once, in order, with its own values.
+                e.upload = false;
+                e.copies = 0;
+                e.buffers.iter_mut().for_each(|b| b.fill(f64::NAN));
+                let mut seen = Vec::new();
+                download_pipeline(&mut e, &chunks, &sizes, |k, buf| {
+                    assert_eq!(buf.len(), sizes[k]);
+                    for (j, &x) in buf.iter().enumerate() {
+                        assert_eq!(
+                            x,
+                            (1000 * k + j) as f64,
+                            "download {sizes:?} through {count}, eager {eager}"
+                        );
+                    }
+                    seen.push(k);
+                })
+                .unwrap();
+                assert!(e.queued.is_empty(), "nothing queued after the last scatter");
+                assert_eq!(seen, (0..sizes.len()).collect::<Vec<_>>());
+            }
+        }
+    }
+
+    #[test]
+    fn oversized_chunks_and_stray_segments_are_refused() {
+        assert_eq!(check_chunks(8, &chunks(&[8, 3]), 11).unwrap(), vec![8, 3]);
+        assert!(check_chunks(8, &chunks(&[9]), 9).is_err());
+        assert!(check_chunks(8, &chunks(&[4, 4]), 7).is_err());
+    }
 }

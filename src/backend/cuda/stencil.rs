@@ -441,10 +441,42 @@ pub(crate) fn all_programs() -> Vec<Program> {
 pub fn compile_all_kernels(arch: &str) -> Result<Vec<(String, usize)>> {
     check_arch(arch)?;
     require_nvrtc()?;
+    // A check compiles: the on-disk PTX cache is not read.
+    super::compile::bypass_disk_cache();
     all_programs()
         .iter()
         .map(|p| Ok((p.label(), compile(p, arch)?.to_src().len())))
         .collect()
+}
+
+/// The programs a backend of `version` with these options compiles for a solve in
+/// `precision` (with the fused CR if `fused`): what `device::warm_up` compiles ahead.
+pub(crate) fn programs_for(
+    version: StencilVersion,
+    reconstruct: Reconstruct,
+    precision: crate::backend::Precision,
+    fused: bool,
+) -> Vec<Program> {
+    use super::compile::{BLAS1, LAYOUT, REDUCE};
+    use crate::backend::Precision;
+    let mut v = vec![
+        Program::plain(&BLAS1),
+        Program::plain(&REDUCE),
+        Program::plain(&LAYOUT),
+        program(version, reconstruct, false),
+    ];
+    if version == StencilVersion::V3_0 {
+        if precision != Precision::Double {
+            v.push(program(version, reconstruct, true));
+        }
+        if precision == Precision::Half {
+            v.push(v3_program(reconstruct, true, true));
+        }
+        if fused {
+            v.push(super::compile::cr_fused_program());
+        }
+    }
+    v
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@
 //! backend), its tune-cache kernel name and its own flop and byte counts.
 
 use super::core::Core;
+use super::fast_layout::SpinorOrder;
 use super::field::DeviceSpinor;
 use super::fused::DeviceCrState;
 use super::version::StencilVersion;
@@ -68,10 +69,12 @@ pub(crate) trait StencilImpl {
     /// A zeroed field of a layout this family holds (others are refused by the caller
     /// through `capabilities`).
     fn alloc(&mut self, core: &mut Core, layout: Layout) -> Result<DeviceSpinor>;
-    /// Canonical [site][12 complex] as f64 pairs to this family's full-field order.
-    fn to_device_order(&self, lattice: &Lattice, canonical: &[f64], dst: &mut [f64]);
-    /// The inverse; with `parity` Some(p) `src` is a half field of parity p and only
-    /// those sites of `canonical` are written.
+    /// This family's order of a full double field, which the staged uploads and
+    /// downloads map chunk by chunk to and from the canonical [site][12 complex].
+    fn spinor_order(&self) -> SpinorOrder;
+    /// A field read whole in this family's order (`Core::read_raw`: the layouts other
+    /// than full double) to the canonical order; with `parity` Some(p) `src` is a half
+    /// field of parity p and only those sites of `canonical` are written.
     fn to_canonical_order(
         &self,
         lattice: &Lattice,
