@@ -24,7 +24,7 @@
 #   the 48^3x96 whole process with its time line (empty tune cache, then filled).
 #   MODE=s7: issue 13 item 4 in session 7: the host, and the time lines with their steps of
 #   the seed problem and the 48^3x96 whole process (S7_LINKS: link-upload variants too;
-#   S7_ABLATE=1: the 3.0 ablation and floor).
+#   S7_ABLATE=1: the 3.0 ablation, floor and validation).
 #   MODE=memory: issue 13 item 3: the gpu-memory test target, then the main job
 #   at 48^3x96 and 64^3x128 (random gauge field, kernel 3.0, even-odd, single-double,
 #   12-real links; CR and BiCGStab), each with its device-memory estimate and books (the
@@ -138,7 +138,8 @@ elif [ "${MODE:-full}" = s7 ]; then
     # Issue 13 item 4 in session 7: the host (cores, memory, huge pages, disk), the seed
     # problem's and the 48^3x96 whole process's time lines with their timed steps (empty
     # tune cache, then filled; then the link-upload variants, if the binary has them).
-    # S7_ABLATE=1 adds the 3.0 ablation (pinned and host-copy bandwidths).
+    # S7_ABLATE=1 adds the 3.0 ablation (pinned and host-copy bandwidths), the floor and the
+    # 3.0 validation.
     nproc; free -g | head -2; lscpu | grep -E "Model name|^CPU\(s\)|Thread|Socket|NUMA node\(s\)"
     echo "THP: $(cat /sys/kernel/mm/transparent_hugepage/enabled)"; df -h /tmp | tail -1
     for i in 1 2; do
@@ -162,6 +163,7 @@ elif [ "${MODE:-full}" = s7 ]; then
     if [ -n "${S7_ABLATE:-}" ]; then
         step ablate-3.0 timeout 200 "$q" -q ablate configs/16x16x16x32.toml --kernels 3.0 --repeat 5 --out "$res/ablation-3.0"
         step floor-16 timeout 120 "$q" floor -q --dims 16,16,16,32 --repeat 200
+        step validate-3.0 timeout 150 "$q" validate configs/16x16x16x32.toml --kernel 3.0
     fi
 elif [ "${MODE:-full}" = memory ]; then
     # Issue 13 item 3: what 64^3x128 (33554432 sites) needs with every option (about 1345

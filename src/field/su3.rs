@@ -12,6 +12,7 @@ pub type Colour = [C64; 3];
 
 /// A 3x3 complex matrix, row-major: `m[row][col]`.
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[repr(transparent)]
 pub struct Su3(pub [[C64; 3]; 3]);
 
 impl Su3 {
