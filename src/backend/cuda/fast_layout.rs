@@ -35,7 +35,7 @@ pub(crate) fn stored_link(u: &Su3, elems: usize) -> [C64; 9] {
 /// Complex index of element e = row*3 + col of U_mu at checkerboard site cb of parity p
 /// in 3.0's link array of `elems` complex per link (what `links_to_soa` writes; the unit
 /// tests check both against the kernel's reads).
-#[cfg_attr(not(test), allow(dead_code))]
+#[cfg(test)]
 pub(crate) fn link_index(
     vh: usize,
     p: usize,
@@ -106,7 +106,7 @@ pub(crate) fn link_chunks(vh: usize, elems: usize, max_values: usize) -> Vec<Lin
 /// (no canonical copy on the device). `soa` holds 2 * 4 * elems * V values. Each parity's
 /// rows are one `LinkChunk` of all its sites. (The backend stages chunks instead; this
 /// whole-array form is the tests'.)
-#[cfg_attr(not(test), allow(dead_code))]
+#[cfg(test)]
 pub(crate) fn links_to_soa(gauge: &GaugeField, elems: usize, soa: &mut [f64]) {
     let vh = gauge.lattice.volume() / 2;
     assert_eq!(soa.len(), 2 * 2 * NDIM * elems * vh, "link array size");
@@ -341,7 +341,7 @@ pub(crate) fn check_even_lattice(l: &Lattice) -> Result<()> {
 /// parallel: each task writes one block of one (parity, element) row, reading the sites'
 /// elements (copies only: the same bits for any thread count). The backend stages chunks
 /// instead (`SpinorOrder::fill`); this whole-field form is the tests' reference.
-#[cfg_attr(not(test), allow(dead_code))]
+#[cfg(test)]
 pub(crate) fn spinor_to_soa(l: &Lattice, canonical: &[f64], soa: &mut [f64]) {
     let vh = l.volume() / 2;
     assert_eq!(canonical.len(), 48 * vh, "canonical spinor size");
