@@ -9,51 +9,15 @@
 //! stores) and 1e-5 for the single-precision (r|g5 D r), whose terms cancel (see there).
 
 use qcd_solve::backend::cpu::CpuBackend;
-use qcd_solve::backend::cuda::{
-    device_info, CudaBackend, CudaOptions, LinkUpload, Reconstruct, StencilVersion,
-};
+use qcd_solve::backend::cuda::{CudaBackend, CudaOptions, LinkUpload, Reconstruct, StencilVersion};
 use qcd_solve::backend::prelude::*;
 use qcd_solve::backend::{CrScalars, Layout, Operator, Precision, Subset};
 use qcd_solve::field::{GaugeField, SpinorField, C64};
-use qcd_solve::geometry::lattice::{Boundary, Lattice, DEFAULT_BOUNDARY};
+use qcd_solve::geometry::lattice::{Lattice, DEFAULT_BOUNDARY};
 use qcd_solve::Error;
 
-fn require_gpu() {
-    match device_info() {
-        Ok(info) => eprintln!("GPU: {} (sm_{}{})", info.name, info.cc.0, info.cc.1),
-        Err(e) => panic!("the gpu tests need an NVIDIA GPU with its driver and libnvrtc: {e}"),
-    }
-}
-
-const KAPPA: f64 = 0.124;
-
-/// The test lattices: antiperiodic t (the default) on 4x4x4x8, and 6x4x8x4 with
-/// antiperiodic t and x (the in-kernel phases in two directions).
-fn lattices() -> Vec<Lattice> {
-    let mut b = DEFAULT_BOUNDARY;
-    assert_eq!(b[3], Boundary::Antiperiodic);
-    let first = Lattice::new([4, 4, 4, 8], b).unwrap();
-    b[0] = Boundary::Antiperiodic;
-    vec![first, Lattice::new([6, 4, 8, 4], b).unwrap()]
-}
-
-fn gpu(gauge: &GaugeField, reconstruct: Reconstruct, block: usize) -> CudaBackend {
-    let opts = CudaOptions {
-        version: StencilVersion::V3_0,
-        coarse_block: block,
-        reconstruct,
-        ..CudaOptions::default()
-    };
-    CudaBackend::new(gauge, KAPPA, &opts).unwrap()
-}
-
-/// A field of `layout` holding `host`'s sites of that subset (upload, then convert).
-fn field<B: Backend>(b: &mut B, host: &SpinorField, layout: Layout) -> B::Field {
-    let full = b.upload(host).unwrap();
-    let mut f = b.alloc_layout(layout).unwrap();
-    b.convert(&mut f, &full).unwrap();
-    f
-}
+mod gpu_common;
+use gpu_common::{field, gpu, lattices, require_gpu, KAPPA};
 
 fn tol(p: Precision) -> f64 {
     match p {

@@ -16,53 +16,25 @@
 
 use qcd_solve::app::run::{build_problem, cpu_residual_of_d, solve_on, SolvePlan};
 use qcd_solve::backend::cpu::CpuBackend;
-use qcd_solve::backend::cuda::{
-    device_info, CudaBackend, CudaOptions, Reconstruct, StencilVersion,
-};
+use qcd_solve::backend::cuda::{CudaBackend, CudaOptions, Reconstruct, StencilVersion};
 use qcd_solve::backend::prelude::*;
 use qcd_solve::backend::{Layout, Operator, Precision, Subset};
 use qcd_solve::config::LoadedConfig;
 use qcd_solve::field::{GaugeField, SpinorField, C64};
-use qcd_solve::geometry::lattice::{Boundary, Lattice, DEFAULT_BOUNDARY};
+use qcd_solve::geometry::lattice::Lattice;
 use qcd_solve::linalg::half::MAX_SHORT;
 use qcd_solve::solver::StopReason;
 use std::path::PathBuf;
 
-fn require_gpu() {
-    match device_info() {
-        Ok(info) => eprintln!("GPU: {} (sm_{}{})", info.name, info.cc.0, info.cc.1),
-        Err(e) => panic!("the gpu tests need an NVIDIA GPU with its driver and libnvrtc: {e}"),
-    }
-}
+mod gpu_common;
+use gpu_common::{field, lattices, require_gpu, KAPPA};
 
-const KAPPA: f64 = 0.124;
 /// Steps of a site's norm an operator's output may be off (module comment).
 const OPERATOR_STEPS: f64 = 2.0;
 
-/// 4x4x4x8 (antiperiodic t) and 6x4x8x4 (antiperiodic t and x).
-fn lattices() -> Vec<Lattice> {
-    let mut b = DEFAULT_BOUNDARY;
-    assert_eq!(b[3], Boundary::Antiperiodic);
-    let first = Lattice::new([4, 4, 4, 8], b).unwrap();
-    b[0] = Boundary::Antiperiodic;
-    vec![first, Lattice::new([6, 4, 8, 4], b).unwrap()]
-}
-
+/// A 3.0 backend with block 64.
 fn gpu(gauge: &GaugeField, reconstruct: Reconstruct) -> CudaBackend {
-    let opts = CudaOptions {
-        version: StencilVersion::V3_0,
-        coarse_block: 64,
-        reconstruct,
-        ..CudaOptions::default()
-    };
-    CudaBackend::new(gauge, KAPPA, &opts).unwrap()
-}
-
-fn field<B: Backend>(b: &mut B, host: &SpinorField, layout: Layout) -> B::Field {
-    let full = b.upload(host).unwrap();
-    let mut f = b.alloc_layout(layout).unwrap();
-    b.convert(&mut f, &full).unwrap();
-    f
+    gpu_common::gpu(gauge, reconstruct, 64)
 }
 
 fn site_norm(s: &[C64]) -> f64 {
