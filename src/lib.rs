@@ -10,10 +10,11 @@
 //! - `backend`: the CPU and CUDA implementations of `linalg`'s space and Wilson kernels;
 //! - `linalg`: the vector space and linear operators; `dirac`: the CPU operators;
 //! - `io`, `gauge_gen`, `field`, `geometry`, and the small `rng`, `reduce`, `memory`,
-//!   `threads`, `error`.
+//!   `threads`, `error`, `clock` (the process clock and timed steps).
 
 pub mod app;
 pub mod backend;
+pub mod clock;
 pub mod comms;
 pub mod config;
 pub mod dirac;

@@ -401,7 +401,7 @@ fn staged_write(path: &Path, write: impl FnOnce(&File) -> std::io::Result<()>) -
     let result = (|| -> std::io::Result<()> {
         let file = File::create(&tmp)?;
         write(&file)?;
-        crate::report::timeline::timed("fsync", || file.sync_all())?;
+        crate::clock::timed("fsync", || file.sync_all())?;
         drop(file);
         std::fs::rename(&tmp, path)
     })();

@@ -9,61 +9,8 @@
 //! memory checks, the report's triad, building the report).
 
 use serde::Serialize;
-use std::sync::{Mutex, OnceLock};
-use std::time::Instant;
 
-static PROCESS_START: OnceLock<Instant> = OnceLock::new();
-static STEPS: Mutex<Vec<Step>> = Mutex::new(Vec::new());
-
-/// One timed step inside the phases (the report's `time.steps`): what ran, when it started
-/// (seconds since the process start) and how long it took. Steps can nest or overlap (a
-/// background warm-up beside the generation), so they do not sum to the total.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Step {
-    pub name: String,
-    pub start: f64,
-    pub seconds: f64,
-}
-
-/// Run `f` and record it as a step named `name` (also logged at info level).
-pub fn timed<T>(name: &str, f: impl FnOnce() -> T) -> T {
-    let start = process_seconds();
-    let t = Instant::now();
-    let out = f();
-    record(name, start, t.elapsed().as_secs_f64());
-    out
-}
-
-/// Record a step measured elsewhere.
-pub fn record(name: &str, start: f64, seconds: f64) {
-    tracing::info!(start, seconds, "step: {name}");
-    if let Ok(mut steps) = STEPS.lock() {
-        steps.push(Step {
-            name: name.to_string(),
-            start,
-            seconds,
-        });
-    }
-}
-
-/// The steps recorded so far in this process, in the order they ended.
-pub fn steps() -> Vec<Step> {
-    STEPS.lock().map(|s| s.clone()).unwrap_or_default()
-}
-
-/// Mark the start of the process (the binary does this first); later calls keep the first
-/// mark. Library callers that never mark get the time of their first `process_seconds`.
-pub fn mark_process_start() {
-    PROCESS_START.get_or_init(Instant::now);
-}
-
-/// Seconds since `mark_process_start`.
-pub fn process_seconds() -> f64 {
-    PROCESS_START
-        .get_or_init(Instant::now)
-        .elapsed()
-        .as_secs_f64()
-}
+pub use crate::clock::{mark_process_start, process_seconds, record, steps, timed, Step};
 
 /// The phases of one run, seconds; `other` and `total` are filled by `finish`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]

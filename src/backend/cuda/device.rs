@@ -108,7 +108,7 @@ pub fn warm_up(ordinal: usize, programs: Vec<Program>) -> Option<std::thread::Jo
     let spawned = std::thread::Builder::new()
         .name("gpu warm-up".into())
         .spawn(move || {
-            crate::report::timeline::timed("GPU warm-up (in the background)", || {
+            crate::clock::timed("GPU warm-up (in the background)", || {
                 warm_up_now(ordinal, programs)
             })
         });
