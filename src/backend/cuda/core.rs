@@ -5,7 +5,7 @@
 //! every call, so that `CudaBackend` holds the two side by side.
 
 use super::device::{err, function};
-use super::fast_layout::SpinorOrder;
+use super::fast_layout::{Segment, SpinorChunk, SpinorOrder};
 use super::field::DeviceSpinor;
 use super::halo::Halo;
 use super::kernels::{reduce_blocks, Kernel, BLAS_BLOCK, REDUCE_BLOCK};
@@ -16,7 +16,7 @@ use crate::backend::ledger::{Booking, Ledger};
 use crate::error::{Error, Result};
 use crate::field::C64;
 use crate::geometry::lattice::Lattice;
-use cudarc::driver::{CudaModule, CudaSlice, LaunchConfig};
+use cudarc::driver::{CudaModule, CudaSlice, CudaStream, LaunchConfig};
 use std::sync::Arc;
 
 pub(crate) struct BlasKernels {
@@ -106,7 +106,12 @@ impl Core {
             let count = if field > values { 2 } else { 1 };
             self.staging = Some(StagingBuffers::new(&self.gpu.ctx, values, count)?);
         }
-        Ok((self.staging.as_mut().unwrap(), fresh))
+        match self.staging.as_mut() {
+            Some(b) => Ok((b, fresh)),
+            None => Err(Error::internal(
+                "the spinor staging buffers were not pinned",
+            )),
+        }
     }
 
     /// A full double field from the canonical order [site][12 complex] (f64 pairs) to the
@@ -119,21 +124,15 @@ impl Core {
         canonical: &[f64],
         dst: &mut CudaSlice<f64>,
     ) -> Result<StagedTimes> {
-        let t = std::time::Instant::now();
-        let volume = self.lattice.volume();
-        let lattice = self.lattice.clone();
-        let stream = self.gpu.stream.clone();
-        let (buffers, fresh) = self.staging()?;
-        let chunks = order.chunks(volume, buffers.values());
-        let segments: Vec<_> = chunks.iter().map(|c| order.segments(volume, c)).collect();
-        let mut times = upload_through(buffers, &stream, dst, &segments, |k, buf| {
-            order.fill(&lattice, canonical, &chunks[k], buf)
-        })?;
-        if fresh {
-            times.pin_ms = buffers.pin_ms;
-        }
-        log_transfer("upload", &times, chunks.len(), t);
-        Ok(times)
+        self.staged(
+            "upload",
+            order,
+            |buffers, stream, lattice, chunks, segments| {
+                upload_through(buffers, stream, dst, segments, |k, buf| {
+                    order.fill(lattice, canonical, &chunks[k], buf)
+                })
+            },
+        )
     }
 
     /// The inverse of `upload_spinor`: the copies of a chunk run while the host scatters
@@ -144,6 +143,32 @@ impl Core {
         src: &CudaSlice<f64>,
         canonical: &mut [f64],
     ) -> Result<StagedTimes> {
+        self.staged(
+            "download",
+            order,
+            |buffers, stream, lattice, chunks, segments| {
+                download_through(buffers, stream, src, segments, |k, buf| {
+                    order.scatter(lattice, buf, &chunks[k], canonical)
+                })
+            },
+        )
+    }
+
+    /// What both spinor transfers share: the staging buffers, the field's chunks in
+    /// `order` and their device segments, handed to `transfer`; then the pinning time (if
+    /// this call pinned) and the log line.
+    fn staged(
+        &mut self,
+        what: &str,
+        order: SpinorOrder,
+        transfer: impl FnOnce(
+            &mut StagingBuffers,
+            &Arc<CudaStream>,
+            &Lattice,
+            &[SpinorChunk],
+            &[Vec<Segment>],
+        ) -> Result<StagedTimes>,
+    ) -> Result<StagedTimes> {
         let t = std::time::Instant::now();
         let volume = self.lattice.volume();
         let lattice = self.lattice.clone();
@@ -151,13 +176,11 @@ impl Core {
         let (buffers, fresh) = self.staging()?;
         let chunks = order.chunks(volume, buffers.values());
         let segments: Vec<_> = chunks.iter().map(|c| order.segments(volume, c)).collect();
-        let mut times = download_through(buffers, &stream, src, &segments, |k, buf| {
-            order.scatter(&lattice, buf, &chunks[k], canonical)
-        })?;
+        let mut times = transfer(buffers, &stream, &lattice, &chunks, &segments)?;
         if fresh {
             times.pin_ms = buffers.pin_ms;
         }
-        log_transfer("download", &times, chunks.len(), t);
+        log_transfer(what, &times, chunks.len(), t);
         Ok(times)
     }
 

@@ -17,6 +17,7 @@
 //! Every value is a copy: the array is the host layout's bit for bit (tests/gpu_fast.rs).
 
 use super::device::err;
+use super::staging::StagingBuffers;
 use super::version::Reconstruct;
 use crate::error::{Error, Result};
 use crate::field::Su3;
@@ -284,6 +285,36 @@ impl KernelTimer {
     }
 }
 
+/// Queue the copy of chunk `c` (`src`, pinned or registered host memory that stays
+/// unwritten until the stream has been synchronised) into the scratch buffer at `sptr`
+/// and its layout into `links`, the layout between `timer`'s events. Returns the bytes
+/// copied. The caller has checked that the chunk fits the scratch buffer.
+fn copy_and_lay_out(
+    stream: &Arc<CudaStream>,
+    sptr: u64,
+    src: &[f64],
+    kernel: &LayoutKernel<'_>,
+    c: &SiteChunk,
+    links: &mut CudaSlice<f64>,
+    timer: &mut KernelTimer,
+) -> Result<u64> {
+    // SAFETY: `src` fits the scratch buffer (the caller's check) and is page-locked and
+    // left unwritten until the stream has been synchronised (the caller's contract).
+    unsafe { cudarc::driver::result::memcpy_htod_async(sptr, src, stream.cu_stream()) }
+        .map_err(err("uploading a link chunk"))?;
+    timer
+        .start
+        .record(stream)
+        .map_err(err("recording an event"))?;
+    launch_layout(stream, kernel, sptr, c, links)?;
+    timer
+        .end
+        .record(stream)
+        .map_err(err("recording an event"))?;
+    timer.pending = true;
+    Ok((src.len() * 8) as u64)
+}
+
 /// Check the destination before any copy.
 fn check_links(links: &CudaSlice<f64>, lattice: &Lattice, elems: usize) -> Result<()> {
     let need = 2 * NDIM * elems * lattice.volume();
@@ -327,20 +358,11 @@ pub(crate) fn upload_via_staging(
     if chunks.is_empty() {
         return Ok(times);
     }
-    let t = Instant::now();
     let buffers = if chunks.len() > 1 { 2 } else { 1 };
-    let mut pinned = (0..buffers)
-        // SAFETY: each buffer's values are written by `copy_sites` before a copy reads
-        // them. Flags 0: cached, as `staging`'s.
-        .map(|_| unsafe { ctx.alloc_pinned_with_flags::<f64>(largest, 0) })
-        .collect::<std::result::Result<Vec<_>, _>>()
-        .map_err(err("allocating the pinned staging buffers"))?;
-    let mut host: Vec<&mut [f64]> = pinned
-        .iter_mut()
-        .map(|p| p.as_mut_slice())
-        .collect::<std::result::Result<_, _>>()
-        .map_err(err("pinned memory"))?;
-    times.pin_ms = 1e3 * t.elapsed().as_secs_f64();
+    // Each buffer's values are written by `copy_sites` before a copy reads them.
+    let mut pinned = StagingBuffers::new(ctx, largest, buffers)?;
+    times.pin_ms = pinned.pin_ms;
+    let mut host = pinned.slices()?;
     let mut timer = KernelTimer::new(ctx)?;
     let (sptr, _sync) = scratch.device_ptr_mut(stream);
     for (k, c) in chunks.iter().enumerate() {
@@ -357,21 +379,9 @@ pub(crate) fn upload_via_staging(
             .map_err(err("waiting for a link chunk"))?;
         times.wait_ms += 1e3 * t.elapsed().as_secs_f64();
         timer.collect()?;
-        // SAFETY: the chunk fits the scratch buffer (checked above); the source is pinned
-        // and not written again until the stream has been synchronised.
-        unsafe { cudarc::driver::result::memcpy_htod_async(sptr, &*buf, stream.cu_stream()) }
-            .map_err(err("uploading a link chunk"))?;
-        times.transfer_bytes += (buf.len() * 8) as u64;
-        timer
-            .start
-            .record(stream)
-            .map_err(err("recording an event"))?;
-        launch_layout(stream, kernel, sptr, c, links)?;
-        timer
-            .end
-            .record(stream)
-            .map_err(err("recording an event"))?;
-        timer.pending = true;
+        // The source is pinned and not written again until the stream has been
+        // synchronised.
+        times.transfer_bytes += copy_and_lay_out(stream, sptr, buf, kernel, c, links, &mut timer)?;
     }
     let t = Instant::now();
     stream
@@ -475,21 +485,9 @@ pub(crate) fn upload_registered(
     let (sptr, _sync) = scratch.device_ptr_mut(stream);
     for c in &chunks {
         let src = &links_host[per_site * c.first..per_site * (c.first + c.sites)];
-        // SAFETY: the chunk fits the scratch buffer (checked above); the source is
-        // registered until `registered` is released, after the stream has finished.
-        unsafe { cudarc::driver::result::memcpy_htod_async(sptr, src, stream.cu_stream()) }
-            .map_err(err("uploading a link chunk"))?;
-        times.transfer_bytes += (src.len() * 8) as u64;
-        timer
-            .start
-            .record(stream)
-            .map_err(err("recording an event"))?;
-        launch_layout(stream, kernel, sptr, c, links)?;
-        timer
-            .end
-            .record(stream)
-            .map_err(err("recording an event"))?;
-        timer.pending = true;
+        // The source is registered until `registered` is released, after the stream has
+        // finished.
+        times.transfer_bytes += copy_and_lay_out(stream, sptr, src, kernel, c, links, &mut timer)?;
         // The scratch buffer is reused by the next chunk's copy, which the stream orders
         // after this layout; the wait only lets the event be read.
         let t = Instant::now();

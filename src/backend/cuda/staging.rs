@@ -69,7 +69,7 @@ impl StagingBuffers {
     /// synchronisation `as_mut_slice` does on their (never recorded) events costs nothing;
     /// the transfers order the host's accesses against the copies by stream
     /// synchronisation.
-    fn slices(&mut self) -> Result<Vec<&mut [f64]>> {
+    pub(crate) fn slices(&mut self) -> Result<Vec<&mut [f64]>> {
         self.buffers
             .iter_mut()
             .map(|p| p.as_mut_slice())
