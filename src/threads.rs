@@ -52,6 +52,19 @@ fn plural(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
+/// Elements per task of `par_copy` (512 KiB of f64).
+pub const COPY_BLOCK: usize = 1 << 16;
+
+/// `dst.copy_from_slice(src)` in parallel blocks of `COPY_BLOCK` elements: large host
+/// copies (field clones, staging buffers) are not left to one thread.
+pub fn par_copy<T: Copy + Send + Sync>(dst: &mut [T], src: &[T]) {
+    use rayon::prelude::*;
+    assert_eq!(dst.len(), src.len(), "par_copy lengths");
+    dst.par_chunks_mut(COPY_BLOCK)
+        .zip(src.par_chunks(COPY_BLOCK))
+        .for_each(|(d, s)| d.copy_from_slice(s));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -50,10 +50,7 @@ impl SpinorField {
     /// A copy written in parallel (`clone` copies on one thread).
     pub fn par_clone(&self) -> SpinorField {
         let mut out = SpinorField::zeros(self.volume());
-        out.data
-            .par_chunks_mut(1 << 16)
-            .zip(self.data.par_chunks(1 << 16))
-            .for_each(|(o, i)| o.copy_from_slice(i));
+        crate::threads::par_copy(&mut out.data, &self.data);
         out
     }
 

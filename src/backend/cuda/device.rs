@@ -424,16 +424,12 @@ fn median_seconds(runs: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64>
 /// `HostUploadPaths` for `bytes` (as `upload_bandwidth`'s: the same byte count, each rate
 /// the median of 5 after a warm-up) on GPU 0, in the current rayon pool.
 pub fn host_upload_paths(bytes: usize) -> Result<HostUploadPaths> {
-    use rayon::prelude::*;
-    const BLOCK: usize = 1 << 17; // f64: 1 MiB
     let n = (bytes / 8).max(1);
     let gb = (n * 8) as f64 / 1e9;
     let src: Vec<f64> = (0..n).map(|i| i as f64).collect();
     let mut dst = vec![0.0f64; n];
     let memcpy = median_seconds(5, || {
-        dst.par_chunks_mut(BLOCK)
-            .zip(src.par_chunks(BLOCK))
-            .for_each(|(d, s)| d.copy_from_slice(s));
+        crate::threads::par_copy(&mut dst, &src);
         Ok(())
     })?;
     if dst[n - 1] != src[n - 1] {

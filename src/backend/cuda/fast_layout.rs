@@ -250,10 +250,7 @@ impl SpinorOrder {
         assert_eq!(buf.len(), chunk.values(), "spinor chunk size");
         let src = &canonical[chunk.canonical_range()];
         match self {
-            SpinorOrder::Canonical => buf
-                .par_chunks_mut(24 * SPINOR_BLOCK)
-                .zip(src.par_chunks(24 * SPINOR_BLOCK))
-                .for_each(|(b, s)| b.copy_from_slice(s)),
+            SpinorOrder::Canonical => crate::threads::par_copy(buf, src),
             SpinorOrder::ParityMajor => {
                 let n = chunk.sites / 2;
                 if n == 0 {
@@ -294,10 +291,7 @@ impl SpinorOrder {
         assert_eq!(buf.len(), chunk.values(), "spinor chunk size");
         let dst = &mut canonical[chunk.canonical_range()];
         match self {
-            SpinorOrder::Canonical => dst
-                .par_chunks_mut(24 * SPINOR_BLOCK)
-                .zip(buf.par_chunks(24 * SPINOR_BLOCK))
-                .for_each(|(d, b)| d.copy_from_slice(b)),
+            SpinorOrder::Canonical => crate::threads::par_copy(dst, buf),
             SpinorOrder::ParityMajor => {
                 let n = chunk.sites / 2;
                 dst.par_chunks_mut(48 * SPINOR_BLOCK)

@@ -165,9 +165,7 @@ pub(crate) fn copy_sites(canonical: &[f64], c: &SiteChunk, stride: usize, buf: &
     assert_eq!(buf.len(), links * width, "site chunk size");
     let src = &canonical[18 * NDIM * c.first..18 * NDIM * (c.first + c.sites)];
     if stride == 9 {
-        buf.par_chunks_mut(18 * COPY_LINKS)
-            .zip(src.par_chunks(18 * COPY_LINKS))
-            .for_each(|(d, s)| d.copy_from_slice(s));
+        crate::threads::par_copy(buf, src);
     } else {
         buf.par_chunks_mut(width * COPY_LINKS)
             .zip(src.par_chunks(18 * COPY_LINKS))
