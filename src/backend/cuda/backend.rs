@@ -302,26 +302,19 @@ impl CudaBackend {
                 stride,
             };
             let host = links_as_f64(&gauge.links);
-            let times = match link_upload {
-                LinkUpload::Registered => upload_registered(
-                    &ctx,
-                    &stream,
-                    host,
-                    &kernel,
-                    per_chunk,
-                    &mut scratch,
-                    &mut seed,
-                )?,
-                _ => upload_via_staging(
-                    &ctx,
-                    &stream,
-                    host,
-                    &kernel,
-                    per_chunk,
-                    &mut scratch,
-                    &mut seed,
-                )?,
+            let upload = match link_upload {
+                LinkUpload::Registered => upload_registered,
+                _ => upload_via_staging,
             };
+            let times = upload(
+                &ctx,
+                &stream,
+                host,
+                &kernel,
+                per_chunk,
+                &mut scratch,
+                &mut seed,
+            )?;
             stream.synchronize().map_err(err("uploading the links"))?;
             drop((scratch, scratch_booking));
             let wall = 1e3 * t.elapsed().as_secs_f64();
