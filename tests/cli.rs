@@ -32,19 +32,25 @@ fn small(extra: &str) -> String {
     )
 }
 
-#[test]
-fn small_run_converges_and_writes_report_and_solution() {
-    let d = tempfile::tempdir().unwrap();
-    let rep = d.path().join("r.json");
-    let sol = d.path().join("x.npy");
+/// The small config with a report and a solution in `dir`: (report, solution, config).
+fn small_with_outputs(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    let rep = dir.join("r.json");
+    let sol = dir.join("x.npy");
     let cfg = write_config(
-        d.path(),
+        dir,
         &small(&format!(
             "[output]\nreport = \"{}\"\nsolution = \"{}\"\n",
             rep.display(),
             sol.display()
         )),
     );
+    (rep, sol, cfg)
+}
+
+#[test]
+fn small_run_converges_and_writes_report_and_solution() {
+    let d = tempfile::tempdir().unwrap();
+    let (rep, sol, cfg) = small_with_outputs(d.path());
     // Not --quiet: the summary goes to stdout (quiet prints nothing there).
     let out = Command::new(env!("CARGO_BIN_EXE_qcd-solve"))
         .arg(&cfg)
@@ -554,16 +560,7 @@ fn links_off_su3_exit_4_unless_reunitarise_is_asked() {
 #[test]
 fn the_time_line_adds_up_and_its_steps_lie_inside_the_run() {
     let d = tempfile::tempdir().unwrap();
-    let rep = d.path().join("r.json");
-    let sol = d.path().join("x.npy");
-    let cfg = write_config(
-        d.path(),
-        &small(&format!(
-            "[output]\nreport = \"{}\"\nsolution = \"{}\"\n",
-            rep.display(),
-            sol.display()
-        )),
-    );
+    let (rep, _solution, cfg) = small_with_outputs(d.path());
     let out = bin().arg(&cfg).output().unwrap();
     assert!(
         out.status.success(),
