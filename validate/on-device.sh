@@ -40,6 +40,11 @@ export QCD_SOLVE_TUNE_CACHE=$res/tune.tsv RUST_LOG=${RUST_LOG:-warn}
 q="$bin/qcd-solve"
 : >"$res/status.txt"
 
+resize() { # config, dims (e.g. 48x48x48x96): the config with those extents, on stdout
+    local l=(${2//x/ })
+    sed -e "s/^LX = .*/LX = ${l[0]}/; s/^LY = .*/LY = ${l[1]}/; s/^LZ = .*/LZ = ${l[2]}/; s/^LT = .*/LT = ${l[3]}/" "$1"
+}
+
 step() { # name, command...: run it, record its exit code and seconds in status.txt
     local name=$1; shift
     echo; echo "===== $name: $*"
@@ -123,9 +128,7 @@ elif [ "${MODE:-full}" = s6 ]; then
         done
         cp "$big/seed$n-2/16x16x16x32.json" "$res/seed$n.json" 2>/dev/null
     done
-    d=48x48x48x96; l=(${d//x/ })
-    sed -e "s/^LX = .*/LX = ${l[0]}/; s/^LY = .*/LY = ${l[1]}/; s/^LZ = .*/LZ = ${l[2]}/; s/^LT = .*/LT = ${l[3]}/" \
-        configs/32x32x32x64.toml >"$big/$d.toml"
+    d=48x48x48x96; resize configs/32x32x32x64.toml "$d" >"$big/$d.toml"
     fast="--device cuda --kernel 3.0 --preconditioning even-odd --precision single-double --reconstruct 12"
     rm -f "$big/tune-$d.tsv"
     for run in empty filled; do
@@ -147,9 +150,7 @@ elif [ "${MODE:-full}" = s7 ]; then
             --precision single-double --reconstruct 12 --output "$big/seed-$i" >"$res/seed-$i.txt" 2>&1
         grep -E "step:|^time|^result" "$res/seed-$i.txt" | sed -e 's/^.*INFO //'
     done
-    d=48x48x48x96; l=(${d//x/ })
-    sed -e "s/^LX = .*/LX = ${l[0]}/; s/^LY = .*/LY = ${l[1]}/; s/^LZ = .*/LZ = ${l[2]}/; s/^LT = .*/LT = ${l[3]}/" \
-        configs/32x32x32x64.toml >"$big/$d.toml"
+    d=48x48x48x96; resize configs/32x32x32x64.toml "$d" >"$big/$d.toml"
     fast="--device cuda --kernel 3.0 --preconditioning even-odd --precision single-double --reconstruct 12"
     rm -f "$big/tune-$d.tsv"
     for run in empty filled ${S7_LINKS:-}; do
@@ -172,10 +173,8 @@ elif [ "${MODE:-full}" = memory ]; then
     # the summaries come back.
     fast="--preconditioning even-odd --precision single-double --reconstruct 12"
     for d in 48x48x48x96 64x64x64x128; do
-        l=(${d//x/ })
         # No solution file (6.4 GB at 64^3x128: minutes of disk, nothing measured).
-        sed -e "s/^LX = .*/LX = ${l[0]}/; s/^LY = .*/LY = ${l[1]}/; s/^LZ = .*/LZ = ${l[2]}/; s/^LT = .*/LT = ${l[3]}/" \
-            -e '/^solution = /d' configs/32x32x32x64.toml >"$big/$d.toml"
+        resize configs/32x32x32x64.toml "$d" | sed -e '/^solution = /d' >"$big/$d.toml"
         for m in cr bicgstab; do
             RUST_LOG=info step "mem-$d-$m" timeout 580 "$q" "$big/$d.toml" --device cuda --kernel 3.0 --method $m $fast \
                 --output "$big/mem-$d-$m" >"$res/mem-$d-$m.txt" 2>&1
@@ -255,9 +254,7 @@ elif [ "${MODE:-full}" = seam-d ]; then
         done
     done)
     for d in 32x32x32x64 48x48x48x96; do
-        l=(${d//x/ })
-        sed -e "s/^LX = .*/LX = ${l[0]}/; s/^LY = .*/LY = ${l[1]}/; s/^LZ = .*/LZ = ${l[2]}/; s/^LT = .*/LT = ${l[3]}/" \
-            configs/16x16x16x32.toml >"$big/$d.toml"
+        resize configs/16x16x16x32.toml "$d" >"$big/$d.toml"
         rm -f "$res/tune-$d.tsv"
         QCD_SOLVE_TUNE_CACHE=$res/tune-$d.tsv RUST_LOG=info step "tune-$d" "$q" "$big/$d.toml" --device cuda --kernel 3.0 $fast --max-iter 30 --output "$big/t-$d"
         cp "$big/t-$d/$d.json" "$res/tune-$d.json"
