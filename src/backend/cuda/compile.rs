@@ -247,8 +247,9 @@ pub(crate) fn compile(program: &Program, arch: &str) -> Result<Ptx> {
 }
 
 /// The folder of the on-disk PTX cache: `QCD_SOLVE_PTX_CACHE` (a folder, or `off`), else
-/// `~/.cache/qcd-solve/ptx`. A process that finds its programs there skips NVRTC (about
-/// 0.25 s for a solve's six programs on an H100 host).
+/// `~/.cache/qcd-solve/ptx`. A process that finds its programs there skips NVRTC (the
+/// warm-up, context included, took 0.52-0.54 s without it and 0.25 s with it on an H100
+/// host: RESULTS runs 35-36).
 fn disk_cache_dir() -> Option<std::path::PathBuf> {
     match std::env::var_os("QCD_SOLVE_PTX_CACHE") {
         Some(v) if v == "off" => None,
