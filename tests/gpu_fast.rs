@@ -9,7 +9,9 @@
 //! stores) and 1e-5 for the single-precision (r|g5 D r), whose terms cancel (see there).
 
 use qcd_solve::backend::cpu::CpuBackend;
-use qcd_solve::backend::cuda::{CudaBackend, CudaOptions, LinkUpload, Reconstruct, StencilVersion};
+use qcd_solve::backend::cuda::{
+    CudaBackend, CudaOptions, LinkUpload, Reconstruct, StageShape, StencilVersion,
+};
 use qcd_solve::backend::prelude::*;
 use qcd_solve::backend::{CrScalars, Layout, Operator, Precision, Subset};
 use qcd_solve::field::{GaugeField, SpinorField, C64};
@@ -520,7 +522,8 @@ fn mixed_layouts_and_seed_versions_are_refused_not_panics() {
 /// 3.0's link array laid out on the device from whole sites (the device and registered
 /// link uploads, `QCD_SOLVE_LINK_UPLOAD`) is the host layout's bit for bit, r18 and r12, on
 /// both test lattices (6x4x8x4, 4x4x4x8), in one chunk and in several (50 or 74 sites a
-/// chunk, the last partial; 2 sites a chunk); r8 keeps the host layout whatever is asked.
+/// chunk, the last partial; 2 sites a chunk, through 2 or 3 staging buffers in turn); r8
+/// keeps the host layout whatever is asked.
 #[test]
 fn device_laid_links_are_the_host_layout_bit_for_bit() {
     require_gpu();
@@ -535,18 +538,34 @@ fn device_laid_links_are_the_host_layout_bit_for_bit() {
                 reconstruct: r,
                 ..CudaOptions::default()
             };
-            let mut host =
-                CudaBackend::new_with_link_upload(&g, KAPPA, &opts, LinkUpload::Host, whole)
-                    .unwrap();
+            let shape = |values, buffers| StageShape { values, buffers };
+            let mut host = CudaBackend::new_with_link_upload(
+                &g,
+                KAPPA,
+                &opts,
+                LinkUpload::Host,
+                shape(whole, 2),
+            )
+            .unwrap();
             assert_eq!(host.setup_times().links_upload, "host");
             let want = host.download_links().unwrap().expect("3.0 has links");
             assert_eq!(want.len(), 2 * 4 * r.elems() * v);
             for mode in [LinkUpload::Device, LinkUpload::Registered] {
-                for chunk_values in [whole, 72 * 50, 72 * 2 + 1] {
-                    let label = format!("{} {r:?} {mode:?} chunk {chunk_values}", l.dims_string());
-                    let mut b =
-                        CudaBackend::new_with_link_upload(&g, KAPPA, &opts, mode, chunk_values)
-                            .unwrap_or_else(|e| panic!("{label}: {e}"));
+                for (chunk_values, buffers) in
+                    [(whole, 2), (72 * 50, 2), (72 * 2 + 1, 2), (72 * 2 + 1, 3)]
+                {
+                    let label = format!(
+                        "{} {r:?} {mode:?} chunk {chunk_values}, {buffers} buffers",
+                        l.dims_string()
+                    );
+                    let mut b = CudaBackend::new_with_link_upload(
+                        &g,
+                        KAPPA,
+                        &opts,
+                        mode,
+                        shape(chunk_values, buffers),
+                    )
+                    .unwrap_or_else(|e| panic!("{label}: {e}"));
                     let st = b.setup_times().clone();
                     let taken = if r == Reconstruct::R8 {
                         "host"

@@ -25,6 +25,10 @@
 #   MODE=s7: issue 13 item 4 in session 7: the host, and the time lines with their steps of
 #   the seed problem and the 48^3x96 whole process (S7_LINKS: link-upload variants too;
 #   S7_ABLATE=1: the 3.0 ablation, floor and validation).
+#   MODE=s8: issue 13 items 4 and 5 in session 8: the 48^3x96 whole process with each
+#   staging shape (S8_STAGES, MiB:buffers), the seed problem (S8_ABLATE=1: ablation, floor,
+#   validation), and the link uploads against the pinned bandwidth. TESTS="gpu-fast-tests"
+#   limits the GPU test targets to those named (any mode).
 #   MODE=memory: issue 13 item 3: the gpu-memory test target, then the main job
 #   at 48^3x96 and 64^3x128 (random gauge field, kernel 3.0, even-odd, single-double,
 #   12-real links; CR and BiCGStab), each with its device-memory estimate and books (the
@@ -74,6 +78,8 @@ for t in "$bin"/gpu*-tests; do
     [ -n "${SKIP_TESTS:-}" ] && break  # SKIP_TESTS=1: the measurements only
     # MODE=memory: its own test target only (the big solves need the time).
     [ "${MODE:-full}" = memory ] && [ "$(basename "$t")" != gpu-memory-tests ] && continue
+    # TESTS="gpu-fast-tests gpu-tests": only those targets.
+    [ -n "${TESTS:-}" ] && [[ " $TESTS " != *" $(basename "$t") "* ]] && continue
     step "$(basename "$t")" timeout 400 "$t" --test-threads=1 --nocapture
 done
 step kernels "$q" kernels --check --arch sm_90
@@ -166,6 +172,55 @@ elif [ "${MODE:-full}" = s7 ]; then
         step floor-16 timeout 120 "$q" floor -q --dims 16,16,16,32 --repeat 200
         step validate-3.0 timeout 150 "$q" validate configs/16x16x16x32.toml --kernel 3.0
     fi
+elif [ "${MODE:-full}" = s8 ]; then
+    # Issue 13 items 4 and 5 in session 8: the 48^3x96 whole process with the staging
+    # buffers pinned ahead (pool) and each staging shape of S8_STAGES (MiB:buffers; the
+    # first run with an empty tune cache), the seed problem twice, then (S8_ABLATE=1) the
+    # 3.0 ablation (the pinned bandwidth of the ratio, the seed's median), floor and
+    # validation. A table of the link uploads against the pinned bandwidth last.
+    lscpu | grep -E "Model name|^CPU\(s\)|L3"
+    for i in 1 2; do
+        RUST_LOG=info step "seed-$i" "$q" configs/16x16x16x32.toml --device cuda --kernel 3.0 --preconditioning even-odd \
+            --precision single-double --reconstruct 12 --output "$big/seed-$i" >"$res/seed-$i.txt" 2>&1
+        grep -E "links uploaded|^time |^result|^solver" "$res/seed-$i.txt" | sed -e "s/^.*INFO //"
+    done
+    d=48x48x48x96; resize configs/32x32x32x64.toml "$d" >"$big/$d.toml"
+    fast="--device cuda --kernel 3.0 --preconditioning even-odd --precision single-double --reconstruct 12"
+    rm -f "$big/tune-$d.tsv"
+    for st in ${S8_STAGES:-64:2 64:2 16:4 8:4 4:8 32:3}; do
+        n="whole-$d-${st/:/x}"; [ -e "$res/$n.txt" ] && n="$n-again"
+        QCD_SOLVE_STAGE_MIB=${st%:*} QCD_SOLVE_STAGE_BUFFERS=${st#*:} QCD_SOLVE_TUNE_CACHE="$big/tune-$d.tsv" RUST_LOG=info \
+            step "$n" timeout 150 /usr/bin/time -f "process wall %e s" "$q" "$big/$d.toml" $fast --output "$big/whole" \
+            >"$res/$n.txt" 2>&1
+        grep -E "links uploaded|^time |process wall|^result" "$res/$n.txt" | sed -e 's/^.*INFO //'
+        cp "$big/whole/$d.json" "$res/$n.json" 2>/dev/null
+        rm -rf "$big/whole"
+    done
+    if [ -n "${S8_ABLATE:-}" ]; then
+        step ablate-3.0 timeout 200 "$q" -q ablate configs/16x16x16x32.toml --kernels 3.0 --repeat 5 --out "$res/ablation-3.0"
+        step floor-16 timeout 120 "$q" floor -q --dims 16,16,16,32 --repeat 200
+        step validate-3.0 timeout 150 "$q" validate configs/16x16x16x32.toml --kernel 3.0
+    fi
+    python3 - "$res" <<'PY'
+import glob, os, re, sys
+res = sys.argv[1]
+log = open(res + "/log.txt").read() if os.path.exists(res + "/log.txt") else ""
+m = re.search(r"upload pinned ([0-9.]+) GB/s", log)
+pinned = float(m.group(1)) if m else float("nan")
+print(f"link upload against pinned {pinned} GB/s (ablate, this call)")
+print(f"{'run':30} {'GB':>5} {'wall ms':>8} {'GB/s':>6} {'% pinned':>8} {'pin':>6} {'copy':>6} {'wait':>6} {'unpin':>6} {'kernel':>6} {'total s':>8}")
+for f in sorted(glob.glob(res + "/whole-*.txt"), key=os.path.getmtime):
+    t = open(f).read()
+    u = re.search(r"links uploaded.*", t)
+    if not u:
+        print(f"{os.path.basename(f)[:-4]:30} no link upload line"); continue
+    kv = dict(re.findall(r"(\w+)=([0-9.e+-]+)", u.group(0)))
+    g = lambda k: float(kv.get(k, "nan"))
+    tot = re.search(r"^time\s+total ([0-9.]+)", t, re.M)
+    gbs = g("bytes") / g("wall_ms") / 1e6
+    print(f"{os.path.basename(f)[:-4]:30} {g('bytes')/1e9:5.2f} {g('wall_ms'):8.1f} {gbs:6.1f} {100*gbs/pinned:8.1f} "
+          f"{g('pin_ms'):6.1f} {g('copy_ms'):6.1f} {g('wait_ms'):6.1f} {g('unpin_ms'):6.1f} {g('kernel_ms'):6.1f} {tot.group(1) if tot else '?':>8}")
+PY
 elif [ "${MODE:-full}" = memory ]; then
     # Issue 13 item 3: what 64^3x128 (33554432 sites) needs with every option (about 1345
     # B/site, 45 GB: one 80 GB H100), the estimate printed before the solve (RUST_LOG=info)

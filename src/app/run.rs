@@ -326,7 +326,8 @@ pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
             Device::Cpu => None,
             _ => cuda_options(cfg).ok().and_then(|opts| {
                 let plan = SolvePlan::from_config(c, opts.version.is_fast_path());
-                crate::backend::cuda::warm_up(&opts, plan.precision, plan.fused)
+                let volume = cfg.dims().iter().product();
+                crate::backend::cuda::warm_up(&opts, plan.precision, plan.fused, volume)
             }),
         };
         let problem = build_problem(cfg)?;

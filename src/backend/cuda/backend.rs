@@ -22,6 +22,7 @@ use super::link_upload::{
     LinkUpload,
 };
 use super::seed::SeedStencil;
+use super::staging::StageShape;
 use super::stencil::{self, cfg_1d, StencilKernels, StencilKind};
 use super::stencil_impl::{Geometry, StencilImpl};
 use super::timing::{launch, GpuStream, KernelStat};
@@ -158,20 +159,23 @@ pub fn check_device_memory(
 impl CudaBackend {
     pub fn new(gauge: &GaugeField, kappa: f64, opts: &CudaOptions) -> Result<Self> {
         let upload = LinkUpload::from_env()?;
-        Self::new_with_link_upload(gauge, kappa, opts, upload, super::staging::STAGE_BYTES / 8)
+        Self::new_with_link_upload(gauge, kappa, opts, upload, StageShape::from_env()?)
     }
 
-    /// `new` with version 3.0's link upload and the f64 per staged chunk given, instead of
-    /// `QCD_SOLVE_LINK_UPLOAD` and 64 MiB (the GPU tests' knob: several chunks on a small
-    /// lattice). The memory books then follow these, not `footprint::construction`.
+    /// `new` with version 3.0's link upload and the staging shape (f64 per staged chunk,
+    /// buffers the link upload cycles through) given, instead of `QCD_SOLVE_LINK_UPLOAD`,
+    /// `QCD_SOLVE_STAGE_MIB` and `QCD_SOLVE_STAGE_BUFFERS` (the GPU tests' knob: several
+    /// chunks on a small lattice). The memory books then follow these, not
+    /// `footprint::construction`.
     #[doc(hidden)]
     pub fn new_with_link_upload(
         gauge: &GaugeField,
         kappa: f64,
         opts: &CudaOptions,
         upload: LinkUpload,
-        chunk_values: usize,
+        stage: StageShape,
     ) -> Result<Self> {
+        let chunk_values = stage.values;
         let version = opts.version;
         if !version.supports_reconstruct(opts.reconstruct) {
             return Err(Error::invalid(
@@ -302,19 +306,27 @@ impl CudaBackend {
                 stride,
             };
             let host = links_as_f64(&gauge.links);
-            let upload = match link_upload {
-                LinkUpload::Registered => upload_registered,
-                _ => upload_via_staging,
+            let times = match link_upload {
+                LinkUpload::Registered => upload_registered(
+                    &ctx,
+                    &stream,
+                    host,
+                    &kernel,
+                    per_chunk,
+                    &mut scratch,
+                    &mut seed,
+                )?,
+                _ => upload_via_staging(
+                    &ctx,
+                    &stream,
+                    host,
+                    &kernel,
+                    per_chunk,
+                    stage.buffers,
+                    &mut scratch,
+                    &mut seed,
+                )?,
             };
-            let times = upload(
-                &ctx,
-                &stream,
-                host,
-                &kernel,
-                per_chunk,
-                &mut scratch,
-                &mut seed,
-            )?;
             stream.synchronize().map_err(err("uploading the links"))?;
             drop((scratch, scratch_booking));
             let wall = 1e3 * t.elapsed().as_secs_f64();

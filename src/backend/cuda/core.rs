@@ -9,7 +9,7 @@ use super::fast_layout::{Segment, SpinorChunk, SpinorOrder};
 use super::field::DeviceSpinor;
 use super::halo::Halo;
 use super::kernels::{reduce_blocks, Kernel, BLAS_BLOCK, REDUCE_BLOCK};
-use super::staging::{download_through, upload_through, StagedTimes, StagingBuffers, STAGE_BYTES};
+use super::staging::{download_through, upload_through, StageShape, StagedTimes, StagingBuffers};
 use super::stencil::{cfg_1d, launch_v3, V3Launch};
 use super::timing::{launch, GpuStream};
 use crate::backend::ledger::{Booking, Ledger};
@@ -95,14 +95,14 @@ impl Core {
         std::array::from_fn(|mu| self.lattice.dims[mu] as i32)
     }
 
-    /// The staging buffers of the spinor transfers, pinned on first use: two of
-    /// min(`STAGE_BYTES`, a full double field), one when the field fits one. The bool
-    /// says whether they were pinned by this call.
+    /// The staging buffers of the spinor transfers, taken on first use (from the pinned
+    /// pool, `staging::StagingBuffers`): two of min(`StageShape::values`, a full double
+    /// field), one when the field fits one. The bool says whether this call took them.
     pub fn staging(&mut self) -> Result<(&mut StagingBuffers, bool)> {
         let fresh = self.staging.is_none();
         if fresh {
             let field = 2 * self.n_complex();
-            let values = field.clamp(1, STAGE_BYTES / 8);
+            let values = field.clamp(1, StageShape::from_env()?.values);
             let count = if field > values { 2 } else { 1 };
             self.staging = Some(StagingBuffers::new(&self.gpu.ctx, values, count)?);
         }

@@ -98,31 +98,59 @@ fn retain(ordinal: usize) -> Result<()> {
 }
 
 /// Start, on background threads, what the first GPU backend of this process will need:
-/// GPU `ordinal`'s context (kept, see `retain`) and the PTX of `programs` (the in-process
-/// cache of `compile::compile`), so that both overlap the host's work before the backend
-/// is built (reading or generating the gauge field). Failures are only logged here: the
-/// backend's own construction meets and reports them. Join the handle before timing the
-/// construction.
-pub fn warm_up(ordinal: usize, programs: Vec<Program>) -> Option<std::thread::JoinHandle<()>> {
+/// GPU `ordinal`'s context (kept, see `retain`), the PTX of `programs` (the in-process
+/// cache of `compile::compile`) and `stage.1` pinned staging buffers of `stage.0` f64
+/// (`staging::prepin`, kept for the process), so that all three overlap the host's work
+/// before the backend is built (reading or generating the gauge field). Failures are only
+/// logged here: the backend's own construction meets and reports them. Join the handle
+/// before timing the construction. The pinning is not joined: it holds the pinned pool's
+/// lock, so the first transfer waits for it rather than pinning its own.
+pub fn warm_up(
+    ordinal: usize,
+    programs: Vec<Program>,
+    stage: (usize, usize),
+) -> Option<std::thread::JoinHandle<()>> {
     require_driver().ok()?;
     let spawned = std::thread::Builder::new()
         .name("gpu warm-up".into())
         .spawn(move || {
             crate::clock::timed("GPU warm-up (in the background)", || {
-                warm_up_now(ordinal, programs)
+                warm_up_now(ordinal, programs, stage)
             })
         });
     spawned.ok()
 }
 
-fn warm_up_now(ordinal: usize, programs: Vec<Program>) {
-    let arch = match open_context(ordinal).and_then(|ctx| arch_of(&ctx)) {
+fn warm_up_now(ordinal: usize, programs: Vec<Program>, stage: (usize, usize)) {
+    let ctx = match open_context(ordinal) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::debug!("GPU warm-up: {e}");
+            return;
+        }
+    };
+    let arch = match arch_of(&ctx) {
         Ok(a) => a,
         Err(e) => {
             tracing::debug!("GPU warm-up: {e}");
             return;
         }
     };
+    let pinning = {
+        let ctx = ctx.clone();
+        std::thread::Builder::new()
+            .name("gpu staging pin".into())
+            .spawn(move || {
+                crate::clock::timed("pin the staging buffers (in the background)", || {
+                    if let Err(e) = super::staging::prepin(&ctx, stage.0, stage.1) {
+                        tracing::debug!("GPU warm-up: {e}");
+                    }
+                })
+            })
+    };
+    if let Err(e) = pinning {
+        tracing::debug!("GPU warm-up: no thread to pin the staging buffers: {e}");
+    }
     let threads: Vec<_> = programs
         .into_iter()
         .map(|p| {

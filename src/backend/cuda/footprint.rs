@@ -57,13 +57,16 @@ pub fn v3_links(volume: usize, reconstruct: Reconstruct, precision: Precision) -
 
 /// The set-up's allocations for `opts` on a (local) lattice of `volume` sites, with 3.0's
 /// link upload as `QCD_SOLVE_LINK_UPLOAD` picks it (the default when the value is not
-/// one; the backend then refuses it) and 64 MiB staging chunks.
+/// one; the backend then refuses it) and the staging chunks of `StageShape::from_env`
+/// (64 MiB by default; likewise the default when the values are not ones).
 pub fn construction(volume: usize, opts: &CudaOptions) -> Construction {
     construction_with(
         volume,
         opts,
         LinkUpload::from_env().unwrap_or_default(),
-        super::staging::STAGE_BYTES / 8,
+        super::staging::StageShape::from_env()
+            .unwrap_or_default()
+            .values,
     )
 }
 

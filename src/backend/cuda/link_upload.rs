@@ -180,14 +180,14 @@ pub(crate) fn copy_sites(canonical: &[f64], c: &SiteChunk, stride: usize, buf: &
 /// Where the device-side upload's wall time went, milliseconds, and what it moved.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub(crate) struct DeviceUploadTimes {
-    /// Pinning the staging buffers (`Device`) or registering the gauge field
-    /// (`Registered`).
+    /// Taking the staging buffers from the pinned pool, pinning any it lacked (`Device`),
+    /// or registering the gauge field (`Registered`).
     pub pin_ms: f64,
     /// The host's copies into the staging buffers (`Device`).
     pub copy_ms: f64,
     /// Waiting for transfers and layout kernels the host's copies did not hide.
     pub wait_ms: f64,
-    /// Unregistering the gauge field, or freeing the staging buffers.
+    /// Unregistering the gauge field, or giving the staging buffers back to the pool.
     pub unpin_ms: f64,
     /// The layout kernels, event-timed on the device (inside the waits or overlapped with
     /// the host's copies).
@@ -270,6 +270,16 @@ impl KernelTimer {
         })
     }
 
+    /// Wait for the last recorded end event (none recorded: at once), then book the pair.
+    fn wait(&mut self) -> Result<()> {
+        if self.pending {
+            self.end
+                .synchronize()
+                .map_err(err("waiting for a link chunk"))?;
+        }
+        self.collect()
+    }
+
     /// Book the last recorded pair (the stream has been synchronised since).
     fn collect(&mut self) -> Result<()> {
         if self.pending {
@@ -327,15 +337,19 @@ fn check_links(links: &CudaSlice<f64>, lattice: &Lattice, elems: usize) -> Resul
 }
 
 /// `Device`: chunks of `per_chunk` sites of `links_host` (the canonical field,
-/// `links_as_f64`) copied by the host at the kernel's stride into two pinned
-/// staging buffers in turn, then each copied to `scratch` and laid out into `links` by
-/// the kernel while the host copies the next.
+/// `links_as_f64`) copied by the host at the kernel's stride into `buffers` pinned staging
+/// buffers in turn (from the process's pool), then each copied to `scratch` and laid out
+/// into `links` by the kernel. The host copies chunk k while up to `buffers - 1` earlier
+/// chunks wait for or take the copy engine: before refilling a buffer it waits only for
+/// the layout of the chunk that last used it (an event), never for the whole stream.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn upload_via_staging(
     ctx: &Arc<CudaContext>,
     stream: &Arc<CudaStream>,
     links_host: &[f64],
     kernel: &LayoutKernel<'_>,
     per_chunk: usize,
+    buffers: usize,
     scratch: &mut CudaSlice<f64>,
     links: &mut CudaSlice<f64>,
 ) -> Result<DeviceUploadTimes> {
@@ -356,42 +370,45 @@ pub(crate) fn upload_via_staging(
     if chunks.is_empty() {
         return Ok(times);
     }
-    let buffers = if chunks.len() > 1 { 2 } else { 1 };
+    let count = buffers.max(1).min(chunks.len());
     // Each buffer's values are written by `copy_sites` before a copy reads them.
-    let mut pinned = StagingBuffers::new(ctx, largest, buffers)?;
+    let mut pinned = StagingBuffers::new(ctx, largest, count)?;
     times.pin_ms = pinned.pin_ms;
     let mut host = pinned.slices()?;
-    let mut timer = KernelTimer::new(ctx)?;
+    // One timer per buffer: its end event, after the layout of the buffer's last chunk
+    // (which follows that chunk's copy on the stream), says the buffer is free again.
+    let mut timers = (0..count)
+        .map(|_| KernelTimer::new(ctx))
+        .collect::<Result<Vec<_>>>()?;
     let (sptr, _sync) = scratch.device_ptr_mut(stream);
     for (k, c) in chunks.iter().enumerate() {
-        let buf = &mut host[k % buffers][..c.sites * per_site];
+        let i = k % count;
+        let t = Instant::now();
+        timers[i].wait()?;
+        times.wait_ms += 1e3 * t.elapsed().as_secs_f64();
+        let buf = &mut host[i][..c.sites * per_site];
         let t = Instant::now();
         copy_sites(links_host, c, stride, buf);
         times.copy_ms += 1e3 * t.elapsed().as_secs_f64();
-        // Chunk k - 1's copy and layout may still run (from the other buffer, into the
-        // scratch buffer); chunk k - 2's, which read this buffer, were waited for before
-        // chunk k - 1 was queued.
-        let t = Instant::now();
-        stream
-            .synchronize()
-            .map_err(err("waiting for a link chunk"))?;
-        times.wait_ms += 1e3 * t.elapsed().as_secs_f64();
-        timer.collect()?;
-        // The source is pinned and not written again until the stream has been
-        // synchronised.
-        times.transfer_bytes += copy_and_lay_out(stream, sptr, buf, kernel, c, links, &mut timer)?;
+        // The source is pinned and not written again until `timers[i]` has been waited
+        // for; the scratch buffer is reused in stream order (the previous chunk's layout
+        // precedes this copy on the stream).
+        times.transfer_bytes +=
+            copy_and_lay_out(stream, sptr, buf, kernel, c, links, &mut timers[i])?;
     }
     let t = Instant::now();
     stream
         .synchronize()
         .map_err(err("waiting for a link chunk"))?;
     times.wait_ms += 1e3 * t.elapsed().as_secs_f64();
-    timer.collect()?;
+    for timer in &mut timers {
+        timer.collect()?;
+    }
     let t = Instant::now();
     drop(host);
     drop(pinned);
     times.unpin_ms = 1e3 * t.elapsed().as_secs_f64();
-    times.kernel_ms = timer.ms;
+    times.kernel_ms = timers.iter().map(|t| t.ms).sum();
     Ok(times)
 }
 

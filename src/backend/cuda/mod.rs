@@ -62,22 +62,27 @@ pub use device::{
 };
 pub use field::DeviceSpinor;
 
-/// Open GPU `opts.device` and compile what a backend with `opts` will need for a solve in
-/// `precision` (`fused`: with the fused CR), on background threads (`device::warm_up`):
-/// the caller overlaps this with its own work and joins the handle before building the
-/// backend. None without a driver.
+/// Open GPU `opts.device`, compile what a backend with `opts` will need for a solve in
+/// `precision` (`fused`: with the fused CR) and pin the staging buffers of a (local)
+/// lattice of `volume` sites (`staging::prepin`, shaped by `StageShape::from_env`), on
+/// background threads (`device::warm_up`): the caller overlaps this with its own work and
+/// joins the handle before building the backend. None without a driver.
 pub fn warm_up(
     opts: &CudaOptions,
     precision: crate::backend::Precision,
     fused: bool,
+    volume: usize,
 ) -> Option<std::thread::JoinHandle<()>> {
+    let shape = staging::StageShape::from_env().unwrap_or_default();
     device::warm_up(
         opts.device,
         stencil::programs_for(opts.version, opts.reconstruct, precision, fused),
+        (shape.values_for(volume), shape.buffers),
     )
 }
 pub use halo::{HaloTimings, PeerCopies};
 pub use link_upload::{LinkUpload, LINK_UPLOAD_ENV};
+pub use staging::{StageShape, STAGE_BUFFERS_ENV, STAGE_MIB_ENV};
 pub use stencil::compile_all_kernels;
 pub use stencil_impl::Geometry;
 pub use timing::KernelStat;

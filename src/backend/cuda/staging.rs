@@ -1,13 +1,16 @@
-//! Host-device transfers through two small pinned staging buffers (issue 13, item 4).
+//! Host-device transfers through small pinned staging buffers (issue 13, item 4).
 //! Uploads: the host lays chunk k out in one buffer (in parallel, in the device's order)
-//! while the copy engine reads chunk k - 1 from the other, so the layout and the transfer
+//! while the copy engine reads chunk k - 1 from another, so the layout and the transfer
 //! overlap and no pinned buffer the size of the field is ever allocated (pinning gigabytes
 //! costs more than copying them). Downloads are the mirror: the copies of chunk k + 1 run
-//! into one buffer while the host scatters chunk k from the other. The gauge links pin
-//! their buffers for the one upload at construction (`upload_staged`); the spinor
-//! transfers keep theirs in `Core` (`Core::upload_spinor`, `Core::download_spinor`). The
-//! buffers are ordinary cached pinned memory: a chunk is written (or read) as several
-//! interleaved rows, which write-combined memory punishes.
+//! into one buffer while the host scatters chunk k from the other. The buffers come from a
+//! process-wide pool (`pool`), pinned ahead in the GPU warm-up (`prepin`) while the host
+//! builds the problem: the gauge links take theirs for the one upload at construction
+//! (`upload_staged`, `link_upload`), the spinor transfers keep two in `Core`
+//! (`Core::upload_spinor`, `Core::download_spinor`). Their size and the link upload's
+//! number of buffers are `StageShape`. The buffers are ordinary cached pinned memory: a
+//! chunk is written (or read) as several interleaved rows, which write-combined memory
+//! punishes.
 
 use super::device::err;
 use super::fast_layout::Segment;
@@ -15,16 +18,91 @@ use crate::error::{Error, Result};
 use cudarc::driver::{
     CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, PinnedHostSlice,
 };
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-/// Bytes of each of the two staging buffers (fewer when the largest chunk is smaller).
+/// Bytes of each staging buffer by default (fewer when the largest chunk is smaller);
+/// `QCD_SOLVE_STAGE_MIB` replaces it (`StageShape`).
 pub(crate) const STAGE_BYTES: usize = 64 << 20;
+
+/// The environment variable of the staging buffers' size in MiB (`StageShape`).
+pub const STAGE_MIB_ENV: &str = "QCD_SOLVE_STAGE_MIB";
+/// The environment variable of the number of staging buffers the link upload cycles
+/// through (`StageShape`; the spinor transfers use two).
+pub const STAGE_BUFFERS_ENV: &str = "QCD_SOLVE_STAGE_BUFFERS";
+
+/// The staging buffers' shape: f64 values per buffer (the largest chunk) and how many the
+/// link upload cycles through, so that the host may copy ahead of the copies by
+/// `buffers - 1` chunks. Smaller buffers stay in the host's caches between the host's
+/// write and the copy engine's read; more of them keep the copy engine fed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StageShape {
+    pub values: usize,
+    pub buffers: usize,
+}
+
+impl Default for StageShape {
+    fn default() -> Self {
+        StageShape {
+            values: STAGE_BYTES / 8,
+            buffers: 2,
+        }
+    }
+}
+
+impl StageShape {
+    /// `QCD_SOLVE_STAGE_MIB` (1..=1024) and `QCD_SOLVE_STAGE_BUFFERS` (2..=8), each the
+    /// default when unset or empty.
+    pub fn from_env() -> Result<Self> {
+        Self::parse(
+            std::env::var(STAGE_MIB_ENV).ok().as_deref(),
+            std::env::var(STAGE_BUFFERS_ENV).ok().as_deref(),
+        )
+    }
+
+    fn parse(mib: Option<&str>, buffers: Option<&str>) -> Result<Self> {
+        fn value(
+            name: &str,
+            s: Option<&str>,
+            range: std::ops::RangeInclusive<usize>,
+        ) -> Result<Option<usize>> {
+            match s.map(str::trim) {
+                None | Some("") => Ok(None),
+                Some(t) => match t.parse::<usize>() {
+                    Ok(v) if range.contains(&v) => Ok(Some(v)),
+                    _ => Err(Error::invalid(
+                        name,
+                        format!(
+                            "must be a whole number from {} to {}; got {t:?}",
+                            range.start(),
+                            range.end()
+                        ),
+                    )),
+                },
+            }
+        }
+        let mut shape = StageShape::default();
+        if let Some(m) = value(STAGE_MIB_ENV, mib, 1..=1024)? {
+            shape.values = (m << 20) / 8;
+        }
+        if let Some(b) = value(STAGE_BUFFERS_ENV, buffers, 2..=8)? {
+            shape.buffers = b;
+        }
+        Ok(shape)
+    }
+
+    /// f64 values of each buffer pinned ahead for a (local) lattice of `volume` sites: the
+    /// shape's, or fewer when a whole field of links (72 f64 a site, the most any link
+    /// upload stages) is smaller.
+    pub fn values_for(&self, volume: usize) -> usize {
+        self.values.min(72 * volume).max(1)
+    }
+}
 
 /// Where a staged upload's wall time went, milliseconds, and what it moved.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub(crate) struct StagedTimes {
-    /// Pinning the two staging buffers.
+    /// Taking the staging buffers (pinning those the pool lacked).
     pub pin_ms: f64,
     /// Laying the chunks out in the staging buffers (host, in parallel).
     pub fill_ms: f64,
@@ -33,26 +111,80 @@ pub(crate) struct StagedTimes {
     pub bytes: u64,
 }
 
-/// The pinned staging buffers of staged transfers (two, or one when a single chunk is
-/// ever staged), each of `values` f64: made per call by `upload_staged`, or kept for reuse
-/// (`Core::staging`, the spinor transfers).
+/// Pinned host buffers kept for the rest of the process once made, so that staging pays
+/// the pinning (about 2 GB/s of fresh memory on the H100 host, validate/RESULTS.md run 36)
+/// once, ahead of time (`prepin`, in the GPU warm-up), and not per transfer. A
+/// `StagingBuffers` takes its buffers from here and gives them back when dropped.
+fn pool() -> &'static Mutex<Vec<PinnedHostSlice<f64>>> {
+    static POOL: Mutex<Vec<PinnedHostSlice<f64>>> = Mutex::new(Vec::new());
+    &POOL
+}
+
+/// Pin `count` buffers of `values` f64 on `ctx`'s GPU and keep them in the pool (fewer when
+/// the pool already holds such buffers). The pool stays locked meanwhile, so that a
+/// transfer that needs buffers waits for these rather than pinning its own beside them.
+pub(crate) fn prepin(ctx: &Arc<CudaContext>, values: usize, count: usize) -> Result<()> {
+    let mut kept = pool()
+        .lock()
+        .map_err(|_| Error::internal("the pinned pool's lock is poisoned"))?;
+    let ordinal = ctx.ordinal();
+    let have = kept
+        .iter()
+        .filter(|p| p.context().ordinal() == ordinal && p.len() >= values)
+        .count();
+    for _ in have..count {
+        kept.push(pin(ctx, values)?);
+    }
+    Ok(())
+}
+
+fn pin(ctx: &Arc<CudaContext>, values: usize) -> Result<PinnedHostSlice<f64>> {
+    // SAFETY: each buffer's values are written (by the host, or by a copy from the device)
+    // before they are read. Flags 0: cached (see the module documentation).
+    unsafe { ctx.alloc_pinned_with_flags::<f64>(values, 0) }
+        .map_err(err("allocating the pinned staging buffers"))
+}
+
+/// The pinned staging buffers of staged transfers, each of at least `values` f64 (the
+/// transfers use the first `values`): taken from the process's pool (`pool`), pinned when
+/// the pool has none to give, and given back to the pool when dropped. Held per transfer
+/// (`upload_staged`, the link upload) or kept for reuse (`Core::staging`, the spinor
+/// transfers).
 pub(crate) struct StagingBuffers {
     buffers: Vec<PinnedHostSlice<f64>>,
     values: usize,
-    /// Milliseconds spent pinning them.
+    /// Milliseconds spent taking them: pinning those the pool did not have, or waiting
+    /// for a pinning under way (`prepin`).
     pub pin_ms: f64,
 }
 
 impl StagingBuffers {
-    /// `count` (1 or 2) buffers of `values` f64 each.
+    /// `count` (at least 1) buffers of `values` f64 each.
     pub fn new(ctx: &Arc<CudaContext>, values: usize, count: usize) -> Result<Self> {
         let t = Instant::now();
-        let buffers = (0..count.clamp(1, 2))
-            // SAFETY: each buffer's values are written (by the host, or by a copy from the
-            // device) before they are read. Flags 0: cached (see the module documentation).
-            .map(|_| unsafe { ctx.alloc_pinned_with_flags::<f64>(values, 0) })
-            .collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(err("allocating the pinned staging buffers"))?;
+        let ordinal = ctx.ordinal();
+        let mut buffers = Vec::new();
+        {
+            let mut kept = pool()
+                .lock()
+                .map_err(|_| Error::internal("the pinned pool's lock is poisoned"))?;
+            while buffers.len() < count.max(1) {
+                // The smallest that fits.
+                let best = kept
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, p)| p.context().ordinal() == ordinal && p.len() >= values)
+                    .min_by_key(|(_, p)| p.len())
+                    .map(|(i, _)| i);
+                match best {
+                    Some(i) => buffers.push(kept.swap_remove(i)),
+                    None => break,
+                }
+            }
+        }
+        while buffers.len() < count.max(1) {
+            buffers.push(pin(ctx, values)?);
+        }
         Ok(StagingBuffers {
             buffers,
             values,
@@ -65,14 +197,15 @@ impl StagingBuffers {
         self.values
     }
 
-    /// The buffers as host slices. Only raw asynchronous copies touch them, so the
-    /// synchronisation `as_mut_slice` does on their (never recorded) events costs nothing;
-    /// the transfers order the host's accesses against the copies by stream
-    /// synchronisation.
+    /// The buffers (their first `values`) as host slices. Only raw asynchronous copies
+    /// touch them, so the synchronisation `as_mut_slice` does on their (never recorded)
+    /// events costs nothing; the transfers order the host's accesses against the copies by
+    /// stream or event synchronisation.
     pub(crate) fn slices(&mut self) -> Result<Vec<&mut [f64]>> {
+        let values = self.values;
         self.buffers
             .iter_mut()
-            .map(|p| p.as_mut_slice())
+            .map(|p| p.as_mut_slice().map(|s| &mut s[..values]))
             .collect::<std::result::Result<_, _>>()
             .map_err(err("pinned memory"))
     }
@@ -80,6 +213,20 @@ impl StagingBuffers {
     /// Refuse chunks larger than a buffer, or segments outside a device array of `len`.
     fn check(&self, chunks: &[Vec<Segment>], len: usize) -> Result<Vec<usize>> {
         check_chunks(self.values, chunks, len)
+    }
+}
+
+impl Drop for StagingBuffers {
+    /// Back to the pool once the context has finished its work (a transfer that failed
+    /// half way may have left copies queued), or freed when that or the pool's lock fails.
+    fn drop(&mut self) {
+        let idle = self
+            .buffers
+            .first()
+            .is_some_and(|p| p.context().synchronize().is_ok());
+        if let (true, Ok(mut kept)) = (idle, pool().lock()) {
+            kept.append(&mut self.buffers);
+        }
     }
 }
 
@@ -311,6 +458,41 @@ impl CopyEngine for StreamCopies<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_stage_shape_reads_its_two_variables_and_refuses_other_values() {
+        // Unset or empty: 64 MiB (8 Mi f64) and two buffers.
+        let d = StageShape::parse(None, Some(" ")).unwrap();
+        assert_eq!(
+            d,
+            StageShape {
+                values: 1 << 23,
+                buffers: 2
+            }
+        );
+        let s = StageShape::parse(Some("16"), Some("4")).unwrap();
+        assert_eq!(
+            s,
+            StageShape {
+                values: 2 << 20,
+                buffers: 4
+            }
+        );
+        for (mib, buffers, name) in [
+            (Some("0"), None, STAGE_MIB_ENV),
+            (Some("2048"), None, STAGE_MIB_ENV),
+            (Some("8 MiB"), None, STAGE_MIB_ENV),
+            (None, Some("1"), STAGE_BUFFERS_ENV),
+            (None, Some("9"), STAGE_BUFFERS_ENV),
+        ] {
+            let e = StageShape::parse(mib, buffers).unwrap_err().to_string();
+            assert!(e.contains(name), "{e}");
+        }
+        // A lattice smaller than a buffer pins only what a whole field of links (72 f64 a
+        // site) needs.
+        assert_eq!(s.values_for(1000), 72_000);
+        assert_eq!(s.values_for(1 << 20), 2 << 20);
+    }
 
     /// Copies run at the two extremes a stream allows. Deferred: only at `wait`, reading
     /// the host buffer then, so that a fill overwriting a buffer whose copies are still
