@@ -52,22 +52,156 @@ fn plural(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
-/// Elements per task of `par_copy` (512 KiB of f64).
+/// Elements per task of `par_copy` at least (512 KiB of f64).
 pub const COPY_BLOCK: usize = 1 << 16;
 
-/// `dst.copy_from_slice(src)` in parallel blocks of `COPY_BLOCK` elements: large host
-/// copies (field clones, staging buffers) are not left to one thread.
+/// Items per task when `n` items are shared among the pool's threads: two tasks per thread
+/// of equal size (so that no thread is left with a short last wave), but at least
+/// `min_task` items a task.
+pub fn task_size(n: usize, min_task: usize) -> usize {
+    let tasks = 2 * rayon::current_num_threads().max(1);
+    n.div_ceil(tasks).max(min_task).max(1)
+}
+
+/// `dst.copy_from_slice(src)` in parallel, two equal tasks per thread of at least
+/// `COPY_BLOCK` elements (`task_size`): large host copies (field clones, staging buffers)
+/// are not left to one thread.
 pub fn par_copy<T: Copy + Send + Sync>(dst: &mut [T], src: &[T]) {
     use rayon::prelude::*;
     assert_eq!(dst.len(), src.len(), "par_copy lengths");
-    dst.par_chunks_mut(COPY_BLOCK)
-        .zip(src.par_chunks(COPY_BLOCK))
+    let task = task_size(dst.len(), COPY_BLOCK);
+    dst.par_chunks_mut(task)
+        .zip(src.par_chunks(task))
         .for_each(|(d, s)| d.copy_from_slice(s));
+}
+
+/// How a host copy into a staging buffer stores.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Stores {
+    /// Stores that bypass the caches (x86-64: SSE2 non-temporal stores, where the
+    /// destination's rows are 16-byte aligned; elsewhere cached). A cached store first
+    /// reads the line it writes (read for ownership), so a staged byte crosses the host's
+    /// memory bus four times (source read, line read, write, the copy engine's read)
+    /// instead of three: the buffers the GPU's copy engine reads next need no cached copy.
+    #[default]
+    Streaming,
+    /// Ordinary stores.
+    Cached,
+}
+
+/// Rows of `width` f64 taken every `pitch` f64 of `src` (`pitch >= width`), written back
+/// to back into `dst` (a whole number of rows), with `stores`. Streaming stores are fenced
+/// before return, so a transfer queued after this call (after a join, for the parallel
+/// callers) reads them.
+pub fn copy_rows(dst: &mut [f64], src: &[f64], width: usize, pitch: usize, stores: Stores) {
+    assert!(width > 0 && pitch >= width, "copy_rows shape");
+    let rows = dst.len() / width;
+    assert_eq!(rows * width, dst.len(), "copy_rows: whole rows");
+    assert!(
+        rows == 0 || src.len() >= (rows - 1) * pitch + width,
+        "copy_rows: source too short"
+    );
+    #[cfg(target_arch = "x86_64")]
+    if stores == Stores::Streaming
+        && width.is_multiple_of(2)
+        && (dst.as_ptr() as usize).is_multiple_of(16)
+    {
+        use std::arch::x86_64::{_mm_loadu_pd, _mm_sfence, _mm_stream_pd};
+        let (d, s) = (dst.as_mut_ptr(), src.as_ptr());
+        // SAFETY: SSE2 is part of x86-64. Row r writes d[r width .. (r + 1) width] (inside
+        // dst: rows * width = len) and reads s[r pitch .. r pitch + width] (inside src: the
+        // assertion above); the stores are 16-byte aligned (d is, and every store starts
+        // an even number of f64 after it, width being even); the loads need no alignment.
+        unsafe {
+            for r in 0..rows {
+                let (dr, sr) = (d.add(r * width), s.add(r * pitch));
+                for j in (0..width).step_by(2) {
+                    _mm_stream_pd(dr.add(j), _mm_loadu_pd(sr.add(j)));
+                }
+            }
+            _mm_sfence();
+        }
+        return;
+    }
+    for (d, s) in dst.chunks_exact_mut(width).zip(src.chunks(pitch)) {
+        d.copy_from_slice(&s[..width]);
+    }
+}
+
+/// `copy_rows` in parallel: two equal tasks per thread of at least `min_rows` rows
+/// (`task_size`).
+pub fn par_copy_rows(
+    dst: &mut [f64],
+    src: &[f64],
+    width: usize,
+    pitch: usize,
+    stores: Stores,
+    min_rows: usize,
+) {
+    use rayon::prelude::*;
+    let rows = dst.len() / width.max(1);
+    let task = task_size(rows, min_rows);
+    dst.par_chunks_mut(width * task)
+        .zip(src.par_chunks(pitch * task))
+        .for_each(|(d, s)| copy_rows(d, s, width, pitch, stores));
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tasks_are_even_shares_of_at_least_the_minimum() {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(4)
+            .build()
+            .unwrap();
+        pool.install(|| {
+            // 8 tasks on 4 threads: 1000 items in 8 tasks of 125.
+            assert_eq!(task_size(1000, 1), 125);
+            assert_eq!(task_size(1001, 1), 126);
+            assert_eq!(task_size(1000, 300), 300);
+            assert_eq!(task_size(0, 0), 1);
+            let src: Vec<u32> = (0..100_003).collect();
+            let mut dst = vec![0; src.len()];
+            par_copy(&mut dst, &src);
+            assert_eq!(dst, src);
+        });
+    }
+
+    #[test]
+    fn row_copies_are_copies_with_either_stores_at_any_alignment() {
+        // Rows of 12 of every 18 (r12's rows 0 and 1 of a link), and whole rows; the
+        // destination at an odd f64 offset (not 16-byte aligned: the cached fallback).
+        let src: Vec<f64> = (0..18 * 101).map(|i| i as f64 * 0.5 - 7.0).collect();
+        for stores in [Stores::Streaming, Stores::Cached] {
+            for (width, pitch) in [(12, 18), (18, 18), (3, 18)] {
+                for offset in 0..2 {
+                    for rows in [0, 1, 2, 101] {
+                        let want: Vec<f64> = (0..rows)
+                            .flat_map(|r| src[r * pitch..r * pitch + width].iter().copied())
+                            .collect();
+                        let mut dst = vec![f64::NAN; 18 * 101 + 2];
+                        let d = &mut dst[offset..offset + rows * width];
+                        copy_rows(d, &src, width, pitch, stores);
+                        assert_eq!(d, &want[..], "{stores:?} {width}/{pitch} {offset} {rows}");
+                        let mut p = vec![0.0; rows * width];
+                        par_copy_rows(&mut p, &src, width, pitch, stores, 1);
+                        assert_eq!(p, want);
+                    }
+                }
+            }
+        }
+        assert!(dst_untouched_after_rows());
+    }
+
+    /// Nothing past the rows is written.
+    fn dst_untouched_after_rows() -> bool {
+        let src = vec![1.0; 36];
+        let mut dst = vec![f64::NAN; 30];
+        copy_rows(&mut dst[..24], &src, 12, 18, Stores::Streaming);
+        dst[24..].iter().all(|v| v.is_nan())
+    }
 
     #[test]
     fn counts_are_singular_for_one() {

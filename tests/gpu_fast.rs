@@ -538,7 +538,11 @@ fn device_laid_links_are_the_host_layout_bit_for_bit() {
                 reconstruct: r,
                 ..CudaOptions::default()
             };
-            let shape = |values, buffers| StageShape { values, buffers };
+            let shape = |values, buffers| StageShape {
+                values,
+                buffers,
+                ..StageShape::default()
+            };
             let mut host = CudaBackend::new_with_link_upload(
                 &g,
                 KAPPA,

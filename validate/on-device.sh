@@ -26,8 +26,8 @@
 #   the seed problem and the 48^3x96 whole process (S7_LINKS: link-upload variants too;
 #   S7_ABLATE=1: the 3.0 ablation, floor and validation).
 #   MODE=s8: issue 13 items 4 and 5 in session 8: the 48^3x96 whole process with each
-#   staging shape (S8_STAGES, MiB:buffers), the seed problem (S8_ABLATE=1: ablation, floor,
-#   validation), and the link uploads against the pinned bandwidth. TESTS="gpu-fast-tests"
+#   staging shape (S8_STAGES, MiB:buffers:stores), the seed problem (S8_ABLATE=1: ablation;
+#   =full: with floor and validation), and the link uploads against the pinned bandwidth. TESTS="gpu-fast-tests"
 #   limits the GPU test targets to those named (any mode).
 #   MODE=memory: issue 13 item 3: the gpu-memory test target, then the main job
 #   at 48^3x96 and 64^3x128 (random gauge field, kernel 3.0, even-odd, single-double,
@@ -174,7 +174,7 @@ elif [ "${MODE:-full}" = s7 ]; then
     fi
 elif [ "${MODE:-full}" = s8 ]; then
     # Issue 13 items 4 and 5 in session 8: the 48^3x96 whole process with the staging
-    # buffers pinned ahead (pool) and each staging shape of S8_STAGES (MiB:buffers; the
+    # buffers pinned ahead (pool) and each staging shape of S8_STAGES (MiB:buffers:stores; the
     # first run with an empty tune cache), the seed problem twice, then (S8_ABLATE=1) the
     # 3.0 ablation (the pinned bandwidth of the ratio, the seed's median), floor and
     # validation. A table of the link uploads against the pinned bandwidth last.
@@ -187,9 +187,11 @@ elif [ "${MODE:-full}" = s8 ]; then
     d=48x48x48x96; resize configs/32x32x32x64.toml "$d" >"$big/$d.toml"
     fast="--device cuda --kernel 3.0 --preconditioning even-odd --precision single-double --reconstruct 12"
     rm -f "$big/tune-$d.tsv"
-    for st in ${S8_STAGES:-64:2 64:2 16:4 8:4 4:8 32:3}; do
-        n="whole-$d-${st/:/x}"; [ -e "$res/$n.txt" ] && n="$n-again"
-        QCD_SOLVE_STAGE_MIB=${st%:*} QCD_SOLVE_STAGE_BUFFERS=${st#*:} QCD_SOLVE_TUNE_CACHE="$big/tune-$d.tsv" RUST_LOG=info \
+    for st in ${S8_STAGES:-64:2:streaming 64:2:streaming 64:2:cached 16:4:streaming 16:4:cached 8:4:streaming 32:3:streaming}; do
+        IFS=: read -r mib nbuf stores <<<"$st"
+        n="whole-$d-${mib}x$nbuf-$stores"; [ -e "$res/$n.txt" ] && n="$n-again"
+        QCD_SOLVE_STAGE_MIB=$mib QCD_SOLVE_STAGE_BUFFERS=$nbuf QCD_SOLVE_STAGE_STORES=$stores \
+            QCD_SOLVE_TUNE_CACHE="$big/tune-$d.tsv" RUST_LOG=info \
             step "$n" timeout 150 /usr/bin/time -f "process wall %e s" "$q" "$big/$d.toml" $fast --output "$big/whole" \
             >"$res/$n.txt" 2>&1
         grep -E "links uploaded|^time |process wall|^result" "$res/$n.txt" | sed -e 's/^.*INFO //'
@@ -198,6 +200,8 @@ elif [ "${MODE:-full}" = s8 ]; then
     done
     if [ -n "${S8_ABLATE:-}" ]; then
         step ablate-3.0 timeout 200 "$q" -q ablate configs/16x16x16x32.toml --kernels 3.0 --repeat 5 --out "$res/ablation-3.0"
+    fi
+    if [ "${S8_ABLATE:-}" = full ]; then
         step floor-16 timeout 120 "$q" floor -q --dims 16,16,16,32 --repeat 200
         step validate-3.0 timeout 150 "$q" validate configs/16x16x16x32.toml --kernel 3.0
     fi

@@ -322,7 +322,7 @@ impl CudaBackend {
                     host,
                     &kernel,
                     per_chunk,
-                    stage.buffers,
+                    stage,
                     &mut scratch,
                     &mut seed,
                 )?,

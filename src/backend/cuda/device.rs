@@ -412,8 +412,11 @@ pub fn upload_bandwidth(bytes: usize) -> Result<(f64, f64)> {
 /// place costs and then gives. Benchmark figures, not checks.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
 pub struct HostUploadPaths {
-    /// Parallel memcpy (rayon, 1 MiB blocks), pageable to pageable, GB/s (1e9 B/s).
+    /// Parallel memcpy (rayon, two equal tasks per thread), pageable to pageable, GB/s
+    /// (1e9 B/s).
     pub memcpy_gbytes_per_second: f64,
+    /// The same with streaming (non-temporal) stores (`threads::Stores`), GB/s.
+    pub memcpy_streaming_gbytes_per_second: f64,
     /// Registering a pageable buffer of the same size in place (cuMemHostRegister, flags
     /// 0), milliseconds (once: a second registration would find it registered).
     pub register_ms: f64,
@@ -428,6 +431,7 @@ impl HostUploadPaths {
     pub fn unknown() -> Self {
         HostUploadPaths {
             memcpy_gbytes_per_second: f64::NAN,
+            memcpy_streaming_gbytes_per_second: f64::NAN,
             register_ms: f64::NAN,
             registered_gbytes_per_second: f64::NAN,
             unregister_ms: f64::NAN,
@@ -460,7 +464,19 @@ pub fn host_upload_paths(bytes: usize) -> Result<HostUploadPaths> {
         crate::threads::par_copy(&mut dst, &src);
         Ok(())
     })?;
-    if dst[n - 1] != src[n - 1] {
+    let streaming = median_seconds(5, || {
+        let pairs = 2 * (n / 2);
+        crate::threads::par_copy_rows(
+            &mut dst[..pairs],
+            &src[..pairs],
+            2,
+            2,
+            crate::threads::Stores::Streaming,
+            crate::threads::COPY_BLOCK / 2,
+        );
+        Ok(())
+    })?;
+    if dst[n - 1] != src[n - 1] || dst[0] != src[0] {
         return Err(Error::internal(
             "the parallel memcpy measurement copied wrongly",
         ));
@@ -501,6 +517,7 @@ pub fn host_upload_paths(bytes: usize) -> Result<HostUploadPaths> {
     unregistered?;
     Ok(HostUploadPaths {
         memcpy_gbytes_per_second: gb / memcpy,
+        memcpy_streaming_gbytes_per_second: gb / streaming,
         register_ms,
         registered_gbytes_per_second: gb / copies,
         unregister_ms,

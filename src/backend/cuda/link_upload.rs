@@ -17,16 +17,16 @@
 //! Every value is a copy: the array is the host layout's bit for bit (tests/gpu_fast.rs).
 
 use super::device::err;
-use super::staging::StagingBuffers;
+use super::staging::{StageShape, StagingBuffers};
 use super::version::Reconstruct;
 use crate::error::{Error, Result};
 use crate::field::Su3;
 use crate::geometry::lattice::{Lattice, NDIM};
+use crate::threads::Stores;
 use cudarc::driver::{
     sys, CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtrMut, LaunchConfig,
     PushKernelArg,
 };
-use rayon::prelude::*;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -153,28 +153,25 @@ pub(crate) fn links_as_f64(links: &[Su3]) -> &[f64] {
     unsafe { std::slice::from_raw_parts(links.as_ptr() as *const f64, links.len() * 18) }
 }
 
-/// Links per task of `copy_sites`.
-const COPY_LINKS: usize = 4096;
+/// Links per task of `copy_sites` at least.
+const COPY_LINKS: usize = 1024;
 
 /// Chunk `c` of the canonical links (`links_as_f64`) into `buf`, `stride` complex per link
-/// (9: the links as they are; 6: the first 12 reals of each, rows 0 and 1), in parallel
-/// blocks of `COPY_LINKS` links. Copies only.
-pub(crate) fn copy_sites(canonical: &[f64], c: &SiteChunk, stride: usize, buf: &mut [f64]) {
+/// (9: the links as they are; 6: the first 12 reals of each, rows 0 and 1), with `stores`,
+/// in parallel: two equal tasks per thread of at least `COPY_LINKS` links
+/// (`threads::par_copy_rows`). Copies only.
+pub(crate) fn copy_sites(
+    canonical: &[f64],
+    c: &SiteChunk,
+    stride: usize,
+    buf: &mut [f64],
+    stores: Stores,
+) {
     let links = NDIM * c.sites;
     let width = 2 * stride;
     assert_eq!(buf.len(), links * width, "site chunk size");
     let src = &canonical[18 * NDIM * c.first..18 * NDIM * (c.first + c.sites)];
-    if stride == 9 {
-        crate::threads::par_copy(buf, src);
-    } else {
-        buf.par_chunks_mut(width * COPY_LINKS)
-            .zip(src.par_chunks(18 * COPY_LINKS))
-            .for_each(|(d, s)| {
-                for (d, s) in d.chunks_exact_mut(width).zip(s.chunks_exact(18)) {
-                    d.copy_from_slice(&s[..width]);
-                }
-            });
-    }
+    crate::threads::par_copy_rows(buf, src, width, 18, stores, COPY_LINKS);
 }
 
 /// Where the device-side upload's wall time went, milliseconds, and what it moved.
@@ -337,9 +334,9 @@ fn check_links(links: &CudaSlice<f64>, lattice: &Lattice, elems: usize) -> Resul
 }
 
 /// `Device`: chunks of `per_chunk` sites of `links_host` (the canonical field,
-/// `links_as_f64`) copied by the host at the kernel's stride into `buffers` pinned staging
-/// buffers in turn (from the process's pool), then each copied to `scratch` and laid out
-/// into `links` by the kernel. The host copies chunk k while up to `buffers - 1` earlier
+/// `links_as_f64`) copied by the host at the kernel's stride (with `stage.stores`) into
+/// `stage.buffers` pinned staging buffers in turn (from the process's pool), then each copied to `scratch` and laid out
+/// into `links` by the kernel. The host copies chunk k while up to `stage.buffers - 1` earlier
 /// chunks wait for or take the copy engine: before refilling a buffer it waits only for
 /// the layout of the chunk that last used it (an event), never for the whole stream.
 #[allow(clippy::too_many_arguments)]
@@ -349,7 +346,7 @@ pub(crate) fn upload_via_staging(
     links_host: &[f64],
     kernel: &LayoutKernel<'_>,
     per_chunk: usize,
-    buffers: usize,
+    stage: StageShape,
     scratch: &mut CudaSlice<f64>,
     links: &mut CudaSlice<f64>,
 ) -> Result<DeviceUploadTimes> {
@@ -370,7 +367,7 @@ pub(crate) fn upload_via_staging(
     if chunks.is_empty() {
         return Ok(times);
     }
-    let count = buffers.max(1).min(chunks.len());
+    let count = stage.buffers.max(1).min(chunks.len());
     // Each buffer's values are written by `copy_sites` before a copy reads them.
     let mut pinned = StagingBuffers::new(ctx, largest, count)?;
     times.pin_ms = pinned.pin_ms;
@@ -388,7 +385,7 @@ pub(crate) fn upload_via_staging(
         times.wait_ms += 1e3 * t.elapsed().as_secs_f64();
         let buf = &mut host[i][..c.sites * per_site];
         let t = Instant::now();
-        copy_sites(links_host, c, stride, buf);
+        copy_sites(links_host, c, stride, buf, stage.stores);
         times.copy_ms += 1e3 * t.elapsed().as_secs_f64();
         // The source is pinned and not written again until `timers[i]` has been waited
         // for; the scratch buffer is reused in stream order (the previous chunk's layout
@@ -647,7 +644,13 @@ mod tests {
                         for c in site_chunks(v, per) {
                             let mut scratch = vec![f64::NAN; scratch_len];
                             let n = c.sites * 2 * 4 * stride;
-                            copy_sites(canonical, &c, stride, &mut scratch[..n]);
+                            // Both kinds of store (alternating chunks) copy the same.
+                            let stores = if c.first % (2 * per) == 0 {
+                                Stores::Streaming
+                            } else {
+                                Stores::Cached
+                            };
+                            copy_sites(canonical, &c, stride, &mut scratch[..n], stores);
                             kernel_emulation(&l, &c, elems, stride, &scratch, &mut device);
                         }
                         assert!(

@@ -82,7 +82,7 @@ pub fn warm_up(
 }
 pub use halo::{HaloTimings, PeerCopies};
 pub use link_upload::{LinkUpload, LINK_UPLOAD_ENV};
-pub use staging::{StageShape, STAGE_BUFFERS_ENV, STAGE_MIB_ENV};
+pub use staging::{StageShape, STAGE_BUFFERS_ENV, STAGE_MIB_ENV, STAGE_STORES_ENV};
 pub use stencil::compile_all_kernels;
 pub use stencil_impl::Geometry;
 pub use timing::KernelStat;

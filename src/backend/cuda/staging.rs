@@ -15,6 +15,7 @@
 use super::device::err;
 use super::fast_layout::Segment;
 use crate::error::{Error, Result};
+use crate::threads::Stores;
 use cudarc::driver::{
     CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, PinnedHostSlice,
 };
@@ -30,6 +31,9 @@ pub const STAGE_MIB_ENV: &str = "QCD_SOLVE_STAGE_MIB";
 /// The environment variable of the number of staging buffers the link upload cycles
 /// through (`StageShape`; the spinor transfers use two).
 pub const STAGE_BUFFERS_ENV: &str = "QCD_SOLVE_STAGE_BUFFERS";
+/// The environment variable of the stores the link upload's host copies make:
+/// `streaming` (the default) or `cached` (`StageShape`, `threads::Stores`).
+pub const STAGE_STORES_ENV: &str = "QCD_SOLVE_STAGE_STORES";
 
 /// The staging buffers' shape: f64 values per buffer (the largest chunk) and how many the
 /// link upload cycles through, so that the host may copy ahead of the copies by
@@ -39,6 +43,8 @@ pub const STAGE_BUFFERS_ENV: &str = "QCD_SOLVE_STAGE_BUFFERS";
 pub struct StageShape {
     pub values: usize,
     pub buffers: usize,
+    /// How the link upload's host copies store into the buffers.
+    pub stores: Stores,
 }
 
 impl Default for StageShape {
@@ -46,21 +52,24 @@ impl Default for StageShape {
         StageShape {
             values: STAGE_BYTES / 8,
             buffers: 2,
+            stores: Stores::Streaming,
         }
     }
 }
 
 impl StageShape {
-    /// `QCD_SOLVE_STAGE_MIB` (1..=1024) and `QCD_SOLVE_STAGE_BUFFERS` (2..=8), each the
-    /// default when unset or empty.
+    /// `QCD_SOLVE_STAGE_MIB` (1..=1024), `QCD_SOLVE_STAGE_BUFFERS` (2..=8) and
+    /// `QCD_SOLVE_STAGE_STORES` (streaming, cached), each the default when unset or empty.
     pub fn from_env() -> Result<Self> {
+        let var = |name| std::env::var(name).ok();
         Self::parse(
-            std::env::var(STAGE_MIB_ENV).ok().as_deref(),
-            std::env::var(STAGE_BUFFERS_ENV).ok().as_deref(),
+            var(STAGE_MIB_ENV).as_deref(),
+            var(STAGE_BUFFERS_ENV).as_deref(),
+            var(STAGE_STORES_ENV).as_deref(),
         )
     }
 
-    fn parse(mib: Option<&str>, buffers: Option<&str>) -> Result<Self> {
+    fn parse(mib: Option<&str>, buffers: Option<&str>, stores: Option<&str>) -> Result<Self> {
         fn value(
             name: &str,
             s: Option<&str>,
@@ -87,6 +96,16 @@ impl StageShape {
         }
         if let Some(b) = value(STAGE_BUFFERS_ENV, buffers, 2..=8)? {
             shape.buffers = b;
+        }
+        match stores.map(str::trim) {
+            None | Some("") | Some("streaming") => {}
+            Some("cached") => shape.stores = Stores::Cached,
+            Some(t) => {
+                return Err(Error::invalid(
+                    STAGE_STORES_ENV,
+                    format!("must be streaming or cached; got {t:?}"),
+                ))
+            }
         }
         Ok(shape)
     }
@@ -460,33 +479,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_stage_shape_reads_its_two_variables_and_refuses_other_values() {
-        // Unset or empty: 64 MiB (8 Mi f64) and two buffers.
-        let d = StageShape::parse(None, Some(" ")).unwrap();
-        assert_eq!(
-            d,
-            StageShape {
-                values: 1 << 23,
-                buffers: 2
-            }
-        );
-        let s = StageShape::parse(Some("16"), Some("4")).unwrap();
-        assert_eq!(
-            s,
-            StageShape {
-                values: 2 << 20,
-                buffers: 4
-            }
-        );
-        for (mib, buffers, name) in [
-            (Some("0"), None, STAGE_MIB_ENV),
-            (Some("2048"), None, STAGE_MIB_ENV),
-            (Some("8 MiB"), None, STAGE_MIB_ENV),
-            (None, Some("1"), STAGE_BUFFERS_ENV),
-            (None, Some("9"), STAGE_BUFFERS_ENV),
+    fn the_stage_shape_reads_its_three_variables_and_refuses_other_values() {
+        // Unset or empty: 64 MiB (8 Mi f64), two buffers, streaming stores.
+        let d = StageShape::parse(None, Some(" "), None).unwrap();
+        let want = StageShape {
+            values: 1 << 23,
+            buffers: 2,
+            stores: Stores::Streaming,
+        };
+        assert_eq!(d, want);
+        let s = StageShape::parse(Some("16"), Some("4"), Some("cached")).unwrap();
+        let want = StageShape {
+            values: 2 << 20,
+            buffers: 4,
+            stores: Stores::Cached,
+        };
+        assert_eq!(s, want);
+        for (mib, buffers, stores, name) in [
+            (Some("0"), None, None, STAGE_MIB_ENV),
+            (Some("2048"), None, None, STAGE_MIB_ENV),
+            (Some("8 MiB"), None, None, STAGE_MIB_ENV),
+            (None, Some("1"), None, STAGE_BUFFERS_ENV),
+            (None, Some("9"), None, STAGE_BUFFERS_ENV),
+            (None, None, Some("nt"), STAGE_STORES_ENV),
         ] {
-            let e = StageShape::parse(mib, buffers).unwrap_err().to_string();
-            assert!(e.contains(name), "{e}");
+            let e = StageShape::parse(mib, buffers, stores).unwrap_err();
+            assert!(e.to_string().contains(name), "{e}");
         }
         // A lattice smaller than a buffer pins only what a whole field of links (72 f64 a
         // site) needs.
