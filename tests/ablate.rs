@@ -4,6 +4,7 @@
 //! validate/on-device.sh (results in validate/results/).
 
 use qcd_solve::app::ablate::{self, AblateReport, AblateRow, MethodRow};
+use qcd_solve::backend::cuda::UploadBenchRow;
 use std::process::Command;
 
 fn row(v: &str, speedup: f64, valid: bool) -> AblateRow {
@@ -69,6 +70,8 @@ fn report() -> AblateReport {
             row("2.0", 60.0, false),
         ],
         methods: vec![],
+        link_upload_lattice: None,
+        link_uploads: vec![],
     }
 }
 
@@ -123,6 +126,35 @@ fn table_and_csv_agree() {
         );
         assert_eq!(line.contains("FAILED"), !x.valid, "{line}");
     }
+}
+
+/// The link upload bench's lines: the median repetition's rate against the pinned
+/// bandwidth of the same report (25 GB/s here): 4e9 bytes in a median 100 ms is 40 GB/s,
+/// 160%.
+#[test]
+fn link_upload_lines_rate_the_median_against_pinned() {
+    let mut r = report();
+    assert!(!ablate::table(&r).contains("link upload"));
+    r.link_upload_lattice = Some([48, 48, 48, 96]);
+    r.link_uploads = vec![UploadBenchRow {
+        variant: "device 64 MiB x2 streaming".into(),
+        bytes: 4_000_000_000,
+        wall_ms: vec![120.0, 80.0, 100.0],
+        pin_ms: 0.0,
+        copy_ms: 95.0,
+        wait_ms: 2.0,
+        unpin_ms: 0.0,
+        kernel_ms: 5.0,
+    }];
+    let table = ablate::table(&r);
+    assert!(
+        table.contains("link upload, 48x48x48x96 double 12-real links (4.00 GB), median of 3:"),
+        "{table}"
+    );
+    assert!(
+        table.contains("  device 64 MiB x2 streaming       40.0 GB/s 160.0% of pinned (copy 95.0 ms, wait 2.0 ms, kernels 5.0 ms, buffers 0.0 + 0.0 ms)"),
+        "{table}"
+    );
 }
 
 #[test]

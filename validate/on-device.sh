@@ -177,7 +177,9 @@ elif [ "${MODE:-full}" = s8 ]; then
     # buffers pinned ahead (pool) and each staging shape of S8_STAGES (MiB:buffers:stores; the
     # first run with an empty tune cache), the seed problem twice, then (S8_ABLATE=1) the
     # 3.0 ablation (the pinned bandwidth of the ratio, the seed's median), floor and
-    # validation. A table of the link uploads against the pinned bandwidth last.
+    # validation. The ablation times the 48^3x96 link upload with each staging shape too
+    # (--upload-dims). A table of the main job's link uploads against the pinned bandwidth
+    # last.
     lscpu | grep -E "Model name|^CPU\(s\)|L3"
     for i in 1 2; do
         RUST_LOG=info step "seed-$i" "$q" configs/16x16x16x32.toml --device cuda --kernel 3.0 --preconditioning even-odd \
@@ -187,7 +189,7 @@ elif [ "${MODE:-full}" = s8 ]; then
     d=48x48x48x96; resize configs/32x32x32x64.toml "$d" >"$big/$d.toml"
     fast="--device cuda --kernel 3.0 --preconditioning even-odd --precision single-double --reconstruct 12"
     rm -f "$big/tune-$d.tsv"
-    for st in ${S8_STAGES:-64:2:streaming 64:2:streaming 64:2:cached 16:4:streaming 16:4:cached 8:4:streaming 32:3:streaming}; do
+    for st in ${S8_STAGES:-64:2:streaming 64:2:streaming}; do
         IFS=: read -r mib nbuf stores <<<"$st"
         n="whole-$d-${mib}x$nbuf-$stores"; [ -e "$res/$n.txt" ] && n="$n-again"
         QCD_SOLVE_STAGE_MIB=$mib QCD_SOLVE_STAGE_BUFFERS=$nbuf QCD_SOLVE_STAGE_STORES=$stores \
@@ -199,7 +201,8 @@ elif [ "${MODE:-full}" = s8 ]; then
         rm -rf "$big/whole"
     done
     if [ -n "${S8_ABLATE:-}" ]; then
-        step ablate-3.0 timeout 200 "$q" -q ablate configs/16x16x16x32.toml --kernels 3.0 --repeat 5 --out "$res/ablation-3.0"
+        step ablate-3.0 timeout 200 "$q" -q ablate configs/16x16x16x32.toml --kernels 3.0 --repeat 5 \
+            --upload-dims 48,48,48,96 --out "$res/ablation-3.0"
     fi
     if [ "${S8_ABLATE:-}" = full ]; then
         step floor-16 timeout 120 "$q" floor -q --dims 16,16,16,32 --repeat 200

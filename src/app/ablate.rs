@@ -90,6 +90,10 @@ pub struct AblateReport {
     pub rows: Vec<AblateRow>,
     /// The methods on kernel 3.0 (empty when 3.0 is not among the versions).
     pub methods: Vec<MethodRow>,
+    /// `--upload-dims`: the lattice of the link upload bench (none: not run) and its rows,
+    /// each against `upload_pinned_gbytes_per_second` (issue 13, item 4).
+    pub link_upload_lattice: Option<[usize; 4]>,
+    pub link_uploads: Vec<crate::backend::cuda::UploadBenchRow>,
 }
 
 /// One method with one set of options on kernel 3.0 (`ablate`'s per-method table).
@@ -424,6 +428,7 @@ pub fn measure(
     repeat: usize,
     mode: TuneMode,
     cache_path: &Path,
+    upload_dims: Option<[usize; 4]>,
 ) -> Result<(AblateReport, Vec<f64>)> {
     let info = match crate::backend::cuda::device_info() {
         Ok(i) => i,
@@ -454,6 +459,10 @@ pub fn measure(
             eprintln!("warning: the host upload paths were not measured: {e}");
             crate::backend::cuda::HostUploadPaths::unknown()
         });
+    let link_uploads = match upload_dims {
+        Some(d) => pool.install(|| link_upload_bench(d, repeat))?,
+        None => Vec::new(),
+    };
     let mut cache = TuneCache::load(cache_path, env!("CARGO_PKG_VERSION"));
     for w in &cache.warnings {
         eprintln!("warning: {w}");
@@ -578,8 +587,42 @@ pub fn measure(
         tune_cache: cache_path.display().to_string(),
         rows,
         methods,
+        link_upload_lattice: upload_dims,
+        link_uploads,
     };
     Ok((report, cpu.history))
+}
+
+/// The link upload bench (`--upload-dims`): a random gauge field of `dims` (seed 1),
+/// its double 12-real links uploaded as the main job's construction does, with the
+/// default staging shape and the others worth comparing (`QCD_SOLVE_STAGE_*`: buffers of
+/// 64 or 16 MiB, two or four of them, streaming or cached stores; the field registered in
+/// place), `repeat` times each, interleaved.
+fn link_upload_bench(
+    dims: [usize; 4],
+    repeat: usize,
+) -> Result<Vec<crate::backend::cuda::UploadBenchRow>> {
+    use crate::backend::cuda::{LinkUpload, StageShape};
+    use crate::threads::Stores;
+    let lattice =
+        crate::geometry::lattice::Lattice::new(dims, crate::geometry::lattice::DEFAULT_BOUNDARY)?;
+    let gauge = crate::clock::timed("link upload bench: random gauge field", || {
+        crate::field::GaugeField::random(&lattice, 1)
+    });
+    let shape = |mib: usize, buffers, stores| StageShape {
+        values: (mib << 20) / 8,
+        buffers,
+        stores,
+    };
+    let variants = [
+        (LinkUpload::Device, StageShape::default()),
+        (LinkUpload::Device, shape(64, 2, Stores::Cached)),
+        (LinkUpload::Device, shape(16, 4, Stores::Streaming)),
+        (LinkUpload::Device, shape(16, 4, Stores::Cached)),
+        (LinkUpload::Device, shape(32, 3, Stores::Streaming)),
+        (LinkUpload::Registered, StageShape::default()),
+    ];
+    crate::backend::cuda::bench_link_upload(&gauge, Reconstruct::R12, &variants, repeat)
 }
 
 fn fmt(v: f64, prec: usize) -> String {
@@ -597,6 +640,31 @@ pub fn table(r: &AblateReport) -> String {
         r.tolerance, r.cpu_seconds, crate::threads::count(r.cpu_threads), r.cpu_iterations, r.triad_gbytes_per_second,
         r.upload_pinned_gbytes_per_second, r.upload_pageable_gbytes_per_second
     );
+    if let (Some(d), false) = (r.link_upload_lattice, r.link_uploads.is_empty()) {
+        s.push_str(&format!(
+            "link upload, {}x{}x{}x{} double 12-real links ({:.2} GB), median of {}:\n",
+            d[0],
+            d[1],
+            d[2],
+            d[3],
+            r.link_uploads[0].bytes as f64 / 1e9,
+            r.link_uploads[0].wall_ms.len()
+        ));
+        for u in &r.link_uploads {
+            let rate = u.gbytes_per_second();
+            s.push_str(&format!(
+                "  {:<30} {:>6} GB/s {:>5}% of pinned (copy {} ms, wait {} ms, kernels {} ms, buffers {} + {} ms)\n",
+                u.variant,
+                fmt(rate, 1),
+                fmt(100.0 * rate / r.upload_pinned_gbytes_per_second, 1),
+                fmt(u.copy_ms, 1),
+                fmt(u.wait_ms, 1),
+                fmt(u.kernel_ms, 1),
+                fmt(u.pin_ms, 1),
+                fmt(u.unpin_ms, 1),
+            ));
+        }
+    }
     s.push_str(&format!(
         "host paths (256 MiB): parallel memcpy {} GB/s ({} GB/s with streaming stores); registered in place {} ms, then upload {} GB/s, unregistered {} ms\n",
         fmt(r.host_memcpy_gbytes_per_second, 1),
@@ -874,8 +942,9 @@ pub fn run(
     mode: TuneMode,
     cache_path: &Path,
     out: &Path,
+    upload_dims: Option<[usize; 4]>,
 ) -> Result<()> {
-    let (r, cpu_history) = measure(cfg, versions, repeat, mode, cache_path)?;
+    let (r, cpu_history) = measure(cfg, versions, repeat, mode, cache_path, upload_dims)?;
     print!("{}", table(&r));
     crate::io::write_atomic(&out.join("ablation.csv"), csv(&r).as_bytes())?;
     if !r.methods.is_empty() {

@@ -218,6 +218,11 @@ pub enum Command {
         /// Tune cache file (default $QCD_SOLVE_TUNE_CACHE or ~/.cache/qcd-solve/tune.tsv).
         #[arg(long)]
         tune_cache: Option<PathBuf>,
+        /// Also time the upload of 3.0's double 12-real links of a random field of these
+        /// extents (e.g. 48,48,48,96) with each staging shape, against the pinned
+        /// bandwidth of the same run.
+        #[arg(long, value_delimiter = ',', num_args = 4)]
+        upload_dims: Option<Vec<usize>>,
         #[command(flatten)]
         overrides: Box<OverrideArgs>,
     },
@@ -380,6 +385,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
             tune: _,
             no_tune,
             tune_cache,
+            upload_dims,
             overrides,
         }) => {
             let cfg = load_config(Some(&config), &overrides)?;
@@ -395,7 +401,8 @@ pub fn dispatch(cli: Cli) -> Result<()> {
                 crate::app::ablate::TuneMode::Tune
             };
             let cache = tune_cache.unwrap_or_else(crate::backend::cuda::tune::default_path);
-            crate::app::ablate::run(&cfg, &versions, repeat, mode, &cache, &out)
+            let upload_dims = upload_dims.map(|d| [d[0], d[1], d[2], d[3]]);
+            crate::app::ablate::run(&cfg, &versions, repeat, mode, &cache, &out, upload_dims)
         }
         Some(Command::Kernels { check, arch }) => {
             let compiled = crate::backend::cuda::compile_all_kernels(&arch)?;
