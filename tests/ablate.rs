@@ -296,6 +296,21 @@ fn ablate_on_the_cpu_says_there_is_nothing_to_ablate() {
 }
 
 #[test]
+fn upload_dims_need_four_extents() {
+    let cfg = concat!(env!("CARGO_MANIFEST_DIR"), "/configs/8x8x8x8.toml");
+    let out = Command::new(env!("CARGO_BIN_EXE_qcd-solve"))
+        .args(["ablate", cfg, "--upload-dims", "48,48,48"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--upload-dims") && err.contains("needs 4 values"),
+        "{err}"
+    );
+}
+
+#[test]
 fn tuning_candidates_cover_every_free_launch_geometry() {
     use qcd_solve::backend::cuda::{CudaOptions, StencilVersion};
     let base = CudaOptions::default();

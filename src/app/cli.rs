@@ -221,7 +221,7 @@ pub enum Command {
         /// Also time the upload of 3.0's double 12-real links of a random field of these
         /// extents (e.g. 48,48,48,96) with each staging shape, against the pinned
         /// bandwidth of the same run.
-        #[arg(long, value_delimiter = ',', num_args = 4)]
+        #[arg(long, value_delimiter = ',')]
         upload_dims: Option<Vec<usize>>,
         #[command(flatten)]
         overrides: Box<OverrideArgs>,
@@ -388,6 +388,15 @@ pub fn dispatch(cli: Cli) -> Result<()> {
             upload_dims,
             overrides,
         }) => {
+            let upload_dims = match upload_dims {
+                Some(d) => Some(<[usize; 4]>::try_from(&d[..]).map_err(|_| {
+                    crate::Error::invalid(
+                        "--upload-dims",
+                        format!("needs 4 values LX,LY,LZ,LT, got {d:?}"),
+                    )
+                })?),
+                None => None,
+            };
             let cfg = load_config(Some(&config), &overrides)?;
             if cfg.config.backend.device == Device::Cpu {
                 return Err(crate::Error::Cuda(
@@ -401,7 +410,6 @@ pub fn dispatch(cli: Cli) -> Result<()> {
                 crate::app::ablate::TuneMode::Tune
             };
             let cache = tune_cache.unwrap_or_else(crate::backend::cuda::tune::default_path);
-            let upload_dims = upload_dims.map(|d| [d[0], d[1], d[2], d[3]]);
             crate::app::ablate::run(&cfg, &versions, repeat, mode, &cache, &out, upload_dims)
         }
         Some(Command::Kernels { check, arch }) => {
