@@ -13,7 +13,7 @@ use super::device::{err, function, load_module};
 use super::fast_layout::{spinor_from_soa, SpinorOrder};
 use super::field::{DeviceData, DeviceSpinor};
 use super::fused::{DeviceCrState, CR_TICKET_APPLY};
-use super::kernels::{reduce_blocks, v3_bytes_per_site, HalfOp, Kernel, V3Mode, BLAS_BLOCK};
+use super::kernels::{v3_bytes_per_site, HalfOp, Kernel, V3Mode, BLAS_BLOCK};
 use super::stencil::{self, cfg_1d, dptr, V3Launch};
 use super::stencil_impl::{Geometry, StencilImpl};
 use super::timing::launch;
@@ -437,6 +437,7 @@ impl FastStencil {
         let sites = x.len() / 12;
         let (ns, nvh) = (sites as i64, vh(core) as i64);
         let norm = std::ptr::eq(x, y);
+        let r = core.reduce_args();
         if norm {
             launch!(
                 core.gpu,
@@ -444,7 +445,7 @@ impl FastStencil {
                 sites,
                 &self.half_k.norm2,
                 reduce_cfg(sites),
-                [&xq, &xn, &ns, &nvh, &mut core.partial[0]]
+                [&xq, &xn, &ns, &nvh, &r.level0, &r.upper, &r.tickets, &r.result]
             );
         } else {
             launch!(
@@ -453,10 +454,10 @@ impl FastStencil {
                 sites,
                 &self.half_k.dot,
                 reduce_cfg(sites),
-                [&xq, &xn, &yq, &yn, &ns, &nvh, &mut core.partial[0]]
+                [&xq, &xn, &yq, &yn, &ns, &nvh, &r.level0, &r.upper, &r.tickets, &r.result]
             );
         }
-        let (re, im) = core.finish_reduction(reduce_blocks(sites), !norm)?;
+        let (re, im) = core.read_reduction(!norm)?;
         Ok(C64::new(re, if norm { 0.0 } else { im }))
     }
 }
@@ -658,15 +659,16 @@ impl StencilImpl for FastStencil {
         match (&x.data, &y.data) {
             (DeviceData::Double(xd), DeviceData::Double(yd)) => core.dot_d(xd, yd, n),
             (DeviceData::Single(xs), DeviceData::Single(ys)) => {
+                let r = core.reduce_args();
                 launch!(
                     core.gpu,
                     Kernel::DotPartialF,
                     n,
                     &self.dot_f,
                     reduce_cfg(n),
-                    [xs, ys, &ni, &mut core.partial[0]]
+                    [xs, ys, &ni, &r.level0, &r.upper, &r.tickets, &r.result]
                 );
-                let (re, im) = core.finish_reduction(reduce_blocks(n), true)?;
+                let (re, im) = core.read_reduction(true)?;
                 Ok(C64::new(re, im))
             }
             (DeviceData::Half { .. }, DeviceData::Half { .. }) => self.half_reduce(core, x, y),
@@ -680,15 +682,16 @@ impl StencilImpl for FastStencil {
         match &x.data {
             DeviceData::Double(xd) => core.norm2_d(xd, n),
             DeviceData::Single(xs) => {
+                let r = core.reduce_args();
                 launch!(
                     core.gpu,
                     Kernel::Norm2PartialF,
                     n,
                     &self.norm2_f,
                     reduce_cfg(n),
-                    [xs, &ni, &mut core.partial[0]]
+                    [xs, &ni, &r.level0, &r.upper, &r.tickets, &r.result]
                 );
-                Ok(core.finish_reduction(reduce_blocks(n), false)?.0)
+                Ok(core.read_reduction(false)?.0)
             }
             DeviceData::Half { .. } => Ok(self.half_reduce(core, x, x)?.re),
         }
