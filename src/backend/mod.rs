@@ -72,6 +72,13 @@ pub trait FusedCr: WilsonKernels {
     fn cr_get(&mut self, state: &Self::CrState) -> Result<CrScalars>;
     /// nr of iterations 0..=iter (as recorded by the iteration).
     fn cr_history(&mut self, state: &Self::CrState) -> Result<Vec<f64>>;
+    /// The same when the caller knows iter (from its last `cr_get`, with nothing queued
+    /// since): a backend may then skip reading the scalars.
+    fn cr_history_upto(&mut self, state: &Self::CrState, iter: u64) -> Result<Vec<f64>> {
+        let mut h = self.cr_history(state)?;
+        h.truncate(iter as usize + 1);
+        Ok(h)
+    }
 
     /// If active: x += alpha p, r -= alpha Ap; nr = (r|r); iter += 1 and history[iter] = nr.
     fn cr_update_xr(

@@ -57,8 +57,9 @@ pub trait CrEngine<S: Space> {
     }
     /// k iterations (each a no-op once the iteration is inactive).
     fn batch(&mut self, space: &mut S, k: usize, w: &mut CrFields<S>) -> Result<()>;
-    /// nr of iterations from..=iter.
-    fn history(&mut self, space: &mut S, from: usize) -> Result<Vec<f64>>;
+    /// nr of iterations from..=iter, where iter is the last one the host saw (the last
+    /// `get`, or the start's own scalars), with no batch queued since.
+    fn history(&mut self, space: &mut S, from: usize, iter: u64) -> Result<Vec<f64>>;
     /// Forget what was recorded on the workspace.
     fn release(&mut self, space: &mut S);
     /// Operator applications per apply (for the counts).
@@ -147,7 +148,7 @@ impl<S: Space, A: LinearOperator<S>> CrEngine<S> for HostEngine<A> {
         Ok(())
     }
 
-    fn history(&mut self, _space: &mut S, from: usize) -> Result<Vec<f64>> {
+    fn history(&mut self, _space: &mut S, from: usize, _iter: u64) -> Result<Vec<f64>> {
         Ok(self.history[from..=self.s.iter as usize].to_vec())
     }
 
@@ -242,10 +243,12 @@ impl<S: FusedCr> CrEngine<S> for DeviceEngine<S> {
         })
     }
 
-    fn history(&mut self, space: &mut S, from: usize) -> Result<Vec<f64>> {
+    fn history(&mut self, space: &mut S, from: usize, iter: u64) -> Result<Vec<f64>> {
         let st = self.state()?;
-        let h = space.cr_history(st)?;
-        Ok(h[from..].to_vec())
+        let h = space.cr_history_upto(st, iter)?;
+        h.get(from..)
+            .map(<[f64]>::to_vec)
+            .ok_or_else(|| crate::Error::internal("fused CR history shorter than its start"))
     }
 
     fn release(&mut self, space: &mut S) {
@@ -322,7 +325,7 @@ impl<S: Space, E: CrEngine<S>> Iterate<S> for Cr<S, E> {
         // p = r, Ap = A p, the scalars; the first check uses what the host knows.
         let mut known = Some(self.engine.start(space, s, w)?);
         let mut checks = 0;
-        let verdict = loop {
+        let (verdict, last_iter) = loop {
             let s = match known.take() {
                 Some(s) => s,
                 None => {
@@ -332,11 +335,11 @@ impl<S: Space, E: CrEngine<S>> Iterate<S> for Cr<S, E> {
             };
             match monitor.check(s.iter as usize, s.nr, s.active) {
                 Verdict::Continue => {}
-                v => break v,
+                v => break (v, s.iter),
             }
             self.engine.batch(space, self.check_every, w)?;
         };
-        let history = self.engine.history(space, start_iter)?;
+        let history = self.engine.history(space, start_iter, last_iter)?;
         let iter = start_iter + history.len() - 1;
         Ok(Run {
             iter,

@@ -308,8 +308,8 @@ impl Fused {
             gathered,
             _booking: ledger.book(Purpose::CrState, cr_state_bytes(volume, s.max_iter, ranks)),
         };
-        // The host vectors are temporaries: wait for the copies.
-        gpu.sync()?;
+        // The host vectors are temporaries, but a copy from pageable host memory has left
+        // them when cuMemcpyHtoDAsync returns (see `set`): no synchronisation.
         Ok(state)
     }
 
@@ -327,7 +327,11 @@ impl Fused {
         gpu.stream
             .memcpy_htod(&nr, &mut entry)
             .map_err(err("uploading a CR history entry"))?;
-        gpu.sync()
+        // No synchronisation: a copy from pageable host memory has left `block` and `nr`
+        // (staged by the driver) when cuMemcpyHtoDAsync returns (CUDA's "API
+        // synchronization behavior"), and the copies are ordered before the next launch
+        // on this stream.
+        Ok(())
     }
 
     /// The scalars: one device-to-host transfer of the block (waits for queued work).
@@ -343,7 +347,13 @@ impl Fused {
     /// history[0..=iter].
     pub fn history(gpu: &mut GpuStream, state: &DeviceCrState) -> Result<Vec<f64>> {
         let s = Self::get(gpu, state)?;
-        let n = (s.iter as usize + 1).min(state.history.len());
+        Self::history_upto(gpu, state, s.iter)
+    }
+
+    /// history[0..=iter] for an iter the caller has read (one transfer, no read of the
+    /// block).
+    pub fn history_upto(gpu: &mut GpuStream, state: &DeviceCrState, iter: u64) -> Result<Vec<f64>> {
+        let n = (iter as usize + 1).min(state.history.len());
         let mut out = vec![0.0f64; n];
         gpu.stream
             .memcpy_dtoh(&state.history.slice(0..n), &mut out)

@@ -247,6 +247,11 @@ impl FusedCr for CudaBackend {
         Fused::history(&mut self.core.gpu, state)
     }
 
+    fn cr_history_upto(&mut self, state: &DeviceCrState, iter: u64) -> Result<Vec<f64>> {
+        self.fused_path()?;
+        Fused::history_upto(&mut self.core.gpu, state, iter)
+    }
+
     fn cr_update_xr(
         &mut self,
         state: &mut DeviceCrState,
