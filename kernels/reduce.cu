@@ -104,6 +104,9 @@ __device__ __forceinline__ void climb(const V* level0, V* upper, unsigned* ticke
         *result = red_ld(in);
 }
 
+// |z|^2, the one expression of the double norms (norm2_partial_t, residual_norm2).
+__device__ __forceinline__ double norm_term(double2 z) { return z.x * z.x + z.y * z.y; }
+
 // partial[b] = sum |x_k|^2 over block b's 2*REDUCE_BLOCK elements (Z = double2, or float2
 // for version 3.0's single-precision fields: widened to double, summed in double).
 template <class Z>
@@ -113,14 +116,10 @@ __device__ __forceinline__ void norm2_partial_t(const Z* __restrict__ x, int n, 
     __shared__ double sdata[REDUCE_BLOCK];
     const int k = blockIdx.x * (2 * REDUCE_BLOCK) + threadIdx.x;
     double v = 0.0;
-    if (k < n) {
-        const double2 z = c_dbl(x[k]);
-        v = z.x * z.x + z.y * z.y;
-    }
-    if (k + REDUCE_BLOCK < n) {
-        const double2 z = c_dbl(x[k + REDUCE_BLOCK]);
-        v += z.x * z.x + z.y * z.y;
-    }
+    if (k < n)
+        v = norm_term(c_dbl(x[k]));
+    if (k + REDUCE_BLOCK < n)
+        v += norm_term(c_dbl(x[k + REDUCE_BLOCK]));
     const double s = tree_sum(sdata, v);
     if (threadIdx.x == 0)
         partial[blockIdx.x] = s;
@@ -167,6 +166,37 @@ extern "C" __global__ void dot_partial_f(const float2* __restrict__ x, const flo
                                          double2* partial, double2* upper, unsigned* tickets, double2* result)
 {
     dot_partial_t(x, y, n, partial, upper, tickets, result);
+}
+
+// The reliable update's residual (src/solver/mixed.rs, Space::residual_converted): r = b - r
+// (r holding A x on entry) in double, low = r rounded to float, and (r|r) exactly as
+// norm2_partial over the new r (the same elements per thread, trees and climb): the seed's
+// xscal and xaxpy (which round -Ax + b once, as this does), to_single and norm2 in one
+// launch. 56 bytes per element.
+__device__ __forceinline__ double residual_one(const double2* __restrict__ b, double2* __restrict__ r,
+                                               float2* __restrict__ low, int k)
+{
+    const double2 z = c_sub(b[k], r[k]);
+    r[k] = z;
+    low[k] = c_of<float2>((float)z.x, (float)z.y);
+    return norm_term(z);
+}
+
+extern "C" __global__ void residual_norm2(const double2* __restrict__ b, double2* __restrict__ r,
+                                          float2* __restrict__ low, int n, double* partial, double* upper,
+                                          unsigned* tickets, double* result)
+{
+    __shared__ double sdata[REDUCE_BLOCK];
+    const int k = blockIdx.x * (2 * REDUCE_BLOCK) + threadIdx.x;
+    double v = 0.0;
+    if (k < n)
+        v = residual_one(b, r, low, k);
+    if (k + REDUCE_BLOCK < n)
+        v += residual_one(b, r, low, k + REDUCE_BLOCK);
+    const double s = tree_sum(sdata, v);
+    if (threadIdx.x == 0)
+        partial[blockIdx.x] = s;
+    climb(partial, upper, tickets, result);
 }
 
 // Half fields (half.cuh): the first pass over n sites in parity blocks of vh, one site

@@ -4,7 +4,7 @@
 //! hop_xpay of the even-odd source and reconstruction, the (r|Ar) epilogue of the fused CR
 //! iteration, and BLAS-1 and reductions on every layout (double fields: the seed's kernels,
 //! as for the seed versions; float fields: `xaxpy_f`, `xpay_f`, `norm2_partial_f`,
-//! `dot_partial_f`; half fields, kernels/half.cuh: the site-wise `xaxpy_h`, `xpay_h`,
+//! `dot_partial_f`; the reliable update's fused `add_widened` and `residual_norm2`; half fields, kernels/half.cuh: the site-wise `xaxpy_h`, `xpay_h`,
 //! `norm2_partial_h`, `dot_partial_h`, `to_half`, `from_half` and the V3_HALF stencil with
 //! the single-precision links; reductions accumulate in double).
 
@@ -38,6 +38,9 @@ pub(crate) struct FastStencil {
     xpay_f: CudaFunction,
     norm2_f: CudaFunction,
     dot_f: CudaFunction,
+    /// The reliable update's fused steps (blas1.cu add_widened, reduce.cu residual_norm2).
+    add_widened: CudaFunction,
+    residual_norm2: CudaFunction,
     to_single: CudaFunction,
     to_double: CudaFunction,
     /// The site-wise kernels of half fields.
@@ -129,6 +132,8 @@ impl FastStencil {
             xpay_f: function(blas, "xpay_f")?,
             norm2_f: function(reduce, "norm2_partial_f")?,
             dot_f: function(reduce, "dot_partial_f")?,
+            add_widened: function(blas, "add_widened")?,
+            residual_norm2: function(reduce, "residual_norm2")?,
             to_single: function(layout, "to_single")?,
             to_double: function(layout, "to_double")?,
             half_k: HalfKernels {
@@ -694,6 +699,65 @@ impl StencilImpl for FastStencil {
                 Ok(core.read_reduction(false)?.0)
             }
             DeviceData::Half { .. } => Ok(self.half_reduce(core, x, x)?.re),
+        }
+    }
+
+    /// y += x in one pass for a single x and a double y of one subset.
+    fn add_converted(
+        &mut self,
+        core: &mut Core,
+        x: &DeviceSpinor,
+        y: &mut DeviceSpinor,
+    ) -> Result<bool> {
+        let n = x.len();
+        if x.layout.subset != y.layout.subset || y.len() != n {
+            return Ok(false);
+        }
+        let ni = n as i32;
+        match (&x.data, &mut y.data) {
+            (DeviceData::Single(xs), DeviceData::Double(yd)) => {
+                launch!(
+                    core.gpu,
+                    Kernel::AddWidened,
+                    n,
+                    &self.add_widened,
+                    cfg_1d(n, BLAS_BLOCK, 0),
+                    [xs, yd, &ni]
+                );
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// r = b - r, low = r and (r|r) in one launch for double b and r and a single low of
+    /// one subset.
+    fn residual_converted(
+        &mut self,
+        core: &mut Core,
+        b: &DeviceSpinor,
+        r: &mut DeviceSpinor,
+        low: &mut DeviceSpinor,
+    ) -> Result<Option<f64>> {
+        let n = r.len();
+        if b.layout != r.layout || low.layout.subset != r.layout.subset || low.len() != n {
+            return Ok(None);
+        }
+        let ni = n as i32;
+        match (&b.data, &mut r.data, &mut low.data) {
+            (DeviceData::Double(bd), DeviceData::Double(rd), DeviceData::Single(ls)) => {
+                let a = core.reduce_args();
+                launch!(
+                    core.gpu,
+                    Kernel::ResidualNorm2,
+                    n,
+                    &self.residual_norm2,
+                    reduce_cfg(n),
+                    [bd, rd, ls, &ni, &a.level0, &a.upper, &a.tickets, &a.result]
+                );
+                Ok(Some(core.read_reduction(false)?.0))
+            }
+            _ => Ok(None),
         }
     }
 

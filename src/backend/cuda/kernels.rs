@@ -124,6 +124,12 @@ pub enum Kernel {
     Norm2PartialF,
     /// (x|y) over n float2 input pairs (double sums), first pass and climb.
     DotPartialF,
+    /// y = y + (double) x over n complex numbers, a float2 x and a double2 y (the reliable
+    /// update's fold, blas1.cu add_widened).
+    AddWidened,
+    /// r = b - r, low = (float) r and (r|r) over n complex numbers in one launch (the
+    /// reliable update's residual, reduce.cu residual_norm2: first pass and climb).
+    ResidualNorm2,
     /// Precision conversion of n complex numbers (to float2, or to double2).
     Convert { to_single: bool },
     /// Device-to-device copy of n float2 numbers.
@@ -254,6 +260,8 @@ impl Kernel {
             Kernel::XpayF => "xpay (single)".into(),
             Kernel::Norm2PartialF => "norm2_partial (single)".into(),
             Kernel::DotPartialF => "dot_partial (single)".into(),
+            Kernel::AddWidened => "add_widened".into(),
+            Kernel::ResidualNorm2 => "residual_norm2".into(),
             Kernel::Convert { to_single: true } => "to_single".into(),
             Kernel::Convert { to_single: false } => "to_double".into(),
             Kernel::CopySingle => "copy (single)".into(),
@@ -339,6 +347,10 @@ impl Kernel {
             Kernel::XaxpyF | Kernel::XpayF => 8 * nn,
             Kernel::Norm2PartialF => Kernel::Norm2Partial.flops(n),
             Kernel::DotPartialF => Kernel::DotPartial.flops(n),
+            // One complex addition.
+            Kernel::AddWidened => 2 * nn,
+            // The complex subtraction, then norm2's work.
+            Kernel::ResidualNorm2 => 2 * nn + Kernel::Norm2Partial.flops(n),
             Kernel::Convert { .. } | Kernel::CopySingle | Kernel::Zero { .. } => 0,
             // The projection: 6 complex additions (one half spinor).
             Kernel::HaloPack { .. } => 12 * nn,
@@ -403,6 +415,12 @@ impl Kernel {
             }
             Kernel::DotPartialF => {
                 16 * nn + 16 * reduce_blocks(n) as u64 + climb_work(reduce_blocks(n), true).1
+            }
+            // x (8) and y (16) read, y written.
+            Kernel::AddWidened => 40 * nn,
+            // b and r read, r and low written; the partials and the climb as norm2's.
+            Kernel::ResidualNorm2 => {
+                56 * nn + 8 * reduce_blocks(n) as u64 + climb_work(reduce_blocks(n), false).1
             }
             Kernel::Convert { .. } => 24 * nn,
             Kernel::CopySingle => 16 * nn,

@@ -136,6 +136,38 @@ impl Space for CudaBackend {
         let local = self.stencil.norm2(&mut self.core, x)?;
         Ok(self.core.global_sum([local, 0.0])?[0])
     }
+
+    /// One kernel where the stencil has it (3.0: single into double), else the default's
+    /// conversion and axpy.
+    fn add_converted(
+        &mut self,
+        x: &DeviceSpinor,
+        y: &mut DeviceSpinor,
+        scratch: &mut DeviceSpinor,
+    ) -> Result<()> {
+        if self.stencil.add_converted(&mut self.core, x, y)? {
+            return Ok(());
+        }
+        self.convert(scratch, x)?;
+        self.axpy(C64::new(1.0, 0.0), scratch, y)
+    }
+
+    /// One launch where the stencil has it (3.0: double r, single low), else the default's
+    /// xpay, norm2 and conversion; on a decomposed lattice the local norm's sum over ranks.
+    fn residual_converted(
+        &mut self,
+        b: &DeviceSpinor,
+        r: &mut DeviceSpinor,
+        low: &mut DeviceSpinor,
+    ) -> Result<f64> {
+        if let Some(local) = self.stencil.residual_converted(&mut self.core, b, r, low)? {
+            return Ok(self.core.global_sum([local, 0.0])?[0]);
+        }
+        self.xpay(b, C64::new(-1.0, 0.0), r)?;
+        let nr = self.norm2(r)?;
+        self.convert(low, r)?;
+        Ok(nr)
+    }
 }
 
 impl WilsonKernels for CudaBackend {
