@@ -80,6 +80,22 @@ pub trait FusedCr: WilsonKernels {
         Ok(h)
     }
 
+    /// The start of a run's fields: r = rhs, x = p = Ap = 0 (not gated on `active`). The
+    /// default is a copy and three zeroings; a backend may do it in one pass.
+    fn cr_load(
+        &mut self,
+        rhs: &Self::Field,
+        r: &mut Self::Field,
+        x: &mut Self::Field,
+        p: &mut Self::Field,
+        ap: &mut Self::Field,
+    ) -> Result<()> {
+        self.copy(r, rhs)?;
+        self.set_zero(x)?;
+        self.set_zero(p)?;
+        self.set_zero(ap)
+    }
+
     /// If active: x += alpha p, r -= alpha Ap; nr = (r|r); iter += 1 and history[iter] = nr.
     fn cr_update_xr(
         &mut self,

@@ -161,6 +161,8 @@ struct FusedKernels {
     p_s: CudaFunction,
     dot_d: CudaFunction,
     dot_s: CudaFunction,
+    load_d: CudaFunction,
+    load_s: CudaFunction,
     global: CudaFunction,
 }
 
@@ -257,6 +259,8 @@ impl Fused {
                 p_s: function(&module, "cr_p_s")?,
                 dot_d: function(&module, "cr_dot_d")?,
                 dot_s: function(&module, "cr_dot_s")?,
+                load_d: function(&module, "cr_load_d")?,
+                load_s: function(&module, "cr_load_s")?,
                 global: function(&module, "cr_global")?,
             });
         }
@@ -468,6 +472,66 @@ impl Fused {
                 &k.p_s,
                 cfg,
                 [p, ap, r, ar, &ni, scalars, partials, tickets]
+            ),
+            _ => return Err(mixed()),
+        }
+        Ok(())
+    }
+
+    /// r = rhs, x = p = Ap = 0 in one pass (the start of a run's fields; not gated).
+    pub fn load(
+        &mut self,
+        gpu: &mut GpuStream,
+        rhs: RawField<'_>,
+        r: RawFieldMut<'_>,
+        x: RawFieldMut<'_>,
+        p: RawFieldMut<'_>,
+        ap: RawFieldMut<'_>,
+    ) -> Result<()> {
+        let (prec, n) = common_shape(
+            &[
+                shape(&rhs),
+                shape_mut(&r),
+                shape_mut(&x),
+                shape_mut(&p),
+                shape_mut(&ap),
+            ],
+            "cr_load",
+        )?;
+        let k = self.kernels(gpu)?;
+        let ni = n as i32;
+        let cfg = LaunchConfig {
+            shared_mem_bytes: 0,
+            ..cr_cfg(n)
+        };
+        match (rhs, r, x, p, ap) {
+            (
+                RawField::Double(rhs),
+                RawFieldMut::Double(r),
+                RawFieldMut::Double(x),
+                RawFieldMut::Double(p),
+                RawFieldMut::Double(ap),
+            ) => launch!(
+                gpu,
+                Kernel::CrLoad(prec),
+                n,
+                &k.load_d,
+                cfg,
+                [rhs, r, x, p, ap, &ni]
+            ),
+            (
+                RawField::Single(rhs),
+                RawFieldMut::Single(r),
+                RawFieldMut::Single(x),
+                RawFieldMut::Single(p),
+                RawFieldMut::Single(ap),
+            ) => launch!(
+                gpu,
+                Kernel::CrLoad(prec),
+                n,
+                &k.load_s,
+                cfg,
+                [rhs, r, x, p, ap, &ni]
             ),
             _ => return Err(mixed()),
         }

@@ -99,6 +99,9 @@ pub enum Kernel {
     /// The fused CR's (r|Ar) on a decomposed lattice (after the operator's exterior
     /// kernels) with the scalar update, over n complex numbers.
     CrDot(Precision),
+    /// The start of a fused CR run's fields over n complex numbers: r = rhs, x = p = Ap
+    /// = 0 (cr_load).
+    CrLoad(Precision),
     /// The end of a fused CR reduction on a decomposed lattice: n ranks' sums added in
     /// rank order and the scalar update (one thread).
     CrGlobal,
@@ -223,6 +226,7 @@ impl Kernel {
             Kernel::CrXr(p) => format!("cr_xr ({})", precision_name(*p)),
             Kernel::CrP(p) => format!("cr_p ({})", precision_name(*p)),
             Kernel::CrDot(p) => format!("cr_dot ({})", precision_name(*p)),
+            Kernel::CrLoad(p) => format!("cr_load ({})", precision_name(*p)),
             Kernel::CrGlobal => "cr_global".into(),
             Kernel::Setup(name) => (*name).into(),
             Kernel::V3 {
@@ -333,6 +337,7 @@ impl Kernel {
             // A conjugate multiply-add per element (8); the last block's beta (a complex
             // division, 11).
             Kernel::CrDot(_) => 8 * nn + cr_reduction_flops(n, 11),
+            Kernel::CrLoad(_) => 0,
             // n - 1 complex additions and at most a complex division.
             Kernel::CrGlobal => 2 * nn.saturating_sub(1) + 11,
             Kernel::Setup(_) => 0,
@@ -391,6 +396,8 @@ impl Kernel {
                 let grid = cr_grid(n) as u64;
                 2 * complex_bytes(*p == Precision::Single) * nn + 32 * grid + 8 * CR_SCALARS as u64
             }
+            // rhs read; r, x, p and Ap written.
+            Kernel::CrLoad(p) => 5 * complex_bytes(*p == Precision::Single) * nn,
             // The n ranks' gathered sums and the scalar block.
             Kernel::CrGlobal => 16 * nn + 8 * CR_SCALARS as u64,
             Kernel::Setup(_) => 0,

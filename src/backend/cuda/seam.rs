@@ -284,6 +284,36 @@ impl FusedCr for CudaBackend {
         Fused::history_upto(&mut self.core.gpu, state, iter)
     }
 
+    /// One cr_load pass on double or single fields (the fused CR's precisions); other
+    /// layouts the default's copy and zeroings.
+    fn cr_load(
+        &mut self,
+        rhs: &DeviceSpinor,
+        r: &mut DeviceSpinor,
+        x: &mut DeviceSpinor,
+        p: &mut DeviceSpinor,
+        ap: &mut DeviceSpinor,
+    ) -> Result<()> {
+        if !self.caps.fused_cr || rhs.layout.precision == Precision::Half {
+            self.copy(r, rhs)?;
+            self.set_zero(x)?;
+            self.set_zero(p)?;
+            return self.set_zero(ap);
+        }
+        let layouts = [r.layout, x.layout, p.layout, ap.layout];
+        if let Some(&other) = layouts.iter().find(|&&l| l != rhs.layout) {
+            return Err(crate::linalg::layout_mismatch("cr_load", rhs.layout, other));
+        }
+        let (rhs, r, x, p, ap) = (
+            rhs.raw(),
+            r.raw_mut(),
+            x.raw_mut(),
+            p.raw_mut(),
+            ap.raw_mut(),
+        );
+        self.fused.load(&mut self.core.gpu, rhs, r, x, p, ap)
+    }
+
     fn cr_update_xr(
         &mut self,
         state: &mut DeviceCrState,
