@@ -41,6 +41,17 @@ extern "C" __global__ void xpay_f(const float2* __restrict__ x, float2* __restri
         y[k] = c_madd(x[k], c_of<float2>((float)a_re, (float)a_im), y[k]);
 }
 
+// y = y + (double) x for a float2 x and a double2 y: the reliable update's x_d += x_s
+// (src/solver/mixed.rs, Space::add_converted) in one pass; the same bits as widening x into
+// a double field and adding it with xaxpy (1 x is exact, the sum rounds once). 2 flops,
+// 40 bytes per element.
+extern "C" __global__ void add_widened(const float2* __restrict__ x, double2* __restrict__ y, int n)
+{
+    const int k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k < n)
+        y[k] = c_add(y[k], c_dbl(x[k]));
+}
+
 // Half fields (half.cuh): one thread per site of n sites in parity blocks of vh, the
 // site's 12 complex read, combined in float and stored with the new site norm.
 // XPAY = false: y = y + a x; true: y = x + a y. 96 flops (8 per complex) + the rounding,

@@ -144,6 +144,36 @@ extern "C" __global__ void cr_p_s(float2* __restrict__ p, float2* __restrict__ a
     cr_p(p, ap, r, ar, n, s, partials, tickets);
 }
 
+// The start of a run's fields (src/solver/cr.rs DeviceEngine::load): r = rhs, x = p = Ap = 0,
+// one pass instead of a copy and three zeroings. Not gated on `active` (no scalars).
+template <class T>
+__device__ __forceinline__ void cr_load(const T* __restrict__ rhs, T* __restrict__ r, T* __restrict__ x,
+                                        T* __restrict__ p, T* __restrict__ ap, int n)
+{
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    T zero;
+    zero.x = 0;
+    zero.y = 0;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)n; i += stride) {
+        r[i] = rhs[i];
+        x[i] = zero;
+        p[i] = zero;
+        ap[i] = zero;
+    }
+}
+
+extern "C" __global__ void cr_load_d(const double2* __restrict__ rhs, double2* __restrict__ r, double2* __restrict__ x,
+                                     double2* __restrict__ p, double2* __restrict__ ap, int n)
+{
+    cr_load(rhs, r, x, p, ap, n);
+}
+
+extern "C" __global__ void cr_load_s(const float2* __restrict__ rhs, float2* __restrict__ r, float2* __restrict__ x,
+                                     float2* __restrict__ p, float2* __restrict__ ap, int n)
+{
+    cr_load(rhs, r, x, p, ap, n);
+}
+
 // (y|out) = sum conj(y) out over n elements, for the fused CR on a decomposed lattice
 // (where the operator's last kernel is the exterior, so the dot cannot be its epilogue):
 // if active, the rank's sum goes where the stencil's epilogue would put it (CR_LOCAL_RE/IM

@@ -194,6 +194,91 @@ fn reductions_give_identical_bits_on_every_run_and_match_the_cpu() {
     assert!((d0 - dc).norm() / dc.norm() < 1e-12, "dot {d0} vs {dc}");
 }
 
+/// The one-launch reductions (kernels/reduce.cu: a first pass, then the last block of each
+/// group climbing the seed's summing tree) on fields big enough for two levels above the
+/// first pass, several groups at the first: a full 16x16x16x32 field is 1572864 complex
+/// numbers, 3072 first-pass blocks, 6 groups, then 1. Expected values: fields of small
+/// integers, whose squares and products and every partial sum are exact in double, so the
+/// exact integer sums (computed on the host) are the only right answer whatever the order;
+/// a block lost or counted twice, or a ticket left non-zero by a launch, would change them.
+/// The same on the even half in single precision (786432 complex, 1536 blocks: 3 groups)
+/// and in half precision (65536 sites: 128 blocks, one level; against the host's dequantized
+/// values to 1e-12), and 20 repeats give the same bits.
+#[test]
+fn one_launch_reductions_climb_several_groups_exactly() {
+    use qcd_solve::backend::{Layout, Precision, Subset};
+    require_gpu();
+    let l = lattice([16, 16, 16, 32]);
+    let gauge = GaugeField::unit(&l);
+    let mut x = SpinorField::zeros(l.volume());
+    let mut y = SpinorField::zeros(l.volume());
+    for (k, (a, b)) in x.data.iter_mut().zip(y.data.iter_mut()).enumerate() {
+        let i = k as i64;
+        *a = C64::new((i % 7 - 3) as f64, (i % 5 - 2) as f64);
+        *b = C64::new((i % 3 - 1) as f64, (i % 11 - 5) as f64);
+    }
+    let exact_norm: f64 = x.data.iter().map(|z| z.norm_sqr()).sum();
+    let exact_dot: C64 = x.data.iter().zip(&y.data).map(|(a, b)| a.conj() * b).sum();
+    let opts = CudaOptions {
+        version: StencilVersion::V3_0,
+        ..CudaOptions::default()
+    };
+    let mut gpu = CudaBackend::new(&gauge, 0.1, &opts).unwrap();
+    let dx = gpu.upload(&x).unwrap();
+    let dy = gpu.upload(&y).unwrap();
+    let even = Layout::new(Subset::Even, Precision::Single);
+    let (mut sx, mut sy) = (
+        gpu.alloc_layout(even).unwrap(),
+        gpu.alloc_layout(even).unwrap(),
+    );
+    gpu.convert(&mut sx, &dx).unwrap();
+    gpu.convert(&mut sy, &dy).unwrap();
+    let host_even = |f: &SpinorField| -> Vec<C64> {
+        let mut out = Vec::new();
+        for site in 0..l.volume() {
+            if l.parity(site) == 0 {
+                out.extend_from_slice(&f.data[site * 12..site * 12 + 12]);
+            }
+        }
+        out
+    };
+    let (ex, ey) = (host_even(&x), host_even(&y));
+    let even_norm: f64 = ex.iter().map(|z| z.norm_sqr()).sum();
+    let even_dot: C64 = ex.iter().zip(&ey).map(|(a, b)| a.conj() * b).sum();
+    for _ in 0..20 {
+        assert_eq!(gpu.norm2(&dx).unwrap(), exact_norm);
+        assert_eq!(gpu.dot(&dx, &dy).unwrap(), exact_dot);
+        assert_eq!(gpu.norm2(&sx).unwrap(), even_norm);
+        assert_eq!(gpu.dot(&sx, &sy).unwrap(), even_dot);
+    }
+    // Half precision: the host's dequantized values (linalg::half), to rounding order.
+    let half = Layout::new(Subset::Even, Precision::Half);
+    let (mut hx, mut hy) = (
+        gpu.alloc_layout(half).unwrap(),
+        gpu.alloc_layout(half).unwrap(),
+    );
+    gpu.convert(&mut hx, &dx).unwrap();
+    gpu.convert(&mut hy, &dy).unwrap();
+    let (qx, qy) = (gpu.download(&hx).unwrap(), gpu.download(&hy).unwrap());
+    let (qx, qy) = (host_even(&qx), host_even(&qy));
+    let half_norm: f64 = qx.iter().map(|z| z.norm_sqr()).sum();
+    let half_dot: C64 = qx.iter().zip(&qy).map(|(a, b)| a.conj() * b).sum();
+    let n0 = gpu.norm2(&hx).unwrap();
+    let d0 = gpu.dot(&hx, &hy).unwrap();
+    assert!(
+        (n0 - half_norm).abs() / half_norm < 1e-12,
+        "{n0} vs {half_norm}"
+    );
+    assert!(
+        (d0 - half_dot).norm() / half_dot.norm() < 1e-12,
+        "{d0} vs {half_dot}"
+    );
+    for _ in 0..20 {
+        assert_eq!(gpu.norm2(&hx).unwrap().to_bits(), n0.to_bits());
+        assert_eq!(gpu.dot(&hx, &hy).unwrap(), d0);
+    }
+}
+
 #[test]
 fn blas1_matches_the_cpu() {
     require_gpu();

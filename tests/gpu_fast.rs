@@ -350,6 +350,79 @@ fn blas_and_reductions_on_half_and_single_fields_match_the_cpu() {
     }
 }
 
+/// The reliable update's fused steps (Space::add_converted, one add_widened launch, and
+/// Space::residual_converted, one residual_norm2 launch) against the unfused sequence they
+/// replace on the same GPU (to_double + xaxpy; xscal + xaxpy, norm2, to_single: the CPU
+/// backend's `Space` defaults, run here through the same backend's plain methods), on a
+/// 16x16x16x32 lattice's even fields (786432 complex: the climb's two levels) and on the
+/// small test lattices. Expected: the fields bit for bit (b - r and x + 1 y round once in
+/// both); (r|r) to 1e-15, which sums the same values in the same tree (only the kernel's
+/// own contraction of |z|^2 could differ), and equal to the CPU backend's to 1e-12.
+#[test]
+fn reliable_update_fused_steps_equal_the_unfused_sequence() {
+    require_gpu();
+    let mut all = lattices();
+    all.push(Lattice::new([16, 16, 16, 32], DEFAULT_BOUNDARY).unwrap());
+    for l in &all {
+        let gauge = GaugeField::unit(l);
+        let mut g = gpu(&gauge, Reconstruct::R18, 256);
+        let mut cpu = CpuBackend::new(&gauge, KAPPA);
+        let (x, y, b) = (
+            SpinorField::random(l.volume(), 4, 1 << 40),
+            SpinorField::random(l.volume(), 4, 2 << 40),
+            SpinorField::random(l.volume(), 4, 3 << 40),
+        );
+        let even_d = Layout::new(Subset::Even, Precision::Double);
+        let even_s = Layout::new(Subset::Even, Precision::Single);
+        // x_d += x_s.
+        let xs = field(&mut g, &x, even_s);
+        let (mut fused, mut plain) = (field(&mut g, &y, even_d), field(&mut g, &y, even_d));
+        let mut scratch = g.alloc_layout(even_d).unwrap();
+        g.add_converted(&xs, &mut fused, &mut scratch).unwrap();
+        g.convert(&mut scratch, &xs).unwrap();
+        g.axpy(C64::new(1.0, 0.0), &scratch, &mut plain).unwrap();
+        assert_eq!(g.download(&fused).unwrap(), g.download(&plain).unwrap());
+        // r = b - r, (r|r), r_s = r.
+        let bd = field(&mut g, &b, even_d);
+        let (mut low_f, mut low_p) = (
+            g.alloc_layout(even_s).unwrap(),
+            g.alloc_layout(even_s).unwrap(),
+        );
+        let n_fused = g.residual_converted(&bd, &mut fused, &mut low_f).unwrap();
+        g.xpay(&bd, C64::new(-1.0, 0.0), &mut plain).unwrap();
+        let n_plain = g.norm2(&plain).unwrap();
+        g.convert(&mut low_p, &plain).unwrap();
+        assert_eq!(g.download(&fused).unwrap(), g.download(&plain).unwrap());
+        assert_eq!(g.download(&low_f).unwrap(), g.download(&low_p).unwrap());
+        assert!(
+            (n_fused - n_plain).abs() <= 1e-15 * n_plain,
+            "{:?}: (r|r) {n_fused} vs {n_plain}",
+            l.dims
+        );
+        // Repeatable bit for bit, and the CPU backend's defaults agree.
+        let mut again = field(&mut g, &y, even_d);
+        g.add_converted(&xs, &mut again, &mut scratch).unwrap();
+        let n_again = g.residual_converted(&bd, &mut again, &mut low_p).unwrap();
+        assert_eq!(n_again.to_bits(), n_fused.to_bits());
+        let cxs = field(&mut cpu, &x, even_s);
+        let mut cy = field(&mut cpu, &y, even_d);
+        let mut cscratch = cpu.alloc_layout(even_d).unwrap();
+        cpu.add_converted(&cxs, &mut cy, &mut cscratch).unwrap();
+        let cb = field(&mut cpu, &b, even_d);
+        let mut clow = cpu.alloc_layout(even_s).unwrap();
+        let n_cpu = cpu.residual_converted(&cb, &mut cy, &mut clow).unwrap();
+        assert!(
+            (n_fused - n_cpu).abs() / n_cpu < 1e-12,
+            "{n_fused} vs {n_cpu}"
+        );
+        let rel = g
+            .download(&fused)
+            .unwrap()
+            .rel_diff(&cpu.download(&cy).unwrap());
+        assert!(rel <= tol(Precision::Double), "residual {rel:e}");
+    }
+}
+
 #[test]
 fn cr_apply_dot_matches_the_cpu_and_obeys_active() {
     require_gpu();

@@ -237,6 +237,35 @@ fn iterate(
     (seen, out)
 }
 
+/// cr_load (the start of a run's fields in one pass) against its definition, the copy and
+/// three zeroings it replaces: on fields holding other values, r must equal rhs bit for
+/// bit and x, p, Ap be zero, in double and in single (even half fields).
+#[test]
+fn cr_load_copies_the_rhs_and_zeroes_the_rest() {
+    use qcd_solve::backend::{Layout, Precision, Subset};
+    require_gpu();
+    let l = lattice([4, 4, 6, 8]);
+    let g = GaugeField::random(&l, 5);
+    let mut be = gpu(&g, StencilVersion::V3_0);
+    let f = fields(&l, 7);
+    for prec in [Precision::Double, Precision::Single] {
+        let layout = Layout::new(Subset::Even, prec);
+        let mut load = |k: usize| {
+            let full = be.upload(&f[k]).unwrap();
+            let mut h = be.alloc_layout(layout).unwrap();
+            be.convert(&mut h, &full).unwrap();
+            h
+        };
+        let (rhs, mut r, mut x, mut p, mut ap) = (load(0), load(1), load(2), load(3), load(4));
+        be.cr_load(&rhs, &mut r, &mut x, &mut p, &mut ap).unwrap();
+        assert_eq!(be.download(&r).unwrap(), be.download(&rhs).unwrap());
+        let zero = SpinorField::zeros(l.volume());
+        for (name, z) in [("x", &x), ("p", &p), ("Ap", &ap)] {
+            assert_eq!(be.download(z).unwrap(), zero, "{prec:?} {name}");
+        }
+    }
+}
+
 #[test]
 fn a_graph_gives_the_scalars_of_the_launches_it_records() {
     require_gpu();

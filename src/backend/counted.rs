@@ -103,6 +103,26 @@ impl<B: Space> Space for Counted<B> {
     fn norm2(&mut self, x: &Self::Field) -> Result<f64> {
         self.inner.norm2(&x.inner)
     }
+
+    fn add_converted(
+        &mut self,
+        x: &Self::Field,
+        y: &mut Self::Field,
+        scratch: &mut Self::Field,
+    ) -> Result<()> {
+        self.inner
+            .add_converted(&x.inner, &mut y.inner, &mut scratch.inner)
+    }
+
+    fn residual_converted(
+        &mut self,
+        b: &Self::Field,
+        r: &mut Self::Field,
+        low: &mut Self::Field,
+    ) -> Result<f64> {
+        self.inner
+            .residual_converted(&b.inner, &mut r.inner, &mut low.inner)
+    }
 }
 
 impl<B: WilsonKernels> WilsonKernels for Counted<B> {

@@ -72,6 +72,29 @@ pub trait FusedCr: WilsonKernels {
     fn cr_get(&mut self, state: &Self::CrState) -> Result<CrScalars>;
     /// nr of iterations 0..=iter (as recorded by the iteration).
     fn cr_history(&mut self, state: &Self::CrState) -> Result<Vec<f64>>;
+    /// The same when the caller knows iter (from its last `cr_get`, with nothing queued
+    /// since): a backend may then skip reading the scalars.
+    fn cr_history_upto(&mut self, state: &Self::CrState, iter: u64) -> Result<Vec<f64>> {
+        let mut h = self.cr_history(state)?;
+        h.truncate(iter as usize + 1);
+        Ok(h)
+    }
+
+    /// The start of a run's fields: r = rhs, x = p = Ap = 0 (not gated on `active`). The
+    /// default is a copy and three zeroings; a backend may do it in one pass.
+    fn cr_load(
+        &mut self,
+        rhs: &Self::Field,
+        r: &mut Self::Field,
+        x: &mut Self::Field,
+        p: &mut Self::Field,
+        ap: &mut Self::Field,
+    ) -> Result<()> {
+        self.copy(r, rhs)?;
+        self.set_zero(x)?;
+        self.set_zero(p)?;
+        self.set_zero(ap)
+    }
 
     /// If active: x += alpha p, r -= alpha Ap; nr = (r|r); iter += 1 and history[iter] = nr.
     fn cr_update_xr(

@@ -122,7 +122,8 @@ impl Layout {
 }
 
 /// A vector space of spinor fields living wherever a backend computes. Every method is
-/// required: a backend that cannot hold a layout says so from `alloc_layout`, by name.
+/// required but the two fused steps of the reliable update, whose defaults are written in
+/// the others: a backend that cannot hold a layout says so from `alloc_layout`, by name.
 pub trait Space {
     /// A spinor field of this space.
     type Field;
@@ -160,6 +161,36 @@ pub trait Space {
     fn dot(&mut self, x: &Self::Field, y: &Self::Field) -> Result<C64>;
     /// (x|x).
     fn norm2(&mut self, x: &Self::Field) -> Result<f64>;
+
+    /// The reliable update's fold (`solver::mixed`): y = y + x for an x of y's subset in
+    /// another precision; `scratch` (y's layout) may be overwritten. The default converts x
+    /// into scratch and adds it with axpy; a backend may do it in one pass with the same
+    /// values (the widening is exact and so is 1 x, so the sum rounds once either way).
+    fn add_converted(
+        &mut self,
+        x: &Self::Field,
+        y: &mut Self::Field,
+        scratch: &mut Self::Field,
+    ) -> Result<()> {
+        self.convert(scratch, x)?;
+        self.axpy(C64::new(1.0, 0.0), scratch, y)
+    }
+
+    /// The reliable update's residual: r = b - r (r holding A x on entry), then low = r
+    /// converted to low's precision; returns (r|r). The default is xpay, norm2 and
+    /// convert; a backend may fuse them with the same values (b - r rounds once either way,
+    /// and the norm sums the same values).
+    fn residual_converted(
+        &mut self,
+        b: &Self::Field,
+        r: &mut Self::Field,
+        low: &mut Self::Field,
+    ) -> Result<f64> {
+        self.xpay(b, C64::new(-1.0, 0.0), r)?;
+        let nr = self.norm2(r)?;
+        self.convert(low, r)?;
+        Ok(nr)
+    }
 }
 
 /// The error of an operation given fields of different layouts.

@@ -55,10 +55,27 @@ pub trait CrEngine<S: Space> {
         self.set(space, &s)?;
         Ok(s)
     }
+    /// The start of a run's fields: r = rhs, x = 0 (`x_zero`: x is zero already, a fresh
+    /// workspace). The default copies and zeroes; an engine may also zero what its `start`
+    /// needs zero, in one pass.
+    fn load(
+        &mut self,
+        space: &mut S,
+        rhs: &S::Field,
+        w: &mut CrFields<S>,
+        x_zero: bool,
+    ) -> Result<()> {
+        space.copy(&mut w.r, rhs)?;
+        if !x_zero {
+            space.set_zero(&mut w.x)?;
+        }
+        Ok(())
+    }
     /// k iterations (each a no-op once the iteration is inactive).
     fn batch(&mut self, space: &mut S, k: usize, w: &mut CrFields<S>) -> Result<()>;
-    /// nr of iterations from..=iter.
-    fn history(&mut self, space: &mut S, from: usize) -> Result<Vec<f64>>;
+    /// nr of iterations from..=iter, where iter is the last one the host saw (the last
+    /// `get`, or the start's own scalars), with no batch queued since.
+    fn history(&mut self, space: &mut S, from: usize, iter: u64) -> Result<Vec<f64>>;
     /// Forget what was recorded on the workspace.
     fn release(&mut self, space: &mut S);
     /// Operator applications per apply (for the counts).
@@ -147,7 +164,7 @@ impl<S: Space, A: LinearOperator<S>> CrEngine<S> for HostEngine<A> {
         Ok(())
     }
 
-    fn history(&mut self, _space: &mut S, from: usize) -> Result<Vec<f64>> {
+    fn history(&mut self, _space: &mut S, from: usize, _iter: u64) -> Result<Vec<f64>> {
         Ok(self.history[from..=self.s.iter as usize].to_vec())
     }
 
@@ -213,13 +230,23 @@ impl<S: FusedCr> CrEngine<S> for DeviceEngine<S> {
         space.cr_apply_dot(form, st, r, ar)
     }
 
-    /// The start as the tail of an iteration, with no host read: p = Ap = 0, rar = 1, then
-    /// the apply pass (Ar = A r, rar = (r|Ar)) and the p pass (p = r + beta 0 = r, Ap = Ar,
-    /// apap, alpha, active), so the first check needs nothing from the device.
+    /// r = rhs and x = p = Ap = 0 in one pass (`FusedCr::cr_load`): `start` needs p and
+    /// Ap zero.
+    fn load(
+        &mut self,
+        space: &mut S,
+        rhs: &S::Field,
+        w: &mut CrFields<S>,
+        _x_zero: bool,
+    ) -> Result<()> {
+        space.cr_load(rhs, &mut w.r, &mut w.x, &mut w.p, &mut w.ap)
+    }
+
+    /// The start as the tail of an iteration, with no host read: p = Ap = 0 (from `load`),
+    /// rar = 1, then the apply pass (Ar = A r, rar = (r|Ar)) and the p pass (p = r + beta 0
+    /// = r, Ap = Ar, apap, alpha, active), so the first check needs nothing from the device.
     fn start(&mut self, space: &mut S, s: CrScalars, w: &mut CrFields<S>) -> Result<CrScalars> {
         let mut s = s;
-        space.set_zero(&mut w.p)?;
-        space.set_zero(&mut w.ap)?;
         s.rar = C64::new(1.0, 0.0);
         s.alpha = C64::new(0.0, 0.0);
         s.beta = C64::new(0.0, 0.0);
@@ -242,10 +269,12 @@ impl<S: FusedCr> CrEngine<S> for DeviceEngine<S> {
         })
     }
 
-    fn history(&mut self, space: &mut S, from: usize) -> Result<Vec<f64>> {
+    fn history(&mut self, space: &mut S, from: usize, iter: u64) -> Result<Vec<f64>> {
         let st = self.state()?;
-        let h = space.cr_history(st)?;
-        Ok(h[from..].to_vec())
+        let h = space.cr_history_upto(st, iter)?;
+        h.get(from..)
+            .map(<[f64]>::to_vec)
+            .ok_or_else(|| crate::Error::internal("fused CR history shorter than its start"))
     }
 
     fn release(&mut self, space: &mut S) {
@@ -276,12 +305,20 @@ impl<S: Space, E: CrEngine<S>> Cr<S, E> {
         }
     }
 
-    fn workspace(&mut self, space: &mut S, rhs: &S::Field) -> Result<&mut CrFields<S>> {
+    /// The workspace for `rhs`'s layout (made, and the engine's records of the old one
+    /// released, when it does not fit); fields of `Cr` passed apart so that the engine
+    /// stays usable beside the returned fields.
+    fn workspace<'w>(
+        work: &'w mut Option<CrFields<S>>,
+        engine: &mut E,
+        space: &mut S,
+        rhs: &S::Field,
+    ) -> Result<&'w mut CrFields<S>> {
         let layout = space.layout(rhs);
-        let fits = matches!(&self.work, Some(w) if space.layout(&w.x) == layout);
+        let fits = matches!(work, Some(w) if space.layout(&w.x) == layout);
         if !fits {
-            self.engine.release(space);
-            self.work = Some(CrFields {
+            engine.release(space);
+            *work = Some(CrFields {
                 x: space.alloc_layout(layout)?,
                 r: space.alloc_layout(layout)?,
                 p: space.alloc_layout(layout)?,
@@ -289,7 +326,8 @@ impl<S: Space, E: CrEngine<S>> Cr<S, E> {
                 ar: space.alloc_layout(layout)?,
             });
         }
-        Ok(self.work.as_mut().unwrap())
+        work.as_mut()
+            .ok_or_else(|| crate::Error::internal("the CR workspace was not made"))
     }
 }
 
@@ -303,11 +341,8 @@ impl<S: Space, E: CrEngine<S>> Iterate<S> for Cr<S, E> {
         nr0: Option<f64>,
     ) -> Result<Run> {
         let fresh = self.work.is_none();
-        let w = self.workspace(space, rhs)?;
-        space.copy(&mut w.r, rhs)?;
-        if !fresh {
-            space.set_zero(&mut w.x)?;
-        }
+        let w = Self::workspace(&mut self.work, &mut self.engine, space, rhs)?;
+        self.engine.load(space, rhs, w, fresh)?;
         let nr = nr0.map_or_else(|| space.norm2(&w.r), Ok)?;
         let s = CrScalars {
             rar: C64::new(1.0, 0.0),
@@ -318,11 +353,10 @@ impl<S: Space, E: CrEngine<S>> Iterate<S> for Cr<S, E> {
             active: true,
             ..Default::default()
         };
-        let w = self.work.as_mut().unwrap();
         // p = r, Ap = A p, the scalars; the first check uses what the host knows.
         let mut known = Some(self.engine.start(space, s, w)?);
         let mut checks = 0;
-        let verdict = loop {
+        let (verdict, last_iter) = loop {
             let s = match known.take() {
                 Some(s) => s,
                 None => {
@@ -332,11 +366,11 @@ impl<S: Space, E: CrEngine<S>> Iterate<S> for Cr<S, E> {
             };
             match monitor.check(s.iter as usize, s.nr, s.active) {
                 Verdict::Continue => {}
-                v => break v,
+                v => break (v, s.iter),
             }
             self.engine.batch(space, self.check_every, w)?;
         };
-        let history = self.engine.history(space, start_iter)?;
+        let history = self.engine.history(space, start_iter, last_iter)?;
         let iter = start_iter + history.len() - 1;
         Ok(Run {
             iter,

@@ -9,7 +9,6 @@
 
 use super::monitor::{Iterate, Monitor, StopReason, Verdict};
 use super::{SolveOutcome, SolveStats};
-use crate::field::C64;
 use crate::linalg::{LinearOperator, Precision, Space};
 use crate::{Error, Result};
 
@@ -72,13 +71,10 @@ pub fn solve<S: Space, A: LinearOperator<S>, I: Iterate<S>>(
         let xs = inner
             .solution()
             .ok_or_else(|| Error::internal("reliable update without an inner solution"))?;
-        space.convert(&mut scratch, xs)?;
-        space.axpy(C64::new(1.0, 0.0), &scratch, &mut xd)?;
+        space.add_converted(xs, &mut xd, &mut scratch)?;
         op.apply(space, &mut scratch, &xd)?;
         applications += op.stencil_applications();
-        space.xpay(b, C64::new(-1.0, 0.0), &mut scratch)?;
-        let nr_true = space.norm2(&scratch)?;
-        space.convert(&mut rs, &scratch)?;
+        let nr_true = space.residual_converted(b, &mut scratch, &mut rs)?;
         if let Some(last) = history.last_mut() {
             *last = nr_true;
         }

@@ -9,7 +9,7 @@
 //! `set_geometry` changes the launch geometry of the live backend (the tuner's hook).
 
 use super::compile::{Program, BLAS1, LAYOUT, REDUCE};
-use super::core::{BlasKernels, Core};
+use super::core::{BlasKernels, Core, ReduceBuffers};
 use super::device::{ensure_fits, err, function, load_module, open_context, triad_on};
 use super::fast::FastStencil;
 use super::fast_layout::{check_even_lattice, link_chunks, links_chunk_to_soa, Segment};
@@ -270,17 +270,7 @@ impl CudaBackend {
             })
             .map_err(err("allocating the displacement table"))?;
         let table_booking = ledger.book(Purpose::MoveTable, (move_table.len() * 4) as u64);
-        let nblocks = reduce_blocks(volume * 12);
-        let partial = [
-            stream
-                .alloc_zeros::<f64>(2 * nblocks)
-                .map_err(err("allocating reduction buffers"))?,
-            stream
-                .alloc_zeros::<f64>(2 * nblocks)
-                .map_err(err("allocating reduction buffers"))?,
-        ];
-        let partial_booking =
-            [0, 1].map(|_| ledger.book(Purpose::Reductions, (2 * nblocks * 8) as u64));
+        let reduce = ReduceBuffers::new(&stream, &ledger, reduce_blocks(volume * 12))?;
         stream.synchronize().map_err(err("allocating"))?;
         setup.alloc_ms = t.elapsed().as_secs_f64() * 1e3;
 
@@ -526,8 +516,7 @@ impl CudaBackend {
             kappa,
             device_name,
             blas,
-            partial,
-            _partial_booking: partial_booking,
+            reduce,
             ledger,
             staging: None,
             applications: 0,

@@ -1,6 +1,6 @@
 //! What every stencil of the CUDA backend shares: the stream and its books, the lattice,
-//! kappa, the seed's BLAS-1 kernels (xscal, xaxpy) and its deterministic multi-pass tree
-//! reductions (with their ping-pong partial buffers), and the two pinned staging buffers
+//! kappa, the seed's BLAS-1 kernels (xscal, xaxpy) and its deterministic tree reductions
+//! (in one launch each, with their buffers: `ReduceBuffers`), and the two pinned staging buffers
 //! of the spinor uploads and downloads (`staging`). The stencil objects (`seed`, `fast`) take it by `&mut` in
 //! every call, so that `CudaBackend` holds the two side by side.
 
@@ -10,9 +10,9 @@ use super::field::DeviceSpinor;
 use super::halo::Halo;
 use super::kernels::{reduce_blocks, Kernel, BLAS_BLOCK, REDUCE_BLOCK};
 use super::staging::{download_through, upload_through, StageShape, StagedTimes, StagingBuffers};
-use super::stencil::{cfg_1d, launch_v3, V3Launch};
+use super::stencil::{cfg_1d, dptr, launch_v3, V3Launch};
 use super::timing::{launch, GpuStream};
-use crate::backend::ledger::{Booking, Ledger};
+use crate::backend::ledger::{Booking, Ledger, Purpose};
 use crate::error::{Error, Result};
 use crate::field::C64;
 use crate::geometry::lattice::Lattice;
@@ -24,8 +24,6 @@ pub(crate) struct BlasKernels {
     pub xaxpy: cudarc::driver::CudaFunction,
     pub norm2_partial: cudarc::driver::CudaFunction,
     pub dot_partial: cudarc::driver::CudaFunction,
-    pub sum_partial: cudarc::driver::CudaFunction,
-    pub sum2_partial: cudarc::driver::CudaFunction,
 }
 
 impl BlasKernels {
@@ -35,9 +33,61 @@ impl BlasKernels {
             xaxpy: function(blas, "xaxpy")?,
             norm2_partial: function(reduce, "norm2_partial")?,
             dot_partial: function(reduce, "dot_partial")?,
-            sum_partial: function(reduce, "sum_partial")?,
-            sum2_partial: function(reduce, "sum2_partial")?,
         })
+    }
+}
+
+/// The buffers of the one-launch reductions (kernels/reduce.cu): the first pass's partial
+/// sums, the levels of the climb above them, its tickets (zero between launches) and the
+/// result. Room for a reduction over a full double field (double2 values).
+pub(crate) struct ReduceBuffers {
+    pub level0: CudaSlice<f64>,
+    pub upper: CudaSlice<f64>,
+    pub tickets: CudaSlice<u32>,
+    pub result: CudaSlice<f64>,
+    /// All of it on the books (`Purpose::Reductions`).
+    pub _booking: Booking,
+}
+
+/// `ReduceBuffers` as the kernels' last four arguments (device addresses).
+#[derive(Clone, Copy)]
+pub(crate) struct ReduceArgs {
+    pub level0: u64,
+    pub upper: u64,
+    pub tickets: u64,
+    pub result: u64,
+}
+
+impl ReduceBuffers {
+    /// Buffers for first passes of at most `blocks` blocks.
+    pub fn new(stream: &Arc<CudaStream>, ledger: &Ledger, blocks: usize) -> Result<Self> {
+        let upper = super::kernels::climb_len(blocks).max(1);
+        let alloc = |n| {
+            stream
+                .alloc_zeros::<f64>(n)
+                .map_err(err("allocating reduction buffers"))
+        };
+        Ok(ReduceBuffers {
+            level0: alloc(2 * blocks.max(1))?,
+            upper: alloc(2 * upper)?,
+            tickets: stream
+                .alloc_zeros::<u32>(upper)
+                .map_err(err("allocating reduction tickets"))?,
+            result: alloc(2)?,
+            _booking: ledger.book(
+                Purpose::Reductions,
+                super::kernels::reduce_buffer_bytes(blocks),
+            ),
+        })
+    }
+
+    pub fn args(&self, stream: &CudaStream) -> ReduceArgs {
+        ReduceArgs {
+            level0: dptr(&self.level0, stream),
+            upper: dptr(&self.upper, stream),
+            tickets: dptr(&self.tickets, stream),
+            result: dptr(&self.result, stream),
+        }
     }
 }
 
@@ -48,10 +98,8 @@ pub(crate) struct Core {
     pub kappa: f64,
     pub device_name: String,
     pub blas: BlasKernels,
-    /// Ping-pong buffers of the reductions' partial sums (room for complex ones).
-    pub partial: [CudaSlice<f64>; 2],
-    /// `partial` on the books.
-    pub _partial_booking: [Booking; 2],
+    /// The buffers of the one-launch reductions.
+    pub reduce: ReduceBuffers,
     /// The books of every device allocation of this backend (`backend::ledger`).
     pub ledger: Ledger,
     /// The pinned staging buffers of spinor uploads and downloads (allocated on first
@@ -258,19 +306,20 @@ impl Core {
         Ok(())
     }
 
-    /// (x|y) over n complex numbers: the seed's multi-pass tree reduction.
+    /// (x|y) over n complex numbers: the seed's tree reduction, in one launch.
     pub fn dot_d(&mut self, x: &CudaSlice<f64>, y: &CudaSlice<f64>, n: usize) -> Result<C64> {
         let ni = n as i32;
         let cfg = reduce_cfg(n);
+        let r = self.reduce_args();
         launch!(
             self.gpu,
             Kernel::DotPartial,
             n,
             &self.blas.dot_partial,
             cfg,
-            [x, y, &ni, &mut self.partial[0]]
+            [x, y, &ni, &r.level0, &r.upper, &r.tickets, &r.result]
         );
-        let (re, im) = self.finish_reduction(reduce_blocks(n), true)?;
+        let (re, im) = self.read_reduction(true)?;
         Ok(C64::new(re, im))
     }
 
@@ -278,63 +327,30 @@ impl Core {
     pub fn norm2_d(&mut self, x: &CudaSlice<f64>, n: usize) -> Result<f64> {
         let ni = n as i32;
         let cfg = reduce_cfg(n);
+        let r = self.reduce_args();
         launch!(
             self.gpu,
             Kernel::Norm2Partial,
             n,
             &self.blas.norm2_partial,
             cfg,
-            [x, &ni, &mut self.partial[0]]
+            [x, &ni, &r.level0, &r.upper, &r.tickets, &r.result]
         );
-        Ok(self.finish_reduction(reduce_blocks(n), false)?.0)
+        Ok(self.read_reduction(false)?.0)
     }
 
-    /// Launch the first reduction pass, then sum the partials until one value is left,
-    /// and read it. `complex` selects the double2 passes. Returns (re, im).
-    pub fn finish_reduction(&mut self, first_blocks: usize, complex: bool) -> Result<(f64, f64)> {
-        let mut len = first_blocks;
-        let mut src = 0usize;
-        while len > 1 {
-            let blocks = reduce_blocks(len);
-            let n = len as i32;
-            let cfg = cfg_1d(len, 2 * REDUCE_BLOCK, 0);
-            let cfg = LaunchConfig {
-                block_dim: (REDUCE_BLOCK as u32, 1, 1),
-                ..cfg
-            };
-            let (a, b) = self.partial.split_at_mut(1);
-            let (from, to) = if src == 0 {
-                (&a[0], &mut b[0])
-            } else {
-                (&b[0], &mut a[0])
-            };
-            if complex {
-                launch!(
-                    self.gpu,
-                    Kernel::Sum2Partial,
-                    len,
-                    &self.blas.sum2_partial,
-                    cfg,
-                    [from, &n, to]
-                );
-            } else {
-                launch!(
-                    self.gpu,
-                    Kernel::SumPartial,
-                    len,
-                    &self.blas.sum_partial,
-                    cfg,
-                    [from, &n, to]
-                );
-            }
-            len = blocks;
-            src = 1 - src;
-        }
+    /// The reduction buffers' addresses, for a reducing kernel's last four arguments.
+    pub fn reduce_args(&self) -> ReduceArgs {
+        self.reduce.args(&self.gpu.stream)
+    }
+
+    /// Read the result of the reduction just launched (`complex`: a double2), waiting for
+    /// it. Returns (re, im).
+    pub fn read_reduction(&mut self, complex: bool) -> Result<(f64, f64)> {
         let mut out = [0.0f64; 2];
-        let view = self.partial[src].slice(0..2);
         self.gpu
             .stream
-            .memcpy_dtoh(&view, &mut out)
+            .memcpy_dtoh(&self.reduce.result, &mut out)
             .map_err(err("reading a reduction result"))?;
         self.gpu
             .stream

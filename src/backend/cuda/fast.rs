@@ -4,7 +4,7 @@
 //! hop_xpay of the even-odd source and reconstruction, the (r|Ar) epilogue of the fused CR
 //! iteration, and BLAS-1 and reductions on every layout (double fields: the seed's kernels,
 //! as for the seed versions; float fields: `xaxpy_f`, `xpay_f`, `norm2_partial_f`,
-//! `dot_partial_f`; half fields, kernels/half.cuh: the site-wise `xaxpy_h`, `xpay_h`,
+//! `dot_partial_f`; the reliable update's fused `add_widened` and `residual_norm2`; half fields, kernels/half.cuh: the site-wise `xaxpy_h`, `xpay_h`,
 //! `norm2_partial_h`, `dot_partial_h`, `to_half`, `from_half` and the V3_HALF stencil with
 //! the single-precision links; reductions accumulate in double).
 
@@ -13,7 +13,7 @@ use super::device::{err, function, load_module};
 use super::fast_layout::{spinor_from_soa, SpinorOrder};
 use super::field::{DeviceData, DeviceSpinor};
 use super::fused::{DeviceCrState, CR_TICKET_APPLY};
-use super::kernels::{reduce_blocks, v3_bytes_per_site, HalfOp, Kernel, V3Mode, BLAS_BLOCK};
+use super::kernels::{v3_bytes_per_site, HalfOp, Kernel, V3Mode, BLAS_BLOCK};
 use super::stencil::{self, cfg_1d, dptr, V3Launch};
 use super::stencil_impl::{Geometry, StencilImpl};
 use super::timing::launch;
@@ -38,6 +38,9 @@ pub(crate) struct FastStencil {
     xpay_f: CudaFunction,
     norm2_f: CudaFunction,
     dot_f: CudaFunction,
+    /// The reliable update's fused steps (blas1.cu add_widened, reduce.cu residual_norm2).
+    add_widened: CudaFunction,
+    residual_norm2: CudaFunction,
     to_single: CudaFunction,
     to_double: CudaFunction,
     /// The site-wise kernels of half fields.
@@ -129,6 +132,8 @@ impl FastStencil {
             xpay_f: function(blas, "xpay_f")?,
             norm2_f: function(reduce, "norm2_partial_f")?,
             dot_f: function(reduce, "dot_partial_f")?,
+            add_widened: function(blas, "add_widened")?,
+            residual_norm2: function(reduce, "residual_norm2")?,
             to_single: function(layout, "to_single")?,
             to_double: function(layout, "to_double")?,
             half_k: HalfKernels {
@@ -437,6 +442,7 @@ impl FastStencil {
         let sites = x.len() / 12;
         let (ns, nvh) = (sites as i64, vh(core) as i64);
         let norm = std::ptr::eq(x, y);
+        let r = core.reduce_args();
         if norm {
             launch!(
                 core.gpu,
@@ -444,7 +450,7 @@ impl FastStencil {
                 sites,
                 &self.half_k.norm2,
                 reduce_cfg(sites),
-                [&xq, &xn, &ns, &nvh, &mut core.partial[0]]
+                [&xq, &xn, &ns, &nvh, &r.level0, &r.upper, &r.tickets, &r.result]
             );
         } else {
             launch!(
@@ -453,10 +459,10 @@ impl FastStencil {
                 sites,
                 &self.half_k.dot,
                 reduce_cfg(sites),
-                [&xq, &xn, &yq, &yn, &ns, &nvh, &mut core.partial[0]]
+                [&xq, &xn, &yq, &yn, &ns, &nvh, &r.level0, &r.upper, &r.tickets, &r.result]
             );
         }
-        let (re, im) = core.finish_reduction(reduce_blocks(sites), !norm)?;
+        let (re, im) = core.read_reduction(!norm)?;
         Ok(C64::new(re, if norm { 0.0 } else { im }))
     }
 }
@@ -658,15 +664,16 @@ impl StencilImpl for FastStencil {
         match (&x.data, &y.data) {
             (DeviceData::Double(xd), DeviceData::Double(yd)) => core.dot_d(xd, yd, n),
             (DeviceData::Single(xs), DeviceData::Single(ys)) => {
+                let r = core.reduce_args();
                 launch!(
                     core.gpu,
                     Kernel::DotPartialF,
                     n,
                     &self.dot_f,
                     reduce_cfg(n),
-                    [xs, ys, &ni, &mut core.partial[0]]
+                    [xs, ys, &ni, &r.level0, &r.upper, &r.tickets, &r.result]
                 );
-                let (re, im) = core.finish_reduction(reduce_blocks(n), true)?;
+                let (re, im) = core.read_reduction(true)?;
                 Ok(C64::new(re, im))
             }
             (DeviceData::Half { .. }, DeviceData::Half { .. }) => self.half_reduce(core, x, y),
@@ -680,17 +687,77 @@ impl StencilImpl for FastStencil {
         match &x.data {
             DeviceData::Double(xd) => core.norm2_d(xd, n),
             DeviceData::Single(xs) => {
+                let r = core.reduce_args();
                 launch!(
                     core.gpu,
                     Kernel::Norm2PartialF,
                     n,
                     &self.norm2_f,
                     reduce_cfg(n),
-                    [xs, &ni, &mut core.partial[0]]
+                    [xs, &ni, &r.level0, &r.upper, &r.tickets, &r.result]
                 );
-                Ok(core.finish_reduction(reduce_blocks(n), false)?.0)
+                Ok(core.read_reduction(false)?.0)
             }
             DeviceData::Half { .. } => Ok(self.half_reduce(core, x, x)?.re),
+        }
+    }
+
+    /// y += x in one pass for a single x and a double y of one subset.
+    fn add_converted(
+        &mut self,
+        core: &mut Core,
+        x: &DeviceSpinor,
+        y: &mut DeviceSpinor,
+    ) -> Result<bool> {
+        let n = x.len();
+        if x.layout.subset != y.layout.subset || y.len() != n {
+            return Ok(false);
+        }
+        let ni = n as i32;
+        match (&x.data, &mut y.data) {
+            (DeviceData::Single(xs), DeviceData::Double(yd)) => {
+                launch!(
+                    core.gpu,
+                    Kernel::AddWidened,
+                    n,
+                    &self.add_widened,
+                    cfg_1d(n, BLAS_BLOCK, 0),
+                    [xs, yd, &ni]
+                );
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// r = b - r, low = r and (r|r) in one launch for double b and r and a single low of
+    /// one subset.
+    fn residual_converted(
+        &mut self,
+        core: &mut Core,
+        b: &DeviceSpinor,
+        r: &mut DeviceSpinor,
+        low: &mut DeviceSpinor,
+    ) -> Result<Option<f64>> {
+        let n = r.len();
+        if b.layout != r.layout || low.layout.subset != r.layout.subset || low.len() != n {
+            return Ok(None);
+        }
+        let ni = n as i32;
+        match (&b.data, &mut r.data, &mut low.data) {
+            (DeviceData::Double(bd), DeviceData::Double(rd), DeviceData::Single(ls)) => {
+                let a = core.reduce_args();
+                launch!(
+                    core.gpu,
+                    Kernel::ResidualNorm2,
+                    n,
+                    &self.residual_norm2,
+                    reduce_cfg(n),
+                    [bd, rd, ls, &ni, &a.level0, &a.upper, &a.tickets, &a.result]
+                );
+                Ok(Some(core.read_reduction(false)?.0))
+            }
+            _ => Ok(None),
         }
     }
 

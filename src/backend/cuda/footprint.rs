@@ -6,7 +6,7 @@
 use super::backend::CudaOptions;
 use super::fused::cr_state_bytes;
 use super::halo::face_bytes;
-use super::kernels::reduce_blocks;
+use super::kernels::{reduce_blocks, reduce_buffer_bytes};
 use super::link_upload::{scratch_values, LinkUpload};
 use super::version::{LinkLayout, Reconstruct, StencilVersion};
 use crate::backend::ledger::{sorted_lines, MemoryLine, Purpose};
@@ -102,8 +102,8 @@ pub fn construction_with(
     );
     let partials = MemoryLine {
         purpose: Purpose::Reductions,
-        count: 2,
-        bytes: 2 * 2 * reduce_blocks(volume * 12) as u64 * 8,
+        count: 1,
+        bytes: reduce_buffer_bytes(reduce_blocks(volume * 12)),
     };
     let seed_links = line(
         Purpose::Links {
@@ -243,7 +243,7 @@ mod tests {
     #[test]
     fn the_set_up_peak_holds_the_canonical_copy_only_for_the_seed_versions() {
         let v = 16 * 16 * 16 * 32;
-        let red = 2 * 2 * reduce_blocks(v * 12) as u64 * 8;
+        let red = reduce_buffer_bytes(reduce_blocks(v * 12));
         let vv = v as u64;
         // 3.0: the links built on the host, no canonical copy: the peak is the resident set
         // and the one-entry displacement table, which the backend drops after the set-up
@@ -262,7 +262,7 @@ mod tests {
         // Registered: whole links (576 B per site) in chunks of at most 64 MiB.
         let big = 48 * 48 * 48 * 96;
         let c = construction_with(big, &r12, LinkUpload::Registered, stage);
-        let red_big = 2 * 2 * reduce_blocks(big * 12) as u64 * 8;
+        let red_big = reduce_buffer_bytes(reduce_blocks(big * 12));
         assert_eq!(
             total(&c.peak),
             384 * big as u64 + 4 + red_big + 116508 * 576

@@ -161,6 +161,8 @@ struct FusedKernels {
     p_s: CudaFunction,
     dot_d: CudaFunction,
     dot_s: CudaFunction,
+    load_d: CudaFunction,
+    load_s: CudaFunction,
     global: CudaFunction,
 }
 
@@ -257,6 +259,8 @@ impl Fused {
                 p_s: function(&module, "cr_p_s")?,
                 dot_d: function(&module, "cr_dot_d")?,
                 dot_s: function(&module, "cr_dot_s")?,
+                load_d: function(&module, "cr_load_d")?,
+                load_s: function(&module, "cr_load_s")?,
                 global: function(&module, "cr_global")?,
             });
         }
@@ -308,8 +312,8 @@ impl Fused {
             gathered,
             _booking: ledger.book(Purpose::CrState, cr_state_bytes(volume, s.max_iter, ranks)),
         };
-        // The host vectors are temporaries: wait for the copies.
-        gpu.sync()?;
+        // The host vectors are temporaries, but a copy from pageable host memory has left
+        // them when cuMemcpyHtoDAsync returns (see `set`): no synchronisation.
         Ok(state)
     }
 
@@ -327,7 +331,11 @@ impl Fused {
         gpu.stream
             .memcpy_htod(&nr, &mut entry)
             .map_err(err("uploading a CR history entry"))?;
-        gpu.sync()
+        // No synchronisation: a copy from pageable host memory has left `block` and `nr`
+        // (staged by the driver) when cuMemcpyHtoDAsync returns (CUDA's "API
+        // synchronization behavior"), and the copies are ordered before the next launch
+        // on this stream.
+        Ok(())
     }
 
     /// The scalars: one device-to-host transfer of the block (waits for queued work).
@@ -343,7 +351,13 @@ impl Fused {
     /// history[0..=iter].
     pub fn history(gpu: &mut GpuStream, state: &DeviceCrState) -> Result<Vec<f64>> {
         let s = Self::get(gpu, state)?;
-        let n = (s.iter as usize + 1).min(state.history.len());
+        Self::history_upto(gpu, state, s.iter)
+    }
+
+    /// history[0..=iter] for an iter the caller has read (one transfer, no read of the
+    /// block).
+    pub fn history_upto(gpu: &mut GpuStream, state: &DeviceCrState, iter: u64) -> Result<Vec<f64>> {
+        let n = (iter as usize + 1).min(state.history.len());
         let mut out = vec![0.0f64; n];
         gpu.stream
             .memcpy_dtoh(&state.history.slice(0..n), &mut out)
@@ -458,6 +472,66 @@ impl Fused {
                 &k.p_s,
                 cfg,
                 [p, ap, r, ar, &ni, scalars, partials, tickets]
+            ),
+            _ => return Err(mixed()),
+        }
+        Ok(())
+    }
+
+    /// r = rhs, x = p = Ap = 0 in one pass (the start of a run's fields; not gated).
+    pub fn load(
+        &mut self,
+        gpu: &mut GpuStream,
+        rhs: RawField<'_>,
+        r: RawFieldMut<'_>,
+        x: RawFieldMut<'_>,
+        p: RawFieldMut<'_>,
+        ap: RawFieldMut<'_>,
+    ) -> Result<()> {
+        let (prec, n) = common_shape(
+            &[
+                shape(&rhs),
+                shape_mut(&r),
+                shape_mut(&x),
+                shape_mut(&p),
+                shape_mut(&ap),
+            ],
+            "cr_load",
+        )?;
+        let k = self.kernels(gpu)?;
+        let ni = n as i32;
+        let cfg = LaunchConfig {
+            shared_mem_bytes: 0,
+            ..cr_cfg(n)
+        };
+        match (rhs, r, x, p, ap) {
+            (
+                RawField::Double(rhs),
+                RawFieldMut::Double(r),
+                RawFieldMut::Double(x),
+                RawFieldMut::Double(p),
+                RawFieldMut::Double(ap),
+            ) => launch!(
+                gpu,
+                Kernel::CrLoad(prec),
+                n,
+                &k.load_d,
+                cfg,
+                [rhs, r, x, p, ap, &ni]
+            ),
+            (
+                RawField::Single(rhs),
+                RawFieldMut::Single(r),
+                RawFieldMut::Single(x),
+                RawFieldMut::Single(p),
+                RawFieldMut::Single(ap),
+            ) => launch!(
+                gpu,
+                Kernel::CrLoad(prec),
+                n,
+                &k.load_s,
+                cfg,
+                [rhs, r, x, p, ap, &ni]
             ),
             _ => return Err(mixed()),
         }

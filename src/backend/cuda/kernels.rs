@@ -77,14 +77,11 @@ pub enum Kernel {
     Xaxpy,
     /// Device-to-device copy of a field.
     Copy,
-    /// First pass of (x|x): n complex inputs.
+    /// (x|x) over n complex inputs in one launch: the first pass and the climb of the
+    /// partial sums (kernels/reduce.cu).
     Norm2Partial,
-    /// First pass of (x|y): n complex input pairs.
+    /// (x|y) over n complex input pairs, first pass and climb.
     DotPartial,
-    /// Later passes over n real partial sums.
-    SumPartial,
-    /// Later passes over n complex partial sums.
-    Sum2Partial,
     /// A fused stencilCore (versions 1.0 to 1.6.1) over n sites.
     Stencil(StencilVersion),
     /// Version 2.0's spin product of one hop over n sites.
@@ -102,6 +99,9 @@ pub enum Kernel {
     /// The fused CR's (r|Ar) on a decomposed lattice (after the operator's exterior
     /// kernels) with the scalar update, over n complex numbers.
     CrDot(Precision),
+    /// The start of a fused CR run's fields over n complex numbers: r = rhs, x = p = Ap
+    /// = 0 (cr_load).
+    CrLoad(Precision),
     /// The end of a fused CR reduction on a decomposed lattice: n ranks' sums added in
     /// rank order and the scalar update (one thread).
     CrGlobal,
@@ -123,10 +123,16 @@ pub enum Kernel {
     XaxpyF,
     /// y = x + a y on float2 fields (one pass).
     XpayF,
-    /// First pass of (x|x) over n float2 inputs (double sums).
+    /// (x|x) over n float2 inputs (double sums), first pass and climb.
     Norm2PartialF,
-    /// First pass of (x|y) over n float2 input pairs (double sums).
+    /// (x|y) over n float2 input pairs (double sums), first pass and climb.
     DotPartialF,
+    /// y = y + (double) x over n complex numbers, a float2 x and a double2 y (the reliable
+    /// update's fold, blas1.cu add_widened).
+    AddWidened,
+    /// r = b - r, low = (float) r and (r|r) over n complex numbers in one launch (the
+    /// reliable update's residual, reduce.cu residual_norm2: first pass and climb).
+    ResidualNorm2,
     /// Precision conversion of n complex numbers (to float2, or to double2).
     Convert { to_single: bool },
     /// Device-to-device copy of n float2 numbers.
@@ -168,6 +174,43 @@ pub fn reduce_blocks(n: usize) -> usize {
     n.div_ceil(2 * REDUCE_BLOCK)
 }
 
+/// Values of the levels above a first pass of `blocks` blocks (kernels/reduce.cu `climb`:
+/// level 1 has reduce_blocks(blocks) values, and so on up to the one value of the top);
+/// also the number of its tickets (one per group, a group making one value).
+pub fn climb_len(blocks: usize) -> usize {
+    let (mut len, mut total) = (blocks, 0);
+    while len > 1 {
+        len = reduce_blocks(len);
+        total += len;
+    }
+    total
+}
+
+/// Bytes of the reduction buffers for first passes of at most `blocks` blocks (core.rs
+/// `ReduceBuffers`): the first pass's double2 partials, the climb's levels (double2) and
+/// tickets (u32), and the result (a double2).
+pub fn reduce_buffer_bytes(blocks: usize) -> u64 {
+    let upper = climb_len(blocks).max(1);
+    (8 * (2 * blocks.max(1) + 2 * upper + 2) + 4 * upper) as u64
+}
+
+/// Flops and bytes of the climb above a first pass of `blocks` blocks (real or complex
+/// values): at each level what the seed's summing pass over it did (the additions of the
+/// loads and the trees; its values read, its sums written), and the result's store. The
+/// tickets' atomics are not counted.
+fn climb_work(blocks: usize, complex: bool) -> (u64, u64) {
+    let tree = (REDUCE_BLOCK as u64) - 1;
+    let width = if complex { 2 } else { 1 };
+    let (mut len, mut flops, mut bytes) = (blocks, 0, 8 * width);
+    while len > 1 {
+        let (second, groups) = reduce_shape(len);
+        flops += width * (second + tree * groups);
+        bytes += 8 * width * (len as u64 + groups);
+        len = groups as usize;
+    }
+    (flops, bytes)
+}
+
 impl Kernel {
     pub fn name(&self) -> String {
         match self {
@@ -176,8 +219,6 @@ impl Kernel {
             Kernel::Copy => "copy".into(),
             Kernel::Norm2Partial => "norm2_partial".into(),
             Kernel::DotPartial => "dot_partial".into(),
-            Kernel::SumPartial => "sum_partial".into(),
-            Kernel::Sum2Partial => "sum2_partial".into(),
             Kernel::Stencil(v) => format!("stencilCore {v}"),
             Kernel::Xgemm34x44 => "xgemm34x44 (2.0)".into(),
             Kernel::Xgemm33x34 { .. } => "xgemm33x34 (2.0)".into(),
@@ -185,6 +226,7 @@ impl Kernel {
             Kernel::CrXr(p) => format!("cr_xr ({})", precision_name(*p)),
             Kernel::CrP(p) => format!("cr_p ({})", precision_name(*p)),
             Kernel::CrDot(p) => format!("cr_dot ({})", precision_name(*p)),
+            Kernel::CrLoad(p) => format!("cr_load ({})", precision_name(*p)),
             Kernel::CrGlobal => "cr_global".into(),
             Kernel::Setup(name) => (*name).into(),
             Kernel::V3 {
@@ -222,6 +264,8 @@ impl Kernel {
             Kernel::XpayF => "xpay (single)".into(),
             Kernel::Norm2PartialF => "norm2_partial (single)".into(),
             Kernel::DotPartialF => "dot_partial (single)".into(),
+            Kernel::AddWidened => "add_widened".into(),
+            Kernel::ResidualNorm2 => "residual_norm2".into(),
             Kernel::Convert { to_single: true } => "to_single".into(),
             Kernel::Convert { to_single: false } => "to_double".into(),
             Kernel::CopySingle => "copy (single)".into(),
@@ -276,19 +320,11 @@ impl Kernel {
             Kernel::Copy => 0,
             Kernel::Norm2Partial => {
                 let (second, blocks) = reduce_shape(n);
-                3 * nn + second + tree * blocks
+                3 * nn + second + tree * blocks + climb_work(blocks as usize, false).0
             }
             Kernel::DotPartial => {
                 let (second, blocks) = reduce_shape(n);
-                6 * nn + 2 * second + 2 * tree * blocks
-            }
-            Kernel::SumPartial => {
-                let (second, blocks) = reduce_shape(n);
-                second + tree * blocks
-            }
-            Kernel::Sum2Partial => {
-                let (second, blocks) = reduce_shape(n);
-                2 * second + 2 * tree * blocks
+                6 * nn + 2 * second + 2 * tree * blocks + climb_work(blocks as usize, true).0
             }
             Kernel::Stencil(v) => v.flops_per_site() * nn,
             Kernel::Xgemm34x44 => 24 * nn,
@@ -301,6 +337,7 @@ impl Kernel {
             // A conjugate multiply-add per element (8); the last block's beta (a complex
             // division, 11).
             Kernel::CrDot(_) => 8 * nn + cr_reduction_flops(n, 11),
+            Kernel::CrLoad(_) => 0,
             // n - 1 complex additions and at most a complex division.
             Kernel::CrGlobal => 2 * nn.saturating_sub(1) + 11,
             Kernel::Setup(_) => 0,
@@ -315,6 +352,10 @@ impl Kernel {
             Kernel::XaxpyF | Kernel::XpayF => 8 * nn,
             Kernel::Norm2PartialF => Kernel::Norm2Partial.flops(n),
             Kernel::DotPartialF => Kernel::DotPartial.flops(n),
+            // One complex addition.
+            Kernel::AddWidened => 2 * nn,
+            // The complex subtraction, then norm2's work.
+            Kernel::ResidualNorm2 => 2 * nn + Kernel::Norm2Partial.flops(n),
             Kernel::Convert { .. } | Kernel::CopySingle | Kernel::Zero { .. } => 0,
             // The projection: 6 complex additions (one half spinor).
             Kernel::HaloPack { .. } => 12 * nn,
@@ -331,10 +372,12 @@ impl Kernel {
             Kernel::Xscal => 32 * nn,
             Kernel::Xaxpy => 48 * nn,
             Kernel::Copy => 32 * nn,
-            Kernel::Norm2Partial => 16 * nn + 8 * reduce_blocks(n) as u64,
-            Kernel::DotPartial => 32 * nn + 16 * reduce_blocks(n) as u64,
-            Kernel::SumPartial => 8 * nn + 8 * reduce_blocks(n) as u64,
-            Kernel::Sum2Partial => 16 * nn + 16 * reduce_blocks(n) as u64,
+            Kernel::Norm2Partial => {
+                16 * nn + 8 * reduce_blocks(n) as u64 + climb_work(reduce_blocks(n), false).1
+            }
+            Kernel::DotPartial => {
+                32 * nn + 16 * reduce_blocks(n) as u64 + climb_work(reduce_blocks(n), true).1
+            }
             Kernel::Stencil(v) => v.bytes_per_site() * nn,
             Kernel::Xgemm34x44 => 2 * spinor * nn,
             Kernel::Xgemm33x34 { accumulate } => {
@@ -353,6 +396,8 @@ impl Kernel {
                 let grid = cr_grid(n) as u64;
                 2 * complex_bytes(*p == Precision::Single) * nn + 32 * grid + 8 * CR_SCALARS as u64
             }
+            // rhs read; r, x, p and Ap written.
+            Kernel::CrLoad(p) => 5 * complex_bytes(*p == Precision::Single) * nn,
             // The n ranks' gathered sums and the scalar block.
             Kernel::CrGlobal => 16 * nn + 8 * CR_SCALARS as u64,
             Kernel::Setup(_) => 0,
@@ -372,8 +417,18 @@ impl Kernel {
             Kernel::Half(op) => op.bytes(n),
             Kernel::XaxpyF => 24 * nn,
             Kernel::XpayF => 24 * nn,
-            Kernel::Norm2PartialF => 8 * nn + 8 * reduce_blocks(n) as u64,
-            Kernel::DotPartialF => 16 * nn + 16 * reduce_blocks(n) as u64,
+            Kernel::Norm2PartialF => {
+                8 * nn + 8 * reduce_blocks(n) as u64 + climb_work(reduce_blocks(n), false).1
+            }
+            Kernel::DotPartialF => {
+                16 * nn + 16 * reduce_blocks(n) as u64 + climb_work(reduce_blocks(n), true).1
+            }
+            // x (8) and y (16) read, y written.
+            Kernel::AddWidened => 40 * nn,
+            // b and r read, r and low written; the partials and the climb as norm2's.
+            Kernel::ResidualNorm2 => {
+                56 * nn + 8 * reduce_blocks(n) as u64 + climb_work(reduce_blocks(n), false).1
+            }
             Kernel::Convert { .. } => 24 * nn,
             Kernel::CopySingle => 16 * nn,
             Kernel::Zero { single } => complex_bytes(*single) * nn,
@@ -400,9 +455,9 @@ pub enum HalfOp {
     Axpy,
     /// y = x + a y (xpay_h).
     Xpay,
-    /// First pass of (x|x) (norm2_partial_h): one site per input, double sums.
+    /// (x|x) (norm2_partial_h): one site per input, double sums; first pass and climb.
     Norm2Partial,
-    /// First pass of (x|y) (dot_partial_h).
+    /// (x|y) (dot_partial_h), first pass and climb.
     DotPartial,
     /// From a double field (to_half).
     FromDouble,
@@ -436,11 +491,11 @@ impl HalfOp {
             HalfOp::Axpy | HalfOp::Xpay => 12 * 8 * nn,
             HalfOp::Norm2Partial => {
                 let (second, blocks) = reduce_shape(n);
-                12 * 4 * nn + second + tree * blocks
+                12 * 4 * nn + second + tree * blocks + climb_work(blocks as usize, false).0
             }
             HalfOp::DotPartial => {
                 let (second, blocks) = reduce_shape(n);
-                12 * 8 * nn + 2 * second + 2 * tree * blocks
+                12 * 8 * nn + 2 * second + 2 * tree * blocks + climb_work(blocks as usize, true).0
             }
             HalfOp::FromDouble | HalfOp::ToDouble | HalfOp::Copy | HalfOp::Zero => 0,
         }
@@ -452,8 +507,12 @@ impl HalfOp {
         let h = crate::linalg::half::SITE_BYTES;
         match self {
             HalfOp::Axpy | HalfOp::Xpay => 3 * h * nn,
-            HalfOp::Norm2Partial => h * nn + 8 * reduce_blocks(n) as u64,
-            HalfOp::DotPartial => 2 * h * nn + 16 * reduce_blocks(n) as u64,
+            HalfOp::Norm2Partial => {
+                h * nn + 8 * reduce_blocks(n) as u64 + climb_work(reduce_blocks(n), false).1
+            }
+            HalfOp::DotPartial => {
+                2 * h * nn + 16 * reduce_blocks(n) as u64 + climb_work(reduce_blocks(n), true).1
+            }
             HalfOp::FromDouble | HalfOp::ToDouble => (h + 192) * nn,
             HalfOp::Copy => 2 * h * nn,
             HalfOp::Zero => h * nn,
@@ -627,7 +686,26 @@ mod tests {
         assert_eq!(reduce_shape(512), (256, 1));
         assert_eq!(reduce_shape(100), (0, 1));
         assert_eq!(reduce_blocks(1), 1);
-        // norm2 of 100: 300 for the squares, no second half, 255 tree additions.
+        // norm2 of 100: 300 for the squares, no second half, 255 tree additions; one block,
+        // so no climb (bytes: the inputs, the partial and the result).
         assert_eq!(Kernel::Norm2Partial.flops(100), 300 + 255);
+        assert_eq!(Kernel::Norm2Partial.bytes(100), 1600 + 8 + 8);
+    }
+
+    #[test]
+    fn climb_shape() {
+        // The seed problem's even field: 786432 complex -> 1536 blocks -> 3 -> 1.
+        assert_eq!(reduce_blocks(786_432), 1536);
+        assert_eq!(climb_len(1536), 3 + 1);
+        assert_eq!(climb_len(1), 0);
+        assert_eq!(climb_len(2), 1);
+        assert_eq!(climb_len(512 * 512 + 1), 513 + 2 + 1);
+        // The climb's work is the two summing passes the seed launched: 1536 values
+        // (768 in second halves, 3 trees), then 3 values (1 tree); the result stored.
+        let (flops, bytes) = climb_work(1536, false);
+        assert_eq!(flops, 768 + 3 * 255 + 255);
+        assert_eq!(bytes, 8 * (1536 + 3) + 8 * (3 + 1) + 8);
+        assert_eq!(climb_work(1536, true).0, 2 * flops);
+        assert_eq!(climb_work(1, true), (0, 16));
     }
 }

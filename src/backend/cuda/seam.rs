@@ -136,6 +136,38 @@ impl Space for CudaBackend {
         let local = self.stencil.norm2(&mut self.core, x)?;
         Ok(self.core.global_sum([local, 0.0])?[0])
     }
+
+    /// One kernel where the stencil has it (3.0: single into double), else the default's
+    /// conversion and axpy.
+    fn add_converted(
+        &mut self,
+        x: &DeviceSpinor,
+        y: &mut DeviceSpinor,
+        scratch: &mut DeviceSpinor,
+    ) -> Result<()> {
+        if self.stencil.add_converted(&mut self.core, x, y)? {
+            return Ok(());
+        }
+        self.convert(scratch, x)?;
+        self.axpy(C64::new(1.0, 0.0), scratch, y)
+    }
+
+    /// One launch where the stencil has it (3.0: double r, single low), else the default's
+    /// xpay, norm2 and conversion; on a decomposed lattice the local norm's sum over ranks.
+    fn residual_converted(
+        &mut self,
+        b: &DeviceSpinor,
+        r: &mut DeviceSpinor,
+        low: &mut DeviceSpinor,
+    ) -> Result<f64> {
+        if let Some(local) = self.stencil.residual_converted(&mut self.core, b, r, low)? {
+            return Ok(self.core.global_sum([local, 0.0])?[0]);
+        }
+        self.xpay(b, C64::new(-1.0, 0.0), r)?;
+        let nr = self.norm2(r)?;
+        self.convert(low, r)?;
+        Ok(nr)
+    }
 }
 
 impl WilsonKernels for CudaBackend {
@@ -245,6 +277,41 @@ impl FusedCr for CudaBackend {
     fn cr_history(&mut self, state: &DeviceCrState) -> Result<Vec<f64>> {
         self.fused_path()?;
         Fused::history(&mut self.core.gpu, state)
+    }
+
+    fn cr_history_upto(&mut self, state: &DeviceCrState, iter: u64) -> Result<Vec<f64>> {
+        self.fused_path()?;
+        Fused::history_upto(&mut self.core.gpu, state, iter)
+    }
+
+    /// One cr_load pass on double or single fields (the fused CR's precisions); other
+    /// layouts the default's copy and zeroings.
+    fn cr_load(
+        &mut self,
+        rhs: &DeviceSpinor,
+        r: &mut DeviceSpinor,
+        x: &mut DeviceSpinor,
+        p: &mut DeviceSpinor,
+        ap: &mut DeviceSpinor,
+    ) -> Result<()> {
+        if !self.caps.fused_cr || rhs.layout.precision == Precision::Half {
+            self.copy(r, rhs)?;
+            self.set_zero(x)?;
+            self.set_zero(p)?;
+            return self.set_zero(ap);
+        }
+        let layouts = [r.layout, x.layout, p.layout, ap.layout];
+        if let Some(&other) = layouts.iter().find(|&&l| l != rhs.layout) {
+            return Err(crate::linalg::layout_mismatch("cr_load", rhs.layout, other));
+        }
+        let (rhs, r, x, p, ap) = (
+            rhs.raw(),
+            r.raw_mut(),
+            x.raw_mut(),
+            p.raw_mut(),
+            ap.raw_mut(),
+        );
+        self.fused.load(&mut self.core.gpu, rhs, r, x, p, ap)
     }
 
     fn cr_update_xr(

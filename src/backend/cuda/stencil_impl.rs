@@ -106,6 +106,27 @@ pub(crate) trait StencilImpl {
     ) -> Result<()>;
     fn dot(&mut self, core: &mut Core, x: &DeviceSpinor, y: &DeviceSpinor) -> Result<C64>;
     fn norm2(&mut self, core: &mut Core, x: &DeviceSpinor) -> Result<f64>;
+    /// `Space::add_converted` in one pass where this stencil has a kernel for the layouts
+    /// (true), else nothing done (false: the caller converts and adds).
+    fn add_converted(
+        &mut self,
+        _core: &mut Core,
+        _x: &DeviceSpinor,
+        _y: &mut DeviceSpinor,
+    ) -> Result<bool> {
+        Ok(false)
+    }
+    /// `Space::residual_converted` in one launch where this stencil has a kernel for the
+    /// layouts: Some(the local (r|r)), else None with nothing done.
+    fn residual_converted(
+        &mut self,
+        _core: &mut Core,
+        _b: &DeviceSpinor,
+        _r: &mut DeviceSpinor,
+        _low: &mut DeviceSpinor,
+    ) -> Result<Option<f64>> {
+        Ok(None)
+    }
 
     /// out = A inp; with `cr` (fused CR only) gated on the iteration's `active` and with
     /// the (inp|out) epilogue into the scalar block.
