@@ -75,51 +75,6 @@ pub fn par_copy<T: Copy + Send + Sync>(dst: &mut [T], src: &[T]) {
         .for_each(|(d, s)| d.copy_from_slice(s));
 }
 
-/// The environment variable that turns off the huge-page advice of large host arrays
-/// (`off`; anything else, or unset, leaves it on).
-pub const HUGE_PAGES_ENV: &str = "QCD_SOLVE_HUGE_PAGES";
-
-/// Whether large host arrays ask for transparent huge pages (`HUGE_PAGES_ENV`).
-pub fn huge_pages_wanted() -> bool {
-    std::env::var(HUGE_PAGES_ENV).map_or(true, |v| v.trim() != "off")
-}
-
-/// Ask the kernel to back the whole pages inside `[ptr, ptr + bytes)` with transparent
-/// huge pages (Linux `madvise(MADV_HUGEPAGE)`; hosts whose THP setting is `madvise`, like
-/// the H100 host, give them only on request). Best effort and only a hint: it changes
-/// speed (fewer page faults when the memory is first written, fewer TLB misses when it is
-/// streamed through, as the link upload's host copy does), never contents. Call it before
-/// the memory is first written.
-pub fn advise_huge_pages(ptr: *const u8, bytes: usize) {
-    #[cfg(target_os = "linux")]
-    {
-        const PAGE: usize = 4096;
-        let start = (ptr as usize).next_multiple_of(PAGE);
-        let end = (ptr as usize + bytes) / PAGE * PAGE;
-        if end > start {
-            // SAFETY: madvise only advises on the range, whole pages of one live
-            // allocation (the caller's); MADV_HUGEPAGE leaves the contents as they are.
-            let _ = unsafe {
-                libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE)
-            };
-        }
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = (ptr, bytes);
-}
-
-/// `n` values `f(0), .., f(n - 1)` computed in parallel into one allocation, which is
-/// advised for huge pages first when `huge` (`advise_huge_pages`).
-pub fn par_vec<T: Send>(n: usize, huge: bool, f: impl Fn(usize) -> T + Sync + Send) -> Vec<T> {
-    use rayon::prelude::*;
-    let mut v = Vec::with_capacity(n);
-    if huge {
-        advise_huge_pages(v.as_ptr() as *const u8, n * std::mem::size_of::<T>());
-    }
-    v.par_extend((0..n).into_par_iter().map(f));
-    v
-}
-
 /// How a host copy into a staging buffer stores.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Stores {
@@ -246,16 +201,6 @@ mod tests {
         let mut dst = vec![f64::NAN; 30];
         copy_rows(&mut dst[..24], &src, 12, 18, Stores::Streaming);
         dst[24..].iter().all(|v| v.is_nan())
-    }
-
-    #[test]
-    fn par_vec_fills_in_order_with_or_without_the_advice() {
-        for huge in [true, false] {
-            let v = par_vec(1 << 20, huge, |i| 3 * i + 1);
-            assert_eq!(v.len(), 1 << 20);
-            assert!(v.iter().enumerate().all(|(i, &x)| x == 3 * i + 1));
-        }
-        assert!(par_vec(0, true, |i| i).is_empty());
     }
 
     #[test]

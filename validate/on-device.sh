@@ -26,7 +26,7 @@
 #   the seed problem and the 48^3x96 whole process (S7_LINKS: link-upload variants too;
 #   S7_ABLATE=1: the 3.0 ablation, floor and validation).
 #   MODE=s8: issue 13 items 4 and 5 in session 8: the 48^3x96 whole process with each
-#   staging shape (S8_STAGES, MiB:buffers:stores[:off, no huge pages]), the seed problem (S8_ABLATE=1: ablation;
+#   staging shape (S8_STAGES, MiB:buffers:stores), the seed problem (S8_ABLATE=1: ablation;
 #   =full: with floor and validation), and the link uploads against the pinned bandwidth. TESTS="gpu-fast-tests"
 #   limits the GPU test targets to those named (any mode).
 #   MODE=memory: issue 13 item 3: the gpu-memory test target, then the main job
@@ -189,10 +189,10 @@ elif [ "${MODE:-full}" = s8 ]; then
     d=48x48x48x96; resize configs/32x32x32x64.toml "$d" >"$big/$d.toml"
     fast="--device cuda --kernel 3.0 --preconditioning even-odd --precision single-double --reconstruct 12"
     rm -f "$big/tune-$d.tsv"
-    for st in ${S8_STAGES:-64:2:streaming 64:2:streaming 64:2:streaming:off}; do
-        IFS=: read -r mib nbuf stores huge <<<"$st"
-        n="whole-$d-${mib}x$nbuf-$stores${huge:+-thp-$huge}"; [ -e "$res/$n.txt" ] && n="$n-again"
-        QCD_SOLVE_STAGE_MIB=$mib QCD_SOLVE_STAGE_BUFFERS=$nbuf QCD_SOLVE_STAGE_STORES=$stores QCD_SOLVE_HUGE_PAGES=${huge:-on} \
+    for st in ${S8_STAGES:-64:2:streaming 64:2:streaming}; do
+        IFS=: read -r mib nbuf stores <<<"$st"
+        n="whole-$d-${mib}x$nbuf-$stores"; [ -e "$res/$n.txt" ] && n="$n-again"
+        QCD_SOLVE_STAGE_MIB=$mib QCD_SOLVE_STAGE_BUFFERS=$nbuf QCD_SOLVE_STAGE_STORES=$stores \
             QCD_SOLVE_TUNE_CACHE="$big/tune-$d.tsv" RUST_LOG=info \
             step "$n" timeout 150 /usr/bin/time -f "process wall %e s" "$q" "$big/$d.toml" $fast --output "$big/whole" \
             >"$res/$n.txt" 2>&1

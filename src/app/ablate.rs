@@ -597,8 +597,7 @@ pub fn measure(
 /// its double 12-real links uploaded as the main job's construction does, with the
 /// default staging shape and the others worth comparing (`QCD_SOLVE_STAGE_*`: buffers of
 /// 64 or 16 MiB, two or four of them, streaming or cached stores; the field registered in
-/// place), `repeat` times each, interleaved; then the default shape from a field whose
-/// memory was advised the other way (huge pages or not, `threads::advise_huge_pages`).
+/// place), `repeat` times each, interleaved.
 fn link_upload_bench(
     dims: [usize; 4],
     repeat: usize,
@@ -607,9 +606,8 @@ fn link_upload_bench(
     use crate::threads::Stores;
     let lattice =
         crate::geometry::lattice::Lattice::new(dims, crate::geometry::lattice::DEFAULT_BOUNDARY)?;
-    let huge = crate::threads::huge_pages_wanted();
     let gauge = crate::clock::timed("link upload bench: random gauge field", || {
-        crate::field::GaugeField::random_with_pages(&lattice, 1, huge)
+        crate::field::GaugeField::random(&lattice, 1)
     });
     let shape = |mib: usize, buffers, stores| StageShape {
         values: (mib << 20) / 8,
@@ -624,23 +622,7 @@ fn link_upload_bench(
         (LinkUpload::Device, shape(32, 3, Stores::Streaming)),
         (LinkUpload::Registered, StageShape::default()),
     ];
-    let mut rows =
-        crate::backend::cuda::bench_link_upload(&gauge, Reconstruct::R12, &variants, repeat)?;
-    drop(gauge);
-    // The default shape again from a field on 4 KiB pages (no huge-page advice), or, when
-    // QCD_SOLVE_HUGE_PAGES=off, from one with the advice.
-    let other = crate::field::GaugeField::random_with_pages(&lattice, 1, !huge);
-    let mut more =
-        crate::backend::cuda::bench_link_upload(&other, Reconstruct::R12, &variants[..1], repeat)?;
-    for r in &mut more {
-        r.variant = format!(
-            "{}, {}",
-            r.variant,
-            if huge { "4 KiB pages" } else { "huge pages" }
-        );
-    }
-    rows.append(&mut more);
-    Ok(rows)
+    crate::backend::cuda::bench_link_upload(&gauge, Reconstruct::R12, &variants, repeat)
 }
 
 fn fmt(v: f64, prec: usize) -> String {

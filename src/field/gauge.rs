@@ -35,16 +35,10 @@ impl GaugeField {
     /// A random ("hot") field: every link drawn from its own counter-based stream keyed by
     /// (seed, site, mu), so the field is the same for any thread count.
     pub fn random(lattice: &Lattice, seed: u64) -> Self {
-        Self::random_with_pages(lattice, seed, crate::threads::huge_pages_wanted())
-    }
-
-    /// `random`, its links' memory advised for huge pages or not (`huge`;
-    /// `threads::par_vec`), whatever `QCD_SOLVE_HUGE_PAGES` says: the same values either
-    /// way (`ablate --upload-dims` compares the link upload from both).
-    pub fn random_with_pages(lattice: &Lattice, seed: u64, huge: bool) -> Self {
-        let links = crate::threads::par_vec(lattice.volume() * NDIM, huge, |k| {
-            Su3::random(&mut Stream::new(seed, k as u64))
-        });
+        let links = (0..lattice.volume() * NDIM)
+            .into_par_iter()
+            .map(|k| Su3::random(&mut Stream::new(seed, k as u64)))
+            .collect();
         GaugeField {
             lattice: lattice.clone(),
             links,

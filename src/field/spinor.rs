@@ -31,10 +31,6 @@ pub fn zeroed_complex(n: usize) -> Vec<C64> {
     if v.capacity() != 2 * n {
         return vec![C64::new(0.0, 0.0); n];
     }
-    if crate::threads::huge_pages_wanted() {
-        // Calloc'd pages of a large block are untouched until first written.
-        crate::threads::advise_huge_pages(v.as_ptr() as *const u8, 16 * n);
-    }
     // SAFETY: the allocation holds 2n f64 = n C64 (Complex<f64> is #[repr(C)] {re, im},
     // size 16, align 8, as asserted above: the same size and alignment as allocated), all
     // bits zero, which is 0.0 + 0.0i; ownership moves to the new Vec (ManuallyDrop).
