@@ -20,7 +20,10 @@ use crate::backend::ledger::{Booking, Ledger, Purpose};
 use crate::backend::{CrScalars, Precision};
 use crate::error::{Error, Result};
 use crate::field::C64;
-use cudarc::driver::{sys, CudaFunction, CudaGraph, CudaSlice, LaunchConfig};
+use cudarc::driver::{
+    sys, CudaFunction, CudaGraph, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig,
+    SyncOnDrop,
+};
 use std::collections::HashMap;
 
 /// Indices into the device scalar block (the same numbers as kernels/cr_device.cuh).
@@ -203,12 +206,7 @@ fn check_scalars(s: &CrScalars, history_len: usize) -> Result<()> {
 fn common_shape(fields: &[(Precision, usize)], what: &str) -> Result<(Precision, usize)> {
     let (prec, len) = fields[0];
     if prec == Precision::Half {
-        return Err(Error::invalid(
-            "solver.iteration",
-            format!(
-                "{what}: the fused CR has no half-precision kernels; half-double runs the generic iteration (iteration = \"auto\")"
-            ),
-        ));
+        return Err(no_half(what));
     }
     if fields.iter().any(|&f| f != (prec, len)) {
         return Err(Error::invalid(
@@ -241,11 +239,44 @@ fn shape_mut(f: &RawFieldMut<'_>) -> (Precision, usize) {
     }
 }
 
-fn mixed() -> Error {
+fn no_half(what: &str) -> Error {
     Error::invalid(
-        "fields",
-        "the fields of a fused CR update differ in precision",
+        "solver.iteration",
+        format!(
+            "{what}: the fused CR has no half-precision kernels; half-double runs the generic iteration (iteration = \"auto\")"
+        ),
     )
+}
+
+/// The kernel of a precision: `d` for double, `s` for single (half: refused, as by
+/// `common_shape`).
+fn pick<'a, T>(prec: Precision, d: &'a T, s: &'a T, what: &str) -> Result<&'a T> {
+    match prec {
+        Precision::Double => Ok(d),
+        Precision::Single => Ok(s),
+        Precision::Half => Err(no_half(what)),
+    }
+}
+
+/// The device address of a field the kernel reads (a `double2*` or `float2*` argument:
+/// the same 64-bit pointer either way), with cudarc's guard, which records the read on
+/// the stream when dropped: keep it until the launch has been queued. (A no-op while
+/// event tracking is off, as on the backend's one stream.)
+fn ptr<'a>(f: RawField<'a>, stream: &'a CudaStream) -> (u64, SyncOnDrop<'a>) {
+    match f {
+        RawField::Double(d) => d.device_ptr(stream),
+        RawField::Single(s) => s.device_ptr(stream),
+        RawField::Half(q) => q.device_ptr(stream),
+    }
+}
+
+/// As `ptr`, for a field the kernel writes (the guard records the write).
+fn ptr_mut<'a>(f: RawFieldMut<'a>, stream: &'a CudaStream) -> (u64, SyncOnDrop<'a>) {
+    match f {
+        RawFieldMut::Double(d) => d.device_ptr_mut(stream),
+        RawFieldMut::Single(s) => s.device_ptr_mut(stream),
+        RawFieldMut::Half(q) => q.device_ptr_mut(stream),
+    }
 }
 
 impl Fused {
@@ -381,6 +412,7 @@ impl Fused {
             "cr_update_xr",
         )?;
         let k = self.kernels(gpu)?;
+        let f = pick(prec, &k.xr_d, &k.xr_s, "cr_update_xr")?;
         let ni = n as i32;
         let cfg = cr_cfg(n);
         let DeviceCrState {
@@ -390,35 +422,20 @@ impl Fused {
             tickets,
             ..
         } = state;
-        match (p, ap, x, r) {
-            (
-                RawField::Double(p),
-                RawField::Double(ap),
-                RawFieldMut::Double(x),
-                RawFieldMut::Double(r),
-            ) => launch!(
-                gpu,
-                Kernel::CrXr(prec),
-                n,
-                &k.xr_d,
-                cfg,
-                [x, r, p, ap, &ni, scalars, history, partials, tickets]
-            ),
-            (
-                RawField::Single(p),
-                RawField::Single(ap),
-                RawFieldMut::Single(x),
-                RawFieldMut::Single(r),
-            ) => launch!(
-                gpu,
-                Kernel::CrXr(prec),
-                n,
-                &k.xr_s,
-                cfg,
-                [x, r, p, ap, &ni, scalars, history, partials, tickets]
-            ),
-            _ => return Err(mixed()),
-        }
+        // The guards (_x, ...) live until the function returns, after the launch is queued.
+        let stream = gpu.stream.clone();
+        let (x, _x) = ptr_mut(x, &stream);
+        let (r, _r) = ptr_mut(r, &stream);
+        let (p, _p) = ptr(p, &stream);
+        let (ap, _ap) = ptr(ap, &stream);
+        launch!(
+            gpu,
+            Kernel::CrXr(prec),
+            n,
+            f,
+            cfg,
+            [&x, &r, &p, &ap, &ni, scalars, history, partials, tickets]
+        );
         Ok(())
     }
 
@@ -438,6 +455,7 @@ impl Fused {
             "cr_update_p",
         )?;
         let k = self.kernels(gpu)?;
+        let f = pick(prec, &k.p_d, &k.p_s, "cr_update_p")?;
         let ni = n as i32;
         let cfg = cr_cfg(n);
         let DeviceCrState {
@@ -446,35 +464,20 @@ impl Fused {
             tickets,
             ..
         } = state;
-        match (r, ar, p, ap) {
-            (
-                RawField::Double(r),
-                RawField::Double(ar),
-                RawFieldMut::Double(p),
-                RawFieldMut::Double(ap),
-            ) => launch!(
-                gpu,
-                Kernel::CrP(prec),
-                n,
-                &k.p_d,
-                cfg,
-                [p, ap, r, ar, &ni, scalars, partials, tickets]
-            ),
-            (
-                RawField::Single(r),
-                RawField::Single(ar),
-                RawFieldMut::Single(p),
-                RawFieldMut::Single(ap),
-            ) => launch!(
-                gpu,
-                Kernel::CrP(prec),
-                n,
-                &k.p_s,
-                cfg,
-                [p, ap, r, ar, &ni, scalars, partials, tickets]
-            ),
-            _ => return Err(mixed()),
-        }
+        // The guards (_p, ...) live until the function returns, after the launch is queued.
+        let stream = gpu.stream.clone();
+        let (p, _p) = ptr_mut(p, &stream);
+        let (ap, _ap) = ptr_mut(ap, &stream);
+        let (r, _r) = ptr(r, &stream);
+        let (ar, _ar) = ptr(ar, &stream);
+        launch!(
+            gpu,
+            Kernel::CrP(prec),
+            n,
+            f,
+            cfg,
+            [&p, &ap, &r, &ar, &ni, scalars, partials, tickets]
+        );
         Ok(())
     }
 
@@ -499,42 +502,28 @@ impl Fused {
             "cr_load",
         )?;
         let k = self.kernels(gpu)?;
+        let f = pick(prec, &k.load_d, &k.load_s, "cr_load")?;
         let ni = n as i32;
         let cfg = LaunchConfig {
             shared_mem_bytes: 0,
             ..cr_cfg(n)
         };
-        match (rhs, r, x, p, ap) {
-            (
-                RawField::Double(rhs),
-                RawFieldMut::Double(r),
-                RawFieldMut::Double(x),
-                RawFieldMut::Double(p),
-                RawFieldMut::Double(ap),
-            ) => launch!(
-                gpu,
-                Kernel::CrLoad(prec),
-                n,
-                &k.load_d,
-                cfg,
-                [rhs, r, x, p, ap, &ni]
-            ),
-            (
-                RawField::Single(rhs),
-                RawFieldMut::Single(r),
-                RawFieldMut::Single(x),
-                RawFieldMut::Single(p),
-                RawFieldMut::Single(ap),
-            ) => launch!(
-                gpu,
-                Kernel::CrLoad(prec),
-                n,
-                &k.load_s,
-                cfg,
-                [rhs, r, x, p, ap, &ni]
-            ),
-            _ => return Err(mixed()),
-        }
+        // The guards (_rhs, ...) live until the function returns, after the launch is
+        // queued.
+        let stream = gpu.stream.clone();
+        let (rhs, _rhs) = ptr(rhs, &stream);
+        let (r, _r) = ptr_mut(r, &stream);
+        let (x, _x) = ptr_mut(x, &stream);
+        let (p, _p) = ptr_mut(p, &stream);
+        let (ap, _ap) = ptr_mut(ap, &stream);
+        launch!(
+            gpu,
+            Kernel::CrLoad(prec),
+            n,
+            f,
+            cfg,
+            [&rhs, &r, &x, &p, &ap, &ni]
+        );
         Ok(())
     }
 
@@ -550,6 +539,7 @@ impl Fused {
     ) -> Result<()> {
         let (prec, n) = common_shape(&[shape(&y), shape(&out)], "cr_dot")?;
         let k = self.kernels(gpu)?;
+        let f = pick(prec, &k.dot_d, &k.dot_s, "cr_dot")?;
         let ni = n as i32;
         let cfg = cr_cfg(n);
         let DeviceCrState {
@@ -558,25 +548,19 @@ impl Fused {
             tickets,
             ..
         } = state;
-        match (y, out) {
-            (RawField::Double(y), RawField::Double(out)) => launch!(
-                gpu,
-                Kernel::CrDot(prec),
-                n,
-                &k.dot_d,
-                cfg,
-                [y, out, &ni, scalars, partials, tickets]
-            ),
-            (RawField::Single(y), RawField::Single(out)) => launch!(
-                gpu,
-                Kernel::CrDot(prec),
-                n,
-                &k.dot_s,
-                cfg,
-                [y, out, &ni, scalars, partials, tickets]
-            ),
-            _ => return Err(mixed()),
-        }
+        // The guards (_y, _out) live until the function returns, after the launch is
+        // queued.
+        let stream = gpu.stream.clone();
+        let (y, _y) = ptr(y, &stream);
+        let (out, _out) = ptr(out, &stream);
+        launch!(
+            gpu,
+            Kernel::CrDot(prec),
+            n,
+            f,
+            cfg,
+            [&y, &out, &ni, scalars, partials, tickets]
+        );
         Ok(())
     }
 
@@ -810,5 +794,17 @@ mod tests {
         ));
         bad[2] = (Precision::Double, 24);
         assert!(common_shape(&bad, "x").is_err());
+        // Half fields have no fused kernels: refused by the shape, and by the kernel pick.
+        let half = [(Precision::Half, 12); 4];
+        assert!(matches!(
+            common_shape(&half, "x"),
+            Err(Error::InvalidValue { .. })
+        ));
+        assert!(matches!(
+            pick(Precision::Half, &1, &2, "x"),
+            Err(Error::InvalidValue { .. })
+        ));
+        assert_eq!(pick(Precision::Double, &1, &2, "x").unwrap(), &1);
+        assert_eq!(pick(Precision::Single, &1, &2, "x").unwrap(), &2);
     }
 }
