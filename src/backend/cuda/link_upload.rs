@@ -335,10 +335,11 @@ fn check_links(links: &CudaSlice<f64>, lattice: &Lattice, elems: usize) -> Resul
 
 /// `Device`: chunks of `per_chunk` sites of `links_host` (the canonical field,
 /// `links_as_f64`) copied by the host at the kernel's stride (with `stage.stores`) into
-/// `stage.buffers` pinned staging buffers in turn (from the process's pool), then each copied to `scratch` and laid out
-/// into `links` by the kernel. The host copies chunk k while up to `stage.buffers - 1` earlier
-/// chunks wait for or take the copy engine: before refilling a buffer it waits only for
-/// the layout of the chunk that last used it (an event), never for the whole stream.
+/// `stage.buffers` pinned staging buffers in turn (from the process's pool), then each
+/// copied to `scratch` and laid out into `links` by the kernel. The host copies chunk k
+/// while up to `stage.buffers - 1` earlier chunks wait for or take the copy engine:
+/// before refilling a buffer it waits only for the layout of the chunk that last used it
+/// (an event), never for the whole stream.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn upload_via_staging(
     ctx: &Arc<CudaContext>,

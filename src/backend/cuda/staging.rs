@@ -37,8 +37,9 @@ pub const STAGE_STORES_ENV: &str = "QCD_SOLVE_STAGE_STORES";
 
 /// The staging buffers' shape: f64 values per buffer (the largest chunk) and how many the
 /// link upload cycles through, so that the host may copy ahead of the copies by
-/// `buffers - 1` chunks. Smaller buffers stay in the host's caches between the host's
-/// write and the copy engine's read; more of them keep the copy engine fed.
+/// `buffers - 1` chunks, and the stores of its host copies. `ablate --upload-dims`
+/// times the shapes against each other (validate/RESULTS.md, session 8: on the H100 host
+/// the defaults were as fast as any, within the host's run-to-run noise).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StageShape {
     pub values: usize,
