@@ -549,7 +549,9 @@ impl UploadBenchRow {
 
 /// Upload the double links of `gauge` (3.0's layout, `reconstruct` 18 or 12) with each of
 /// `variants` on GPU 0, `repeat` times each after a warm-up, the variants interleaved (so
-/// that a change of the host's load meets them all alike), into one device array. The
+/// that a change of the host's load meets them all alike), into one device array; and,
+/// interleaved with them, the host copies of the first `Device` variant alone (a last
+/// row, "host copy alone": its wall time, no transfer). The
 /// staging buffers come from the pinned pool, pinned before the first timing (as the main
 /// job's warm-up does). What the main job's construction does for its links, alone.
 pub fn bench(
@@ -592,8 +594,42 @@ pub fn bench(
         super::staging::prepin(&ctx, st.values_for(volume), st.buffers)?;
     }
     let host = links_as_f64(&gauge.links);
-    let mut runs: Vec<Vec<(f64, DeviceUploadTimes)>> = vec![Vec::new(); variants.len()];
+    // The first staged variant's host copies once more, alone: every chunk into its
+    // buffers, no transfer, so that the host copy's own pace is seen beside the uploads'.
+    let alone = variants
+        .iter()
+        .find(|(m, _)| *m == LinkUpload::Device)
+        .map(|&(_, st)| st);
+    let mut runs: Vec<Vec<(f64, DeviceUploadTimes)>> =
+        vec![Vec::new(); variants.len() + usize::from(alone.is_some())];
     for rep in 0..=repeat.max(1) {
+        if let Some(st) = alone {
+            let stride = reconstruct.elems();
+            let per_chunk = chunk_sites(volume, stride, st.values);
+            let chunks = site_chunks(volume, per_chunk);
+            let count = st.buffers.min(chunks.len()).max(1);
+            let per_site = 2 * NDIM * stride;
+            let t = Instant::now();
+            let mut pinned = StagingBuffers::new(&ctx, per_chunk.min(volume) * per_site, count)?;
+            let mut bufs = pinned.slices()?;
+            for (k, c) in chunks.iter().enumerate() {
+                copy_sites(
+                    host,
+                    c,
+                    stride,
+                    &mut bufs[k % count][..c.sites * per_site],
+                    st.stores,
+                );
+            }
+            let wall = 1e3 * t.elapsed().as_secs_f64();
+            if rep > 0 {
+                let times = DeviceUploadTimes {
+                    copy_ms: wall,
+                    ..Default::default()
+                };
+                runs[variants.len()].push((wall, times));
+            }
+        }
         for (i, &(mode, stage)) in variants.iter().enumerate() {
             let stride = mode.stride(reconstruct).ok_or_else(|| {
                 Error::invalid("link upload bench", "the host upload is not benched")
@@ -636,15 +672,23 @@ pub fn bench(
             }
         }
     }
-    Ok(variants
+    let names = variants
         .iter()
+        .map(|&(mode, st)| variant_name(mode, st))
+        .chain(alone.map(|st| {
+            format!(
+                "host copy alone ({})",
+                variant_name(LinkUpload::Device, st).trim_start_matches("device ")
+            )
+        }));
+    Ok(names
         .zip(runs)
-        .map(|(&(mode, st), mut r)| {
+        .map(|(variant, mut r)| {
             let wall_ms: Vec<f64> = r.iter().map(|x| x.0).collect();
             r.sort_by(|a, b| a.0.total_cmp(&b.0));
             let m = r.get(r.len() / 2).map(|x| x.1).unwrap_or_default();
             UploadBenchRow {
-                variant: variant_name(mode, st),
+                variant,
                 bytes: (n_links * 8) as u64,
                 wall_ms,
                 pin_ms: m.pin_ms,
