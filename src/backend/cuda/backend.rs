@@ -18,8 +18,7 @@ use super::footprint::{construction_bytes, construction_bytes_with};
 use super::fused::Fused;
 use super::kernels::{li_in_hop_order, reduce_blocks, Kernel, BLAS_BLOCK};
 use super::link_upload::{
-    chunk_sites, links_as_f64, scratch_values, upload_registered, upload_via_staging, LayoutKernel,
-    LinkUpload,
+    chunk_sites, links_as_f64, scratch_values, upload as upload_links, LayoutKernel, LinkUpload,
 };
 use super::seed::SeedStencil;
 use super::staging::StageShape;
@@ -296,27 +295,17 @@ impl CudaBackend {
                 stride,
             };
             let host = links_as_f64(&gauge.links);
-            let times = match link_upload {
-                LinkUpload::Registered => upload_registered(
-                    &ctx,
-                    &stream,
-                    host,
-                    &kernel,
-                    per_chunk,
-                    &mut scratch,
-                    &mut seed,
-                )?,
-                _ => upload_via_staging(
-                    &ctx,
-                    &stream,
-                    host,
-                    &kernel,
-                    per_chunk,
-                    stage,
-                    &mut scratch,
-                    &mut seed,
-                )?,
-            };
+            let times = upload_links(
+                link_upload,
+                &ctx,
+                &stream,
+                host,
+                &kernel,
+                per_chunk,
+                stage,
+                &mut scratch,
+                &mut seed,
+            )?;
             stream.synchronize().map_err(err("uploading the links"))?;
             drop((scratch, scratch_booking));
             let wall = 1e3 * t.elapsed().as_secs_f64();

@@ -333,6 +333,57 @@ fn check_links(links: &CudaSlice<f64>, lattice: &Lattice, elems: usize) -> Resul
     Ok(())
 }
 
+/// The chunks of `per_chunk` sites of an upload at the kernel's stride, after checking,
+/// before any copy, the destination (`check_links`), the host field's length and that a
+/// chunk fits the scratch buffer.
+fn checked_chunks(
+    links_host: &[f64],
+    kernel: &LayoutKernel<'_>,
+    per_chunk: usize,
+    scratch: &CudaSlice<f64>,
+    links: &CudaSlice<f64>,
+) -> Result<Vec<SiteChunk>> {
+    let volume = kernel.lattice.volume();
+    check_links(links, kernel.lattice, kernel.elems)?;
+    let largest = per_chunk.min(volume) * 2 * NDIM * kernel.stride;
+    if largest > scratch.len() || links_host.len() != 18 * NDIM * volume {
+        return Err(Error::internal(format!(
+            "a chunk of {largest} values (stride {}) does not fit the scratch buffer of {}, or the field ({} values) is not the lattice's",
+            kernel.stride,
+            scratch.len(),
+            links_host.len()
+        )));
+    }
+    Ok(site_chunks(volume, per_chunk))
+}
+
+/// Upload the links with `mode` (`Device` or `Registered`; `Host` is the backend's own
+/// path and refused here): `upload_via_staging` or `upload_registered`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn upload(
+    mode: LinkUpload,
+    ctx: &Arc<CudaContext>,
+    stream: &Arc<CudaStream>,
+    links_host: &[f64],
+    kernel: &LayoutKernel<'_>,
+    per_chunk: usize,
+    stage: StageShape,
+    scratch: &mut CudaSlice<f64>,
+    links: &mut CudaSlice<f64>,
+) -> Result<DeviceUploadTimes> {
+    match mode {
+        LinkUpload::Device => upload_via_staging(
+            ctx, stream, links_host, kernel, per_chunk, stage, scratch, links,
+        ),
+        LinkUpload::Registered => {
+            upload_registered(ctx, stream, links_host, kernel, per_chunk, scratch, links)
+        }
+        LinkUpload::Host => Err(Error::internal(
+            "the host link layout is not a device upload",
+        )),
+    }
+}
+
 /// `Device`: chunks of `per_chunk` sites of `links_host` (the canonical field,
 /// `links_as_f64`) copied by the host at the kernel's stride (with `stage.stores`) into
 /// `stage.buffers` pinned staging buffers in turn (from the process's pool), then each
@@ -352,19 +403,10 @@ pub(crate) fn upload_via_staging(
     links: &mut CudaSlice<f64>,
 ) -> Result<DeviceUploadTimes> {
     let mut times = DeviceUploadTimes::default();
-    let volume = kernel.lattice.volume();
-    check_links(links, kernel.lattice, kernel.elems)?;
-    let chunks = site_chunks(volume, per_chunk);
+    let chunks = checked_chunks(links_host, kernel, per_chunk, scratch, links)?;
     let stride = kernel.stride;
     let per_site = 2 * NDIM * stride;
-    let largest = per_chunk.min(volume) * per_site;
-    if largest > scratch.len() || links_host.len() != 18 * NDIM * volume {
-        return Err(Error::internal(format!(
-            "a chunk of {largest} values does not fit the scratch buffer of {}, or the field ({} values) is not the lattice's",
-            scratch.len(),
-            links_host.len()
-        )));
-    }
+    let largest = per_chunk.min(kernel.lattice.volume()) * per_site;
     if chunks.is_empty() {
         return Ok(times);
     }
@@ -472,22 +514,14 @@ pub(crate) fn upload_registered(
     links: &mut CudaSlice<f64>,
 ) -> Result<DeviceUploadTimes> {
     let mut times = DeviceUploadTimes::default();
-    let volume = kernel.lattice.volume();
-    check_links(links, kernel.lattice, kernel.elems)?;
-    let per_site = 18 * NDIM;
-    if kernel.stride != 9
-        || per_chunk.min(volume) * per_site > scratch.len()
-        || links_host.len() != per_site * volume
-    {
+    if kernel.stride != 9 {
         return Err(Error::internal(format!(
-            "whole links (stride {}) in chunks of {} sites do not fit the scratch buffer of {} values, or the field ({} values) is not the lattice's",
-            kernel.stride,
-            per_chunk,
-            scratch.len(),
-            links_host.len()
+            "the registered upload copies whole links (stride 9), not stride {}",
+            kernel.stride
         )));
     }
-    let chunks = site_chunks(volume, per_chunk);
+    let chunks = checked_chunks(links_host, kernel, per_chunk, scratch, links)?;
+    let per_site = 18 * NDIM;
     if chunks.is_empty() {
         return Ok(times);
     }
@@ -642,27 +676,17 @@ pub fn bench(
             };
             let per_chunk = chunk_sites(volume, stride, stage.values);
             let t = Instant::now();
-            let times = match mode {
-                LinkUpload::Registered => upload_registered(
-                    &ctx,
-                    &stream,
-                    host,
-                    &kernel,
-                    per_chunk,
-                    &mut scratch,
-                    &mut links,
-                )?,
-                _ => upload_via_staging(
-                    &ctx,
-                    &stream,
-                    host,
-                    &kernel,
-                    per_chunk,
-                    stage,
-                    &mut scratch,
-                    &mut links,
-                )?,
-            };
+            let times = upload(
+                mode,
+                &ctx,
+                &stream,
+                host,
+                &kernel,
+                per_chunk,
+                stage,
+                &mut scratch,
+                &mut links,
+            )?;
             stream
                 .synchronize()
                 .map_err(err("waiting for the bench's upload"))?;
