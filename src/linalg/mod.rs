@@ -172,8 +172,7 @@ pub trait Space {
         y: &mut Self::Field,
         scratch: &mut Self::Field,
     ) -> Result<()> {
-        self.convert(scratch, x)?;
-        self.axpy(C64::new(1.0, 0.0), scratch, y)
+        add_converted_in_steps(self, x, y, scratch)
     }
 
     /// The reliable update's residual: r = b - r (r holding A x on entry), then low = r
@@ -186,11 +185,34 @@ pub trait Space {
         r: &mut Self::Field,
         low: &mut Self::Field,
     ) -> Result<f64> {
-        self.xpay(b, C64::new(-1.0, 0.0), r)?;
-        let nr = self.norm2(r)?;
-        self.convert(low, r)?;
-        Ok(nr)
+        residual_converted_in_steps(self, b, r, low)
     }
+}
+
+/// `Space::add_converted` by its parts (convert, axpy): the default, and the fallback of a
+/// backend that fuses only some layouts.
+pub fn add_converted_in_steps<S: Space + ?Sized>(
+    space: &mut S,
+    x: &S::Field,
+    y: &mut S::Field,
+    scratch: &mut S::Field,
+) -> Result<()> {
+    space.convert(scratch, x)?;
+    space.axpy(C64::new(1.0, 0.0), scratch, y)
+}
+
+/// `Space::residual_converted` by its parts (xpay, norm2, convert): the default, and the
+/// fallback of a backend that fuses only some layouts.
+pub fn residual_converted_in_steps<S: Space + ?Sized>(
+    space: &mut S,
+    b: &S::Field,
+    r: &mut S::Field,
+    low: &mut S::Field,
+) -> Result<f64> {
+    space.xpay(b, C64::new(-1.0, 0.0), r)?;
+    let nr = space.norm2(r)?;
+    space.convert(low, r)?;
+    Ok(nr)
 }
 
 /// The error of an operation given fields of different layouts.

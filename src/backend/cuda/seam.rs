@@ -148,8 +148,7 @@ impl Space for CudaBackend {
         if self.stencil.add_converted(&mut self.core, x, y)? {
             return Ok(());
         }
-        self.convert(scratch, x)?;
-        self.axpy(C64::new(1.0, 0.0), scratch, y)
+        crate::linalg::add_converted_in_steps(self, x, y, scratch)
     }
 
     /// One launch where the stencil has it (3.0: double r, single low), else the default's
@@ -163,10 +162,7 @@ impl Space for CudaBackend {
         if let Some(local) = self.stencil.residual_converted(&mut self.core, b, r, low)? {
             return Ok(self.core.global_sum([local, 0.0])?[0]);
         }
-        self.xpay(b, C64::new(-1.0, 0.0), r)?;
-        let nr = self.norm2(r)?;
-        self.convert(low, r)?;
-        Ok(nr)
+        crate::linalg::residual_converted_in_steps(self, b, r, low)
     }
 }
 
