@@ -165,7 +165,7 @@ impl Core {
     /// A full double field from the canonical order [site][12 complex] (f64 pairs) to the
     /// device in `order`, chunk by chunk through the staging buffers: the host lays a
     /// chunk out (in parallel) while the previous one is copied. Returns when the copies
-    /// are done; `pin_ms` is the pinning of the buffers when this call made them.
+    /// are done; `pin_ms` is the taking of the buffers when this call took them.
     pub fn upload_spinor(
         &mut self,
         order: SpinorOrder,

@@ -271,9 +271,9 @@ fn check_chunks(values: usize, chunks: &[Vec<Segment>], len: usize) -> Result<Ve
     Ok(sizes)
 }
 
-/// Upload `chunks` into `dst` through two pinned buffers pinned for this call (sized for
-/// the largest chunk, one when there is a single chunk): see `upload_through`. The pinning
-/// is `pin_ms`.
+/// Upload `chunks` into `dst` through two staging buffers taken for this call from the
+/// pinned pool (at least the largest chunk each; one when there is a single chunk): see
+/// `upload_through`. Taking them (pinning any the pool lacked) is `pin_ms`.
 pub(crate) fn upload_staged(
     ctx: &Arc<CudaContext>,
     stream: &Arc<CudaStream>,
@@ -308,16 +308,9 @@ pub(crate) fn upload_through(
     chunks: &[Vec<Segment>],
     fill: impl FnMut(usize, &mut [f64]),
 ) -> Result<StagedTimes> {
-    let sizes = buffers.check(chunks, dst.len())?;
-    let host = buffers.slices()?;
+    let len = dst.len();
     let (base, _sync) = dst.device_ptr_mut(stream);
-    let mut engine = StreamCopies {
-        host,
-        stream,
-        base,
-        upload: true,
-        times: StagedTimes::default(),
-    };
+    let (mut engine, sizes) = StreamCopies::new(buffers, stream, chunks, len, base, true)?;
     upload_pipeline(&mut engine, chunks, &sizes, fill)?;
     Ok(engine.times)
 }
@@ -333,16 +326,8 @@ pub(crate) fn download_through(
     chunks: &[Vec<Segment>],
     scatter: impl FnMut(usize, &[f64]),
 ) -> Result<StagedTimes> {
-    let sizes = buffers.check(chunks, src.len())?;
-    let host = buffers.slices()?;
     let (base, _sync) = src.device_ptr(stream);
-    let mut engine = StreamCopies {
-        host,
-        stream,
-        base,
-        upload: false,
-        times: StagedTimes::default(),
-    };
+    let (mut engine, sizes) = StreamCopies::new(buffers, stream, chunks, src.len(), base, false)?;
     download_pipeline(&mut engine, chunks, &sizes, scatter)?;
     Ok(engine.times)
 }
@@ -424,6 +409,30 @@ struct StreamCopies<'a> {
     base: cudarc::driver::sys::CUdeviceptr,
     upload: bool,
     times: StagedTimes,
+}
+
+impl<'a> StreamCopies<'a> {
+    /// The copies between `buffers` and the device array of `len` values at `base`, after
+    /// checking that `chunks` fit both; with the values of each chunk.
+    fn new(
+        buffers: &'a mut StagingBuffers,
+        stream: &'a CudaStream,
+        chunks: &[Vec<Segment>],
+        len: usize,
+        base: cudarc::driver::sys::CUdeviceptr,
+        upload: bool,
+    ) -> Result<(Self, Vec<usize>)> {
+        let sizes = buffers.check(chunks, len)?;
+        let host = buffers.slices()?;
+        let engine = StreamCopies {
+            host,
+            stream,
+            base,
+            upload,
+            times: StagedTimes::default(),
+        };
+        Ok((engine, sizes))
+    }
 }
 
 impl CopyEngine for StreamCopies<'_> {
