@@ -588,14 +588,8 @@ mod tests {
                     assert!(c.values(elems) <= max_values.max(2 * 4 * elems * 4096));
                     let mut staging = vec![f64::NAN; c.values(elems)];
                     links_chunk_to_soa(&g, elems, c, &mut staging);
-                    let mut at = 0;
-                    for s in c.segments(vh, elems) {
-                        device[s.dst..s.dst + s.len].copy_from_slice(&staging[at..at + s.len]);
-                        written[s.dst..s.dst + s.len]
-                            .iter_mut()
-                            .for_each(|w| *w += 1);
-                        at += s.len;
-                    }
+                    let at =
+                        copy_segments(&staging, c.segments(vh, elems), &mut device, &mut written);
                     assert_eq!(at, staging.len(), "the segments use the whole chunk");
                 }
                 assert!(written.iter().all(|&w| w == 1), "each value written once");
@@ -605,6 +599,26 @@ mod tests {
                     .all(|(a, b)| a.to_bits() == b.to_bits()));
             }
         }
+    }
+
+    /// The copies of one staged chunk as the device would make them: `segments`, back to
+    /// back from the start of `staging`, into `device`, counting each value's writes in
+    /// `written`. Returns the staged values used.
+    fn copy_segments(
+        staging: &[f64],
+        segments: impl IntoIterator<Item = Segment>,
+        device: &mut [f64],
+        written: &mut [u8],
+    ) -> usize {
+        let mut at = 0;
+        for s in segments {
+            device[s.dst..s.dst + s.len].copy_from_slice(&staging[at..at + s.len]);
+            written[s.dst..s.dst + s.len]
+                .iter_mut()
+                .for_each(|w| *w += 1);
+            at += s.len;
+        }
+        at
     }
 
     /// A staged upload then download of `canonical` in `order` with chunks of at most
@@ -643,14 +657,7 @@ mod tests {
         for c in &chunks {
             let mut staging = vec![f64::NAN; c.values()];
             order.fill(l, canonical, c, &mut staging);
-            let mut at = 0;
-            for s in order.segments(v, c) {
-                device[s.dst..s.dst + s.len].copy_from_slice(&staging[at..at + s.len]);
-                written[s.dst..s.dst + s.len]
-                    .iter_mut()
-                    .for_each(|w| *w += 1);
-                at += s.len;
-            }
+            let at = copy_segments(&staging, order.segments(v, c), &mut device, &mut written);
             assert_eq!(
                 at,
                 staging.len(),
