@@ -49,6 +49,20 @@ resize() { # config, dims (e.g. 48x48x48x96): the config with those extents, on 
     sed -e "s/^LX = .*/LX = ${l[0]}/; s/^LY = .*/LY = ${l[1]}/; s/^LZ = .*/LZ = ${l[2]}/; s/^LT = .*/LT = ${l[3]}/" "$1"
 }
 
+seed_twice() { # grep pattern: the seed problem with its best options, twice (seed-1, seed-2)
+    for i in 1 2; do
+        RUST_LOG=info step "seed-$i" "$q" configs/16x16x16x32.toml --device cuda --kernel 3.0 --preconditioning even-odd \
+            --precision single-double --reconstruct 12 --output "$big/seed-$i" >"$res/seed-$i.txt" 2>&1
+        grep -E "$1" "$res/seed-$i.txt" | sed -e 's/^.*INFO //'
+    done
+}
+
+big48() { # sets d and fast, writes the 48^3x96 config and empties its tune cache
+    d=48x48x48x96; resize configs/32x32x32x64.toml "$d" >"$big/$d.toml"
+    fast="--device cuda --kernel 3.0 --preconditioning even-odd --precision single-double --reconstruct 12"
+    rm -f "$big/tune-$d.tsv"
+}
+
 step() { # name, command...: run it, record its exit code and seconds in status.txt
     local name=$1; shift
     echo; echo "===== $name: $*"
@@ -134,9 +148,7 @@ elif [ "${MODE:-full}" = s6 ]; then
         done
         cp "$big/seed$n-2/16x16x16x32.json" "$res/seed$n.json" 2>/dev/null
     done
-    d=48x48x48x96; resize configs/32x32x32x64.toml "$d" >"$big/$d.toml"
-    fast="--device cuda --kernel 3.0 --preconditioning even-odd --precision single-double --reconstruct 12"
-    rm -f "$big/tune-$d.tsv"
+    big48
     for run in empty filled; do
         QCD_SOLVE_TUNE_CACHE="$big/tune-$d.tsv" RUST_LOG=info step "whole-$d-$run" timeout 150 /usr/bin/time -f "process wall %e s" \
             "$q" "$big/$d.toml" $fast --output "$big/whole-$run" >"$res/whole-$d-$run.txt" 2>&1
@@ -151,14 +163,8 @@ elif [ "${MODE:-full}" = s7 ]; then
     # 3.0 validation.
     nproc; free -g | head -2; lscpu | grep -E "Model name|^CPU\(s\)|Thread|Socket|NUMA node\(s\)"
     echo "THP: $(cat /sys/kernel/mm/transparent_hugepage/enabled)"; df -h /tmp | tail -1
-    for i in 1 2; do
-        RUST_LOG=info step "seed-$i" "$q" configs/16x16x16x32.toml --device cuda --kernel 3.0 --preconditioning even-odd \
-            --precision single-double --reconstruct 12 --output "$big/seed-$i" >"$res/seed-$i.txt" 2>&1
-        grep -E "step:|^time|^result" "$res/seed-$i.txt" | sed -e 's/^.*INFO //'
-    done
-    d=48x48x48x96; resize configs/32x32x32x64.toml "$d" >"$big/$d.toml"
-    fast="--device cuda --kernel 3.0 --preconditioning even-odd --precision single-double --reconstruct 12"
-    rm -f "$big/tune-$d.tsv"
+    seed_twice "step:|^time|^result"
+    big48
     for run in empty filled ${S7_LINKS:-}; do
         case $run in empty|filled) lu=;; *) lu=$run;; esac
         QCD_SOLVE_LINK_UPLOAD=$lu QCD_SOLVE_TUNE_CACHE="$big/tune-$d.tsv" RUST_LOG=info step "whole-$d-$run" timeout 150 \
@@ -181,14 +187,8 @@ elif [ "${MODE:-full}" = s8 ]; then
     # (--upload-dims). A table of the main job's link uploads against the pinned bandwidth
     # last.
     lscpu | grep -E "Model name|^CPU\(s\)|L3"
-    for i in 1 2; do
-        RUST_LOG=info step "seed-$i" "$q" configs/16x16x16x32.toml --device cuda --kernel 3.0 --preconditioning even-odd \
-            --precision single-double --reconstruct 12 --output "$big/seed-$i" >"$res/seed-$i.txt" 2>&1
-        grep -E "links uploaded|^time |^result|^solver" "$res/seed-$i.txt" | sed -e "s/^.*INFO //"
-    done
-    d=48x48x48x96; resize configs/32x32x32x64.toml "$d" >"$big/$d.toml"
-    fast="--device cuda --kernel 3.0 --preconditioning even-odd --precision single-double --reconstruct 12"
-    rm -f "$big/tune-$d.tsv"
+    seed_twice "links uploaded|^time |^result|^solver"
+    big48
     for st in ${S8_STAGES:-64:2:streaming 64:2:streaming}; do
         IFS=: read -r mib nbuf stores <<<"$st"
         n="whole-$d-${mib}x$nbuf-$stores"; [ -e "$res/$n.txt" ] && n="$n-again"
