@@ -151,9 +151,7 @@ __device__ __forceinline__ void cr_load(const T* __restrict__ rhs, T* __restrict
                                         T* __restrict__ p, T* __restrict__ ap, int n)
 {
     const size_t stride = (size_t)gridDim.x * blockDim.x;
-    T zero;
-    zero.x = 0;
-    zero.y = 0;
+    const T zero = c_of<T>(0, 0);
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)n; i += stride) {
         r[i] = rhs[i];
         x[i] = zero;
