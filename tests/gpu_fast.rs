@@ -611,9 +611,12 @@ fn device_laid_links_are_the_host_layout_bit_for_bit() {
                 reconstruct: r,
                 ..CudaOptions::default()
             };
+            // The shared buffers' shape (`device`), and each worker's (`workers`).
             let shape = |values, buffers| StageShape {
                 values,
                 buffers,
+                lane_values: values,
+                lane_buffers: buffers,
                 ..StageShape::default()
             };
             let mut host = CudaBackend::new_with_link_upload(
@@ -627,7 +630,11 @@ fn device_laid_links_are_the_host_layout_bit_for_bit() {
             assert_eq!(host.setup_times().links_upload, "host");
             let want = host.download_links().unwrap().expect("3.0 has links");
             assert_eq!(want.len(), 2 * 4 * r.elems() * v);
-            for mode in [LinkUpload::Device, LinkUpload::Registered] {
+            for mode in [
+                LinkUpload::Device,
+                LinkUpload::Registered,
+                LinkUpload::Workers,
+            ] {
                 for (chunk_values, buffers) in
                     [(whole, 2), (72 * 50, 2), (72 * 2 + 1, 2), (72 * 2 + 1, 3)]
                 {

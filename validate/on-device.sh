@@ -26,7 +26,7 @@
 #   the seed problem and the 48^3x96 whole process (S7_LINKS: link-upload variants too;
 #   S7_ABLATE=1: the 3.0 ablation, floor and validation).
 #   MODE=s8: issue 13 items 4 and 5 in session 8: the 48^3x96 whole process with each
-#   staging shape (S8_STAGES, MiB:buffers:stores), the seed problem (S8_ABLATE=1: ablation;
+#   staging shape (S8_STAGES, MiB:buffers:stores[:upload[:threads]]), the seed problem (S8_ABLATE=1: ablation;
 #   =full: with floor and validation), and the link uploads against the pinned bandwidth. TESTS="gpu-fast-tests"
 #   limits the GPU test targets to those named (any mode).
 #   MODE=memory: issue 13 item 3: the gpu-memory test target, then the main job
@@ -180,7 +180,7 @@ elif [ "${MODE:-full}" = s7 ]; then
     fi
 elif [ "${MODE:-full}" = s8 ]; then
     # Issue 13 items 4 and 5 in session 8: the 48^3x96 whole process with the staging
-    # buffers pinned ahead (pool) and each staging shape of S8_STAGES (MiB:buffers:stores; the
+    # buffers pinned ahead (pool) and each staging shape of S8_STAGES (MiB:buffers:stores[:upload[:threads]]; the
     # first run with an empty tune cache), the seed problem twice, then (S8_ABLATE=1) the
     # 3.0 ablation (the pinned bandwidth of the ratio, the seed's median), floor and
     # validation. The ablation times the 48^3x96 link upload with each staging shape too
@@ -189,13 +189,20 @@ elif [ "${MODE:-full}" = s8 ]; then
     lscpu | grep -E "Model name|^CPU\(s\)|L3"
     seed_twice "links uploaded|^time |^result|^solver"
     big48
-    for st in ${S8_STAGES:-64:2:streaming 64:2:streaming}; do
-        IFS=: read -r mib nbuf stores <<<"$st"
-        n="whole-$d-${mib}x$nbuf-$stores"; [ -e "$res/$n.txt" ] && n="$n-again"
-        QCD_SOLVE_STAGE_MIB=$mib QCD_SOLVE_STAGE_BUFFERS=$nbuf QCD_SOLVE_STAGE_STORES=$stores \
+    for st in ${S8_STAGES:-2:2:cached 2:2:cached}; do
+        # upload "workers" (the default): MiB and buffers are each worker's (QCD_SOLVE_LANE_*),
+        # stores unused; "device": the shared buffers' (QCD_SOLVE_STAGE_*).
+        IFS=: read -r mib nbuf stores upload threads <<<"$st"
+        upload=${upload:-workers}
+        n="whole-$d-$upload-${mib}x$nbuf-$stores${threads:+-t$threads}"; [ -e "$res/$n.txt" ] && n="$n-again"
+        (
+            export QCD_SOLVE_LINK_UPLOAD=$upload
+            if [ "$upload" = workers ]; then export QCD_SOLVE_LANE_MIB=$mib QCD_SOLVE_LANE_BUFFERS=$nbuf
+            else export QCD_SOLVE_STAGE_MIB=$mib QCD_SOLVE_STAGE_BUFFERS=$nbuf QCD_SOLVE_STAGE_STORES=$stores; fi
             QCD_SOLVE_TUNE_CACHE="$big/tune-$d.tsv" RUST_LOG=info \
-            step "$n" timeout 150 /usr/bin/time -f "process wall %e s" "$q" "$big/$d.toml" $fast --output "$big/whole" \
-            >"$res/$n.txt" 2>&1
+                step "$n" timeout 150 /usr/bin/time -f "process wall %e s" "$q" "$big/$d.toml" $fast ${threads:+--threads $threads} --output "$big/whole" \
+                >"$res/$n.txt" 2>&1
+        )
         grep -E "links uploaded|^time |process wall|^result" "$res/$n.txt" | sed -e 's/^.*INFO //'
         cp "$big/whole/$d.json" "$res/$n.json" 2>/dev/null
         rm -rf "$big/whole"

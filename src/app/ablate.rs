@@ -595,9 +595,10 @@ pub fn measure(
 
 /// The link upload bench (`--upload-dims`): a random gauge field of `dims` (seed 1),
 /// its double 12-real links uploaded as the main job's construction does, with the
-/// default staging shape and the others worth comparing (`QCD_SOLVE_STAGE_*`: buffers of
-/// 64 or 16 MiB, two or four of them, streaming or cached stores; the field registered in
-/// place), `repeat` times each, interleaved.
+/// default (`workers`, 2 MiB x2 buffers each) and the others worth comparing (the
+/// workers' buffers of 1-4 MiB, two to four each; `device` with 64 or 16 MiB shared
+/// buffers, streaming or cached stores; the field registered in place), `repeat` times
+/// each, interleaved, and the `device` default's host copies alone.
 fn link_upload_bench(
     dims: [usize; 4],
     repeat: usize,
@@ -613,16 +614,28 @@ fn link_upload_bench(
         values: (mib << 20) / 8,
         buffers,
         stores,
+        ..StageShape::default()
+    };
+    let lane = |mib: usize, lane_buffers| StageShape {
+        lane_values: (mib << 20) / 8,
+        lane_buffers,
+        ..StageShape::default()
     };
     let variants = [
+        (LinkUpload::Workers, StageShape::default()),
+        (LinkUpload::Workers, lane(2, 3)),
+        (LinkUpload::Workers, lane(3, 2)),
+        (LinkUpload::Workers, lane(1, 4)),
+        (LinkUpload::Workers, lane(4, 3)),
         (LinkUpload::Device, StageShape::default()),
         (LinkUpload::Device, shape(64, 2, Stores::Cached)),
-        (LinkUpload::Device, shape(16, 4, Stores::Streaming)),
         (LinkUpload::Device, shape(16, 4, Stores::Cached)),
-        (LinkUpload::Device, shape(32, 3, Stores::Streaming)),
         (LinkUpload::Registered, StageShape::default()),
     ];
-    crate::backend::cuda::bench_link_upload(&gauge, Reconstruct::R12, &variants, repeat)
+    // The host's copies alone, the `device` upload's default shape: one thread's chunk
+    // copies in parallel into the shared buffers.
+    let alone = [StageShape::default()];
+    crate::backend::cuda::bench_link_upload(&gauge, Reconstruct::R12, &variants, &alone, repeat)
 }
 
 fn fmt(v: f64, prec: usize) -> String {

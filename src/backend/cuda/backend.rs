@@ -87,7 +87,7 @@ pub struct SetupTimes {
     /// or registering, host layout or copy, transfers, device layout), milliseconds.
     pub links_bytes: u64,
     pub links_upload_ms: f64,
-    /// 3.0's link upload as taken ("host", "device", "registered"; `LinkUpload`), empty
+    /// 3.0's link upload as taken ("host", "device", "registered", "workers"; `LinkUpload`), empty
     /// for the seed versions, and the bytes it copied host to device (registered r12: the
     /// whole links, 18/12 of `links_bytes`).
     pub links_upload: &'static str,
@@ -175,6 +175,7 @@ impl CudaBackend {
         stage: StageShape,
     ) -> Result<Self> {
         let chunk_values = stage.values;
+        let link_chunk_values = stage.link_chunk_values(upload.for_reconstruct(opts.reconstruct));
         let version = opts.version;
         if !version.supports_reconstruct(opts.reconstruct) {
             return Err(Error::invalid(
@@ -202,7 +203,7 @@ impl CudaBackend {
         // The set-up's own peak (the run has checked its whole plan before).
         ensure_fits(
             &ctx,
-            construction_bytes_with(volume, opts, upload, chunk_values) as usize,
+            construction_bytes_with(volume, opts, upload, link_chunk_values) as usize,
             &format!("lattice {} with version {version}", lattice.dims_string()),
         )?;
 
@@ -282,8 +283,8 @@ impl CudaBackend {
             let stride = link_upload
                 .stride(opts.reconstruct)
                 .ok_or_else(|| Error::internal("no scratch stride for a device link upload"))?;
-            let per_chunk = chunk_sites(volume, stride, chunk_values);
-            let n = scratch_values(volume, opts.reconstruct, link_upload, chunk_values);
+            let per_chunk = chunk_sites(volume, stride, link_chunk_values);
+            let n = scratch_values(volume, opts.reconstruct, link_upload, link_chunk_values);
             let mut scratch = unsafe { stream.alloc::<f64>(n) }
                 .map_err(err("allocating the link upload's scratch buffer"))?;
             let scratch_booking = ledger.book(Purpose::GaugeUpload, (n * 8) as u64);

@@ -99,8 +99,8 @@ fn retain(ordinal: usize) -> Result<()> {
 
 /// Start, on background threads, what the first GPU backend of this process will need:
 /// GPU `ordinal`'s context (kept, see `retain`), the PTX of `programs` (the in-process
-/// cache of `compile::compile`) and `stage.1` pinned staging buffers of `stage.0` f64
-/// (`staging::prepin`, kept for the process), so that all three overlap the host's work
+/// cache of `compile::compile`) and the pinned staging buffers of `pins`, (f64 per buffer,
+/// buffers) (`staging::prepin_all`, kept for the process), so that all three overlap the host's work
 /// before the backend is built (reading or generating the gauge field). Failures are only
 /// logged here: the backend's own construction meets and reports them. Join the handle
 /// before timing the construction. The pinning is not joined: it holds the pinned pool's
@@ -108,20 +108,20 @@ fn retain(ordinal: usize) -> Result<()> {
 pub fn warm_up(
     ordinal: usize,
     programs: Vec<Program>,
-    stage: (usize, usize),
+    pins: Vec<(usize, usize)>,
 ) -> Option<std::thread::JoinHandle<()>> {
     require_driver().ok()?;
     let spawned = std::thread::Builder::new()
         .name("gpu warm-up".into())
         .spawn(move || {
             crate::clock::timed("GPU warm-up (in the background)", || {
-                warm_up_now(ordinal, programs, stage)
+                warm_up_now(ordinal, programs, pins)
             })
         });
     spawned.ok()
 }
 
-fn warm_up_now(ordinal: usize, programs: Vec<Program>, stage: (usize, usize)) {
+fn warm_up_now(ordinal: usize, programs: Vec<Program>, pins: Vec<(usize, usize)>) {
     let ctx = match open_context(ordinal) {
         Ok(c) => c,
         Err(e) => {
@@ -142,7 +142,7 @@ fn warm_up_now(ordinal: usize, programs: Vec<Program>, stage: (usize, usize)) {
             .name("gpu staging pin".into())
             .spawn(move || {
                 crate::clock::timed("pin the staging buffers (in the background)", || {
-                    if let Err(e) = super::staging::prepin(&ctx, stage.0, stage.1) {
+                    if let Err(e) = super::staging::prepin_all(&ctx, &pins) {
                         tracing::debug!("GPU warm-up: {e}");
                     }
                 })

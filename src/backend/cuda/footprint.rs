@@ -60,13 +60,14 @@ pub fn v3_links(volume: usize, reconstruct: Reconstruct, precision: Precision) -
 /// one; the backend then refuses it) and the staging chunks of `StageShape::from_env`
 /// (64 MiB by default; likewise the default when the values are not ones).
 pub fn construction(volume: usize, opts: &CudaOptions) -> Construction {
+    let upload = LinkUpload::from_env().unwrap_or_default();
     construction_with(
         volume,
         opts,
-        LinkUpload::from_env().unwrap_or_default(),
+        upload,
         super::staging::StageShape::from_env()
             .unwrap_or_default()
-            .values,
+            .link_chunk_values(upload.for_reconstruct(opts.reconstruct)),
     )
 }
 
@@ -273,10 +274,24 @@ mod tests {
             construction_with(v, &r8, LinkUpload::Device, stage),
             construction_with(v, &r8, LinkUpload::Host, stage)
         );
-        // Without arguments: as QCD_SOLVE_LINK_UPLOAD says.
+        // The workers: a slot of one chunk per worker thread, 2 MiB of r12 sites each
+        // (5460 sites: 2^18 f64 / 48 per site, even), at most one per chunk (25 here).
+        let lane = crate::backend::cuda::staging::LANE_BYTES / 8;
+        let lanes = rayon::current_num_threads().min(v.div_ceil(5460));
+        let c = construction_with(v, &r12, LinkUpload::Workers, lane);
+        assert_eq!(
+            total(&c.peak),
+            384 * vv + lanes as u64 * 5460 * 384 + 4 + red
+        );
+        // Without arguments: as QCD_SOLVE_LINK_UPLOAD and the QCD_SOLVE_STAGE_* and
+        // QCD_SOLVE_LANE_* variables say.
+        let upload = LinkUpload::from_env().unwrap_or_default();
+        let values = crate::backend::cuda::StageShape::from_env()
+            .unwrap_or_default()
+            .link_chunk_values(upload);
         assert_eq!(
             construction(v, &r12),
-            construction_with(v, &r12, LinkUpload::from_env().unwrap_or_default(), stage)
+            construction_with(v, &r12, upload, values)
         );
         // 1.5: canonical (576) + seed buffer (1152) at the peak, the buffer after.
         let c = construction(v, &opts(StencilVersion::V1_5, Reconstruct::R18));

@@ -3,12 +3,20 @@
 //! into the pinned staging buffers) bounded the upload at ~10-13 GB/s on a 16-core host
 //! against 54 GB/s of pinned bandwidth; here the host only copies, and the permutation to
 //! the parity-major rows is kernel `links_from_sites` (kernels/layout.cu), run on each
-//! chunk in a device scratch buffer (`Purpose::GaugeUpload`, one chunk, set-up only).
+//! chunk in a device scratch buffer (`Purpose::GaugeUpload`, one chunk per lane, set-up
+//! only).
 //!
 //! `QCD_SOLVE_LINK_UPLOAD` picks the path (`LinkUpload`):
-//! - `device` (default): chunk k of whole sites is copied (in parallel; r12: rows 0 and 1
-//!   of each link, the 12 of 18 reals kept) into one of two pinned staging buffers while
-//!   chunk k - 1 is copied to the scratch buffer and laid out by the kernel;
+//! - `workers` (default): every worker thread of the pool copies its own chunks of whole
+//!   sites (interleaved; r12: rows 0 and 1 of each link, the 12 of 18 reals kept) into its
+//!   own pinned buffers (`StageShape::lane_values`, 2 MiB), small enough to stay in its
+//!   caches, and sends them on its own stream into its own slot of the scratch buffer,
+//!   where the kernel lays them out. The host's memory then carries the field's reads, not
+//!   also the staging buffers' writes and the copy engine's reads of them: 1.7x the
+//!   `device` upload's rate in validate/RESULTS.md run 47;
+//! - `device`: chunk k of whole sites is copied (by all threads in parallel) into one of
+//!   the shared pinned staging buffers while chunk k - 1 is copied to the scratch buffer
+//!   and laid out by the kernel;
 //! - `registered`: the gauge field's own memory is registered in place
 //!   (cuMemHostRegister) and each chunk copied straight from it (whole links: r12 moves 18
 //!   reals per link), then laid out; unregistered at the end;
@@ -39,22 +47,31 @@ pub enum LinkUpload {
     /// Laid out on the host into the pinned staging buffers, copied in final order.
     Host,
     /// Whole sites copied by the host into pinned staging, laid out on the device.
-    #[default]
     Device,
     /// The gauge field registered in place and copied from directly, laid out on the
     /// device.
     Registered,
+    /// As `Device`, but every worker thread with its own buffers, stream and scratch slot
+    /// (the default: validate/RESULTS.md run 47).
+    #[default]
+    Workers,
 }
 
 impl LinkUpload {
-    pub const ALL: [LinkUpload; 3] = [LinkUpload::Host, LinkUpload::Device, LinkUpload::Registered];
+    pub const ALL: [LinkUpload; 4] = [
+        LinkUpload::Host,
+        LinkUpload::Device,
+        LinkUpload::Registered,
+        LinkUpload::Workers,
+    ];
 
-    /// "host", "device", "registered" (the values of `QCD_SOLVE_LINK_UPLOAD`).
+    /// "host", "device", "registered", "workers" (the values of `QCD_SOLVE_LINK_UPLOAD`).
     pub fn name(self) -> &'static str {
         match self {
             LinkUpload::Host => "host",
             LinkUpload::Device => "device",
             LinkUpload::Registered => "registered",
+            LinkUpload::Workers => "workers",
         }
     }
 
@@ -65,7 +82,7 @@ impl LinkUpload {
             .ok_or_else(|| {
                 Error::invalid(
                     LINK_UPLOAD_ENV,
-                    format!("must be host, device or registered; got {s:?}"),
+                    format!("must be host, device, registered or workers; got {s:?}"),
                 )
             })
     }
@@ -87,13 +104,24 @@ impl LinkUpload {
         }
     }
 
+    /// Chunks in flight side by side, each with its scratch slot: one, or for `Workers`
+    /// one per worker thread of the pool (at most one per chunk of `per_chunk` sites).
+    pub(crate) fn lanes(self, volume: usize, per_chunk: usize) -> usize {
+        match self {
+            LinkUpload::Workers => rayon::current_num_threads()
+                .min(volume.div_ceil(per_chunk.max(1)))
+                .max(1),
+            _ => 1,
+        }
+    }
+
     /// Complex numbers per link in the device scratch buffer (None: no scratch): the
     /// stored elements for `Device` (the host drops row 2 for r12), whole links for
     /// `Registered`.
     pub(crate) fn stride(self, reconstruct: Reconstruct) -> Option<usize> {
         match self.for_reconstruct(reconstruct) {
             LinkUpload::Host => None,
-            LinkUpload::Device => Some(reconstruct.elems()),
+            LinkUpload::Device | LinkUpload::Workers => Some(reconstruct.elems()),
             LinkUpload::Registered => Some(9),
         }
     }
@@ -118,7 +146,10 @@ pub(crate) fn scratch_values(
 ) -> usize {
     match mode.stride(reconstruct) {
         None => 0,
-        Some(stride) => chunk_sites(volume, stride, max_values) * 2 * NDIM * stride,
+        Some(stride) => {
+            let per_chunk = chunk_sites(volume, stride, max_values);
+            per_chunk * 2 * NDIM * stride * mode.lanes(volume, per_chunk)
+        }
     }
 }
 
@@ -209,7 +240,7 @@ fn launch_layout(
     k: &LayoutKernel<'_>,
     scratch: u64,
     c: &SiteChunk,
-    links: &mut CudaSlice<f64>,
+    links: u64,
 ) -> Result<()> {
     let l = k.lattice;
     let vh = (l.volume() / 2) as i64;
@@ -226,7 +257,7 @@ fn launch_layout(
     };
     let mut b = stream.launch_builder(k.func);
     b.arg(&scratch)
-        .arg(links)
+        .arg(&links)
         .arg(&vh)
         .arg(&first_cb)
         .arg(&pairs)
@@ -239,8 +270,9 @@ fn launch_layout(
         .arg(&parity_offset);
     // SAFETY: links_from_sites(const double2*, double2*, long long, long long, int, int,
     // int, int x4, int): `scratch` holds the chunk's sites at `stride` (the caller's
-    // copy precedes on the stream), `links` is the whole 3.0 array of `elems` per link
-    // (checked by the caller), and the kernel guards its thread index.
+    // copy precedes on the stream), `links` points at the whole 3.0 array of `elems` per
+    // link (checked by the caller, and alive until the stream has finished), and the
+    // kernel guards its thread index.
     unsafe { b.launch(cfg) }.map_err(err("launching links_from_sites"))?;
     Ok(())
 }
@@ -300,7 +332,7 @@ fn copy_and_lay_out(
     src: &[f64],
     kernel: &LayoutKernel<'_>,
     c: &SiteChunk,
-    links: &mut CudaSlice<f64>,
+    links: u64,
     timer: &mut KernelTimer,
 ) -> Result<u64> {
     // SAFETY: `src` fits the scratch buffer (the caller's check) and is page-locked and
@@ -334,18 +366,19 @@ fn check_links(links: &CudaSlice<f64>, lattice: &Lattice, elems: usize) -> Resul
 }
 
 /// The chunks of `per_chunk` sites of an upload at the kernel's stride, after checking,
-/// before any copy, the destination (`check_links`), the host field's length and that a
-/// chunk fits the scratch buffer.
+/// before any copy, the destination (`check_links`), the host field's length and that
+/// `lanes` chunks fit the scratch buffer.
 fn checked_chunks(
     links_host: &[f64],
     kernel: &LayoutKernel<'_>,
     per_chunk: usize,
+    lanes: usize,
     scratch: &CudaSlice<f64>,
     links: &CudaSlice<f64>,
 ) -> Result<Vec<SiteChunk>> {
     let volume = kernel.lattice.volume();
     check_links(links, kernel.lattice, kernel.elems)?;
-    let largest = per_chunk.min(volume) * 2 * NDIM * kernel.stride;
+    let largest = lanes * per_chunk.min(volume) * 2 * NDIM * kernel.stride;
     if largest > scratch.len() || links_host.len() != 18 * NDIM * volume {
         return Err(Error::internal(format!(
             "a chunk of {largest} values (stride {}) does not fit the scratch buffer of {}, or the field ({} values) is not the lattice's",
@@ -378,6 +411,9 @@ pub(crate) fn upload(
         LinkUpload::Registered => {
             upload_registered(ctx, stream, links_host, kernel, per_chunk, scratch, links)
         }
+        LinkUpload::Workers => upload_by_workers(
+            ctx, stream, links_host, kernel, per_chunk, stage, scratch, links,
+        ),
         LinkUpload::Host => Err(Error::internal(
             "the host link layout is not a device upload",
         )),
@@ -403,7 +439,7 @@ pub(crate) fn upload_via_staging(
     links: &mut CudaSlice<f64>,
 ) -> Result<DeviceUploadTimes> {
     let mut times = DeviceUploadTimes::default();
-    let chunks = checked_chunks(links_host, kernel, per_chunk, scratch, links)?;
+    let chunks = checked_chunks(links_host, kernel, per_chunk, 1, scratch, links)?;
     let stride = kernel.stride;
     let per_site = 2 * NDIM * stride;
     let largest = per_chunk.min(kernel.lattice.volume()) * per_site;
@@ -421,6 +457,7 @@ pub(crate) fn upload_via_staging(
         .map(|_| KernelTimer::new(ctx))
         .collect::<Result<Vec<_>>>()?;
     let (sptr, _sync) = scratch.device_ptr_mut(stream);
+    let (lptr, _lsync) = links.device_ptr_mut(stream);
     for (k, c) in chunks.iter().enumerate() {
         let i = k % count;
         let t = Instant::now();
@@ -434,7 +471,7 @@ pub(crate) fn upload_via_staging(
         // for; the scratch buffer is reused in stream order (the previous chunk's layout
         // precedes this copy on the stream).
         times.transfer_bytes +=
-            copy_and_lay_out(stream, sptr, buf, kernel, c, links, &mut timers[i])?;
+            copy_and_lay_out(stream, sptr, buf, kernel, c, lptr, &mut timers[i])?;
     }
     let t = Instant::now();
     stream
@@ -449,6 +486,123 @@ pub(crate) fn upload_via_staging(
     drop(pinned);
     times.unpin_ms = 1e3 * t.elapsed().as_secs_f64();
     times.kernel_ms = timers.iter().map(|t| t.ms).sum();
+    Ok(times)
+}
+
+/// What one worker of `upload_by_workers` did, milliseconds (summed over its chunks).
+#[derive(Default)]
+struct WorkerTimes {
+    copy_ms: f64,
+    wait_ms: f64,
+    kernel_ms: f64,
+    bytes: u64,
+}
+
+/// `Workers`: chunks of `per_chunk` sites of `links_host` dealt out in turn to the pool's
+/// worker threads (`LinkUpload::lanes` of them). Each worker has `stage.lane_buffers`
+/// pinned buffers of its own (from the pool), its own stream and its own slot of
+/// `scratch`: it copies its next chunk alone (cached stores) into its next buffer, once the
+/// buffer's last chunk has been laid out (an event), and queues the chunk's copy to its
+/// slot and the layout into `links` on its stream. Small buffers stay in the worker's
+/// caches, where the copy engine reads them. Returns when every stream has finished;
+/// `copy_ms`, `wait_ms` and `kernel_ms` are summed over the workers and divided by their
+/// number.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn upload_by_workers(
+    ctx: &Arc<CudaContext>,
+    stream: &Arc<CudaStream>,
+    links_host: &[f64],
+    kernel: &LayoutKernel<'_>,
+    per_chunk: usize,
+    stage: StageShape,
+    scratch: &mut CudaSlice<f64>,
+    links: &mut CudaSlice<f64>,
+) -> Result<DeviceUploadTimes> {
+    use rayon::prelude::*;
+    let mut times = DeviceUploadTimes::default();
+    let volume = kernel.lattice.volume();
+    let lanes = LinkUpload::Workers.lanes(volume, per_chunk);
+    let chunks = checked_chunks(links_host, kernel, per_chunk, lanes, scratch, links)?;
+    if chunks.is_empty() {
+        return Ok(times);
+    }
+    let stride = kernel.stride;
+    let per_site = 2 * NDIM * stride;
+    let slot = per_chunk.min(volume) * per_site;
+    let count = stage.lane_buffers.max(1);
+    let mut pinned = StagingBuffers::new(ctx, slot, lanes * count)?;
+    times.pin_ms = pinned.pin_ms;
+    let mut host = pinned.slices()?;
+    let streams = (0..lanes)
+        .map(|_| ctx.new_stream().map_err(err("creating a stream")))
+        .collect::<Result<Vec<_>>>()?;
+    // The destination and the scratch buffer were allocated (and maybe written) on
+    // `stream`: the workers' streams start after it.
+    stream
+        .synchronize()
+        .map_err(err("waiting before the link upload"))?;
+    let (sptr, _sync) = scratch.device_ptr_mut(stream);
+    let (lptr, _lsync) = links.device_ptr_mut(stream);
+    let mut lane_buffers: Vec<Vec<&mut [f64]>> = (0..lanes).map(|_| Vec::new()).collect();
+    for (i, b) in host.drain(..).enumerate() {
+        lane_buffers[i % lanes].push(b);
+    }
+    let t = Instant::now();
+    let done = lane_buffers
+        .into_par_iter()
+        .enumerate()
+        .map(|(w, mut bufs)| -> Result<WorkerTimes> {
+            ctx.bind_to_thread()
+                .map_err(err("binding the GPU context"))?;
+            let s = &streams[w];
+            let mine = sptr + (w * slot * 8) as u64;
+            let mut timers = (0..bufs.len())
+                .map(|_| KernelTimer::new(ctx))
+                .collect::<Result<Vec<_>>>()?;
+            let mut wt = WorkerTimes::default();
+            for (j, c) in chunks.iter().skip(w).step_by(lanes).enumerate() {
+                let i = j % bufs.len();
+                let t = Instant::now();
+                timers[i].wait()?;
+                wt.wait_ms += 1e3 * t.elapsed().as_secs_f64();
+                let buf = &mut bufs[i][..c.sites * per_site];
+                let t = Instant::now();
+                let src = &links_host[18 * NDIM * c.first..18 * NDIM * (c.first + c.sites)];
+                crate::threads::copy_rows(buf, src, 2 * stride, 18, Stores::Cached);
+                wt.copy_ms += 1e3 * t.elapsed().as_secs_f64();
+                // The buffer is pinned and not written again until `timers[i]` has been
+                // waited for; this worker's slot is reused in its stream's order.
+                wt.bytes += copy_and_lay_out(s, mine, buf, kernel, c, lptr, &mut timers[i])?;
+            }
+            let t = Instant::now();
+            s.synchronize().map_err(err("waiting for a link chunk"))?;
+            wt.wait_ms += 1e3 * t.elapsed().as_secs_f64();
+            for timer in &mut timers {
+                timer.collect()?;
+            }
+            wt.kernel_ms = timers.iter().map(|t| t.ms).sum();
+            Ok(wt)
+        })
+        .collect::<Vec<Result<WorkerTimes>>>();
+    let wall = 1e3 * t.elapsed().as_secs_f64();
+    // Every stream is waited for before any error is returned (the buffers go back to the
+    // pool only after the context has finished, `StagingBuffers`'s drop).
+    let mut sums = WorkerTimes::default();
+    for d in done {
+        let d = d?;
+        sums.copy_ms += d.copy_ms;
+        sums.wait_ms += d.wait_ms;
+        sums.kernel_ms += d.kernel_ms;
+        sums.bytes += d.bytes;
+    }
+    let n = lanes as f64;
+    times.copy_ms = sums.copy_ms / n;
+    times.wait_ms = (sums.wait_ms / n).max(wall - times.copy_ms);
+    times.kernel_ms = sums.kernel_ms / n;
+    times.transfer_bytes = sums.bytes;
+    let t = Instant::now();
+    drop(pinned);
+    times.unpin_ms = 1e3 * t.elapsed().as_secs_f64();
     Ok(times)
 }
 
@@ -520,7 +674,7 @@ pub(crate) fn upload_registered(
             kernel.stride
         )));
     }
-    let chunks = checked_chunks(links_host, kernel, per_chunk, scratch, links)?;
+    let chunks = checked_chunks(links_host, kernel, per_chunk, 1, scratch, links)?;
     let per_site = 18 * NDIM;
     if chunks.is_empty() {
         return Ok(times);
@@ -530,11 +684,12 @@ pub(crate) fn upload_registered(
     times.pin_ms = 1e3 * t.elapsed().as_secs_f64();
     let mut timer = KernelTimer::new(ctx)?;
     let (sptr, _sync) = scratch.device_ptr_mut(stream);
+    let (lptr, _lsync) = links.device_ptr_mut(stream);
     for c in &chunks {
         let src = &links_host[per_site * c.first..per_site * (c.first + c.sites)];
         // The source is registered until `registered` is released, after the stream has
         // finished.
-        times.transfer_bytes += copy_and_lay_out(stream, sptr, src, kernel, c, links, &mut timer)?;
+        times.transfer_bytes += copy_and_lay_out(stream, sptr, src, kernel, c, lptr, &mut timer)?;
         // The scratch buffer is reused by the next chunk's copy, which the stream orders
         // after this layout; the wait only lets the event be read.
         let t = Instant::now();
@@ -584,14 +739,15 @@ impl UploadBenchRow {
 /// Upload the double links of `gauge` (3.0's layout, `reconstruct` 18 or 12) with each of
 /// `variants` on GPU 0, `repeat` times each after a warm-up, the variants interleaved (so
 /// that a change of the host's load meets them all alike), into one device array; and,
-/// interleaved with them, the host copies of the first `Device` variant alone (a last
-/// row, "host copy alone": its wall time, no transfer). The
+/// interleaved with them, the host copies of each shape of `alone` by themselves (a row
+/// each, "host copy alone": its wall time, no transfer). The
 /// staging buffers come from the pinned pool, pinned before the first timing (as the main
 /// job's warm-up does). What the main job's construction does for its links, alone.
 pub fn bench(
     gauge: &crate::field::GaugeField,
     reconstruct: Reconstruct,
     variants: &[(LinkUpload, StageShape)],
+    alone: &[StageShape],
     repeat: usize,
 ) -> Result<Vec<UploadBenchRow>> {
     let lattice = &gauge.lattice;
@@ -613,7 +769,7 @@ pub fn bench(
     let n_links = 2 * NDIM * elems * volume;
     let scratch_n = variants
         .iter()
-        .map(|(m, st)| scratch_values(volume, reconstruct, *m, st.values))
+        .map(|(m, st)| scratch_values(volume, reconstruct, *m, st.link_chunk_values(*m)))
         .max()
         .unwrap_or(0);
     super::device::ensure_fits(&ctx, 8 * (n_links + scratch_n), "the link upload bench")?;
@@ -624,20 +780,17 @@ pub fn bench(
     // SAFETY: as above.
     let mut scratch = unsafe { stream.alloc::<f64>(scratch_n.max(1)) }
         .map_err(err("allocating the bench's scratch buffer"))?;
-    for (_, st) in variants {
-        super::staging::prepin(&ctx, st.values_for(volume), st.buffers)?;
+    let alone_shapes = alone.iter().map(|&st| (LinkUpload::Device, st));
+    for (mode, st) in variants.iter().copied().chain(alone_shapes) {
+        super::staging::prepin_all(&ctx, &st.pins(mode, volume))?;
     }
     let host = links_as_f64(&gauge.links);
-    // The first staged variant's host copies once more, alone: every chunk into its
-    // buffers, no transfer, so that the host copy's own pace is seen beside the uploads'.
-    let alone = variants
-        .iter()
-        .find(|(m, _)| *m == LinkUpload::Device)
-        .map(|&(_, st)| st);
+    // Each shape of `alone`: its host copies by themselves, every chunk into its buffers,
+    // no transfer, so that the host copy's own pace is seen beside the uploads'.
     let mut runs: Vec<Vec<(f64, DeviceUploadTimes)>> =
-        vec![Vec::new(); variants.len() + usize::from(alone.is_some())];
+        vec![Vec::new(); variants.len() + alone.len()];
     for rep in 0..=repeat.max(1) {
-        if let Some(st) = alone {
+        for (a, st) in alone.iter().enumerate() {
             let stride = reconstruct.elems();
             let per_chunk = chunk_sites(volume, stride, st.values);
             let chunks = site_chunks(volume, per_chunk);
@@ -661,7 +814,7 @@ pub fn bench(
                     copy_ms: wall,
                     ..Default::default()
                 };
-                runs[variants.len()].push((wall, times));
+                runs[variants.len() + a].push((wall, times));
             }
         }
         for (i, &(mode, stage)) in variants.iter().enumerate() {
@@ -674,7 +827,7 @@ pub fn bench(
                 elems,
                 stride,
             };
-            let per_chunk = chunk_sites(volume, stride, stage.values);
+            let per_chunk = chunk_sites(volume, stride, stage.link_chunk_values(mode));
             let t = Instant::now();
             let times = upload(
                 mode,
@@ -699,7 +852,7 @@ pub fn bench(
     let names = variants
         .iter()
         .map(|&(mode, st)| variant_name(mode, st))
-        .chain(alone.map(|st| {
+        .chain(alone.iter().map(|&st| {
             format!(
                 "host copy alone ({})",
                 variant_name(LinkUpload::Device, st).trim_start_matches("device ")
@@ -737,6 +890,12 @@ pub fn variant_name(mode: LinkUpload, st: StageShape) -> String {
                 Stores::Streaming => "streaming",
                 Stores::Cached => "cached",
             }
+        ),
+        LinkUpload::Workers => format!(
+            "{} {} MiB x{} each",
+            mode.name(),
+            st.lane_values * 8 / (1 << 20),
+            st.lane_buffers
         ),
         _ => format!("{} {mib} MiB chunks", mode.name()),
     }
@@ -790,7 +949,7 @@ mod tests {
             LinkUpload::parse("pinned"),
             Err(Error::InvalidValue { .. })
         ));
-        assert_eq!(LinkUpload::default(), LinkUpload::Device);
+        assert_eq!(LinkUpload::default(), LinkUpload::Workers);
         for m in LinkUpload::ALL {
             assert_eq!(m.for_reconstruct(Reconstruct::R8), LinkUpload::Host);
             assert_eq!(m.stride(Reconstruct::R8), None);
@@ -799,7 +958,14 @@ mod tests {
         assert_eq!(LinkUpload::Device.stride(Reconstruct::R12), Some(6));
         assert_eq!(LinkUpload::Device.stride(Reconstruct::R18), Some(9));
         assert_eq!(LinkUpload::Registered.stride(Reconstruct::R12), Some(9));
+        assert_eq!(LinkUpload::Workers.stride(Reconstruct::R12), Some(6));
         assert_eq!(LinkUpload::Host.stride(Reconstruct::R18), None);
+        // One lane but for the workers: one per pool thread, at most one per chunk.
+        let threads = rayon::current_num_threads();
+        assert_eq!(LinkUpload::Device.lanes(1000, 10), 1);
+        assert_eq!(LinkUpload::Workers.lanes(1000, 10), threads.min(100));
+        assert_eq!(LinkUpload::Workers.lanes(1000, 999), threads.min(2));
+        assert_eq!(LinkUpload::Workers.lanes(1000, 1000), 1);
     }
 
     #[test]

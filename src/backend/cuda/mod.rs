@@ -74,10 +74,11 @@ pub fn warm_up(
     volume: usize,
 ) -> Option<std::thread::JoinHandle<()>> {
     let shape = staging::StageShape::from_env().unwrap_or_default();
+    let mode = LinkUpload::from_env().unwrap_or_default();
     device::warm_up(
         opts.device,
         stencil::programs_for(opts.version, opts.reconstruct, precision, fused),
-        (shape.values_for(volume), shape.buffers),
+        shape.pins(mode, volume),
     )
 }
 pub use halo::{HaloTimings, PeerCopies};

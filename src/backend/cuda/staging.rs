@@ -31,6 +31,13 @@ pub const STAGE_MIB_ENV: &str = "QCD_SOLVE_STAGE_MIB";
 /// The environment variable of the number of staging buffers the link upload cycles
 /// through (`StageShape`; the spinor transfers use two).
 pub const STAGE_BUFFERS_ENV: &str = "QCD_SOLVE_STAGE_BUFFERS";
+/// Bytes of each worker thread's staging buffers in the `workers` link upload by default:
+/// small enough that a worker's buffers stay in its caches (`QCD_SOLVE_LANE_MIB`).
+pub(crate) const LANE_BYTES: usize = 2 << 20;
+/// The environment variable of the size in MiB of each worker's buffers (`StageShape`).
+pub const LANE_MIB_ENV: &str = "QCD_SOLVE_LANE_MIB";
+/// The environment variable of the number of buffers each worker cycles through.
+pub const LANE_BUFFERS_ENV: &str = "QCD_SOLVE_LANE_BUFFERS";
 /// The environment variable of the stores the link upload's host copies make:
 /// `streaming` (the default) or `cached` (`StageShape`, `threads::Stores`).
 pub const STAGE_STORES_ENV: &str = "QCD_SOLVE_STAGE_STORES";
@@ -44,8 +51,13 @@ pub const STAGE_STORES_ENV: &str = "QCD_SOLVE_STAGE_STORES";
 pub struct StageShape {
     pub values: usize,
     pub buffers: usize,
-    /// How the link upload's host copies store into the buffers.
+    /// How the `device` link upload's host copies store into the buffers.
     pub stores: Stores,
+    /// The `workers` link upload: f64 values of each worker thread's buffers, and how many
+    /// each worker cycles through (its copies always use cached stores: the buffers stay
+    /// in the worker's caches, where the copy engine reads them).
+    pub lane_values: usize,
+    pub lane_buffers: usize,
 }
 
 impl Default for StageShape {
@@ -54,48 +66,46 @@ impl Default for StageShape {
             values: STAGE_BYTES / 8,
             buffers: 2,
             stores: Stores::Streaming,
+            lane_values: LANE_BYTES / 8,
+            lane_buffers: 2,
         }
     }
 }
 
 impl StageShape {
-    /// `QCD_SOLVE_STAGE_MIB` (1..=1024), `QCD_SOLVE_STAGE_BUFFERS` (2..=8) and
-    /// `QCD_SOLVE_STAGE_STORES` (streaming, cached), each the default when unset or empty.
+    /// `QCD_SOLVE_STAGE_MIB` (1..=1024), `QCD_SOLVE_STAGE_BUFFERS` (2..=8),
+    /// `QCD_SOLVE_STAGE_STORES` (streaming, cached), `QCD_SOLVE_LANE_MIB` (1..=64) and
+    /// `QCD_SOLVE_LANE_BUFFERS` (2..=8), each the default when unset or empty.
     pub fn from_env() -> Result<Self> {
         let var = |name| std::env::var(name).ok();
-        Self::parse(
+        let mut shape = Self::parse(
             var(STAGE_MIB_ENV).as_deref(),
             var(STAGE_BUFFERS_ENV).as_deref(),
             var(STAGE_STORES_ENV).as_deref(),
-        )
+        )?;
+        shape.parse_lanes(
+            var(LANE_MIB_ENV).as_deref(),
+            var(LANE_BUFFERS_ENV).as_deref(),
+        )?;
+        Ok(shape)
+    }
+
+    fn parse_lanes(&mut self, mib: Option<&str>, buffers: Option<&str>) -> Result<()> {
+        if let Some(m) = env_value(LANE_MIB_ENV, mib, 1..=64)? {
+            self.lane_values = (m << 20) / 8;
+        }
+        if let Some(b) = env_value(LANE_BUFFERS_ENV, buffers, 2..=8)? {
+            self.lane_buffers = b;
+        }
+        Ok(())
     }
 
     fn parse(mib: Option<&str>, buffers: Option<&str>, stores: Option<&str>) -> Result<Self> {
-        fn value(
-            name: &str,
-            s: Option<&str>,
-            range: std::ops::RangeInclusive<usize>,
-        ) -> Result<Option<usize>> {
-            match s.map(str::trim) {
-                None | Some("") => Ok(None),
-                Some(t) => match t.parse::<usize>() {
-                    Ok(v) if range.contains(&v) => Ok(Some(v)),
-                    _ => Err(Error::invalid(
-                        name,
-                        format!(
-                            "must be a whole number from {} to {}; got {t:?}",
-                            range.start(),
-                            range.end()
-                        ),
-                    )),
-                },
-            }
-        }
         let mut shape = StageShape::default();
-        if let Some(m) = value(STAGE_MIB_ENV, mib, 1..=1024)? {
+        if let Some(m) = env_value(STAGE_MIB_ENV, mib, 1..=1024)? {
             shape.values = (m << 20) / 8;
         }
-        if let Some(b) = value(STAGE_BUFFERS_ENV, buffers, 2..=8)? {
+        if let Some(b) = env_value(STAGE_BUFFERS_ENV, buffers, 2..=8)? {
             shape.buffers = b;
         }
         match stores.map(str::trim) {
@@ -116,6 +126,53 @@ impl StageShape {
     /// upload stages) is smaller.
     pub fn values_for(&self, volume: usize) -> usize {
         self.values.min(72 * volume).max(1)
+    }
+
+    /// f64 values of each staged chunk of the link upload with `mode`: each worker's
+    /// buffer for `Workers`, the shared buffers' otherwise.
+    pub fn link_chunk_values(&self, mode: super::LinkUpload) -> usize {
+        match mode {
+            super::LinkUpload::Workers => self.lane_values,
+            _ => self.values,
+        }
+    }
+
+    /// What to pin ahead for a link upload with `mode` and the spinor transfers on a
+    /// (local) lattice of `volume` sites, as (f64 per buffer, buffers), the smaller
+    /// buffers first (`prepin_all`): `buffers` of `values` (the spinors take two), and for
+    /// `Workers` `lane_buffers` of `lane_values` for each worker thread.
+    pub fn pins(&self, mode: super::LinkUpload, volume: usize) -> Vec<(usize, usize)> {
+        let mut pins = vec![(self.values_for(volume), self.buffers)];
+        if mode == super::LinkUpload::Workers {
+            let values = self.lane_values.min(72 * volume).max(1);
+            let per_chunk = super::link_upload::chunk_sites(volume, 6, values);
+            pins.push((values, self.lane_buffers * mode.lanes(volume, per_chunk)));
+        }
+        pins.sort();
+        pins
+    }
+}
+
+/// The whole number in `range` that the environment variable `name` holds as `s` (None:
+/// unset or empty), or an error naming it.
+fn env_value(
+    name: &str,
+    s: Option<&str>,
+    range: std::ops::RangeInclusive<usize>,
+) -> Result<Option<usize>> {
+    match s.map(str::trim) {
+        None | Some("") => Ok(None),
+        Some(t) => match t.parse::<usize>() {
+            Ok(v) if range.contains(&v) => Ok(Some(v)),
+            _ => Err(Error::invalid(
+                name,
+                format!(
+                    "must be a whole number from {} to {}; got {t:?}",
+                    range.start(),
+                    range.end()
+                ),
+            )),
+        },
     }
 }
 
@@ -138,6 +195,13 @@ pub(crate) struct StagedTimes {
 fn pool() -> &'static Mutex<Vec<PinnedHostSlice<f64>>> {
     static POOL: Mutex<Vec<PinnedHostSlice<f64>>> = Mutex::new(Vec::new());
     &POOL
+}
+
+/// `prepin` for each (values, count) of `pins`, in order (smallest first, `StageShape::pins`:
+/// a pool buffer counts for any request it is large enough for).
+pub(crate) fn prepin_all(ctx: &Arc<CudaContext>, pins: &[(usize, usize)]) -> Result<()> {
+    pins.iter()
+        .try_for_each(|&(values, count)| prepin(ctx, values, count))
 }
 
 /// Pin `count` buffers of `values` f64 on `ctx`'s GPU and keep them in the pool (fewer when
@@ -490,21 +554,36 @@ mod tests {
 
     #[test]
     fn the_stage_shape_reads_its_three_variables_and_refuses_other_values() {
-        // Unset or empty: 64 MiB (8 Mi f64), two buffers, streaming stores.
+        // Unset or empty: 64 MiB (8 Mi f64), two buffers, streaming stores; 2 MiB (256 Ki
+        // f64) x2 for each worker.
         let d = StageShape::parse(None, Some(" "), None).unwrap();
         let want = StageShape {
             values: 1 << 23,
             buffers: 2,
             stores: Stores::Streaming,
+            lane_values: 1 << 18,
+            lane_buffers: 2,
         };
         assert_eq!(d, want);
-        let s = StageShape::parse(Some("16"), Some("4"), Some("cached")).unwrap();
+        let mut s = StageShape::parse(Some("16"), Some("4"), Some("cached")).unwrap();
+        s.parse_lanes(Some("4"), Some(" 3")).unwrap();
         let want = StageShape {
             values: 2 << 20,
             buffers: 4,
             stores: Stores::Cached,
+            lane_values: 1 << 19,
+            lane_buffers: 3,
         };
         assert_eq!(s, want);
+        for (mib, buffers, name) in [
+            (Some("0"), None, LANE_MIB_ENV),
+            (Some("65"), None, LANE_MIB_ENV),
+            (None, Some("1"), LANE_BUFFERS_ENV),
+            (None, Some("x"), LANE_BUFFERS_ENV),
+        ] {
+            let e = StageShape::default().parse_lanes(mib, buffers).unwrap_err();
+            assert!(e.to_string().contains(name), "{e}");
+        }
         for (mib, buffers, stores, name) in [
             (Some("0"), None, None, STAGE_MIB_ENV),
             (Some("2048"), None, None, STAGE_MIB_ENV),
@@ -520,6 +599,22 @@ mod tests {
         // site) needs.
         assert_eq!(s.values_for(1000), 72_000);
         assert_eq!(s.values_for(1 << 20), 2 << 20);
+        // The workers' buffers are pinned first (the pool's smallest fit), one set per
+        // worker thread (here at most one per chunk: 1000 sites in chunks of 8738 r12
+        // sites is one chunk).
+        use super::super::LinkUpload;
+        assert_eq!(s.pins(LinkUpload::Device, 1000), vec![(72_000, 4)]);
+        assert_eq!(
+            s.pins(LinkUpload::Workers, 1000),
+            vec![(72_000, 3), (72_000, 4)]
+        );
+        let lanes = rayon::current_num_threads().min(
+            (1usize << 22).div_ceil(super::super::link_upload::chunk_sites(1 << 22, 6, 1 << 19)),
+        );
+        assert_eq!(
+            s.pins(LinkUpload::Workers, 1 << 22),
+            vec![(1 << 19, 3 * lanes), (2 << 20, 4)]
+        );
     }
 
     /// Copies run at the two extremes a stream allows. Deferred: only at `wait`, reading
