@@ -9,11 +9,10 @@
 //! `QCD_SOLVE_LINK_UPLOAD` picks the path (`LinkUpload`):
 //! - `workers` (default): every worker thread of the pool copies its own chunks of whole
 //!   sites (interleaved; r12: rows 0 and 1 of each link, the 12 of 18 reals kept) into its
-//!   own pinned buffers (`StageShape::lane_values`, 2 MiB), small enough to stay in its
-//!   caches, and sends them on its own stream into its own slot of the scratch buffer,
-//!   where the kernel lays them out. The host's memory then carries the field's reads, not
-//!   also the staging buffers' writes and the copy engine's reads of them: 1.7x the
-//!   `device` upload's rate in validate/RESULTS.md run 47;
+//!   own pinned buffers (`StageShape::lane_values`, 2 MiB), small so that they can stay in
+//!   the caches, and sends them on its own stream into its own slot of the scratch buffer,
+//!   where the kernel lays them out: 1.2-1.7x the `device` upload's rate in
+//!   validate/RESULTS.md runs 47-49;
 //! - `device`: chunk k of whole sites is copied (by all threads in parallel) into one of
 //!   the shared pinned staging buffers while chunk k - 1 is copied to the scratch buffer
 //!   and laid out by the kernel;
@@ -52,7 +51,7 @@ pub enum LinkUpload {
     /// device.
     Registered,
     /// As `Device`, but every worker thread with its own buffers, stream and scratch slot
-    /// (the default: validate/RESULTS.md run 47).
+    /// (the default: validate/RESULTS.md runs 47-49).
     #[default]
     Workers,
 }
@@ -503,8 +502,9 @@ struct WorkerTimes {
 /// pinned buffers of its own (from the pool), its own stream and its own slot of
 /// `scratch`: it copies its next chunk alone (cached stores) into its next buffer, once the
 /// buffer's last chunk has been laid out (an event), and queues the chunk's copy to its
-/// slot and the layout into `links` on its stream. Small buffers stay in the worker's
-/// caches, where the copy engine reads them. Returns when every stream has finished;
+/// slot and the layout into `links` on its stream. The buffers are small so that they can
+/// stay in the caches while the copy engine reads them. Returns when every stream has
+/// finished;
 /// `copy_ms`, `wait_ms` and `kernel_ms` are summed over the workers and divided by their
 /// number.
 #[allow(clippy::too_many_arguments)]
@@ -547,7 +547,6 @@ pub(crate) fn upload_by_workers(
     for (i, b) in host.drain(..).enumerate() {
         lane_buffers[i % lanes].push(b);
     }
-    let t = Instant::now();
     let done = lane_buffers
         .into_par_iter()
         .enumerate()
@@ -584,9 +583,9 @@ pub(crate) fn upload_by_workers(
             Ok(wt)
         })
         .collect::<Vec<Result<WorkerTimes>>>();
-    let wall = 1e3 * t.elapsed().as_secs_f64();
-    // Every stream is waited for before any error is returned (the buffers go back to the
-    // pool only after the context has finished, `StagingBuffers`'s drop).
+    // An error is returned once every worker has stopped; a worker that failed may leave
+    // copies queued, but the buffers go back to the pool only after the context has
+    // finished (`StagingBuffers`'s drop), so no copy reads a buffer given away.
     let mut sums = WorkerTimes::default();
     for d in done {
         let d = d?;
@@ -597,7 +596,7 @@ pub(crate) fn upload_by_workers(
     }
     let n = lanes as f64;
     times.copy_ms = sums.copy_ms / n;
-    times.wait_ms = (sums.wait_ms / n).max(wall - times.copy_ms);
+    times.wait_ms = sums.wait_ms / n;
     times.kernel_ms = sums.kernel_ms / n;
     times.transfer_bytes = sums.bytes;
     let t = Instant::now();

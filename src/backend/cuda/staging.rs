@@ -54,8 +54,8 @@ pub struct StageShape {
     /// How the `device` link upload's host copies store into the buffers.
     pub stores: Stores,
     /// The `workers` link upload: f64 values of each worker thread's buffers, and how many
-    /// each worker cycles through (its copies always use cached stores: the buffers stay
-    /// in the worker's caches, where the copy engine reads them).
+    /// each worker cycles through (its copies always use cached stores: the buffers are
+    /// small so that they can stay in the caches while the copy engine reads them).
     pub lane_values: usize,
     pub lane_buffers: usize,
 }
