@@ -18,7 +18,7 @@ use super::footprint::{construction_bytes, construction_bytes_with};
 use super::fused::Fused;
 use super::kernels::{li_in_hop_order, reduce_blocks, Kernel, BLAS_BLOCK};
 use super::link_upload::{
-    chunk_sites, links_as_f64, scratch_values, upload as upload_links, LayoutKernel, LinkUpload,
+    links_as_f64, scratch_values, upload as upload_links, LayoutKernel, LinkUpload,
 };
 use super::seed::SeedStencil;
 use super::staging::StageShape;
@@ -87,8 +87,8 @@ pub struct SetupTimes {
     /// or registering, host layout or copy, transfers, device layout), milliseconds.
     pub links_bytes: u64,
     pub links_upload_ms: f64,
-    /// 3.0's link upload as taken ("host", "device", "registered", "workers"; `LinkUpload`), empty
-    /// for the seed versions, and the bytes it copied host to device (registered r12: the
+    /// 3.0's link upload as taken ("host", "device", "registered", "workers";
+    /// `LinkUpload`), empty for the seed versions, and the bytes it copied host to device (registered r12: the
     /// whole links, 18/12 of `links_bytes`).
     pub links_upload: &'static str,
     pub links_transfer_bytes: u64,
@@ -161,10 +161,10 @@ impl CudaBackend {
         Self::new_with_link_upload(gauge, kappa, opts, upload, StageShape::from_env()?)
     }
 
-    /// `new` with version 3.0's link upload and the staging shape (f64 per staged chunk,
-    /// buffers the link upload cycles through) given, instead of `QCD_SOLVE_LINK_UPLOAD`,
-    /// `QCD_SOLVE_STAGE_MIB` and `QCD_SOLVE_STAGE_BUFFERS` (the GPU tests' knob: several
-    /// chunks on a small lattice). The memory books then follow these, not
+    /// `new` with version 3.0's link upload and the staging shape (`StageShape`: the
+    /// shared buffers' and each worker's size and number) given, instead of
+    /// `QCD_SOLVE_LINK_UPLOAD` and the `QCD_SOLVE_STAGE_*` and `QCD_SOLVE_LANE_*` variables
+    /// (the GPU tests' knob: several chunks on a small lattice). The memory books then follow these, not
     /// `footprint::construction`.
     #[doc(hidden)]
     pub fn new_with_link_upload(
@@ -283,7 +283,6 @@ impl CudaBackend {
             let stride = link_upload
                 .stride(opts.reconstruct)
                 .ok_or_else(|| Error::internal("no scratch stride for a device link upload"))?;
-            let per_chunk = chunk_sites(volume, stride, link_chunk_values);
             let n = scratch_values(volume, opts.reconstruct, link_upload, link_chunk_values);
             let mut scratch = unsafe { stream.alloc::<f64>(n) }
                 .map_err(err("allocating the link upload's scratch buffer"))?;
@@ -302,7 +301,6 @@ impl CudaBackend {
                 &stream,
                 host,
                 &kernel,
-                per_chunk,
                 stage,
                 &mut scratch,
                 &mut seed,

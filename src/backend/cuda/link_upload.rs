@@ -200,8 +200,13 @@ pub(crate) fn copy_sites(
     let links = NDIM * c.sites;
     let width = 2 * stride;
     assert_eq!(buf.len(), links * width, "site chunk size");
-    let src = &canonical[18 * NDIM * c.first..18 * NDIM * (c.first + c.sites)];
+    let src = chunk_source(canonical, c);
     crate::threads::par_copy_rows(buf, src, width, 18, stores, COPY_LINKS);
+}
+
+/// Chunk `c`'s sites of the canonical links (`links_as_f64`), whole links.
+fn chunk_source<'a>(canonical: &'a [f64], c: &SiteChunk) -> &'a [f64] {
+    &canonical[18 * NDIM * c.first..18 * NDIM * (c.first + c.sites)]
 }
 
 /// Where the device-side upload's wall time went, milliseconds, and what it moved.
@@ -389,8 +394,10 @@ fn checked_chunks(
     Ok(site_chunks(volume, per_chunk))
 }
 
-/// Upload the links with `mode` (`Device` or `Registered`; `Host` is the backend's own
-/// path and refused here): `upload_via_staging` or `upload_registered`.
+/// Upload the links with `mode` (`Device`, `Workers` or `Registered`; `Host` is the
+/// backend's own path and refused here) in chunks of `stage`'s size for the mode
+/// (`StageShape::link_chunk_values`, as `scratch_values` sizes the scratch buffer):
+/// `upload_via_staging`, `upload_by_workers` or `upload_registered`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn upload(
     mode: LinkUpload,
@@ -398,11 +405,12 @@ pub(crate) fn upload(
     stream: &Arc<CudaStream>,
     links_host: &[f64],
     kernel: &LayoutKernel<'_>,
-    per_chunk: usize,
     stage: StageShape,
     scratch: &mut CudaSlice<f64>,
     links: &mut CudaSlice<f64>,
 ) -> Result<DeviceUploadTimes> {
+    let volume = kernel.lattice.volume();
+    let per_chunk = chunk_sites(volume, kernel.stride, stage.link_chunk_values(mode));
     match mode {
         LinkUpload::Device => upload_via_staging(
             ctx, stream, links_host, kernel, per_chunk, stage, scratch, links,
@@ -422,10 +430,10 @@ pub(crate) fn upload(
 /// `Device`: chunks of `per_chunk` sites of `links_host` (the canonical field,
 /// `links_as_f64`) copied by the host at the kernel's stride (with `stage.stores`) into
 /// `stage.buffers` pinned staging buffers in turn (from the process's pool), then each
-/// copied to `scratch` and laid out into `links` by the kernel. The host copies chunk k
-/// while up to `stage.buffers - 1` earlier chunks wait for or take the copy engine:
-/// before refilling a buffer it waits only for the layout of the chunk that last used it
-/// (an event), never for the whole stream.
+/// copied to `scratch` and laid out into `links` by the kernel: one `Lane`. The host
+/// copies chunk k while up to `stage.buffers - 1` earlier chunks wait for or take the copy
+/// engine: before refilling a buffer it waits only for the layout of the chunk that last
+/// used it (an event), never for the whole stream.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn upload_via_staging(
     ctx: &Arc<CudaContext>,
@@ -450,51 +458,98 @@ pub(crate) fn upload_via_staging(
     let mut pinned = StagingBuffers::new(ctx, largest, count)?;
     times.pin_ms = pinned.pin_ms;
     let mut host = pinned.slices()?;
-    // One timer per buffer: its end event, after the layout of the buffer's last chunk
-    // (which follows that chunk's copy on the stream), says the buffer is free again.
-    let mut timers = (0..count)
-        .map(|_| KernelTimer::new(ctx))
-        .collect::<Result<Vec<_>>>()?;
     let (sptr, _sync) = scratch.device_ptr_mut(stream);
     let (lptr, _lsync) = links.device_ptr_mut(stream);
-    for (k, c) in chunks.iter().enumerate() {
-        let i = k % count;
-        let t = Instant::now();
-        timers[i].wait()?;
-        times.wait_ms += 1e3 * t.elapsed().as_secs_f64();
-        let buf = &mut host[i][..c.sites * per_site];
-        let t = Instant::now();
-        copy_sites(links_host, c, stride, buf, stage.stores);
-        times.copy_ms += 1e3 * t.elapsed().as_secs_f64();
-        // The source is pinned and not written again until `timers[i]` has been waited
-        // for; the scratch buffer is reused in stream order (the previous chunk's layout
-        // precedes this copy on the stream).
-        times.transfer_bytes +=
-            copy_and_lay_out(stream, sptr, buf, kernel, c, lptr, &mut timers[i])?;
-    }
-    let t = Instant::now();
-    stream
-        .synchronize()
-        .map_err(err("waiting for a link chunk"))?;
-    times.wait_ms += 1e3 * t.elapsed().as_secs_f64();
-    for timer in &mut timers {
-        timer.collect()?;
-    }
+    let lane = Lane {
+        stream,
+        slot: sptr,
+        kernel,
+        links: lptr,
+        per_site,
+    };
+    let lt = lane.run(ctx, chunks.iter(), &mut host, |c, buf| {
+        copy_sites(links_host, c, stride, buf, stage.stores)
+    })?;
+    times.copy_ms = lt.copy_ms;
+    times.wait_ms = lt.wait_ms;
+    times.kernel_ms = lt.kernel_ms;
+    times.transfer_bytes = lt.bytes;
     let t = Instant::now();
     drop(host);
     drop(pinned);
     times.unpin_ms = 1e3 * t.elapsed().as_secs_f64();
-    times.kernel_ms = timers.iter().map(|t| t.ms).sum();
     Ok(times)
 }
 
-/// What one worker of `upload_by_workers` did, milliseconds (summed over its chunks).
+/// What one lane of a staged link upload did: milliseconds summed over its chunks, and
+/// the bytes it copied host to device.
 #[derive(Default)]
-struct WorkerTimes {
+struct LaneTimes {
     copy_ms: f64,
     wait_ms: f64,
     kernel_ms: f64,
     bytes: u64,
+}
+
+/// One lane of a staged link upload (`Device`: the only one; `Workers`: one per worker
+/// thread): its stream, its slot of the scratch buffer and the layout's destination.
+struct Lane<'a> {
+    stream: &'a Arc<CudaStream>,
+    slot: u64,
+    kernel: &'a LayoutKernel<'a>,
+    links: u64,
+    per_site: usize,
+}
+
+impl Lane<'_> {
+    /// Each chunk in turn: `copy` into the next of `bufs`, once the layout of the
+    /// buffer's last chunk is done (one timer per buffer: its end event, after that
+    /// layout, which follows the chunk's copy on the stream, says the buffer is free
+    /// again), then its copy to the slot and its layout queued on the stream (the slot is
+    /// reused in stream order). Returns when the stream has finished.
+    fn run<'c>(
+        &self,
+        ctx: &Arc<CudaContext>,
+        chunks: impl Iterator<Item = &'c SiteChunk>,
+        bufs: &mut [&mut [f64]],
+        mut copy: impl FnMut(&SiteChunk, &mut [f64]),
+    ) -> Result<LaneTimes> {
+        let mut timers = (0..bufs.len())
+            .map(|_| KernelTimer::new(ctx))
+            .collect::<Result<Vec<_>>>()?;
+        let mut lt = LaneTimes::default();
+        for (j, c) in chunks.enumerate() {
+            let i = j % bufs.len();
+            let t = Instant::now();
+            timers[i].wait()?;
+            lt.wait_ms += 1e3 * t.elapsed().as_secs_f64();
+            let buf = &mut bufs[i][..c.sites * self.per_site];
+            let t = Instant::now();
+            copy(c, buf);
+            lt.copy_ms += 1e3 * t.elapsed().as_secs_f64();
+            // The buffer is pinned and not written again until `timers[i]` has been
+            // waited for.
+            lt.bytes += copy_and_lay_out(
+                self.stream,
+                self.slot,
+                buf,
+                self.kernel,
+                c,
+                self.links,
+                &mut timers[i],
+            )?;
+        }
+        let t = Instant::now();
+        self.stream
+            .synchronize()
+            .map_err(err("waiting for a link chunk"))?;
+        lt.wait_ms += 1e3 * t.elapsed().as_secs_f64();
+        for timer in &mut timers {
+            timer.collect()?;
+        }
+        lt.kernel_ms = timers.iter().map(|t| t.ms).sum();
+        Ok(lt)
+    }
 }
 
 /// `Workers`: chunks of `per_chunk` sites of `links_host` dealt out in turn to the pool's
@@ -502,11 +557,10 @@ struct WorkerTimes {
 /// pinned buffers of its own (from the pool), its own stream and its own slot of
 /// `scratch`: it copies its next chunk alone (cached stores) into its next buffer, once the
 /// buffer's last chunk has been laid out (an event), and queues the chunk's copy to its
-/// slot and the layout into `links` on its stream. The buffers are small so that they can
-/// stay in the caches while the copy engine reads them. Returns when every stream has
-/// finished;
-/// `copy_ms`, `wait_ms` and `kernel_ms` are summed over the workers and divided by their
-/// number.
+/// slot and the layout into `links` on its stream (`Lane::run`). The buffers are small so
+/// that they can stay in the caches while the copy engine reads them. Returns when every
+/// stream has finished; `copy_ms`, `wait_ms` and `kernel_ms` are summed over the workers
+/// and divided by their number.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn upload_by_workers(
     ctx: &Arc<CudaContext>,
@@ -550,43 +604,27 @@ pub(crate) fn upload_by_workers(
     let done = lane_buffers
         .into_par_iter()
         .enumerate()
-        .map(|(w, mut bufs)| -> Result<WorkerTimes> {
+        .map(|(w, mut bufs)| -> Result<LaneTimes> {
             ctx.bind_to_thread()
                 .map_err(err("binding the GPU context"))?;
-            let s = &streams[w];
-            let mine = sptr + (w * slot * 8) as u64;
-            let mut timers = (0..bufs.len())
-                .map(|_| KernelTimer::new(ctx))
-                .collect::<Result<Vec<_>>>()?;
-            let mut wt = WorkerTimes::default();
-            for (j, c) in chunks.iter().skip(w).step_by(lanes).enumerate() {
-                let i = j % bufs.len();
-                let t = Instant::now();
-                timers[i].wait()?;
-                wt.wait_ms += 1e3 * t.elapsed().as_secs_f64();
-                let buf = &mut bufs[i][..c.sites * per_site];
-                let t = Instant::now();
-                let src = &links_host[18 * NDIM * c.first..18 * NDIM * (c.first + c.sites)];
-                crate::threads::copy_rows(buf, src, 2 * stride, 18, Stores::Cached);
-                wt.copy_ms += 1e3 * t.elapsed().as_secs_f64();
-                // The buffer is pinned and not written again until `timers[i]` has been
-                // waited for; this worker's slot is reused in its stream's order.
-                wt.bytes += copy_and_lay_out(s, mine, buf, kernel, c, lptr, &mut timers[i])?;
-            }
-            let t = Instant::now();
-            s.synchronize().map_err(err("waiting for a link chunk"))?;
-            wt.wait_ms += 1e3 * t.elapsed().as_secs_f64();
-            for timer in &mut timers {
-                timer.collect()?;
-            }
-            wt.kernel_ms = timers.iter().map(|t| t.ms).sum();
-            Ok(wt)
+            let lane = Lane {
+                stream: &streams[w],
+                slot: sptr + (w * slot * 8) as u64,
+                kernel,
+                links: lptr,
+                per_site,
+            };
+            let mine = chunks.iter().skip(w).step_by(lanes);
+            lane.run(ctx, mine, &mut bufs, |c, buf| {
+                let src = chunk_source(links_host, c);
+                crate::threads::copy_rows(buf, src, 2 * stride, 18, Stores::Cached)
+            })
         })
-        .collect::<Vec<Result<WorkerTimes>>>();
+        .collect::<Vec<Result<LaneTimes>>>();
     // An error is returned once every worker has stopped; a worker that failed may leave
     // copies queued, but the buffers go back to the pool only after the context has
     // finished (`StagingBuffers`'s drop), so no copy reads a buffer given away.
-    let mut sums = WorkerTimes::default();
+    let mut sums = LaneTimes::default();
     for d in done {
         let d = d?;
         sums.copy_ms += d.copy_ms;
@@ -674,7 +712,6 @@ pub(crate) fn upload_registered(
         )));
     }
     let chunks = checked_chunks(links_host, kernel, per_chunk, 1, scratch, links)?;
-    let per_site = 18 * NDIM;
     if chunks.is_empty() {
         return Ok(times);
     }
@@ -685,7 +722,7 @@ pub(crate) fn upload_registered(
     let (sptr, _sync) = scratch.device_ptr_mut(stream);
     let (lptr, _lsync) = links.device_ptr_mut(stream);
     for c in &chunks {
-        let src = &links_host[per_site * c.first..per_site * (c.first + c.sites)];
+        let src = chunk_source(links_host, c);
         // The source is registered until `registered` is released, after the stream has
         // finished.
         times.transfer_bytes += copy_and_lay_out(stream, sptr, src, kernel, c, lptr, &mut timer)?;
@@ -826,7 +863,6 @@ pub fn bench(
                 elems,
                 stride,
             };
-            let per_chunk = chunk_sites(volume, stride, stage.link_chunk_values(mode));
             let t = Instant::now();
             let times = upload(
                 mode,
@@ -834,7 +870,6 @@ pub fn bench(
                 &stream,
                 host,
                 &kernel,
-                per_chunk,
                 stage,
                 &mut scratch,
                 &mut links,
