@@ -90,10 +90,7 @@ pub trait FusedCr: WilsonKernels {
         p: &mut Self::Field,
         ap: &mut Self::Field,
     ) -> Result<()> {
-        self.copy(r, rhs)?;
-        self.set_zero(x)?;
-        self.set_zero(p)?;
-        self.set_zero(ap)
+        cr_load_in_steps(self, rhs, r, x, p, ap)
     }
 
     /// If active: x += alpha p, r -= alpha Ap; nr = (r|r); iter += 1 and history[iter] = nr.
@@ -137,6 +134,22 @@ pub trait FusedCr: WilsonKernels {
         Self: Sized;
     /// Forget recorded graphs (the fields they name are about to be freed).
     fn forget_graphs(&mut self);
+}
+
+/// `FusedCr::cr_load` by its parts (a copy and three zeroings): the default, and the
+/// fallback of a backend without the one-pass kernel for some fields.
+pub fn cr_load_in_steps<S: Space + ?Sized>(
+    space: &mut S,
+    rhs: &S::Field,
+    r: &mut S::Field,
+    x: &mut S::Field,
+    p: &mut S::Field,
+    ap: &mut S::Field,
+) -> Result<()> {
+    space.copy(r, rhs)?;
+    space.set_zero(x)?;
+    space.set_zero(p)?;
+    space.set_zero(ap)
 }
 
 /// What a backend (for CUDA: a stencil version) can hold and run beyond full double fields

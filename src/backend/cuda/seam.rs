@@ -291,10 +291,7 @@ impl FusedCr for CudaBackend {
         ap: &mut DeviceSpinor,
     ) -> Result<()> {
         if !self.caps.fused_cr || rhs.layout.precision == Precision::Half {
-            self.copy(r, rhs)?;
-            self.set_zero(x)?;
-            self.set_zero(p)?;
-            return self.set_zero(ap);
+            return crate::backend::cr_load_in_steps(self, rhs, r, x, p, ap);
         }
         let layouts = [r.layout, x.layout, p.layout, ap.layout];
         if let Some(&other) = layouts.iter().find(|&&l| l != rhs.layout) {
