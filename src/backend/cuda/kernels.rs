@@ -211,6 +211,24 @@ fn climb_work(blocks: usize, complex: bool) -> (u64, u64) {
     (flops, bytes)
 }
 
+/// Flops of a one-launch reduction over n inputs (real sums, or complex ones as two
+/// trees) beyond the inputs' own terms: the first pass's second-half additions and block
+/// trees, then the climb (`climb_work`).
+fn reduction_flops(n: usize, complex: bool) -> u64 {
+    let tree = (REDUCE_BLOCK as u64) - 1;
+    let width = if complex { 2 } else { 1 };
+    let (second, blocks) = reduce_shape(n);
+    width * (second + tree * blocks) + climb_work(blocks as usize, complex).0
+}
+
+/// Bytes of a one-launch reduction over n inputs beyond the inputs: the first pass's
+/// partial sums written, then the climb (`climb_work`).
+fn reduction_bytes(n: usize, complex: bool) -> u64 {
+    let width = if complex { 2 } else { 1 };
+    let blocks = reduce_blocks(n);
+    8 * width * blocks as u64 + climb_work(blocks, complex).1
+}
+
 impl Kernel {
     pub fn name(&self) -> String {
         match self {
@@ -313,19 +331,12 @@ impl Kernel {
     /// for BLAS-1 and reductions, sites for the stencils).
     pub fn flops(&self, n: usize) -> u64 {
         let nn = n as u64;
-        let tree = (REDUCE_BLOCK as u64) - 1;
         match self {
             Kernel::Xscal => 6 * nn,
             Kernel::Xaxpy => 8 * nn,
             Kernel::Copy => 0,
-            Kernel::Norm2Partial => {
-                let (second, blocks) = reduce_shape(n);
-                3 * nn + second + tree * blocks + climb_work(blocks as usize, false).0
-            }
-            Kernel::DotPartial => {
-                let (second, blocks) = reduce_shape(n);
-                6 * nn + 2 * second + 2 * tree * blocks + climb_work(blocks as usize, true).0
-            }
+            Kernel::Norm2Partial => 3 * nn + reduction_flops(n, false),
+            Kernel::DotPartial => 6 * nn + reduction_flops(n, true),
             Kernel::Stencil(v) => v.flops_per_site() * nn,
             Kernel::Xgemm34x44 => 24 * nn,
             Kernel::Xgemm33x34 { accumulate } => (if *accumulate { 288 } else { 264 }) * nn,
@@ -372,12 +383,8 @@ impl Kernel {
             Kernel::Xscal => 32 * nn,
             Kernel::Xaxpy => 48 * nn,
             Kernel::Copy => 32 * nn,
-            Kernel::Norm2Partial => {
-                16 * nn + 8 * reduce_blocks(n) as u64 + climb_work(reduce_blocks(n), false).1
-            }
-            Kernel::DotPartial => {
-                32 * nn + 16 * reduce_blocks(n) as u64 + climb_work(reduce_blocks(n), true).1
-            }
+            Kernel::Norm2Partial => 16 * nn + reduction_bytes(n, false),
+            Kernel::DotPartial => 32 * nn + reduction_bytes(n, true),
             Kernel::Stencil(v) => v.bytes_per_site() * nn,
             Kernel::Xgemm34x44 => 2 * spinor * nn,
             Kernel::Xgemm33x34 { accumulate } => {
@@ -417,18 +424,12 @@ impl Kernel {
             Kernel::Half(op) => op.bytes(n),
             Kernel::XaxpyF => 24 * nn,
             Kernel::XpayF => 24 * nn,
-            Kernel::Norm2PartialF => {
-                8 * nn + 8 * reduce_blocks(n) as u64 + climb_work(reduce_blocks(n), false).1
-            }
-            Kernel::DotPartialF => {
-                16 * nn + 16 * reduce_blocks(n) as u64 + climb_work(reduce_blocks(n), true).1
-            }
+            Kernel::Norm2PartialF => 8 * nn + reduction_bytes(n, false),
+            Kernel::DotPartialF => 16 * nn + reduction_bytes(n, true),
             // x (8) and y (16) read, y written.
             Kernel::AddWidened => 40 * nn,
             // b and r read, r and low written; the partials and the climb as norm2's.
-            Kernel::ResidualNorm2 => {
-                56 * nn + 8 * reduce_blocks(n) as u64 + climb_work(reduce_blocks(n), false).1
-            }
+            Kernel::ResidualNorm2 => 56 * nn + reduction_bytes(n, false),
             Kernel::Convert { .. } => 24 * nn,
             Kernel::CopySingle => 16 * nn,
             Kernel::Zero { single } => complex_bytes(*single) * nn,
@@ -486,17 +487,10 @@ impl HalfOp {
     /// Flops over n sites.
     pub fn flops(self, n: usize) -> u64 {
         let nn = n as u64;
-        let tree = (REDUCE_BLOCK as u64) - 1;
         match self {
             HalfOp::Axpy | HalfOp::Xpay => 12 * 8 * nn,
-            HalfOp::Norm2Partial => {
-                let (second, blocks) = reduce_shape(n);
-                12 * 4 * nn + second + tree * blocks + climb_work(blocks as usize, false).0
-            }
-            HalfOp::DotPartial => {
-                let (second, blocks) = reduce_shape(n);
-                12 * 8 * nn + 2 * second + 2 * tree * blocks + climb_work(blocks as usize, true).0
-            }
+            HalfOp::Norm2Partial => 12 * 4 * nn + reduction_flops(n, false),
+            HalfOp::DotPartial => 12 * 8 * nn + reduction_flops(n, true),
             HalfOp::FromDouble | HalfOp::ToDouble | HalfOp::Copy | HalfOp::Zero => 0,
         }
     }
@@ -507,12 +501,8 @@ impl HalfOp {
         let h = crate::linalg::half::SITE_BYTES;
         match self {
             HalfOp::Axpy | HalfOp::Xpay => 3 * h * nn,
-            HalfOp::Norm2Partial => {
-                h * nn + 8 * reduce_blocks(n) as u64 + climb_work(reduce_blocks(n), false).1
-            }
-            HalfOp::DotPartial => {
-                2 * h * nn + 16 * reduce_blocks(n) as u64 + climb_work(reduce_blocks(n), true).1
-            }
+            HalfOp::Norm2Partial => h * nn + reduction_bytes(n, false),
+            HalfOp::DotPartial => 2 * h * nn + reduction_bytes(n, true),
             HalfOp::FromDouble | HalfOp::ToDouble => (h + 192) * nn,
             HalfOp::Copy => 2 * h * nn,
             HalfOp::Zero => h * nn,
