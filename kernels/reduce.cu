@@ -104,6 +104,24 @@ __device__ __forceinline__ void climb(const V* level0, V* upper, unsigned* ticke
         *result = red_ld(in);
 }
 
+// A whole reduction: the first pass over n inputs, 2 * REDUCE_BLOCK per block (the input at
+// k plus the one at k + REDUCE_BLOCK, `term` giving each input's value: a double, or a
+// double2 summed as two trees), the block's tree sum into partial[block], then the climb.
+template <class V, class Term>
+__device__ __forceinline__ void reduce_all(long long n, Term term, V* partial, V* upper, unsigned* tickets, V* result)
+{
+    const long long k = (long long)blockIdx.x * (2 * REDUCE_BLOCK) + threadIdx.x;
+    V v = red_zero(V());
+    if (k < n)
+        v = term(k);
+    if (k + REDUCE_BLOCK < n)
+        v = red_add(v, term(k + REDUCE_BLOCK));
+    const V s = climb_sum(v);
+    if (threadIdx.x == 0)
+        partial[blockIdx.x] = s;
+    climb(partial, upper, tickets, result);
+}
+
 // |z|^2, the one expression of the double norms (norm2_partial_t, residual_norm2).
 __device__ __forceinline__ double norm_term(double2 z) { return z.x * z.x + z.y * z.y; }
 
@@ -113,17 +131,7 @@ template <class Z>
 __device__ __forceinline__ void norm2_partial_t(const Z* __restrict__ x, int n, double* partial, double* upper,
                                                 unsigned* tickets, double* result)
 {
-    __shared__ double sdata[REDUCE_BLOCK];
-    const int k = blockIdx.x * (2 * REDUCE_BLOCK) + threadIdx.x;
-    double v = 0.0;
-    if (k < n)
-        v = norm_term(c_dbl(x[k]));
-    if (k + REDUCE_BLOCK < n)
-        v += norm_term(c_dbl(x[k + REDUCE_BLOCK]));
-    const double s = tree_sum(sdata, v);
-    if (threadIdx.x == 0)
-        partial[blockIdx.x] = s;
-    climb(partial, upper, tickets, result);
+    reduce_all(n, [&](long long k) { return norm_term(c_dbl(x[k])); }, partial, upper, tickets, result);
 }
 
 // partial[b] = sum conj(x_k) y_k over block b's elements (re and im as two trees).
@@ -131,19 +139,8 @@ template <class Z>
 __device__ __forceinline__ void dot_partial_t(const Z* __restrict__ x, const Z* __restrict__ y, int n,
                                               double2* partial, double2* upper, unsigned* tickets, double2* result)
 {
-    __shared__ double sre[REDUCE_BLOCK];
-    __shared__ double sim[REDUCE_BLOCK];
-    const int k = blockIdx.x * (2 * REDUCE_BLOCK) + threadIdx.x;
-    double2 v = c_zero();
-    if (k < n)
-        v = c_conj_mul(c_dbl(x[k]), c_dbl(y[k]));
-    if (k + REDUCE_BLOCK < n)
-        v = c_add(v, c_conj_mul(c_dbl(x[k + REDUCE_BLOCK]), c_dbl(y[k + REDUCE_BLOCK])));
-    const double re = tree_sum(sre, v.x);
-    const double im = tree_sum(sim, v.y);
-    if (threadIdx.x == 0)
-        partial[blockIdx.x] = c_make(re, im);
-    climb(partial, upper, tickets, result);
+    reduce_all(
+        n, [&](long long k) { return c_conj_mul(c_dbl(x[k]), c_dbl(y[k])); }, partial, upper, tickets, result);
 }
 
 // The reductions proper: the first pass and the climb, result in *result.
@@ -174,7 +171,7 @@ extern "C" __global__ void dot_partial_f(const float2* __restrict__ x, const flo
 // xscal and xaxpy (which round -Ax + b once, as this does), to_single and norm2 in one
 // launch. 56 bytes per element.
 __device__ __forceinline__ double residual_one(const double2* __restrict__ b, double2* __restrict__ r,
-                                               float2* __restrict__ low, int k)
+                                               float2* __restrict__ low, long long k)
 {
     const double2 z = c_sub(b[k], r[k]);
     r[k] = z;
@@ -186,17 +183,7 @@ extern "C" __global__ void residual_norm2(const double2* __restrict__ b, double2
                                           float2* __restrict__ low, int n, double* partial, double* upper,
                                           unsigned* tickets, double* result)
 {
-    __shared__ double sdata[REDUCE_BLOCK];
-    const int k = blockIdx.x * (2 * REDUCE_BLOCK) + threadIdx.x;
-    double v = 0.0;
-    if (k < n)
-        v = residual_one(b, r, low, k);
-    if (k + REDUCE_BLOCK < n)
-        v += residual_one(b, r, low, k + REDUCE_BLOCK);
-    const double s = tree_sum(sdata, v);
-    if (threadIdx.x == 0)
-        partial[blockIdx.x] = s;
-    climb(partial, upper, tickets, result);
+    reduce_all(n, [&](long long k) { return residual_one(b, r, low, k); }, partial, upper, tickets, result);
 }
 
 // Half fields (half.cuh): the first pass over n sites in parity blocks of vh, one site
@@ -223,17 +210,8 @@ extern "C" __global__ void norm2_partial_h(const short2* __restrict__ q, const f
                                            long long vh, double* partial, double* upper, unsigned* tickets,
                                            double* result)
 {
-    __shared__ double sdata[REDUCE_BLOCK];
-    const long long s = (long long)blockIdx.x * (2 * REDUCE_BLOCK) + threadIdx.x;
-    double v = 0.0;
-    if (s < n)
-        v = half_site_dot(q, norm, q, norm, s, vh).x;
-    if (s + REDUCE_BLOCK < n)
-        v += half_site_dot(q, norm, q, norm, s + REDUCE_BLOCK, vh).x;
-    const double t = tree_sum(sdata, v);
-    if (threadIdx.x == 0)
-        partial[blockIdx.x] = t;
-    climb(partial, upper, tickets, result);
+    reduce_all(
+        n, [&](long long s) { return half_site_dot(q, norm, q, norm, s, vh).x; }, partial, upper, tickets, result);
 }
 
 extern "C" __global__ void dot_partial_h(const short2* __restrict__ xq, const float* __restrict__ xn,
@@ -241,17 +219,6 @@ extern "C" __global__ void dot_partial_h(const short2* __restrict__ xq, const fl
                                          long long vh, double2* partial, double2* upper, unsigned* tickets,
                                          double2* result)
 {
-    __shared__ double sre[REDUCE_BLOCK];
-    __shared__ double sim[REDUCE_BLOCK];
-    const long long s = (long long)blockIdx.x * (2 * REDUCE_BLOCK) + threadIdx.x;
-    double2 v = c_zero();
-    if (s < n)
-        v = half_site_dot(xq, xn, yq, yn, s, vh);
-    if (s + REDUCE_BLOCK < n)
-        v = c_add(v, half_site_dot(xq, xn, yq, yn, s + REDUCE_BLOCK, vh));
-    const double re = tree_sum(sre, v.x);
-    const double im = tree_sum(sim, v.y);
-    if (threadIdx.x == 0)
-        partial[blockIdx.x] = c_make(re, im);
-    climb(partial, upper, tickets, result);
+    reduce_all(
+        n, [&](long long s) { return half_site_dot(xq, xn, yq, yn, s, vh); }, partial, upper, tickets, result);
 }
