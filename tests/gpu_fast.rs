@@ -592,11 +592,11 @@ fn mixed_layouts_and_seed_versions_are_refused_not_panics() {
     assert_eq!(seed.layout(&x), Layout::FULL);
 }
 
-/// 3.0's link array laid out on the device from whole sites (the device and registered
-/// link uploads, `QCD_SOLVE_LINK_UPLOAD`) is the host layout's bit for bit, r18 and r12, on
-/// both test lattices (6x4x8x4, 4x4x4x8), in one chunk and in several (50 or 74 sites a
-/// chunk, the last partial; 2 sites a chunk, through 2 or 3 staging buffers in turn); r8
-/// keeps the host layout whatever is asked.
+/// 3.0's link array laid out on the device from whole sites (the device, registered and
+/// workers link uploads, `QCD_SOLVE_LINK_UPLOAD`) is the host layout's bit for bit, r18 and
+/// r12, on both test lattices (6x4x8x4, 4x4x4x8), in one chunk and in several (50 or 74
+/// sites a chunk, the last partial; 2 sites a chunk, through 2 or 3 staging buffers in
+/// turn, shared or each worker's); r8 keeps the host layout whatever is asked.
 #[test]
 fn device_laid_links_are_the_host_layout_bit_for_bit() {
     require_gpu();

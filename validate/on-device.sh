@@ -25,7 +25,7 @@
 #   MODE=s7: issue 13 item 4 in session 7: the host, and the time lines with their steps of
 #   the seed problem and the 48^3x96 whole process (S7_LINKS: link-upload variants too;
 #   S7_ABLATE=1: the 3.0 ablation, floor and validation).
-#   MODE=s8: issue 13 items 4 and 5 in session 8: the 48^3x96 whole process with each
+#   MODE=s8: issue 13 items 4 and 5 in sessions 8-9: the 48^3x96 whole process with each
 #   staging shape (S8_STAGES, MiB:buffers:stores[:upload[:threads]]), the seed problem (S8_ABLATE=1: ablation;
 #   =full: with floor and validation), and the link uploads against the pinned bandwidth. TESTS="gpu-fast-tests"
 #   limits the GPU test targets to those named (any mode).
@@ -179,7 +179,7 @@ elif [ "${MODE:-full}" = s7 ]; then
         step validate-3.0 timeout 150 "$q" validate configs/16x16x16x32.toml --kernel 3.0
     fi
 elif [ "${MODE:-full}" = s8 ]; then
-    # Issue 13 items 4 and 5 in session 8: the 48^3x96 whole process with the staging
+    # Issue 13 items 4 and 5 in sessions 8-9: the 48^3x96 whole process with the staging
     # buffers pinned ahead (pool) and each staging shape of S8_STAGES (MiB:buffers:stores[:upload[:threads]]; the
     # first run with an empty tune cache), the seed problem twice, then (S8_ABLATE=1) the
     # 3.0 ablation (the pinned bandwidth of the ratio, the seed's median), floor and

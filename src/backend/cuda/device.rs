@@ -99,9 +99,9 @@ fn retain(ordinal: usize) -> Result<()> {
 
 /// Start, on background threads, what the first GPU backend of this process will need:
 /// GPU `ordinal`'s context (kept, see `retain`), the PTX of `programs` (the in-process
-/// cache of `compile::compile`) and the pinned staging buffers of `pins`, (f64 per buffer,
-/// buffers) (`staging::prepin_all`, kept for the process), so that all three overlap the host's work
-/// before the backend is built (reading or generating the gauge field). Failures are only
+/// cache of `compile::compile`) and the pinned staging buffers of `pins` ((f64 per buffer,
+/// buffers), `staging::prepin_all`, kept for the process), so that all three overlap the
+/// host's work before the backend is built (reading or generating the gauge field). Failures are only
 /// logged here: the backend's own construction meets and reports them. Join the handle
 /// before timing the construction. The pinning is not joined: it holds the pinned pool's
 /// lock, so the first transfer waits for it rather than pinning its own.

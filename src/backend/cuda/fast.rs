@@ -4,9 +4,10 @@
 //! hop_xpay of the even-odd source and reconstruction, the (r|Ar) epilogue of the fused CR
 //! iteration, and BLAS-1 and reductions on every layout (double fields: the seed's kernels,
 //! as for the seed versions; float fields: `xaxpy_f`, `xpay_f`, `norm2_partial_f`,
-//! `dot_partial_f`; the reliable update's fused `add_widened` and `residual_norm2`; half fields, kernels/half.cuh: the site-wise `xaxpy_h`, `xpay_h`,
-//! `norm2_partial_h`, `dot_partial_h`, `to_half`, `from_half` and the V3_HALF stencil with
-//! the single-precision links; reductions accumulate in double).
+//! `dot_partial_f`; the reliable update's fused `add_widened` and `residual_norm2`; half
+//! fields, kernels/half.cuh: the site-wise `xaxpy_h`, `xpay_h`, `norm2_partial_h`,
+//! `dot_partial_h`, `to_half`, `from_half` and the V3_HALF stencil with the
+//! single-precision links; reductions accumulate in double).
 
 use super::core::{reduce_cfg, Core};
 use super::device::{err, function, load_module};

@@ -64,7 +64,8 @@ pub use field::DeviceSpinor;
 
 /// Open GPU `opts.device`, compile what a backend with `opts` will need for a solve in
 /// `precision` (`fused`: with the fused CR) and pin the staging buffers of a (local)
-/// lattice of `volume` sites (`staging::prepin`, shaped by `StageShape::from_env`), on
+/// lattice of `volume` sites (`StageShape::pins` for the link upload `LinkUpload::from_env`
+/// picks, shaped by `StageShape::from_env`), on
 /// background threads (`device::warm_up`): the caller overlaps this with its own work and
 /// joins the handle before building the backend. None without a driver.
 pub fn warm_up(

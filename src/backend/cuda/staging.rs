@@ -31,8 +31,9 @@ pub const STAGE_MIB_ENV: &str = "QCD_SOLVE_STAGE_MIB";
 /// The environment variable of the number of staging buffers the link upload cycles
 /// through (`StageShape`; the spinor transfers use two).
 pub const STAGE_BUFFERS_ENV: &str = "QCD_SOLVE_STAGE_BUFFERS";
-/// Bytes of each worker thread's staging buffers in the `workers` link upload by default:
-/// small enough that a worker's buffers stay in its caches (`QCD_SOLVE_LANE_MIB`).
+/// Bytes of each worker thread's staging buffers in the `workers` link upload by default,
+/// small so that a worker's buffers can stay in the caches (`QCD_SOLVE_LANE_MIB`; 2 MiB x2
+/// was the fastest shape in validate/RESULTS.md runs 47-49).
 pub(crate) const LANE_BYTES: usize = 2 << 20;
 /// The environment variable of the size in MiB of each worker's buffers (`StageShape`).
 pub const LANE_MIB_ENV: &str = "QCD_SOLVE_LANE_MIB";
@@ -44,9 +45,9 @@ pub const STAGE_STORES_ENV: &str = "QCD_SOLVE_STAGE_STORES";
 
 /// The staging buffers' shape: f64 values per buffer (the largest chunk) and how many the
 /// link upload cycles through, so that the host may copy ahead of the copies by
-/// `buffers - 1` chunks, and the stores of its host copies. `ablate --upload-dims`
-/// times the shapes against each other (validate/RESULTS.md, session 8: on the H100 host
-/// the defaults were as fast as any, within the host's run-to-run noise).
+/// `buffers - 1` chunks, and the stores of its host copies; and each worker's buffers in
+/// the `workers` link upload. `ablate --upload-dims` times the shapes against each other
+/// (validate/RESULTS.md, sessions 8 and 9).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StageShape {
     pub values: usize,
@@ -125,7 +126,7 @@ impl StageShape {
     /// shape's, or fewer when a whole field of links (72 f64 a site, the most any link
     /// upload stages) is smaller.
     pub fn values_for(&self, volume: usize) -> usize {
-        self.values.min(72 * volume).max(1)
+        capped(self.values, volume)
     }
 
     /// f64 values of each staged chunk of the link upload with `mode`: each worker's
@@ -144,13 +145,22 @@ impl StageShape {
     pub fn pins(&self, mode: super::LinkUpload, volume: usize) -> Vec<(usize, usize)> {
         let mut pins = vec![(self.values_for(volume), self.buffers)];
         if mode == super::LinkUpload::Workers {
-            let values = self.lane_values.min(72 * volume).max(1);
+            let values = capped(self.lane_values, volume);
+            // Lanes as for r12 chunks (6 complex a link): an r18 upload's chunks hold fewer
+            // sites, so it never has fewer lanes; on a lattice of fewer chunks than threads
+            // it may take more, and pins those it lacks.
             let per_chunk = super::link_upload::chunk_sites(volume, 6, values);
             pins.push((values, self.lane_buffers * mode.lanes(volume, per_chunk)));
         }
         pins.sort();
         pins
     }
+}
+
+/// `values` f64, or fewer when a whole field of links on `volume` sites (72 f64 a site, the
+/// most any link upload stages) is smaller; at least 1.
+fn capped(values: usize, volume: usize) -> usize {
+    values.min(72 * volume).max(1)
 }
 
 /// The whole number in `range` that the environment variable `name` holds as `s` (None:
@@ -553,7 +563,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_stage_shape_reads_its_three_variables_and_refuses_other_values() {
+    fn the_stage_shape_reads_its_five_variables_and_refuses_other_values() {
         // Unset or empty: 64 MiB (8 Mi f64), two buffers, streaming stores; 2 MiB (256 Ki
         // f64) x2 for each worker.
         let d = StageShape::parse(None, Some(" "), None).unwrap();
@@ -600,17 +610,16 @@ mod tests {
         assert_eq!(s.values_for(1000), 72_000);
         assert_eq!(s.values_for(1 << 20), 2 << 20);
         // The workers' buffers are pinned first (the pool's smallest fit), one set per
-        // worker thread (here at most one per chunk: 1000 sites in chunks of 8738 r12
-        // sites is one chunk).
+        // worker thread, at most one per chunk: on 1000 sites the 72,000 values (capped to
+        // the field) hold every site, one chunk; on 2^22 sites chunks of 2^19 / 48 =
+        // 10922 r12 sites make 385 chunks.
         use super::super::LinkUpload;
         assert_eq!(s.pins(LinkUpload::Device, 1000), vec![(72_000, 4)]);
         assert_eq!(
             s.pins(LinkUpload::Workers, 1000),
             vec![(72_000, 3), (72_000, 4)]
         );
-        let lanes = rayon::current_num_threads().min(
-            (1usize << 22).div_ceil(super::super::link_upload::chunk_sites(1 << 22, 6, 1 << 19)),
-        );
+        let lanes = rayon::current_num_threads().min(385);
         assert_eq!(
             s.pins(LinkUpload::Workers, 1 << 22),
             vec![(1 << 19, 3 * lanes), (2 << 20, 4)]
