@@ -123,6 +123,10 @@ pub fn copy_rows(dst: &mut [f64], src: &[f64], width: usize, pitch: usize, store
         }
         return;
     }
+    if width == pitch {
+        dst.copy_from_slice(&src[..dst.len()]);
+        return;
+    }
     for (d, s) in dst.chunks_exact_mut(width).zip(src.chunks(pitch)) {
         d.copy_from_slice(&s[..width]);
     }

@@ -145,6 +145,8 @@ fn link_upload_lines_rate_the_median_against_pinned() {
         wait_ms: 2.0,
         unpin_ms: 0.0,
         kernel_ms: 5.0,
+        queue_ms: 1.5,
+        spread_ms: 3.0,
     }];
     let table = ablate::table(&r);
     assert!(
@@ -152,7 +154,7 @@ fn link_upload_lines_rate_the_median_against_pinned() {
         "{table}"
     );
     assert!(
-        table.contains("  device 64 MiB x2 streaming       40.0 GB/s 160.0% of pinned (copy 95.0 ms, wait 2.0 ms, kernels 5.0 ms, buffers 0.0 + 0.0 ms)"),
+        table.contains("  device 64 MiB x2 streaming       40.0 GB/s 160.0% of pinned (copy 95.0 ms, wait 2.0 ms, queue 1.5 ms, spread 3.0 ms, kernels 5.0 ms, buffers 0.0 + 0.0 ms)"),
         "{table}"
     );
 }

@@ -10,7 +10,7 @@
 
 use qcd_solve::backend::cpu::CpuBackend;
 use qcd_solve::backend::cuda::{
-    CudaBackend, CudaOptions, LinkUpload, Reconstruct, StageShape, StencilVersion,
+    CudaBackend, CudaOptions, Deal, LinkUpload, Reconstruct, StageShape, StencilVersion,
 };
 use qcd_solve::backend::prelude::*;
 use qcd_solve::backend::{CrScalars, Layout, Operator, Precision, Subset};
@@ -611,12 +611,19 @@ fn device_laid_links_are_the_host_layout_bit_for_bit() {
                 reconstruct: r,
                 ..CudaOptions::default()
             };
-            // The shared buffers' shape (`device`), and each worker's (`workers`).
+            // The shared buffers' shape (`device`), and each worker's (`workers`); the
+            // workers take chunks from the queue (the default), or in turns with 3
+            // buffers.
             let shape = |values, buffers| StageShape {
                 values,
                 buffers,
                 lane_values: values,
                 lane_buffers: buffers,
+                lane_deal: if buffers == 3 {
+                    Deal::Turns
+                } else {
+                    Deal::Queue
+                },
                 ..StageShape::default()
             };
             let mut host = CudaBackend::new_with_link_upload(
@@ -639,7 +646,7 @@ fn device_laid_links_are_the_host_layout_bit_for_bit() {
                     [(whole, 2), (72 * 50, 2), (72 * 2 + 1, 2), (72 * 2 + 1, 3)]
                 {
                     let label = format!(
-                        "{} {r:?} {mode:?} chunk {chunk_values}, {buffers} buffers",
+                        "{} {r:?} {mode:?} chunk {chunk_values}, {buffers} buffers (3: workers in turns)",
                         l.dims_string()
                     );
                     let mut b = CudaBackend::new_with_link_upload(

@@ -621,11 +621,17 @@ fn link_upload_bench(
         lane_buffers,
         ..StageShape::default()
     };
+    let turns = |st: StageShape| StageShape {
+        lane_deal: crate::backend::cuda::Deal::Turns,
+        ..st
+    };
     let variants = [
         (LinkUpload::Workers, StageShape::default()),
-        (LinkUpload::Workers, lane(2, 3)),
-        (LinkUpload::Workers, lane(3, 2)),
-        (LinkUpload::Workers, lane(1, 4)),
+        (LinkUpload::Workers, turns(StageShape::default())),
+        (LinkUpload::Workers, lane(2, 2)),
+        (LinkUpload::Workers, turns(lane(2, 2))),
+        (LinkUpload::Workers, lane(3, 3)),
+        (LinkUpload::Workers, lane(4, 2)),
         (LinkUpload::Workers, lane(4, 3)),
         (LinkUpload::Device, StageShape::default()),
         (LinkUpload::Device, shape(64, 2, Stores::Cached)),
@@ -635,7 +641,17 @@ fn link_upload_bench(
     // The host's copies alone, the `device` upload's default shape: one thread's chunk
     // copies in parallel into the shared buffers.
     let alone = [StageShape::default()];
-    crate::backend::cuda::bench_link_upload(&gauge, Reconstruct::R12, &variants, &alone, repeat)
+    // The experiment: the default workers reading a host copy that holds only rows 0 and 1
+    // of each link (what a host layout with those rows contiguous would give).
+    let rows01 = [StageShape::default(), lane(4, 2)];
+    crate::backend::cuda::bench_link_upload(
+        &gauge,
+        Reconstruct::R12,
+        &variants,
+        &alone,
+        &rows01,
+        repeat,
+    )
 }
 
 fn fmt(v: f64, prec: usize) -> String {
@@ -666,12 +682,14 @@ pub fn table(r: &AblateReport) -> String {
         for u in &r.link_uploads {
             let rate = u.gbytes_per_second();
             s.push_str(&format!(
-                "  {:<30} {:>6} GB/s {:>5}% of pinned (copy {} ms, wait {} ms, kernels {} ms, buffers {} + {} ms)\n",
+                "  {:<30} {:>6} GB/s {:>5}% of pinned (copy {} ms, wait {} ms, queue {} ms, spread {} ms, kernels {} ms, buffers {} + {} ms)\n",
                 u.variant,
                 fmt(rate, 1),
                 fmt(100.0 * rate / r.upload_pinned_gbytes_per_second, 1),
                 fmt(u.copy_ms, 1),
                 fmt(u.wait_ms, 1),
+                fmt(u.queue_ms, 1),
+                fmt(u.spread_ms, 1),
                 fmt(u.kernel_ms, 1),
                 fmt(u.pin_ms, 1),
                 fmt(u.unpin_ms, 1),

@@ -324,6 +324,8 @@ impl CudaBackend {
                 wait_ms = times.wait_ms,
                 unpin_ms = times.unpin_ms,
                 kernel_ms = times.kernel_ms,
+                queue_ms = times.queue_ms,
+                spread_ms = times.spread_ms,
                 "3.0 links uploaded and laid out on the device"
             );
         } else {

@@ -274,14 +274,14 @@ mod tests {
             construction_with(v, &r8, LinkUpload::Device, stage),
             construction_with(v, &r8, LinkUpload::Host, stage)
         );
-        // The workers: a slot of one chunk per worker thread, 2 MiB of r12 sites each
-        // (5460 sites: 2^18 f64 / 48 per site, even), at most one per chunk (25 here).
+        // The workers: a slot of one chunk per worker thread, 3 MiB of r12 sites each
+        // (8192 sites: 3 * 2^17 f64 / 48 per site), at most one per chunk (16 here).
         let lane = crate::backend::cuda::staging::LANE_BYTES / 8;
-        let lanes = rayon::current_num_threads().min(v.div_ceil(5460));
+        let lanes = rayon::current_num_threads().min(v.div_ceil(8192));
         let c = construction_with(v, &r12, LinkUpload::Workers, lane);
         assert_eq!(
             total(&c.peak),
-            384 * vv + lanes as u64 * 5460 * 384 + 4 + red
+            384 * vv + lanes as u64 * 8192 * 384 + 4 + red
         );
         // Without arguments: as QCD_SOLVE_LINK_UPLOAD and the QCD_SOLVE_STAGE_* and
         // QCD_SOLVE_LANE_* variables say.

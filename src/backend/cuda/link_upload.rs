@@ -24,7 +24,7 @@
 //! Every value is a copy: the array is the host layout's bit for bit (tests/gpu_fast.rs).
 
 use super::device::err;
-use super::staging::{StageShape, StagingBuffers};
+use super::staging::{Deal, StageShape, StagingBuffers};
 use super::version::Reconstruct;
 use crate::error::{Error, Result};
 use crate::field::Su3;
@@ -34,6 +34,7 @@ use cudarc::driver::{
     sys, CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtrMut, LaunchConfig,
     PushKernelArg,
 };
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -200,13 +201,14 @@ pub(crate) fn copy_sites(
     let links = NDIM * c.sites;
     let width = 2 * stride;
     assert_eq!(buf.len(), links * width, "site chunk size");
-    let src = chunk_source(canonical, c);
+    let src = chunk_source(canonical, c, 18);
     crate::threads::par_copy_rows(buf, src, width, 18, stores, COPY_LINKS);
 }
 
-/// Chunk `c`'s sites of the canonical links (`links_as_f64`), whole links.
-fn chunk_source<'a>(canonical: &'a [f64], c: &SiteChunk) -> &'a [f64] {
-    &canonical[18 * NDIM * c.first..18 * NDIM * (c.first + c.sites)]
+/// Chunk `c`'s sites of host links stored `width` reals per link (18: the canonical
+/// links, `links_as_f64`; 12: rows 0 and 1 only, the bench's experiment).
+fn chunk_source<'a>(links: &'a [f64], c: &SiteChunk, width: usize) -> &'a [f64] {
+    &links[width * NDIM * c.first..width * NDIM * (c.first + c.sites)]
 }
 
 /// Where the device-side upload's wall time went, milliseconds, and what it moved.
@@ -224,6 +226,10 @@ pub(crate) struct DeviceUploadTimes {
     /// The layout kernels, event-timed on the device (inside the waits or overlapped with
     /// the host's copies).
     pub kernel_ms: f64,
+    /// Queuing the chunks' copies, layouts and events (`Device` and `Workers`).
+    pub queue_ms: f64,
+    /// `Workers`: how much later than the mean the slowest worker finished.
+    pub spread_ms: f64,
     /// Bytes copied host to device.
     pub transfer_bytes: u64,
 }
@@ -374,6 +380,7 @@ fn check_links(links: &CudaSlice<f64>, lattice: &Lattice, elems: usize) -> Resul
 /// `lanes` chunks fit the scratch buffer.
 fn checked_chunks(
     links_host: &[f64],
+    width: usize,
     kernel: &LayoutKernel<'_>,
     per_chunk: usize,
     lanes: usize,
@@ -383,9 +390,12 @@ fn checked_chunks(
     let volume = kernel.lattice.volume();
     check_links(links, kernel.lattice, kernel.elems)?;
     let largest = lanes * per_chunk.min(volume) * 2 * NDIM * kernel.stride;
-    if largest > scratch.len() || links_host.len() != 18 * NDIM * volume {
+    if largest > scratch.len()
+        || links_host.len() != width * NDIM * volume
+        || width < 2 * kernel.stride
+    {
         return Err(Error::internal(format!(
-            "a chunk of {largest} values (stride {}) does not fit the scratch buffer of {}, or the field ({} values) is not the lattice's",
+            "a chunk of {largest} values (stride {}) does not fit the scratch buffer of {}, or the field ({} values, {width} per link) is not the lattice's",
             kernel.stride,
             scratch.len(),
             links_host.len()
@@ -419,7 +429,7 @@ pub(crate) fn upload(
             upload_registered(ctx, stream, links_host, kernel, per_chunk, scratch, links)
         }
         LinkUpload::Workers => upload_by_workers(
-            ctx, stream, links_host, kernel, per_chunk, stage, scratch, links,
+            ctx, stream, links_host, 18, kernel, per_chunk, stage, scratch, links,
         ),
         LinkUpload::Host => Err(Error::internal(
             "the host link layout is not a device upload",
@@ -446,7 +456,7 @@ pub(crate) fn upload_via_staging(
     links: &mut CudaSlice<f64>,
 ) -> Result<DeviceUploadTimes> {
     let mut times = DeviceUploadTimes::default();
-    let chunks = checked_chunks(links_host, kernel, per_chunk, 1, scratch, links)?;
+    let chunks = checked_chunks(links_host, 18, kernel, per_chunk, 1, scratch, links)?;
     let stride = kernel.stride;
     let per_site = 2 * NDIM * stride;
     let largest = per_chunk.min(kernel.lattice.volume()) * per_site;
@@ -473,6 +483,7 @@ pub(crate) fn upload_via_staging(
     times.copy_ms = lt.copy_ms;
     times.wait_ms = lt.wait_ms;
     times.kernel_ms = lt.kernel_ms;
+    times.queue_ms = lt.queue_ms;
     times.transfer_bytes = lt.bytes;
     let t = Instant::now();
     drop(host);
@@ -487,7 +498,11 @@ pub(crate) fn upload_via_staging(
 struct LaneTimes {
     copy_ms: f64,
     wait_ms: f64,
+    /// Queuing each chunk's copy, layout and events (driver calls).
+    queue_ms: f64,
     kernel_ms: f64,
+    /// From the lane's start to its stream's end.
+    total_ms: f64,
     bytes: u64,
 }
 
@@ -518,6 +533,7 @@ impl Lane<'_> {
             .map(|_| KernelTimer::new(ctx))
             .collect::<Result<Vec<_>>>()?;
         let mut lt = LaneTimes::default();
+        let start = Instant::now();
         for (j, c) in chunks.enumerate() {
             let i = j % bufs.len();
             let t = Instant::now();
@@ -529,6 +545,7 @@ impl Lane<'_> {
             lt.copy_ms += 1e3 * t.elapsed().as_secs_f64();
             // The buffer is pinned and not written again until `timers[i]` has been
             // waited for.
+            let t = Instant::now();
             lt.bytes += copy_and_lay_out(
                 self.stream,
                 self.slot,
@@ -538,12 +555,14 @@ impl Lane<'_> {
                 self.links,
                 &mut timers[i],
             )?;
+            lt.queue_ms += 1e3 * t.elapsed().as_secs_f64();
         }
         let t = Instant::now();
         self.stream
             .synchronize()
             .map_err(err("waiting for a link chunk"))?;
         lt.wait_ms += 1e3 * t.elapsed().as_secs_f64();
+        lt.total_ms = 1e3 * start.elapsed().as_secs_f64();
         for timer in &mut timers {
             timer.collect()?;
         }
@@ -552,7 +571,8 @@ impl Lane<'_> {
     }
 }
 
-/// `Workers`: chunks of `per_chunk` sites of `links_host` dealt out in turn to the pool's
+/// `Workers`: chunks of `per_chunk` sites of `links_host` (`width` reals per link: 18, the
+/// canonical links; 12, rows 0 and 1 only, the bench's experiment) dealt out in turn to the pool's
 /// worker threads (`LinkUpload::lanes` of them). Each worker has `stage.lane_buffers`
 /// pinned buffers of its own (from the pool), its own stream and its own slot of
 /// `scratch`: it copies its next chunk alone (cached stores) into its next buffer, once the
@@ -566,6 +586,7 @@ pub(crate) fn upload_by_workers(
     ctx: &Arc<CudaContext>,
     stream: &Arc<CudaStream>,
     links_host: &[f64],
+    width: usize,
     kernel: &LayoutKernel<'_>,
     per_chunk: usize,
     stage: StageShape,
@@ -576,7 +597,7 @@ pub(crate) fn upload_by_workers(
     let mut times = DeviceUploadTimes::default();
     let volume = kernel.lattice.volume();
     let lanes = LinkUpload::Workers.lanes(volume, per_chunk);
-    let chunks = checked_chunks(links_host, kernel, per_chunk, lanes, scratch, links)?;
+    let chunks = checked_chunks(links_host, width, kernel, per_chunk, lanes, scratch, links)?;
     if chunks.is_empty() {
         return Ok(times);
     }
@@ -601,6 +622,8 @@ pub(crate) fn upload_by_workers(
     for (i, b) in host.drain(..).enumerate() {
         lane_buffers[i % lanes].push(b);
     }
+    // `Deal::Queue`: the next chunk no worker has taken.
+    let next = std::sync::atomic::AtomicUsize::new(0);
     let done = lane_buffers
         .into_par_iter()
         .enumerate()
@@ -614,28 +637,43 @@ pub(crate) fn upload_by_workers(
                 links: lptr,
                 per_site,
             };
-            let mine = chunks.iter().skip(w).step_by(lanes);
-            lane.run(ctx, mine, &mut bufs, |c, buf| {
-                let src = chunk_source(links_host, c);
-                crate::threads::copy_rows(buf, src, 2 * stride, 18, Stores::Cached)
-            })
+            let copy = |c: &SiteChunk, buf: &mut [f64]| {
+                let src = chunk_source(links_host, c, width);
+                crate::threads::copy_rows(buf, src, 2 * stride, width, Stores::Cached)
+            };
+            match stage.lane_deal {
+                Deal::Turns => {
+                    let mine = chunks.iter().skip(w).step_by(lanes);
+                    lane.run(ctx, mine, &mut bufs, copy)
+                }
+                Deal::Queue => {
+                    let mine = std::iter::from_fn(|| chunks.get(next.fetch_add(1, Relaxed)));
+                    lane.run(ctx, mine, &mut bufs, copy)
+                }
+            }
         })
         .collect::<Vec<Result<LaneTimes>>>();
     // An error is returned once every worker has stopped; a worker that failed may leave
     // copies queued, but the buffers go back to the pool only after the context has
     // finished (`StagingBuffers`'s drop), so no copy reads a buffer given away.
     let mut sums = LaneTimes::default();
+    let mut slowest = 0.0f64;
     for d in done {
         let d = d?;
         sums.copy_ms += d.copy_ms;
         sums.wait_ms += d.wait_ms;
+        sums.queue_ms += d.queue_ms;
         sums.kernel_ms += d.kernel_ms;
+        sums.total_ms += d.total_ms;
         sums.bytes += d.bytes;
+        slowest = slowest.max(d.total_ms);
     }
     let n = lanes as f64;
     times.copy_ms = sums.copy_ms / n;
     times.wait_ms = sums.wait_ms / n;
+    times.queue_ms = sums.queue_ms / n;
     times.kernel_ms = sums.kernel_ms / n;
+    times.spread_ms = slowest - sums.total_ms / n;
     times.transfer_bytes = sums.bytes;
     let t = Instant::now();
     drop(pinned);
@@ -711,7 +749,7 @@ pub(crate) fn upload_registered(
             kernel.stride
         )));
     }
-    let chunks = checked_chunks(links_host, kernel, per_chunk, 1, scratch, links)?;
+    let chunks = checked_chunks(links_host, 18, kernel, per_chunk, 1, scratch, links)?;
     if chunks.is_empty() {
         return Ok(times);
     }
@@ -722,7 +760,7 @@ pub(crate) fn upload_registered(
     let (sptr, _sync) = scratch.device_ptr_mut(stream);
     let (lptr, _lsync) = links.device_ptr_mut(stream);
     for c in &chunks {
-        let src = chunk_source(links_host, c);
+        let src = chunk_source(links_host, c, 18);
         // The source is registered until `registered` is released, after the stream has
         // finished.
         times.transfer_bytes += copy_and_lay_out(stream, sptr, src, kernel, c, lptr, &mut timer)?;
@@ -758,6 +796,8 @@ pub struct UploadBenchRow {
     pub wait_ms: f64,
     pub unpin_ms: f64,
     pub kernel_ms: f64,
+    pub queue_ms: f64,
+    pub spread_ms: f64,
 }
 
 impl UploadBenchRow {
@@ -784,6 +824,7 @@ pub fn bench(
     reconstruct: Reconstruct,
     variants: &[(LinkUpload, StageShape)],
     alone: &[StageShape],
+    rows01: &[StageShape],
     repeat: usize,
 ) -> Result<Vec<UploadBenchRow>> {
     let lattice = &gauge.lattice;
@@ -803,9 +844,12 @@ pub fn bench(
     let func = super::device::function(&module, "links_from_sites")?;
     let elems = reconstruct.elems();
     let n_links = 2 * NDIM * elems * volume;
+    let rows01_variants = rows01.iter().map(|&st| (LinkUpload::Workers, st));
     let scratch_n = variants
         .iter()
-        .map(|(m, st)| scratch_values(volume, reconstruct, *m, st.link_chunk_values(*m)))
+        .copied()
+        .chain(rows01_variants)
+        .map(|(m, st)| scratch_values(volume, reconstruct, m, st.link_chunk_values(m)))
         .max()
         .unwrap_or(0);
     super::device::ensure_fits(&ctx, 8 * (n_links + scratch_n), "the link upload bench")?;
@@ -821,10 +865,31 @@ pub fn bench(
         super::staging::prepin_all(&ctx, &st.pins(mode, volume))?;
     }
     let host = links_as_f64(&gauge.links);
+    // The experiment of `rows01`: a host copy holding rows 0 and 1 of every link back to
+    // back (12 reals per link, what the 12-real upload sends), made before any timing, so
+    // that the workers read 2/3 of the canonical field's bytes.
+    let compact: Vec<f64> = if rows01.is_empty() || reconstruct != Reconstruct::R12 {
+        Vec::new()
+    } else {
+        let mut c = vec![0.0; 12 * NDIM * volume];
+        crate::threads::par_copy_rows(
+            &mut c,
+            host,
+            12,
+            18,
+            crate::threads::Stores::Cached,
+            COPY_LINKS,
+        );
+        c
+    };
+    let rows01 = if compact.is_empty() { &[][..] } else { rows01 };
+    for &st in rows01 {
+        super::staging::prepin_all(&ctx, &st.pins(LinkUpload::Workers, volume))?;
+    }
     // Each shape of `alone`: its host copies by themselves, every chunk into its buffers,
     // no transfer, so that the host copy's own pace is seen beside the uploads'.
     let mut runs: Vec<Vec<(f64, DeviceUploadTimes)>> =
-        vec![Vec::new(); variants.len() + alone.len()];
+        vec![Vec::new(); variants.len() + alone.len() + rows01.len()];
     for rep in 0..=repeat.max(1) {
         for (a, st) in alone.iter().enumerate() {
             let stride = reconstruct.elems();
@@ -882,6 +947,35 @@ pub fn bench(
                 runs[i].push((wall, times));
             }
         }
+        for (j, &stage) in rows01.iter().enumerate() {
+            let kernel = LayoutKernel {
+                func: &func,
+                lattice,
+                elems,
+                stride: 6,
+            };
+            let mode = LinkUpload::Workers;
+            let per_chunk = chunk_sites(volume, 6, stage.link_chunk_values(mode));
+            let t = Instant::now();
+            let times = upload_by_workers(
+                &ctx,
+                &stream,
+                &compact,
+                12,
+                &kernel,
+                per_chunk,
+                stage,
+                &mut scratch,
+                &mut links,
+            )?;
+            stream
+                .synchronize()
+                .map_err(err("waiting for the bench's upload"))?;
+            let wall = 1e3 * t.elapsed().as_secs_f64();
+            if rep > 0 {
+                runs[variants.len() + alone.len() + j].push((wall, times));
+            }
+        }
     }
     let names = variants
         .iter()
@@ -890,6 +984,12 @@ pub fn bench(
             format!(
                 "host copy alone ({})",
                 variant_name(LinkUpload::Device, st).trim_start_matches("device ")
+            )
+        }))
+        .chain(rows01.iter().map(|&st| {
+            format!(
+                "{}, host rows 0-1 only",
+                variant_name(LinkUpload::Workers, st)
             )
         }));
     Ok(names
@@ -907,6 +1007,8 @@ pub fn bench(
                 wait_ms: m.wait_ms,
                 unpin_ms: m.unpin_ms,
                 kernel_ms: m.kernel_ms,
+                queue_ms: m.queue_ms,
+                spread_ms: m.spread_ms,
             }
         })
         .collect())
@@ -926,10 +1028,14 @@ pub fn variant_name(mode: LinkUpload, st: StageShape) -> String {
             }
         ),
         LinkUpload::Workers => format!(
-            "{} {} MiB x{} each",
+            "{} {} MiB x{} each{}",
             mode.name(),
             st.lane_values * 8 / (1 << 20),
-            st.lane_buffers
+            st.lane_buffers,
+            match st.lane_deal {
+                Deal::Queue => "",
+                Deal::Turns => ", in turns",
+            }
         ),
         _ => format!("{} {mib} MiB chunks", mode.name()),
     }

@@ -87,7 +87,7 @@ pub use link_upload::{
     bench as bench_link_upload, variant_name as link_upload_variant, LinkUpload, UploadBenchRow,
     LINK_UPLOAD_ENV,
 };
-pub use staging::{StageShape, STAGE_BUFFERS_ENV, STAGE_MIB_ENV, STAGE_STORES_ENV};
+pub use staging::{Deal, StageShape, STAGE_BUFFERS_ENV, STAGE_MIB_ENV, STAGE_STORES_ENV};
 pub use stencil::compile_all_kernels;
 pub use stencil_impl::Geometry;
 pub use timing::KernelStat;

@@ -32,13 +32,17 @@ pub const STAGE_MIB_ENV: &str = "QCD_SOLVE_STAGE_MIB";
 /// through (`StageShape`; the spinor transfers use two).
 pub const STAGE_BUFFERS_ENV: &str = "QCD_SOLVE_STAGE_BUFFERS";
 /// Bytes of each worker thread's staging buffers in the `workers` link upload by default,
-/// small so that a worker's buffers can stay in the caches (`QCD_SOLVE_LANE_MIB`; 2 MiB x2
-/// was the fastest shape in validate/RESULTS.md runs 47-49).
-pub(crate) const LANE_BYTES: usize = 2 << 20;
+/// small so that a worker's buffers can stay in the caches (`QCD_SOLVE_LANE_MIB`; 3 MiB x2
+/// was the fastest shape once the workers took their chunks from a queue, validate/RESULTS.md
+/// session 10).
+pub(crate) const LANE_BYTES: usize = 3 << 20;
 /// The environment variable of the size in MiB of each worker's buffers (`StageShape`).
 pub const LANE_MIB_ENV: &str = "QCD_SOLVE_LANE_MIB";
 /// The environment variable of the number of buffers each worker cycles through.
 pub const LANE_BUFFERS_ENV: &str = "QCD_SOLVE_LANE_BUFFERS";
+/// The environment variable of how the `workers` link upload deals its chunks: `queue`
+/// (the default) or `turns` (`Deal`).
+pub const LANE_DEAL_ENV: &str = "QCD_SOLVE_LANE_DEAL";
 /// The environment variable of the stores the link upload's host copies make:
 /// `streaming` (the default) or `cached` (`StageShape`, `threads::Stores`).
 pub const STAGE_STORES_ENV: &str = "QCD_SOLVE_STAGE_STORES";
@@ -59,6 +63,18 @@ pub struct StageShape {
     /// small so that they can stay in the caches while the copy engine reads them).
     pub lane_values: usize,
     pub lane_buffers: usize,
+    /// How the `workers` link upload deals its chunks: each worker takes the next chunk
+    /// not yet taken (`Deal::Queue`, the default) or every n-th chunk (`Deal::Turns`).
+    pub lane_deal: Deal,
+}
+
+/// How the `workers` link upload deals its chunks to the workers (`QCD_SOLVE_LANE_DEAL`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Deal {
+    /// A shared counter: a worker that finishes early takes more chunks.
+    Queue,
+    /// Worker w takes chunks w, w + n, w + 2n, ... whatever its pace.
+    Turns,
 }
 
 impl Default for StageShape {
@@ -69,6 +85,7 @@ impl Default for StageShape {
             stores: Stores::Streaming,
             lane_values: LANE_BYTES / 8,
             lane_buffers: 2,
+            lane_deal: Deal::Queue,
         }
     }
 }
@@ -87,16 +104,33 @@ impl StageShape {
         shape.parse_lanes(
             var(LANE_MIB_ENV).as_deref(),
             var(LANE_BUFFERS_ENV).as_deref(),
+            var(LANE_DEAL_ENV).as_deref(),
         )?;
         Ok(shape)
     }
 
-    fn parse_lanes(&mut self, mib: Option<&str>, buffers: Option<&str>) -> Result<()> {
+    fn parse_lanes(
+        &mut self,
+        mib: Option<&str>,
+        buffers: Option<&str>,
+        deal: Option<&str>,
+    ) -> Result<()> {
         if let Some(m) = env_value(LANE_MIB_ENV, mib, 1..=64)? {
             self.lane_values = (m << 20) / 8;
         }
         if let Some(b) = env_value(LANE_BUFFERS_ENV, buffers, 2..=8)? {
             self.lane_buffers = b;
+        }
+        match deal.map(str::trim) {
+            None | Some("") => {}
+            Some("queue") => self.lane_deal = Deal::Queue,
+            Some("turns") => self.lane_deal = Deal::Turns,
+            Some(other) => {
+                return Err(Error::invalid(
+                    LANE_DEAL_ENV,
+                    format!("'{other}' is not 'queue' or 'turns'"),
+                ))
+            }
         }
         Ok(())
     }
@@ -563,35 +597,40 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_stage_shape_reads_its_five_variables_and_refuses_other_values() {
-        // Unset or empty: 64 MiB (8 Mi f64), two buffers, streaming stores; 2 MiB (256 Ki
-        // f64) x2 for each worker.
+    fn the_stage_shape_reads_its_six_variables_and_refuses_other_values() {
+        // Unset or empty: 64 MiB (8 Mi f64), two buffers, streaming stores; 3 MiB (384 Ki
+        // f64) x2 for each worker, chunks from a shared queue.
         let d = StageShape::parse(None, Some(" "), None).unwrap();
         let want = StageShape {
             values: 1 << 23,
             buffers: 2,
             stores: Stores::Streaming,
-            lane_values: 1 << 18,
+            lane_values: 3 << 17,
             lane_buffers: 2,
+            lane_deal: Deal::Queue,
         };
         assert_eq!(d, want);
         let mut s = StageShape::parse(Some("16"), Some("4"), Some("cached")).unwrap();
-        s.parse_lanes(Some("4"), Some(" 3")).unwrap();
+        s.parse_lanes(Some("4"), Some(" 3"), Some("turns")).unwrap();
         let want = StageShape {
             values: 2 << 20,
             buffers: 4,
             stores: Stores::Cached,
             lane_values: 1 << 19,
             lane_buffers: 3,
+            lane_deal: Deal::Turns,
         };
         assert_eq!(s, want);
-        for (mib, buffers, name) in [
-            (Some("0"), None, LANE_MIB_ENV),
-            (Some("65"), None, LANE_MIB_ENV),
-            (None, Some("1"), LANE_BUFFERS_ENV),
-            (None, Some("x"), LANE_BUFFERS_ENV),
+        for (mib, buffers, deal, name) in [
+            (Some("0"), None, None, LANE_MIB_ENV),
+            (Some("65"), None, None, LANE_MIB_ENV),
+            (None, Some("1"), None, LANE_BUFFERS_ENV),
+            (None, Some("x"), None, LANE_BUFFERS_ENV),
+            (None, None, Some("round-robin"), LANE_DEAL_ENV),
         ] {
-            let e = StageShape::default().parse_lanes(mib, buffers).unwrap_err();
+            let e = StageShape::default()
+                .parse_lanes(mib, buffers, deal)
+                .unwrap_err();
             assert!(e.to_string().contains(name), "{e}");
         }
         for (mib, buffers, stores, name) in [
