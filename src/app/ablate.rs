@@ -595,9 +595,10 @@ pub fn measure(
 
 /// The link upload bench (`--upload-dims`): a random gauge field of `dims` (seed 1),
 /// its double 12-real links uploaded as the main job's construction does, with the
-/// default (`workers`, 2 MiB x2 buffers each) and the others worth comparing (the
-/// workers' buffers of 1-4 MiB, two to four each; `device` with 64 or 16 MiB shared
-/// buffers, streaming or cached stores; the field registered in place), `repeat` times
+/// default (`workers`, 3 MiB x2 buffers each, chunks from a queue) and the others worth
+/// comparing (the workers in turns; their buffers of 2-4 MiB, two or three each; `device`
+/// with 64 or 16 MiB shared buffers, streaming or cached stores; the field registered in
+/// place), `repeat` times
 /// each, interleaved, and the `device` default's host copies alone.
 fn link_upload_bench(
     dims: [usize; 4],
@@ -641,17 +642,7 @@ fn link_upload_bench(
     // The host's copies alone, the `device` upload's default shape: one thread's chunk
     // copies in parallel into the shared buffers.
     let alone = [StageShape::default()];
-    // The experiment: the default workers reading a host copy that holds only rows 0 and 1
-    // of each link (what a host layout with those rows contiguous would give).
-    let rows01 = [StageShape::default(), lane(4, 2)];
-    crate::backend::cuda::bench_link_upload(
-        &gauge,
-        Reconstruct::R12,
-        &variants,
-        &alone,
-        &rows01,
-        repeat,
-    )
+    crate::backend::cuda::bench_link_upload(&gauge, Reconstruct::R12, &variants, &alone, repeat)
 }
 
 fn fmt(v: f64, prec: usize) -> String {

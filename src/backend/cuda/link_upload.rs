@@ -7,12 +7,13 @@
 //! only).
 //!
 //! `QCD_SOLVE_LINK_UPLOAD` picks the path (`LinkUpload`):
-//! - `workers` (default): every worker thread of the pool copies its own chunks of whole
-//!   sites (interleaved; r12: rows 0 and 1 of each link, the 12 of 18 reals kept) into its
-//!   own pinned buffers (`StageShape::lane_values`, 2 MiB), small so that they can stay in
-//!   the caches, and sends them on its own stream into its own slot of the scratch buffer,
-//!   where the kernel lays them out: 1.2-1.7x the `device` upload's rate in
-//!   validate/RESULTS.md runs 47-49;
+//! - `workers` (default): every worker thread of the pool takes the next chunk of whole
+//!   sites no worker has taken (`StageShape::lane_deal`; r12: rows 0 and 1 of each link,
+//!   the 12 of 18 reals kept), copies it into its own pinned buffers
+//!   (`StageShape::lane_values`, 3 MiB), small so that they can stay in the caches, and
+//!   sends it on its own stream into its own slot of the scratch buffer, where the kernel
+//!   lays it out: 1.2-1.7x the `device` upload's rate in validate/RESULTS.md runs 47-49,
+//!   84-86% of the pinned rate in run 54;
 //! - `device`: chunk k of whole sites is copied (by all threads in parallel) into one of
 //!   the shared pinned staging buffers while chunk k - 1 is copied to the scratch buffer
 //!   and laid out by the kernel;
@@ -201,14 +202,13 @@ pub(crate) fn copy_sites(
     let links = NDIM * c.sites;
     let width = 2 * stride;
     assert_eq!(buf.len(), links * width, "site chunk size");
-    let src = chunk_source(canonical, c, 18);
+    let src = chunk_source(canonical, c);
     crate::threads::par_copy_rows(buf, src, width, 18, stores, COPY_LINKS);
 }
 
-/// Chunk `c`'s sites of host links stored `width` reals per link (18: the canonical
-/// links, `links_as_f64`; 12: rows 0 and 1 only, the bench's experiment).
-fn chunk_source<'a>(links: &'a [f64], c: &SiteChunk, width: usize) -> &'a [f64] {
-    &links[width * NDIM * c.first..width * NDIM * (c.first + c.sites)]
+/// Chunk `c`'s sites of the canonical links (`links_as_f64`), whole links.
+fn chunk_source<'a>(canonical: &'a [f64], c: &SiteChunk) -> &'a [f64] {
+    &canonical[18 * NDIM * c.first..18 * NDIM * (c.first + c.sites)]
 }
 
 /// Where the device-side upload's wall time went, milliseconds, and what it moved.
@@ -380,7 +380,6 @@ fn check_links(links: &CudaSlice<f64>, lattice: &Lattice, elems: usize) -> Resul
 /// `lanes` chunks fit the scratch buffer.
 fn checked_chunks(
     links_host: &[f64],
-    width: usize,
     kernel: &LayoutKernel<'_>,
     per_chunk: usize,
     lanes: usize,
@@ -390,12 +389,9 @@ fn checked_chunks(
     let volume = kernel.lattice.volume();
     check_links(links, kernel.lattice, kernel.elems)?;
     let largest = lanes * per_chunk.min(volume) * 2 * NDIM * kernel.stride;
-    if largest > scratch.len()
-        || links_host.len() != width * NDIM * volume
-        || width < 2 * kernel.stride
-    {
+    if largest > scratch.len() || links_host.len() != 18 * NDIM * volume {
         return Err(Error::internal(format!(
-            "a chunk of {largest} values (stride {}) does not fit the scratch buffer of {}, or the field ({} values, {width} per link) is not the lattice's",
+            "a chunk of {largest} values (stride {}) does not fit the scratch buffer of {}, or the field ({} values) is not the lattice's",
             kernel.stride,
             scratch.len(),
             links_host.len()
@@ -429,7 +425,7 @@ pub(crate) fn upload(
             upload_registered(ctx, stream, links_host, kernel, per_chunk, scratch, links)
         }
         LinkUpload::Workers => upload_by_workers(
-            ctx, stream, links_host, 18, kernel, per_chunk, stage, scratch, links,
+            ctx, stream, links_host, kernel, per_chunk, stage, scratch, links,
         ),
         LinkUpload::Host => Err(Error::internal(
             "the host link layout is not a device upload",
@@ -456,7 +452,7 @@ pub(crate) fn upload_via_staging(
     links: &mut CudaSlice<f64>,
 ) -> Result<DeviceUploadTimes> {
     let mut times = DeviceUploadTimes::default();
-    let chunks = checked_chunks(links_host, 18, kernel, per_chunk, 1, scratch, links)?;
+    let chunks = checked_chunks(links_host, kernel, per_chunk, 1, scratch, links)?;
     let stride = kernel.stride;
     let per_site = 2 * NDIM * stride;
     let largest = per_chunk.min(kernel.lattice.volume()) * per_site;
@@ -571,8 +567,7 @@ impl Lane<'_> {
     }
 }
 
-/// `Workers`: chunks of `per_chunk` sites of `links_host` (`width` reals per link: 18, the
-/// canonical links; 12, rows 0 and 1 only, the bench's experiment) dealt out in turn to the pool's
+/// `Workers`: chunks of `per_chunk` sites of `links_host` dealt out to the pool's
 /// worker threads (`LinkUpload::lanes` of them). Each worker has `stage.lane_buffers`
 /// pinned buffers of its own (from the pool), its own stream and its own slot of
 /// `scratch`: it copies its next chunk alone (cached stores) into its next buffer, once the
@@ -586,7 +581,6 @@ pub(crate) fn upload_by_workers(
     ctx: &Arc<CudaContext>,
     stream: &Arc<CudaStream>,
     links_host: &[f64],
-    width: usize,
     kernel: &LayoutKernel<'_>,
     per_chunk: usize,
     stage: StageShape,
@@ -597,7 +591,7 @@ pub(crate) fn upload_by_workers(
     let mut times = DeviceUploadTimes::default();
     let volume = kernel.lattice.volume();
     let lanes = LinkUpload::Workers.lanes(volume, per_chunk);
-    let chunks = checked_chunks(links_host, width, kernel, per_chunk, lanes, scratch, links)?;
+    let chunks = checked_chunks(links_host, kernel, per_chunk, lanes, scratch, links)?;
     if chunks.is_empty() {
         return Ok(times);
     }
@@ -638,8 +632,8 @@ pub(crate) fn upload_by_workers(
                 per_site,
             };
             let copy = |c: &SiteChunk, buf: &mut [f64]| {
-                let src = chunk_source(links_host, c, width);
-                crate::threads::copy_rows(buf, src, 2 * stride, width, Stores::Cached)
+                let src = chunk_source(links_host, c);
+                crate::threads::copy_rows(buf, src, 2 * stride, 18, Stores::Cached)
             };
             match stage.lane_deal {
                 Deal::Turns => {
@@ -749,7 +743,7 @@ pub(crate) fn upload_registered(
             kernel.stride
         )));
     }
-    let chunks = checked_chunks(links_host, 18, kernel, per_chunk, 1, scratch, links)?;
+    let chunks = checked_chunks(links_host, kernel, per_chunk, 1, scratch, links)?;
     if chunks.is_empty() {
         return Ok(times);
     }
@@ -760,7 +754,7 @@ pub(crate) fn upload_registered(
     let (sptr, _sync) = scratch.device_ptr_mut(stream);
     let (lptr, _lsync) = links.device_ptr_mut(stream);
     for c in &chunks {
-        let src = chunk_source(links_host, c, 18);
+        let src = chunk_source(links_host, c);
         // The source is registered until `registered` is released, after the stream has
         // finished.
         times.transfer_bytes += copy_and_lay_out(stream, sptr, src, kernel, c, lptr, &mut timer)?;
@@ -824,7 +818,6 @@ pub fn bench(
     reconstruct: Reconstruct,
     variants: &[(LinkUpload, StageShape)],
     alone: &[StageShape],
-    rows01: &[StageShape],
     repeat: usize,
 ) -> Result<Vec<UploadBenchRow>> {
     let lattice = &gauge.lattice;
@@ -844,12 +837,9 @@ pub fn bench(
     let func = super::device::function(&module, "links_from_sites")?;
     let elems = reconstruct.elems();
     let n_links = 2 * NDIM * elems * volume;
-    let rows01_variants = rows01.iter().map(|&st| (LinkUpload::Workers, st));
     let scratch_n = variants
         .iter()
-        .copied()
-        .chain(rows01_variants)
-        .map(|(m, st)| scratch_values(volume, reconstruct, m, st.link_chunk_values(m)))
+        .map(|&(m, st)| scratch_values(volume, reconstruct, m, st.link_chunk_values(m)))
         .max()
         .unwrap_or(0);
     super::device::ensure_fits(&ctx, 8 * (n_links + scratch_n), "the link upload bench")?;
@@ -865,31 +855,10 @@ pub fn bench(
         super::staging::prepin_all(&ctx, &st.pins(mode, volume))?;
     }
     let host = links_as_f64(&gauge.links);
-    // The experiment of `rows01`: a host copy holding rows 0 and 1 of every link back to
-    // back (12 reals per link, what the 12-real upload sends), made before any timing, so
-    // that the workers read 2/3 of the canonical field's bytes.
-    let compact: Vec<f64> = if rows01.is_empty() || reconstruct != Reconstruct::R12 {
-        Vec::new()
-    } else {
-        let mut c = vec![0.0; 12 * NDIM * volume];
-        crate::threads::par_copy_rows(
-            &mut c,
-            host,
-            12,
-            18,
-            crate::threads::Stores::Cached,
-            COPY_LINKS,
-        );
-        c
-    };
-    let rows01 = if compact.is_empty() { &[][..] } else { rows01 };
-    for &st in rows01 {
-        super::staging::prepin_all(&ctx, &st.pins(LinkUpload::Workers, volume))?;
-    }
     // Each shape of `alone`: its host copies by themselves, every chunk into its buffers,
     // no transfer, so that the host copy's own pace is seen beside the uploads'.
     let mut runs: Vec<Vec<(f64, DeviceUploadTimes)>> =
-        vec![Vec::new(); variants.len() + alone.len() + rows01.len()];
+        vec![Vec::new(); variants.len() + alone.len()];
     for rep in 0..=repeat.max(1) {
         for (a, st) in alone.iter().enumerate() {
             let stride = reconstruct.elems();
@@ -947,35 +916,6 @@ pub fn bench(
                 runs[i].push((wall, times));
             }
         }
-        for (j, &stage) in rows01.iter().enumerate() {
-            let kernel = LayoutKernel {
-                func: &func,
-                lattice,
-                elems,
-                stride: 6,
-            };
-            let mode = LinkUpload::Workers;
-            let per_chunk = chunk_sites(volume, 6, stage.link_chunk_values(mode));
-            let t = Instant::now();
-            let times = upload_by_workers(
-                &ctx,
-                &stream,
-                &compact,
-                12,
-                &kernel,
-                per_chunk,
-                stage,
-                &mut scratch,
-                &mut links,
-            )?;
-            stream
-                .synchronize()
-                .map_err(err("waiting for the bench's upload"))?;
-            let wall = 1e3 * t.elapsed().as_secs_f64();
-            if rep > 0 {
-                runs[variants.len() + alone.len() + j].push((wall, times));
-            }
-        }
     }
     let names = variants
         .iter()
@@ -984,12 +924,6 @@ pub fn bench(
             format!(
                 "host copy alone ({})",
                 variant_name(LinkUpload::Device, st).trim_start_matches("device ")
-            )
-        }))
-        .chain(rows01.iter().map(|&st| {
-            format!(
-                "{}, host rows 0-1 only",
-                variant_name(LinkUpload::Workers, st)
             )
         }));
     Ok(names
