@@ -13,7 +13,10 @@
 //!   plus five half-lattice spinors (x_e, tmp_o written and read, x_e again, out);
 //! - one fused CR iteration on the full lattice: a dslash plus two BLAS passes of six
 //!   spinors each (xr: x, p, r, Ap read, x, r written; p: r, Ar, p, Ap read, p, Ap
-//!   written): 960 + 2 * 6 * 192 = 3264 B/site in double.
+//!   written): 960 + 2 * 6 * 192 = 3264 B/site in double;
+//! - one fused CR iteration even-odd (the seed problem's fastest options iterate so, issue
+//!   13 item 5): the Schur operator plus the same two passes over half-lattice spinors:
+//!   624 + 6 * 96 = 1200 B/site (of the full lattice) in single with 12 reals.
 
 use crate::backend::cuda::{CudaBackend, CudaOptions, Reconstruct, StencilVersion};
 use crate::backend::prelude::*;
@@ -36,6 +39,11 @@ pub fn schur_floor(reconstruct: usize, precision: Precision) -> f64 {
 
 pub fn cr_iteration_floor(reconstruct: usize, precision: Precision) -> f64 {
     dslash_floor(reconstruct, precision) + 2.0 * 6.0 * spinor_bytes(precision)
+}
+
+/// Per full-lattice site: the Schur operator and 12 half-lattice spinors.
+pub fn cr_iteration_eo_floor(reconstruct: usize, precision: Precision) -> f64 {
+    schur_floor(reconstruct, precision) + 6.0 * spinor_bytes(precision)
 }
 
 /// Bytes of a link real the stencil of an iteration in `p` reads (half: single links).
@@ -156,57 +164,86 @@ pub fn measure(
                 // Half-double iterates through the generic solver: no fused CR row.
                 continue;
             }
-            // One fused CR iteration (kept running: eps 0, no iteration limit reached).
-            let mut x = be.alloc_layout(lf)?;
-            let mut r = be.alloc_layout(lf)?;
-            be.copy(&mut r, &inp)?;
-            let mut p = be.alloc_layout(lf)?;
-            be.copy(&mut p, &inp)?;
-            let mut ap = be.alloc_layout(lf)?;
-            be.apply(Operator::G5D, &mut ap, &p)?;
-            let mut ar = be.alloc_layout(lf)?;
-            let nr = be.norm2(&r)?;
-            let apap = be.norm2(&ap)?;
-            let rar = be.dot(&r, &ap)?;
-            let s = CrScalars {
-                rar,
-                apap,
-                nr,
-                eps: 0.0,
-                alpha: rar.conj() / apap,
-                beta: C64::new(0.0, 0.0),
-                iter: 0,
-                max_iter: (4 * repeat + 8) as u64,
-                active: true,
-            };
-            let mut st = be.cr_state(&s)?;
-            let key = 0xF100 + ri as u64 * 2 + (prec == Precision::Single) as u64;
-            let k = 10;
-            let t = time_batch(&mut be, repeat.div_ceil(k), &mut |be| {
-                be.repeat(key, k, &mut |be: &mut CudaBackend| {
-                    be.cr_update_xr(&mut st, &p, &ap, &mut x, &mut r)?;
-                    be.cr_apply_dot(Operator::G5D, &mut st, &r, &mut ar)?;
-                    be.cr_update_p(&mut st, &r, &ar, &mut p, &mut ap)
-                })
-            })? / k as f64;
-            be.forget_graphs();
-            let done = be.cr_get(&st)?;
-            if !done.active {
-                return Err(Error::CheckFailed(format!(
-                    "the timed CR iterations stopped early (iteration {}, nr {:e})",
-                    done.iter, done.nr
-                )));
+            // One fused CR iteration (kept running: eps 0, no iteration limit reached),
+            // on the full lattice (D) and even-odd (the Schur operator on even fields).
+            for (eo, op, layout) in [(false, Operator::G5D, lf), (true, Operator::G5Schur, le)] {
+                let mut source = be.alloc_layout(layout)?;
+                be.convert(&mut source, &full)?;
+                let key =
+                    0xF100 + 4 * ri as u64 + 2 * eo as u64 + (prec == Precision::Single) as u64;
+                let t = time_cr_iteration(&mut be, op, &source, key, repeat)?;
+                let (what, floor, target) = if eo {
+                    (
+                        "CR iteration fused even-odd",
+                        cr_iteration_eo_floor(rec, prec),
+                        None,
+                    )
+                } else {
+                    let target = (r18 && prec == Precision::Double).then_some(1.3);
+                    ("CR iteration fused", cr_iteration_floor(rec, prec), target)
+                };
+                push(
+                    format!("{what} {prec:?} r{rec}").to_lowercase(),
+                    floor,
+                    t,
+                    target,
+                );
             }
-            let target = (r18 && prec == Precision::Double).then_some(1.3);
-            push(
-                format!("CR iteration fused {prec:?} r{rec}").to_lowercase(),
-                cr_iteration_floor(rec, prec),
-                t,
-                target,
-            );
         }
     }
     Ok((triad, rows))
+}
+
+/// Seconds per fused CR iteration of `op` from `source` (its layout), timed in graphs of
+/// 10 iterations under `key`, kept running (eps 0, no iteration limit reached).
+fn time_cr_iteration(
+    be: &mut CudaBackend,
+    op: Operator,
+    source: &crate::backend::cuda::DeviceSpinor,
+    key: u64,
+    repeat: usize,
+) -> Result<f64> {
+    let layout = be.layout(source);
+    let mut x = be.alloc_layout(layout)?;
+    let mut r = be.alloc_layout(layout)?;
+    be.copy(&mut r, source)?;
+    let mut p = be.alloc_layout(layout)?;
+    be.copy(&mut p, source)?;
+    let mut ap = be.alloc_layout(layout)?;
+    be.apply(op, &mut ap, &p)?;
+    let mut ar = be.alloc_layout(layout)?;
+    let nr = be.norm2(&r)?;
+    let apap = be.norm2(&ap)?;
+    let rar = be.dot(&r, &ap)?;
+    let s = CrScalars {
+        rar,
+        apap,
+        nr,
+        eps: 0.0,
+        alpha: rar.conj() / apap,
+        beta: C64::new(0.0, 0.0),
+        iter: 0,
+        max_iter: (4 * repeat + 8) as u64,
+        active: true,
+    };
+    let mut st = be.cr_state(&s)?;
+    let k = 10;
+    let t = time_batch(be, repeat.div_ceil(k), &mut |be| {
+        be.repeat(key, k, &mut |be: &mut CudaBackend| {
+            be.cr_update_xr(&mut st, &p, &ap, &mut x, &mut r)?;
+            be.cr_apply_dot(op, &mut st, &r, &mut ar)?;
+            be.cr_update_p(&mut st, &r, &ar, &mut p, &mut ap)
+        })
+    })? / k as f64;
+    be.forget_graphs();
+    let done = be.cr_get(&st)?;
+    if !done.active {
+        return Err(Error::CheckFailed(format!(
+            "the timed CR iterations stopped early (iteration {}, nr {:e})",
+            done.iter, done.nr
+        )));
+    }
+    Ok(t)
 }
 
 /// The decomposition's cost on this one GPU (issue 11): the full double D split in two
@@ -307,5 +344,11 @@ mod tests {
         assert_eq!(dslash_floor(8, Precision::Single), 320.0);
         assert_eq!(schur_floor(8, Precision::Single), 256.0 + 240.0);
         assert_eq!(schur_floor(18, Precision::Double), 1152.0 + 480.0);
+        // Even-odd CR, single, 12 reals: 2 hops x 4 links x 12 x 4 B + 2.5 spinors of 96
+        // B, then 12 half-lattice spinors (6 per full-lattice site): 1200 B/site.
+        assert_eq!(
+            cr_iteration_eo_floor(12, Precision::Single),
+            384.0 + 240.0 + 576.0
+        );
     }
 }
