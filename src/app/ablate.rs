@@ -598,8 +598,7 @@ pub fn measure(
 /// default (`workers`, 3 MiB x2 buffers each, chunks from a queue) and the others worth
 /// comparing (the workers in turns; their buffers of 2-4 MiB, two or three each; `device`
 /// with 64 or 16 MiB shared buffers, streaming or cached stores; the field registered in
-/// place), `repeat` times
-/// each, interleaved, and the `device` default's host copies alone.
+/// place), `repeat` times each, interleaved, and the `device` default's host copies alone.
 fn link_upload_bench(
     dims: [usize; 4],
     repeat: usize,

@@ -308,12 +308,12 @@ pub fn halo_table(dims: &[usize], rows: &[(bool, crate::backend::cuda::HaloCost)
 
 pub fn table(dims: &[usize], triad: f64, rows: &[FloorRow]) -> String {
     let mut s = format!(
-        "kernel 3.0 against its DRAM floors on {dims:?}, triad B = {triad:.0} GB/s\n{:<30} {:>8} {:>10} {:>10} {:>7} {}\n",
+        "kernel 3.0 against its DRAM floors on {dims:?}, triad B = {triad:.0} GB/s\n{:<40} {:>8} {:>10} {:>10} {:>7} {}\n",
         "row", "B/site", "us", "floor us", "ratio", "target"
     );
     for r in rows {
         s.push_str(&format!(
-            "{:<30} {:>8.0} {:>10.2} {:>10.2} {:>7.3} {}\n",
+            "{:<40} {:>8.0} {:>10.2} {:>10.2} {:>7.3} {}\n",
             r.what,
             r.bytes_per_site,
             r.microseconds,
