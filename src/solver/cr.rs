@@ -177,6 +177,12 @@ impl<S: Space, A: LinearOperator<S>> CrEngine<S> for HostEngine<A> {
 
 static GRAPH_KEY: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
+/// Iterations per recorded graph: a batch of k iterations launches k / 2 graphs of two
+/// iterations (and one of one for an odd k). Recording and instantiating a graph costs
+/// more per node the larger it is (0.4-0.7 ms for 10-16 iterations, 0.14-0.27 ms for two:
+/// validate/RESULTS.md run 58), and the launches cost no measurable device time.
+const GRAPH_ITERATIONS: usize = 2;
+
 /// The backend's fused iteration: scalars where the backend computes, batches replayed
 /// under one graph key per workspace.
 pub struct DeviceEngine<S: FusedCr> {
@@ -262,11 +268,16 @@ impl<S: FusedCr> CrEngine<S> for DeviceEngine<S> {
     fn batch(&mut self, space: &mut S, k: usize, w: &mut CrFields<S>) -> Result<()> {
         let (form, key) = (self.form, self.key);
         let st = self.state()?;
-        space.repeat(key, k, &mut |sp: &mut S| {
+        let g = GRAPH_ITERATIONS;
+        let mut body = |sp: &mut S| {
             sp.cr_update_xr(st, &w.p, &w.ap, &mut w.x, &mut w.r)?;
             sp.cr_apply_dot(form, st, &w.r, &mut w.ar)?;
             sp.cr_update_p(st, &w.r, &w.ar, &mut w.p, &mut w.ap)
-        })
+        };
+        for _ in 0..k / g {
+            space.repeat(key, g, &mut body)?;
+        }
+        space.repeat(key, k % g, &mut body)
     }
 
     fn history(&mut self, space: &mut S, from: usize, iter: u64) -> Result<Vec<f64>> {

@@ -642,6 +642,7 @@ pub(crate) fn repeat<B>(
     if let Some(g) = fused.graphs.get(&(key, times)) {
         return launch_graph(gpu, g);
     }
+    let t0 = std::time::Instant::now();
     gpu.stream
         .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
         .map_err(err("beginning a CUDA graph capture"))?;
@@ -655,7 +656,9 @@ pub(crate) fn repeat<B>(
     }
     let (gpu, fused) = parts(backend);
     let tally = gpu.end_capture();
+    let t1 = std::time::Instant::now();
     let ended = gpu.stream.end_capture(sys::CUgraphInstantiate_flags(0));
+    let t2 = std::time::Instant::now();
     outcome.map_err(|e| match e {
         Error::Cuda(m) => Error::Cuda(format!(
             "while capturing CUDA graph {key} (x{times}): {m} (a captured body may only queue work: no synchronisation, no host reads)"
@@ -671,7 +674,16 @@ pub(crate) fn repeat<B>(
         .graphs
         .entry((key, times))
         .or_insert(CachedGraph { graph, tally });
-    launch_graph(gpu, cached)
+    let launched = launch_graph(gpu, cached);
+    tracing::debug!(
+        key,
+        times,
+        record_ms = 1e3 * (t1 - t0).as_secs_f64(),
+        instantiate_ms = 1e3 * (t2 - t1).as_secs_f64(),
+        first_launch_ms = 1e3 * t2.elapsed().as_secs_f64(),
+        "CUDA graph recorded"
+    );
+    launched
 }
 
 #[cfg(test)]
