@@ -279,7 +279,7 @@ fn default_delta() -> f64 {
     0.1
 }
 fn default_check_every() -> i64 {
-    16
+    10
 }
 
 fn default_tol() -> f64 {
