@@ -29,6 +29,8 @@
 #   staging shape (S8_STAGES, MiB:buffers:stores[:upload[:threads]]), the seed problem (S8_ABLATE=1: ablation;
 #   =full: with floor and validation), and the link uploads against the pinned bandwidth. TESTS="gpu-fast-tests"
 #   limits the GPU test targets to those named (any mode).
+#   MODE=x2: issue 15 on nvidia-h200-x2 (two GPUs): equivalence 2 against 1 GPU, weak and
+#   strong scaling, 64^3x128 on two, the launched mode, scale --gpus 1,2 (TESTS= to pick).
 #   MODE=memory: issue 13 item 3: the gpu-memory test target, then the main job
 #   at 48^3x96 and 64^3x128 (random gauge field, kernel 3.0, even-odd, single-double,
 #   12-real links; CR and BiCGStab), each with its device-memory estimate and books (the
@@ -120,6 +122,79 @@ for n, r in runs.items():
     ref = runs.get(re.sub(r"-\d{4}", "-1111", n, count=1))
     d = max(abs(a - b) for a, b in zip(r["residual_history"], ref["residual_history"])) if ref else float("nan")
     print(f"{n:34} {r['iterations']:5} {r['timings']['solve']:8.4f} {r['true_residual_of_d_cpu']:10.2e} {d:22.2e} {r['stop_reason']}")
+PY
+elif [ "${MODE:-full}" = x2 ]; then
+    # Issue 15 on nvidia-h200-x2: two GPUs of one host. Topology and NCCL version; the
+    # split solve on 2 GPUs against 1 (same iterations, histories) for CR and BiCGStab,
+    # full and even-odd, double and single-double; weak scaling (32^3x64 per GPU), strong
+    # scaling (48^3x96), 64^3x128 on 2 GPUs; one process per GPU with the rendezvous; and
+    # `scale --gpus 1,2`. A table last.
+    nvidia-smi topo -m
+    ls -l "$nccl_lib" 2>/dev/null
+    ver=16x16x16x32
+    for m in cr bicgstab; do
+        for o in "full-double:" "eo-double:--preconditioning even-odd" \
+            "full-single:--precision single-double" \
+            "eo-single-r12:--preconditioning even-odd --precision single-double --reconstruct 12"; do
+            n=${o%%:*}; opts=${o#*:}
+            for g in 1,1,1,1 1,1,1,2; do
+                id=eq-$m-$n-${g//,/}
+                NCCL_DEBUG=${NCCL_DEBUG:-WARN} step "$id" timeout 120 "$q" -q configs/$ver.toml --device cuda --kernel 3.0 --method $m \
+                    --grid $g $opts --output "$big/$id"
+                cp "$big/$id/$ver.json" "$res/$id.json"
+            done
+        done
+    done
+    fast="--device cuda --kernel 3.0 --preconditioning even-odd --precision single-double --reconstruct 12"
+    # Weak: 32^3x64 on one GPU, 32^3x128 split in two along t. Strong: 48^3x96 on 1 and 2.
+    resize configs/32x32x32x64.toml 32x32x32x128 >"$big/32x32x32x128.toml"
+    resize configs/32x32x32x64.toml 48x48x48x96 >"$big/48x48x48x96.toml"
+    resize configs/32x32x32x64.toml 64x64x64x128 >"$big/64x64x64x128.toml"
+    cp configs/32x32x32x64.toml "$big/32x32x32x64.toml"
+    for run in weak1:32x32x32x64:1,1,1,1 weak2:32x32x32x128:1,1,1,2 strong1:48x48x48x96:1,1,1,1 \
+        strong2:48x48x48x96:1,1,1,2 big2:64x64x64x128:1,1,1,2; do
+        IFS=: read -r id d g <<<"$run"
+        step "$id" timeout 240 "$q" -q "$big/$d.toml" $fast --grid $g --output "$big/$id"
+        cp "$big/$id/$d.json" "$res/$id.json"
+        rm -rf "$big/$id"
+    done
+    # One process per GPU, started by hand as a launcher would (RANK, WORLD_SIZE,
+    # LOCAL_RANK, QCD_SOLVE_MASTER), against the one-process run of the same problem.
+    for r in 0 1; do
+        RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r QCD_SOLVE_MASTER=127.0.0.1:29517 \
+            timeout 120 "$q" -q configs/$ver.toml $fast --grid 1,1,1,2 --output "$big/launched" \
+            >"$res/launched-$r.txt" 2>&1 &
+    done
+    wait
+    echo "launched ranks: $(cat "$res"/launched-*.txt | head -20)"
+    cp "$big/launched/$ver.json" "$res/launched.json" 2>/dev/null
+    sed -e 's/^kernel = .*/kernel = "3.0"\nreconstruct = 12/' -e 's/^\[solver\]/[solver]\npreconditioning = "even-odd"\nprecision = "single-double"/' \
+        configs/32x32x32x64.toml >"$big/32x32x32x64-fast.toml"
+    step scale-x2 timeout 300 "$q" scale "$big/32x32x32x64-fast.toml" --gpus 1,2 --device cuda --out "$res/scale-x2"
+    python3 - "$res" <<'PY'
+import json, sys, glob, os
+res = sys.argv[1]
+J = lambda n: json.load(open(f"{res}/{n}.json")) if os.path.exists(f"{res}/{n}.json") else None
+print(f"{'2 GPUs against 1':34} {'iter 1':>6} {'iter 2':>6} {'max |hist diff|':>15} {'true res 2':>10}")
+for f in sorted(glob.glob(res + "/eq-*-1111.json")):
+    n = os.path.basename(f)[:-10]
+    a, b = J(n + "-1111"), J(n + "-1112")
+    if not (a and b): print(f"{n:34} missing"); continue
+    d = max(abs(x - y) for x, y in zip(a["residual_history"], b["residual_history"]))
+    print(f"{n:34} {a['iterations']:6} {b['iterations']:6} {d:15.2e} {b['true_residual_of_d_cpu']:10.2e}  {(b.get('parallel') or {}).get('comms','')}")
+print(f"{'run':10} {'iter':>5} {'solve s':>8} {'ms/iter':>8} {'true res':>9}  halo per rank (pack, exchange, interior, exterior, wait s)")
+for n in ["weak1", "weak2", "strong1", "strong2", "big2", "launched"]:
+    r = J(n)
+    if not r: print(f"{n:10} missing"); continue
+    par = r.get("parallel") or {}
+    ranks = "; ".join(f"r{x['rank']}: {x['pack']:.4f} {x['exchange']:.4f} {x['interior']:.4f} {x['exterior']:.4f} {x['wait']:.4f}" for x in par.get("ranks", []))
+    print(f"{n:10} {r['iterations']:5} {r['timings']['solve']:8.4f} {1e3*r['timings']['solve']/max(1,r['iterations']):8.3f} {r['true_residual_of_d_cpu']:9.2e}  {ranks}")
+w1, w2, s1, s2 = J("weak1"), J("weak2"), J("strong1"), J("strong2")
+if w1 and w2:
+    a, b = w1['timings']['solve']/w1['iterations'], w2['timings']['solve']/w2['iterations']
+    print(f"weak: time per iteration 2 GPUs / 1 GPU = {b/a:.3f} (target <= 1.11; README model 98.4% efficiency = 1.016)")
+if s1 and s2:
+    print(f"strong 48^3x96: 1 GPU {s1['timings']['solve']:.4f} s, 2 GPUs {s2['timings']['solve']:.4f} s, speed-up {s1['timings']['solve']/s2['timings']['solve']:.2f} (target >= 1.6)")
 PY
 elif [ "${MODE:-full}" = scale ]; then
     # Issue 11: the model's inputs at 32^3x64 (floor, halo cost) and scale --gpus on the one
