@@ -213,6 +213,22 @@ impl V3Launch {
     }
 }
 
+/// The fewest threads per block of a launch with the (y|out) epilogue: its last block sums
+/// one partial per block with its own threads (`cr_reduce_last`), so with the tuner's
+/// smallest blocks (32) at 32^3x64 (32768 blocks, 1024 loads a thread) that sum took about
+/// 0.5 ms of the 0.73 ms launch (validate/RESULTS.md run 65).
+pub(crate) const DOT_MIN_BLOCK: usize = 256;
+
+/// Threads per block of a 3.0 stencil launch: the tuned block, at least `DOT_MIN_BLOCK`
+/// with the dot epilogue.
+pub(crate) fn launch_block(tuned: usize, dot: bool) -> usize {
+    if dot {
+        tuned.max(DOT_MIN_BLOCK)
+    } else {
+        tuned
+    }
+}
+
 /// Run one 3.0 stencil launch on `gpu`, booking it.
 pub(crate) fn launch_v3(gpu: &mut GpuStream, f: &CudaFunction, a: &V3Launch) -> Result<()> {
     let n = a.sites();
@@ -224,7 +240,8 @@ pub(crate) fn launch_v3(gpu: &mut GpuStream, f: &CudaFunction, a: &V3Launch) -> 
     } else {
         n
     };
-    let cfg = cfg_1d(threads, a.block, if dot { a.block * 16 } else { 0 });
+    let block = launch_block(a.block, dot);
+    let cfg = cfg_1d(threads, block, if dot { block * 16 } else { 0 });
     let parity: i32 = a.parity.map_or(-1, |p| p as i32);
     let g5 = a.g5 as i32;
     let volume = a.volume as i32;
@@ -482,6 +499,20 @@ pub(crate) fn programs_for(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dot_launches_take_at_least_256_threads_and_others_the_tuned_block() {
+        // The tuner's candidates run from 32 to 512 threads.
+        for tuned in [32, 64, 128, 256, 512] {
+            assert_eq!(launch_block(tuned, false), tuned);
+            assert_eq!(launch_block(tuned, true), tuned.max(256));
+        }
+        // The partial-sum buffer holds a block's sum for blocks of 32 (partials_len):
+        // enough for the fewer, larger blocks of the dot launches.
+        let v: usize = 32 * 32 * 32 * 64;
+        let blocks = (v / 2).div_ceil(launch_block(32, true));
+        assert!(2 * blocks <= super::super::fused::partials_len(v));
+    }
 
     #[test]
     fn the_fast_stencil_program_splices_both_headers_once() {
