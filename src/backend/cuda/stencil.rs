@@ -214,9 +214,9 @@ impl V3Launch {
 }
 
 /// The fewest threads per block of a launch with the (y|out) epilogue: its last block sums
-/// one partial per block with its own threads (`cr_reduce_last`), so with the tuner's
-/// smallest blocks (32) at 32^3x64 (32768 blocks, 1024 loads a thread) that sum took about
-/// 0.5 ms of the 0.73 ms launch (validate/RESULTS.md run 65).
+/// one partial per block with its own threads (`cr_reduce_last`): with the tuner's
+/// smallest blocks (32) at 32^3x64 (32768 blocks, 1024 loads a thread) the launch took 732
+/// us, with 256 threads 363 us (validate/RESULTS.md runs 65-66).
 pub(crate) const DOT_MIN_BLOCK: usize = 256;
 
 /// Threads per block of a 3.0 stencil launch: the tuned block, at least `DOT_MIN_BLOCK`
