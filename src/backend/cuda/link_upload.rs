@@ -416,20 +416,51 @@ pub(crate) fn upload(
     links: &mut CudaSlice<f64>,
 ) -> Result<DeviceUploadTimes> {
     let volume = kernel.lattice.volume();
-    let per_chunk = chunk_sites(volume, kernel.stride, stage.link_chunk_values(mode));
+    let job = Job {
+        ctx,
+        stream,
+        links_host,
+        kernel,
+        per_chunk: chunk_sites(volume, kernel.stride, stage.link_chunk_values(mode)),
+        stage,
+        scratch,
+        links,
+    };
     match mode {
-        LinkUpload::Device => upload_via_staging(
-            ctx, stream, links_host, kernel, per_chunk, stage, scratch, links,
-        ),
-        LinkUpload::Registered => {
-            upload_registered(ctx, stream, links_host, kernel, per_chunk, scratch, links)
-        }
-        LinkUpload::Workers => upload_by_workers(
-            ctx, stream, links_host, kernel, per_chunk, stage, scratch, links,
-        ),
+        LinkUpload::Device => upload_via_staging(job),
+        LinkUpload::Registered => upload_registered(job),
+        LinkUpload::Workers => upload_by_workers(job),
         LinkUpload::Host => Err(Error::internal(
             "the host link layout is not a device upload",
         )),
+    }
+}
+
+/// One upload's arguments, as `upload` derives them for every path: the host field
+/// (`links_as_f64`), the layout kernel, the chunk size in sites, the stage shape, the
+/// device scratch buffer and the destination.
+struct Job<'a> {
+    ctx: &'a Arc<CudaContext>,
+    stream: &'a Arc<CudaStream>,
+    links_host: &'a [f64],
+    kernel: &'a LayoutKernel<'a>,
+    per_chunk: usize,
+    stage: StageShape,
+    scratch: &'a mut CudaSlice<f64>,
+    links: &'a mut CudaSlice<f64>,
+}
+
+impl Job<'_> {
+    /// `checked_chunks` for `lanes` chunks in flight side by side.
+    fn chunks(&self, lanes: usize) -> Result<Vec<SiteChunk>> {
+        checked_chunks(
+            self.links_host,
+            self.kernel,
+            self.per_chunk,
+            lanes,
+            self.scratch,
+            self.links,
+        )
     }
 }
 
@@ -440,19 +471,19 @@ pub(crate) fn upload(
 /// copies chunk k while up to `stage.buffers - 1` earlier chunks wait for or take the copy
 /// engine: before refilling a buffer it waits only for the layout of the chunk that last
 /// used it (an event), never for the whole stream.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn upload_via_staging(
-    ctx: &Arc<CudaContext>,
-    stream: &Arc<CudaStream>,
-    links_host: &[f64],
-    kernel: &LayoutKernel<'_>,
-    per_chunk: usize,
-    stage: StageShape,
-    scratch: &mut CudaSlice<f64>,
-    links: &mut CudaSlice<f64>,
-) -> Result<DeviceUploadTimes> {
+fn upload_via_staging(job: Job<'_>) -> Result<DeviceUploadTimes> {
+    let chunks = job.chunks(1)?;
+    let Job {
+        ctx,
+        stream,
+        links_host,
+        kernel,
+        per_chunk,
+        stage,
+        scratch,
+        links,
+    } = job;
     let mut times = DeviceUploadTimes::default();
-    let chunks = checked_chunks(links_host, kernel, per_chunk, 1, scratch, links)?;
     let stride = kernel.stride;
     let per_site = 2 * NDIM * stride;
     let largest = per_chunk.min(kernel.lattice.volume()) * per_site;
@@ -576,22 +607,22 @@ impl Lane<'_> {
 /// that they can stay in the caches while the copy engine reads them. Returns when every
 /// stream has finished; `copy_ms`, `wait_ms` and `kernel_ms` are summed over the workers
 /// and divided by their number.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn upload_by_workers(
-    ctx: &Arc<CudaContext>,
-    stream: &Arc<CudaStream>,
-    links_host: &[f64],
-    kernel: &LayoutKernel<'_>,
-    per_chunk: usize,
-    stage: StageShape,
-    scratch: &mut CudaSlice<f64>,
-    links: &mut CudaSlice<f64>,
-) -> Result<DeviceUploadTimes> {
+fn upload_by_workers(job: Job<'_>) -> Result<DeviceUploadTimes> {
     use rayon::prelude::*;
+    let volume = job.kernel.lattice.volume();
+    let lanes = LinkUpload::Workers.lanes(volume, job.per_chunk);
+    let chunks = job.chunks(lanes)?;
+    let Job {
+        ctx,
+        stream,
+        links_host,
+        kernel,
+        per_chunk,
+        stage,
+        scratch,
+        links,
+    } = job;
     let mut times = DeviceUploadTimes::default();
-    let volume = kernel.lattice.volume();
-    let lanes = LinkUpload::Workers.lanes(volume, per_chunk);
-    let chunks = checked_chunks(links_host, kernel, per_chunk, lanes, scratch, links)?;
     if chunks.is_empty() {
         return Ok(times);
     }
@@ -727,23 +758,24 @@ impl Drop for Registered<'_> {
 /// `Registered`: `links_host` (the canonical field, `links_as_f64`) registered in place;
 /// chunks of `per_chunk` whole sites copied from it to `scratch` and laid out into `links`
 /// (stride 9), one after another; unregistered at the end.
-pub(crate) fn upload_registered(
-    ctx: &Arc<CudaContext>,
-    stream: &Arc<CudaStream>,
-    links_host: &[f64],
-    kernel: &LayoutKernel<'_>,
-    per_chunk: usize,
-    scratch: &mut CudaSlice<f64>,
-    links: &mut CudaSlice<f64>,
-) -> Result<DeviceUploadTimes> {
+fn upload_registered(job: Job<'_>) -> Result<DeviceUploadTimes> {
     let mut times = DeviceUploadTimes::default();
-    if kernel.stride != 9 {
+    if job.kernel.stride != 9 {
         return Err(Error::internal(format!(
             "the registered upload copies whole links (stride 9), not stride {}",
-            kernel.stride
+            job.kernel.stride
         )));
     }
-    let chunks = checked_chunks(links_host, kernel, per_chunk, 1, scratch, links)?;
+    let chunks = job.chunks(1)?;
+    let Job {
+        ctx,
+        stream,
+        links_host,
+        kernel,
+        scratch,
+        links,
+        ..
+    } = job;
     if chunks.is_empty() {
         return Ok(times);
     }
