@@ -142,3 +142,50 @@ __device__ __forceinline__ void cr_finish_p(double* s, double apap)
     const bool go = isfinite(nr) && nr > s[CR_EPS] && s[CR_ITER] < s[CR_MAX_ITER];
     s[CR_ACTIVE] = go ? 1.0 : 0.0;
 }
+
+// Loads and stores of the element-wise kernels: single fields are storage precision,
+// loaded into double, computed in double and rounded on the store.
+__device__ __forceinline__ double2 cr_load(const double2* __restrict__ a, size_t i) { return a[i]; }
+__device__ __forceinline__ double2 cr_load(const float2* __restrict__ a, size_t i)
+{
+    const float2 z = a[i];
+    return c_make((double)z.x, (double)z.y);
+}
+// Store z; returns the value as stored.
+__device__ __forceinline__ double2 cr_store(double2* __restrict__ a, size_t i, double2 z)
+{
+    a[i] = z;
+    return z;
+}
+__device__ __forceinline__ double2 cr_store(float2* __restrict__ a, size_t i, double2 z)
+{
+    float2 w;
+    w.x = (float)z.x;
+    w.y = (float)z.y;
+    a[i] = w;
+    return c_make((double)w.x, (double)w.y);
+}
+__device__ __forceinline__ double cr_norm(double2 z) { return z.x * z.x + z.y * z.y; }
+
+// The grid-stride loop of the element-wise kernels (cr_fused.cu, bicgstab_fused.cu): f(i)
+// for every element of this thread, in increasing i, summing what it returns (four
+// elements per step while four are left, so that their loads are in flight together).
+__device__ __forceinline__ double cr_plus(double a, double b) { return a + b; }
+__device__ __forceinline__ double2 cr_plus(double2 a, double2 b) { return c_add(a, b); }
+
+template <class V, class F>
+__device__ __forceinline__ V cr_stride_sum(size_t n, V acc, F f)
+{
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    for (; i + 3 * stride < n; i += 4 * stride) {
+        const V a0 = f(i), a1 = f(i + stride), a2 = f(i + 2 * stride), a3 = f(i + 3 * stride);
+        acc = cr_plus(acc, a0);
+        acc = cr_plus(acc, a1);
+        acc = cr_plus(acc, a2);
+        acc = cr_plus(acc, a3);
+    }
+    for (; i < n; i += stride)
+        acc = cr_plus(acc, f(i));
+    return acc;
+}

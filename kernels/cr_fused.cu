@@ -16,28 +16,6 @@
 // updates round exactly as the CPU backend's y + a*x and x + a*y (no fused multiply-add).
 #include "cr_device.cuh"
 
-__device__ __forceinline__ double2 cr_load(const double2* __restrict__ a, size_t i) { return a[i]; }
-__device__ __forceinline__ double2 cr_load(const float2* __restrict__ a, size_t i)
-{
-    const float2 z = a[i];
-    return c_make((double)z.x, (double)z.y);
-}
-// Store z; returns the value as stored.
-__device__ __forceinline__ double2 cr_store(double2* __restrict__ a, size_t i, double2 z)
-{
-    a[i] = z;
-    return z;
-}
-__device__ __forceinline__ double2 cr_store(float2* __restrict__ a, size_t i, double2 z)
-{
-    float2 w;
-    w.x = (float)z.x;
-    w.y = (float)z.y;
-    a[i] = w;
-    return c_make((double)w.x, (double)w.y);
-}
-__device__ __forceinline__ double cr_norm(double2 z) { return z.x * z.x + z.y * z.y; }
-
 // One element of xr: x += alpha p, r -= alpha Ap; returns |r_new|^2.
 template <class T>
 __device__ __forceinline__ double cr_xr_one(T* __restrict__ x, T* __restrict__ r, const T* __restrict__ p,
@@ -56,29 +34,6 @@ __device__ __forceinline__ double cr_p_one(T* __restrict__ p, T* __restrict__ ap
     const double2 pv = cr_load(p, i), av = cr_load(ap, i), rv = cr_load(r, i), arv = cr_load(ar, i);
     cr_store(p, i, c_add(rv, c_mul(beta, pv)));
     return cr_norm(cr_store(ap, i, c_add(arv, c_mul(beta, av))));
-}
-
-// The grid-stride loop shared by both kernels: f(i) for every element of this thread, in
-// increasing i, summing what it returns (four elements per step while four are left, so
-// that their loads are in flight together).
-__device__ __forceinline__ double cr_plus(double a, double b) { return a + b; }
-__device__ __forceinline__ double2 cr_plus(double2 a, double2 b) { return c_add(a, b); }
-
-template <class V, class F>
-__device__ __forceinline__ V cr_stride_sum(size_t n, V acc, F f)
-{
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    for (; i + 3 * stride < n; i += 4 * stride) {
-        const V a0 = f(i), a1 = f(i + stride), a2 = f(i + 2 * stride), a3 = f(i + 3 * stride);
-        acc = cr_plus(acc, a0);
-        acc = cr_plus(acc, a1);
-        acc = cr_plus(acc, a2);
-        acc = cr_plus(acc, a3);
-    }
-    for (; i < n; i += stride)
-        acc = cr_plus(acc, f(i));
-    return acc;
 }
 
 template <class T>

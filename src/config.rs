@@ -219,7 +219,8 @@ pub struct SolverConfig {
     pub reliable_delta: f64,
     /// "seed" (Algorithm 1 as the seed ran it: one host read per reduction), "fused"
     /// (three fused passes, scalars on the device, graphs) or "auto" (fused with kernel 3.0,
-    /// even-odd or single-double; seed otherwise).
+    /// even-odd or single-double; seed otherwise). BiCGStab too: "fused" keeps its scalars
+    /// on the device ("auto": with kernel 3.0 on one GPU), "seed" is the host loop.
     #[serde(default)]
     pub iteration: Iteration,
     /// Fused iteration: read the residual on the host every this many iterations.
@@ -672,12 +673,13 @@ impl LoadedConfig {
                 format!("must be in 1..=64, got {}", c.solver.restart),
             ));
         }
-        if c.solver.method != Method::Cr && c.solver.iteration == Iteration::Fused {
+        let has_fused = matches!(c.solver.method, Method::Cr | Method::Bicgstab);
+        if !has_fused && c.solver.iteration == Iteration::Fused {
             return Err(self.bad(
                 "solver",
                 "iteration",
                 format!(
-                    "the fused iteration is CR's; method = \"{}\" runs with iteration = \"auto\"",
+                    "the fused iterations are CR's and BiCGStab's; method = \"{}\" runs with iteration = \"auto\"",
                     c.solver.method
                 ),
             ));

@@ -270,3 +270,53 @@ fn bicgstab_on_d_with_a_point_source_survives_the_exact_breakdown() {
         }
     }
 }
+
+#[test]
+fn fused_bicgstab_repeats_the_host_loop_bit_for_bit_on_the_cpu() {
+    // The fused BiCGStab (scalars where the backend computes, read every check_every
+    // iterations, breakdowns restarted by the host) runs on the CPU backend through the
+    // host form of its passes (backend::host_cr), which are the host loop's own
+    // vector-space operations in its order. The expected values are the host loop's
+    // (solver::bicgstab::BiCgStab): the same iteration count, stop reason and residual
+    // history to the last bit, for point sources (the exact breakdown of
+    // `bicgstab_on_d_with_a_point_source_survives_the_exact_breakdown`) and random ones,
+    // plain and even-odd, double and single-double, reading every iteration and every
+    // third; and the true residual of D x = b recomputed by the CPU reference <= 1e-10.
+    let mut fused_plans = 0;
+    for (gauge, source) in [
+        (
+            "type = \"random\"\nseed = 5",
+            "type = \"point\"\nsite = [1, 2, 0, 3]\nspin = 2\ncolour = 1",
+        ),
+        ("type = \"random\"\nseed = 7", "type = \"random\"\nseed = 3"),
+    ] {
+        let cfg = config("LX = 4\nLY = 4\nLZ = 4\nLT = 8", gauge, 0.12, source);
+        let mut problem = build_problem(&cfg).unwrap();
+        problem.operator = Operator::D;
+        for (name, pre, prec) in variants() {
+            let host = plan(Method::Bicgstab, pre, prec);
+            assert!(!host.fused, "auto on the CPU is the host loop");
+            let mut be = CpuBackend::new(&problem.gauge, problem.kappa);
+            let want = solve_on(&mut be, &problem, &host).unwrap();
+            assert_eq!(want.reason, StopReason::Converged, "{source} {name}");
+            for check_every in [1, 3] {
+                let fused = SolvePlan {
+                    fused: true,
+                    check_every,
+                    ..host.clone()
+                };
+                assert!(fused.describe().starts_with("fused BiCGStab"));
+                fused_plans += 1;
+                let got = solve_on(&mut be, &problem, &fused).unwrap();
+                let label = format!("{source} {name} every {check_every}");
+                assert_eq!(got.reason, want.reason, "{label}");
+                assert_eq!(got.iterations, want.iterations, "{label}");
+                let bits = |h: &[f64]| h.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&got.history), bits(&want.history), "{label}");
+                let tr = cpu_residual_of_d(&problem, &got.solution);
+                assert!(tr <= 1e-10, "{label}: true residual {tr:.3e}");
+            }
+        }
+    }
+    assert_eq!(fused_plans, 16);
+}

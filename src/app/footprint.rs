@@ -15,7 +15,7 @@
 //! ```text
 //! set-up         the construction's peak (seed versions: the canonical copy too)
 //! tuning         resident + the tuner's fields (2 F for a full double layout, F + 2 L else)
-//! preparation    resident + a fused CR state of one history entry (fused CR only)
+//! preparation    resident + a fused CR state of one history entry (fused iterations)
 //! full lattice:  solve: resident + b (F) + the solve's fields; check: resident + 3 F
 //! even-odd:      source preparation: resident + F + 3 Hd (source, b_e, b_o, rhs_e)
 //!                solve: resident + rhs_e, b_o (2 Hd) + the solve's fields
@@ -53,7 +53,7 @@ pub struct DevicePlan {
     pub method: Method,
     /// GCR's restart length.
     pub restart: usize,
-    /// CR by the fused iteration (device scalars).
+    /// CR or BiCGStab by the fused iteration (device scalars).
     pub fused: bool,
     /// The fused CR's history holds max_iterations + 1 entries.
     pub max_iterations: usize,
@@ -203,7 +203,7 @@ fn phase(name: &'static str, parts: impl IntoIterator<Item = MemoryLine>) -> Pha
     }
 }
 
-/// The fields (and fused CR state) a solve of A x = b holds at its peak beside b, for a
+/// The fields (and fused CR or BiCGStab state) a solve of A x = b holds at its peak beside b, for a
 /// right-hand side of layout `outer` (double) iterated in `plan.layout`'s precision.
 pub fn solve_fields(plan: &DevicePlan, outer: Layout) -> Vec<MemoryLine> {
     let v = plan.volume;
@@ -221,6 +221,9 @@ pub fn solve_fields(plan: &DevicePlan, outer: Layout) -> Vec<MemoryLine> {
             plan.max_iterations as u64,
             ranks(plan),
         ));
+    }
+    if plan.method == Method::Bicgstab && plan.fused {
+        out.push(cuda_fp::bi_state(plan.max_iterations as u64));
     }
     out
 }
@@ -276,7 +279,7 @@ pub fn estimate(plan: &DevicePlan) -> DeviceEstimate {
         };
         phases.push(phase("tuning", with(tuner)));
     }
-    if plan.method == Method::Cr && plan.fused {
+    if plan.fused {
         phases.push(phase(
             "preparation",
             with(vec![cuda_fp::cr_state(v, 0, ranks(plan))]),

@@ -253,7 +253,17 @@ fn cuda_plan(cfg: &LoadedConfig) -> Result<(crate::backend::cuda::CudaOptions, S
             ),
         ));
     }
-    let plan = SolvePlan::from_config(c, true);
+    let mut plan = SolvePlan::from_config(c, true);
+    if plan.method == crate::solver::Method::Bicgstab && plan.fused {
+        // The fused BiCGStab's sums stay on one GPU: a split lattice runs the host loop.
+        if c.solver.iteration == crate::config::Iteration::Fused {
+            return Err(Error::invalid(
+                "solver.iteration",
+                "the fused BiCGStab runs on one GPU; a split lattice takes iteration = \"seed\" or \"auto\" (the host-driven BiCGStab)",
+            ));
+        }
+        plan.fused = false;
+    }
     plan.check(crate::backend::Capabilities::of_stencil(opts.version))?;
     Ok((opts, plan))
 }

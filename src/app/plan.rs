@@ -14,7 +14,8 @@ use crate::{Error, Result};
 pub struct SolvePlan {
     pub method: Method,
     pub cr: CrParams,
-    /// CR only: the backend's fused iteration instead of the seed's Algorithm 1 loop.
+    /// CR: the backend's fused iteration instead of the seed's Algorithm 1 loop; BiCGStab:
+    /// the fused iteration (scalars on the device) instead of the host loop.
     pub fused: bool,
     pub preconditioning: Preconditioning,
     /// Precision of the iteration's fields (Single: single-double).
@@ -49,12 +50,14 @@ impl SolvePlan {
             s.preconditioning != Preconditioning::None || precision != Precision::Double;
         // Half-double iterates through the generic solver (the fused CR's kernels work
         // element by element; a half field is rounded site by site).
-        let fused = s.method == Method::Cr
-            && precision != Precision::Half
-            && match s.iteration {
-                Iteration::Seed => false,
-                Iteration::Fused => true,
-                Iteration::Auto => needs_fused || fast_kernel,
+        // BiCGStab's fused iteration is the GPU's (on the CPU the host loop is the same
+        // arithmetic): "auto" picks it on the fast kernel only.
+        let fused = precision != Precision::Half
+            && match (s.method, s.iteration) {
+                (Method::Cr | Method::Bicgstab, Iteration::Fused) => true,
+                (Method::Cr, Iteration::Auto) => needs_fused || fast_kernel,
+                (Method::Bicgstab, Iteration::Auto) => fast_kernel,
+                _ => false,
             };
         SolvePlan {
             method: s.method,
@@ -87,6 +90,7 @@ impl SolvePlan {
         let mut d = match self.method {
             Method::Cr if self.fused => String::from("fused CR"),
             Method::Cr => String::from("seed CR"),
+            Method::Bicgstab if self.fused => String::from("fused BiCGStab"),
             Method::Bicgstab => String::from("BiCGStab"),
             Method::Gcr => format!("GCR({})", self.restart),
             Method::Cgne => String::from("CGNE"),

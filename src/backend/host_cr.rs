@@ -1,9 +1,13 @@
-//! The fused CR's three passes run on the host, for backends whose fields live in host
-//! memory (the CPU backend and its decomposed form): the scalars and the history stay on
-//! the host, a batch is a loop. One implementation; a backend opts in with
-//! `impl HostFusedCr for ... {}`.
+//! The fused CR's three passes and the fused BiCGStab's passes run on the host, for
+//! backends whose fields live in host memory (the CPU backend and its decomposed form):
+//! the scalars and the history stay on the host, a batch is a loop. One implementation; a
+//! backend opts in with `impl HostFusedCr for ... {}`. The BiCGStab passes are the host
+//! loop's own vector-space operations in its order (solver::bicgstab `BiCgStab`), so the
+//! fused driver on these backends reproduces it.
 
-use super::{CrScalars, FusedCr, Operator, WilsonKernels};
+use super::{BiScalars, CrScalars, FusedBiCgStab, FusedCr, Operator, WilsonKernels};
+use crate::field::C64;
+use crate::solver::bicgstab::breakdown;
 use crate::Result;
 
 /// A backend whose fused CR is the host loop below.
@@ -114,4 +118,137 @@ impl<B: HostFusedCr> FusedCr for B {
     }
 
     fn forget_graphs(&mut self) {}
+}
+
+/// The host fused-BiCGStab state: the scalars and the history.
+pub struct HostBiState {
+    s: BiScalars,
+    history: Vec<f64>,
+}
+
+impl<B: HostFusedCr> FusedBiCgStab for B {
+    type BiState = HostBiState;
+
+    fn bi_state(&mut self, s: &BiScalars) -> Result<HostBiState> {
+        let mut history = vec![f64::NAN; s.max_iter as usize + 1];
+        history[s.iter as usize] = s.nr;
+        Ok(HostBiState { s: *s, history })
+    }
+
+    fn bi_set(&mut self, state: &mut HostBiState, s: &BiScalars) -> Result<()> {
+        state.s = *s;
+        state.history[s.iter as usize] = s.nr;
+        Ok(())
+    }
+
+    fn bi_get(&mut self, state: &HostBiState) -> Result<BiScalars> {
+        Ok(state.s)
+    }
+
+    fn bi_history_upto(&mut self, state: &HostBiState, iter: u64) -> Result<Vec<f64>> {
+        Ok(state.history[..=iter as usize].to_vec())
+    }
+
+    fn bi_start(
+        &mut self,
+        state: &mut HostBiState,
+        rhs: &Self::Field,
+        x: &mut Self::Field,
+        r: &mut Self::Field,
+        r0: &mut Self::Field,
+        p: &mut Self::Field,
+    ) -> Result<()> {
+        self.copy(r, rhs)?;
+        self.copy(r0, rhs)?;
+        self.copy(p, rhs)?;
+        self.set_zero(x)?;
+        state.s.rho = self.dot(r0, r)?;
+        Ok(())
+    }
+
+    fn bi_alpha_s(
+        &mut self,
+        state: &mut HostBiState,
+        r0: &Self::Field,
+        v: &Self::Field,
+        r: &mut Self::Field,
+    ) -> Result<()> {
+        if !state.s.active {
+            return Ok(());
+        }
+        let r0v = self.dot(r0, v)?;
+        if breakdown(r0v) {
+            state.s.active = false;
+            state.s.broken = true;
+            return Ok(());
+        }
+        state.s.alpha = state.s.rho / r0v;
+        self.axpy(-state.s.alpha, v, r)
+    }
+
+    fn bi_omega(
+        &mut self,
+        state: &mut HostBiState,
+        t: &Self::Field,
+        r: &Self::Field,
+    ) -> Result<()> {
+        if !state.s.active {
+            return Ok(());
+        }
+        let tt = self.norm2(t)?;
+        state.s.omega = if tt > 0.0 {
+            self.dot(t, r)? / tt
+        } else {
+            C64::new(0.0, 0.0)
+        };
+        Ok(())
+    }
+
+    fn bi_update(
+        &mut self,
+        state: &mut HostBiState,
+        p: &Self::Field,
+        t: &Self::Field,
+        r0: &Self::Field,
+        x: &mut Self::Field,
+        r: &mut Self::Field,
+    ) -> Result<()> {
+        if !state.s.active {
+            return Ok(());
+        }
+        let (alpha, omega) = (state.s.alpha, state.s.omega);
+        self.axpy(alpha, p, x)?;
+        self.axpy(omega, r, x)?;
+        self.axpy(-omega, t, r)?;
+        let nr = self.norm2(r)?;
+        let rho_new = self.dot(r0, r)?;
+        let s = &mut state.s;
+        s.nr = nr;
+        s.iter += 1;
+        state.history[s.iter as usize] = nr;
+        if !s.still_active() {
+            s.active = false;
+        } else if omega == C64::new(0.0, 0.0) || breakdown(rho_new) {
+            s.active = false;
+            s.broken = true;
+        } else {
+            s.beta = (rho_new / s.rho) * (alpha / omega);
+            s.rho = rho_new;
+        }
+        Ok(())
+    }
+
+    fn bi_p(
+        &mut self,
+        state: &mut HostBiState,
+        r: &Self::Field,
+        v: &Self::Field,
+        p: &mut Self::Field,
+    ) -> Result<()> {
+        if !state.s.active {
+            return Ok(());
+        }
+        self.axpy(-state.s.omega, v, p)?;
+        self.xpay(r, state.s.beta, p)
+    }
 }

@@ -53,11 +53,108 @@ impl CrScalars {
     }
 }
 
+/// The scalars of the fused BiCGStab iteration (solver::bicgstab `Fused`), as the host sees
+/// them; on a GPU they live in device memory (kernels/bicgstab_fused.cu).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct BiScalars {
+    /// (r0|r) of the current residual and shadow residual.
+    pub rho: C64,
+    pub alpha: C64,
+    pub omega: C64,
+    /// For the next p update.
+    pub beta: C64,
+    /// (r|r), the iterated residual norm squared.
+    pub nr: f64,
+    /// Stop when nr <= eps.
+    pub eps: f64,
+    /// Iterations done (the index of nr in the history).
+    pub iter: u64,
+    pub max_iter: u64,
+    /// Whether the next iteration runs (as `CrScalars::active`; also false once broken).
+    pub active: bool,
+    /// The iteration met a zero (r0|v), a zero omega or a zero (r0|r): the host restarts
+    /// the shadow residual.
+    pub broken: bool,
+}
+
+impl BiScalars {
+    /// Whether an iteration should run from these scalars (not counting a breakdown).
+    pub fn still_active(&self) -> bool {
+        self.nr.is_finite() && self.nr > self.eps && self.iter < self.max_iter
+    }
+}
+
+/// BiCGStab's iteration with its scalars where the backend computes (solver::bicgstab
+/// `Fused`): the element-wise passes between the operator's two applications, each a
+/// no-op once the iteration is inactive. Host backends run them as the vector-space
+/// operations of the host loop (`host_cr`); kernel 3.0 on one GPU as kernels
+/// (kernels/bicgstab_fused.cu) replayed in graphs by `FusedCr::repeat`. Available where
+/// `FusedCr` is.
+pub trait FusedBiCgStab: WilsonKernels {
+    type BiState;
+    /// A new scalar block holding `s` (history room for s.max_iter + 1 entries).
+    fn bi_state(&mut self, s: &BiScalars) -> Result<Self::BiState>;
+    /// Overwrite the scalars (and the history entry of s.iter) from the host.
+    fn bi_set(&mut self, state: &mut Self::BiState, s: &BiScalars) -> Result<()>;
+    /// Read the scalars (one transfer).
+    fn bi_get(&mut self, state: &Self::BiState) -> Result<BiScalars>;
+    /// nr of iterations 0..=iter (iter the caller's last `bi_get`, nothing queued since).
+    fn bi_history_upto(&mut self, state: &Self::BiState, iter: u64) -> Result<Vec<f64>>;
+    /// The start of a run (not gated): r = r0 = p = rhs, x = 0, rho = (rhs|rhs).
+    fn bi_start(
+        &mut self,
+        state: &mut Self::BiState,
+        rhs: &Self::Field,
+        x: &mut Self::Field,
+        r: &mut Self::Field,
+        r0: &mut Self::Field,
+        p: &mut Self::Field,
+    ) -> Result<()>;
+    /// If active: alpha = rho / (r0|v) and r -= alpha v (r becomes s); a zero or
+    /// non-finite (r0|v) instead leaves r and ends the iteration broken.
+    fn bi_alpha_s(
+        &mut self,
+        state: &mut Self::BiState,
+        r0: &Self::Field,
+        v: &Self::Field,
+        r: &mut Self::Field,
+    ) -> Result<()>;
+    /// If active: omega = (t|s) / (t|t), 0 when (t|t) = 0 (s = r).
+    fn bi_omega(
+        &mut self,
+        state: &mut Self::BiState,
+        t: &Self::Field,
+        r: &Self::Field,
+    ) -> Result<()>;
+    /// If active: x += alpha p, x += omega s, r = s - omega t; nr = (r|r), iter += 1,
+    /// history; active = still_active; if still active and omega = 0 or (r0|r) is zero
+    /// or non-finite: broken; else beta = ((r0|r) / rho)(alpha / omega), rho = (r0|r).
+    #[allow(clippy::too_many_arguments)]
+    fn bi_update(
+        &mut self,
+        state: &mut Self::BiState,
+        p: &Self::Field,
+        t: &Self::Field,
+        r0: &Self::Field,
+        x: &mut Self::Field,
+        r: &mut Self::Field,
+    ) -> Result<()>;
+    /// If active: p -= omega v; p = r + beta p.
+    fn bi_p(
+        &mut self,
+        state: &mut Self::BiState,
+        r: &Self::Field,
+        v: &Self::Field,
+        p: &mut Self::Field,
+    ) -> Result<()>;
+}
+
 /// The fused CR iteration as a backend capability: Algorithm 1's three passes with the
 /// scalars (alpha, beta, the stop flag, the history) kept where the backend computes, and
 /// batches of iterations replayed (a CUDA graph on the GPU). `available` says whether this
-/// backend instance (for CUDA: its stencil version) has it; the plan checks it once.
-pub trait FusedCr: WilsonKernels {
+/// backend instance (for CUDA: its stencil version) has it; the plan checks it once. The
+/// fused BiCGStab comes with it (`FusedBiCgStab`, replayed by the same `repeat`).
+pub trait FusedCr: FusedBiCgStab {
     /// Scalars living where the backend computes.
     type CrState;
 
@@ -163,7 +260,8 @@ pub struct Capabilities {
     pub single: bool,
     /// Half-precision fields (16-bit with a per-site norm, `linalg::half`).
     pub half: bool,
-    /// The fused CR iteration (`FusedCr` with device-resident scalars).
+    /// The fused CR and BiCGStab iterations (`FusedCr`, `FusedBiCgStab` with
+    /// device-resident scalars).
     pub fused_cr: bool,
 }
 
@@ -191,7 +289,7 @@ impl Capabilities {
         } else if precision == Precision::Half && !self.half {
             Some(("precision", "half-precision fields"))
         } else if fused && !self.fused_cr {
-            Some(("iteration", "the fused CR iteration"))
+            Some(("iteration", "the fused iterations"))
         } else {
             None
         }

@@ -9,11 +9,16 @@
 //! ```
 //! When (r0|v) or (r0|r) vanishes (a breakdown; a point source on the Wilson operator
 //! does it at the second iteration), the shadow residual restarts as r0 = p = r.
-//! Two applications per iteration. Only the vector space and the operator are used.
+//! Two applications per iteration. `BiCgStab` uses only the vector space and the operator
+//! (scalars on the host: five host reads per iteration); `Fused` runs the same iteration
+//! through the backend's `FusedBiCgStab` passes, whose scalars stay where the backend
+//! computes, read once every `check_every` iterations (the GPU replays each iteration as a
+//! CUDA graph).
 
 use super::monitor::{Iterate, Monitor, Run, Verdict};
 use super::work::Workspace;
-use crate::linalg::{LinearOperator, Space};
+use crate::backend::{BiScalars, FusedCr};
+use crate::linalg::{LinearOperator, Operator, Space};
 use crate::Result;
 
 /// Whether the recurrence would divide by (u|w) = 0 (or a non-number). On the Wilson
@@ -21,7 +26,7 @@ use crate::Result;
 /// hop forth and back along one direction is (1 - g)(1 + g) = 0, so (b|r_1) vanishes at
 /// the second iteration. (A relative threshold also caught near-zeros on g5 D that the
 /// recurrence goes through: measured, so only exact zeros restart.)
-fn breakdown(uw: crate::field::C64) -> bool {
+pub fn breakdown(uw: crate::field::C64) -> bool {
     !(uw.norm() > 0.0 && uw.norm().is_finite())
 }
 
@@ -34,6 +39,25 @@ fn restart<S: Space>(
     p: &mut S::Field,
 ) -> Result<crate::field::C64> {
     space.copy(r0, r)?;
+    space.copy(p, r)?;
+    space.dot(r0, r)
+}
+
+/// After r0 = r broke down too: a generic (seeded random) shadow residual r0, p = r;
+/// returns the new rho = (r0|r).
+fn random_shadow<S: Space>(
+    space: &mut S,
+    r: &S::Field,
+    r0: &mut S::Field,
+    p: &mut S::Field,
+) -> Result<crate::field::C64> {
+    let full = space.download(r)?;
+    let random = space.upload(&crate::field::SpinorField::random(
+        full.volume(),
+        17,
+        3 << 40,
+    ))?;
+    space.convert(r0, &random)?;
     space.copy(p, r)?;
     space.dot(r0, r)
 }
@@ -91,15 +115,7 @@ impl<S: Space, A: LinearOperator<S>> Iterate<S> for BiCgStab<S, A> {
                 if restarted {
                     // r0 = r broke down too: a generic (seeded random) shadow residual.
                     tracing::debug!(iteration = iter, "BiCGStab: random shadow residual");
-                    let full = space.download(r)?;
-                    let random = space.upload(&crate::field::SpinorField::random(
-                        full.volume(),
-                        17,
-                        3 << 40,
-                    ))?;
-                    space.convert(r0, &random)?;
-                    space.copy(p, r)?;
-                    rho = space.dot(r0, r)?;
+                    rho = random_shadow(space, r, r0, p)?;
                     restarted = false;
                     continue;
                 }
@@ -154,6 +170,150 @@ impl<S: Space, A: LinearOperator<S>> Iterate<S> for BiCgStab<S, A> {
         self.work.take_solution()
     }
     fn release(&mut self, _space: &mut S) {
+        self.work.release();
+    }
+}
+
+static GRAPH_KEY: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1 << 40);
+
+/// BiCGStab through the backend's fused passes (`FusedBiCgStab`): the iteration of
+/// `BiCgStab` with its scalars where the backend computes. The host reads them every
+/// `check_every` iterations; the device iteration stops by itself at the tolerance, or
+/// under a wrapper at its hand-off threshold, so a batch queued past the stop only repeats
+/// the two operator applications. A breakdown stops it too, and the host
+/// restarts the shadow residual as `BiCgStab` does.
+pub struct Fused<S: FusedCr> {
+    form: Operator,
+    /// Stencil applications per operator application (for the counts).
+    cost: usize,
+    pub check_every: usize,
+    state: Option<S::BiState>,
+    work: Workspace<S>,
+    key: u64,
+}
+
+impl<S: FusedCr> Fused<S> {
+    /// The fused passes apply one Wilson form.
+    pub fn new<A: LinearOperator<S>>(op: &A, check_every: usize) -> Result<Self> {
+        let form = op.wilson_form().ok_or_else(|| {
+            crate::Error::internal(format!(
+                "the fused BiCGStab applies Wilson forms only, not {}",
+                op.name()
+            ))
+        })?;
+        Ok(Fused {
+            form,
+            cost: op.stencil_applications(),
+            check_every: check_every.max(1),
+            state: None,
+            work: Workspace::default(),
+            key: GRAPH_KEY.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        })
+    }
+}
+
+impl<S: FusedCr> Iterate<S> for Fused<S> {
+    fn run(
+        &mut self,
+        space: &mut S,
+        b: &S::Field,
+        monitor: &mut Monitor,
+        start_iter: usize,
+        nr0: Option<f64>,
+    ) -> Result<Run> {
+        let layout = space.layout(b);
+        let [x, r, r0, p, v, t] = self.work.fields(space, layout, FIELDS)? else {
+            unreachable!("the workspace gives the fields asked for")
+        };
+        let nr = nr0.map_or_else(|| space.norm2(b), Ok)?;
+        let mut s = BiScalars {
+            nr,
+            // Under a wrapper only the hand-off counts (the iterated residual is not
+            // trusted for convergence: `Monitor::check`), as in `BiCgStab`.
+            eps: monitor.handoff_below.unwrap_or(monitor.eps),
+            iter: start_iter as u64,
+            max_iter: monitor.rules.max_iterations as u64,
+            ..Default::default()
+        };
+        s.active = s.still_active();
+        let state = match &mut self.state {
+            Some(st) => {
+                space.bi_set(st, &s)?;
+                st
+            }
+            None => self.state.insert(space.bi_state(&s)?),
+        };
+        space.bi_start(state, b, x, r, r0, p)?;
+        let (form, key, cost) = (self.form, self.key, self.cost);
+        let mut known = Some(s);
+        let mut checks = 0;
+        let mut applications = 0;
+        // The iteration of the last restart of the shadow residual (a second breakdown
+        // there, with no iteration between, takes a random one, as in `BiCgStab`).
+        let mut restarted_at: Option<u64> = None;
+        let (verdict, last_iter) = loop {
+            let mut s = match known.take() {
+                Some(s) => s,
+                None => {
+                    checks += 1;
+                    space.bi_get(state)?
+                }
+            };
+            if s.broken {
+                s.rho = if restarted_at == Some(s.iter) {
+                    tracing::debug!(iteration = s.iter, "BiCGStab: random shadow residual");
+                    restarted_at = None;
+                    random_shadow(space, r, r0, p)?
+                } else {
+                    restarted_at = Some(s.iter);
+                    restart(space, r, r0, p)?
+                };
+                s.broken = false;
+                s.active = s.still_active();
+                space.bi_set(state, &s)?;
+            }
+            match monitor.check(s.iter as usize, s.nr, s.active) {
+                Verdict::Continue => {}
+                v => break (v, s.iter),
+            }
+            let mut body = |sp: &mut S| {
+                sp.apply(form, v, p)?;
+                sp.bi_alpha_s(state, r0, v, r)?;
+                sp.apply(form, t, r)?;
+                sp.bi_omega(state, t, r)?;
+                sp.bi_update(state, p, t, r0, x, r)?;
+                sp.bi_p(state, r, v, p)
+            };
+            for _ in 0..self.check_every {
+                space.repeat(key, 1, &mut body)?;
+            }
+            applications += 2 * cost * self.check_every;
+        };
+        let history = space.bi_history_upto(state, last_iter)?;
+        let history = history
+            .get(start_iter..)
+            .map(<[f64]>::to_vec)
+            .ok_or_else(|| {
+                crate::Error::internal("fused BiCGStab history shorter than its start")
+            })?;
+        Ok(Run {
+            iter: last_iter as usize,
+            history,
+            verdict,
+            applications,
+            checks,
+        })
+    }
+
+    fn solution(&self) -> Option<&S::Field> {
+        self.work.solution()
+    }
+    fn take_solution(&mut self) -> Option<S::Field> {
+        self.work.take_solution()
+    }
+    fn release(&mut self, space: &mut S) {
+        space.forget_graphs();
+        self.state = None;
         self.work.release();
     }
 }

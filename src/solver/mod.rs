@@ -143,9 +143,9 @@ impl std::fmt::Display for Method {
 pub struct SolveSpec {
     pub method: Method,
     pub rules: StopRules,
-    /// CR only: the backend's fused iteration (scalars on the device).
+    /// CR and BiCGStab: the backend's fused iteration (scalars on the device).
     pub fused: bool,
-    /// Read the scalars every this many iterations (fused CR).
+    /// Read the scalars every this many iterations (fused iterations).
     pub check_every: usize,
     /// Precision of the iteration's fields (Single: single-double with reliable updates).
     pub precision: Precision,
@@ -249,6 +249,10 @@ fn solve_system<B: FusedCr>(
         }
         Method::Cr => {
             let mut inner = cr::Cr::new(cr::HostEngine::new(op), spec.check_every);
+            finish(space, spec, op, &mut inner, b, &mut monitor)
+        }
+        Method::Bicgstab if spec.fused => {
+            let mut inner = bicgstab::Fused::new(&op, spec.check_every)?;
             finish(space, spec, op, &mut inner, b, &mut monitor)
         }
         Method::Bicgstab => {

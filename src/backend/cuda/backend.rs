@@ -105,6 +105,8 @@ pub struct CudaBackend {
     pub(crate) caps: Capabilities,
     /// The fused CR iteration's kernels (loaded on first use) and recorded graphs.
     pub(crate) fused: Fused,
+    /// The fused BiCGStab's kernels (loaded on first use).
+    pub(crate) bi_kernels: Option<super::bicgstab::BiKernels>,
     setup: SetupTimes,
 }
 
@@ -518,6 +520,7 @@ impl CudaBackend {
             stencil,
             caps,
             fused: Default::default(),
+            bi_kernels: None,
             setup,
         })
     }

@@ -88,6 +88,20 @@ pub(crate) fn cr_fused_program() -> Program {
     }
 }
 
+/// BiCGStab's iteration with device scalars: no FMA contraction, as for the fused CR.
+pub(crate) static BICGSTAB_FUSED: KernelSource = KernelSource {
+    name: "bicgstab_fused.cu",
+    code: include_str!("../../../kernels/bicgstab_fused.cu"),
+};
+
+pub(crate) fn bicgstab_fused_program() -> Program {
+    Program {
+        source: &BICGSTAB_FUSED,
+        defines: Vec::new(),
+        flags: vec!["--fmad=false"],
+    }
+}
+
 pub(crate) static STENCIL_SPLIT: KernelSource = KernelSource {
     name: "stencil_split.cu",
     code: include_str!("../../../kernels/stencil_split.cu"),

@@ -193,6 +193,11 @@ pub fn cr_state(volume: usize, max_iter: u64, ranks: Option<usize>) -> MemoryLin
     line(Purpose::CrState, cr_state_bytes(volume, max_iter, ranks))
 }
 
+/// A fused BiCGStab solve's device state with room for `max_iter` iterations.
+pub fn bi_state(max_iter: u64) -> MemoryLine {
+    line(Purpose::CrState, super::bicgstab::bi_state_bytes(max_iter))
+}
+
 /// A decomposed rank's face buffers and ghost links (one allocation set per split
 /// direction); None when nothing is split.
 pub fn halo(partition: &Partition, reconstruct: Reconstruct) -> Option<MemoryLine> {

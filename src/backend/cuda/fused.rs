@@ -183,7 +183,7 @@ pub(crate) struct Fused {
     graphs: HashMap<(u64, usize), CachedGraph>,
 }
 
-fn err(what: &'static str) -> impl Fn(cudarc::driver::DriverError) -> Error {
+pub(crate) fn err(what: &'static str) -> impl Fn(cudarc::driver::DriverError) -> Error {
     move |e| driver_err(what, e)
 }
 
@@ -203,7 +203,10 @@ fn check_scalars(s: &CrScalars, history_len: usize) -> Result<()> {
 
 /// Complex numbers of each field of a call, and their common precision; all must agree
 /// (else Error::InvalidValue).
-fn common_shape(fields: &[(Precision, usize)], what: &str) -> Result<(Precision, usize)> {
+pub(crate) fn common_shape(
+    fields: &[(Precision, usize)],
+    what: &str,
+) -> Result<(Precision, usize)> {
     let (prec, len) = fields[0];
     if prec == Precision::Half {
         return Err(no_half(what));
@@ -223,7 +226,7 @@ fn common_shape(fields: &[(Precision, usize)], what: &str) -> Result<(Precision,
     Ok((prec, len))
 }
 
-fn shape(f: &RawField<'_>) -> (Precision, usize) {
+pub(crate) fn shape(f: &RawField<'_>) -> (Precision, usize) {
     match f {
         RawField::Double(d) => (Precision::Double, d.len() / 2),
         RawField::Single(s) => (Precision::Single, s.len() / 2),
@@ -231,7 +234,7 @@ fn shape(f: &RawField<'_>) -> (Precision, usize) {
     }
 }
 
-fn shape_mut(f: &RawFieldMut<'_>) -> (Precision, usize) {
+pub(crate) fn shape_mut(f: &RawFieldMut<'_>) -> (Precision, usize) {
     match f {
         RawFieldMut::Double(d) => (Precision::Double, d.len() / 2),
         RawFieldMut::Single(s) => (Precision::Single, s.len() / 2),
@@ -250,7 +253,7 @@ fn no_half(what: &str) -> Error {
 
 /// The kernel of a precision: `d` for double, `s` for single (half: refused, as by
 /// `common_shape`).
-fn pick<'a, T>(prec: Precision, d: &'a T, s: &'a T, what: &str) -> Result<&'a T> {
+pub(crate) fn pick<'a, T>(prec: Precision, d: &'a T, s: &'a T, what: &str) -> Result<&'a T> {
     match prec {
         Precision::Double => Ok(d),
         Precision::Single => Ok(s),
@@ -262,7 +265,7 @@ fn pick<'a, T>(prec: Precision, d: &'a T, s: &'a T, what: &str) -> Result<&'a T>
 /// the same 64-bit pointer either way), with cudarc's guard, which records the read on
 /// the stream when dropped: keep it until the launch has been queued. (A no-op while
 /// event tracking is off, as on the backend's one stream.)
-fn ptr<'a>(f: RawField<'a>, stream: &'a CudaStream) -> (u64, SyncOnDrop<'a>) {
+pub(crate) fn ptr<'a>(f: RawField<'a>, stream: &'a CudaStream) -> (u64, SyncOnDrop<'a>) {
     match f {
         RawField::Double(d) => d.device_ptr(stream),
         RawField::Single(s) => s.device_ptr(stream),
@@ -271,7 +274,7 @@ fn ptr<'a>(f: RawField<'a>, stream: &'a CudaStream) -> (u64, SyncOnDrop<'a>) {
 }
 
 /// As `ptr`, for a field the kernel writes (the guard records the write).
-fn ptr_mut<'a>(f: RawFieldMut<'a>, stream: &'a CudaStream) -> (u64, SyncOnDrop<'a>) {
+pub(crate) fn ptr_mut<'a>(f: RawFieldMut<'a>, stream: &'a CudaStream) -> (u64, SyncOnDrop<'a>) {
     match f {
         RawFieldMut::Double(d) => d.device_ptr_mut(stream),
         RawFieldMut::Single(s) => s.device_ptr_mut(stream),

@@ -87,7 +87,9 @@ pub enum Kernel {
     /// Version 2.0's spin product of one hop over n sites.
     Xgemm34x44,
     /// Version 2.0's colour product of one hop over n sites (writing on the first hop).
-    Xgemm33x34 { accumulate: bool },
+    Xgemm33x34 {
+        accumulate: bool,
+    },
     /// Version 2.0's out = psi - kappa tmp2 over n sites.
     DslashCombine,
     /// The fused CR iteration's x += alpha p, r -= alpha Ap with nr = (r|r) and the
@@ -105,6 +107,15 @@ pub enum Kernel {
     /// The end of a fused CR reduction on a decomposed lattice: n ranks' sums added in
     /// rank order and the scalar update (one thread).
     CrGlobal,
+    /// The fused BiCGStab (kernels/bicgstab_fused.cu) over n complex numbers: the start
+    /// (r = r0 = p = rhs, x = 0, rho = (rhs|rhs)), alpha = rho / (r0|v), s = r - alpha v,
+    /// omega = (t|s) / (t|t), the x and r update with (r|r) and (r0|r), and the p update.
+    BiStart(Precision),
+    BiAlpha(Precision),
+    BiS(Precision),
+    BiOmega(Precision),
+    BiUpdate(Precision),
+    BiP(Precision),
     /// A set-up kernel (layout building); not booked in the solve's statistics.
     Setup(&'static str),
     /// Version 3.0's stencil over n written sites: full or parity mode, single precision
@@ -134,14 +145,20 @@ pub enum Kernel {
     /// reliable update's residual, reduce.cu residual_norm2: first pass and climb).
     ResidualNorm2,
     /// Precision conversion of n complex numbers (to float2, or to double2).
-    Convert { to_single: bool },
+    Convert {
+        to_single: bool,
+    },
     /// Device-to-device copy of n float2 numbers.
     CopySingle,
     /// A field of n complex numbers set to zero (a memset).
-    Zero { single: bool },
+    Zero {
+        single: bool,
+    },
     /// 3.0 on a decomposed lattice: the spin-projected faces of one split direction, n
     /// face sites (kernels/halo.cu halo_pack).
-    HaloPack { single: bool },
+    HaloPack {
+        single: bool,
+    },
     /// The hops from the received faces added to n face sites of the output
     /// (halo_exterior).
     HaloExterior {
@@ -229,6 +246,16 @@ fn reduction_bytes(n: usize, complex: bool) -> u64 {
     8 * width * blocks as u64 + climb_work(blocks, complex).1
 }
 
+/// Bytes of a fused BiCGStab launch over n complex numbers of precision `p`: `fields`
+/// field accesses per element, `sums` reduced values (partials written and read back),
+/// and the scalar block.
+fn bi_bytes(p: Precision, n: usize, fields: u64, sums: u64) -> u64 {
+    let grid = cr_grid(n) as u64;
+    fields * complex_bytes(p == Precision::Single) * n as u64
+        + sums * 32 * grid
+        + 8 * super::bicgstab::BI_SCALARS as u64
+}
+
 impl Kernel {
     pub fn name(&self) -> String {
         match self {
@@ -246,6 +273,12 @@ impl Kernel {
             Kernel::CrDot(p) => format!("cr_dot ({})", precision_name(*p)),
             Kernel::CrLoad(p) => format!("cr_load ({})", precision_name(*p)),
             Kernel::CrGlobal => "cr_global".into(),
+            Kernel::BiStart(p) => format!("bi_start ({})", precision_name(*p)),
+            Kernel::BiAlpha(p) => format!("bi_alpha ({})", precision_name(*p)),
+            Kernel::BiS(p) => format!("bi_s ({})", precision_name(*p)),
+            Kernel::BiOmega(p) => format!("bi_omega ({})", precision_name(*p)),
+            Kernel::BiUpdate(p) => format!("bi_update ({})", precision_name(*p)),
+            Kernel::BiP(p) => format!("bi_p ({})", precision_name(*p)),
             Kernel::Setup(name) => (*name).into(),
             Kernel::V3 {
                 mode,
@@ -351,6 +384,20 @@ impl Kernel {
             Kernel::CrLoad(_) => 0,
             // n - 1 complex additions and at most a complex division.
             Kernel::CrGlobal => 2 * nn.saturating_sub(1) + 11,
+            // Per element: |b|^2 (3) and its sum (1); the last block stores rho.
+            Kernel::BiStart(_) => 4 * nn + cr_reduction_flops(n, 0),
+            // A conjugate multiply-add (8); the last block's complex division (11).
+            Kernel::BiAlpha(_) => 8 * nn + cr_reduction_flops(n, 11),
+            // One complex multiply-add.
+            Kernel::BiS(_) => 8 * nn,
+            // |t|^2 and its sum (4), a conjugate multiply-add (8); two sums per block
+            // tree; omega's two divisions.
+            Kernel::BiOmega(_) => 12 * nn + 2 * cr_reduction_flops(n, 1),
+            // Three complex multiply-adds (24), |r|^2 (4), a conjugate multiply-add (8);
+            // beta: two complex divisions and a product (28).
+            Kernel::BiUpdate(_) => 36 * nn + 2 * cr_reduction_flops(n, 14),
+            // Two complex multiply-adds.
+            Kernel::BiP(_) => 16 * nn,
             Kernel::Setup(_) => 0,
             Kernel::V3 { mode, dot, .. } => {
                 // 1320 for the hopping term; y + c*hop 48 (c*hop alone 24); the (y|out)
@@ -407,6 +454,15 @@ impl Kernel {
             Kernel::CrLoad(p) => 5 * complex_bytes(*p == Precision::Single) * nn,
             // The n ranks' gathered sums and the scalar block.
             Kernel::CrGlobal => 16 * nn + 8 * CR_SCALARS as u64,
+            // Fields read and written per element; each reducing launch writes its
+            // partials (16 B per sum per block) and its last block reads them; the
+            // scalar block counted once.
+            Kernel::BiStart(p) => bi_bytes(*p, n, 5, 1),
+            Kernel::BiAlpha(p) => bi_bytes(*p, n, 2, 1),
+            Kernel::BiS(p) => bi_bytes(*p, n, 3, 0),
+            Kernel::BiOmega(p) => bi_bytes(*p, n, 2, 2),
+            Kernel::BiUpdate(p) => bi_bytes(*p, n, 7, 2),
+            Kernel::BiP(p) => bi_bytes(*p, n, 4, 0),
             Kernel::Setup(_) => 0,
             Kernel::V3 {
                 mode,

@@ -29,6 +29,7 @@
 //! (`crate::app::validate` checks every version against the CPU reference.)
 
 mod backend;
+mod bicgstab;
 mod compile;
 mod core;
 mod decomposed;

@@ -395,6 +395,8 @@ impl Prepare for CudaBackend {
             let mut state = self.cr_state(&s)?;
             self.cr_global(&mut state, CrReduction::Xr)?;
             self.core.gpu.sync()?;
+            // And the fused BiCGStab's module (one GPU only).
+            self.prepare_bicgstab()?;
         }
         Ok(())
     }

@@ -4,8 +4,8 @@
 //! compile, and `StencilKernels::launch` runs one operator application.
 
 use super::compile::{
-    check_arch, compile, cr_fused_program, heatbath_program, require_nvrtc, Program, BLAS1, HALO,
-    LAYOUT, REDUCE, STENCIL_COARSE, STENCIL_FINE, STENCIL_SPLIT, STENCIL_V3,
+    bicgstab_fused_program, check_arch, compile, cr_fused_program, heatbath_program, require_nvrtc,
+    Program, BLAS1, HALO, LAYOUT, REDUCE, STENCIL_COARSE, STENCIL_FINE, STENCIL_SPLIT, STENCIL_V3,
 };
 use super::kernels::{Kernel, V3Mode, BLAS_BLOCK};
 use super::timing::{launch, GpuStream};
@@ -430,6 +430,7 @@ pub(crate) fn all_programs() -> Vec<Program> {
         Program::plain(&LAYOUT),
         heatbath_program(),
         cr_fused_program(),
+        bicgstab_fused_program(),
     ];
     for &v in StencilVersion::all() {
         for single in [false, true] {
@@ -467,7 +468,8 @@ pub fn compile_all_kernels(arch: &str) -> Result<Vec<(String, usize)>> {
 }
 
 /// The programs a backend of `version` with these options compiles for a solve in
-/// `precision` (with the fused CR if `fused`): what `device::warm_up` compiles ahead.
+/// `precision` (with the fused CR and BiCGStab iterations if `fused`): what
+/// `device::warm_up` compiles ahead.
 pub(crate) fn programs_for(
     version: StencilVersion,
     reconstruct: Reconstruct,
@@ -491,6 +493,7 @@ pub(crate) fn programs_for(
         }
         if fused {
             v.push(super::compile::cr_fused_program());
+            v.push(super::compile::bicgstab_fused_program());
         }
     }
     v

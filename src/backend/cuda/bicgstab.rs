@@ -1,0 +1,491 @@
+//! BiCGStab's iteration with its scalars on the GPU (kernels/bicgstab_fused.cu), kernel 3.0
+//! on one GPU: `FusedBiCgStab` for `CudaBackend`. The element-wise passes between the
+//! operator's two applications update the device scalar block themselves, so an iteration
+//! needs no host read and `FusedCr::repeat` records it as a CUDA graph. The launch
+//! geometry and the reductions are the fused CR's (`cr_cfg`, cr_device.cuh).
+
+use super::backend::CudaBackend;
+use super::compile::bicgstab_fused_program;
+use super::device::{function, load_module};
+use super::field::DeviceSpinor;
+use super::fused::{common_shape, cr_cfg, err, pick, ptr, ptr_mut, shape, shape_mut};
+use super::kernels::{Kernel, CR_MAX_GRID};
+use super::timing::{launch, GpuStream};
+use crate::backend::ledger::{Booking, Purpose};
+use crate::backend::{unsupported, BiScalars, FusedBiCgStab};
+use crate::error::{Error, Result};
+use crate::field::C64;
+use cudarc::driver::{CudaFunction, CudaSlice};
+
+/// Indices into the device scalar block (kernels/bicgstab_fused.cu BI_*).
+pub const BI_RHO_RE: usize = 0;
+pub const BI_ALPHA_RE: usize = 2;
+pub const BI_OMEGA_RE: usize = 4;
+pub const BI_BETA_RE: usize = 6;
+pub const BI_NR: usize = 8;
+pub const BI_EPS: usize = 9;
+pub const BI_ITER: usize = 10;
+pub const BI_MAX_ITER: usize = 11;
+pub const BI_ACTIVE: usize = 12;
+pub const BI_BROKEN: usize = 13;
+pub const BI_SCALARS: usize = 14;
+pub const BI_TICKETS: usize = 4;
+
+/// Doubles of the partial sums: two double2 per block of cr_grid's largest grid.
+pub const BI_PARTIALS: usize = 4 * CR_MAX_GRID;
+
+/// Bytes of a fused BiCGStab state with room for `max_iter` iterations: the scalar block,
+/// the history, the partial sums and the tickets.
+pub fn bi_state_bytes(max_iter: u64) -> u64 {
+    ((BI_SCALARS + max_iter as usize + 1 + BI_PARTIALS) * 8 + BI_TICKETS * 4) as u64
+}
+
+fn to_block(s: &BiScalars) -> [f64; BI_SCALARS] {
+    let mut b = [0.0; BI_SCALARS];
+    for (i, z) in [
+        (BI_RHO_RE, s.rho),
+        (BI_ALPHA_RE, s.alpha),
+        (BI_OMEGA_RE, s.omega),
+        (BI_BETA_RE, s.beta),
+    ] {
+        b[i] = z.re;
+        b[i + 1] = z.im;
+    }
+    b[BI_NR] = s.nr;
+    b[BI_EPS] = s.eps;
+    b[BI_ITER] = s.iter as f64;
+    b[BI_MAX_ITER] = s.max_iter as f64;
+    b[BI_ACTIVE] = if s.active { 1.0 } else { 0.0 };
+    b[BI_BROKEN] = if s.broken { 1.0 } else { 0.0 };
+    b
+}
+
+fn from_block(b: &[f64]) -> BiScalars {
+    let c = |i: usize| C64::new(b[i], b[i + 1]);
+    BiScalars {
+        rho: c(BI_RHO_RE),
+        alpha: c(BI_ALPHA_RE),
+        omega: c(BI_OMEGA_RE),
+        beta: c(BI_BETA_RE),
+        nr: b[BI_NR],
+        eps: b[BI_EPS],
+        iter: b[BI_ITER] as u64,
+        max_iter: b[BI_MAX_ITER] as u64,
+        active: b[BI_ACTIVE] != 0.0,
+        broken: b[BI_BROKEN] != 0.0,
+    }
+}
+
+/// The device side of one fused BiCGStab solve.
+pub struct DeviceBiState {
+    scalars: CudaSlice<f64>,
+    /// nr of iterations 0..=max_iter.
+    history: CudaSlice<f64>,
+    partials: CudaSlice<f64>,
+    /// Zero between launches.
+    tickets: CudaSlice<u32>,
+    _booking: Booking,
+}
+
+/// (double, single) of one kernel.
+type Pair = (CudaFunction, CudaFunction);
+
+pub(crate) struct BiKernels {
+    alpha: Pair,
+    s: Pair,
+    omega: Pair,
+    update: Pair,
+    p: Pair,
+    start: Pair,
+}
+
+impl BiKernels {
+    fn load(gpu: &GpuStream) -> Result<Self> {
+        let (module, _) = load_module(&gpu.ctx, &bicgstab_fused_program())?;
+        let pair = |name: &str| -> Result<Pair> {
+            Ok((
+                function(&module, &format!("{name}_d"))?,
+                function(&module, &format!("{name}_s"))?,
+            ))
+        };
+        Ok(BiKernels {
+            alpha: pair("bi_alpha")?,
+            s: pair("bi_s")?,
+            omega: pair("bi_omega")?,
+            update: pair("bi_update")?,
+            p: pair("bi_p")?,
+            start: pair("bi_start")?,
+        })
+    }
+}
+
+fn check_history(s: &BiScalars, len: usize) -> Result<()> {
+    if s.iter > s.max_iter || s.max_iter as usize >= len {
+        return Err(Error::invalid(
+            "bi_state",
+            format!(
+                "iter {} and max_iter {} do not fit a history of {} entries",
+                s.iter, s.max_iter, len
+            ),
+        ));
+    }
+    Ok(())
+}
+
+impl CudaBackend {
+    /// The kernels (compiled and loaded on first use); refused where the fused path is
+    /// not (the seed versions) and on a decomposed lattice (the sums do not cross ranks).
+    fn bi_kernels(&mut self) -> Result<&BiKernels> {
+        if !self.caps.fused_cr {
+            return Err(unsupported(self, "the fused BiCGStab iteration"));
+        }
+        if self.core.halo.is_some() {
+            return Err(Error::invalid(
+                "solver.iteration",
+                "the fused BiCGStab runs on one GPU; a split lattice takes iteration = \"seed\" (the host-driven BiCGStab)",
+            ));
+        }
+        if self.bi_kernels.is_none() {
+            self.bi_kernels = Some(BiKernels::load(&self.core.gpu)?);
+        }
+        Ok(self.bi_kernels.as_ref().unwrap())
+    }
+
+    /// Load the kernels ahead of a solve (`Prepare`): none is compiled inside a capture.
+    pub(crate) fn prepare_bicgstab(&mut self) -> Result<()> {
+        if self.core.halo.is_none() {
+            self.bi_kernels()?;
+        }
+        Ok(())
+    }
+}
+
+impl FusedBiCgStab for CudaBackend {
+    type BiState = DeviceBiState;
+
+    fn bi_state(&mut self, s: &BiScalars) -> Result<DeviceBiState> {
+        self.bi_kernels()?;
+        let len = s.max_iter as usize + 1;
+        check_history(s, len)?;
+        let mut history = vec![f64::NAN; len];
+        history[s.iter as usize] = s.nr;
+        let stream = self.core.gpu.stream.clone();
+        Ok(DeviceBiState {
+            scalars: stream
+                .clone_htod(&to_block(s))
+                .map_err(err("uploading the BiCGStab scalars"))?,
+            history: stream
+                .clone_htod(&history)
+                .map_err(err("uploading the BiCGStab history"))?,
+            partials: stream
+                .alloc_zeros::<f64>(BI_PARTIALS)
+                .map_err(err("allocating the BiCGStab partial sums"))?,
+            tickets: stream
+                .alloc_zeros::<u32>(BI_TICKETS)
+                .map_err(err("allocating the BiCGStab tickets"))?,
+            _booking: self
+                .core
+                .ledger
+                .book(Purpose::CrState, bi_state_bytes(s.max_iter)),
+        })
+    }
+
+    fn bi_set(&mut self, state: &mut DeviceBiState, s: &BiScalars) -> Result<()> {
+        check_history(s, state.history.len())?;
+        let block = to_block(s);
+        let nr = [s.nr];
+        let it = s.iter as usize;
+        let stream = &self.core.gpu.stream;
+        stream
+            .memcpy_htod(&block, &mut state.scalars)
+            .map_err(err("uploading the BiCGStab scalars"))?;
+        let mut entry = state.history.slice_mut(it..it + 1);
+        // No synchronisation: copies from pageable memory have left the host arrays when
+        // they return, and are ordered before the next launch (as `Fused::set`).
+        stream
+            .memcpy_htod(&nr, &mut entry)
+            .map_err(err("uploading a BiCGStab history entry"))
+    }
+
+    fn bi_get(&mut self, state: &DeviceBiState) -> Result<BiScalars> {
+        let mut block = [0.0f64; BI_SCALARS];
+        self.core
+            .gpu
+            .stream
+            .memcpy_dtoh(&state.scalars, &mut block)
+            .map_err(err("reading the BiCGStab scalars"))?;
+        self.core.gpu.sync()?;
+        Ok(from_block(&block))
+    }
+
+    fn bi_history_upto(&mut self, state: &DeviceBiState, iter: u64) -> Result<Vec<f64>> {
+        let n = (iter as usize + 1).min(state.history.len());
+        let mut out = vec![0.0f64; n];
+        self.core
+            .gpu
+            .stream
+            .memcpy_dtoh(&state.history.slice(0..n), &mut out)
+            .map_err(err("reading the BiCGStab history"))?;
+        self.core.gpu.sync()?;
+        Ok(out)
+    }
+
+    fn bi_start(
+        &mut self,
+        state: &mut DeviceBiState,
+        rhs: &DeviceSpinor,
+        x: &mut DeviceSpinor,
+        r: &mut DeviceSpinor,
+        r0: &mut DeviceSpinor,
+        p: &mut DeviceSpinor,
+    ) -> Result<()> {
+        let (rhs, x, r, r0, p) = (
+            rhs.raw(),
+            x.raw_mut(),
+            r.raw_mut(),
+            r0.raw_mut(),
+            p.raw_mut(),
+        );
+        let (prec, n) = common_shape(
+            &[
+                shape(&rhs),
+                shape_mut(&x),
+                shape_mut(&r),
+                shape_mut(&r0),
+                shape_mut(&p),
+            ],
+            "bi_start",
+        )?;
+        let k = self.bi_kernels()?;
+        let f = pick(prec, &k.start.0, &k.start.1, "bi_start")?.clone();
+        let gpu = &mut self.core.gpu;
+        let stream = gpu.stream.clone();
+        let (rhs, _a) = ptr(rhs, &stream);
+        let (x, _b) = ptr_mut(x, &stream);
+        let (r, _c) = ptr_mut(r, &stream);
+        let (r0, _d) = ptr_mut(r0, &stream);
+        let (p, _e) = ptr_mut(p, &stream);
+        let ni = n as i32;
+        let DeviceBiState {
+            scalars,
+            partials,
+            tickets,
+            ..
+        } = state;
+        launch!(
+            gpu,
+            Kernel::BiStart(prec),
+            n,
+            &f,
+            cr_cfg(n),
+            [&rhs, &x, &r, &r0, &p, &ni, scalars, partials, tickets]
+        );
+        Ok(())
+    }
+
+    fn bi_alpha_s(
+        &mut self,
+        state: &mut DeviceBiState,
+        r0: &DeviceSpinor,
+        v: &DeviceSpinor,
+        r: &mut DeviceSpinor,
+    ) -> Result<()> {
+        let (r0, v, r) = (r0.raw(), v.raw(), r.raw_mut());
+        let (prec, n) = common_shape(&[shape(&r0), shape(&v), shape_mut(&r)], "bi_alpha_s")?;
+        let k = self.bi_kernels()?;
+        let fa = pick(prec, &k.alpha.0, &k.alpha.1, "bi_alpha_s")?.clone();
+        let fs = pick(prec, &k.s.0, &k.s.1, "bi_alpha_s")?.clone();
+        let gpu = &mut self.core.gpu;
+        let stream = gpu.stream.clone();
+        let (r0, _a) = ptr(r0, &stream);
+        let (v, _b) = ptr(v, &stream);
+        let (r, _c) = ptr_mut(r, &stream);
+        let ni = n as i32;
+        let DeviceBiState {
+            scalars,
+            partials,
+            tickets,
+            ..
+        } = state;
+        launch!(
+            gpu,
+            Kernel::BiAlpha(prec),
+            n,
+            &fa,
+            cr_cfg(n),
+            [&r0, &v, &ni, &mut *scalars, partials, tickets]
+        );
+        launch!(
+            gpu,
+            Kernel::BiS(prec),
+            n,
+            &fs,
+            cr_cfg(n),
+            [&r, &v, &ni, scalars]
+        );
+        Ok(())
+    }
+
+    fn bi_omega(
+        &mut self,
+        state: &mut DeviceBiState,
+        t: &DeviceSpinor,
+        r: &DeviceSpinor,
+    ) -> Result<()> {
+        let (t, r) = (t.raw(), r.raw());
+        let (prec, n) = common_shape(&[shape(&t), shape(&r)], "bi_omega")?;
+        let k = self.bi_kernels()?;
+        let f = pick(prec, &k.omega.0, &k.omega.1, "bi_omega")?.clone();
+        let gpu = &mut self.core.gpu;
+        let stream = gpu.stream.clone();
+        let (t, _a) = ptr(t, &stream);
+        let (r, _b) = ptr(r, &stream);
+        let ni = n as i32;
+        let DeviceBiState {
+            scalars,
+            partials,
+            tickets,
+            ..
+        } = state;
+        launch!(
+            gpu,
+            Kernel::BiOmega(prec),
+            n,
+            &f,
+            cr_cfg(n),
+            [&t, &r, &ni, scalars, partials, tickets]
+        );
+        Ok(())
+    }
+
+    fn bi_update(
+        &mut self,
+        state: &mut DeviceBiState,
+        p: &DeviceSpinor,
+        t: &DeviceSpinor,
+        r0: &DeviceSpinor,
+        x: &mut DeviceSpinor,
+        r: &mut DeviceSpinor,
+    ) -> Result<()> {
+        let (p, t, r0, x, r) = (p.raw(), t.raw(), r0.raw(), x.raw_mut(), r.raw_mut());
+        let (prec, n) = common_shape(
+            &[
+                shape(&p),
+                shape(&t),
+                shape(&r0),
+                shape_mut(&x),
+                shape_mut(&r),
+            ],
+            "bi_update",
+        )?;
+        let k = self.bi_kernels()?;
+        let f = pick(prec, &k.update.0, &k.update.1, "bi_update")?.clone();
+        let gpu = &mut self.core.gpu;
+        let stream = gpu.stream.clone();
+        let (x, _a) = ptr_mut(x, &stream);
+        let (r, _b) = ptr_mut(r, &stream);
+        let (p, _c) = ptr(p, &stream);
+        let (t, _d) = ptr(t, &stream);
+        let (r0, _e) = ptr(r0, &stream);
+        let ni = n as i32;
+        let DeviceBiState {
+            scalars,
+            history,
+            partials,
+            tickets,
+            ..
+        } = state;
+        launch!(
+            gpu,
+            Kernel::BiUpdate(prec),
+            n,
+            &f,
+            cr_cfg(n),
+            [&x, &r, &p, &t, &r0, &ni, scalars, history, partials, tickets]
+        );
+        Ok(())
+    }
+
+    fn bi_p(
+        &mut self,
+        state: &mut DeviceBiState,
+        r: &DeviceSpinor,
+        v: &DeviceSpinor,
+        p: &mut DeviceSpinor,
+    ) -> Result<()> {
+        let (r, v, p) = (r.raw(), v.raw(), p.raw_mut());
+        let (prec, n) = common_shape(&[shape(&r), shape(&v), shape_mut(&p)], "bi_p")?;
+        let k = self.bi_kernels()?;
+        let f = pick(prec, &k.p.0, &k.p.1, "bi_p")?.clone();
+        let gpu = &mut self.core.gpu;
+        let stream = gpu.stream.clone();
+        let (p, _a) = ptr_mut(p, &stream);
+        let (r, _b) = ptr(r, &stream);
+        let (v, _c) = ptr(v, &stream);
+        let ni = n as i32;
+        let scalars = &state.scalars;
+        launch!(
+            gpu,
+            Kernel::BiP(prec),
+            n,
+            &f,
+            cr_cfg(n),
+            [&p, &r, &v, &ni, scalars]
+        );
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The indices are the kernel source's.
+    #[test]
+    fn scalar_indices_match_the_kernel_source() {
+        let src = include_str!("../../../kernels/bicgstab_fused.cu");
+        for (name, value) in [
+            ("BI_RHO_RE", BI_RHO_RE),
+            ("BI_ALPHA_RE", BI_ALPHA_RE),
+            ("BI_OMEGA_RE", BI_OMEGA_RE),
+            ("BI_BETA_RE", BI_BETA_RE),
+            ("BI_NR", BI_NR),
+            ("BI_EPS", BI_EPS),
+            ("BI_ITER", BI_ITER),
+            ("BI_MAX_ITER", BI_MAX_ITER),
+            ("BI_ACTIVE", BI_ACTIVE),
+            ("BI_BROKEN", BI_BROKEN),
+            ("BI_SCALARS", BI_SCALARS),
+            ("BI_TICKETS", BI_TICKETS),
+        ] {
+            assert!(
+                src.contains(&format!("#define {name} {value}\n")),
+                "{name} is not {value} in bicgstab_fused.cu"
+            );
+        }
+    }
+
+    /// The host block round-trips every field (iter and max_iter as exact doubles).
+    #[test]
+    fn scalars_round_trip_through_the_block() {
+        let s = BiScalars {
+            rho: C64::new(1.5, -2.0),
+            alpha: C64::new(0.25, 3.0),
+            omega: C64::new(-1.0, 0.5),
+            beta: C64::new(7.0, -7.5),
+            nr: 1e-3,
+            eps: 1e-20,
+            iter: 17,
+            max_iter: 2000,
+            active: true,
+            broken: false,
+        };
+        assert_eq!(from_block(&to_block(&s)), s);
+        let t = BiScalars {
+            active: false,
+            broken: true,
+            ..s
+        };
+        assert_eq!(from_block(&to_block(&t)), t);
+    }
+}
