@@ -211,7 +211,8 @@ impl ValidateRow {
 pub const METHOD_ITERATION_SLACK: usize = 2;
 
 /// The non-CR methods' rows on 3.0: plain, and even-odd + single-double; "3.0 bicgstab",
-/// "3.0 bicgstab+eo+single".
+/// "3.0 bicgstab+eo+single"; BiCGStab also fused ("3.0 bicgstab+fused",
+/// "3.0 bicgstab+fused+eo+single").
 pub fn method_plans(params: &CrParams) -> Vec<(SolvePlan, String)> {
     let mut out = Vec::new();
     for method in [Method::Bicgstab, Method::Gcr, Method::Cgne] {
@@ -224,8 +225,22 @@ pub fn method_plans(params: &CrParams) -> Vec<(SolvePlan, String)> {
             precision: Precision::Single,
             ..plain.clone()
         };
-        out.push((plain, format!("{} {method}", StencilVersion::V3_0)));
-        out.push((both, format!("{} {method}+eo+single", StencilVersion::V3_0)));
+        out.push((plain.clone(), format!("{} {method}", StencilVersion::V3_0)));
+        out.push((
+            both.clone(),
+            format!("{} {method}+eo+single", StencilVersion::V3_0),
+        ));
+        if method == Method::Bicgstab {
+            // And the fused iteration (what "auto" runs on 3.0), checked every 10.
+            for (p, l) in [(plain, ""), (both, "+eo+single")] {
+                let fused = SolvePlan {
+                    fused: true,
+                    check_every: 10,
+                    ..p
+                };
+                out.push((fused, format!("{} {method}+fused{l}", StencilVersion::V3_0)));
+            }
+        }
     }
     // Half-double, once (BiCGStab, even-odd): the same generic path as the other methods.
     let half = SolvePlan {
@@ -487,7 +502,7 @@ mod tests {
     }
 
     #[test]
-    fn method_rows_are_the_three_other_methods_plain_and_eo_single_and_bicgstab_eo_half() {
+    fn method_rows_are_the_three_other_methods_plain_and_eo_single_bicgstab_fused_and_eo_half() {
         let plans = method_plans(&CrParams::new(1e-10, 500));
         let labels: Vec<&str> = plans.iter().map(|(_, l)| l.as_str()).collect();
         assert_eq!(
@@ -495,6 +510,8 @@ mod tests {
             [
                 "3.0 bicgstab",
                 "3.0 bicgstab+eo+single",
+                "3.0 bicgstab+fused",
+                "3.0 bicgstab+fused+eo+single",
                 "3.0 gcr",
                 "3.0 gcr+eo+single",
                 "3.0 cgne",
@@ -503,7 +520,7 @@ mod tests {
             ]
         );
         for (p, l) in &plans {
-            assert!(!p.fused, "{l}: the fused iteration is CR's");
+            assert_eq!(p.fused, l.contains("+fused"), "{l}");
             assert_eq!(p.cr.tol, 1e-10);
             let both = l.ends_with("+eo+single");
             let half = l.ends_with("+eo+half");

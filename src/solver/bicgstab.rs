@@ -174,11 +174,31 @@ impl<S: Space, A: LinearOperator<S>> Iterate<S> for BiCgStab<S, A> {
     }
 }
 
+/// Iterations to queue before the next read: as many as the run's mean convergence rate
+/// so far says the residual needs to reach the device's eps, at least 1 and at most
+/// `check_every` (1 before the first iteration, and `check_every` while the residual has
+/// not fallen). Queued iterations past the stop are no-ops but for their two operator
+/// applications, so the batch is sized to end near it; the arithmetic does not depend
+/// on it.
+pub fn batch_size(check_every: usize, start_iter: u64, nr_start: f64, s: &BiScalars) -> usize {
+    let done = s.iter.saturating_sub(start_iter);
+    if done == 0 {
+        return 1;
+    }
+    let rate = (s.nr / nr_start).ln() / done as f64;
+    let needed = (s.eps / s.nr).ln() / rate;
+    if rate.is_nan() || rate >= 0.0 || !needed.is_finite() {
+        return check_every;
+    }
+    // (A whole number of iterations computed through logarithms may land a hair above it.)
+    ((needed - 1e-9).ceil().max(1.0) as usize).min(check_every)
+}
+
 static GRAPH_KEY: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1 << 40);
 
 /// BiCGStab through the backend's fused passes (`FusedBiCgStab`): the iteration of
-/// `BiCgStab` with its scalars where the backend computes. The host reads them every
-/// `check_every` iterations; the device iteration stops by itself at the tolerance, or
+/// `BiCgStab` with its scalars where the backend computes. The host reads them after
+/// batches of at most `check_every` iterations (`batch_size`); the device iteration stops by itself at the tolerance, or
 /// under a wrapper at its hand-off threshold, so a batch queued past the stop only repeats
 /// the two operator applications. A breakdown stops it too, and the host
 /// restarts the shadow residual as `BiCgStab` does.
@@ -284,10 +304,11 @@ impl<S: FusedCr> Iterate<S> for Fused<S> {
                 sp.bi_update(state, p, t, r0, x, r)?;
                 sp.bi_p(state, r, v, p)
             };
-            for _ in 0..self.check_every {
+            let k = batch_size(self.check_every, start_iter as u64, nr, &s);
+            for _ in 0..k {
                 space.repeat(key, 1, &mut body)?;
             }
-            applications += 2 * cost * self.check_every;
+            applications += 2 * cost * k;
         };
         let history = space.bi_history_upto(state, last_iter)?;
         let history = history
@@ -315,5 +336,34 @@ impl<S: FusedCr> Iterate<S> for Fused<S> {
         space.forget_graphs();
         self.state = None;
         self.work.release();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(iter: u64, nr: f64, eps: f64) -> BiScalars {
+        BiScalars {
+            iter,
+            nr,
+            eps,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn batches_end_where_the_mean_rate_reaches_eps() {
+        // Nothing done yet: one iteration, to learn the rate.
+        assert_eq!(batch_size(10, 5, 1.0, &at(5, 1.0, 1e-6)), 1);
+        // 1 -> 1e-2 in two iterations (a factor 10 each): 1e-2 -> 1e-6 takes four more.
+        assert_eq!(batch_size(10, 5, 1.0, &at(7, 1e-2, 1e-6)), 4);
+        // ... capped by check_every.
+        assert_eq!(batch_size(3, 5, 1.0, &at(7, 1e-2, 1e-6)), 3);
+        // Just above eps: one more.
+        assert_eq!(batch_size(10, 0, 1.0, &at(2, 1.0001e-6, 1e-6)), 1);
+        // A residual that has not fallen: the full interval.
+        assert_eq!(batch_size(10, 0, 1.0, &at(3, 2.0, 1e-6)), 10);
+        assert_eq!(batch_size(10, 0, 1.0, &at(3, 1.0, 1e-6)), 10);
     }
 }
