@@ -209,6 +209,8 @@ pub struct Fused<S: FusedCr> {
     pub check_every: usize,
     state: Option<S::BiState>,
     work: Workspace<S>,
+    /// The workspace's layout (graphs name its fields).
+    layout: Option<crate::linalg::Layout>,
     key: u64,
 }
 
@@ -227,6 +229,7 @@ impl<S: FusedCr> Fused<S> {
             check_every: check_every.max(1),
             state: None,
             work: Workspace::default(),
+            layout: None,
             key: GRAPH_KEY.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         })
     }
@@ -242,6 +245,11 @@ impl<S: FusedCr> Iterate<S> for Fused<S> {
         nr0: Option<f64>,
     ) -> Result<Run> {
         let layout = space.layout(b);
+        if self.layout.is_some_and(|l| l != layout) {
+            // New fields: the graphs recorded on the old ones must not be replayed.
+            space.forget_graphs();
+        }
+        self.layout = Some(layout);
         let [x, r, r0, p, v, t] = self.work.fields(space, layout, FIELDS)? else {
             unreachable!("the workspace gives the fields asked for")
         };
@@ -335,6 +343,7 @@ impl<S: FusedCr> Iterate<S> for Fused<S> {
     fn release(&mut self, space: &mut S) {
         space.forget_graphs();
         self.state = None;
+        self.layout = None;
         self.work.release();
     }
 }
