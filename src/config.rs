@@ -425,6 +425,7 @@ pub struct Overrides {
     pub precision: Option<SolverPrecision>,
     pub iteration: Option<Iteration>,
     pub check_every: Option<i64>,
+    pub reliable_delta: Option<f64>,
     pub method: Option<Method>,
     pub restart: Option<i64>,
     /// Folder that receives the report and the solution (their file names are kept).
@@ -531,6 +532,10 @@ impl LoadedConfig {
         if let Some(i) = o.iteration {
             c.solver.iteration = i;
             flags.push(("solver.iteration", "--iteration"));
+        }
+        if let Some(d) = o.reliable_delta {
+            c.solver.reliable_delta = d;
+            flags.push(("solver.reliable_delta", "--reliable-delta"));
         }
         if let Some(k) = o.check_every {
             c.solver.check_every = k;

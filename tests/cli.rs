@@ -611,3 +611,34 @@ fn the_time_line_adds_up_and_its_steps_lie_inside_the_run() {
     let solve = steps.iter().find(|s| s["name"] == "solve").unwrap();
     assert_eq!(solve["seconds"].as_f64().unwrap(), f("solve"));
 }
+
+#[test]
+fn reliable_delta_flag_sets_the_plan_and_refuses_values_outside_0_1() {
+    let d = tempfile::tempdir().unwrap();
+    let cfg = write_config(d.path(), &small(""));
+    let out = bin_loud()
+        .arg(&cfg)
+        .args(["--precision", "single-double", "--reliable-delta", "0.01"])
+        .args(["--output"])
+        .arg(d.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("single-double (delta 0.01)"), "{text}");
+    let out = bin()
+        .arg(&cfg)
+        .args(["--reliable-delta", "1.5"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--reliable-delta") && err.contains("solver.reliable_delta"),
+        "{err}"
+    );
+}

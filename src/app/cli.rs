@@ -79,6 +79,10 @@ pub struct OverrideArgs {
     /// check_every).
     #[arg(long = "check-every", allow_negative_numbers = true)]
     pub check_every: Option<i64>,
+    /// Mixed precision: recompute the true residual in double when the iterated one has
+    /// dropped by this factor, 0 < delta < 1 (overrides [solver] reliable_delta).
+    #[arg(long = "reliable-delta", allow_negative_numbers = true)]
+    pub reliable_delta: Option<f64>,
     /// Krylov method: cr, bicgstab, gcr or cgne (overrides [solver] method).
     #[arg(long)]
     pub method: Option<crate::solver::Method>,
@@ -130,6 +134,7 @@ impl OverrideArgs {
             precision: self.precision,
             iteration: self.iteration,
             check_every: self.check_every,
+            reliable_delta: self.reliable_delta,
             method: self.method,
             restart: self.restart,
             output: self.output.clone(),

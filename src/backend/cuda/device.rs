@@ -78,6 +78,63 @@ pub(crate) fn open_context(ordinal: usize) -> Result<Arc<CudaContext>> {
     Ok(ctx)
 }
 
+/// What the device's default memory pool (cudarc allocates from it, stream-ordered) keeps
+/// of freed memory across synchronisations, MiB, unless `QCD_SOLVE_POOL_KEEP_MIB` says
+/// otherwise (0: CUDA's default, everything goes back at each synchronisation). Kept
+/// memory makes a later allocation a suballocation instead of a new mapping: a solve's
+/// fields are freed and allocated again between its phases and from one solve to the
+/// next (validate/RESULTS.md run 69). The free-memory checks trim the pool first
+/// (`trim_pool`), so what it keeps is never counted as taken.
+pub const POOL_KEEP_MIB: u64 = 1024;
+
+fn pool_keep_bytes() -> u64 {
+    std::env::var("QCD_SOLVE_POOL_KEEP_MIB")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or(POOL_KEEP_MIB)
+        << 20
+}
+
+fn default_pool(ctx: &CudaContext) -> Result<sys::CUmemoryPool> {
+    ctx.bind_to_thread()
+        .map_err(|e| driver_err("binding the GPU context", e))?;
+    let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
+    // SAFETY: `pool` is a valid out-pointer and the device handle is the context's own.
+    unsafe { sys::cuDeviceGetDefaultMemPool(&mut pool, ctx.cu_device()) }
+        .result()
+        .map_err(|e| driver_err("reading the default memory pool", e))?;
+    Ok(pool)
+}
+
+/// Set the default pool's release threshold to `pool_keep_bytes` (once per device and
+/// process is enough; repeating it is harmless).
+fn keep_pool(ctx: &CudaContext) -> Result<()> {
+    let pool = default_pool(ctx)?;
+    let mut bytes: u64 = pool_keep_bytes();
+    // SAFETY: the attribute takes a cuuint64_t, which `bytes` is.
+    unsafe {
+        sys::cuMemPoolSetAttribute(
+            pool,
+            sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+            &mut bytes as *mut u64 as *mut std::ffi::c_void,
+        )
+    }
+    .result()
+    .map_err(|e| driver_err("setting the memory pool's release threshold", e))
+}
+
+/// Give the memory the default pool keeps (freed, unused) back to the device, after
+/// the work queued so far: cuMemGetInfo then counts only live allocations.
+pub fn trim_pool(ctx: &CudaContext) -> Result<()> {
+    ctx.synchronize()
+        .map_err(|e| driver_err("synchronising before trimming the memory pool", e))?;
+    let pool = default_pool(ctx)?;
+    // SAFETY: a pool handle of this device.
+    unsafe { sys::cuMemPoolTrimTo(pool, 0) }
+        .result()
+        .map_err(|e| driver_err("trimming the memory pool", e))
+}
+
 /// Keep GPU `ordinal`'s primary context alive for the rest of the process. The driver
 /// destroys a primary context when its last user releases it, and building one costs a
 /// few hundred milliseconds: without this, every short-lived user (the device query, the
@@ -92,6 +149,11 @@ fn retain(ordinal: usize) -> Result<()> {
     if !kept.iter().any(|c| c.ordinal() == ordinal) {
         let ctx = CudaContext::new(ordinal)
             .map_err(|e| driver_err(&format!("opening GPU {ordinal}"), e))?;
+        // The first opening in this process: the pool's policy (an old driver without
+        // memory pools keeps CUDA's default, noted only).
+        if let Err(e) = keep_pool(&ctx) {
+            tracing::warn!("GPU {ordinal}: {e}");
+        }
         kept.push(ctx);
     }
     Ok(())
@@ -179,6 +241,7 @@ pub(crate) fn arch_of(ctx: &CudaContext) -> Result<String> {
 /// Free and total memory of GPU `device` in bytes (opens its context).
 pub fn device_free_memory(device: usize) -> Result<(u64, u64)> {
     let ctx = open_context(device)?;
+    trim_pool(&ctx)?;
     let (free, total) = ctx
         .mem_get_info()
         .map_err(|e| driver_err("reading free device memory", e))?;
@@ -186,6 +249,7 @@ pub fn device_free_memory(device: usize) -> Result<(u64, u64)> {
 }
 
 pub(crate) fn ensure_fits(ctx: &CudaContext, need: usize, what: &str) -> Result<()> {
+    trim_pool(ctx)?;
     let (free, total) = ctx
         .mem_get_info()
         .map_err(|e| driver_err("reading free device memory", e))?;

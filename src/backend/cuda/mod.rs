@@ -59,7 +59,8 @@ pub use compile::all_sources;
 pub use decomposed::{gather_spinor, local_gauge, local_spinor, time_decomposed_apply, HaloCost};
 pub use device::{
     device_count, device_free_memory, device_info, device_info_of, driver_version,
-    host_upload_paths, stream_on, triad_bandwidth, upload_bandwidth, DeviceInfo, HostUploadPaths,
+    host_upload_paths, stream_on, triad_bandwidth, trim_pool, upload_bandwidth, DeviceInfo,
+    HostUploadPaths,
 };
 pub use field::DeviceSpinor;
 
