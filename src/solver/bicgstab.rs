@@ -174,18 +174,30 @@ impl<S: Space, A: LinearOperator<S>> Iterate<S> for BiCgStab<S, A> {
     }
 }
 
+/// ln(nr) per iteration since the run's start (negative while it converges).
+fn mean_rate(start_iter: u64, nr_start: f64, s: &BiScalars) -> f64 {
+    (s.nr / nr_start).ln() / s.iter.saturating_sub(start_iter) as f64
+}
+
 /// Iterations to queue before the next read: as many as the run's mean convergence rate
-/// so far says the residual needs to reach the device's eps, at least 1 and at most
-/// `check_every` (1 before the first iteration, and `check_every` while the residual has
-/// not fallen). Queued iterations past the stop are no-ops but for their two operator
+/// so far (before its first iteration: `prior`, the last run's, else a single iteration)
+/// says the residual needs to reach the device's eps, at least 1 and at most
+/// `check_every` (`check_every` while the residual has not fallen). Queued iterations past the stop are no-ops but for their two operator
 /// applications, so the batch is sized to end near it; the arithmetic does not depend
 /// on it.
-pub fn batch_size(check_every: usize, start_iter: u64, nr_start: f64, s: &BiScalars) -> usize {
+pub fn batch_size(
+    check_every: usize,
+    start_iter: u64,
+    nr_start: f64,
+    s: &BiScalars,
+    prior: Option<f64>,
+) -> usize {
     let done = s.iter.saturating_sub(start_iter);
-    if done == 0 {
-        return 1;
-    }
-    let rate = (s.nr / nr_start).ln() / done as f64;
+    let rate = match (done, prior) {
+        (0, None) => return 1,
+        (0, Some(r)) => r,
+        _ => mean_rate(start_iter, nr_start, s),
+    };
     let needed = (s.eps / s.nr).ln() / rate;
     if rate.is_nan() || rate >= 0.0 || !needed.is_finite() {
         return check_every;
@@ -212,6 +224,11 @@ pub struct Fused<S: FusedCr> {
     /// The workspace's layout (graphs name its fields).
     layout: Option<crate::linalg::Layout>,
     key: u64,
+    /// The last run's mean convergence rate (`batch_size`'s prior).
+    rate: Option<f64>,
+    /// Replay each iteration as a recorded graph (`FusedCr::repeat`), unless
+    /// QCD_SOLVE_BI_GRAPHS=0: then the launches are queued one by one.
+    graphs: bool,
 }
 
 impl<S: FusedCr> Fused<S> {
@@ -231,6 +248,8 @@ impl<S: FusedCr> Fused<S> {
             work: Workspace::default(),
             layout: None,
             key: GRAPH_KEY.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            rate: None,
+            graphs: std::env::var("QCD_SOLVE_BI_GRAPHS").map_or(true, |v| v.trim() != "0"),
         })
     }
 }
@@ -279,7 +298,7 @@ impl<S: FusedCr> Iterate<S> for Fused<S> {
         // The iteration of the last restart of the shadow residual (a second breakdown
         // there, with no iteration between, takes a random one, as in `BiCgStab`).
         let mut restarted_at: Option<u64> = None;
-        let (verdict, last_iter) = loop {
+        let (verdict, last) = loop {
             let mut s = match known.take() {
                 Some(s) => s,
                 None => {
@@ -302,7 +321,7 @@ impl<S: FusedCr> Iterate<S> for Fused<S> {
             }
             match monitor.check(s.iter as usize, s.nr, s.active) {
                 Verdict::Continue => {}
-                v => break (v, s.iter),
+                v => break (v, s),
             }
             let mut body = |sp: &mut S| {
                 sp.apply(form, v, p)?;
@@ -312,12 +331,21 @@ impl<S: FusedCr> Iterate<S> for Fused<S> {
                 sp.bi_update(state, p, t, r0, x, r)?;
                 sp.bi_p(state, r, v, p)
             };
-            let k = batch_size(self.check_every, start_iter as u64, nr, &s);
+            let k = batch_size(self.check_every, start_iter as u64, nr, &s, self.rate);
             for _ in 0..k {
-                space.repeat(key, 1, &mut body)?;
+                if self.graphs {
+                    space.repeat(key, 1, &mut body)?;
+                } else {
+                    body(space)?;
+                }
             }
             applications += 2 * cost * k;
         };
+        let last_iter = last.iter;
+        if last_iter > start_iter as u64 {
+            let r = mean_rate(start_iter as u64, nr, &last);
+            self.rate = (r.is_finite() && r < 0.0).then_some(r);
+        }
         let history = space.bi_history_upto(state, last_iter)?;
         let history = history
             .get(start_iter..)
@@ -364,15 +392,18 @@ mod tests {
     #[test]
     fn batches_end_where_the_mean_rate_reaches_eps() {
         // Nothing done yet: one iteration, to learn the rate.
-        assert_eq!(batch_size(10, 5, 1.0, &at(5, 1.0, 1e-6)), 1);
+        assert_eq!(batch_size(10, 5, 1.0, &at(5, 1.0, 1e-6), None), 1);
+        // ... or the last run's rate: ln(nr) falls by ln 10 per iteration, six to 1e-6.
+        let r = -(10f64).ln();
+        assert_eq!(batch_size(10, 5, 1.0, &at(5, 1.0, 1e-6), Some(r)), 6);
         // 1 -> 1e-2 in two iterations (a factor 10 each): 1e-2 -> 1e-6 takes four more.
-        assert_eq!(batch_size(10, 5, 1.0, &at(7, 1e-2, 1e-6)), 4);
+        assert_eq!(batch_size(10, 5, 1.0, &at(7, 1e-2, 1e-6), None), 4);
         // ... capped by check_every.
-        assert_eq!(batch_size(3, 5, 1.0, &at(7, 1e-2, 1e-6)), 3);
+        assert_eq!(batch_size(3, 5, 1.0, &at(7, 1e-2, 1e-6), None), 3);
         // Just above eps: one more.
-        assert_eq!(batch_size(10, 0, 1.0, &at(2, 1.0001e-6, 1e-6)), 1);
+        assert_eq!(batch_size(10, 0, 1.0, &at(2, 1.0001e-6, 1e-6), None), 1);
         // A residual that has not fallen: the full interval.
-        assert_eq!(batch_size(10, 0, 1.0, &at(3, 2.0, 1e-6)), 10);
-        assert_eq!(batch_size(10, 0, 1.0, &at(3, 1.0, 1e-6)), 10);
+        assert_eq!(batch_size(10, 0, 1.0, &at(3, 2.0, 1e-6), None), 10);
+        assert_eq!(batch_size(10, 0, 1.0, &at(3, 1.0, 1e-6), None), 10);
     }
 }
