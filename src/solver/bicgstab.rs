@@ -263,6 +263,7 @@ impl<S: FusedCr> Iterate<S> for Fused<S> {
         start_iter: usize,
         nr0: Option<f64>,
     ) -> Result<Run> {
+        let clock = std::time::Instant::now();
         let layout = space.layout(b);
         if self.layout.is_some_and(|l| l != layout) {
             // New fields: the graphs recorded on the old ones must not be replayed.
@@ -291,6 +292,10 @@ impl<S: FusedCr> Iterate<S> for Fused<S> {
             None => self.state.insert(space.bi_state(&s)?),
         };
         space.bi_start(state, b, x, r, r0, p)?;
+        tracing::debug!(
+            us = clock.elapsed().as_micros() as u64,
+            "fused BiCGStab: fields, state and start (queued)"
+        );
         let (form, key, cost) = (self.form, self.key, self.cost);
         let mut known = Some(s);
         let mut checks = 0;
@@ -332,6 +337,7 @@ impl<S: FusedCr> Iterate<S> for Fused<S> {
                 sp.bi_p(state, r, v, p)
             };
             let k = batch_size(self.check_every, start_iter as u64, nr, &s, self.rate);
+            let t = std::time::Instant::now();
             for _ in 0..k {
                 if self.graphs {
                     space.repeat(key, 1, &mut body)?;
@@ -340,6 +346,11 @@ impl<S: FusedCr> Iterate<S> for Fused<S> {
                 }
             }
             applications += 2 * cost * k;
+            tracing::debug!(
+                us = t.elapsed().as_micros() as u64,
+                iterations = k,
+                "fused BiCGStab: batch queued"
+            );
         };
         let last_iter = last.iter;
         if last_iter > start_iter as u64 {

@@ -29,6 +29,8 @@ pub fn solve<S: Space, A: LinearOperator<S>, I: Iterate<S>>(
     delta: f64,
     monitor: &mut Monitor,
 ) -> Result<SolveOutcome<S::Field>> {
+    let clock = std::time::Instant::now();
+    let us = |t: &std::time::Instant| t.elapsed().as_micros() as u64;
     let outer = space.layout(b);
     let inner_layout = outer.with_precision(precision);
     let mut stats = SolveStats::default();
@@ -46,8 +48,16 @@ pub fn solve<S: Space, A: LinearOperator<S>, I: Iterate<S>>(
     // Restarts after a stalled inner run (see below) and the last true (r|r).
     let mut stalled_before = false;
     let mut last_true = nr_start;
+    tracing::debug!(us = us(&clock), "mixed: fields, conversion and norm");
     let reason = loop {
+        let t = std::time::Instant::now();
         let run = inner.run(space, &rs, monitor, iter, nr0)?;
+        tracing::debug!(
+            us = us(&t),
+            iterations = run.iter - iter,
+            "mixed: inner run"
+        );
+        let t = std::time::Instant::now();
         history.pop();
         history.extend_from_slice(&run.history);
         iter = run.iter;
@@ -79,6 +89,7 @@ pub fn solve<S: Space, A: LinearOperator<S>, I: Iterate<S>>(
             *last = nr_true;
         }
         stats.reliable_updates += 1;
+        tracing::debug!(us = us(&t), "mixed: reliable update");
         stats
             .true_residuals
             .push((iter, (nr_true / monitor.nb).sqrt()));

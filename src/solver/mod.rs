@@ -209,8 +209,13 @@ pub fn solve_from_source<B: FusedCr>(
         ));
     }
     let form = spec.method.iterated_form(form);
+    let t = std::time::Instant::now();
     let (rhs_e, b_o) = eo::prepare(space, &source, form.gamma5())?;
     drop(source);
+    tracing::debug!(
+        us = t.elapsed().as_micros() as u64,
+        "solve: even-odd preparation (queued)"
+    );
     solve_even_odd(space, spec, form, rhs_e, b_o, observe)
 }
 
@@ -224,9 +229,19 @@ fn solve_even_odd<B: FusedCr>(
     b_o: B::Field,
     observe: &mut dyn FnMut(usize, f64),
 ) -> Result<SolveOutcome<B::Field>> {
+    let t = std::time::Instant::now();
     let mut out = solve_system(space, spec, form.schur(), &rhs_e, observe)?;
     drop(rhs_e);
+    tracing::debug!(
+        us = t.elapsed().as_micros() as u64,
+        "solve: the Schur system"
+    );
+    let t = std::time::Instant::now();
     out.x = eo::reconstruct(space, &out.x, &b_o)?;
+    tracing::debug!(
+        us = t.elapsed().as_micros() as u64,
+        "solve: reconstruction (queued)"
+    );
     Ok(out)
 }
 
