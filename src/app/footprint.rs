@@ -228,6 +228,32 @@ pub fn solve_fields(plan: &DevicePlan, outer: Layout) -> Vec<MemoryLine> {
     out
 }
 
+/// The most a solve holds of fields it allocates and frees itself (the source's
+/// preparation, the solve's fields and state, the reconstruction, the check; the
+/// right-hand side included; what stays resident aside): what a GPU backend reserves in its
+/// memory pool before the solve's clock starts (`Prepare::reserve`).
+pub fn solve_working_bytes(plan: &DevicePlan) -> u64 {
+    let v = plan.volume;
+    let full = Layout::FULL;
+    let phases: Vec<Vec<MemoryLine>> = if plan.layout.subset == Subset::Full {
+        let mut s = vec![fields(full, 1, v)];
+        s.extend(solve_fields(plan, full));
+        vec![s, vec![fields(full, 3, v)]]
+    } else {
+        let even = Layout::new(Subset::Even, Precision::Double);
+        let odd = Layout::new(Subset::Odd, Precision::Double);
+        let mut s = vec![fields(even, 1, v), fields(odd, 1, v)];
+        s.extend(solve_fields(plan, even));
+        vec![
+            vec![fields(full, 1, v), fields(even, 2, v), fields(odd, 1, v)],
+            s,
+            vec![fields(even, 1, v), fields(odd, 2, v), fields(full, 1, v)],
+            vec![fields(full, 3, v)],
+        ]
+    };
+    phases.iter().map(|p| total(p)).max().unwrap_or(0)
+}
+
 fn ranks(plan: &DevicePlan) -> Option<usize> {
     plan.partition.as_ref().map(|p| p.ranks())
 }
@@ -446,6 +472,47 @@ mod tests {
                 assert_eq!(e.peak().name, "solve", "{method}");
             }
         }
+    }
+
+    #[test]
+    fn the_working_reserve_is_the_largest_phase_beyond_what_stays() {
+        // The estimate's source preparation, solve, reconstruction and check phases each
+        // hold the resident part (the check's beside its three full fields) plus what the
+        // solve allocates and frees itself: the largest of them is the resident part plus
+        // `solve_working_bytes`. The seed's even-odd single-double BiCGStab: the solve
+        // phase, rhs_e and b_o (2 x 96 B/site), x_d and the scratch (2 x 96), the inner rhs
+        // (48) and six fields (6 x 48), and the fused state (history and partials).
+        let v = 16 * 16 * 16 * 32;
+        for method in [Method::Cr, Method::Bicgstab, Method::Gcr] {
+            for even_odd in [false, true] {
+                let mut p = plan(method, even_odd, Precision::Single);
+                p.fused = method != Method::Gcr;
+                let dp = DevicePlan::of_run(v, &opts(StencilVersion::V3_0, true), &p, false);
+                let e = estimate(&dp);
+                let check = e.phases.iter().find(|x| x.name == "check").unwrap();
+                let resident = check.bytes() - 3 * (v as u64) * 192;
+                let largest = e
+                    .phases
+                    .iter()
+                    .filter(|x| {
+                        ["source preparation", "solve", "reconstruction", "check"].contains(&x.name)
+                    })
+                    .map(|x| x.bytes())
+                    .max()
+                    .unwrap();
+                assert_eq!(
+                    resident + solve_working_bytes(&dp),
+                    largest,
+                    "{method} {even_odd}"
+                );
+            }
+        }
+        let mut p = plan(Method::Bicgstab, true, Precision::Single);
+        p.fused = true;
+        let dp = DevicePlan::of_run(v, &opts(StencilVersion::V3_0, true), &p, false);
+        let fields = (v as u64) * (2 * 96 + 2 * 96 + 48 + 6 * 48);
+        let state = crate::backend::cuda::footprint::bi_state(2000).bytes;
+        assert_eq!(solve_working_bytes(&dp), fields + state);
     }
 
     #[test]

@@ -208,7 +208,15 @@ pub fn solve_on_rank<B: Backend>(
     }
     let spec = plan.spec();
     timed("prepare the backend", || {
-        backend.prepare(crate::app::tuning::plan_layout(plan), plan.fused)
+        backend.prepare(crate::app::tuning::plan_layout(plan), plan.fused)?;
+        // The solve's own fields, ahead (the stencil options do not enter them).
+        let fields = crate::app::footprint::DevicePlan::of_run(
+            problem.lattice.volume(),
+            &crate::backend::cuda::CudaOptions::default(),
+            plan,
+            false,
+        );
+        backend.reserve(crate::app::footprint::solve_working_bytes(&fields))
     })?;
     // Even-odd: the source goes in alone and is freed once the even right-hand side is
     // made; the form's right-hand side b, which only the final check needs, is uploaded

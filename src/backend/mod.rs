@@ -308,6 +308,12 @@ pub trait Prepare {
     /// Compile, load and build what a solve iterating on fields of `layout` (its precision;
     /// half fields: the even-odd operators) and (if `fused`) the fused iteration will need.
     fn prepare(&mut self, layout: Layout, fused: bool) -> Result<()>;
+    /// Make `bytes` of short-lived allocations cheap for the solve that follows (the
+    /// GPU: grow its memory pool by that much now, so that the solve's fields are carved
+    /// from memory already mapped). Nothing to do where allocation is cheap.
+    fn reserve(&mut self, _bytes: u64) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// Everything the application layer drives: the seam plus the capabilities.

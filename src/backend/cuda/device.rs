@@ -87,7 +87,7 @@ pub(crate) fn open_context(ordinal: usize) -> Result<Arc<CudaContext>> {
 /// (`trim_pool`), so what it keeps is never counted as taken.
 pub const POOL_KEEP_MIB: u64 = 1024;
 
-fn pool_keep_bytes() -> u64 {
+pub(crate) fn pool_keep_bytes() -> u64 {
     std::env::var("QCD_SOLVE_POOL_KEEP_MIB")
         .ok()
         .and_then(|v| v.trim().parse::<u64>().ok())

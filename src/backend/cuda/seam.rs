@@ -384,6 +384,23 @@ impl FusedCr for CudaBackend {
 }
 
 impl Prepare for CudaBackend {
+    /// One allocation of `bytes`, freed at once: the default pool keeps it mapped
+    /// (device::POOL_KEEP_MIB; a larger reserve would be released again, so it is
+    /// skipped).
+    fn reserve(&mut self, bytes: u64) -> Result<()> {
+        if bytes == 0 || bytes > super::device::pool_keep_bytes() {
+            return Ok(());
+        }
+        let block = self
+            .core
+            .gpu
+            .stream
+            .alloc_zeros::<u8>(bytes as usize)
+            .map_err(|e| super::device::driver_err("reserving pool memory", e))?;
+        drop(block);
+        self.core.gpu.sync()
+    }
+
     fn prepare(&mut self, layout: Layout, fused: bool) -> Result<()> {
         self.stencil.prepare(&mut self.core, layout)?;
         if fused && self.caps.fused_cr {
