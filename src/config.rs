@@ -888,6 +888,19 @@ impl LoadedConfig {
                         .to_string(),
                 ));
             }
+            // The fused BiCGStab's sums do not cross ranks on the GPU (kernel 3.0 on
+            // one GPU only); on the CPU its passes are the host loop's anyway.
+            if self.config.solver.method == Method::Bicgstab
+                && self.config.solver.iteration == Iteration::Fused
+                && self.config.backend.device != Device::Cpu
+            {
+                return Err(self.bad(
+                    "solver",
+                    "iteration",
+                    "the fused BiCGStab runs on one GPU; a split lattice takes iteration = \"auto\" or \"seed\" (the host-driven BiCGStab)"
+                        .to_string(),
+                ));
+            }
         }
         Ok(())
     }

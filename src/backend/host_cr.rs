@@ -5,9 +5,8 @@
 //! loop's own vector-space operations in its order (solver::bicgstab `BiCgStab`), so the
 //! fused driver on these backends reproduces it.
 
-use super::{BiScalars, CrScalars, FusedBiCgStab, FusedCr, Operator, WilsonKernels};
+use super::{breakdown, BiScalars, CrScalars, FusedBiCgStab, FusedCr, Operator, WilsonKernels};
 use crate::field::C64;
-use crate::solver::bicgstab::breakdown;
 use crate::Result;
 
 /// A backend whose fused CR is the host loop below.

@@ -84,6 +84,15 @@ impl BiScalars {
     }
 }
 
+/// Whether the recurrence would divide by (u|w) = 0 (or a non-number). On the Wilson
+/// operator this happens exactly for a point source with the shadow residual r0 = b: a
+/// hop forth and back along one direction is (1 - g)(1 + g) = 0, so (b|r_1) vanishes at
+/// the second iteration. (A relative threshold also caught near-zeros on g5 D that the
+/// recurrence goes through: measured, so only exact zeros restart.)
+pub fn breakdown(uw: C64) -> bool {
+    !(uw.norm() > 0.0 && uw.norm().is_finite())
+}
+
 /// BiCGStab's iteration with its scalars where the backend computes (solver::bicgstab
 /// `Fused`): the element-wise passes between the operator's two applications, each a
 /// no-op once the iteration is inactive. Host backends run them as the vector-space

@@ -17,18 +17,9 @@
 
 use super::monitor::{Iterate, Monitor, Run, Verdict};
 use super::work::Workspace;
-use crate::backend::{BiScalars, FusedCr};
+use crate::backend::{breakdown, BiScalars, FusedCr};
 use crate::linalg::{LinearOperator, Operator, Space};
 use crate::Result;
-
-/// Whether the recurrence would divide by (u|w) = 0 (or a non-number). On the Wilson
-/// operator this happens exactly for a point source with the shadow residual r0 = b: a
-/// hop forth and back along one direction is (1 - g)(1 + g) = 0, so (b|r_1) vanishes at
-/// the second iteration. (A relative threshold also caught near-zeros on g5 D that the
-/// recurrence goes through: measured, so only exact zeros restart.)
-pub fn breakdown(uw: crate::field::C64) -> bool {
-    !(uw.norm() > 0.0 && uw.norm().is_finite())
-}
 
 /// Restart the shadow residual and the direction from the current residual: r0 = p = r;
 /// returns the new rho = (r0|r).
