@@ -12,8 +12,8 @@
 //! Two applications per iteration. `BiCgStab` uses only the vector space and the operator
 //! (scalars on the host: five host reads per iteration); `Fused` runs the same iteration
 //! through the backend's `FusedBiCgStab` passes, whose scalars stay where the backend
-//! computes, read once every `check_every` iterations (the GPU replays each iteration as a
-//! CUDA graph).
+//! computes, read after batches of at most `check_every` iterations (the GPU replays each
+//! iteration as a CUDA graph).
 
 use super::monitor::{Iterate, Monitor, Run, Verdict};
 use super::work::Workspace;
@@ -173,9 +173,9 @@ fn mean_rate(start_iter: u64, nr_start: f64, s: &BiScalars) -> f64 {
 /// Iterations to queue before the next read: as many as the run's mean convergence rate
 /// so far (before its first iteration: `prior`, the last run's, else a single iteration)
 /// says the residual needs to reach the device's eps, at least 1 and at most
-/// `check_every` (`check_every` while the residual has not fallen). Queued iterations past the stop are no-ops but for their two operator
-/// applications, so the batch is sized to end near it; the arithmetic does not depend
-/// on it.
+/// `check_every` (`check_every` while the residual has not fallen). Queued iterations
+/// past the stop are no-ops but for their two operator applications, so the batch is
+/// sized to end near it; the arithmetic does not depend on it.
 pub fn batch_size(
     check_every: usize,
     start_iter: u64,
@@ -201,10 +201,10 @@ static GRAPH_KEY: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::n
 
 /// BiCGStab through the backend's fused passes (`FusedBiCgStab`): the iteration of
 /// `BiCgStab` with its scalars where the backend computes. The host reads them after
-/// batches of at most `check_every` iterations (`batch_size`); the device iteration stops by itself at the tolerance, or
-/// under a wrapper at its hand-off threshold, so a batch queued past the stop only repeats
-/// the two operator applications. A breakdown stops it too, and the host
-/// restarts the shadow residual as `BiCgStab` does.
+/// batches of at most `check_every` iterations (`batch_size`); the device iteration stops
+/// by itself at the tolerance, or under a wrapper at its hand-off threshold, so a batch
+/// queued past the stop only repeats the two operator applications. A breakdown stops it
+/// too, and the host restarts the shadow residual as `BiCgStab` does.
 pub struct Fused<S: FusedCr> {
     form: Operator,
     /// Stencil applications per operator application (for the counts).
@@ -328,7 +328,7 @@ impl<S: FusedCr> Iterate<S> for Fused<S> {
                 sp.bi_p(state, r, v, p)
             };
             let k = batch_size(self.check_every, start_iter as u64, nr, &s, self.rate);
-            let t = std::time::Instant::now();
+            let queued = std::time::Instant::now();
             for _ in 0..k {
                 if self.graphs {
                     space.repeat(key, 1, &mut body)?;
@@ -338,7 +338,7 @@ impl<S: FusedCr> Iterate<S> for Fused<S> {
             }
             applications += 2 * cost * k;
             tracing::debug!(
-                us = t.elapsed().as_micros() as u64,
+                us = queued.elapsed().as_micros() as u64,
                 iterations = k,
                 "fused BiCGStab: batch queued"
             );
