@@ -16,7 +16,12 @@
 //!   written): 960 + 2 * 6 * 192 = 3264 B/site in double;
 //! - one fused CR iteration even-odd (the seed problem's fastest options iterate so, issue
 //!   13 item 5): the Schur operator plus the same two passes over half-lattice spinors:
-//!   624 + 6 * 96 = 1200 B/site (of the full lattice) in single with 12 reals.
+//!   624 + 6 * 96 = 1200 B/site (of the full lattice) in single with 12 reals;
+//! - one fused BiCGStab iteration even-odd (the seed problem's fastest solve, issue 13
+//!   item 5): two Schur operators and its five passes over half-lattice spinors (alpha:
+//!   r0, v read; s: r, v read, r written; omega: t, r read; update: x, p, r, t, r0 read,
+//!   x, r written; p: p, r, v read, p written: 18, i.e. 9 full-lattice spinors):
+//!   2 * 624 + 9 * 96 = 2112 B/site in single with 12 reals.
 
 use crate::backend::cuda::{CudaBackend, CudaOptions, Reconstruct, StencilVersion};
 use crate::backend::prelude::*;
@@ -47,6 +52,11 @@ pub fn cr_iteration_eo_floor(reconstruct: usize, precision: Precision) -> f64 {
 }
 
 /// Bytes of a link real the stencil of an iteration in `p` reads (half: single links).
+/// Per full-lattice site: two Schur operators and 18 half-lattice spinors.
+pub fn bicgstab_iteration_eo_floor(reconstruct: usize, precision: Precision) -> f64 {
+    2.0 * schur_floor(reconstruct, precision) + 9.0 * spinor_bytes(precision)
+}
+
 fn link_real_bytes(p: Precision) -> usize {
     match p {
         Precision::Double => 8,
@@ -189,9 +199,74 @@ pub fn measure(
                     target,
                 );
             }
+            // One fused BiCGStab iteration even-odd (on the Schur form of D, BiCGStab's).
+            let mut source = be.alloc_layout(le)?;
+            be.convert(&mut source, &full)?;
+            let key = 0xF200 + 2 * ri as u64 + (prec == Precision::Single) as u64;
+            let t = time_bicgstab_iteration(&mut be, &source, key, repeat)?;
+            push(
+                format!("bicgstab iteration fused even-odd {prec:?} r{rec}").to_lowercase(),
+                bicgstab_iteration_eo_floor(rec, prec),
+                t,
+                None,
+            );
         }
     }
     Ok((triad, rows))
+}
+
+/// Iterations per timed batch of the fused BiCGStab row; each batch starts afresh from
+/// the source (its start pass, 5 half-lattice spinors and a sum, adds under 3% to the
+/// batch's 10 x 18 spinors and 20 Schur operators), so that no batch runs into a
+/// breakdown or the rounding floor.
+const BI_BATCH: usize = 10;
+
+/// Seconds per fused BiCGStab iteration of the Schur form of D from `source`, in graphs
+/// of `BI_BATCH` iterations under `key`, each batch from the start (eps 0).
+fn time_bicgstab_iteration(
+    be: &mut CudaBackend,
+    source: &crate::backend::cuda::DeviceSpinor,
+    key: u64,
+    repeat: usize,
+) -> Result<f64> {
+    use crate::backend::BiScalars;
+    let layout = be.layout(source);
+    let mut f = (0..6)
+        .map(|_| be.alloc_layout(layout))
+        .collect::<Result<Vec<_>>>()?;
+    let [x, r, r0, p, v, t] = &mut f[..] else {
+        unreachable!("six fields")
+    };
+    let s = BiScalars {
+        nr: be.norm2(source)?,
+        eps: 0.0,
+        max_iter: (BI_BATCH * (repeat.div_ceil(BI_BATCH) + 2)) as u64,
+        active: true,
+        ..Default::default()
+    };
+    let mut st = be.bi_state(&s)?;
+    let op = Operator::Schur;
+    let secs = time_batch(be, repeat.div_ceil(BI_BATCH), &mut |be| {
+        be.bi_set(&mut st, &s)?;
+        be.bi_start(&mut st, source, x, r, r0, p)?;
+        be.repeat(key, BI_BATCH, &mut |be: &mut CudaBackend| {
+            be.apply(op, v, p)?;
+            be.bi_alpha_s(&mut st, r0, v, r)?;
+            be.apply(op, t, r)?;
+            be.bi_omega(&mut st, t, r)?;
+            be.bi_update(&mut st, p, t, r0, x, r)?;
+            be.bi_p(&mut st, r, v, p)
+        })
+    })? / BI_BATCH as f64;
+    be.forget_graphs();
+    let done = be.bi_get(&st)?;
+    if !done.active || done.iter != BI_BATCH as u64 {
+        return Err(Error::CheckFailed(format!(
+            "the timed BiCGStab iterations stopped early (iteration {}, nr {:e}, broken {})",
+            done.iter, done.nr, done.broken
+        )));
+    }
+    Ok(secs)
 }
 
 /// Seconds per fused CR iteration of `op` from `source` (its layout), timed in graphs of
@@ -349,6 +424,12 @@ mod tests {
         assert_eq!(
             cr_iteration_eo_floor(12, Precision::Single),
             384.0 + 240.0 + 576.0
+        );
+        // Even-odd BiCGStab, single, 12 reals: two Schur operators (624 each) and 18
+        // half-lattice spinors (9 x 96 per full-lattice site): 2112 B/site.
+        assert_eq!(
+            bicgstab_iteration_eo_floor(12, Precision::Single),
+            2.0 * 624.0 + 864.0
         );
     }
 }

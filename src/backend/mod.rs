@@ -346,6 +346,6 @@ pub fn unsupported_described(described: &str, what: &str) -> crate::Error {
 
 /// The traits a caller of a backend needs in scope.
 pub mod prelude {
-    pub use super::{Backend, FusedCr, Prepare};
+    pub use super::{Backend, FusedBiCgStab, FusedCr, Prepare};
     pub use crate::linalg::{LinearOperator, Space, WilsonKernels};
 }
