@@ -8,11 +8,11 @@ use super::backend::CudaBackend;
 use super::compile::bicgstab_fused_program;
 use super::device::{function, load_module};
 use super::field::DeviceSpinor;
-use super::fused::{common_shape, cr_cfg, err, pick, ptr, ptr_mut, shape, shape_mut};
+use super::fused::{common_shape, cr_cfg, err, pick, ptr, ptr_mut, shape};
 use super::kernels::{Kernel, CR_MAX_GRID};
-use super::timing::{launch, GpuStream};
+use super::timing::GpuStream;
 use crate::backend::ledger::{Booking, Purpose};
-use crate::backend::{unsupported, BiScalars, FusedBiCgStab};
+use crate::backend::{unsupported, BiScalars, FusedBiCgStab, Precision};
 use crate::error::{Error, Result};
 use crate::field::C64;
 use cudarc::driver::{CudaFunction, CudaSlice};
@@ -239,48 +239,9 @@ impl FusedBiCgStab for CudaBackend {
         r0: &mut DeviceSpinor,
         p: &mut DeviceSpinor,
     ) -> Result<()> {
-        let (rhs, x, r, r0, p) = (
-            rhs.raw(),
-            x.raw_mut(),
-            r.raw_mut(),
-            r0.raw_mut(),
-            p.raw_mut(),
-        );
-        let (prec, n) = common_shape(
-            &[
-                shape(&rhs),
-                shape_mut(&x),
-                shape_mut(&r),
-                shape_mut(&r0),
-                shape_mut(&p),
-            ],
-            "bi_start",
-        )?;
-        let k = self.bi_kernels()?;
-        let f = pick(prec, &k.start.0, &k.start.1, "bi_start")?.clone();
-        let gpu = &mut self.core.gpu;
-        let stream = gpu.stream.clone();
-        let (rhs, _a) = ptr(rhs, &stream);
-        let (x, _b) = ptr_mut(x, &stream);
-        let (r, _c) = ptr_mut(r, &stream);
-        let (r0, _d) = ptr_mut(r0, &stream);
-        let (p, _e) = ptr_mut(p, &stream);
-        let ni = n as i32;
-        let DeviceBiState {
-            scalars,
-            partials,
-            tickets,
-            ..
-        } = state;
-        launch!(
-            gpu,
-            Kernel::BiStart(prec),
-            n,
-            &f,
-            cr_cfg(n),
-            [&rhs, &x, &r, &r0, &p, &ni, scalars, partials, tickets]
-        );
-        Ok(())
+        use Arg::{In, Out};
+        let fields = &mut [In(rhs), Out(x), Out(r), Out(r0), Out(p)];
+        self.pass(Kernel::BiStart, |k| &k.start, fields, Tail::Sums, state)
     }
 
     fn bi_alpha_s(
@@ -290,40 +251,21 @@ impl FusedBiCgStab for CudaBackend {
         v: &DeviceSpinor,
         r: &mut DeviceSpinor,
     ) -> Result<()> {
-        let (r0, v, r) = (r0.raw(), v.raw(), r.raw_mut());
-        let (prec, n) = common_shape(&[shape(&r0), shape(&v), shape_mut(&r)], "bi_alpha_s")?;
-        let k = self.bi_kernels()?;
-        let fa = pick(prec, &k.alpha.0, &k.alpha.1, "bi_alpha_s")?.clone();
-        let fs = pick(prec, &k.s.0, &k.s.1, "bi_alpha_s")?.clone();
-        let gpu = &mut self.core.gpu;
-        let stream = gpu.stream.clone();
-        let (r0, _a) = ptr(r0, &stream);
-        let (v, _b) = ptr(v, &stream);
-        let (r, _c) = ptr_mut(r, &stream);
-        let ni = n as i32;
-        let DeviceBiState {
-            scalars,
-            partials,
-            tickets,
-            ..
-        } = state;
-        launch!(
-            gpu,
-            Kernel::BiAlpha(prec),
-            n,
-            &fa,
-            cr_cfg(n),
-            [&r0, &v, &ni, &mut *scalars, partials, tickets]
-        );
-        launch!(
-            gpu,
-            Kernel::BiS(prec),
-            n,
-            &fs,
-            cr_cfg(n),
-            [&r, &v, &ni, scalars]
-        );
-        Ok(())
+        use Arg::{In, Out};
+        self.pass(
+            Kernel::BiAlpha,
+            |k| &k.alpha,
+            &mut [In(r0), In(v)],
+            Tail::Sums,
+            state,
+        )?;
+        self.pass(
+            Kernel::BiS,
+            |k| &k.s,
+            &mut [Out(r), In(v)],
+            Tail::Scalars,
+            state,
+        )
     }
 
     fn bi_omega(
@@ -332,30 +274,8 @@ impl FusedBiCgStab for CudaBackend {
         t: &DeviceSpinor,
         r: &DeviceSpinor,
     ) -> Result<()> {
-        let (t, r) = (t.raw(), r.raw());
-        let (prec, n) = common_shape(&[shape(&t), shape(&r)], "bi_omega")?;
-        let k = self.bi_kernels()?;
-        let f = pick(prec, &k.omega.0, &k.omega.1, "bi_omega")?.clone();
-        let gpu = &mut self.core.gpu;
-        let stream = gpu.stream.clone();
-        let (t, _a) = ptr(t, &stream);
-        let (r, _b) = ptr(r, &stream);
-        let ni = n as i32;
-        let DeviceBiState {
-            scalars,
-            partials,
-            tickets,
-            ..
-        } = state;
-        launch!(
-            gpu,
-            Kernel::BiOmega(prec),
-            n,
-            &f,
-            cr_cfg(n),
-            [&t, &r, &ni, scalars, partials, tickets]
-        );
-        Ok(())
+        let fields = &mut [Arg::In(t), Arg::In(r)];
+        self.pass(Kernel::BiOmega, |k| &k.omega, fields, Tail::Sums, state)
     }
 
     fn bi_update(
@@ -367,43 +287,15 @@ impl FusedBiCgStab for CudaBackend {
         x: &mut DeviceSpinor,
         r: &mut DeviceSpinor,
     ) -> Result<()> {
-        let (p, t, r0, x, r) = (p.raw(), t.raw(), r0.raw(), x.raw_mut(), r.raw_mut());
-        let (prec, n) = common_shape(
-            &[
-                shape(&p),
-                shape(&t),
-                shape(&r0),
-                shape_mut(&x),
-                shape_mut(&r),
-            ],
-            "bi_update",
-        )?;
-        let k = self.bi_kernels()?;
-        let f = pick(prec, &k.update.0, &k.update.1, "bi_update")?.clone();
-        let gpu = &mut self.core.gpu;
-        let stream = gpu.stream.clone();
-        let (x, _a) = ptr_mut(x, &stream);
-        let (r, _b) = ptr_mut(r, &stream);
-        let (p, _c) = ptr(p, &stream);
-        let (t, _d) = ptr(t, &stream);
-        let (r0, _e) = ptr(r0, &stream);
-        let ni = n as i32;
-        let DeviceBiState {
-            scalars,
-            history,
-            partials,
-            tickets,
-            ..
-        } = state;
-        launch!(
-            gpu,
-            Kernel::BiUpdate(prec),
-            n,
-            &f,
-            cr_cfg(n),
-            [&x, &r, &p, &t, &r0, &ni, scalars, history, partials, tickets]
-        );
-        Ok(())
+        use Arg::{In, Out};
+        let fields = &mut [Out(x), Out(r), In(p), In(t), In(r0)];
+        self.pass(
+            Kernel::BiUpdate,
+            |k| &k.update,
+            fields,
+            Tail::HistorySums,
+            state,
+        )
     }
 
     fn bi_p(
@@ -413,26 +305,85 @@ impl FusedBiCgStab for CudaBackend {
         v: &DeviceSpinor,
         p: &mut DeviceSpinor,
     ) -> Result<()> {
-        let (r, v, p) = (r.raw(), v.raw(), p.raw_mut());
-        let (prec, n) = common_shape(&[shape(&r), shape(&v), shape_mut(&p)], "bi_p")?;
-        let k = self.bi_kernels()?;
-        let f = pick(prec, &k.p.0, &k.p.1, "bi_p")?.clone();
+        use Arg::{In, Out};
+        let fields = &mut [Out(p), In(r), In(v)];
+        self.pass(Kernel::BiP, |k| &k.p, fields, Tail::Scalars, state)
+    }
+}
+
+/// A field of a pass, in the kernel's argument order: read, or written.
+enum Arg<'a> {
+    In(&'a DeviceSpinor),
+    Out(&'a mut DeviceSpinor),
+}
+
+/// A pass's arguments after its fields and n: the scalar block, then (reducing passes)
+/// the partial sums and tickets, with the history before them for the update.
+#[derive(Clone, Copy, PartialEq)]
+enum Tail {
+    Scalars,
+    Sums,
+    HistorySums,
+}
+
+impl CudaBackend {
+    /// One launch of the pass `kind` (`which` picks its kernel pair) over `fields`, all
+    /// of one precision and length, with the state's `tail`; booked as `kind(precision)`.
+    fn pass(
+        &mut self,
+        kind: fn(Precision) -> Kernel,
+        which: fn(&BiKernels) -> &Pair,
+        fields: &mut [Arg<'_>],
+        tail: Tail,
+        state: &mut DeviceBiState,
+    ) -> Result<()> {
+        use cudarc::driver::PushKernelArg as _;
+        let shapes: Vec<_> = fields
+            .iter()
+            .map(|a| match a {
+                Arg::In(f) => shape(&f.raw()),
+                Arg::Out(f) => shape(&f.raw()),
+            })
+            .collect();
+        let kernel = kind(Precision::Double);
+        let name = kernel.name();
+        let (prec, n) = common_shape(&shapes, &name)?;
+        let kernel = kind(prec);
+        let pair = which(self.bi_kernels()?);
+        let f = pick(prec, &pair.0, &pair.1, &name)?.clone();
         let gpu = &mut self.core.gpu;
         let stream = gpu.stream.clone();
-        let (p, _a) = ptr_mut(p, &stream);
-        let (r, _b) = ptr(r, &stream);
-        let (v, _c) = ptr(v, &stream);
+        // The guards live until the launch is queued (see `fused::ptr`).
+        let (ptrs, _guards): (Vec<u64>, Vec<_>) = fields
+            .iter_mut()
+            .map(|a| match a {
+                Arg::In(f) => ptr(f.raw(), &stream),
+                Arg::Out(f) => ptr_mut(f.raw_mut(), &stream),
+            })
+            .unzip();
         let ni = n as i32;
-        let scalars = &state.scalars;
-        launch!(
-            gpu,
-            Kernel::BiP(prec),
-            n,
-            &f,
-            cr_cfg(n),
-            [&p, &r, &v, &ni, scalars]
-        );
-        Ok(())
+        let pending = gpu.begin()?;
+        let mut b = stream.launch_builder(&f);
+        for p in &ptrs {
+            b.arg(p);
+        }
+        b.arg(&ni);
+        b.arg(&mut state.scalars);
+        if tail == Tail::HistorySums {
+            b.arg(&mut state.history);
+        }
+        if tail != Tail::Scalars {
+            b.arg(&mut state.partials);
+            b.arg(&mut state.tickets);
+        }
+        // SAFETY: the fields, n and the tail are kernels/bicgstab_fused.cu's signature of
+        // this pass (BI_KERNELS), every buffer is a live allocation of this context sized
+        // for n (common_shape) or for cr_grid's blocks (BI_PARTIALS), and the kernels
+        // guard their indices.
+        let launched = unsafe { b.launch(cr_cfg(n)) };
+        launched
+            .map_err(|e| super::device::driver_err(&format!("launching {}", kernel.name()), e))?;
+        gpu.end(pending, kernel, n)
     }
 }
 
