@@ -67,38 +67,17 @@ __device__ __forceinline__ double2 bi_round(const float2*, double2 z)
     return c_make((double)(float)z.x, (double)(float)z.y);
 }
 
-// Two sums at once (the grid-stride loop's value).
+// Two sums at once: the grid-stride loop's and the reduction's value (cr_device.cuh's
+// overloads for it).
 struct bi_pair {
     double2 a, b;
 };
 __device__ __forceinline__ bi_pair cr_plus(bi_pair u, bi_pair v) { return {c_add(u.a, v.a), c_add(u.b, v.b)}; }
-
-// cr_reduce_last for a pair: partials[2 block] and partials[2 block + 1].
-__device__ __forceinline__ bool bi_reduce2_last(bi_pair v, double2* sh, double2* partials, unsigned* ticket,
-                                                bi_pair* total)
+__device__ __forceinline__ bi_pair cr_zero(bi_pair) { return {c_zero(), c_zero()}; }
+__device__ __forceinline__ bi_pair cr_load_cg(const bi_pair* p) { return {__ldcg(&p->a), __ldcg(&p->b)}; }
+__device__ __forceinline__ bi_pair cr_block_sum(bi_pair v, double2* sh)
 {
-    __shared__ int bi_is_last;
-    const double2 a = cr_block_sum(v.a, sh);
-    const double2 b = cr_block_sum(v.b, sh);
-    if (threadIdx.x == 0) {
-        partials[2 * blockIdx.x] = a;
-        partials[2 * blockIdx.x + 1] = b;
-        __threadfence();
-        const unsigned k = atomicInc(ticket, gridDim.x - 1);
-        bi_is_last = (k == gridDim.x - 1);
-    }
-    __syncthreads();
-    if (!bi_is_last)
-        return false;
-    __threadfence();
-    bi_pair acc = {c_zero(), c_zero()};
-    for (unsigned i = threadIdx.x; i < gridDim.x; i += blockDim.x) {
-        acc.a = c_add(acc.a, __ldcg(partials + 2 * i));
-        acc.b = c_add(acc.b, __ldcg(partials + 2 * i + 1));
-    }
-    total->a = cr_block_sum(acc.a, sh);
-    total->b = cr_block_sum(acc.b, sh);
-    return true;
+    return {cr_block_sum(v.a, sh), cr_block_sum(v.b, sh)};
 }
 
 template <class T>
@@ -127,9 +106,7 @@ template <class T> __device__ __forceinline__ void bi_s(T* __restrict__ r, const
         return;
     const double2 alpha = bi_get(s, BI_ALPHA_RE);
     const double2 minus = c_make(-alpha.x, -alpha.y);
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)n; i += stride)
-        cr_store(r, i, c_add(cr_load(r, i), c_mul(minus, cr_load(v, i))));
+    cr_for_each((size_t)n, [&](size_t i) { cr_store(r, i, c_add(cr_load(r, i), c_mul(minus, cr_load(v, i)))); });
 }
 
 template <class T>
@@ -144,7 +121,7 @@ __device__ __forceinline__ void bi_omega(const T* __restrict__ t, const T* __res
         return bi_pair{c_make(cr_norm(tv), 0.0), c_conj_mul(tv, cr_load(r, i))};
     });
     bi_pair total;
-    if (bi_reduce2_last(acc, bi_sh, partials, tickets + BI_TICKET_OMEGA, &total) && threadIdx.x == 0) {
+    if (cr_reduce_last(acc, bi_sh, (bi_pair*)partials, tickets + BI_TICKET_OMEGA, &total) && threadIdx.x == 0) {
         const double tt = total.a.x;
         bi_put(s, BI_OMEGA_RE, tt > 0.0 ? c_make(total.b.x / tt, total.b.y / tt) : c_zero());
     }
@@ -168,7 +145,7 @@ __device__ __forceinline__ void bi_update(T* __restrict__ x, T* __restrict__ r, 
         return bi_pair{c_make(cr_norm(rv), 0.0), c_conj_mul(cr_load(r0, i), rv)};
     });
     bi_pair total;
-    if (bi_reduce2_last(acc, bi_sh, partials, tickets + BI_TICKET_UPDATE, &total) && threadIdx.x == 0) {
+    if (cr_reduce_last(acc, bi_sh, (bi_pair*)partials, tickets + BI_TICKET_UPDATE, &total) && threadIdx.x == 0) {
         const double nr = total.a.x, it = s[BI_ITER] + 1.0;
         s[BI_NR] = nr;
         s[BI_ITER] = it;
@@ -197,11 +174,10 @@ __device__ __forceinline__ void bi_p(T* __restrict__ p, const T* __restrict__ r,
         return;
     const double2 omega = bi_get(s, BI_OMEGA_RE), beta = bi_get(s, BI_BETA_RE);
     const double2 minus = c_make(-omega.x, -omega.y);
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)n; i += stride) {
+    cr_for_each((size_t)n, [&](size_t i) {
         const double2 p1 = bi_round(p, c_add(cr_load(p, i), c_mul(minus, cr_load(v, i))));
         cr_store(p, i, c_add(cr_load(r, i), c_mul(beta, p1)));
-    }
+    });
 }
 
 // The start of a run (not gated on `active`): r = r0 = p = rhs, x = 0, rho = (rhs|rhs).

@@ -80,13 +80,22 @@ __device__ __forceinline__ double2 cr_block_sum(double2 v, double2* sh)
     return total;
 }
 
+__device__ __forceinline__ double cr_plus(double a, double b) { return a + b; }
+__device__ __forceinline__ double2 cr_plus(double2 a, double2 b) { return c_add(a, b); }
+
+// The value types a reduction can carry: double2 here; a kernel may add its own (a
+// struct of several double2, bicgstab_fused.cu's bi_pair) with these three overloads and
+// cr_plus.
+__device__ __forceinline__ double2 cr_zero(double2) { return c_zero(); }
+__device__ __forceinline__ double2 cr_load_cg(const double2* p) { return __ldcg(p); }
+
 // Adds this block's sum of v to partials[blockIdx.x]. Returns true in the last block to
 // arrive, where every thread gets the total over all blocks in *total.
-__device__ __forceinline__ bool cr_reduce_last(double2 v, double2* sh, double2* partials, unsigned* ticket,
-                                               double2* total)
+template <class V>
+__device__ __forceinline__ bool cr_reduce_last(V v, double2* sh, V* partials, unsigned* ticket, V* total)
 {
     __shared__ int cr_is_last;
-    const double2 b = cr_block_sum(v, sh);
+    const V b = cr_block_sum(v, sh);
     if (threadIdx.x == 0) {
         partials[blockIdx.x] = b;
         __threadfence();
@@ -97,9 +106,9 @@ __device__ __forceinline__ bool cr_reduce_last(double2 v, double2* sh, double2* 
     if (!cr_is_last)
         return false;
     __threadfence();
-    double2 acc = c_zero();
+    V acc = cr_zero(v);
     for (unsigned i = threadIdx.x; i < gridDim.x; i += blockDim.x)
-        acc = c_add(acc, __ldcg(partials + i));
+        acc = cr_plus(acc, cr_load_cg(partials + i));
     *total = cr_block_sum(acc, sh);
     return true;
 }
@@ -170,8 +179,6 @@ __device__ __forceinline__ double cr_norm(double2 z) { return z.x * z.x + z.y * 
 // The grid-stride loop of the element-wise kernels (cr_fused.cu, bicgstab_fused.cu): f(i)
 // for every element of this thread, in increasing i, summing what it returns (four
 // elements per step while four are left, so that their loads are in flight together).
-__device__ __forceinline__ double cr_plus(double a, double b) { return a + b; }
-__device__ __forceinline__ double2 cr_plus(double2 a, double2 b) { return c_add(a, b); }
 
 template <class V, class F>
 __device__ __forceinline__ V cr_stride_sum(size_t n, V acc, F f)
@@ -188,4 +195,12 @@ __device__ __forceinline__ V cr_stride_sum(size_t n, V acc, F f)
     for (; i < n; i += stride)
         acc = cr_plus(acc, f(i));
     return acc;
+}
+
+// The grid-stride loop without a sum: f(i) for every element of this thread.
+template <class F> __device__ __forceinline__ void cr_for_each(size_t n, F f)
+{
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+        f(i);
 }

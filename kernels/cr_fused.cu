@@ -105,14 +105,13 @@ template <class T>
 __device__ __forceinline__ void cr_load(const T* __restrict__ rhs, T* __restrict__ r, T* __restrict__ x,
                                         T* __restrict__ p, T* __restrict__ ap, int n)
 {
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
     const T zero = c_of<T>(0, 0);
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)n; i += stride) {
+    cr_for_each((size_t)n, [&](size_t i) {
         r[i] = rhs[i];
         x[i] = zero;
         p[i] = zero;
         ap[i] = zero;
-    }
+    });
 }
 
 extern "C" __global__ void cr_load_d(const double2* __restrict__ rhs, double2* __restrict__ r, double2* __restrict__ x,

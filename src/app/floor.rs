@@ -250,12 +250,8 @@ fn time_bicgstab_iteration(
         be.bi_set(&mut st, &s)?;
         be.bi_start(&mut st, source, x, r, r0, p)?;
         be.repeat(key, BI_BATCH, &mut |be: &mut CudaBackend| {
-            be.apply(op, v, p)?;
-            be.bi_alpha_s(&mut st, r0, v, r)?;
-            be.apply(op, t, r)?;
-            be.bi_omega(&mut st, t, r)?;
-            be.bi_update(&mut st, p, t, r0, x, r)?;
-            be.bi_p(&mut st, r, v, p)
+            let fields = [&mut *x, &mut *r, &mut *r0, &mut *p, &mut *v, &mut *t];
+            crate::solver::bicgstab::iteration(be, op, &mut st, fields)
         })
     })? / BI_BATCH as f64;
     be.forget_graphs();

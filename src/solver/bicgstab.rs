@@ -197,6 +197,23 @@ pub fn batch_size(
     ((needed - 1e-9).ceil().max(1.0) as usize).min(check_every)
 }
 
+/// One fused iteration of the Wilson form `form` on the workspace's fields (x, r, r0,
+/// p, v, t, `FIELDS`' order): v = A p, the alpha and s passes, t = A s, the omega, update
+/// and p passes. `Fused` batches it; `floor` times it.
+pub fn iteration<S: FusedCr>(
+    sp: &mut S,
+    form: Operator,
+    state: &mut S::BiState,
+    [x, r, r0, p, v, t]: [&mut S::Field; FIELDS],
+) -> Result<()> {
+    sp.apply(form, v, p)?;
+    sp.bi_alpha_s(state, r0, v, r)?;
+    sp.apply(form, t, r)?;
+    sp.bi_omega(state, t, r)?;
+    sp.bi_update(state, p, t, r0, x, r)?;
+    sp.bi_p(state, r, v, p)
+}
+
 static GRAPH_KEY: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1 << 40);
 
 /// BiCGStab through the backend's fused passes (`FusedBiCgStab`): the iteration of
@@ -320,12 +337,12 @@ impl<S: FusedCr> Iterate<S> for Fused<S> {
                 v => break (v, s),
             }
             let mut body = |sp: &mut S| {
-                sp.apply(form, v, p)?;
-                sp.bi_alpha_s(state, r0, v, r)?;
-                sp.apply(form, t, r)?;
-                sp.bi_omega(state, t, r)?;
-                sp.bi_update(state, p, t, r0, x, r)?;
-                sp.bi_p(state, r, v, p)
+                iteration(
+                    sp,
+                    form,
+                    state,
+                    [&mut *x, &mut *r, &mut *r0, &mut *p, &mut *v, &mut *t],
+                )
             };
             let k = batch_size(self.check_every, start_iter as u64, nr, &s, self.rate);
             let queued = std::time::Instant::now();

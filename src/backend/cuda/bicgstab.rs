@@ -8,7 +8,9 @@ use super::backend::CudaBackend;
 use super::compile::bicgstab_fused_program;
 use super::device::{function, load_module};
 use super::field::DeviceSpinor;
-use super::fused::{common_shape, cr_cfg, err, pick, ptr, ptr_mut, shape};
+use super::fused::{
+    check_history, common_shape, cr_cfg, err, pick, ptr, ptr_mut, read_history, shape,
+};
 use super::kernels::{Kernel, CR_MAX_GRID};
 use super::timing::GpuStream;
 use crate::backend::ledger::{Booking, Purpose};
@@ -119,17 +121,8 @@ impl BiKernels {
     }
 }
 
-fn check_history(s: &BiScalars, len: usize) -> Result<()> {
-    if s.iter > s.max_iter || s.max_iter as usize >= len {
-        return Err(Error::invalid(
-            "bi_state",
-            format!(
-                "iter {} and max_iter {} do not fit a history of {} entries",
-                s.iter, s.max_iter, len
-            ),
-        ));
-    }
-    Ok(())
+fn check(s: &BiScalars, len: usize) -> Result<()> {
+    check_history("bi_state", s.iter, s.max_iter, len)
 }
 
 impl CudaBackend {
@@ -166,7 +159,7 @@ impl FusedBiCgStab for CudaBackend {
     fn bi_state(&mut self, s: &BiScalars) -> Result<DeviceBiState> {
         self.bi_kernels()?;
         let len = s.max_iter as usize + 1;
-        check_history(s, len)?;
+        check(s, len)?;
         let mut history = vec![f64::NAN; len];
         history[s.iter as usize] = s.nr;
         let stream = self.core.gpu.stream.clone();
@@ -191,7 +184,7 @@ impl FusedBiCgStab for CudaBackend {
     }
 
     fn bi_set(&mut self, state: &mut DeviceBiState, s: &BiScalars) -> Result<()> {
-        check_history(s, state.history.len())?;
+        check(s, state.history.len())?;
         let block = to_block(s);
         let nr = [s.nr];
         let it = s.iter as usize;
@@ -219,15 +212,7 @@ impl FusedBiCgStab for CudaBackend {
     }
 
     fn bi_history_upto(&mut self, state: &DeviceBiState, iter: u64) -> Result<Vec<f64>> {
-        let n = (iter as usize + 1).min(state.history.len());
-        let mut out = vec![0.0f64; n];
-        self.core
-            .gpu
-            .stream
-            .memcpy_dtoh(&state.history.slice(0..n), &mut out)
-            .map_err(err("reading the BiCGStab history"))?;
-        self.core.gpu.sync()?;
-        Ok(out)
+        read_history(&mut self.core.gpu, &state.history, iter)
     }
 
     fn bi_start(

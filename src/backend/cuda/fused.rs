@@ -189,16 +189,41 @@ pub(crate) fn err(what: &'static str) -> impl Fn(cudarc::driver::DriverError) ->
 
 /// The scalars must fit the history: iter <= max_iter < history length.
 fn check_scalars(s: &CrScalars, history_len: usize) -> Result<()> {
-    if s.iter > s.max_iter || s.max_iter as usize >= history_len {
+    check_history("cr_state", s.iter, s.max_iter, history_len)
+}
+
+/// iter <= max_iter < history_len, for a state named `what` (the fused CR's and
+/// BiCGStab's scalar blocks).
+pub(crate) fn check_history(
+    what: &str,
+    iter: u64,
+    max_iter: u64,
+    history_len: usize,
+) -> Result<()> {
+    if iter > max_iter || max_iter as usize >= history_len {
         return Err(Error::invalid(
-            "cr_state",
+            what,
             format!(
-                "iter {} and max_iter {} do not fit a history of {} entries",
-                s.iter, s.max_iter, history_len
+                "iter {iter} and max_iter {max_iter} do not fit a history of {history_len} entries"
             ),
         ));
     }
     Ok(())
+}
+
+/// history[0..=iter] of a fused state's history (clamped to its length): one transfer.
+pub(crate) fn read_history(
+    gpu: &mut GpuStream,
+    history: &CudaSlice<f64>,
+    iter: u64,
+) -> Result<Vec<f64>> {
+    let n = (iter as usize + 1).min(history.len());
+    let mut out = vec![0.0f64; n];
+    gpu.stream
+        .memcpy_dtoh(&history.slice(0..n), &mut out)
+        .map_err(err("reading a fused solver's history"))?;
+    gpu.sync()?;
+    Ok(out)
 }
 
 /// Complex numbers of each field of a call, and their common precision; all must agree
@@ -391,13 +416,7 @@ impl Fused {
     /// history[0..=iter] for an iter the caller has read (one transfer, no read of the
     /// block).
     pub fn history_upto(gpu: &mut GpuStream, state: &DeviceCrState, iter: u64) -> Result<Vec<f64>> {
-        let n = (iter as usize + 1).min(state.history.len());
-        let mut out = vec![0.0f64; n];
-        gpu.stream
-            .memcpy_dtoh(&state.history.slice(0..n), &mut out)
-            .map_err(err("reading the CR history"))?;
-        gpu.sync()?;
-        Ok(out)
+        read_history(gpu, &state.history, iter)
     }
 
     /// If active: x += alpha p, r -= alpha Ap; nr = (r|r); iter += 1, history[iter] = nr.
