@@ -6,6 +6,7 @@ working tree and for a git revision (default HEAD) side by side, so a kernel cha
 show it costs no registers.
 
 Usage: LD_LIBRARY_PATH=.nvrtc/nvidia/cu13/lib python3 validate/emu/v3_registers.py [REV]
+(QCD_SOLVE_KERNEL_DEFINES="NAME=VALUE ..." adds defines to the working tree's builds.)
 """
 import ctypes, glob, os, struct, subprocess, sys, tempfile
 
@@ -68,6 +69,8 @@ def attributes(elf):
 
 def main():
     rev = sys.argv[1] if len(sys.argv) > 1 else "HEAD"
+    # QCD_SOLVE_KERNEL_DEFINES (as for qcd-solve) applies to the working tree's column.
+    extra = [tuple(x.split("=", 1)) for x in os.environ.get("QCD_SOLVE_KERNEL_DEFINES", "").split()]
     with tempfile.TemporaryDirectory() as old:
         names = subprocess.run(["git", "-C", ROOT, "ls-tree", "--name-only", rev, "kernels/"],
                                capture_output=True, text=True, check=True).stdout.split()
@@ -81,7 +84,7 @@ def main():
                     # (A revision before reconstruct 8 ignores RECONSTRUCT_8: its column
                     # then shows its 18-real kernel.)
                     d = [("RECONSTRUCT_12", r12), ("RECONSTRUCT_8", r8), ("V3_SINGLE", single)]
-                    new = attributes(cubin(os.path.join(ROOT, "kernels", src), os.path.join(ROOT, "kernels"), d))
+                    new = attributes(cubin(os.path.join(ROOT, "kernels", src), os.path.join(ROOT, "kernels"), d + extra))
                     was = {}
                     if os.path.exists(os.path.join(old, src)):
                         was = attributes(cubin(os.path.join(old, src), old, d))

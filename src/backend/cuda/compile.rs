@@ -147,6 +147,7 @@ impl Program {
         ];
         o.extend(self.defines.iter().map(|(k, v)| format!("-D{k}={v}")));
         o.extend(self.flags.iter().map(|f| f.to_string()));
+        o.extend(extra_defines());
         o
     }
 
@@ -159,6 +160,15 @@ impl Program {
         splice(self.source.name, self.source.code, &mut done, &mut out);
         out
     }
+}
+
+/// Defines for experiments and ablation, added to every program's options:
+/// `QCD_SOLVE_KERNEL_DEFINES="V3_PREFETCH=1"` (space-separated NAME=VALUE; the on-disk
+/// PTX cache keys on the options, so such builds are cached apart).
+fn extra_defines() -> Vec<String> {
+    std::env::var("QCD_SOLVE_KERNEL_DEFINES")
+        .map(|v| v.split_whitespace().map(|d| format!("-D{d}")).collect())
+        .unwrap_or_default()
 }
 
 /// The header an `#include "name"` line names, if it is one of ours.
