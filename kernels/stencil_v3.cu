@@ -56,68 +56,6 @@
 #include "cr_device.cuh"
 #include "v3_core.cuh"
 
-// V3_PREFETCH (experiment, issue 13 item 1): every warp first asks L2 for data its later
-// hops read, so that those loads find it in L2 without holding registers for it
-// (cp.async.bulk.prefetch, sm_90). 1: the warp's forward links (the first read of every
-// link: its neighbour's backward hop comes later) and its y field; 2: also the +t
-// neighbours' spinors (the first read of a spinor), with the t hop moved last; 3: every
-// link and spinor range the warp reads.
-#ifndef V3_PREFETCH
-#define V3_PREFETCH 0
-#endif
-
-#if V3_PREFETCH
-// Ask L2 for elements [first, last) (size es) of the array at base (16-byte aligned),
-// first and last clamped to [0, n): the byte range rounded down to 16 at both ends (a
-// hint: a short range is harmless).
-__device__ __forceinline__ void v3_prefetch_l2(const void* base, long first, long last, long n, int es)
-{
-    first = first < 0 ? 0 : first;
-    last = last > n ? n : last;
-    const size_t a = ((size_t)base + (size_t)first * es) & ~(size_t)15;
-    const size_t b = ((size_t)base + (size_t)last * es) & ~(size_t)15;
-    if (b > a)
-        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(a), "r"((unsigned)(b - a)) : "memory");
-}
-
-// The warp of checkerboard sites [c0, c0 + 32) (lane: this thread's lane) spreads its
-// prefetches over its lanes. l_here / l_there: the link arrays of the warp's parity and
-// the other; in_h the input half field, y_h the y field (or null).
-__device__ __forceinline__ void v3_prefetch_warp(int lane, int c0, int vh, const Dims& d, const real2* l_here,
-                                                 const real2* l_there, const v3_spinor* in_h, const v3_spinor* y_h)
-{
-    const long c1 = min(c0 + 32, vh), w = c1 - c0;
-    // The checkerboard shift of a hop in direction mu (selects: no local array).
-    const auto sh = [&](int mu) -> long {
-        const long y = d.l[0] / 2, z = y * d.l[1], t = z * d.l[2];
-        return mu == 0 ? 0 : mu == 1 ? y : mu == 2 ? z : t;
-    };
-    constexpr int nl = 4 * V3_LINK_ELEMS;
-    constexpr int nb = V3_PREFETCH >= 3 ? nl : 0;                           // backward links
-    constexpr int ns = V3_PREFETCH >= 3 ? 12 * 8 : V3_PREFETCH >= 2 ? 12 : 0; // spinors
-    const int n = nl + nb + ns + (y_h ? 12 : 0);
-    for (int i = lane; i < n; i += 32) {
-        if (i < nl) {
-            v3_prefetch_l2(l_here + (size_t)i * vh, c0, c1, vh, sizeof(real2));
-        } else if (i < nl + nb) {
-            const int j = i - nl, mu = j / V3_LINK_ELEMS;
-            long a = c0 - sh(mu);
-            if (a < 0)
-                a += vh;
-            v3_prefetch_l2(l_there + (size_t)j * vh, a - 1, a + w + 1, vh, sizeof(real2));
-        } else if (i < nl + nb + ns) {
-            const int j = i - nl - nb;
-            const int k = j % 12, hop = V3_PREFETCH >= 3 ? j / 12 : 6; // hop 2 mu + (0 forward, 1 backward)
-            long a = c0 + ((hop & 1) ? -sh(hop >> 1) : sh(hop >> 1));
-            a = a < 0 ? a + vh : a >= vh ? a - vh : a;
-            v3_prefetch_l2(in_h + (size_t)k * vh, a - 1, a + w + 1, vh, sizeof(v3_spinor));
-        } else {
-            v3_prefetch_l2(y_h + (size_t)(i - nl - nb - ns) * vh, c0, c1, vh, sizeof(v3_spinor));
-        }
-    }
-}
-#endif
-
 // Forward and backward hop of direction MU for the site `site` (coordinates c) of parity
 // p: psi is the input half field (parity 1 - p), links_here / links_there the link arrays
 // of parity p and 1 - p. A hop that leaves the sub-lattice across a split direction
@@ -165,16 +103,10 @@ extern "C" __global__ void __launch_bounds__(V3_MAX_BLOCK)
     const int p = full ? (w & 1) : parity;
     const int cb = full ? ((w >> 1) << 5) + (t & 31) : t;
     double2 dot = c_zero();
-    const size_t half = (size_t)12 * vh;
-    const v3_spinor* in_h = inp + (full ? (size_t)(1 - p) * half : 0);
-    const v3_spinor* y_h = y ? y + (full ? (size_t)p * half : 0) : nullptr;
-#if V3_PREFETCH
-    if (cb - (t & 31) < vh)
-        v3_prefetch_warp(t & 31, cb - (t & 31), vh, make_dims(lx, ly, lz, lt),
-                         links + (size_t)p * 4 * V3_LINK_ELEMS * vh, links + (size_t)(1 - p) * 4 * V3_LINK_ELEMS * vh,
-                         in_h, y_h);
-#endif
     if (cb < vh) {
+        const size_t half = (size_t)12 * vh;
+        const v3_spinor* in_h = inp + (full ? (size_t)(1 - p) * half : 0);
+        const v3_spinor* y_h = y ? y + (full ? (size_t)p * half : 0) : nullptr;
         v3_spinor* out_h = out + (full ? (size_t)p * half : 0);
         // Half: the norms, one per site, parity blocks of vh (null in the other builds).
         const float* in_n = inp_norm ? inp_norm + (full ? (size_t)(1 - p) * vh : 0) : nullptr;
@@ -186,17 +118,10 @@ extern "C" __global__ void __launch_bounds__(V3_MAX_BLOCK)
         int x[4];
         const int site = v3_site(p, cb, d, x);
         real2 acc[4][3];
-#if V3_PREFETCH >= 2
-        v3_direction<0, true>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo, anti_hi, acc);
-        v3_direction<1, false>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo, anti_hi, acc);
-        v3_direction<2, false>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo, anti_hi, acc);
-        v3_direction<3, false>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo, anti_hi, acc);
-#else
         v3_direction<3, true>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo, anti_hi, acc);
         v3_direction<0, false>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo, anti_hi, acc);
         v3_direction<1, false>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo, anti_hi, acc);
         v3_direction<2, false>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo, anti_hi, acc);
-#endif
         const real cr = (real)c;
         const real y_step = y_h ? v3_site_step(y_n, cb) : (real)0;
         // acc becomes the output site, then is stored whole (half: with its norm).

@@ -34,6 +34,9 @@
 #ifndef V3_HALF
 #define V3_HALF 0
 #endif
+#ifndef V3_LOAD_HINT
+#define V3_LOAD_HINT 0
+#endif
 #if V3_HALF
 #undef V3_SINGLE
 #define V3_SINGLE 1
@@ -71,6 +74,15 @@ __device__ __forceinline__ real2 v3_load(const v3_spinor* __restrict__ psi, size
 {
 #if V3_HALF
     return half_load(psi, vh, k, n, step);
+#elif V3_LOAD_HINT >= 2
+    const real2* q = psi + (size_t)k * vh + n;
+    real2 v;
+#if V3_SINGLE
+    asm("ld.global.nc.L1::evict_last.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "l"(q));
+#else
+    asm("ld.global.nc.L1::evict_last.v2.f64 {%0, %1}, [%2];" : "=d"(v.x), "=d"(v.y) : "l"(q));
+#endif
+    return v;
 #else
     return psi[(size_t)k * vh + n];
 #endif
@@ -193,6 +205,32 @@ __device__ __forceinline__ void v3_unpack_8(const Z s[4], Z u[3][3])
 }
 #endif
 
+// V3_LOAD_HINT (experiment, issue 13 item 1, set through QCD_SOLVE_KERNEL_DEFINES): cache
+// hints on the stencil's loads, to keep L1 for the spinors, which neighbouring sites of a
+// block read again (a link is read at most twice, once per parity). 0: plain loads; 1:
+// links not allocated in L1; 2: as 1, and spinors marked evict-last in L1.
+// A link element (with V3_LOAD_HINT >= 1: not allocated in L1).
+__device__ __forceinline__ double2 v3_ld_link(const double2* p)
+{
+#if V3_LOAD_HINT >= 1
+    double2 v;
+    asm("ld.global.nc.L1::no_allocate.v2.f64 {%0, %1}, [%2];" : "=d"(v.x), "=d"(v.y) : "l"(p));
+    return v;
+#else
+    return *p;
+#endif
+}
+__device__ __forceinline__ float2 v3_ld_link(const float2* p)
+{
+#if V3_LOAD_HINT >= 1
+    float2 v;
+    asm("ld.global.nc.L1::no_allocate.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "l"(p));
+    return v;
+#else
+    return *p;
+#endif
+}
+
 // U(i, k) of the link of direction mu at checkerboard site cb of one parity's link array
 // (element e = row*3 + col of the stored rows at (mu*V3_LINK_ELEMS + e)*vh + cb; with
 // RECONSTRUCT_8 element e of the 8-real form, decoded by v3_unpack_8).
@@ -204,7 +242,7 @@ __device__ __forceinline__ void v3_load_link(const real2* __restrict__ links, si
     real2 s[4];
 #pragma unroll
     for (int e = 0; e < 4; ++e)
-        s[e] = p[e * vh];
+        s[e] = v3_ld_link(p + e * vh);
     v3_unpack_8(s, u);
 #else
     const int rows = RECONSTRUCT_12 ? 2 : 3;
@@ -212,7 +250,7 @@ __device__ __forceinline__ void v3_load_link(const real2* __restrict__ links, si
     for (int i = 0; i < rows; ++i)
 #pragma unroll
         for (int k = 0; k < 3; ++k)
-            u[i][k] = p[(i * 3 + k) * vh];
+            u[i][k] = v3_ld_link(p + (i * 3 + k) * vh);
 #if RECONSTRUCT_12
     su3_third_row(u);
 #endif
