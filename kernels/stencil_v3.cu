@@ -56,6 +56,30 @@
 #include "cr_device.cuh"
 #include "v3_core.cuh"
 
+// V3_LOAD_HINT (experiment, issue 13 item 1; QCD_SOLVE_KERNEL_DEFINES sets it): which link
+// loads skip L1 (ld.global.nc.L1::no_allocate), leaving L1 to the spinors that the
+// neighbouring sites of a block read again. A parity launch reads each link once; the
+// full mode's warps of both parities share the x and y links within a block, the z and t
+// ones mostly with other blocks. 0: none; 1: every link of a parity launch; 3: as 1, and
+// the full mode's z and t links; 4: as 1, and the full mode's t links; 5: every link.
+#ifndef V3_LOAD_HINT
+#define V3_LOAD_HINT 0
+#endif
+// V3_HINT_PATHS=1: the full mode and parity launches as two code paths, so that each
+// path's hints are fixed at compile time (0: one path, the hint chosen at run time).
+#ifndef V3_HINT_PATHS
+#define V3_HINT_PATHS 0
+#endif
+template <int MU>
+__device__ __forceinline__ constexpr bool v3_stream_links(bool full)
+{
+    return V3_LOAD_HINT == 0 ? false
+           : V3_LOAD_HINT == 5 || !full ? true
+           : V3_LOAD_HINT == 3 ? MU >= 2
+           : V3_LOAD_HINT == 4 ? MU == 3
+                               : false;
+}
+
 // Forward and backward hop of direction MU for the site `site` (coordinates c) of parity
 // p: psi is the input half field (parity 1 - p), links_here / links_there the link arrays
 // of parity p and 1 - p. A hop that leaves the sub-lattice across a split direction
@@ -63,23 +87,42 @@
 // received face); the first hop, which writes acc, then writes zeros. anti_hi / anti_lo:
 // bit MU set when this sub-lattice's upper / lower edge in MU is a global antiperiodic
 // edge (undecomposed: both are the boundary mask).
-template <int MU, bool FIRST>
+template <int MU, bool FIRST, int F>
 __device__ __forceinline__ void v3_direction(const v3_spinor* __restrict__ psi, const float* __restrict__ norm,
                                              const real2* __restrict__ links_here,
                                              const real2* __restrict__ links_there, size_t vh, int site, int cb,
                                              const int c[4], const Dims& d, int split_mask, int anti_lo,
-                                             int anti_hi, real2 acc[4][3])
+                                             int anti_hi, bool full, real2 acc[4][3])
 {
+    const bool stream = F < 0 ? v3_stream_links<MU>(full) : v3_stream_links<MU>(F == 1);
     const int up = neighbour_index(site, c[MU], MU, true, d) >> 1;
     const int dn = neighbour_index(site, c[MU], MU, false, d) >> 1;
     const bool top = c[MU] == d.l[MU] - 1, bottom = c[MU] == 0;
     const bool split = QCD_ANTIPERIODIC(split_mask, MU);
     if (FIRST || !(split && top))
         v3_hop<MU, true, FIRST>(psi, norm, links_here, vh, up, cb, QCD_ANTIPERIODIC(anti_hi, MU) && top,
-                                FIRST && split && top, acc);
+                                FIRST && split && top, acc, stream);
     if (!(split && bottom))
         v3_hop<MU, false, false>(psi, norm, links_there, vh, dn, dn, QCD_ANTIPERIODIC(anti_lo, MU) && bottom, false,
-                                 acc);
+                                 acc, stream);
+}
+
+// The eight hops of a site. F: 1 the full mode, 0 a parity launch, -1 either (`full`),
+// for the link loads' hints (v3_stream_links).
+template <int F>
+__device__ __forceinline__ void v3_hops(const v3_spinor* __restrict__ psi, const float* __restrict__ norm,
+                                        const real2* __restrict__ links_here, const real2* __restrict__ links_there,
+                                        size_t vh, int site, int cb, const int c[4], const Dims& d, int split_mask,
+                                        int anti_lo, int anti_hi, bool full, real2 acc[4][3])
+{
+    v3_direction<3, true, F>(psi, norm, links_here, links_there, vh, site, cb, c, d, split_mask, anti_lo, anti_hi,
+                                full, acc);
+    v3_direction<0, false, F>(psi, norm, links_here, links_there, vh, site, cb, c, d, split_mask, anti_lo, anti_hi,
+                                 full, acc);
+    v3_direction<1, false, F>(psi, norm, links_here, links_there, vh, site, cb, c, d, split_mask, anti_lo, anti_hi,
+                                 full, acc);
+    v3_direction<2, false, F>(psi, norm, links_here, links_there, vh, site, cb, c, d, split_mask, anti_lo, anti_hi,
+                                 full, acc);
 }
 
 extern "C" __global__ void __launch_bounds__(V3_MAX_BLOCK)
@@ -118,10 +161,14 @@ extern "C" __global__ void __launch_bounds__(V3_MAX_BLOCK)
         int x[4];
         const int site = v3_site(p, cb, d, x);
         real2 acc[4][3];
-        v3_direction<3, true>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo, anti_hi, acc);
-        v3_direction<0, false>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo, anti_hi, acc);
-        v3_direction<1, false>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo, anti_hi, acc);
-        v3_direction<2, false>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo, anti_hi, acc);
+#if V3_HINT_PATHS
+        if (full)
+            v3_hops<1>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo, anti_hi, full, acc);
+        else
+            v3_hops<0>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo, anti_hi, full, acc);
+#else
+        v3_hops<-1>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo, anti_hi, full, acc);
+#endif
         const real cr = (real)c;
         const real y_step = y_h ? v3_site_step(y_n, cb) : (real)0;
         // acc becomes the output site, then is stored whole (half: with its norm).

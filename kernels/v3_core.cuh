@@ -34,9 +34,6 @@
 #ifndef V3_HALF
 #define V3_HALF 0
 #endif
-#ifndef V3_LOAD_HINT
-#define V3_LOAD_HINT 0
-#endif
 #if V3_HALF
 #undef V3_SINGLE
 #define V3_SINGLE 1
@@ -74,15 +71,6 @@ __device__ __forceinline__ real2 v3_load(const v3_spinor* __restrict__ psi, size
 {
 #if V3_HALF
     return half_load(psi, vh, k, n, step);
-#elif V3_LOAD_HINT >= 2
-    const real2* q = psi + (size_t)k * vh + n;
-    real2 v;
-#if V3_SINGLE
-    asm("ld.global.nc.L1::evict_last.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "l"(q));
-#else
-    asm("ld.global.nc.L1::evict_last.v2.f64 {%0, %1}, [%2];" : "=d"(v.x), "=d"(v.y) : "l"(q));
-#endif
-    return v;
 #else
     return psi[(size_t)k * vh + n];
 #endif
@@ -205,44 +193,36 @@ __device__ __forceinline__ void v3_unpack_8(const Z s[4], Z u[3][3])
 }
 #endif
 
-// V3_LOAD_HINT (experiment, issue 13 item 1, set through QCD_SOLVE_KERNEL_DEFINES): cache
-// hints on the stencil's loads, to keep L1 for the spinors, which neighbouring sites of a
-// block read again (a link is read at most twice, once per parity). 0: plain loads; 1:
-// links not allocated in L1; 2: as 1, and spinors marked evict-last in L1.
-// A link element (with V3_LOAD_HINT >= 1: not allocated in L1).
-__device__ __forceinline__ double2 v3_ld_link(const double2* p)
+// A link element; `stream`: not allocated in L1 (V3_LOAD_HINT chooses when, stencil_v3.cu).
+__device__ __forceinline__ double2 v3_ld_link(const double2* p, bool stream)
 {
-#if V3_LOAD_HINT >= 1
+    if (!stream)
+        return *p;
     double2 v;
     asm("ld.global.nc.L1::no_allocate.v2.f64 {%0, %1}, [%2];" : "=d"(v.x), "=d"(v.y) : "l"(p));
     return v;
-#else
-    return *p;
-#endif
 }
-__device__ __forceinline__ float2 v3_ld_link(const float2* p)
+__device__ __forceinline__ float2 v3_ld_link(const float2* p, bool stream)
 {
-#if V3_LOAD_HINT >= 1
+    if (!stream)
+        return *p;
     float2 v;
     asm("ld.global.nc.L1::no_allocate.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "l"(p));
     return v;
-#else
-    return *p;
-#endif
 }
 
 // U(i, k) of the link of direction mu at checkerboard site cb of one parity's link array
 // (element e = row*3 + col of the stored rows at (mu*V3_LINK_ELEMS + e)*vh + cb; with
 // RECONSTRUCT_8 element e of the 8-real form, decoded by v3_unpack_8).
 __device__ __forceinline__ void v3_load_link(const real2* __restrict__ links, size_t vh, int mu, int cb,
-                                             real2 u[3][3])
+                                             real2 u[3][3], bool stream = false)
 {
     const real2* p = links + (size_t)mu * V3_LINK_ELEMS * vh + cb;
 #if RECONSTRUCT_8
     real2 s[4];
 #pragma unroll
     for (int e = 0; e < 4; ++e)
-        s[e] = v3_ld_link(p + e * vh);
+        s[e] = v3_ld_link(p + e * vh, stream);
     v3_unpack_8(s, u);
 #else
     const int rows = RECONSTRUCT_12 ? 2 : 3;
@@ -250,7 +230,7 @@ __device__ __forceinline__ void v3_load_link(const real2* __restrict__ links, si
     for (int i = 0; i < rows; ++i)
 #pragma unroll
         for (int k = 0; k < 3; ++k)
-            u[i][k] = v3_ld_link(p + (i * 3 + k) * vh);
+            u[i][k] = v3_ld_link(p + (i * 3 + k) * vh, stream);
 #if RECONSTRUCT_12
     su3_third_row(u);
 #endif
@@ -334,7 +314,7 @@ __device__ __forceinline__ void v3_hop_half(const real2 h[2][3], const real2 u[3
 template <int MU, bool FWD, bool FIRST>
 __device__ __forceinline__ void v3_hop(const v3_spinor* __restrict__ psi, const float* __restrict__ norm,
                                        const real2* __restrict__ links, size_t vh, int n, int ls, bool neg, bool zero,
-                                       real2 acc[4][3])
+                                       real2 acc[4][3], bool stream = false)
 {
     real2 h[2][3];
     v3_project<MU, FWD>(psi, norm, vh, n, neg, h);
@@ -346,7 +326,7 @@ __device__ __forceinline__ void v3_hop(const v3_spinor* __restrict__ psi, const 
                 h[r][c] = zero ? c_of<real2>(0, 0) : h[r][c];
     }
     real2 u[3][3];
-    v3_load_link(links, vh, MU, ls, u);
+    v3_load_link(links, vh, MU, ls, u, stream);
     v3_hop_half<MU, FWD, FIRST>(h, u, acc);
 }
 
