@@ -56,29 +56,18 @@
 #include "cr_device.cuh"
 #include "v3_core.cuh"
 
-// V3_LOAD_HINT (experiment, issue 13 item 1; QCD_SOLVE_KERNEL_DEFINES sets it): which link
-// loads skip L1 (ld.global.nc.L1::no_allocate), leaving L1 to the spinors that the
-// neighbouring sites of a block read again. A parity launch reads each link once; the
-// full mode's warps of both parities share the x and y links within a block, the z and t
-// ones mostly with other blocks. 0: none; 1: every link of a parity launch; 3: as 1, and
-// the full mode's z and t links; 4: as 1, and the full mode's t links; 5: every link.
-#ifndef V3_LOAD_HINT
-#define V3_LOAD_HINT 0
+// Link loads and L1 (issue 13 item 1, runs 78-80). A parity launch (stencil_v3_parity)
+// reads every link once, so its link loads skip L1 (ld.global.nc.L1::no_allocate), which
+// then keeps the spinors that a block's neighbouring sites read again: the Schur operator
+// went from 1.19x to 1.05x of its floor (32^3x64, double r18). The full mode (stencil_v3)
+// shares a link between the warps of both parities of a block (the x and y links), and
+// streaming its links made it slower (1.54x to 1.68x), so it loads them plainly. The two
+// modes are two entry points of one body, so that each gets its own registers (one body
+// choosing at run time spilled more: 48 bytes against 8, double r18).
+// V3_STREAM_LINKS=0 (through QCD_SOLVE_KERNEL_DEFINES) turns the parity launch's hint off.
+#ifndef V3_STREAM_LINKS
+#define V3_STREAM_LINKS 1
 #endif
-// V3_HINT_PATHS=1: the full mode and parity launches as two code paths, so that each
-// path's hints are fixed at compile time (0: one path, the hint chosen at run time).
-#ifndef V3_HINT_PATHS
-#define V3_HINT_PATHS 0
-#endif
-template <int MU>
-__device__ __forceinline__ constexpr bool v3_stream_links(bool full)
-{
-    return V3_LOAD_HINT == 0 ? false
-           : V3_LOAD_HINT == 5 || !full ? true
-           : V3_LOAD_HINT == 3 ? MU >= 2
-           : V3_LOAD_HINT == 4 ? MU == 3
-                               : false;
-}
 
 // Forward and backward hop of direction MU for the site `site` (coordinates c) of parity
 // p: psi is the input half field (parity 1 - p), links_here / links_there the link arrays
@@ -87,55 +76,41 @@ __device__ __forceinline__ constexpr bool v3_stream_links(bool full)
 // received face); the first hop, which writes acc, then writes zeros. anti_hi / anti_lo:
 // bit MU set when this sub-lattice's upper / lower edge in MU is a global antiperiodic
 // edge (undecomposed: both are the boundary mask).
-template <int MU, bool FIRST, int F>
+template <int MU, bool FIRST, bool STREAM>
 __device__ __forceinline__ void v3_direction(const v3_spinor* __restrict__ psi, const float* __restrict__ norm,
                                              const real2* __restrict__ links_here,
                                              const real2* __restrict__ links_there, size_t vh, int site, int cb,
                                              const int c[4], const Dims& d, int split_mask, int anti_lo,
-                                             int anti_hi, bool full, real2 acc[4][3])
+                                             int anti_hi, real2 acc[4][3])
 {
-    const bool stream = F < 0 ? v3_stream_links<MU>(full) : v3_stream_links<MU>(F == 1);
     const int up = neighbour_index(site, c[MU], MU, true, d) >> 1;
     const int dn = neighbour_index(site, c[MU], MU, false, d) >> 1;
     const bool top = c[MU] == d.l[MU] - 1, bottom = c[MU] == 0;
     const bool split = QCD_ANTIPERIODIC(split_mask, MU);
     if (FIRST || !(split && top))
         v3_hop<MU, true, FIRST>(psi, norm, links_here, vh, up, cb, QCD_ANTIPERIODIC(anti_hi, MU) && top,
-                                FIRST && split && top, acc, stream);
+                                FIRST && split && top, acc, STREAM);
     if (!(split && bottom))
         v3_hop<MU, false, false>(psi, norm, links_there, vh, dn, dn, QCD_ANTIPERIODIC(anti_lo, MU) && bottom, false,
-                                 acc, stream);
+                                 acc, STREAM);
 }
 
-// The eight hops of a site. F: 1 the full mode, 0 a parity launch, -1 either (`full`),
-// for the link loads' hints (v3_stream_links).
-template <int F>
-__device__ __forceinline__ void v3_hops(const v3_spinor* __restrict__ psi, const float* __restrict__ norm,
-                                        const real2* __restrict__ links_here, const real2* __restrict__ links_there,
-                                        size_t vh, int site, int cb, const int c[4], const Dims& d, int split_mask,
-                                        int anti_lo, int anti_hi, bool full, real2 acc[4][3])
-{
-    v3_direction<3, true, F>(psi, norm, links_here, links_there, vh, site, cb, c, d, split_mask, anti_lo, anti_hi,
-                                full, acc);
-    v3_direction<0, false, F>(psi, norm, links_here, links_there, vh, site, cb, c, d, split_mask, anti_lo, anti_hi,
-                                 full, acc);
-    v3_direction<1, false, F>(psi, norm, links_here, links_there, vh, site, cb, c, d, split_mask, anti_lo, anti_hi,
-                                 full, acc);
-    v3_direction<2, false, F>(psi, norm, links_here, links_there, vh, site, cb, c, d, split_mask, anti_lo, anti_hi,
-                                 full, acc);
-}
-
-extern "C" __global__ void __launch_bounds__(V3_MAX_BLOCK)
-    stencil_v3(const v3_spinor* __restrict__ inp, const v3_spinor* __restrict__ y, v3_spinor* __restrict__ out,
-               const real2* __restrict__ links, double c, int g5, int parity, int volume, int lx, int ly, int lz,
-               int lt, int split_mask, int anti_lo, int anti_hi, double* __restrict__ s, double2* __restrict__ partials,
-               unsigned* __restrict__ ticket, const float* __restrict__ inp_norm, const float* __restrict__ y_norm,
-               float* __restrict__ out_norm)
+// The body of both entry points: FULL, the full mode (the host launches stencil_v3 with
+// parity < 0 and stencil_v3_parity with parity 0 or 1: stencil.rs launch_v3).
+template <bool FULL>
+__device__ __forceinline__ void v3_stencil(const v3_spinor* __restrict__ inp, const v3_spinor* __restrict__ y,
+                                           v3_spinor* __restrict__ out, const real2* __restrict__ links, double c,
+                                           int g5, int parity, int volume, int lx, int ly, int lz, int lt,
+                                           int split_mask, int anti_lo, int anti_hi, double* __restrict__ s,
+                                           double2* __restrict__ partials, unsigned* __restrict__ ticket,
+                                           const float* __restrict__ inp_norm, const float* __restrict__ y_norm,
+                                           float* __restrict__ out_norm)
 {
     if (s && !cr_active(s))
         return; // uniform: every thread of every block
     const int vh = volume / 2;
-    const bool full = parity < 0;
+    constexpr bool full = FULL;
+    constexpr bool stream = !FULL && V3_STREAM_LINKS;
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
     // Full mode: warps alternate parity over the same checkerboard range (warp w: parity
     // w % 2, sites cb = 32 (w / 2) + lane), so that a link read by one site's forward hop
@@ -161,14 +136,14 @@ extern "C" __global__ void __launch_bounds__(V3_MAX_BLOCK)
         int x[4];
         const int site = v3_site(p, cb, d, x);
         real2 acc[4][3];
-#if V3_HINT_PATHS
-        if (full)
-            v3_hops<1>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo, anti_hi, full, acc);
-        else
-            v3_hops<0>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo, anti_hi, full, acc);
-#else
-        v3_hops<-1>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo, anti_hi, full, acc);
-#endif
+        v3_direction<3, true, stream>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo, anti_hi,
+                                      acc);
+        v3_direction<0, false, stream>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo,
+                                       anti_hi, acc);
+        v3_direction<1, false, stream>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo,
+                                       anti_hi, acc);
+        v3_direction<2, false, stream>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo,
+                                       anti_hi, acc);
         const real cr = (real)c;
         const real y_step = y_h ? v3_site_step(y_n, cb) : (real)0;
         // acc becomes the output site, then is stored whole (half: with its norm).
@@ -211,4 +186,26 @@ extern "C" __global__ void __launch_bounds__(V3_MAX_BLOCK)
         if (cr_reduce_last(dot, v3_shared, partials, ticket, &total) && threadIdx.x == 0 && !cr_keep_local(s, total))
             cr_finish_apply(s, total);
     }
+}
+
+#define V3_STENCIL_ARGS                                                                                               \
+    const v3_spinor *__restrict__ inp, const v3_spinor *__restrict__ y, v3_spinor *__restrict__ out,                 \
+        const real2 *__restrict__ links, double c, int g5, int parity, int volume, int lx, int ly, int lz, int lt,     \
+        int split_mask, int anti_lo, int anti_hi, double *__restrict__ s, double2 *__restrict__ partials,              \
+        unsigned *__restrict__ ticket, const float *__restrict__ inp_norm, const float *__restrict__ y_norm,           \
+        float *__restrict__ out_norm
+#define V3_STENCIL_CALL                                                                                               \
+    inp, y, out, links, c, g5, parity, volume, lx, ly, lz, lt, split_mask, anti_lo, anti_hi, s, partials, ticket,     \
+        inp_norm, y_norm, out_norm
+
+// The full mode (parity < 0).
+extern "C" __global__ void __launch_bounds__(V3_MAX_BLOCK) stencil_v3(V3_STENCIL_ARGS)
+{
+    v3_stencil<true>(V3_STENCIL_CALL);
+}
+
+// A parity launch (parity 0 or 1).
+extern "C" __global__ void __launch_bounds__(V3_MAX_BLOCK) stencil_v3_parity(V3_STENCIL_ARGS)
+{
+    v3_stencil<false>(V3_STENCIL_CALL);
 }

@@ -193,22 +193,29 @@ __device__ __forceinline__ void v3_unpack_8(const Z s[4], Z u[3][3])
 }
 #endif
 
-// A link element; `stream`: not allocated in L1 (V3_LOAD_HINT chooses when, stencil_v3.cu).
+// A link element; `stream`: not allocated in L1 (the parity launches, stencil_v3.cu; the
+// CPU emulation of validate/emu loads plainly).
 __device__ __forceinline__ double2 v3_ld_link(const double2* p, bool stream)
 {
-    if (!stream)
-        return *p;
-    double2 v;
-    asm("ld.global.nc.L1::no_allocate.v2.f64 {%0, %1}, [%2];" : "=d"(v.x), "=d"(v.y) : "l"(p));
-    return v;
+#ifdef __CUDA_ARCH__
+    if (stream) {
+        double2 v;
+        asm("ld.global.nc.L1::no_allocate.v2.f64 {%0, %1}, [%2];" : "=d"(v.x), "=d"(v.y) : "l"(p));
+        return v;
+    }
+#endif
+    return *p;
 }
 __device__ __forceinline__ float2 v3_ld_link(const float2* p, bool stream)
 {
-    if (!stream)
-        return *p;
-    float2 v;
-    asm("ld.global.nc.L1::no_allocate.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "l"(p));
-    return v;
+#ifdef __CUDA_ARCH__
+    if (stream) {
+        float2 v;
+        asm("ld.global.nc.L1::no_allocate.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "l"(p));
+        return v;
+    }
+#endif
+    return *p;
 }
 
 // U(i, k) of the link of direction mu at checkerboard site cb of one parity's link array

@@ -22,6 +22,8 @@ extern "C" {
 void to_single(const double2*, float2*, long long);
 V3(stencil_v3_d, double2) V3(stencil_v3_d12, double2) V3(stencil_v3_d8, double2) V3(stencil_v3_s, float2)
 V3(stencil_v3_s12, float2) V3(stencil_v3_s8, float2)
+V3(stencil_v3_parity_d, double2) V3(stencil_v3_parity_d12, double2) V3(stencil_v3_parity_d8, double2)
+V3(stencil_v3_parity_s, float2) V3(stencil_v3_parity_s12, float2) V3(stencil_v3_parity_s8, float2)
 PACK(halo_pack_d, double2) PACK(halo_pack_d12, double2) PACK(halo_pack_d8, double2) PACK(halo_pack_s, float2)
 PACK(halo_pack_s12, float2) PACK(halo_pack_s8, float2)
 EXT(halo_exterior_d, double2) EXT(halo_exterior_d12, double2) EXT(halo_exterior_d8, double2)
@@ -40,6 +42,16 @@ static int face_cb(const Geo& g, int mu, const int c[4])
     }
     return f / 2;
 }
+
+// A build's two entry points (kernels/stencil_v3.cu): the full mode and a parity launch,
+// picked by the launch's parity as src/backend/cuda/stencil.rs V3Kernels::of does.
+template <class K>
+struct V3Entry {
+    K full, parity;
+    K of(int par) const { return par < 0 ? full : parity; }
+};
+template <class K>
+V3Entry<K> v3_entry(K full, K parity) { return {full, parity}; }
 
 int main(int argc, char** argv)
 {
@@ -233,7 +245,7 @@ int main(int argc, char** argv)
                     const size_t nthreads = full ? 2 * ((L.vh + 31) / 32 * 32) : L.vh;
                     const T* links = single ? (const T*)R[r].links_s[v].data() : (const T*)R[r].links_d[v].data();
                     emu_launch(blocks(nthreads, block), block, 0, false, [&] {
-                        stencil(inp[r].data() + inp_off, y ? (*y)[r].data() + y_off : nullptr, out[r].data() + out_off,
+                        stencil.of(par)(inp[r].data() + inp_off, y ? (*y)[r].data() + y_off : nullptr, out[r].data() + out_off,
                                 links, c, g5, par, L.V, ll[0], ll[1], ll[2], ll[3], split_mask, R[r].anti_lo,
                                 R[r].anti_hi, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr);
                     });
@@ -269,7 +281,7 @@ int main(int argc, char** argv)
                 const size_t y_off = par < 0 ? 0 : (size_t)par * half;
                 const size_t nthreads = par < 0 ? 2 * ((G.vh + 31) / 32 * 32) : G.vh;
                 emu_launch(blocks(nthreads, 96), 96, 0, false, [&] {
-                    stencil(x.data() + in_off, y_c ? yy.data() + y_off : nullptr, o.data(), whole_links, c, g5, par, V,
+                    stencil.of(par)(x.data() + in_off, y_c ? yy.data() + y_off : nullptr, o.data(), whole_links, c, g5, par, V,
                             gl[0], gl[1], gl[2], gl[3], 0, mask, mask, nullptr, nullptr, nullptr, nullptr, nullptr,
                             nullptr);
                 });
@@ -338,12 +350,12 @@ int main(int argc, char** argv)
             wl_d[v] = soa_links(G, canon.data(), dump.pack8.data(), elems[v]);
             wl_s[v] = single(wl_d[v]);
         }
-        run("double", stencil_v3_d, halo_pack_d, halo_exterior_d, double2{}, 0, false, 0, wl_d[0].data());
-        run("double r12", stencil_v3_d12, halo_pack_d12, halo_exterior_d12, double2{}, 0, false, 1, wl_d[1].data());
-        run("double r8", stencil_v3_d8, halo_pack_d8, halo_exterior_d8, double2{}, 0, false, 2, wl_d[2].data());
-        run("single", stencil_v3_s, halo_pack_s, halo_exterior_s, float2{}, 1, true, 0, wl_s[0].data());
-        run("single r12", stencil_v3_s12, halo_pack_s12, halo_exterior_s12, float2{}, 1, true, 1, wl_s[1].data());
-        run("single r8", stencil_v3_s8, halo_pack_s8, halo_exterior_s8, float2{}, 1, true, 2, wl_s[2].data());
+        run("double", v3_entry(stencil_v3_d, stencil_v3_parity_d), halo_pack_d, halo_exterior_d, double2{}, 0, false, 0, wl_d[0].data());
+        run("double r12", v3_entry(stencil_v3_d12, stencil_v3_parity_d12), halo_pack_d12, halo_exterior_d12, double2{}, 0, false, 1, wl_d[1].data());
+        run("double r8", v3_entry(stencil_v3_d8, stencil_v3_parity_d8), halo_pack_d8, halo_exterior_d8, double2{}, 0, false, 2, wl_d[2].data());
+        run("single", v3_entry(stencil_v3_s, stencil_v3_parity_s), halo_pack_s, halo_exterior_s, float2{}, 1, true, 0, wl_s[0].data());
+        run("single r12", v3_entry(stencil_v3_s12, stencil_v3_parity_s12), halo_pack_s12, halo_exterior_s12, float2{}, 1, true, 1, wl_s[1].data());
+        run("single r8", v3_entry(stencil_v3_s8, stencil_v3_parity_s8), halo_pack_s8, halo_exterior_s8, float2{}, 1, true, 2, wl_s[2].data());
     }
     std::printf("%s\n", failures ? "FAILED" : "all checks passed");
     return failures ? 1 : 0;

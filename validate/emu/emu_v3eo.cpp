@@ -30,7 +30,19 @@ void xaxpy_h(const short2*, const float*, short2*, float*, double, double, long 
 void xpay_h(const short2*, const float*, short2*, float*, double, double, long long, long long);
 V3D(stencil_v3_d) V3D(stencil_v3_d12) V3D(stencil_v3_d8) V3S(stencil_v3_s) V3S(stencil_v3_s12)
     V3S(stencil_v3_s8) V3H(stencil_v3_h) V3H(stencil_v3_h12)
+V3D(stencil_v3_parity_d) V3D(stencil_v3_parity_d12) V3D(stencil_v3_parity_d8) V3S(stencil_v3_parity_s)
+    V3S(stencil_v3_parity_s12) V3S(stencil_v3_parity_s8) V3H(stencil_v3_parity_h) V3H(stencil_v3_parity_h12)
 }
+
+// A build's two entry points (kernels/stencil_v3.cu): the full mode and a parity launch,
+// picked by the launch's parity as src/backend/cuda/stencil.rs V3Kernels::of does.
+template <class K>
+struct V3Entry {
+    K full, parity;
+    K of(int par) const { return par < 0 ? full : parity; }
+};
+template <class K>
+V3Entry<K> v3_entry(K full, K parity) { return {full, parity}; }
 
 int main(int argc, char** argv)
 {
@@ -132,7 +144,7 @@ int main(int argc, char** argv)
             const size_t n = par < 0 ? 2 * ((vh + 31) / 32 * 32) : vh;
             const bool dot = partials != nullptr;
             emu_launch(blocks(n, block), block, dot ? block * 16 : 0, dot, [&] {
-                kernel(inp, yy, o, links, c, g5, par, V, lx, ly, lz, lt, 0, mask, mask, s, partials, ticket, nullptr,
+                kernel.of(par)(inp, yy, o, links, c, g5, par, V, lx, ly, lz, lt, 0, mask, mask, s, partials, ticket, nullptr,
                        nullptr, nullptr);
             });
         };
@@ -177,12 +189,12 @@ int main(int argc, char** argv)
         report(tag + "hop_xpay odd (c -0.21)", rel_diff(from_pm(widen(out, (size_t)12 * vh), 1), refs[prec][5]), tol);
     };
     for (int block : {32, 96}) {
-        run("3.0 double", stencil_v3_d, links_d.data(), double2{}, 0, block);
-        run("3.0 double r12", stencil_v3_d12, links_d12.data(), double2{}, 0, block);
-        run("3.0 double r8", stencil_v3_d8, links_d8.data(), double2{}, 0, block);
-        run("3.0 single", stencil_v3_s, links_s.data(), float2{}, 1, block);
-        run("3.0 single r12", stencil_v3_s12, links_s12.data(), float2{}, 1, block);
-        run("3.0 single r8", stencil_v3_s8, links_s8.data(), float2{}, 1, block);
+        run("3.0 double", v3_entry(stencil_v3_d, stencil_v3_parity_d), links_d.data(), double2{}, 0, block);
+        run("3.0 double r12", v3_entry(stencil_v3_d12, stencil_v3_parity_d12), links_d12.data(), double2{}, 0, block);
+        run("3.0 double r8", v3_entry(stencil_v3_d8, stencil_v3_parity_d8), links_d8.data(), double2{}, 0, block);
+        run("3.0 single", v3_entry(stencil_v3_s, stencil_v3_parity_s), links_s.data(), float2{}, 1, block);
+        run("3.0 single r12", v3_entry(stencil_v3_s12, stencil_v3_parity_s12), links_s12.data(), float2{}, 1, block);
+        run("3.0 single r8", v3_entry(stencil_v3_s8, stencil_v3_parity_s8), links_s8.data(), float2{}, 1, block);
     }
     // Half spinors (V3_HALF, single links) against the CPU backend's half fields: inputs
     // converted by to_half (which rounds in double as the host does, so both sides start
@@ -260,11 +272,12 @@ int main(int argc, char** argv)
         }
         struct HalfBuild {
             const char* name;
-            decltype(&stencil_v3_h) kernel;
+            V3Entry<decltype(&stencil_v3_h)> kernel;
             const float2* links;
         };
-        const HalfBuild builds[] = {{"3.0 half", &stencil_v3_h, links_s.data()},
-                                    {"3.0 half r12", &stencil_v3_h12, links_s12.data()}};
+        const HalfBuild builds[] = {
+            {"3.0 half", v3_entry(&stencil_v3_h, &stencil_v3_parity_h), links_s.data()},
+            {"3.0 half r12", v3_entry(&stencil_v3_h12, &stencil_v3_parity_h12), links_s12.data()}};
         // The largest |a - b| of a real in steps of b's site norm (sites of parity p, or all
         // with p < 0): the per-site measure of tests/gpu_half.rs, here against the CPU's
         // rounded result (which adds its own half step), so bounded by 2 + 0.5 steps.
@@ -292,7 +305,7 @@ int main(int argc, char** argv)
                               float* o_n, double c, int g5, int par) {
                 const size_t n = par < 0 ? 2 * ((vh + 31) / 32 * 32) : vh;
                 emu_launch(blocks(n, 64), 64, 0, false, [&] {
-                    kernel(inp, yy, o, links, c, g5, par, V, lx, ly, lz, lt, 0, mask, mask, nullptr, nullptr,
+                    kernel.of(par)(inp, yy, o, links, c, g5, par, V, lx, ly, lz, lt, 0, mask, mask, nullptr, nullptr,
                            nullptr, in_n, y_n, o_n);
                 });
             };

@@ -22,7 +22,7 @@ use super::link_upload::{
 };
 use super::seed::SeedStencil;
 use super::staging::StageShape;
-use super::stencil::{self, cfg_1d, StencilKernels, StencilKind};
+use super::stencil::{self, cfg_1d, StencilKernels, StencilKind, V3Kernels};
 use super::stencil_impl::{Geometry, StencilImpl};
 use super::timing::{launch, GpuStream, KernelStat};
 use super::version::{LinkLayout, Reconstruct, StencilVersion};
@@ -459,7 +459,7 @@ impl CudaBackend {
         let stencil = match stencil::kind(version) {
             StencilKind::Coarse => StencilKernels::Coarse(function(&st_mod, "stencil_v1_0")?),
             StencilKind::Fine => StencilKernels::Fine(function(&st_mod, "stencil_fine")?),
-            StencilKind::Projected => StencilKernels::Projected(function(&st_mod, "stencil_v3")?),
+            StencilKind::Projected => StencilKernels::Projected(V3Kernels::load(&st_mod)?),
             StencilKind::Split => StencilKernels::Split {
                 gemm34: function(&st_mod, "xgemm34x44")?,
                 gemm33: function(&st_mod, "xgemm33x34")?,

@@ -10,7 +10,7 @@ use super::field::DeviceSpinor;
 use super::halo::Halo;
 use super::kernels::{reduce_blocks, Kernel, BLAS_BLOCK, REDUCE_BLOCK};
 use super::staging::{download_through, upload_through, StageShape, StagedTimes, StagingBuffers};
-use super::stencil::{cfg_1d, dptr, launch_v3, V3Launch};
+use super::stencil::{cfg_1d, dptr, launch_v3, V3Kernels, V3Launch};
 use super::timing::{launch, GpuStream};
 use crate::backend::ledger::{Booking, Ledger, Purpose};
 use crate::error::{Error, Result};
@@ -116,7 +116,7 @@ pub(crate) struct Core {
 impl Core {
     /// One 3.0 stencil launch: on a decomposed lattice the halo's pack, exchange, interior
     /// and exterior, else the kernel alone.
-    pub fn launch_v3(&mut self, f: &cudarc::driver::CudaFunction, l: &V3Launch) -> Result<()> {
+    pub fn launch_v3(&mut self, f: &V3Kernels, l: &V3Launch) -> Result<()> {
         match &mut self.halo {
             Some(h) => h.launch(&mut self.gpu, f, l),
             None => launch_v3(&mut self.gpu, f, l),

@@ -15,7 +15,7 @@ use super::fast_layout::{spinor_from_soa, SpinorOrder};
 use super::field::{DeviceData, DeviceSpinor};
 use super::fused::{DeviceCrState, CR_TICKET_APPLY};
 use super::kernels::{v3_bytes_per_site, HalfOp, Kernel, V3Mode, BLAS_BLOCK};
-use super::stencil::{self, cfg_1d, dptr, V3Launch};
+use super::stencil::{self, cfg_1d, dptr, V3Kernels, V3Launch};
 use super::stencil_impl::{Geometry, StencilImpl};
 use super::timing::launch;
 use super::version::{Reconstruct, StencilVersion};
@@ -47,11 +47,11 @@ pub(crate) struct FastStencil {
     /// The site-wise kernels of half fields.
     half_k: HalfKernels,
     /// The double-precision stencil (the module loaded at construction).
-    stencil_d: CudaFunction,
+    stencil_d: V3Kernels,
     /// The single-precision stencil and links (float2, same layout), built on first use.
-    single: Option<(CudaFunction, CudaSlice<f32>, Booking)>,
+    single: Option<(V3Kernels, CudaSlice<f32>, Booking)>,
     /// The half-precision stencil (reading the single links), built on first use.
-    half: Option<CudaFunction>,
+    half: Option<V3Kernels>,
     /// The odd half-field temporary of the Schur operator, made on first use: room for a
     /// double field, which a single one uses the first half of (one stream: the two
     /// precisions never use it at once).
@@ -118,7 +118,7 @@ impl FastStencil {
         blas: &Arc<CudaModule>,
         reduce: &Arc<CudaModule>,
         layout: &Arc<CudaModule>,
-        stencil_d: CudaFunction,
+        stencil_d: V3Kernels,
         links: (CudaSlice<f64>, Booking),
         geometry: Geometry,
         reconstruct: Reconstruct,
@@ -160,7 +160,7 @@ impl FastStencil {
         }
         let program = stencil::program(StencilVersion::V3_0, self.reconstruct, true);
         let (module, _) = load_module(&core.gpu.ctx, &program)?;
-        let f = function(&module, "stencil_v3")?;
+        let f = V3Kernels::load(&module)?;
         let n = self.links.len() / 2;
         let mut links = core
             .gpu
@@ -195,7 +195,7 @@ impl FastStencil {
         if self.half.is_none() {
             let program = stencil::v3_program(self.reconstruct, true, true);
             let (module, _) = load_module(&core.gpu.ctx, &program)?;
-            self.half = Some(function(&module, "stencil_v3")?);
+            self.half = Some(V3Kernels::load(&module)?);
         }
         Ok(())
     }
@@ -232,11 +232,7 @@ impl FastStencil {
     }
 
     /// The stencil function and link address of a precision (single built if needed).
-    fn stencil_for(
-        &mut self,
-        core: &mut Core,
-        precision: Precision,
-    ) -> Result<(CudaFunction, u64)> {
+    fn stencil_for(&mut self, core: &mut Core, precision: Precision) -> Result<(V3Kernels, u64)> {
         let stream = core.gpu.stream.clone();
         match precision {
             Precision::Double => Ok((self.stencil_d.clone(), dptr(&self.links, &stream))),

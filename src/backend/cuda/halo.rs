@@ -17,7 +17,7 @@
 use super::device::{err, function, load_module};
 use super::fast_layout::stored_link;
 use super::kernels::Kernel;
-use super::stencil::{cfg_1d, halo_program, launch_v3, V3Launch};
+use super::stencil::{cfg_1d, halo_program, launch_v3, V3Kernels, V3Launch};
 use super::timing::{launch, GpuStream};
 use super::version::Reconstruct;
 use crate::backend::ledger::{Booking, Ledger, Purpose};
@@ -339,12 +339,7 @@ impl Halo {
     /// One decomposed stencil launch: `l` as `launch_v3` takes it (the undecomposed
     /// arguments; its boundary masks are replaced by this rank's), here as pack, exchange,
     /// interior and exterior. `l.partials` must be 0 (no fused epilogue).
-    pub fn launch(
-        &mut self,
-        gpu: &mut GpuStream,
-        stencil: &CudaFunction,
-        l: &V3Launch,
-    ) -> Result<()> {
+    pub fn launch(&mut self, gpu: &mut GpuStream, stencil: &V3Kernels, l: &V3Launch) -> Result<()> {
         if l.partials != 0 {
             return Err(Error::internal(
                 "the fused (y|out) epilogue cannot run on a decomposed lattice",

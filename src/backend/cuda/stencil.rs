@@ -7,13 +7,15 @@ use super::compile::{
     bicgstab_fused_program, check_arch, compile, cr_fused_program, heatbath_program, require_nvrtc,
     Program, BLAS1, HALO, LAYOUT, REDUCE, STENCIL_COARSE, STENCIL_FINE, STENCIL_SPLIT, STENCIL_V3,
 };
+use super::device::function;
 use super::kernels::{Kernel, V3Mode, BLAS_BLOCK};
 use super::timing::{launch, GpuStream};
 use super::version::{Reconstruct, StencilVersion};
 #[cfg(test)]
 use crate::error::Error;
 use crate::error::Result;
-use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig};
+use cudarc::driver::{CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, LaunchConfig};
+use std::sync::Arc;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum StencilKind {
@@ -113,7 +115,7 @@ pub(crate) fn needs_li_constant(v: StencilVersion) -> bool {
 pub(crate) enum StencilKernels {
     Coarse(CudaFunction),
     Fine(CudaFunction),
-    Projected(CudaFunction),
+    Projected(V3Kernels),
     Split {
         gemm34: CudaFunction,
         gemm33: CudaFunction,
@@ -229,8 +231,36 @@ pub(crate) fn launch_block(tuned: usize, dot: bool) -> usize {
     }
 }
 
+/// 3.0's two entry points (kernels/stencil_v3.cu), one body compiled twice so that each
+/// mode has its own registers and link-load hints: `stencil_v3` for the full mode,
+/// `stencil_v3_parity` for a parity launch. `launch_v3` picks by the launch's parity.
+#[derive(Clone, Debug)]
+pub(crate) struct V3Kernels {
+    pub full: CudaFunction,
+    pub parity: CudaFunction,
+}
+
+impl V3Kernels {
+    pub fn load(module: &Arc<CudaModule>) -> Result<Self> {
+        Ok(V3Kernels {
+            full: function(module, "stencil_v3")?,
+            parity: function(module, "stencil_v3_parity")?,
+        })
+    }
+
+    /// The entry point of a launch's mode.
+    pub fn of(&self, a: &V3Launch) -> &CudaFunction {
+        if a.parity.is_none() {
+            &self.full
+        } else {
+            &self.parity
+        }
+    }
+}
+
 /// Run one 3.0 stencil launch on `gpu`, booking it.
-pub(crate) fn launch_v3(gpu: &mut GpuStream, f: &CudaFunction, a: &V3Launch) -> Result<()> {
+pub(crate) fn launch_v3(gpu: &mut GpuStream, k: &V3Kernels, a: &V3Launch) -> Result<()> {
+    let f = k.of(a);
     let n = a.sites();
     let dot = a.partials != 0;
     // Full mode: warps alternate parity over the same checkerboard range (kernels/
