@@ -68,6 +68,10 @@
 #ifndef V3_STREAM_LINKS
 #define V3_STREAM_LINKS 1
 #endif
+// V3_FULL_STREAM_MASK (experiment): bit mu, the full mode's links of direction mu skip L1.
+#ifndef V3_FULL_STREAM_MASK
+#define V3_FULL_STREAM_MASK 0
+#endif
 
 // Forward and backward hop of direction MU for the site `site` (coordinates c) of parity
 // p: psi is the input half field (parity 1 - p), links_here / links_there the link arrays
@@ -110,7 +114,8 @@ __device__ __forceinline__ void v3_stencil(const v3_spinor* __restrict__ inp, co
         return; // uniform: every thread of every block
     const int vh = volume / 2;
     constexpr bool full = FULL;
-    constexpr bool stream = !FULL && V3_STREAM_LINKS;
+    // Bit mu: the links of direction mu skip L1.
+    constexpr int stream = FULL ? V3_FULL_STREAM_MASK : V3_STREAM_LINKS ? 15 : 0;
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
     // Full mode: warps alternate parity over the same checkerboard range (warp w: parity
     // w % 2, sites cb = 32 (w / 2) + lane), so that a link read by one site's forward hop
@@ -136,13 +141,13 @@ __device__ __forceinline__ void v3_stencil(const v3_spinor* __restrict__ inp, co
         int x[4];
         const int site = v3_site(p, cb, d, x);
         real2 acc[4][3];
-        v3_direction<3, true, stream>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo, anti_hi,
+        v3_direction<3, true, ((stream >> 3) & 1) != 0>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo, anti_hi,
                                       acc);
-        v3_direction<0, false, stream>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo,
+        v3_direction<0, false, ((stream >> 0) & 1) != 0>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo,
                                        anti_hi, acc);
-        v3_direction<1, false, stream>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo,
+        v3_direction<1, false, ((stream >> 1) & 1) != 0>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo,
                                        anti_hi, acc);
-        v3_direction<2, false, stream>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo,
+        v3_direction<2, false, ((stream >> 2) & 1) != 0>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo,
                                        anti_hi, acc);
         const real cr = (real)c;
         const real y_step = y_h ? v3_site_step(y_n, cb) : (real)0;
