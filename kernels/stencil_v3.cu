@@ -61,16 +61,20 @@
 // then keeps the spinors that a block's neighbouring sites read again: the Schur operator
 // went from 1.19x to 1.05x of its floor (32^3x64, double r18). The full mode (stencil_v3)
 // shares a link between the warps of both parities of a block (the x and y links), and
-// streaming its links made it slower (1.54x to 1.68x), so it loads them plainly. The two
-// modes are two entry points of one body, so that each gets its own registers (one body
-// choosing at run time spilled more: 48 bytes against 8, double r18).
-// V3_STREAM_LINKS=0 (through QCD_SOLVE_KERNEL_DEFINES) turns the parity launch's hint off.
+// streaming all its links made it slower (1.54x to 1.68x), so only its t links skip L1
+// (V3_FULL_STREAM_MASK). The two modes are two entry points of one body, so that each
+// gets its own registers (one body choosing at run time spilled more: 48 bytes against 8,
+// double r18). Through QCD_SOLVE_KERNEL_DEFINES, V3_STREAM_LINKS=0 turns the parity
+// launch's hint off and V3_FULL_STREAM_MASK=0 the full mode's (the ablations).
 #ifndef V3_STREAM_LINKS
 #define V3_STREAM_LINKS 1
 #endif
-// V3_FULL_STREAM_MASK (experiment): bit mu, the full mode's links of direction mu skip L1.
+// V3_FULL_STREAM_MASK: bit mu, the full mode's links of direction mu skip L1. The t links
+// do (8): a t link's other reader, the site one t step away, runs in another block, so
+// L1 only loses spinors to it (run 81, 32^3x64: dslash full double r18 1.552x -> 1.489x,
+// r12 1.592x -> 1.516x; x, y or z too made it slower).
 #ifndef V3_FULL_STREAM_MASK
-#define V3_FULL_STREAM_MASK 0
+#define V3_FULL_STREAM_MASK 8
 #endif
 
 // Forward and backward hop of direction MU for the site `site` (coordinates c) of parity
