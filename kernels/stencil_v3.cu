@@ -76,14 +76,6 @@
 #ifndef V3_FULL_STREAM_MASK
 #define V3_FULL_STREAM_MASK 8
 #endif
-// V3_FULL_SPIN_MASK / V3_PARITY_SPIN_MASK (experiment): bit mu, the neighbour spinors of
-// the hops in direction mu skip L1 (full mode / parity launch).
-#ifndef V3_FULL_SPIN_MASK
-#define V3_FULL_SPIN_MASK 0
-#endif
-#ifndef V3_PARITY_SPIN_MASK
-#define V3_PARITY_SPIN_MASK 0
-#endif
 
 // Forward and backward hop of direction MU for the site `site` (coordinates c) of parity
 // p: psi is the input half field (parity 1 - p), links_here / links_there the link arrays
@@ -92,7 +84,7 @@
 // received face); the first hop, which writes acc, then writes zeros. anti_hi / anti_lo:
 // bit MU set when this sub-lattice's upper / lower edge in MU is a global antiperiodic
 // edge (undecomposed: both are the boundary mask).
-template <int MU, bool FIRST, bool STREAM, bool SPIN_STREAM>
+template <int MU, bool FIRST, bool STREAM>
 __device__ __forceinline__ void v3_direction(const v3_spinor* __restrict__ psi, const float* __restrict__ norm,
                                              const real2* __restrict__ links_here,
                                              const real2* __restrict__ links_there, size_t vh, int site, int cb,
@@ -105,10 +97,10 @@ __device__ __forceinline__ void v3_direction(const v3_spinor* __restrict__ psi, 
     const bool split = QCD_ANTIPERIODIC(split_mask, MU);
     if (FIRST || !(split && top))
         v3_hop<MU, true, FIRST>(psi, norm, links_here, vh, up, cb, QCD_ANTIPERIODIC(anti_hi, MU) && top,
-                                FIRST && split && top, acc, STREAM, SPIN_STREAM);
+                                FIRST && split && top, acc, STREAM);
     if (!(split && bottom))
         v3_hop<MU, false, false>(psi, norm, links_there, vh, dn, dn, QCD_ANTIPERIODIC(anti_lo, MU) && bottom, false,
-                                 acc, STREAM, SPIN_STREAM);
+                                 acc, STREAM);
 }
 
 // The body of both entry points: FULL, the full mode (the host launches stencil_v3 with
@@ -128,8 +120,6 @@ __device__ __forceinline__ void v3_stencil(const v3_spinor* __restrict__ inp, co
     constexpr bool full = FULL;
     // Bit mu: the links of direction mu skip L1.
     constexpr int stream = FULL ? V3_FULL_STREAM_MASK : V3_STREAM_LINKS ? 15 : 0;
-    // Bit mu: the neighbour spinors of the hops in direction mu skip L1.
-    constexpr int spin_stream = FULL ? V3_FULL_SPIN_MASK : V3_PARITY_SPIN_MASK;
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
     // Full mode: warps alternate parity over the same checkerboard range (warp w: parity
     // w % 2, sites cb = 32 (w / 2) + lane), so that a link read by one site's forward hop
@@ -155,13 +145,13 @@ __device__ __forceinline__ void v3_stencil(const v3_spinor* __restrict__ inp, co
         int x[4];
         const int site = v3_site(p, cb, d, x);
         real2 acc[4][3];
-        v3_direction<3, true, ((stream >> 3) & 1) != 0, ((spin_stream >> 3) & 1) != 0>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo, anti_hi,
+        v3_direction<3, true, ((stream >> 3) & 1) != 0>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo, anti_hi,
                                       acc);
-        v3_direction<0, false, ((stream >> 0) & 1) != 0, ((spin_stream >> 0) & 1) != 0>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo,
+        v3_direction<0, false, ((stream >> 0) & 1) != 0>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo,
                                        anti_hi, acc);
-        v3_direction<1, false, ((stream >> 1) & 1) != 0, ((spin_stream >> 1) & 1) != 0>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo,
+        v3_direction<1, false, ((stream >> 1) & 1) != 0>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo,
                                        anti_hi, acc);
-        v3_direction<2, false, ((stream >> 2) & 1) != 0, ((spin_stream >> 2) & 1) != 0>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo,
+        v3_direction<2, false, ((stream >> 2) & 1) != 0>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo,
                                        anti_hi, acc);
         const real cr = (real)c;
         const real y_step = y_h ? v3_site_step(y_n, cb) : (real)0;

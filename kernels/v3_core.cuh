@@ -56,31 +56,6 @@ typedef short2 v3_spinor; // a stored spinor element
 typedef real2 v3_spinor;
 #endif
 
-// A link or spinor element; `stream`: not allocated in L1 (stencil_v3.cu says which loads;
-// the CPU emulation of validate/emu loads plainly).
-__device__ __forceinline__ double2 v3_ld_global(const double2* p, bool stream)
-{
-#ifdef __CUDA_ARCH__
-    if (stream) {
-        double2 v;
-        asm("ld.global.nc.L1::no_allocate.v2.f64 {%0, %1}, [%2];" : "=d"(v.x), "=d"(v.y) : "l"(p));
-        return v;
-    }
-#endif
-    return *p;
-}
-__device__ __forceinline__ float2 v3_ld_global(const float2* p, bool stream)
-{
-#ifdef __CUDA_ARCH__
-    if (stream) {
-        float2 v;
-        asm("ld.global.nc.L1::no_allocate.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "l"(p));
-        return v;
-    }
-#endif
-    return *p;
-}
-
 // The value of one stored step at site n (half: norm[n] / 32767; otherwise unused).
 __device__ __forceinline__ real v3_site_step(const float* __restrict__ norm, size_t n)
 {
@@ -91,15 +66,13 @@ __device__ __forceinline__ real v3_site_step(const float* __restrict__ norm, siz
 #endif
 }
 
-// Element k of site n of a spinor structure of arrays (stride vh), step from v3_site_step;
-// `stream`: not allocated in L1 (the half format loads plainly).
-__device__ __forceinline__ real2 v3_load(const v3_spinor* __restrict__ psi, size_t vh, int k, size_t n, real step,
-                                         bool stream = false)
+// Element k of site n of a spinor structure of arrays (stride vh), step from v3_site_step.
+__device__ __forceinline__ real2 v3_load(const v3_spinor* __restrict__ psi, size_t vh, int k, size_t n, real step)
 {
 #if V3_HALF
     return half_load(psi, vh, k, n, step);
 #else
-    return v3_ld_global(psi + (size_t)k * vh + n, stream);
+    return psi[(size_t)k * vh + n];
 #endif
 }
 
@@ -220,6 +193,31 @@ __device__ __forceinline__ void v3_unpack_8(const Z s[4], Z u[3][3])
 }
 #endif
 
+// A link element; `stream`: not allocated in L1 (the parity launches, stencil_v3.cu; the
+// CPU emulation of validate/emu loads plainly).
+__device__ __forceinline__ double2 v3_ld_link(const double2* p, bool stream)
+{
+#ifdef __CUDA_ARCH__
+    if (stream) {
+        double2 v;
+        asm("ld.global.nc.L1::no_allocate.v2.f64 {%0, %1}, [%2];" : "=d"(v.x), "=d"(v.y) : "l"(p));
+        return v;
+    }
+#endif
+    return *p;
+}
+__device__ __forceinline__ float2 v3_ld_link(const float2* p, bool stream)
+{
+#ifdef __CUDA_ARCH__
+    if (stream) {
+        float2 v;
+        asm("ld.global.nc.L1::no_allocate.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "l"(p));
+        return v;
+    }
+#endif
+    return *p;
+}
+
 // U(i, k) of the link of direction mu at checkerboard site cb of one parity's link array
 // (element e = row*3 + col of the stored rows at (mu*V3_LINK_ELEMS + e)*vh + cb; with
 // RECONSTRUCT_8 element e of the 8-real form, decoded by v3_unpack_8).
@@ -231,7 +229,7 @@ __device__ __forceinline__ void v3_load_link(const real2* __restrict__ links, si
     real2 s[4];
 #pragma unroll
     for (int e = 0; e < 4; ++e)
-        s[e] = v3_ld_global(p + e * vh, stream);
+        s[e] = v3_ld_link(p + e * vh, stream);
     v3_unpack_8(s, u);
 #else
     const int rows = RECONSTRUCT_12 ? 2 : 3;
@@ -239,7 +237,7 @@ __device__ __forceinline__ void v3_load_link(const real2* __restrict__ links, si
     for (int i = 0; i < rows; ++i)
 #pragma unroll
         for (int k = 0; k < 3; ++k)
-            u[i][k] = v3_ld_global(p + (i * 3 + k) * vh, stream);
+            u[i][k] = v3_ld_link(p + (i * 3 + k) * vh, stream);
 #if RECONSTRUCT_12
     su3_third_row(u);
 #endif
@@ -252,17 +250,17 @@ __device__ __forceinline__ void v3_load_link(const real2* __restrict__ links, si
 // 12 flops.
 template <int MU, bool FWD>
 __device__ __forceinline__ void v3_project(const v3_spinor* __restrict__ psi, const float* __restrict__ norm,
-                                           size_t vh, int n, bool neg, real2 h[2][3], bool stream = false)
+                                           size_t vh, int n, bool neg, real2 h[2][3])
 {
     constexpr int c0 = v3_col(MU, 0), c1 = v3_col(MU, 1);
     constexpr int p0 = v3_ph(MU, 0), p1 = v3_ph(MU, 1);
     const real step = v3_site_step(norm, n);
 #pragma unroll
     for (int c = 0; c < 3; ++c) {
-        const real2 u0 = v3_load(psi, vh, c, n, step, stream);
-        const real2 u1 = v3_load(psi, vh, 3 + c, n, step, stream);
-        const real2 a0 = c_ipow<p0>(v3_load(psi, vh, (2 + c0) * 3 + c, n, step, stream));
-        const real2 a1 = c_ipow<p1>(v3_load(psi, vh, (2 + c1) * 3 + c, n, step, stream));
+        const real2 u0 = v3_load(psi, vh, c, n, step);
+        const real2 u1 = v3_load(psi, vh, 3 + c, n, step);
+        const real2 a0 = c_ipow<p0>(v3_load(psi, vh, (2 + c0) * 3 + c, n, step));
+        const real2 a1 = c_ipow<p1>(v3_load(psi, vh, (2 + c1) * 3 + c, n, step));
         h[0][c] = FWD ? c_sub(u0, a0) : c_add(u0, a0);
         h[1][c] = FWD ? c_sub(u1, a1) : c_add(u1, a1);
         if (neg) {
@@ -323,10 +321,10 @@ __device__ __forceinline__ void v3_hop_half(const real2 h[2][3], const real2 u[3
 template <int MU, bool FWD, bool FIRST>
 __device__ __forceinline__ void v3_hop(const v3_spinor* __restrict__ psi, const float* __restrict__ norm,
                                        const real2* __restrict__ links, size_t vh, int n, int ls, bool neg, bool zero,
-                                       real2 acc[4][3], bool stream = false, bool spin_stream = false)
+                                       real2 acc[4][3], bool stream = false)
 {
     real2 h[2][3];
-    v3_project<MU, FWD>(psi, norm, vh, n, neg, h, spin_stream);
+    v3_project<MU, FWD>(psi, norm, vh, n, neg, h);
     if (FIRST) {
 #pragma unroll
         for (int r = 0; r < 2; ++r)
