@@ -384,8 +384,9 @@ impl Kernel {
             Kernel::CrLoad(_) => 0,
             // n - 1 complex additions and at most a complex division.
             Kernel::CrGlobal => 2 * nn.saturating_sub(1) + 11,
-            // Per element: |b|^2 (3) and its sum (1); the last block stores rho.
-            Kernel::BiStart(_) => 4 * nn + cr_reduction_flops(n, 0),
+            // Per element: conj(b) b as a complex product (6, as kernels/bicgstab_fused.cu
+            // bi_start computes it) and its complex sum (2); the last block stores rho.
+            Kernel::BiStart(_) => 8 * nn + cr_reduction_flops(n, 0),
             // A conjugate multiply-add (8); the last block's complex division (11).
             Kernel::BiAlpha(_) => 8 * nn + cr_reduction_flops(n, 11),
             // One complex multiply-add.
