@@ -9,6 +9,8 @@ objs=()
 compile() { # name source defines...
     local name=$1 src=$2
     shift 2
-    $cxx $inc "$@" -c "$root/kernels/$src" -o "$build/$name.o"
+    local extra=()
+    for d in ${QCD_SOLVE_KERNEL_DEFINES:-}; do extra+=("-D$d"); done # as qcd-solve takes them
+    $cxx $inc "$@" "${extra[@]}" -c "$root/kernels/$src" -o "$build/$name.o"
     objs+=("$build/$name.o")
 }
