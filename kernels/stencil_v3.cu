@@ -76,9 +76,6 @@
 #ifndef V3_FULL_STREAM_MASK
 #define V3_FULL_STREAM_MASK 8
 #endif
-#ifndef V3_FULL_BLOCKS
-#define V3_FULL_BLOCKS 0
-#endif
 
 // Forward and backward hop of direction MU for the site `site` (coordinates c) of parity
 // p: psi is the input half field (parity 1 - p), links_here / links_there the link arrays
@@ -129,17 +126,9 @@ __device__ __forceinline__ void v3_stencil(const v3_spinor* __restrict__ inp, co
     // and by its neighbour's backward hop, and a spinor read by its neighbours of the
     // other parity, are fetched at about the same time and hit in L2. (Even sites first,
     // then odd ones, read every link twice from DRAM: 2.1-2.4x of the floor, run 7.)
-#if V3_FULL_BLOCKS
-    // (Experiment) blocks alternate parity instead: block b has parity b % 2 and sites
-    // cb = (b / 2) blockDim + thread, like a parity launch's block; the two parities'
-    // blocks b and b + 1 share links through L2.
-    const int p = full ? (int)(blockIdx.x & 1) : parity;
-    const int cb = full ? (int)((blockIdx.x >> 1) * blockDim.x + threadIdx.x) : t;
-#else
     const int w = t >> 5;
     const int p = full ? (w & 1) : parity;
     const int cb = full ? ((w >> 1) << 5) + (t & 31) : t;
-#endif
     double2 dot = c_zero();
     if (cb < vh) {
         const size_t half = (size_t)12 * vh;

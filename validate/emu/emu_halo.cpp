@@ -242,7 +242,7 @@ int main(int argc, char** argv)
                         });
                     }
                 for (int r = 0; r < ranks; ++r) {
-                    const size_t nthreads = full ? 2 * ((L.vh + block - 1) / block * block) : L.vh;
+                    const size_t nthreads = full ? 2 * ((L.vh + 31) / 32 * 32) : L.vh;
                     const T* links = single ? (const T*)R[r].links_s[v].data() : (const T*)R[r].links_d[v].data();
                     emu_launch(blocks(nthreads, block), block, 0, false, [&] {
                         stencil.of(par)(inp[r].data() + inp_off, y ? (*y)[r].data() + y_off : nullptr, out[r].data() + out_off,
@@ -279,7 +279,7 @@ int main(int argc, char** argv)
                 const size_t half = (size_t)12 * G.vh;
                 const size_t in_off = par < 0 ? 0 : (size_t)(1 - par) * half;
                 const size_t y_off = par < 0 ? 0 : (size_t)par * half;
-                const size_t nthreads = par < 0 ? 2 * ((G.vh + 95) / 96 * 96) : G.vh;
+                const size_t nthreads = par < 0 ? 2 * ((G.vh + 31) / 32 * 32) : G.vh;
                 emu_launch(blocks(nthreads, 96), 96, 0, false, [&] {
                     stencil.of(par)(x.data() + in_off, y_c ? yy.data() + y_off : nullptr, o.data(), whole_links, c, g5, par, V,
                             gl[0], gl[1], gl[2], gl[3], 0, mask, mask, nullptr, nullptr, nullptr, nullptr, nullptr,

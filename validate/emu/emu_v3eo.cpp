@@ -140,9 +140,8 @@ int main(int argc, char** argv)
         const T* xo = x.data() + (size_t)12 * vh;
         auto launch = [&](const T* inp, const T* yy, T* o, double c, int g5, int par, double* s, double2* partials,
                           unsigned* ticket) {
-            // Full mode covers both halves in whole blocks (src/backend/cuda/stencil.rs
-            // launch_v3).
-            const size_t n = par < 0 ? 2 * ((vh + block - 1) / block * block) : vh;
+            // Full mode covers both halves in whole warps (src/cuda/stencil.rs launch_v3).
+            const size_t n = par < 0 ? 2 * ((vh + 31) / 32 * 32) : vh;
             const bool dot = partials != nullptr;
             emu_launch(blocks(n, block), block, dot ? block * 16 : 0, dot, [&] {
                 kernel.of(par)(inp, yy, o, links, c, g5, par, V, lx, ly, lz, lt, 0, mask, mask, s, partials, ticket, nullptr,
@@ -304,7 +303,7 @@ int main(int argc, char** argv)
             Half tmp{std::vector<short2>((size_t)vh * 12), std::vector<float>(vh)};
             auto launch = [&](const short2* inp, const float* in_n, const short2* yy, const float* y_n, short2* o,
                               float* o_n, double c, int g5, int par) {
-                const size_t n = par < 0 ? 2 * ((vh + 63) / 64 * 64) : vh;
+                const size_t n = par < 0 ? 2 * ((vh + 31) / 32 * 32) : vh;
                 emu_launch(blocks(n, 64), 64, 0, false, [&] {
                     kernel.of(par)(inp, yy, o, links, c, g5, par, V, lx, ly, lz, lt, 0, mask, mask, nullptr, nullptr,
                            nullptr, in_n, y_n, o_n);

@@ -263,15 +263,14 @@ pub(crate) fn launch_v3(gpu: &mut GpuStream, k: &V3Kernels, a: &V3Launch) -> Res
     let f = k.of(a);
     let n = a.sites();
     let dot = a.partials != 0;
-    let block = launch_block(a.block, dot);
-    // Full mode: warps (or blocks) alternate parity over the same checkerboard range
-    // (kernels/stencil_v3.cu), so the threads cover both halves rounded up to whole
-    // blocks.
+    // Full mode: warps alternate parity over the same checkerboard range (kernels/
+    // stencil_v3.cu), so the threads cover both halves rounded up to whole warps.
     let threads = if a.parity.is_none() {
-        2 * (a.volume / 2).div_ceil(block) * block
+        2 * (a.volume / 2).div_ceil(32) * 32
     } else {
         n
     };
+    let block = launch_block(a.block, dot);
     let cfg = cfg_1d(threads, block, if dot { block * 16 } else { 0 });
     let parity: i32 = a.parity.map_or(-1, |p| p as i32);
     let g5 = a.g5 as i32;
