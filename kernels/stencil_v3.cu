@@ -77,12 +77,14 @@
 #define V3_FULL_STREAM_MASK 8
 #endif
 
-// V3_TILE_T (experiment): the sites in the order x, y, t, z, t-block instead of x, y, z, t
+// V3_TILE_T: the full mode's sites in the order x, y, t, z, t-block instead of x, y, z, t
 // (t blocks of T slices, T the largest power of two <= V3_TILE_T dividing LT), so that a
-// site's t neighbours are read about one plane's data later, not a time slice's (32^3x64,
-// ncu run 85: the full dslash read 2.53 GB from DRAM against the floor's 1.61, L2 hits 43%).
+// site's t neighbours are read about one plane's data later, not a time slice's. Run 86,
+// 32^3x64: dslash full double r18 1.49x -> 1.43x with T = 8 (4: 1.44x, 16: 1.45x, 32:
+// 1.53x), 16^3x32 unchanged; the parity launches were 1-3% slower with it, so they keep
+// the plain order. 0 turns it off (through QCD_SOLVE_KERNEL_DEFINES, the ablation).
 #ifndef V3_TILE_T
-#define V3_TILE_T 0
+#define V3_TILE_T 8
 #endif
 #if V3_TILE_T
 // The checkerboard index of slot s (0 <= s < V/2) in the tiled order; a bijection.
@@ -144,7 +146,7 @@ __device__ __forceinline__ void v3_stencil(const v3_spinor* __restrict__ inp, co
     constexpr int stream = FULL ? V3_FULL_STREAM_MASK : V3_STREAM_LINKS ? 15 : 0;
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
     // Full mode: warps alternate parity over the same checkerboard range (warp w: parity
-    // w % 2, sites cb = 32 (w / 2) + lane), so that a link read by one site's forward hop
+    // w % 2, slots 32 (w / 2) + lane, each slot a site cb in V3_TILE_T's order), so that a link read by one site's forward hop
     // and by its neighbour's backward hop, and a spinor read by its neighbours of the
     // other parity, are fetched at about the same time and hit in L2. (Even sites first,
     // then odd ones, read every link twice from DRAM: 2.1-2.4x of the floor, run 7.)
@@ -152,7 +154,7 @@ __device__ __forceinline__ void v3_stencil(const v3_spinor* __restrict__ inp, co
     const int p = full ? (w & 1) : parity;
     const int slot = full ? ((w >> 1) << 5) + (t & 31) : t;
 #if V3_TILE_T
-    const int cb = slot < vh ? v3_tiled_cb(slot, lx, ly, lz, lt) : slot;
+    const int cb = full && slot < vh ? v3_tiled_cb(slot, lx, ly, lz, lt) : slot;
 #else
     const int cb = slot;
 #endif
