@@ -144,12 +144,14 @@ __device__ __forceinline__ void v3_stencil(const v3_spinor* __restrict__ inp, co
     constexpr bool full = FULL;
     // Bit mu: the links of direction mu skip L1.
     constexpr int stream = FULL ? V3_FULL_STREAM_MASK : V3_STREAM_LINKS ? 15 : 0;
+    constexpr bool st_x = stream & 1, st_y = stream & 2, st_z = stream & 4, st_t = stream & 8;
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
     // Full mode: warps alternate parity over the same checkerboard range (warp w: parity
-    // w % 2, slots 32 (w / 2) + lane, each slot a site cb in V3_TILE_T's order), so that a link read by one site's forward hop
-    // and by its neighbour's backward hop, and a spinor read by its neighbours of the
-    // other parity, are fetched at about the same time and hit in L2. (Even sites first,
-    // then odd ones, read every link twice from DRAM: 2.1-2.4x of the floor, run 7.)
+    // w % 2, slots 32 (w / 2) + lane, slot s the site v3_tiled_cb(s)), so that a link read
+    // by one site's forward hop and by its neighbour's backward hop, and a spinor read by
+    // its neighbours of the other parity, are fetched at about the same time and hit in
+    // L1 or L2. (Even sites first, then odd ones, read every link twice from DRAM: 2.1-2.4x
+    // of the floor, run 7.)
     const int w = t >> 5;
     const int p = full ? (w & 1) : parity;
     const int slot = full ? ((w >> 1) << 5) + (t & 31) : t;
@@ -174,14 +176,14 @@ __device__ __forceinline__ void v3_stencil(const v3_spinor* __restrict__ inp, co
         int x[4];
         const int site = v3_site(p, cb, d, x);
         real2 acc[4][3];
-        v3_direction<3, true, ((stream >> 3) & 1) != 0>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo, anti_hi,
-                                      acc);
-        v3_direction<0, false, ((stream >> 0) & 1) != 0>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo,
-                                       anti_hi, acc);
-        v3_direction<1, false, ((stream >> 1) & 1) != 0>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo,
-                                       anti_hi, acc);
-        v3_direction<2, false, ((stream >> 2) & 1) != 0>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo,
-                                       anti_hi, acc);
+        v3_direction<3, true, st_t>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo, anti_hi,
+                                    acc);
+        v3_direction<0, false, st_x>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo, anti_hi,
+                                     acc);
+        v3_direction<1, false, st_y>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo, anti_hi,
+                                     acc);
+        v3_direction<2, false, st_z>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo, anti_hi,
+                                     acc);
         const real cr = (real)c;
         const real y_step = y_h ? v3_site_step(y_n, cb) : (real)0;
         // acc becomes the output site, then is stored whole (half: with its norm).

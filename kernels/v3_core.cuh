@@ -193,8 +193,8 @@ __device__ __forceinline__ void v3_unpack_8(const Z s[4], Z u[3][3])
 }
 #endif
 
-// A link element; `stream`: not allocated in L1 (the parity launches, stencil_v3.cu; the
-// CPU emulation of validate/emu loads plainly).
+// A link element; `stream`: not allocated in L1 (stencil_v3.cu says which links; the CPU
+// emulation of validate/emu loads plainly).
 __device__ __forceinline__ double2 v3_ld_link(const double2* p, bool stream)
 {
 #ifdef __CUDA_ARCH__

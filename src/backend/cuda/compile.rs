@@ -163,8 +163,9 @@ impl Program {
 }
 
 /// Defines for experiments and ablation, added to every program's options:
-/// `QCD_SOLVE_KERNEL_DEFINES="V3_PREFETCH=1"` (space-separated NAME=VALUE; the on-disk
-/// PTX cache keys on the options, so such builds are cached apart).
+/// `QCD_SOLVE_KERNEL_DEFINES="V3_STREAM_LINKS=0 V3_TILE_T=0"` (space-separated
+/// NAME=VALUE; the on-disk PTX cache keys on the options, so such builds are cached
+/// apart).
 fn extra_defines() -> Vec<String> {
     std::env::var("QCD_SOLVE_KERNEL_DEFINES")
         .map(|v| v.split_whitespace().map(|d| format!("-D{d}")).collect())
