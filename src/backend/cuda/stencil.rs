@@ -241,10 +241,13 @@ pub(crate) struct V3Kernels {
 }
 
 impl V3Kernels {
+    /// The entry points' names: full mode, parity launch.
+    pub const NAMES: [&'static str; 2] = ["stencil_v3", "stencil_v3_parity"];
+
     pub fn load(module: &Arc<CudaModule>) -> Result<Self> {
         Ok(V3Kernels {
-            full: function(module, "stencil_v3")?,
-            parity: function(module, "stencil_v3_parity")?,
+            full: function(module, Self::NAMES[0])?,
+            parity: function(module, Self::NAMES[1])?,
         })
     }
 
@@ -545,6 +548,39 @@ mod tests {
         let v: usize = 32 * 32 * 32 * 64;
         let blocks = (v / 2).div_ceil(launch_block(32, true));
         assert!(2 * blocks <= super::super::fused::partials_len(v));
+    }
+
+    #[test]
+    fn every_link_form_and_precision_defines_the_two_entry_points_the_host_loads() {
+        // V3Kernels::load looks both names up in the module; a build without one would
+        // fail every launch of its mode on the GPU. The PTX of NVRTC itself says which
+        // entry points a build has.
+        // SAFETY: only tries to dlopen the library by its usual names.
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "CI=true but libnvrtc is not on the loader path: kernels/stencil_v3.cu was not compiled"
+            );
+            eprintln!("SKIPPED: libnvrtc is not on the loader path");
+            return;
+        }
+        for (r, single, half) in [
+            (Reconstruct::R18, false, false),
+            (Reconstruct::R12, true, false),
+            (Reconstruct::R8, false, false),
+            (Reconstruct::R12, true, true),
+        ] {
+            let program = v3_program(r, single, half);
+            let ptx = compile(&program, "sm_90").unwrap().to_src();
+            for name in V3Kernels::NAMES {
+                assert!(
+                    ptx.contains(&format!(".entry {name}(")),
+                    "{} has no entry point {name}",
+                    program.label()
+                );
+            }
+            assert_eq!(ptx.matches(".entry ").count(), 2, "{}", program.label());
+        }
     }
 
     #[test]
