@@ -43,16 +43,6 @@ static int face_cb(const Geo& g, int mu, const int c[4])
     return f / 2;
 }
 
-// A build's two entry points (kernels/stencil_v3.cu): the full mode and a parity launch,
-// picked by the launch's parity as src/backend/cuda/stencil.rs V3Kernels::of does.
-template <class K>
-struct V3Entry {
-    K full, parity;
-    K of(int par) const { return par < 0 ? full : parity; }
-};
-template <class K>
-V3Entry<K> v3_entry(K full, K parity) { return {full, parity}; }
-
 int main(int argc, char** argv)
 {
     if (argc < 6 || (argc - 2) % 4 != 0) {

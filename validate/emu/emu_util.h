@@ -182,3 +182,13 @@ struct V3eoDump {
     }
     return d;
 }
+
+// A build's two entry points (kernels/stencil_v3.cu): the full mode and a parity launch,
+// picked by the launch's parity as src/backend/cuda/stencil.rs V3Kernels::of does.
+template <class K>
+struct V3Entry {
+    K full, parity;
+    K of(int par) const { return par < 0 ? full : parity; }
+};
+template <class K>
+V3Entry<K> v3_entry(K full, K parity) { return {full, parity}; }

@@ -34,16 +34,6 @@ V3D(stencil_v3_parity_d) V3D(stencil_v3_parity_d12) V3D(stencil_v3_parity_d8) V3
     V3S(stencil_v3_parity_s12) V3S(stencil_v3_parity_s8) V3H(stencil_v3_parity_h) V3H(stencil_v3_parity_h12)
 }
 
-// A build's two entry points (kernels/stencil_v3.cu): the full mode and a parity launch,
-// picked by the launch's parity as src/backend/cuda/stencil.rs V3Kernels::of does.
-template <class K>
-struct V3Entry {
-    K full, parity;
-    K of(int par) const { return par < 0 ? full : parity; }
-};
-template <class K>
-V3Entry<K> v3_entry(K full, K parity) { return {full, parity}; }
-
 int main(int argc, char** argv)
 {
     if (argc != 2) {
