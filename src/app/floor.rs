@@ -120,16 +120,10 @@ pub fn measure(
     // first reading (run 80: 2513 GB/s against 2870 in the next process) cannot put
     // rows below their floor.
     let triad_first = crate::backend::cuda::triad_bandwidth(TRIAD_BYTES)?;
-    let mut rows = Vec::new();
+    // (row, floor bytes per site, seconds, target): made FloorRows once B is known.
+    let mut timed = Vec::new();
     let mut push = |what: String, bytes: f64, secs: f64, target: Option<f64>| {
-        rows.push(FloorRow {
-            what,
-            bytes_per_site: bytes,
-            microseconds: 1e6 * secs,
-            floor_microseconds: 0.0,
-            ratio: 0.0,
-            target,
-        })
+        timed.push((what, bytes, secs, target))
     };
     for (ri, reconstruct) in Reconstruct::ALL.into_iter().enumerate() {
         let mut opts = CudaOptions {
@@ -215,10 +209,20 @@ pub fn measure(
         }
     }
     let triad = triad_first.max(crate::backend::cuda::triad_bandwidth(TRIAD_BYTES)?);
-    for r in &mut rows {
-        r.floor_microseconds = 1e6 * r.bytes_per_site * v / (triad * 1e9);
-        r.ratio = r.microseconds / r.floor_microseconds;
-    }
+    let rows = timed
+        .into_iter()
+        .map(|(what, bytes, secs, target)| {
+            let floor_us = 1e6 * bytes * v / (triad * 1e9);
+            FloorRow {
+                what,
+                bytes_per_site: bytes,
+                microseconds: 1e6 * secs,
+                floor_microseconds: floor_us,
+                ratio: 1e6 * secs / floor_us,
+                target,
+            }
+        })
+        .collect();
     Ok((triad, rows))
 }
 
