@@ -9,6 +9,16 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const CHILD_VAR: &str = "QCD_SOLVE_RZV_CHILD";
+
+/// Held by each test of this binary while it binds or probes loopback ports: the
+/// unreachable-master test frees a port it bound and expects nobody to listen there, and a
+/// parallel test's `RendezvousRoot::bind("127.0.0.1:0")` could be given that very port
+/// (CI at 23:31 UTC, 2026-11-24: the probe connected in 206 us and "gave up early").
+static PORTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn ports() -> std::sync::MutexGuard<'static, ()> {
+    PORTS.lock().unwrap_or_else(|e| e.into_inner())
+}
 const TIMEOUT: Duration = Duration::from_secs(30);
 
 fn hex(bytes: &[u8]) -> String {
@@ -78,6 +88,7 @@ fn report(child: std::process::Child) -> (String, bool) {
 
 fn processes_receive_rank_0s_bytes(name: &str, size: usize) {
     run_child_if_asked();
+    let _ports = ports();
     let root = RendezvousRoot::bind("127.0.0.1:0").unwrap();
     let master = root.local_addr().unwrap().to_string();
     let children: Vec<_> = (1..size)
@@ -109,6 +120,7 @@ fn four_processes_share_an_id() {
 fn a_process_with_another_world_size_is_refused_on_both_sides() {
     run_child_if_asked();
     let name = "a_process_with_another_world_size_is_refused_on_both_sides";
+    let _ports = ports();
     let root = RendezvousRoot::bind("127.0.0.1:0").unwrap();
     let master = root.local_addr().unwrap().to_string();
     // The child thinks there are 3 ranks; rank 0 knows 2.
@@ -141,6 +153,7 @@ fn a_process_with_another_world_size_is_refused_on_both_sides() {
 #[test]
 fn a_peer_that_cannot_reach_the_master_fails_within_its_timeout() {
     // A port nobody listens on: bind one, note it, close it.
+    let _ports = ports();
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
