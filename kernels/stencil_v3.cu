@@ -152,6 +152,12 @@ __device__ __forceinline__ int v3_tile4_cb(int s, int lx, int ly, int lz, int lt
 }
 #endif
 
+// V3_DIR_MASK (a probe for ncu, not an operator): bit mu set, the hops of direction mu are
+// made; the others are left out, so that each direction's DRAM bytes can be counted alone.
+#ifndef V3_DIR_MASK
+#define V3_DIR_MASK 15
+#endif
+
 // Forward and backward hop of direction MU for the site `site` (coordinates c) of parity
 // p: psi is the input half field (parity 1 - p), links_here / links_there the link arrays
 // of parity p and 1 - p. A hop that leaves the sub-lattice across a split direction
@@ -234,6 +240,26 @@ __device__ __forceinline__ void v3_stencil(const v3_spinor* __restrict__ inp, co
         int x[4];
         const int site = v3_site(p, cb, d, x);
         real2 acc[4][3];
+#if V3_DIR_MASK != 15
+        // The probe: only the directions of the mask (not the operator).
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+            for (int i = 0; i < 3; ++i)
+                acc[j][i] = c_of<real2>(0, 0);
+        if (V3_DIR_MASK & 8)
+            v3_direction<3, false, st_t>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo,
+                                         anti_hi, acc);
+        if (V3_DIR_MASK & 1)
+            v3_direction<0, false, st_x>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo,
+                                         anti_hi, acc);
+        if (V3_DIR_MASK & 2)
+            v3_direction<1, false, st_y>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo,
+                                         anti_hi, acc);
+        if (V3_DIR_MASK & 4)
+            v3_direction<2, false, st_z>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo,
+                                         anti_hi, acc);
+#else
         v3_direction<3, true, st_t>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo, anti_hi,
                                     acc);
         v3_direction<0, false, st_x>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo, anti_hi,
@@ -242,6 +268,7 @@ __device__ __forceinline__ void v3_stencil(const v3_spinor* __restrict__ inp, co
                                      acc);
         v3_direction<2, false, st_z>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo, anti_hi,
                                      acc);
+#endif
         const real cr = (real)c;
         const real y_step = y_h ? v3_site_step(y_n, cb) : (real)0;
         // acc becomes the output site, then is stored whole (half: with its norm).
