@@ -158,31 +158,67 @@ __device__ __forceinline__ int v3_tile4_cb(int s, int lx, int ly, int lz, int lt
 #define V3_DIR_MASK 15
 #endif
 
-// Forward and backward hop of direction MU for the site `site` (coordinates c) of parity
-// p: psi is the input half field (parity 1 - p), links_here / links_there the link arrays
-// of parity p and 1 - p. A hop that leaves the sub-lattice across a split direction
-// (bit MU of split_mask) is skipped (the exterior kernel of halo.cu adds it from the
-// received face); the first hop, which writes acc, then writes zeros. anti_hi / anti_lo:
-// bit MU set when this sub-lattice's upper / lower edge in MU is a global antiperiodic
-// edge (undecomposed: both are the boundary mask).
-template <int MU, bool FIRST, bool STREAM>
-__device__ __forceinline__ void v3_direction(const v3_spinor* __restrict__ psi, const float* __restrict__ norm,
-                                             const real2* __restrict__ links_here,
-                                             const real2* __restrict__ links_there, size_t vh, int site, int cb,
-                                             const int c[4], const Dims& d, int split_mask, int anti_lo,
-                                             int anti_hi, real2 acc[4][3])
+// One hop of direction MU (FWD: forward, else backward) for the site `site` (coordinates
+// c) of parity p: psi is the input half field (parity 1 - p), links_here / links_there the
+// link arrays of parity p and 1 - p. A hop that leaves the sub-lattice across a split
+// direction (bit MU of split_mask) is skipped (the exterior kernel of halo.cu adds it from
+// the received face); the first hop, which writes acc, then writes zeros. anti_hi /
+// anti_lo: bit MU set when this sub-lattice's upper / lower edge in MU is a global
+// antiperiodic edge (undecomposed: both are the boundary mask).
+template <int MU, bool FWD, bool FIRST, bool STREAM>
+__device__ __forceinline__ void v3_one(const v3_spinor* __restrict__ psi, const float* __restrict__ norm,
+                                       const real2* __restrict__ links_here, const real2* __restrict__ links_there,
+                                       size_t vh, int site, int cb, const int c[4], const Dims& d, int split_mask,
+                                       int anti_lo, int anti_hi, real2 acc[4][3])
 {
-    const int up = neighbour_index(site, c[MU], MU, true, d) >> 1;
-    const int dn = neighbour_index(site, c[MU], MU, false, d) >> 1;
-    const bool top = c[MU] == d.l[MU] - 1, bottom = c[MU] == 0;
     const bool split = QCD_ANTIPERIODIC(split_mask, MU);
-    if (FIRST || !(split && top))
-        v3_hop<MU, true, FIRST>(psi, norm, links_here, vh, up, cb, QCD_ANTIPERIODIC(anti_hi, MU) && top,
-                                FIRST && split && top, acc, STREAM);
-    if (!(split && bottom))
-        v3_hop<MU, false, false>(psi, norm, links_there, vh, dn, dn, QCD_ANTIPERIODIC(anti_lo, MU) && bottom, false,
-                                 acc, STREAM);
+    if (FWD) {
+        const bool top = c[MU] == d.l[MU] - 1;
+        const int up = neighbour_index(site, c[MU], MU, true, d) >> 1;
+        if (FIRST || !(split && top))
+            v3_hop<MU, true, FIRST>(psi, norm, links_here, vh, up, cb, QCD_ANTIPERIODIC(anti_hi, MU) && top,
+                                    FIRST && split && top, acc, STREAM);
+    } else {
+        const bool bottom = c[MU] == 0;
+        const int dn = neighbour_index(site, c[MU], MU, false, d) >> 1;
+        if (FIRST || !(split && bottom))
+            v3_hop<MU, false, FIRST>(psi, norm, links_there, vh, dn, dn, QCD_ANTIPERIODIC(anti_lo, MU) && bottom,
+                                     FIRST && split && bottom, acc, STREAM);
+    }
 }
+
+// The eight hops in the order H (hop h: direction h / 2, forward when h is even), the
+// first writing acc; bit mu of STREAM: direction mu's links skip L1.
+template <int STREAM, bool FIRST, int H, int... REST>
+__device__ __forceinline__ void v3_hops(const v3_spinor* __restrict__ psi, const float* __restrict__ norm,
+                                        const real2* __restrict__ links_here, const real2* __restrict__ links_there,
+                                        size_t vh, int site, int cb, const int c[4], const Dims& d, int split_mask,
+                                        int anti_lo, int anti_hi, real2 acc[4][3])
+{
+    v3_one<H / 2, H % 2 == 0, FIRST, ((STREAM >> (H / 2)) & 1) != 0>(psi, norm, links_here, links_there, vh, site,
+                                                                      cb, c, d, split_mask, anti_lo, anti_hi, acc);
+    if constexpr (sizeof...(REST) > 0)
+        v3_hops<STREAM, false, REST...>(psi, norm, links_here, links_there, vh, site, cb, c, d, split_mask, anti_lo,
+                                        anti_hi, acc);
+}
+
+template <int... H> constexpr bool v3_is_order()
+{
+    int m = 0;
+    ((m |= 1 << H), ...);
+    return sizeof...(H) == 8 && m == 255;
+}
+
+// V3_ORDER_FULL / V3_ORDER_PARITY: the hop order of each entry point (hop 2 mu + 0 the
+// forward hop of direction mu, 2 mu + 1 the backward one).
+#ifndef V3_ORDER_FULL
+#define V3_ORDER_FULL 6, 7, 0, 1, 2, 3, 4, 5
+#endif
+#ifndef V3_ORDER_PARITY
+#define V3_ORDER_PARITY 6, 7, 0, 1, 2, 3, 4, 5
+#endif
+static_assert(v3_is_order<V3_ORDER_FULL>() && v3_is_order<V3_ORDER_PARITY>(),
+              "a hop order lists each of the hops 0..7 once");
 
 // The body of both entry points: FULL, the full mode (the host launches stencil_v3 with
 // parity < 0 and stencil_v3_parity with parity 0 or 1: stencil.rs launch_v3).
@@ -201,7 +237,6 @@ __device__ __forceinline__ void v3_stencil(const v3_spinor* __restrict__ inp, co
     constexpr bool full = FULL;
     // Bit mu: the links of direction mu skip L1.
     constexpr int stream = FULL ? V3_FULL_STREAM_MASK : V3_STREAM_LINKS ? 15 : 0;
-    constexpr bool st_x = stream & 1, st_y = stream & 2, st_z = stream & 4, st_t = stream & 8;
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
     // Full mode: warps alternate parity over the same checkerboard range (warp w: parity
     // w % 2, slots 32 (w / 2) + lane, slot s the site v3_tiled_cb(s)), so that a link read
@@ -247,27 +282,25 @@ __device__ __forceinline__ void v3_stencil(const v3_spinor* __restrict__ inp, co
 #pragma unroll
             for (int i = 0; i < 3; ++i)
                 acc[j][i] = c_of<real2>(0, 0);
-        if (V3_DIR_MASK & 8)
-            v3_direction<3, false, st_t>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo,
+        if constexpr (V3_DIR_MASK & 8)
+            v3_hops<stream, false, 6, 7>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo,
                                          anti_hi, acc);
-        if (V3_DIR_MASK & 1)
-            v3_direction<0, false, st_x>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo,
+        if constexpr (V3_DIR_MASK & 1)
+            v3_hops<stream, false, 0, 1>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo,
                                          anti_hi, acc);
-        if (V3_DIR_MASK & 2)
-            v3_direction<1, false, st_y>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo,
+        if constexpr (V3_DIR_MASK & 2)
+            v3_hops<stream, false, 2, 3>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo,
                                          anti_hi, acc);
-        if (V3_DIR_MASK & 4)
-            v3_direction<2, false, st_z>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo,
+        if constexpr (V3_DIR_MASK & 4)
+            v3_hops<stream, false, 4, 5>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo,
                                          anti_hi, acc);
 #else
-        v3_direction<3, true, st_t>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo, anti_hi,
-                                    acc);
-        v3_direction<0, false, st_x>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo, anti_hi,
-                                     acc);
-        v3_direction<1, false, st_y>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo, anti_hi,
-                                     acc);
-        v3_direction<2, false, st_z>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo, anti_hi,
-                                     acc);
+        if constexpr (FULL)
+            v3_hops<stream, true, V3_ORDER_FULL>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask,
+                                                 anti_lo, anti_hi, acc);
+        else
+            v3_hops<stream, true, V3_ORDER_PARITY>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask,
+                                                   anti_lo, anti_hi, acc);
 #endif
         const real cr = (real)c;
         const real y_step = y_h ? v3_site_step(y_n, cb) : (real)0;
