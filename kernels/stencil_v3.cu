@@ -77,6 +77,16 @@
 #define V3_FULL_STREAM_MASK 8
 #endif
 
+// V3_L2_FIRST_FULL / V3_L2_FIRST_PARITY: bit mu, the links of direction mu are loaded
+// with an L2 evict-first policy (createpolicy.fractional.L2::evict_first), so that they
+// give way to the spinors that other blocks read again.
+#ifndef V3_L2_FIRST_FULL
+#define V3_L2_FIRST_FULL 0
+#endif
+#ifndef V3_L2_FIRST_PARITY
+#define V3_L2_FIRST_PARITY 0
+#endif
+
 // V3_TILE_T: the full mode's sites in the order x, y, t, z, t-block instead of x, y, z, t
 // (t blocks of T slices, T the largest power of two <= V3_TILE_T dividing LT), so that a
 // site's t neighbours are read about one plane's data later, not a time slice's. Run 86,
@@ -165,7 +175,7 @@ __device__ __forceinline__ int v3_tile4_cb(int s, int lx, int ly, int lz, int lt
 // the received face); the first hop, which writes acc, then writes zeros. anti_hi /
 // anti_lo: bit MU set when this sub-lattice's upper / lower edge in MU is a global
 // antiperiodic edge (undecomposed: both are the boundary mask).
-template <int MU, bool FWD, bool FIRST, bool STREAM>
+template <int MU, bool FWD, bool FIRST, int HINT>
 __device__ __forceinline__ void v3_one(const v3_spinor* __restrict__ psi, const float* __restrict__ norm,
                                        const real2* __restrict__ links_here, const real2* __restrict__ links_there,
                                        size_t vh, int site, int cb, const int c[4], const Dims& d, int split_mask,
@@ -177,25 +187,26 @@ __device__ __forceinline__ void v3_one(const v3_spinor* __restrict__ psi, const 
         const int up = neighbour_index(site, c[MU], MU, true, d) >> 1;
         if (FIRST || !(split && top))
             v3_hop<MU, true, FIRST>(psi, norm, links_here, vh, up, cb, QCD_ANTIPERIODIC(anti_hi, MU) && top,
-                                    FIRST && split && top, acc, STREAM);
+                                    FIRST && split && top, acc, HINT);
     } else {
         const bool bottom = c[MU] == 0;
         const int dn = neighbour_index(site, c[MU], MU, false, d) >> 1;
         if (FIRST || !(split && bottom))
             v3_hop<MU, false, FIRST>(psi, norm, links_there, vh, dn, dn, QCD_ANTIPERIODIC(anti_lo, MU) && bottom,
-                                     FIRST && split && bottom, acc, STREAM);
+                                     FIRST && split && bottom, acc, HINT);
     }
 }
 
 // The eight hops in the order H (hop h: direction h / 2, forward when h is even), the
-// first writing acc; bit mu of STREAM: direction mu's links skip L1.
+// first writing acc; bit mu of STREAM: direction mu's links skip L1, bit 4 + mu: they are
+// the first to be evicted from L2.
 template <int STREAM, bool FIRST, int H, int... REST>
 __device__ __forceinline__ void v3_hops(const v3_spinor* __restrict__ psi, const float* __restrict__ norm,
                                         const real2* __restrict__ links_here, const real2* __restrict__ links_there,
                                         size_t vh, int site, int cb, const int c[4], const Dims& d, int split_mask,
                                         int anti_lo, int anti_hi, real2 acc[4][3])
 {
-    v3_one<H / 2, H % 2 == 0, FIRST, ((STREAM >> (H / 2)) & 1) != 0>(psi, norm, links_here, links_there, vh, site,
+    v3_one<H / 2, H % 2 == 0, FIRST, ((STREAM >> (H / 2)) & 1) | ((STREAM >> (H / 2 + 3)) & 2)>(psi, norm, links_here, links_there, vh, site,
                                                                       cb, c, d, split_mask, anti_lo, anti_hi, acc);
     if constexpr (sizeof...(REST) > 0)
         v3_hops<STREAM, false, REST...>(psi, norm, links_here, links_there, vh, site, cb, c, d, split_mask, anti_lo,
@@ -235,8 +246,9 @@ __device__ __forceinline__ void v3_stencil(const v3_spinor* __restrict__ inp, co
         return; // uniform: every thread of every block
     const int vh = volume / 2;
     constexpr bool full = FULL;
-    // Bit mu: the links of direction mu skip L1.
-    constexpr int stream = FULL ? V3_FULL_STREAM_MASK : V3_STREAM_LINKS ? 15 : 0;
+    // Bit mu: the links of direction mu skip L1; bit 4 + mu: they go first from L2.
+    constexpr int stream = (FULL ? V3_FULL_STREAM_MASK : V3_STREAM_LINKS ? 15 : 0) |
+                           (FULL ? V3_L2_FIRST_FULL : V3_L2_FIRST_PARITY) << 4;
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
     // Full mode: warps alternate parity over the same checkerboard range (warp w: parity
     // w % 2, slots 32 (w / 2) + lane, slot s the site v3_tiled_cb(s)), so that a link read

@@ -193,24 +193,46 @@ __device__ __forceinline__ void v3_unpack_8(const Z s[4], Z u[3][3])
 }
 #endif
 
-// A link element; `stream`: not allocated in L1 (stencil_v3.cu says which links; the CPU
-// emulation of validate/emu loads plainly).
-__device__ __forceinline__ double2 v3_ld_link(const double2* p, bool stream)
+// A link element; `hint` bit 0: not allocated in L1, bit 1: first to be evicted from L2
+// (stencil_v3.cu says which links; the CPU emulation of validate/emu loads plainly).
+__device__ __forceinline__ double2 v3_ld_link(const double2* p, int hint)
 {
 #ifdef __CUDA_ARCH__
-    if (stream) {
-        double2 v;
+    double2 v;
+    if (hint & 2) {
+        unsigned long long pol;
+        asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+        if (hint & 1)
+            asm("ld.global.nc.L1::no_allocate.L2::cache_hint.v2.f64 {%0, %1}, [%2], %3;"
+                : "=d"(v.x), "=d"(v.y)
+                : "l"(p), "l"(pol));
+        else
+            asm("ld.global.nc.L2::cache_hint.v2.f64 {%0, %1}, [%2], %3;" : "=d"(v.x), "=d"(v.y) : "l"(p), "l"(pol));
+        return v;
+    }
+    if (hint & 1) {
         asm("ld.global.nc.L1::no_allocate.v2.f64 {%0, %1}, [%2];" : "=d"(v.x), "=d"(v.y) : "l"(p));
         return v;
     }
 #endif
     return *p;
 }
-__device__ __forceinline__ float2 v3_ld_link(const float2* p, bool stream)
+__device__ __forceinline__ float2 v3_ld_link(const float2* p, int hint)
 {
 #ifdef __CUDA_ARCH__
-    if (stream) {
-        float2 v;
+    float2 v;
+    if (hint & 2) {
+        unsigned long long pol;
+        asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+        if (hint & 1)
+            asm("ld.global.nc.L1::no_allocate.L2::cache_hint.v2.f32 {%0, %1}, [%2], %3;"
+                : "=f"(v.x), "=f"(v.y)
+                : "l"(p), "l"(pol));
+        else
+            asm("ld.global.nc.L2::cache_hint.v2.f32 {%0, %1}, [%2], %3;" : "=f"(v.x), "=f"(v.y) : "l"(p), "l"(pol));
+        return v;
+    }
+    if (hint & 1) {
         asm("ld.global.nc.L1::no_allocate.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "l"(p));
         return v;
     }
@@ -222,14 +244,14 @@ __device__ __forceinline__ float2 v3_ld_link(const float2* p, bool stream)
 // (element e = row*3 + col of the stored rows at (mu*V3_LINK_ELEMS + e)*vh + cb; with
 // RECONSTRUCT_8 element e of the 8-real form, decoded by v3_unpack_8).
 __device__ __forceinline__ void v3_load_link(const real2* __restrict__ links, size_t vh, int mu, int cb,
-                                             real2 u[3][3], bool stream = false)
+                                             real2 u[3][3], int hint = 0)
 {
     const real2* p = links + (size_t)mu * V3_LINK_ELEMS * vh + cb;
 #if RECONSTRUCT_8
     real2 s[4];
 #pragma unroll
     for (int e = 0; e < 4; ++e)
-        s[e] = v3_ld_link(p + e * vh, stream);
+        s[e] = v3_ld_link(p + e * vh, hint);
     v3_unpack_8(s, u);
 #else
     const int rows = RECONSTRUCT_12 ? 2 : 3;
@@ -237,7 +259,7 @@ __device__ __forceinline__ void v3_load_link(const real2* __restrict__ links, si
     for (int i = 0; i < rows; ++i)
 #pragma unroll
         for (int k = 0; k < 3; ++k)
-            u[i][k] = v3_ld_link(p + (i * 3 + k) * vh, stream);
+            u[i][k] = v3_ld_link(p + (i * 3 + k) * vh, hint);
 #if RECONSTRUCT_12
     su3_third_row(u);
 #endif
@@ -321,7 +343,7 @@ __device__ __forceinline__ void v3_hop_half(const real2 h[2][3], const real2 u[3
 template <int MU, bool FWD, bool FIRST>
 __device__ __forceinline__ void v3_hop(const v3_spinor* __restrict__ psi, const float* __restrict__ norm,
                                        const real2* __restrict__ links, size_t vh, int n, int ls, bool neg, bool zero,
-                                       real2 acc[4][3], bool stream = false)
+                                       real2 acc[4][3], int hint = 0)
 {
     real2 h[2][3];
     v3_project<MU, FWD>(psi, norm, vh, n, neg, h);
@@ -333,7 +355,7 @@ __device__ __forceinline__ void v3_hop(const v3_spinor* __restrict__ psi, const 
                 h[r][c] = zero ? c_of<real2>(0, 0) : h[r][c];
     }
     real2 u[3][3];
-    v3_load_link(links, vh, MU, ls, u, stream);
+    v3_load_link(links, vh, MU, ls, u, hint);
     v3_hop_half<MU, FWD, FIRST>(h, u, acc);
 }
 
