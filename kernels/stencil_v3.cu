@@ -86,6 +86,10 @@
 #ifndef V3_L2_FIRST_PARITY
 #define V3_L2_FIRST_PARITY 0
 #endif
+// V3_L2_LAST_SPINOR_FULL: the full mode's neighbour spinors with an L2 evict-last policy.
+#ifndef V3_L2_LAST_SPINOR_FULL
+#define V3_L2_LAST_SPINOR_FULL 0
+#endif
 
 // V3_TILE_T: the full mode's sites in the order x, y, t, z, t-block instead of x, y, z, t
 // (t blocks of T slices, T the largest power of two <= V3_TILE_T dividing LT), so that a
@@ -199,14 +203,14 @@ __device__ __forceinline__ void v3_one(const v3_spinor* __restrict__ psi, const 
 
 // The eight hops in the order H (hop h: direction h / 2, forward when h is even), the
 // first writing acc; bit mu of STREAM: direction mu's links skip L1, bit 4 + mu: they are
-// the first to be evicted from L2.
+// the first to be evicted from L2; bit 8: the neighbour spinors the last.
 template <int STREAM, bool FIRST, int H, int... REST>
 __device__ __forceinline__ void v3_hops(const v3_spinor* __restrict__ psi, const float* __restrict__ norm,
                                         const real2* __restrict__ links_here, const real2* __restrict__ links_there,
                                         size_t vh, int site, int cb, const int c[4], const Dims& d, int split_mask,
                                         int anti_lo, int anti_hi, real2 acc[4][3])
 {
-    v3_one<H / 2, H % 2 == 0, FIRST, ((STREAM >> (H / 2)) & 1) | ((STREAM >> (H / 2 + 3)) & 2)>(psi, norm, links_here, links_there, vh, site,
+    v3_one<H / 2, H % 2 == 0, FIRST, ((STREAM >> (H / 2)) & 1) | ((STREAM >> (H / 2 + 3)) & 2) | ((STREAM >> 6) & 4)>(psi, norm, links_here, links_there, vh, site,
                                                                       cb, c, d, split_mask, anti_lo, anti_hi, acc);
     if constexpr (sizeof...(REST) > 0)
         v3_hops<STREAM, false, REST...>(psi, norm, links_here, links_there, vh, site, cb, c, d, split_mask, anti_lo,
@@ -221,12 +225,21 @@ template <int... H> constexpr bool v3_is_order()
 }
 
 // V3_ORDER_FULL / V3_ORDER_PARITY: the hop order of each entry point (hop 2 mu + 0 the
-// forward hop of direction mu, 2 mu + 1 the backward one).
+// forward hop of direction mu, 2 mu + 1 the backward one). The z and t hops read data
+// that other blocks read too (run 91's per-direction DRAM bytes: x and y at their floor,
+// z 1.3x, t 1.6x); a block lives ~34 us (32^3x64) while the GPU streams ~95 MB, so the
+// phase of a hop within a thread decides whether the other block's read still hits in
+// L2. The backward hop reads what an earlier block read in its forward hop; doing it
+// earlier in the thread shortens the gap. Runs 92-93 (32^3x64): full t-, t+, x-, x+, y-,
+// y+, z-, z+ took dslash full double r18 1.425x -> 1.371-1.379x, single r18 1.30x ->
+// 1.25-1.26x; parity x, y, t-, z+, t+, z- took Schur double r12 1.097x -> 1.041-1.043x,
+// double r18 1.048x -> 1.026-1.028x (16^3x32: the full dslash 1-2% slower, Schur the
+// same). The order before: t+, t-, x+, x-, y+, y-, z+, z- (6, 7, 0, 1, 2, 3, 4, 5) in both.
 #ifndef V3_ORDER_FULL
-#define V3_ORDER_FULL 6, 7, 0, 1, 2, 3, 4, 5
+#define V3_ORDER_FULL 7, 6, 1, 0, 3, 2, 5, 4
 #endif
 #ifndef V3_ORDER_PARITY
-#define V3_ORDER_PARITY 6, 7, 0, 1, 2, 3, 4, 5
+#define V3_ORDER_PARITY 0, 1, 2, 3, 7, 4, 6, 5
 #endif
 static_assert(v3_is_order<V3_ORDER_FULL>() && v3_is_order<V3_ORDER_PARITY>(),
               "a hop order lists each of the hops 0..7 once");
@@ -248,7 +261,7 @@ __device__ __forceinline__ void v3_stencil(const v3_spinor* __restrict__ inp, co
     constexpr bool full = FULL;
     // Bit mu: the links of direction mu skip L1; bit 4 + mu: they go first from L2.
     constexpr int stream = (FULL ? V3_FULL_STREAM_MASK : V3_STREAM_LINKS ? 15 : 0) |
-                           (FULL ? V3_L2_FIRST_FULL : V3_L2_FIRST_PARITY) << 4;
+                           (FULL ? V3_L2_FIRST_FULL : V3_L2_FIRST_PARITY) << 4 | (FULL ? V3_L2_LAST_SPINOR_FULL : 0) << 8;
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
     // Full mode: warps alternate parity over the same checkerboard range (warp w: parity
     // w % 2, slots 32 (w / 2) + lane, slot s the site v3_tiled_cb(s)), so that a link read

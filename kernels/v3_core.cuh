@@ -66,12 +66,43 @@ __device__ __forceinline__ real v3_site_step(const float* __restrict__ norm, siz
 #endif
 }
 
-// Element k of site n of a spinor structure of arrays (stride vh), step from v3_site_step.
-__device__ __forceinline__ real2 v3_load(const v3_spinor* __restrict__ psi, size_t vh, int k, size_t n, real step)
+// A spinor element with an L2 evict-last policy (hint bit 2; the CPU emulation and the
+// half build load plainly).
+__device__ __forceinline__ double2 v3_ld_last(const double2* p)
+{
+#ifdef __CUDA_ARCH__
+    double2 v;
+    unsigned long long pol;
+    asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
+    asm("ld.global.nc.L2::cache_hint.v2.f64 {%0, %1}, [%2], %3;" : "=d"(v.x), "=d"(v.y) : "l"(p), "l"(pol));
+    return v;
+#else
+    return *p;
+#endif
+}
+__device__ __forceinline__ float2 v3_ld_last(const float2* p)
+{
+#ifdef __CUDA_ARCH__
+    float2 v;
+    unsigned long long pol;
+    asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
+    asm("ld.global.nc.L2::cache_hint.v2.f32 {%0, %1}, [%2], %3;" : "=f"(v.x), "=f"(v.y) : "l"(p), "l"(pol));
+    return v;
+#else
+    return *p;
+#endif
+}
+
+// Element k of site n of a spinor structure of arrays (stride vh), step from v3_site_step;
+// hint bit 2: L2 evict-last (not in the half build).
+__device__ __forceinline__ real2 v3_load(const v3_spinor* __restrict__ psi, size_t vh, int k, size_t n, real step,
+                                         int hint = 0)
 {
 #if V3_HALF
     return half_load(psi, vh, k, n, step);
 #else
+    if (hint & 4)
+        return v3_ld_last(psi + (size_t)k * vh + n);
     return psi[(size_t)k * vh + n];
 #endif
 }
@@ -272,17 +303,17 @@ __device__ __forceinline__ void v3_load_link(const real2* __restrict__ links, si
 // 12 flops.
 template <int MU, bool FWD>
 __device__ __forceinline__ void v3_project(const v3_spinor* __restrict__ psi, const float* __restrict__ norm,
-                                           size_t vh, int n, bool neg, real2 h[2][3])
+                                           size_t vh, int n, bool neg, real2 h[2][3], int hint = 0)
 {
     constexpr int c0 = v3_col(MU, 0), c1 = v3_col(MU, 1);
     constexpr int p0 = v3_ph(MU, 0), p1 = v3_ph(MU, 1);
     const real step = v3_site_step(norm, n);
 #pragma unroll
     for (int c = 0; c < 3; ++c) {
-        const real2 u0 = v3_load(psi, vh, c, n, step);
-        const real2 u1 = v3_load(psi, vh, 3 + c, n, step);
-        const real2 a0 = c_ipow<p0>(v3_load(psi, vh, (2 + c0) * 3 + c, n, step));
-        const real2 a1 = c_ipow<p1>(v3_load(psi, vh, (2 + c1) * 3 + c, n, step));
+        const real2 u0 = v3_load(psi, vh, c, n, step, hint);
+        const real2 u1 = v3_load(psi, vh, 3 + c, n, step, hint);
+        const real2 a0 = c_ipow<p0>(v3_load(psi, vh, (2 + c0) * 3 + c, n, step, hint));
+        const real2 a1 = c_ipow<p1>(v3_load(psi, vh, (2 + c1) * 3 + c, n, step, hint));
         h[0][c] = FWD ? c_sub(u0, a0) : c_add(u0, a0);
         h[1][c] = FWD ? c_sub(u1, a1) : c_add(u1, a1);
         if (neg) {
@@ -346,7 +377,7 @@ __device__ __forceinline__ void v3_hop(const v3_spinor* __restrict__ psi, const 
                                        real2 acc[4][3], int hint = 0)
 {
     real2 h[2][3];
-    v3_project<MU, FWD>(psi, norm, vh, n, neg, h);
+    v3_project<MU, FWD>(psi, norm, vh, n, neg, h, hint);
     if (FIRST) {
 #pragma unroll
         for (int r = 0; r < 2; ++r)
