@@ -115,57 +115,6 @@ __device__ __forceinline__ int v3_tiled_cb(int s, int lx, int ly, int lz, int lt
 }
 #endif
 
-// V3_TILE4 (experiment, issue 13 item 1): the full mode's sites in 4D tiles of V3_TB_X x
-// V3_TB_Y x V3_TB_Z x V3_TB_T sites (both parities), tiles ordered x, y, z, t, so that a
-// block whose half (one parity's slots) is one tile's sites of that parity finds most of
-// its z and t neighbours, not only its x and y ones, among its own sites (L1). Within a
-// tile, slot j is x pair k = j % (TB_X / 2), then y, z, t: a warp reads TB_X / 2
-// consecutive words per row (a 64-byte run in double with TB_X = 8). A lattice the tile
-// does not divide keeps the order above.
-#ifndef V3_TILE4
-#define V3_TILE4 0
-#endif
-#if V3_TILE4
-#ifndef V3_TB_X
-#define V3_TB_X 8
-#endif
-#ifndef V3_TB_Y
-#define V3_TB_Y 4
-#endif
-#ifndef V3_TB_Z
-#define V3_TB_Z 4
-#endif
-#ifndef V3_TB_T
-#define V3_TB_T 2
-#endif
-#if V3_TB_X % 2
-#error "V3_TB_X must be even"
-#endif
-// The checkerboard index of slot s in the tiled order, or -1 when the tile does not
-// divide the lattice.
-__device__ __forceinline__ int v3_tile4_cb(int s, int lx, int ly, int lz, int lt)
-{
-    if (lx % V3_TB_X || ly % V3_TB_Y || lz % V3_TB_Z || lt % V3_TB_T)
-        return -1;
-    constexpr int hx = V3_TB_X / 2, half = hx * V3_TB_Y * V3_TB_Z * V3_TB_T;
-    int tile = s / half;
-    const int j = s - tile * half;
-    const int k = j % hx;
-    int r = j / hx;
-    const int ry = r % V3_TB_Y;
-    r /= V3_TB_Y;
-    const int rz = r % V3_TB_Z, rt = r / V3_TB_Z;
-    const int ntx = lx / V3_TB_X, nty = ly / V3_TB_Y, ntz = lz / V3_TB_Z;
-    const int tx = tile % ntx;
-    tile /= ntx;
-    const int ty = tile % nty;
-    tile /= nty;
-    const int tz = tile % ntz, tt = tile / ntz;
-    const int y = ty * V3_TB_Y + ry, z = tz * V3_TB_Z + rz, t = tt * V3_TB_T + rt;
-    return tx * hx + k + lx / 2 * (y + ly * (z + lz * t));
-}
-#endif
-
 // V3_DIR_MASK (a probe for ncu, not an operator): bit mu set, the hops of direction mu are
 // made; the others are left out, so that each direction's DRAM bytes can be counted alone.
 #ifndef V3_DIR_MASK
@@ -273,16 +222,9 @@ __device__ __forceinline__ void v3_stencil(const v3_spinor* __restrict__ inp, co
     const int p = full ? (w & 1) : parity;
     const int slot = full ? ((w >> 1) << 5) + (t & 31) : t;
 #if V3_TILE_T
-    int cb = full && slot < vh ? v3_tiled_cb(slot, lx, ly, lz, lt) : slot;
+    const int cb = full && slot < vh ? v3_tiled_cb(slot, lx, ly, lz, lt) : slot;
 #else
-    int cb = slot;
-#endif
-#if V3_TILE4
-    if (full && slot < vh) {
-        const int c4 = v3_tile4_cb(slot, lx, ly, lz, lt);
-        if (c4 >= 0)
-            cb = c4;
-    }
+    const int cb = slot;
 #endif
     double2 dot = c_zero();
     if (cb < vh) {
