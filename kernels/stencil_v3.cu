@@ -91,18 +91,6 @@
 #define V3_L2_LAST_SPINOR_FULL 0
 #endif
 
-// V3_FULL_MAX_BLOCK: the full-mode entry point's launch bound (src/backend/cuda/version.rs
-// V3_FULL_MAX_BLOCK, to which the host clamps every full-mode launch). With 512, as the
-// parity entry has, the double builds were held to 128 registers and spilled; with 128
-// they take 146-168 (no spill) and an SM holds 384-448 of their threads instead of 512
-// (run 96, 32^3x64: dslash full double r12 1.38x -> 1.24x, double r18 1.36x -> 1.32x;
-// the parity entry with more registers was slower, so it keeps V3_MAX_BLOCK). Single
-// builds take about 100 either way. Through QCD_SOLVE_KERNEL_DEFINES, 512 is the ablation
-// (the host still launches at most 128; a value below 128 makes the launches fail).
-#ifndef V3_FULL_MAX_BLOCK
-#define V3_FULL_MAX_BLOCK 128
-#endif
-
 // V3_TILE_T: the full mode's sites in the order x, y, t, z, t-block instead of x, y, z, t
 // (t blocks of T slices, T the largest power of two <= V3_TILE_T dividing LT), so that a
 // site's t neighbours are read about one plane's data later, not a time slice's. Run 86,
@@ -386,7 +374,7 @@ __device__ __forceinline__ void v3_stencil(const v3_spinor* __restrict__ inp, co
         inp_norm, y_norm, out_norm
 
 // The full mode (parity < 0).
-extern "C" __global__ void __launch_bounds__(V3_FULL_MAX_BLOCK) stencil_v3(V3_STENCIL_ARGS)
+extern "C" __global__ void __launch_bounds__(V3_MAX_BLOCK) stencil_v3(V3_STENCIL_ARGS)
 {
     v3_stencil<true>(V3_STENCIL_CALL);
 }

@@ -10,7 +10,7 @@ use super::compile::{
 use super::device::function;
 use super::kernels::{Kernel, V3Mode, BLAS_BLOCK};
 use super::timing::{launch, GpuStream};
-use super::version::{Reconstruct, StencilVersion, V3_FULL_MAX_BLOCK};
+use super::version::{Reconstruct, StencilVersion};
 #[cfg(test)]
 use crate::error::Error;
 use crate::error::Result;
@@ -222,14 +222,12 @@ impl V3Launch {
 pub(crate) const DOT_MIN_BLOCK: usize = 256;
 
 /// Threads per block of a 3.0 stencil launch: the tuned block, at least `DOT_MIN_BLOCK`
-/// with the dot epilogue; a full-mode launch (`full`) at most `V3_FULL_MAX_BLOCK`, its
-/// entry point's launch bound (the bound wins over the dot's minimum).
-pub(crate) fn launch_block(tuned: usize, dot: bool, full: bool) -> usize {
-    let block = if dot { tuned.max(DOT_MIN_BLOCK) } else { tuned };
-    if full {
-        block.min(V3_FULL_MAX_BLOCK)
+/// with the dot epilogue.
+pub(crate) fn launch_block(tuned: usize, dot: bool) -> usize {
+    if dot {
+        tuned.max(DOT_MIN_BLOCK)
     } else {
-        block
+        tuned
     }
 }
 
@@ -275,7 +273,7 @@ pub(crate) fn launch_v3(gpu: &mut GpuStream, k: &V3Kernels, a: &V3Launch) -> Res
     } else {
         n
     };
-    let block = launch_block(a.block, dot, a.parity.is_none());
+    let block = launch_block(a.block, dot);
     let cfg = cfg_1d(threads, block, if dot { block * 16 } else { 0 });
     let parity: i32 = a.parity.map_or(-1, |p| p as i32);
     let g5 = a.g5 as i32;
@@ -539,35 +537,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn dot_launches_take_at_least_256_threads_and_full_ones_at_most_128() {
+    fn dot_launches_take_at_least_256_threads_and_others_the_tuned_block() {
         // The tuner's candidates run from 32 to 512 threads.
         for tuned in [32, 64, 128, 256, 512] {
-            assert_eq!(launch_block(tuned, false, false), tuned);
-            assert_eq!(launch_block(tuned, true, false), tuned.max(256));
-            assert_eq!(launch_block(tuned, false, true), tuned.min(128));
-            assert_eq!(launch_block(tuned, true, true), 128);
+            assert_eq!(launch_block(tuned, false), tuned);
+            assert_eq!(launch_block(tuned, true), tuned.max(256));
         }
         // The partial-sum buffer holds a block's sum for blocks of 32 (partials_len):
         // enough for the fewer, larger blocks of the dot launches.
         let v: usize = 32 * 32 * 32 * 64;
-        for full in [false, true] {
-            let blocks = (v / 2).div_ceil(launch_block(32, true, full));
-            assert!(2 * blocks <= super::super::fused::partials_len(v));
-        }
-    }
-
-    #[test]
-    fn the_full_entry_point_bound_is_the_hosts_clamp() {
-        // The kernel's default for V3_FULL_MAX_BLOCK, which its __launch_bounds__ uses,
-        // must be the block the host clamps full-mode launches to: a larger launch fails.
-        let src = include_str!("../../../kernels/stencil_v3.cu");
-        let line = src
-            .lines()
-            .find(|l| l.starts_with("#define V3_FULL_MAX_BLOCK "))
-            .expect("stencil_v3.cu defines V3_FULL_MAX_BLOCK");
-        let value: usize = line.rsplit(' ').next().unwrap().parse().unwrap();
-        assert_eq!(value, V3_FULL_MAX_BLOCK);
-        assert!(src.contains("__launch_bounds__(V3_FULL_MAX_BLOCK) stencil_v3("));
+        let blocks = (v / 2).div_ceil(launch_block(32, true));
+        assert!(2 * blocks <= super::super::fused::partials_len(v));
     }
 
     #[test]

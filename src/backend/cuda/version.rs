@@ -35,11 +35,6 @@ pub const COARSE_BLOCK: usize = 256;
 pub const MAX_MULTIPLE: usize = 85;
 /// Largest block of version 3.0 (V3_MAX_BLOCK in kernels/stencil_v3.cu).
 pub const V3_MAX_BLOCK: usize = 512;
-/// Largest block of 3.0's full-mode entry point (V3_FULL_MAX_BLOCK in
-/// kernels/stencil_v3.cu): its launch bound leaves the double builds the registers they
-/// want (146-168, no spill) where 512 capped them at 128; `stencil::launch_v3` clamps
-/// every full-mode launch to it (validate/RESULTS.md runs 96-97).
-pub const V3_FULL_MAX_BLOCK: usize = 128;
 
 /// Reals stored and read per gauge link by 3.0's link array (`[backend] reconstruct`):
 /// the full 3x3 matrix, rows 0 and 1 (row 2 = conj(row0 x row1) rebuilt in registers), or
