@@ -91,6 +91,21 @@
 #define V3_L2_LAST_SPINOR_FULL 0
 #endif
 
+// V3_FULL_MAX_BLOCK: the launch bound of the full-mode entry without the dot epilogue
+// (src/backend/cuda/version.rs V3_FULL_MAX_BLOCK, to which the host clamps its launches).
+// With 512, as the others have, the double builds were held to 128 registers and spilled;
+// with 128 they take 146-166 (no spill), an SM holding 384-448 of their threads instead of
+// 512 (runs 96-97, 32^3x64: dslash full double r12 1.40x -> 1.23x, double r18 1.38x ->
+// 1.31x, single r12 1.35x -> 1.29x). The parity launches with more registers were slower
+// and keep V3_MAX_BLOCK, as does the full mode with the dot (stencil_v3_full_dot), which
+// the fused CR launches with 256 or more threads (a full-mode dot at 128 threads made the
+// single-double fused CR take 440 iterations in gpu_decomposed's test where it takes
+// ~100, runs 97-98: not understood). Through QCD_SOLVE_KERNEL_DEFINES, 512 is the
+// ablation (the host still launches at most 128; a value below 128 makes launches fail).
+#ifndef V3_FULL_MAX_BLOCK
+#define V3_FULL_MAX_BLOCK 128
+#endif
+
 // V3_TILE_T: the full mode's sites in the order x, y, t, z, t-block instead of x, y, z, t
 // (t blocks of T slices, T the largest power of two <= V3_TILE_T dividing LT), so that a
 // site's t neighbours are read about one plane's data later, not a time slice's. Run 86,
@@ -236,8 +251,9 @@ template <int... H> constexpr bool v3_is_order()
 static_assert(v3_is_order<V3_ORDER_FULL>() && v3_is_order<V3_ORDER_PARITY>(),
               "a hop order lists each of the hops 0..7 once");
 
-// The body of both entry points: FULL, the full mode (the host launches stencil_v3 with
-// parity < 0 and stencil_v3_parity with parity 0 or 1: stencil.rs launch_v3).
+// The body of the entry points: FULL, the full mode (the host launches stencil_v3 and
+// stencil_v3_full_dot with parity < 0 and stencil_v3_parity with parity 0 or 1:
+// stencil.rs launch_v3).
 template <bool FULL>
 __device__ __forceinline__ void v3_stencil(const v3_spinor* __restrict__ inp, const v3_spinor* __restrict__ y,
                                            v3_spinor* __restrict__ out, const real2* __restrict__ links, double c,
@@ -373,8 +389,16 @@ __device__ __forceinline__ void v3_stencil(const v3_spinor* __restrict__ inp, co
     inp, y, out, links, c, g5, parity, volume, lx, ly, lz, lt, split_mask, anti_lo, anti_hi, s, partials, ticket,     \
         inp_norm, y_norm, out_norm
 
-// The full mode (parity < 0).
-extern "C" __global__ void __launch_bounds__(V3_MAX_BLOCK) stencil_v3(V3_STENCIL_ARGS)
+// The full mode (parity < 0) without the dot epilogue (partials null; the host launches
+// it with at most V3_FULL_MAX_BLOCK threads a block).
+extern "C" __global__ void __launch_bounds__(V3_FULL_MAX_BLOCK) stencil_v3(V3_STENCIL_ARGS)
+{
+    v3_stencil<true>(V3_STENCIL_CALL);
+}
+
+// The full mode with the (y|out) epilogue (the fused CR's apply: at least 256 threads a
+// block, stencil.rs DOT_MIN_BLOCK).
+extern "C" __global__ void __launch_bounds__(V3_MAX_BLOCK) stencil_v3_full_dot(V3_STENCIL_ARGS)
 {
     v3_stencil<true>(V3_STENCIL_CALL);
 }

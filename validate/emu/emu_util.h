@@ -183,12 +183,13 @@ struct V3eoDump {
     return d;
 }
 
-// A build's two entry points (kernels/stencil_v3.cu): the full mode and a parity launch,
-// picked by the launch's parity as src/backend/cuda/stencil.rs V3Kernels::of does.
+// A build's entry points (kernels/stencil_v3.cu): the full mode, a parity launch and the
+// full mode with the dot epilogue (when given), picked by the launch's parity and
+// epilogue as src/backend/cuda/stencil.rs V3Kernels::of does.
 template <class K>
 struct V3Entry {
-    K full, parity;
-    K of(int par) const { return par < 0 ? full : parity; }
+    K full, parity, full_dot;
+    K of(int par, bool dot = false) const { return par < 0 ? (dot && full_dot ? full_dot : full) : parity; }
 };
 template <class K>
-V3Entry<K> v3_entry(K full, K parity) { return {full, parity}; }
+V3Entry<K> v3_entry(K full, K parity, K full_dot = K()) { return {full, parity, full_dot}; }

@@ -32,6 +32,8 @@ V3D(stencil_v3_d) V3D(stencil_v3_d12) V3D(stencil_v3_d8) V3S(stencil_v3_s) V3S(s
     V3S(stencil_v3_s8) V3H(stencil_v3_h) V3H(stencil_v3_h12)
 V3D(stencil_v3_parity_d) V3D(stencil_v3_parity_d12) V3D(stencil_v3_parity_d8) V3S(stencil_v3_parity_s)
     V3S(stencil_v3_parity_s12) V3S(stencil_v3_parity_s8) V3H(stencil_v3_parity_h) V3H(stencil_v3_parity_h12)
+V3D(stencil_v3_full_dot_d) V3D(stencil_v3_full_dot_d12) V3D(stencil_v3_full_dot_d8) V3S(stencil_v3_full_dot_s)
+    V3S(stencil_v3_full_dot_s12) V3S(stencil_v3_full_dot_s8) V3H(stencil_v3_full_dot_h) V3H(stencil_v3_full_dot_h12)
 }
 
 int main(int argc, char** argv)
@@ -134,7 +136,7 @@ int main(int argc, char** argv)
             const size_t n = par < 0 ? 2 * ((vh + 31) / 32 * 32) : vh;
             const bool dot = partials != nullptr;
             emu_launch(blocks(n, block), block, dot ? block * 16 : 0, dot, [&] {
-                kernel.of(par)(inp, yy, o, links, c, g5, par, V, lx, ly, lz, lt, 0, mask, mask, s, partials, ticket, nullptr,
+                kernel.of(par, dot)(inp, yy, o, links, c, g5, par, V, lx, ly, lz, lt, 0, mask, mask, s, partials, ticket, nullptr,
                        nullptr, nullptr);
             });
         };
@@ -143,6 +145,24 @@ int main(int argc, char** argv)
             std::fill(out.begin(), out.end(), from_d<T>(double2{NAN, NAN}));
             launch(x.data(), x.data(), out.data(), -kappa, g5, -1, nullptr, nullptr, nullptr);
             report(tag + (g5 ? "g5D full" : "D full"), rel_diff(from_pm(widen(out, nf), -1), refs[prec][g5]), tol);
+        }
+        {
+            // The full mode with the dot epilogue (stencil_v3_full_dot): g5 D x, and
+            // rar = (x|g5 D x) against the host's sum over the two stored fields.
+            double s[15] = {1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 10, 1, 0, 0, 0}; // CR_SCALARS, undecomposed
+            std::vector<double2> partials(V / 32 + 1);
+            unsigned ticket = 0;
+            std::fill(out.begin(), out.end(), from_d<T>(double2{NAN, NAN}));
+            launch(x.data(), x.data(), out.data(), -kappa, 1, -1, s, partials.data(), &ticket);
+            report(tag + "g5D full (fused dot)", rel_diff(from_pm(widen(out, nf), -1), refs[prec][1]), tol);
+            const auto xw = widen(x, nf), ow = widen(out, nf);
+            double re = 0, im = 0;
+            for (size_t k = 0; k < nf; ++k) {
+                re += xw[k].x * ow[k].x + xw[k].y * ow[k].y;
+                im += xw[k].x * ow[k].y - xw[k].y * ow[k].x;
+            }
+            report(tag + "  (x|g5 D x) vs host", std::hypot(s[0] - re, s[1] - im) / std::hypot(re, im), 1e-12);
+            report(tag + "  ticket back to 0", ticket, 0);
         }
         for (int g5 = 0; g5 < 2; ++g5) {
             std::fill(out.begin(), out.end(), from_d<T>(double2{NAN, NAN}));
@@ -179,12 +199,12 @@ int main(int argc, char** argv)
         report(tag + "hop_xpay odd (c -0.21)", rel_diff(from_pm(widen(out, (size_t)12 * vh), 1), refs[prec][5]), tol);
     };
     for (int block : {32, 96}) {
-        run("3.0 double", v3_entry(stencil_v3_d, stencil_v3_parity_d), links_d.data(), double2{}, 0, block);
-        run("3.0 double r12", v3_entry(stencil_v3_d12, stencil_v3_parity_d12), links_d12.data(), double2{}, 0, block);
-        run("3.0 double r8", v3_entry(stencil_v3_d8, stencil_v3_parity_d8), links_d8.data(), double2{}, 0, block);
-        run("3.0 single", v3_entry(stencil_v3_s, stencil_v3_parity_s), links_s.data(), float2{}, 1, block);
-        run("3.0 single r12", v3_entry(stencil_v3_s12, stencil_v3_parity_s12), links_s12.data(), float2{}, 1, block);
-        run("3.0 single r8", v3_entry(stencil_v3_s8, stencil_v3_parity_s8), links_s8.data(), float2{}, 1, block);
+        run("3.0 double", v3_entry(stencil_v3_d, stencil_v3_parity_d, stencil_v3_full_dot_d), links_d.data(), double2{}, 0, block);
+        run("3.0 double r12", v3_entry(stencil_v3_d12, stencil_v3_parity_d12, stencil_v3_full_dot_d12), links_d12.data(), double2{}, 0, block);
+        run("3.0 double r8", v3_entry(stencil_v3_d8, stencil_v3_parity_d8, stencil_v3_full_dot_d8), links_d8.data(), double2{}, 0, block);
+        run("3.0 single", v3_entry(stencil_v3_s, stencil_v3_parity_s, stencil_v3_full_dot_s), links_s.data(), float2{}, 1, block);
+        run("3.0 single r12", v3_entry(stencil_v3_s12, stencil_v3_parity_s12, stencil_v3_full_dot_s12), links_s12.data(), float2{}, 1, block);
+        run("3.0 single r8", v3_entry(stencil_v3_s8, stencil_v3_parity_s8, stencil_v3_full_dot_s8), links_s8.data(), float2{}, 1, block);
     }
     // Half spinors (V3_HALF, single links) against the CPU backend's half fields: inputs
     // converted by to_half (which rounds in double as the host does, so both sides start
@@ -266,8 +286,8 @@ int main(int argc, char** argv)
             const float2* links;
         };
         const HalfBuild builds[] = {
-            {"3.0 half", v3_entry(&stencil_v3_h, &stencil_v3_parity_h), links_s.data()},
-            {"3.0 half r12", v3_entry(&stencil_v3_h12, &stencil_v3_parity_h12), links_s12.data()}};
+            {"3.0 half", v3_entry(&stencil_v3_h, &stencil_v3_parity_h, &stencil_v3_full_dot_h), links_s.data()},
+            {"3.0 half r12", v3_entry(&stencil_v3_h12, &stencil_v3_parity_h12, &stencil_v3_full_dot_h12), links_s12.data()}};
         // The largest |a - b| of a real in steps of b's site norm (sites of parity p, or all
         // with p < 0): the per-site measure of tests/gpu_half.rs, here against the CPU's
         // rounded result (which adds its own half step), so bounded by 2 + 0.5 steps.

@@ -10,7 +10,7 @@ use super::compile::{
 use super::device::function;
 use super::kernels::{Kernel, V3Mode, BLAS_BLOCK};
 use super::timing::{launch, GpuStream};
-use super::version::{Reconstruct, StencilVersion};
+use super::version::{Reconstruct, StencilVersion, V3_FULL_MAX_BLOCK};
 #[cfg(test)]
 use crate::error::Error;
 use crate::error::Result;
@@ -222,41 +222,49 @@ impl V3Launch {
 pub(crate) const DOT_MIN_BLOCK: usize = 256;
 
 /// Threads per block of a 3.0 stencil launch: the tuned block, at least `DOT_MIN_BLOCK`
-/// with the dot epilogue.
-pub(crate) fn launch_block(tuned: usize, dot: bool) -> usize {
+/// with the dot epilogue; a full-mode launch without it (`full`, the `stencil_v3` entry)
+/// at most `V3_FULL_MAX_BLOCK`, its launch bound.
+pub(crate) fn launch_block(tuned: usize, dot: bool, full: bool) -> usize {
     if dot {
         tuned.max(DOT_MIN_BLOCK)
+    } else if full {
+        tuned.min(V3_FULL_MAX_BLOCK)
     } else {
         tuned
     }
 }
 
-/// 3.0's two entry points (kernels/stencil_v3.cu), one body compiled twice so that each
-/// mode has its own registers and link-load hints: `stencil_v3` for the full mode,
-/// `stencil_v3_parity` for a parity launch. `launch_v3` picks by the launch's parity.
+/// 3.0's three entry points (kernels/stencil_v3.cu), one body compiled three times so
+/// that each has its own registers, launch bound and link-load hints: `stencil_v3` for
+/// the full mode (at most `V3_FULL_MAX_BLOCK` threads a block), `stencil_v3_full_dot`
+/// for the full mode with the (y|out) epilogue (the fused CR's apply, at least
+/// `DOT_MIN_BLOCK` threads), `stencil_v3_parity` for a parity launch. `launch_v3` picks
+/// by the launch's parity and epilogue.
 #[derive(Clone, Debug)]
 pub(crate) struct V3Kernels {
     pub full: CudaFunction,
+    pub full_dot: CudaFunction,
     pub parity: CudaFunction,
 }
 
 impl V3Kernels {
-    /// The entry points' names: full mode, parity launch.
-    pub const NAMES: [&'static str; 2] = ["stencil_v3", "stencil_v3_parity"];
+    /// The entry points' names: full mode, full mode with the dot, parity launch.
+    pub const NAMES: [&'static str; 3] = ["stencil_v3", "stencil_v3_full_dot", "stencil_v3_parity"];
 
     pub fn load(module: &Arc<CudaModule>) -> Result<Self> {
         Ok(V3Kernels {
             full: function(module, Self::NAMES[0])?,
-            parity: function(module, Self::NAMES[1])?,
+            full_dot: function(module, Self::NAMES[1])?,
+            parity: function(module, Self::NAMES[2])?,
         })
     }
 
     /// The entry point of a launch's mode.
     pub fn of(&self, a: &V3Launch) -> &CudaFunction {
-        if a.parity.is_none() {
-            &self.full
-        } else {
-            &self.parity
+        match (a.parity, a.partials != 0) {
+            (None, false) => &self.full,
+            (None, true) => &self.full_dot,
+            (Some(_), _) => &self.parity,
         }
     }
 }
@@ -273,7 +281,7 @@ pub(crate) fn launch_v3(gpu: &mut GpuStream, k: &V3Kernels, a: &V3Launch) -> Res
     } else {
         n
     };
-    let block = launch_block(a.block, dot);
+    let block = launch_block(a.block, dot, a.parity.is_none());
     let cfg = cfg_1d(threads, block, if dot { block * 16 } else { 0 });
     let parity: i32 = a.parity.map_or(-1, |p| p as i32);
     let g5 = a.g5 as i32;
@@ -537,17 +545,36 @@ mod tests {
     use super::*;
 
     #[test]
-    fn dot_launches_take_at_least_256_threads_and_others_the_tuned_block() {
+    fn dot_launches_take_at_least_256_threads_full_ones_at_most_128() {
         // The tuner's candidates run from 32 to 512 threads.
         for tuned in [32, 64, 128, 256, 512] {
-            assert_eq!(launch_block(tuned, false), tuned);
-            assert_eq!(launch_block(tuned, true), tuned.max(256));
+            assert_eq!(launch_block(tuned, false, false), tuned);
+            assert_eq!(launch_block(tuned, true, false), tuned.max(256));
+            assert_eq!(launch_block(tuned, true, true), tuned.max(256));
+            assert_eq!(launch_block(tuned, false, true), tuned.min(128));
         }
         // The partial-sum buffer holds a block's sum for blocks of 32 (partials_len):
         // enough for the fewer, larger blocks of the dot launches.
         let v: usize = 32 * 32 * 32 * 64;
-        let blocks = (v / 2).div_ceil(launch_block(32, true));
+        let blocks = (v / 2).div_ceil(launch_block(32, true, false));
         assert!(2 * blocks <= super::super::fused::partials_len(v));
+    }
+
+    #[test]
+    fn the_full_entry_points_bound_is_the_hosts_clamp() {
+        // The kernel's default V3_FULL_MAX_BLOCK, stencil_v3's __launch_bounds__, must be
+        // the block the host clamps full-mode launches without the dot to (a larger launch
+        // fails on the GPU), and the dot's entry must keep the bound of its 256+ threads.
+        let src = include_str!("../../../kernels/stencil_v3.cu");
+        let line = src
+            .lines()
+            .find(|l| l.starts_with("#define V3_FULL_MAX_BLOCK "))
+            .expect("stencil_v3.cu defines V3_FULL_MAX_BLOCK");
+        let value: usize = line.rsplit(' ').next().unwrap().parse().unwrap();
+        assert_eq!(value, V3_FULL_MAX_BLOCK);
+        assert!(src.contains("__launch_bounds__(V3_FULL_MAX_BLOCK) stencil_v3("));
+        assert!(src.contains("__launch_bounds__(V3_MAX_BLOCK) stencil_v3_full_dot("));
+        assert!(super::super::version::V3_MAX_BLOCK >= DOT_MIN_BLOCK);
     }
 
     #[test]
@@ -614,7 +641,7 @@ mod tests {
                 assert!(nvrtc, "compiled without libnvrtc being loadable");
                 assert_eq!(list.len(), all_programs().len());
                 assert!(list.iter().all(|(_, n)| *n > 0));
-                // Every 3.0 build defines exactly the two entry points V3Kernels::load looks
+                // Every 3.0 build defines exactly the three entry points V3Kernels::load looks
                 // up (a build without one would fail every launch of its mode on the GPU);
                 // the PTX NVRTC made says which (from the in-process cache: no recompile).
                 for program in all_programs()
@@ -629,7 +656,7 @@ mod tests {
                             program.label()
                         );
                     }
-                    assert_eq!(ptx.matches(".entry ").count(), 2, "{}", program.label());
+                    assert_eq!(ptx.matches(".entry ").count(), 3, "{}", program.label());
                 }
             }
             Err(Error::Cuda(m)) if !nvrtc => {

@@ -35,6 +35,11 @@ pub const COARSE_BLOCK: usize = 256;
 pub const MAX_MULTIPLE: usize = 85;
 /// Largest block of version 3.0 (V3_MAX_BLOCK in kernels/stencil_v3.cu).
 pub const V3_MAX_BLOCK: usize = 512;
+/// Largest block of 3.0's full-mode entry point without the dot epilogue (`stencil_v3`,
+/// V3_FULL_MAX_BLOCK in kernels/stencil_v3.cu): its launch bound leaves the double builds
+/// the registers they want (146-166, no spill) where 512 held them to 128.
+/// `stencil::launch_block` clamps those launches to it (validate/RESULTS.md runs 96-99).
+pub const V3_FULL_MAX_BLOCK: usize = 128;
 
 /// Reals stored and read per gauge link by 3.0's link array (`[backend] reconstruct`):
 /// the full 3x3 matrix, rows 0 and 1 (row 2 = conj(row0 x row1) rebuilt in registers), or
