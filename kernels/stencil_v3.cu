@@ -5,7 +5,9 @@
 // out = [g5] (y + c * H inp), H the hopping term
 //   H psi(x) = sum_mu [ (1 - g_mu) U_mu(x) psi(x+mu) + (1 + g_mu) U_mu(x-mu)^+ psi(x-mu) ],
 // one thread per output site, the block size a launch parameter (the backend's
-// `coarse_block`, capped at V3_MAX_BLOCK). Two modes (argument `parity`):
+// `coarse_block`, capped at V3_MAX_BLOCK; at V3_FULL_MAX_BLOCK for the full mode without
+// the dot epilogue). Two modes (argument `parity`), three entry points (the end of this
+// file):
 // - full (parity < 0): inp, y, out are full fields, one thread per site over V sites
 //   (thread t: parity t / Vh, checkerboard index t % Vh). y = inp, c = -kappa is D.
 // - parity p (0 or 1): out and y are half fields of parity p, inp a half field of parity
@@ -62,8 +64,8 @@
 // went from 1.19x to 1.05x of its floor (32^3x64, double r18). The full mode (stencil_v3)
 // shares a link between the warps of both parities of a block (the x and y links), and
 // streaming all its links made it slower (1.54x to 1.68x), so only its t links skip L1
-// (V3_FULL_STREAM_MASK). The two modes are two entry points of one body, so that each
-// gets its own registers (one body choosing at run time spilled more: 48 bytes against 8,
+// (V3_FULL_STREAM_MASK). The modes are entry points of one body, so that each gets its
+// own registers (one body choosing at run time spilled more: 48 bytes against 8,
 // double r18). Through QCD_SOLVE_KERNEL_DEFINES, V3_STREAM_LINKS=0 turns the parity
 // launch's hint off and V3_FULL_STREAM_MASK=0 the full mode's (the ablations).
 #ifndef V3_STREAM_LINKS

@@ -220,6 +220,9 @@ impl V3Launch {
 /// smallest blocks (32) at 32^3x64 (32768 blocks, 1024 loads a thread) the launch took 732
 /// us, with 256 threads 363 us (validate/RESULTS.md runs 65-66).
 pub(crate) const DOT_MIN_BLOCK: usize = 256;
+// The dot launches' entry points (stencil_v3_full_dot, stencil_v3_parity) take up to
+// V3_MAX_BLOCK threads a block.
+const _: () = assert!(super::version::V3_MAX_BLOCK >= DOT_MIN_BLOCK);
 
 /// Threads per block of a 3.0 stencil launch: the tuned block, at least `DOT_MIN_BLOCK`
 /// with the dot epilogue; a full-mode launch without it (`full`, the `stencil_v3` entry)
@@ -574,7 +577,6 @@ mod tests {
         assert_eq!(value, V3_FULL_MAX_BLOCK);
         assert!(src.contains("__launch_bounds__(V3_FULL_MAX_BLOCK) stencil_v3("));
         assert!(src.contains("__launch_bounds__(V3_MAX_BLOCK) stencil_v3_full_dot("));
-        assert!(super::super::version::V3_MAX_BLOCK >= DOT_MIN_BLOCK);
     }
 
     #[test]
