@@ -12,11 +12,38 @@ use crate::Result;
 /// A backend whose fused CR is the host loop below.
 pub trait HostFusedCr: WilsonKernels {}
 
-/// The host fused-CR state: the scalars and the history.
-pub struct HostCrState {
-    s: CrScalars,
+/// The host fused solvers' state: the scalars and the residual history (entry k the
+/// residual after k iterations, NaN where none was made), for CR and BiCGStab alike.
+pub struct HostState<S> {
+    s: S,
     history: Vec<f64>,
 }
+
+impl<S: Copy> HostState<S> {
+    /// A state holding `s`, whose iteration count and residual are `iter` and `nr`, with
+    /// room for `max_iter` iterations.
+    fn new(s: S, iter: u64, nr: f64, max_iter: u64) -> Self {
+        let mut history = vec![f64::NAN; max_iter as usize + 1];
+        history[iter as usize] = nr;
+        HostState { s, history }
+    }
+
+    /// Replace the scalars (a restart at iteration `iter` with residual `nr`).
+    fn set(&mut self, s: S, iter: u64, nr: f64) {
+        self.s = s;
+        self.history[iter as usize] = nr;
+    }
+
+    /// The history up to and including iteration `iter`.
+    fn upto(&self, iter: u64) -> Vec<f64> {
+        self.history[..=iter as usize].to_vec()
+    }
+}
+
+/// The host fused-CR state.
+pub type HostCrState = HostState<CrScalars>;
+/// The host fused-BiCGStab state.
+pub type HostBiState = HostState<BiScalars>;
 
 impl<B: HostFusedCr> FusedCr for B {
     type CrState = HostCrState;
@@ -26,14 +53,11 @@ impl<B: HostFusedCr> FusedCr for B {
     }
 
     fn cr_state(&mut self, s: &CrScalars) -> Result<HostCrState> {
-        let mut history = vec![f64::NAN; s.max_iter as usize + 1];
-        history[s.iter as usize] = s.nr;
-        Ok(HostCrState { s: *s, history })
+        Ok(HostState::new(*s, s.iter, s.nr, s.max_iter))
     }
 
     fn cr_set(&mut self, state: &mut HostCrState, s: &CrScalars) -> Result<()> {
-        state.s = *s;
-        state.history[s.iter as usize] = s.nr;
+        state.set(*s, s.iter, s.nr);
         Ok(())
     }
 
@@ -42,7 +66,7 @@ impl<B: HostFusedCr> FusedCr for B {
     }
 
     fn cr_history(&mut self, state: &HostCrState) -> Result<Vec<f64>> {
-        Ok(state.history[..=state.s.iter as usize].to_vec())
+        Ok(state.upto(state.s.iter))
     }
 
     fn cr_update_xr(
@@ -119,24 +143,15 @@ impl<B: HostFusedCr> FusedCr for B {
     fn forget_graphs(&mut self) {}
 }
 
-/// The host fused-BiCGStab state: the scalars and the history.
-pub struct HostBiState {
-    s: BiScalars,
-    history: Vec<f64>,
-}
-
 impl<B: HostFusedCr> FusedBiCgStab for B {
     type BiState = HostBiState;
 
     fn bi_state(&mut self, s: &BiScalars) -> Result<HostBiState> {
-        let mut history = vec![f64::NAN; s.max_iter as usize + 1];
-        history[s.iter as usize] = s.nr;
-        Ok(HostBiState { s: *s, history })
+        Ok(HostState::new(*s, s.iter, s.nr, s.max_iter))
     }
 
     fn bi_set(&mut self, state: &mut HostBiState, s: &BiScalars) -> Result<()> {
-        state.s = *s;
-        state.history[s.iter as usize] = s.nr;
+        state.set(*s, s.iter, s.nr);
         Ok(())
     }
 
@@ -145,7 +160,7 @@ impl<B: HostFusedCr> FusedBiCgStab for B {
     }
 
     fn bi_history_upto(&mut self, state: &HostBiState, iter: u64) -> Result<Vec<f64>> {
-        Ok(state.history[..=iter as usize].to_vec())
+        Ok(state.upto(iter))
     }
 
     fn bi_start(
