@@ -97,8 +97,8 @@
 // (src/backend/cuda/version.rs V3_FULL_MAX_BLOCK, to which the host clamps its launches).
 // With 512, as the others have, the double builds were held to 128 registers and spilled;
 // with 128 they take 146-166 (no spill), an SM holding 384-448 of their threads instead of
-// 512 (runs 96-97, 32^3x64: dslash full double r12 1.40x -> 1.23x, double r18 1.38x ->
-// 1.31x, single r12 1.35x -> 1.29x). The parity launches with more registers were slower
+// 512 (run 99, 32^3x64, against this define at 512 in the same call: dslash full double
+// r12 1.38x -> 1.23x, double r18 1.37x -> 1.30x, single r12 1.34x -> 1.28x). The parity launches with more registers were slower
 // and keep V3_MAX_BLOCK, as does the full mode with the dot (stencil_v3_full_dot), which
 // the fused CR launches with 256 or more threads (a full-mode dot at 128 threads made the
 // single-double fused CR take 440 iterations in gpu_decomposed's test where it takes
@@ -219,8 +219,12 @@ __device__ __forceinline__ void v3_hops(const v3_spinor* __restrict__ psi, const
                                         size_t vh, int site, int cb, const int c[4], const Dims& d, int split_mask,
                                         int anti_lo, int anti_hi, real2 acc[4][3])
 {
-    v3_one<H / 2, H % 2 == 0, FIRST, ((STREAM >> (H / 2)) & 1) | ((STREAM >> (H / 2 + 3)) & 2) | ((STREAM >> 6) & 4)>(psi, norm, links_here, links_there, vh, site,
-                                                                      cb, c, d, split_mask, anti_lo, anti_hi, acc);
+    constexpr int mu = H / 2;
+    // v3_hop's hint: bit 0 links past L1, bit 1 links L2 evict-first, bit 2 spinors L2
+    // evict-last.
+    constexpr int hint = ((STREAM >> mu) & 1) | ((STREAM >> (mu + 3)) & 2) | ((STREAM >> 6) & 4);
+    v3_one<mu, H % 2 == 0, FIRST, hint>(psi, norm, links_here, links_there, vh, site, cb, c, d, split_mask, anti_lo,
+                                        anti_hi, acc);
     if constexpr (sizeof...(REST) > 0)
         v3_hops<STREAM, false, REST...>(psi, norm, links_here, links_there, vh, site, cb, c, d, split_mask, anti_lo,
                                         anti_hi, acc);
@@ -269,9 +273,11 @@ __device__ __forceinline__ void v3_stencil(const v3_spinor* __restrict__ inp, co
         return; // uniform: every thread of every block
     const int vh = volume / 2;
     constexpr bool full = FULL;
-    // Bit mu: the links of direction mu skip L1; bit 4 + mu: they go first from L2.
+    // Bit mu: the links of direction mu skip L1; bit 4 + mu: they go first from L2; bit 8:
+    // the neighbour spinors go last from L2.
     constexpr int stream = (FULL ? V3_FULL_STREAM_MASK : V3_STREAM_LINKS ? 15 : 0) |
-                           (FULL ? V3_L2_FIRST_FULL : V3_L2_FIRST_PARITY) << 4 | (FULL ? V3_L2_LAST_SPINOR_FULL : 0) << 8;
+                           (FULL ? V3_L2_FIRST_FULL : V3_L2_FIRST_PARITY) << 4 |
+                           (FULL ? V3_L2_LAST_SPINOR_FULL : 0) << 8;
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
     // Full mode: warps alternate parity over the same checkerboard range (warp w: parity
     // w % 2, slots 32 (w / 2) + lane, slot s the site v3_tiled_cb(s)), so that a link read
