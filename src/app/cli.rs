@@ -181,7 +181,8 @@ pub enum Command {
         /// Calls timed per row (after one warm-up), at least 1.
         #[arg(long, default_value_t = 200, value_parser = at_least_one)]
         repeat: usize,
-        /// Threads per block of the 3.0 stencil (default: the backend's).
+        /// Threads per block of the 3.0 stencil (default: the backend's; the full-mode
+        /// dslash takes at most 128, its entry point's bound).
         #[arg(long)]
         block: Option<usize>,
         /// Also the decomposition's cost on this GPU: D split in 2 along t (two ranks as
