@@ -148,7 +148,9 @@ int main(int argc, char** argv)
         }
         {
             // The full mode with the dot epilogue (stencil_v3_full_dot): g5 D x, and
-            // rar = (x|g5 D x) against the host's sum over the two stored fields.
+            // rar = (x|g5 D x) against the host's sum over the two stored fields. The
+            // sums differ only in order: the error is bounded relative to the sum of the
+            // terms' magnitudes (g5 makes the dot itself cancel on larger lattices).
             double s[15] = {1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 10, 1, 0, 0, 0}; // CR_SCALARS, undecomposed
             std::vector<double2> partials(V / 32 + 1);
             unsigned ticket = 0;
@@ -156,12 +158,13 @@ int main(int argc, char** argv)
             launch(x.data(), x.data(), out.data(), -kappa, 1, -1, s, partials.data(), &ticket);
             report(tag + "g5D full (fused dot)", rel_diff(from_pm(widen(out, nf), -1), refs[prec][1]), tol);
             const auto xw = widen(x, nf), ow = widen(out, nf);
-            double re = 0, im = 0;
+            double re = 0, im = 0, mag = 0;
             for (size_t k = 0; k < nf; ++k) {
                 re += xw[k].x * ow[k].x + xw[k].y * ow[k].y;
                 im += xw[k].x * ow[k].y - xw[k].y * ow[k].x;
+                mag += std::hypot(xw[k].x, xw[k].y) * std::hypot(ow[k].x, ow[k].y);
             }
-            report(tag + "  (x|g5 D x) vs host", std::hypot(s[0] - re, s[1] - im) / std::hypot(re, im), 1e-12);
+            report(tag + "  (x|g5 D x) vs host", std::hypot(s[0] - re, s[1] - im) / mag, 1e-13);
             report(tag + "  ticket back to 0", ticket, 0);
         }
         for (int g5 = 0; g5 < 2; ++g5) {
@@ -176,8 +179,15 @@ int main(int argc, char** argv)
             report(tag + (g5 ? "g5Mee even (fused dot)" : "Mee even"),
                    rel_diff(from_pm(widen(out, (size_t)12 * vh), 0), refs[prec][2 + g5]), tol);
             if (g5) {
-                const double d = std::hypot(s[0] - rar_re, s[1] - rar_im) / std::hypot(rar_re, rar_im);
-                report(tag + "  (r|g5 Mee r) vs CPU", d, prec == 0 ? 1e-12 : 1e-6);
+                // Relative to the sum of the terms' magnitudes (the dot cancels on larger
+                // lattices; single: the stored output is rounded to single first).
+                const size_t ne = (size_t)12 * vh;
+                const auto xw = widen(x, ne), ow = widen(out, ne);
+                double mag = 0;
+                for (size_t k = 0; k < ne; ++k)
+                    mag += std::hypot(xw[k].x, xw[k].y) * std::hypot(ow[k].x, ow[k].y);
+                const double d = std::hypot(s[0] - rar_re, s[1] - rar_im) / mag;
+                report(tag + "  (r|g5 Mee r) vs CPU", d, prec == 0 ? 1e-13 : 1e-7);
                 report(tag + "  beta = rar_new / 1", std::hypot(s[7] - s[0], s[8] - s[1]), 0.0);
                 report(tag + "  ticket back to 0", ticket, 0);
                 // Inactive: nothing is written.
