@@ -66,32 +66,45 @@ __device__ __forceinline__ real v3_site_step(const float* __restrict__ norm, siz
 #endif
 }
 
-// A spinor element with an L2 evict-last policy (hint bit 2; the CPU emulation and the
-// half build load plainly).
-__device__ __forceinline__ double2 v3_ld_last(const double2* p)
-{
+// One element (double2 or float2) through the cache hints `hint`: bit 0 not allocated
+// in L1, bit 1 first out of L2 (evict_first), bit 2 last out of L2 (evict_last; bit 1
+// wins). The links take bits 0 and 1, the spinors bit 2 (stencil_v3.cu says which); no
+// bit is a plain load, and the CPU emulation of validate/emu always loads plainly. One
+// macro makes both overloads: only the PTX type and the register constraint differ.
 #ifdef __CUDA_ARCH__
-    double2 v;
-    unsigned long long pol;
-    asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
-    asm("ld.global.nc.L2::cache_hint.v2.f64 {%0, %1}, [%2], %3;" : "=d"(v.x), "=d"(v.y) : "l"(p), "l"(pol));
-    return v;
+#define V3_LD(T, PTX, R)                                                                                              \
+    __device__ __forceinline__ T v3_ld(const T* p, int hint)                                                          \
+    {                                                                                                                 \
+        T v;                                                                                                          \
+        if (hint & 6) {                                                                                               \
+            unsigned long long pol;                                                                                   \
+            if (hint & 2)                                                                                             \
+                asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));                             \
+            else                                                                                                      \
+                asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));                              \
+            if (hint & 1)                                                                                             \
+                asm("ld.global.nc.L1::no_allocate.L2::cache_hint.v2." PTX " {%0, %1}, [%2], %3;"                     \
+                    : "=" R(v.x), "=" R(v.y)                                                                          \
+                    : "l"(p), "l"(pol));                                                                              \
+            else                                                                                                      \
+                asm("ld.global.nc.L2::cache_hint.v2." PTX " {%0, %1}, [%2], %3;"                                     \
+                    : "=" R(v.x), "=" R(v.y)                                                                          \
+                    : "l"(p), "l"(pol));                                                                              \
+            return v;                                                                                                 \
+        }                                                                                                             \
+        if (hint & 1) {                                                                                               \
+            asm("ld.global.nc.L1::no_allocate.v2." PTX " {%0, %1}, [%2];" : "=" R(v.x), "=" R(v.y) : "l"(p));        \
+            return v;                                                                                                 \
+        }                                                                                                             \
+        return *p;                                                                                                    \
+    }
 #else
-    return *p;
+#define V3_LD(T, PTX, R)                                                                                              \
+    __device__ __forceinline__ T v3_ld(const T* p, int) { return *p; }
 #endif
-}
-__device__ __forceinline__ float2 v3_ld_last(const float2* p)
-{
-#ifdef __CUDA_ARCH__
-    float2 v;
-    unsigned long long pol;
-    asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
-    asm("ld.global.nc.L2::cache_hint.v2.f32 {%0, %1}, [%2], %3;" : "=f"(v.x), "=f"(v.y) : "l"(p), "l"(pol));
-    return v;
-#else
-    return *p;
-#endif
-}
+V3_LD(double2, "f64", "d")
+V3_LD(float2, "f32", "f")
+#undef V3_LD
 
 // Element k of site n of a spinor structure of arrays (stride vh), step from v3_site_step;
 // hint bit 2: L2 evict-last (not in the half build).
@@ -101,9 +114,7 @@ __device__ __forceinline__ real2 v3_load(const v3_spinor* __restrict__ psi, size
 #if V3_HALF
     return half_load(psi, vh, k, n, step);
 #else
-    if (hint & 4)
-        return v3_ld_last(psi + (size_t)k * vh + n);
-    return psi[(size_t)k * vh + n];
+    return v3_ld(psi + (size_t)k * vh + n, hint & 4);
 #endif
 }
 
@@ -224,53 +235,6 @@ __device__ __forceinline__ void v3_unpack_8(const Z s[4], Z u[3][3])
 }
 #endif
 
-// A link element; `hint` bit 0: not allocated in L1, bit 1: first to be evicted from L2
-// (stencil_v3.cu says which links; the CPU emulation of validate/emu loads plainly).
-__device__ __forceinline__ double2 v3_ld_link(const double2* p, int hint)
-{
-#ifdef __CUDA_ARCH__
-    double2 v;
-    if (hint & 2) {
-        unsigned long long pol;
-        asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
-        if (hint & 1)
-            asm("ld.global.nc.L1::no_allocate.L2::cache_hint.v2.f64 {%0, %1}, [%2], %3;"
-                : "=d"(v.x), "=d"(v.y)
-                : "l"(p), "l"(pol));
-        else
-            asm("ld.global.nc.L2::cache_hint.v2.f64 {%0, %1}, [%2], %3;" : "=d"(v.x), "=d"(v.y) : "l"(p), "l"(pol));
-        return v;
-    }
-    if (hint & 1) {
-        asm("ld.global.nc.L1::no_allocate.v2.f64 {%0, %1}, [%2];" : "=d"(v.x), "=d"(v.y) : "l"(p));
-        return v;
-    }
-#endif
-    return *p;
-}
-__device__ __forceinline__ float2 v3_ld_link(const float2* p, int hint)
-{
-#ifdef __CUDA_ARCH__
-    float2 v;
-    if (hint & 2) {
-        unsigned long long pol;
-        asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
-        if (hint & 1)
-            asm("ld.global.nc.L1::no_allocate.L2::cache_hint.v2.f32 {%0, %1}, [%2], %3;"
-                : "=f"(v.x), "=f"(v.y)
-                : "l"(p), "l"(pol));
-        else
-            asm("ld.global.nc.L2::cache_hint.v2.f32 {%0, %1}, [%2], %3;" : "=f"(v.x), "=f"(v.y) : "l"(p), "l"(pol));
-        return v;
-    }
-    if (hint & 1) {
-        asm("ld.global.nc.L1::no_allocate.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "l"(p));
-        return v;
-    }
-#endif
-    return *p;
-}
-
 // U(i, k) of the link of direction mu at checkerboard site cb of one parity's link array
 // (element e = row*3 + col of the stored rows at (mu*V3_LINK_ELEMS + e)*vh + cb; with
 // RECONSTRUCT_8 element e of the 8-real form, decoded by v3_unpack_8).
@@ -282,7 +246,7 @@ __device__ __forceinline__ void v3_load_link(const real2* __restrict__ links, si
     real2 s[4];
 #pragma unroll
     for (int e = 0; e < 4; ++e)
-        s[e] = v3_ld_link(p + e * vh, hint);
+        s[e] = v3_ld(p + e * vh, hint & 3);
     v3_unpack_8(s, u);
 #else
     const int rows = RECONSTRUCT_12 ? 2 : 3;
@@ -290,7 +254,7 @@ __device__ __forceinline__ void v3_load_link(const real2* __restrict__ links, si
     for (int i = 0; i < rows; ++i)
 #pragma unroll
         for (int k = 0; k < 3; ++k)
-            u[i][k] = v3_ld_link(p + (i * 3 + k) * vh, hint);
+            u[i][k] = v3_ld(p + (i * 3 + k) * vh, hint & 3);
 #if RECONSTRUCT_12
     su3_third_row(u);
 #endif
