@@ -240,9 +240,9 @@ template <int... H> constexpr bool v3_is_order()
 // V3_ORDER_FULL / V3_ORDER_PARITY: the hop order of each entry point (hop 2 mu + 0 the
 // forward hop of direction mu, 2 mu + 1 the backward one). The z and t hops read data
 // that other blocks read too (run 91's per-direction DRAM bytes: x and y at their floor,
-// z 1.3x, t 1.6x); a block lives ~34 us (32^3x64) while the GPU streams ~95 MB, so the
-// phase of a hop within a thread decides whether the other block's read still hits in
-// L2. The backward hop reads what an earlier block read in its forward hop; doing it
+// z 1.3x, t 1.6x); by count a block lives ~34 us (32^3x64) while the GPU streams ~95
+// MB, so the phase of a hop within a thread decides whether the other block's read still
+// hits in L2. The backward hop reads what an earlier block read in its forward hop; doing it
 // earlier in the thread shortens the gap. Runs 92-93 (32^3x64): full t-, t+, x-, x+, y-,
 // y+, z-, z+ took dslash full double r18 1.425x -> 1.371-1.379x, single r18 1.30x ->
 // 1.25-1.26x; parity x, y, t-, z+, t+, z- took Schur double r12 1.097x -> 1.041-1.043x,
