@@ -132,49 +132,6 @@ __device__ __forceinline__ int v3_tiled_cb(int s, int lx, int ly, int lz, int lt
 }
 #endif
 
-// V3_BOX_Y / V3_BOX_Z / V3_BOX_T (experiment; all 1 by default, the order above): the full
-// mode's x rows in boxes of BOX_Y x BOX_Z x BOX_T rows (y fastest), so that a block of 8
-// rows (256 threads) holds some of its sites' z and t neighbours, with whole x rows (16
-// consecutive words per parity at LX = 32, unlike the 4D tiles of run 90); the boxes in
-// the order y, t within a group of V3_TILE_T slices, z, t group. A lattice the boxes do
-// not divide keeps the order above.
-#ifndef V3_BOX_Y
-#define V3_BOX_Y 1
-#endif
-#ifndef V3_BOX_Z
-#define V3_BOX_Z 1
-#endif
-#ifndef V3_BOX_T
-#define V3_BOX_T 1
-#endif
-#define V3_BOXES (V3_BOX_Y * V3_BOX_Z * V3_BOX_T > 1)
-#if V3_BOXES
-// The checkerboard index of slot s in the boxed order, or -1 when the boxes do not divide
-// the lattice.
-__device__ __forceinline__ int v3_boxed_cb(int s, int lx, int ly, int lz, int lt)
-{
-    if (ly % V3_BOX_Y || lz % V3_BOX_Z || lt % V3_BOX_T)
-        return -1;
-    int g = V3_TILE_T > V3_BOX_T ? V3_TILE_T / V3_BOX_T : 1; // t boxes per group
-    while (g > 1 && (lt / V3_BOX_T) % g)
-        g >>= 1;
-    const int hx = lx / 2;
-    const int row = s / hx, k = s - row * hx;
-    constexpr int inner = V3_BOX_Y * V3_BOX_Z * V3_BOX_T;
-    int b = row / inner;
-    const int j = row - b * inner;
-    const int ry = j % V3_BOX_Y, rz = j / V3_BOX_Y % V3_BOX_Z, rt = j / (V3_BOX_Y * V3_BOX_Z);
-    const int nby = ly / V3_BOX_Y, nbz = lz / V3_BOX_Z;
-    const int by = b % nby;
-    b /= nby;
-    const int bt = b % g;
-    b /= g;
-    const int bz = b % nbz, grp = b / nbz;
-    const int y = by * V3_BOX_Y + ry, z = bz * V3_BOX_Z + rz, t = (grp * g + bt) * V3_BOX_T + rt;
-    return k + hx * (y + ly * (z + lz * t));
-}
-#endif
-
 // V3_DIR_MASK (a probe for ncu, not an operator): bit mu set, the hops of direction mu are
 // made; the others are left out, so that each direction's DRAM bytes can be counted alone.
 #ifndef V3_DIR_MASK
@@ -289,16 +246,9 @@ __device__ __forceinline__ void v3_stencil(const v3_spinor* __restrict__ inp, co
     const int p = full ? (w & 1) : parity;
     const int slot = full ? ((w >> 1) << 5) + (t & 31) : t;
 #if V3_TILE_T
-    int cb = full && slot < vh ? v3_tiled_cb(slot, lx, ly, lz, lt) : slot;
+    const int cb = full && slot < vh ? v3_tiled_cb(slot, lx, ly, lz, lt) : slot;
 #else
-    int cb = slot;
-#endif
-#if V3_BOXES
-    if (full && slot < vh) {
-        const int boxed = v3_boxed_cb(slot, lx, ly, lz, lt);
-        if (boxed >= 0)
-            cb = boxed;
-    }
+    const int cb = slot;
 #endif
     double2 dot = c_zero();
     if (cb < vh) {
