@@ -107,6 +107,27 @@
 #ifndef V3_FULL_MAX_BLOCK
 #define V3_FULL_MAX_BLOCK 128
 #endif
+// V3_FULL_MIN_BLOCKS_SINGLE / _DOUBLE: the second launch bound of stencil_v3 (blocks of
+// V3_FULL_MAX_BLOCK an SM must hold), in the single-precision builds (half included) and
+// in the double ones; 1 leaves the registers to the compiler.
+#ifndef V3_FULL_MIN_BLOCKS_SINGLE
+#define V3_FULL_MIN_BLOCKS_SINGLE 1
+#endif
+#ifndef V3_FULL_MIN_BLOCKS_DOUBLE
+#define V3_FULL_MIN_BLOCKS_DOUBLE 1
+#endif
+#if V3_SINGLE
+#define V3_FULL_MIN_BLOCKS V3_FULL_MIN_BLOCKS_SINGLE
+#else
+#define V3_FULL_MIN_BLOCKS V3_FULL_MIN_BLOCKS_DOUBLE
+#endif
+// The bound itself: the one-argument form unless a minimum is asked for (an explicit
+// minimum of 1 is not the same to ptxas: double r18 then took 172 registers, not 146).
+#if V3_FULL_MIN_BLOCKS > 1
+#define V3_FULL_BOUNDS __launch_bounds__(V3_FULL_MAX_BLOCK, V3_FULL_MIN_BLOCKS)
+#else
+#define V3_FULL_BOUNDS __launch_bounds__(V3_FULL_MAX_BLOCK)
+#endif
 
 // V3_TILE_T: the full mode's sites in the order x, y, t, z, t-block instead of x, y, z, t
 // (t blocks of T slices, T the largest power of two <= V3_TILE_T dividing LT), so that a
@@ -214,6 +235,153 @@ template <int... H> constexpr bool v3_is_order()
 static_assert(v3_is_order<V3_ORDER_FULL>() && v3_is_order<V3_ORDER_PARITY>(),
               "a hop order lists each of the hops 0..7 once");
 
+// V3_TCOL (an experiment, 0 off): the full mode runs T = the largest power of two <= V3_TCOL
+// dividing LT sites along t per thread, (x, y, z, t0 .. t0 + T - 1), so that a t link is
+// read once for the forward hop of site t and the backward hop of site t + 1 (the product
+// U^+ h of the latter is kept in registers for the next site), and, with V3_TCOL_CARRY,
+// the spinor psi(t + 1) loaded for site t's forward hop also gives site t + 2's backward
+// half spinor. Slot s of a parity's warps is the column (r, q) = (s % S, s / S), S the
+// checkerboard sites of a time slice, starting at checkerboard index r + S q T.
+#ifndef V3_TCOL
+#define V3_TCOL 0
+#endif
+#ifndef V3_TCOL_CARRY
+#define V3_TCOL_CARRY 0
+#endif
+
+// The end of a site's work: acc (the hopping term H inp at site cb) becomes out = [g5] (y
+// + c acc) or [g5] c acc (y_h null) and is stored whole (half: with its norm); with
+// `partials`, (y|out) is added to dot.
+__device__ __forceinline__ void v3_finish_site(real2 acc[4][3], const v3_spinor* __restrict__ y_h,
+                                               const float* __restrict__ y_n, v3_spinor* __restrict__ out_h,
+                                               float* __restrict__ out_n, int vh, int cb, double c, int g5,
+                                               const double2* __restrict__ partials, double2& dot)
+{
+    const real cr = (real)c;
+    const real y_step = y_h ? v3_site_step(y_n, cb) : (real)0;
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+        for (int i = 0; i < 3; ++i) {
+            const real2 h = acc[j][i];
+            real2 v;
+            if (y_h) {
+                const real2 yk = v3_load(y_h, vh, j * 3 + i, cb, y_step);
+                v = c_of<real2>(yk.x + cr * h.x, yk.y + cr * h.y);
+                if (g5 && j >= 2)
+                    v = c_neg(v);
+#if !V3_HALF
+                if (partials)
+                    dot = c_add(dot, c_conj_mul(c_dbl(yk), c_dbl(v)));
+#endif
+            } else {
+                v = c_scale(cr, h);
+                if (g5 && j >= 2)
+                    v = c_neg(v);
+            }
+            acc[j][i] = v;
+        }
+    v3_store_site(out_h, out_n, vh, cb, acc);
+#if V3_HALF
+    // The dot of what was stored (the rounded site).
+    if (partials && y_h)
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+            for (int i = 0; i < 3; ++i)
+                dot = c_add(dot, c_conj_mul(c_dbl(v3_load(y_h, vh, j * 3 + i, cb, y_step)), c_dbl(acc[j][i])));
+#endif
+}
+
+#if V3_TCOL > 1
+__device__ __forceinline__ int v3_tcol_len(int lt)
+{
+    int tt = V3_TCOL > 1 ? V3_TCOL : 1;
+    while (tt > 1 && lt % tt)
+        tt >>= 1;
+    return tt;
+}
+
+// The full mode's column of T sites along t for the thread of parity p (of its first
+// site) and column slot `slot` (V3_TCOL above); STREAM as for v3_hops.
+template <int STREAM>
+__device__ __forceinline__ void v3_column(const v3_spinor* __restrict__ inp, const v3_spinor* __restrict__ y,
+                                          v3_spinor* __restrict__ out, const real2* __restrict__ links, double c,
+                                          int g5, int p, int slot, int vh, const Dims& d, int split_mask,
+                                          int anti_lo, int anti_hi, const double2* partials, double2& dot,
+                                          const float* __restrict__ inp_norm, const float* __restrict__ y_norm,
+                                          float* __restrict__ out_norm)
+{
+    constexpr int hint_t = ((STREAM >> 3) & 1) | ((STREAM >> 6) & 2) | ((STREAM >> 6) & 4);
+    const int tt = v3_tcol_len(d.l[3]);
+    const int slice = vh / d.l[3]; // checkerboard sites of a time slice
+    const int q = slot / slice, r = slot - q * slice;
+    const size_t half = (size_t)12 * vh;
+    real2 wb[2][3]; // U_t(x, t - 1)^+ h+(psi(x, t - 1)) for the next site
+#if V3_TCOL_CARRY
+    real2 hc[2][3]; // h+(psi(x, t)) of the next site's link product
+#endif
+#pragma unroll 1
+    for (int k = 0; k < tt; ++k) {
+        const int pk = p ^ (k & 1);
+        const int cb = r + slice * (q * tt + k);
+        const v3_spinor* in_h = inp + (size_t)(1 - pk) * half;
+        const v3_spinor* own_h = inp + (size_t)pk * half; // psi of this parity (at x, t)
+        v3_spinor* out_h = out + (size_t)pk * half;
+        const float* in_n = inp_norm ? inp_norm + (size_t)(1 - pk) * vh : nullptr;
+        const float* own_n = inp_norm ? inp_norm + (size_t)pk * vh : nullptr;
+        float* out_n = out_norm ? out_norm + (size_t)pk * vh : nullptr;
+        const real2* l_here = links + (size_t)pk * 4 * V3_LINK_ELEMS * vh;
+        const real2* l_there = links + (size_t)(1 - pk) * 4 * V3_LINK_ELEMS * vh;
+        int x[4];
+        const int site = v3_site(pk, cb, d, x);
+        real2 acc[4][3];
+        if (k == 0) {
+            v3_one<3, false, true, hint_t>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo,
+                                           anti_hi, acc);
+#if V3_TCOL_CARRY
+            if (tt > 1) {
+                real2 hm[2][3];
+                v3_project_both<3>(own_h, own_n, vh, cb, hm, hc, hint_t);
+            }
+#endif
+        } else {
+            v3_rebuild<3, false, true>(wb, acc);
+        }
+        v3_hops<STREAM, false, 1, 0, 3, 2, 5, 4>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask,
+                                                  anti_lo, anti_hi, acc);
+        if (k + 1 < tt) {
+            // Inside the column: t + 1 <= LT - 1, no edge. One load of U_t(x, t) for this
+            // site's forward hop and the next site's backward one.
+            real2 u[3][3];
+            v3_load_link(l_here, vh, 3, cb, u, hint_t);
+            real2 hm[2][3], w[2][3];
+#if V3_TCOL_CARRY
+            // The next site's backward product from the carried h+(psi(x, t)), then both
+            // half spinors of psi(x, t + 1): h- for this hop, h+ carried on.
+            v3_mul_half<false>(hc, u, wb);
+            v3_project_both<3>(in_h, in_n, vh, cb + slice, hm, hc, hint_t);
+            v3_mul_half<true>(hm, u, w);
+            v3_rebuild<3, true, false>(w, acc);
+#else
+            v3_project<3, true>(in_h, in_n, vh, cb + slice, false, hm, hint_t);
+            v3_mul_half<true>(hm, u, w);
+            v3_rebuild<3, true, false>(w, acc);
+            // The next site's backward product: h+(psi(x, t)), psi of this site's parity.
+            real2 hp[2][3];
+            v3_project<3, false>(own_h, own_n, vh, cb, false, hp, hint_t);
+            v3_mul_half<false>(hp, u, wb);
+#endif
+        } else {
+            v3_one<3, true, false, hint_t>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo,
+                                           anti_hi, acc);
+        }
+        v3_finish_site(acc, y ? y + (size_t)pk * half : nullptr, y_norm ? y_norm + (size_t)pk * vh : nullptr,
+                       out_h, out_n, vh, cb, c, g5, partials, dot);
+    }
+}
+#endif
+
 // The body of the entry points: FULL, the full mode (the host launches stencil_v3 and
 // stencil_v3_full_dot with parity < 0 and stencil_v3_parity with parity 0 or 1:
 // stencil.rs launch_v3).
@@ -245,12 +413,23 @@ __device__ __forceinline__ void v3_stencil(const v3_spinor* __restrict__ inp, co
     const int w = t >> 5;
     const int p = full ? (w & 1) : parity;
     const int slot = full ? ((w >> 1) << 5) + (t & 31) : t;
+#if V3_TCOL > 1
+    double2 dot = c_zero();
+    if constexpr (FULL) {
+        const Dims d = make_dims(lx, ly, lz, lt);
+        if (slot < vh / v3_tcol_len(lt))
+            v3_column<stream>(inp, y, out, links, c, g5, p, slot, vh, d, split_mask, anti_lo, anti_hi, partials, dot,
+                              inp_norm, y_norm, out_norm);
+    } else {
+#endif
 #if V3_TILE_T
     const int cb = full && slot < vh ? v3_tiled_cb(slot, lx, ly, lz, lt) : slot;
 #else
     const int cb = slot;
 #endif
+#if V3_TCOL <= 1
     double2 dot = c_zero();
+#endif
     if (cb < vh) {
         const size_t half = (size_t)12 * vh;
         const v3_spinor* in_h = inp + (full ? (size_t)(1 - p) * half : 0);
@@ -293,42 +472,12 @@ __device__ __forceinline__ void v3_stencil(const v3_spinor* __restrict__ inp, co
             v3_hops<stream, true, V3_ORDER_PARITY>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask,
                                                    anti_lo, anti_hi, acc);
 #endif
-        const real cr = (real)c;
-        const real y_step = y_h ? v3_site_step(y_n, cb) : (real)0;
         // acc becomes the output site, then is stored whole (half: with its norm).
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-#pragma unroll
-            for (int i = 0; i < 3; ++i) {
-                const real2 h = acc[j][i];
-                real2 v;
-                if (y_h) {
-                    const real2 yk = v3_load(y_h, vh, j * 3 + i, cb, y_step);
-                    v = c_of<real2>(yk.x + cr * h.x, yk.y + cr * h.y);
-                    if (g5 && j >= 2)
-                        v = c_neg(v);
-#if !V3_HALF
-                    if (partials)
-                        dot = c_add(dot, c_conj_mul(c_dbl(yk), c_dbl(v)));
-#endif
-                } else {
-                    v = c_scale(cr, h);
-                    if (g5 && j >= 2)
-                        v = c_neg(v);
-                }
-                acc[j][i] = v;
-            }
-        v3_store_site(out_h, out_n, vh, cb, acc);
-#if V3_HALF
-        // The dot of what was stored (the rounded site).
-        if (partials && y_h)
-#pragma unroll
-            for (int j = 0; j < 4; ++j)
-#pragma unroll
-                for (int i = 0; i < 3; ++i)
-                    dot = c_add(dot, c_conj_mul(c_dbl(v3_load(y_h, vh, j * 3 + i, cb, y_step)), c_dbl(acc[j][i])));
-#endif
+        v3_finish_site(acc, y_h, y_n, out_h, out_n, vh, cb, c, g5, partials, dot);
     }
+#if V3_TCOL > 1
+    }
+#endif
     if (partials) {
         QCD_DYNAMIC_SHARED(double2, v3_shared);
         double2 total;
@@ -349,7 +498,7 @@ __device__ __forceinline__ void v3_stencil(const v3_spinor* __restrict__ inp, co
 
 // The full mode (parity < 0) without the dot epilogue (partials null; the host launches
 // it with at most V3_FULL_MAX_BLOCK threads a block).
-extern "C" __global__ void __launch_bounds__(V3_FULL_MAX_BLOCK) stencil_v3(V3_STENCIL_ARGS)
+extern "C" __global__ void V3_FULL_BOUNDS stencil_v3(V3_STENCIL_ARGS)
 {
     v3_stencil<true>(V3_STENCIL_CALL);
 }

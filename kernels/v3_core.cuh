@@ -287,15 +287,11 @@ __device__ __forceinline__ void v3_project(const v3_spinor* __restrict__ psi, co
     }
 }
 
-// The rest of a hop of direction MU from its half spinor h and its link u: w_r = U h_r
-// (forward) or U^+ h_r (backward), 2 x 66 flops; the upper half of acc gets w, component
-// c_r of the lower half -/+ conj(i^p_r) w_r. FIRST: write acc instead of accumulating.
-template <int MU, bool FWD, bool FIRST>
-__device__ __forceinline__ void v3_hop_half(const real2 h[2][3], const real2 u[3][3], real2 acc[4][3])
+// The product of a hop from its half spinor h and its link u: w_r = U h_r (forward) or
+// U^+ h_r (backward), 2 x 66 flops.
+template <bool FWD>
+__device__ __forceinline__ void v3_mul_half(const real2 h[2][3], const real2 u[3][3], real2 w[2][3])
 {
-    constexpr int c0 = v3_col(MU, 0), c1 = v3_col(MU, 1);
-    constexpr int p0 = v3_ph(MU, 0), p1 = v3_ph(MU, 1);
-    real2 w[2][3];
 #pragma unroll
     for (int r = 0; r < 2; ++r)
 #pragma unroll
@@ -310,6 +306,16 @@ __device__ __forceinline__ void v3_hop_half(const real2 h[2][3], const real2 u[3
                 w[r][i] = c_add(s, c_conj_mul(u[2][i], h[r][2]));
             }
         }
+}
+
+// The 4-spinor of a hop of direction MU from its product w: the upper half of acc gets w,
+// component c_r of the lower half -/+ conj(i^p_r) w_r. FIRST: write acc instead of
+// accumulating.
+template <int MU, bool FWD, bool FIRST>
+__device__ __forceinline__ void v3_rebuild(const real2 w[2][3], real2 acc[4][3])
+{
+    constexpr int c0 = v3_col(MU, 0), c1 = v3_col(MU, 1);
+    constexpr int p0 = v3_ph(MU, 0), p1 = v3_ph(MU, 1);
     constexpr int q0 = (4 - p0) & 3, q1 = (4 - p1) & 3;
 #pragma unroll
     for (int c = 0; c < 3; ++c) {
@@ -326,6 +332,38 @@ __device__ __forceinline__ void v3_hop_half(const real2 h[2][3], const real2 u[3
             acc[2 + c0][c] = FWD ? c_sub(acc[2 + c0][c], l0) : c_add(acc[2 + c0][c], l0);
             acc[2 + c1][c] = FWD ? c_sub(acc[2 + c1][c], l1) : c_add(acc[2 + c1][c], l1);
         }
+    }
+}
+
+// The rest of a hop of direction MU from its half spinor h and its link u: the product
+// (v3_mul_half) rebuilt into acc (v3_rebuild).
+template <int MU, bool FWD, bool FIRST>
+__device__ __forceinline__ void v3_hop_half(const real2 h[2][3], const real2 u[3][3], real2 acc[4][3])
+{
+    real2 w[2][3];
+    v3_mul_half<FWD>(h, u, w);
+    v3_rebuild<MU, FWD, FIRST>(w, acc);
+}
+
+// Both half spinors of direction MU from one load of the spinor at index n: hm for a
+// forward hop (1 - g_mu), hp for a backward one (1 + g_mu); no antiperiodic sign.
+template <int MU>
+__device__ __forceinline__ void v3_project_both(const v3_spinor* __restrict__ psi, const float* __restrict__ norm,
+                                                size_t vh, int n, real2 hm[2][3], real2 hp[2][3], int hint = 0)
+{
+    constexpr int c0 = v3_col(MU, 0), c1 = v3_col(MU, 1);
+    constexpr int p0 = v3_ph(MU, 0), p1 = v3_ph(MU, 1);
+    const real step = v3_site_step(norm, n);
+#pragma unroll
+    for (int c = 0; c < 3; ++c) {
+        const real2 u0 = v3_load(psi, vh, c, n, step, hint);
+        const real2 u1 = v3_load(psi, vh, 3 + c, n, step, hint);
+        const real2 a0 = c_ipow<p0>(v3_load(psi, vh, (2 + c0) * 3 + c, n, step, hint));
+        const real2 a1 = c_ipow<p1>(v3_load(psi, vh, (2 + c1) * 3 + c, n, step, hint));
+        hm[0][c] = c_sub(u0, a0);
+        hm[1][c] = c_sub(u1, a1);
+        hp[0][c] = c_add(u0, a0);
+        hp[1][c] = c_add(u1, a1);
     }
 }
 

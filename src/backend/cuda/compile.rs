@@ -172,6 +172,23 @@ fn extra_defines() -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The value of one of those defines, NAME=VALUE as an integer (None when it is not set or
+/// not an integer); read once per process, as the programs are compiled once.
+pub(crate) fn extra_define(name: &str) -> Option<i64> {
+    static DEFINES: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    DEFINES
+        .get_or_init(|| {
+            std::env::var("QCD_SOLVE_KERNEL_DEFINES")
+                .map(|v| v.split_whitespace().map(str::to_owned).collect())
+                .unwrap_or_default()
+        })
+        .iter()
+        .filter_map(|d| d.split_once('='))
+        .filter(|(n, _)| *n == name)
+        .filter_map(|(_, v)| v.parse().ok())
+        .last()
+}
+
 /// The header an `#include "name"` line names, if it is one of ours.
 fn included_header(line: &str) -> Option<(&'static str, &'static str)> {
     let rest = line.trim().strip_prefix("#include")?.trim();

@@ -280,7 +280,7 @@ pub(crate) fn launch_v3(gpu: &mut GpuStream, k: &V3Kernels, a: &V3Launch) -> Res
     // Full mode: warps alternate parity over the same checkerboard range (kernels/
     // stencil_v3.cu), so the threads cover both halves rounded up to whole warps.
     let threads = if a.parity.is_none() {
-        2 * (a.volume / 2).div_ceil(32) * 32
+        2 * (a.volume / 2 / full_column(a.dims[3])).div_ceil(32) * 32
     } else {
         n
     };
@@ -321,6 +321,16 @@ pub(crate) fn launch_v3(gpu: &mut GpuStream, k: &V3Kernels, a: &V3Launch) -> Res
         ]
     );
     Ok(())
+}
+
+/// Sites per thread of a full-mode launch along t (kernels/stencil_v3.cu v3_tcol_len: the
+/// largest power of two <= V3_TCOL dividing LT; 1 without the experiment's define).
+fn full_column(lt: i32) -> usize {
+    let mut t = super::compile::extra_define("V3_TCOL").unwrap_or(0).max(1);
+    while t > 1 && lt as i64 % t != 0 {
+        t >>= 1;
+    }
+    t as usize
 }
 
 fn grid(n: usize, per_block: usize) -> u32 {
@@ -575,7 +585,8 @@ mod tests {
             .expect("stencil_v3.cu defines V3_FULL_MAX_BLOCK");
         let value: usize = line.rsplit(' ').next().unwrap().parse().unwrap();
         assert_eq!(value, V3_FULL_MAX_BLOCK);
-        assert!(src.contains("__launch_bounds__(V3_FULL_MAX_BLOCK) stencil_v3("));
+        assert!(src.contains("#define V3_FULL_BOUNDS __launch_bounds__(V3_FULL_MAX_BLOCK)\n"));
+        assert!(src.contains("V3_FULL_BOUNDS stencil_v3("));
         assert!(src.contains("__launch_bounds__(V3_MAX_BLOCK) stencil_v3_full_dot("));
     }
 
