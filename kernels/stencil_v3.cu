@@ -4,12 +4,13 @@
 //
 // out = [g5] (y + c * H inp), H the hopping term
 //   H psi(x) = sum_mu [ (1 - g_mu) U_mu(x) psi(x+mu) + (1 + g_mu) U_mu(x-mu)^+ psi(x-mu) ],
-// one thread per output site, the block size a launch parameter (the backend's
-// `coarse_block`, capped at V3_MAX_BLOCK; at V3_FULL_MAX_BLOCK for the full mode without
-// the dot epilogue). Two modes (argument `parity`), three entry points (the end of this
-// file):
+// one thread per output site (or per column of T sites along t), the block size a launch
+// parameter (the backend's `coarse_block`, capped at V3_MAX_BLOCK; at V3_FULL_MAX_BLOCK for
+// the full mode without the dot epilogue). Two modes (argument `parity`), five entry points
+// (the end of this file):
 // - full (parity < 0): inp, y, out are full fields, one thread per site over V sites
-//   (thread t: parity t / Vh, checkerboard index t % Vh). y = inp, c = -kappa is D.
+//   (warps alternate parity), or with parity = -T (the _col entry points) one thread per
+//   column of T sites along t (below). y = inp, c = -kappa is D.
 // - parity p (0 or 1): out and y are half fields of parity p, inp a half field of parity
 //   1 - p, one thread per checkerboard site over Vh. y may be null: out = [g5] c H inp.
 //   Schur: tmp_o = H inp_e (p = 1, y null, c = 1), then out_e = x_e - kappa^2 H tmp_o.
@@ -235,19 +236,18 @@ template <int... H> constexpr bool v3_is_order()
 static_assert(v3_is_order<V3_ORDER_FULL>() && v3_is_order<V3_ORDER_PARITY>(),
               "a hop order lists each of the hops 0..7 once");
 
-// V3_TCOL (an experiment, 0 off): the full mode runs T = the largest power of two <= V3_TCOL
-// dividing LT sites along t per thread, (x, y, z, t0 .. t0 + T - 1), so that a t link is
-// read once for the forward hop of site t and the backward hop of site t + 1 (the product
-// U^+ h of the latter is kept in registers for the next site), and, with V3_TCOL_CARRY,
-// the spinor psi(t + 1) loaded for site t's forward hop also gives site t + 2's backward
-// half spinor. Slot s of a parity's warps is the column (r, q) = (s % S, s / S), S the
-// checkerboard sites of a time slice, starting at checkerboard index r + S q T.
-#ifndef V3_TCOL
-#define V3_TCOL 0
-#endif
-#ifndef V3_TCOL_CARRY
-#define V3_TCOL_CARRY 0
-#endif
+// Columns along t (stencil_v3_col, stencil_v3_full_dot_col; run 100): a full-mode thread
+// makes T = -parity sites along t, (x, y, z, t0 .. t0 + T - 1) with t0 a multiple of T (the
+// host picks T, a power of two dividing LT: stencil.rs full_column). Between two sites of
+// a column the t link U_t(x, t) is read once, for site t's forward hop and site t + 1's
+// backward one (whose product U^+ h+ is kept in registers until that site starts), and
+// the spinor psi(x, t + 1) is read once, for site t's forward half spinor h- and site t +
+// 2's backward one h+ (kept in registers). So the t hops read (T + 2) / T spinors and
+// (T + 1) / T links a site instead of 2 and 2, and the data a column reads again is in
+// registers, not wherever L1 or L2 left it (run 91: the t hop read 1.6x its DRAM floor).
+// Slot s of a parity's warps is the column (r, q) = (s % S, s / S), S the checkerboard
+// sites of a time slice, starting at checkerboard index r + S q T; warps still alternate
+// parity, which flips from one site of a column to the next.
 
 // The end of a site's work: acc (the hopping term H inp at site cb) becomes out = [g5] (y
 // + c acc) or [g5] c acc (y_h null) and is stored whole (half: with its norm); with
@@ -293,34 +293,22 @@ __device__ __forceinline__ void v3_finish_site(real2 acc[4][3], const v3_spinor*
 #endif
 }
 
-#if V3_TCOL > 1
-__device__ __forceinline__ int v3_tcol_len(int lt)
-{
-    int tt = V3_TCOL > 1 ? V3_TCOL : 1;
-    while (tt > 1 && lt % tt)
-        tt >>= 1;
-    return tt;
-}
-
-// The full mode's column of T sites along t for the thread of parity p (of its first
-// site) and column slot `slot` (V3_TCOL above); STREAM as for v3_hops.
+// The full mode's column of tt sites along t for the thread of parity p (of its first
+// site) and column slot `slot` (above); STREAM as for v3_hops.
 template <int STREAM>
 __device__ __forceinline__ void v3_column(const v3_spinor* __restrict__ inp, const v3_spinor* __restrict__ y,
                                           v3_spinor* __restrict__ out, const real2* __restrict__ links, double c,
-                                          int g5, int p, int slot, int vh, const Dims& d, int split_mask,
+                                          int g5, int p, int tt, int slot, int vh, const Dims& d, int split_mask,
                                           int anti_lo, int anti_hi, const double2* partials, double2& dot,
                                           const float* __restrict__ inp_norm, const float* __restrict__ y_norm,
                                           float* __restrict__ out_norm)
 {
     constexpr int hint_t = ((STREAM >> 3) & 1) | ((STREAM >> 6) & 2) | ((STREAM >> 6) & 4);
-    const int tt = v3_tcol_len(d.l[3]);
     const int slice = vh / d.l[3]; // checkerboard sites of a time slice
     const int q = slot / slice, r = slot - q * slice;
     const size_t half = (size_t)12 * vh;
     real2 wb[2][3]; // U_t(x, t - 1)^+ h+(psi(x, t - 1)) for the next site
-#if V3_TCOL_CARRY
-    real2 hc[2][3]; // h+(psi(x, t)) of the next site's link product
-#endif
+    real2 hc[2][3]; // h+(psi(x, t)) for the next site's backward product
 #pragma unroll 1
     for (int k = 0; k < tt; ++k) {
         const int pk = p ^ (k & 1);
@@ -339,12 +327,10 @@ __device__ __forceinline__ void v3_column(const v3_spinor* __restrict__ inp, con
         if (k == 0) {
             v3_one<3, false, true, hint_t>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo,
                                            anti_hi, acc);
-#if V3_TCOL_CARRY
             if (tt > 1) {
                 real2 hm[2][3];
                 v3_project_both<3>(own_h, own_n, vh, cb, hm, hc, hint_t);
             }
-#endif
         } else {
             v3_rebuild<3, false, true>(wb, acc);
         }
@@ -356,22 +342,12 @@ __device__ __forceinline__ void v3_column(const v3_spinor* __restrict__ inp, con
             real2 u[3][3];
             v3_load_link(l_here, vh, 3, cb, u, hint_t);
             real2 hm[2][3], w[2][3];
-#if V3_TCOL_CARRY
             // The next site's backward product from the carried h+(psi(x, t)), then both
             // half spinors of psi(x, t + 1): h- for this hop, h+ carried on.
             v3_mul_half<false>(hc, u, wb);
             v3_project_both<3>(in_h, in_n, vh, cb + slice, hm, hc, hint_t);
             v3_mul_half<true>(hm, u, w);
             v3_rebuild<3, true, false>(w, acc);
-#else
-            v3_project<3, true>(in_h, in_n, vh, cb + slice, false, hm, hint_t);
-            v3_mul_half<true>(hm, u, w);
-            v3_rebuild<3, true, false>(w, acc);
-            // The next site's backward product: h+(psi(x, t)), psi of this site's parity.
-            real2 hp[2][3];
-            v3_project<3, false>(own_h, own_n, vh, cb, false, hp, hint_t);
-            v3_mul_half<false>(hp, u, wb);
-#endif
         } else {
             v3_one<3, true, false, hint_t>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo,
                                            anti_hi, acc);
@@ -380,12 +356,12 @@ __device__ __forceinline__ void v3_column(const v3_spinor* __restrict__ inp, con
                        out_h, out_n, vh, cb, c, g5, partials, dot);
     }
 }
-#endif
 
 // The body of the entry points: FULL, the full mode (the host launches stencil_v3 and
-// stencil_v3_full_dot with parity < 0 and stencil_v3_parity with parity 0 or 1:
-// stencil.rs launch_v3).
-template <bool FULL>
+// stencil_v3_full_dot with parity -1, stencil_v3_col and stencil_v3_full_dot_col with
+// parity -T, T >= 2 the sites of a column, and stencil_v3_parity with parity 0 or 1:
+// stencil.rs launch_v3); COL, the full mode in columns along t.
+template <bool FULL, bool COL>
 __device__ __forceinline__ void v3_stencil(const v3_spinor* __restrict__ inp, const v3_spinor* __restrict__ y,
                                            v3_spinor* __restrict__ out, const real2* __restrict__ links, double c,
                                            int g5, int parity, int volume, int lx, int ly, int lz, int lt,
@@ -413,22 +389,18 @@ __device__ __forceinline__ void v3_stencil(const v3_spinor* __restrict__ inp, co
     const int w = t >> 5;
     const int p = full ? (w & 1) : parity;
     const int slot = full ? ((w >> 1) << 5) + (t & 31) : t;
-#if V3_TCOL > 1
     double2 dot = c_zero();
-    if constexpr (FULL) {
+    if constexpr (COL) {
         const Dims d = make_dims(lx, ly, lz, lt);
-        if (slot < vh / v3_tcol_len(lt))
-            v3_column<stream>(inp, y, out, links, c, g5, p, slot, vh, d, split_mask, anti_lo, anti_hi, partials, dot,
-                              inp_norm, y_norm, out_norm);
+        const int tt = -parity;
+        if (slot < vh / tt)
+            v3_column<stream>(inp, y, out, links, c, g5, p, tt, slot, vh, d, split_mask, anti_lo, anti_hi, partials,
+                              dot, inp_norm, y_norm, out_norm);
     } else {
-#endif
 #if V3_TILE_T
     const int cb = full && slot < vh ? v3_tiled_cb(slot, lx, ly, lz, lt) : slot;
 #else
     const int cb = slot;
-#endif
-#if V3_TCOL <= 1
-    double2 dot = c_zero();
 #endif
     if (cb < vh) {
         const size_t half = (size_t)12 * vh;
@@ -475,9 +447,7 @@ __device__ __forceinline__ void v3_stencil(const v3_spinor* __restrict__ inp, co
         // acc becomes the output site, then is stored whole (half: with its norm).
         v3_finish_site(acc, y_h, y_n, out_h, out_n, vh, cb, c, g5, partials, dot);
     }
-#if V3_TCOL > 1
     }
-#endif
     if (partials) {
         QCD_DYNAMIC_SHARED(double2, v3_shared);
         double2 total;
@@ -496,22 +466,40 @@ __device__ __forceinline__ void v3_stencil(const v3_spinor* __restrict__ inp, co
     inp, y, out, links, c, g5, parity, volume, lx, ly, lz, lt, split_mask, anti_lo, anti_hi, s, partials, ticket,     \
         inp_norm, y_norm, out_norm
 
-// The full mode (parity < 0) without the dot epilogue (partials null; the host launches
+// The full mode (parity -1) without the dot epilogue (partials null; the host launches
 // it with at most V3_FULL_MAX_BLOCK threads a block).
 extern "C" __global__ void V3_FULL_BOUNDS stencil_v3(V3_STENCIL_ARGS)
 {
-    v3_stencil<true>(V3_STENCIL_CALL);
+    v3_stencil<true, false>(V3_STENCIL_CALL);
+}
+
+// The full mode in columns of -parity sites along t, as stencil_v3 otherwise.
+extern "C" __global__ void V3_FULL_BOUNDS stencil_v3_col(V3_STENCIL_ARGS)
+{
+    v3_stencil<true, true>(V3_STENCIL_CALL);
 }
 
 // The full mode with the (y|out) epilogue (the fused CR's apply: at least 256 threads a
 // block, stencil.rs DOT_MIN_BLOCK).
 extern "C" __global__ void __launch_bounds__(V3_MAX_BLOCK) stencil_v3_full_dot(V3_STENCIL_ARGS)
 {
-    v3_stencil<true>(V3_STENCIL_CALL);
+    v3_stencil<true, false>(V3_STENCIL_CALL);
+}
+
+// As stencil_v3_full_dot, in columns of -parity sites along t; the host launches it with
+// V3_DOT_COL_BLOCK threads a block (stencil.rs DOT_MIN_BLOCK), so that the double builds
+// keep their ~234 registers (with V3_MAX_BLOCK they were held to 128 and spilled 328-488
+// bytes).
+#ifndef V3_DOT_COL_BLOCK
+#define V3_DOT_COL_BLOCK 256
+#endif
+extern "C" __global__ void __launch_bounds__(V3_DOT_COL_BLOCK) stencil_v3_full_dot_col(V3_STENCIL_ARGS)
+{
+    v3_stencil<true, true>(V3_STENCIL_CALL);
 }
 
 // A parity launch (parity 0 or 1).
 extern "C" __global__ void __launch_bounds__(V3_MAX_BLOCK) stencil_v3_parity(V3_STENCIL_ARGS)
 {
-    v3_stencil<false>(V3_STENCIL_CALL);
+    v3_stencil<false, false>(V3_STENCIL_CALL);
 }

@@ -58,6 +58,33 @@ pub fn bicgstab_iteration_eo_floor(reconstruct: usize, precision: Precision) -> 
     2.0 * schur_floor(reconstruct, precision) + 9.0 * spinor_bytes(precision)
 }
 
+/// The rows `floor` times (`target` says which bound issue 13 item 1 sets on each).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RowKind {
+    Dslash,
+    Schur,
+    CrFull,
+    CrEvenOdd,
+    BicgstabEvenOdd,
+}
+
+/// Issue 13 item 1's bound on a row's ratio to its floor: full dslash <= 1.25 with 18
+/// reals per link and <= 1.3 with 12 (double and single), the Schur operator <= 1.2,
+/// a fused CR iteration (on the full lattice or even-odd) <= 1.15; none for half
+/// precision, 8-real links or BiCGStab, which the item does not bound.
+pub fn target(kind: RowKind, reconstruct: usize, precision: Precision) -> Option<f64> {
+    if precision == Precision::Half || !matches!(reconstruct, 12 | 18) {
+        return None;
+    }
+    match kind {
+        RowKind::Dslash if reconstruct == 18 => Some(1.25),
+        RowKind::Dslash => Some(1.3),
+        RowKind::Schur => Some(1.2),
+        RowKind::CrFull | RowKind::CrEvenOdd => Some(1.15),
+        RowKind::BicgstabEvenOdd => None,
+    }
+}
+
 fn link_real_bytes(p: Precision) -> usize {
     match p {
         Precision::Double => 8,
@@ -136,7 +163,6 @@ pub fn measure(
         }
         let mut be = CudaBackend::new(&gauge, kappa, &opts)?;
         let rec = reconstruct.reals();
-        let r18 = reconstruct == Reconstruct::R18;
         let full = be.upload(&psi)?;
         for prec in [Precision::Double, Precision::Single, Precision::Half] {
             let lf = Layout::new(Subset::Full, prec);
@@ -146,12 +172,11 @@ pub fn measure(
             let t = time_batch(&mut be, repeat, &mut |be| {
                 be.apply(Operator::G5D, &mut out, &inp)
             })?;
-            let target = (r18 && prec == Precision::Double).then_some(1.25);
             push(
                 format!("dslash full {prec:?} r{rec}").to_lowercase(),
                 dslash_floor(rec, prec),
                 t,
-                target,
+                target(RowKind::Dslash, rec, prec),
             );
             let le = Layout::new(Subset::Even, prec);
             let mut ein = be.alloc_layout(le)?;
@@ -164,7 +189,7 @@ pub fn measure(
                 format!("schur even-odd {prec:?} r{rec}").to_lowercase(),
                 schur_floor(rec, prec),
                 t,
-                None,
+                target(RowKind::Schur, rec, prec),
             );
             if prec == Precision::Half {
                 // Half-double iterates through the generic solver: no fused CR row.
@@ -178,21 +203,24 @@ pub fn measure(
                 let key =
                     0xF100 + 4 * ri as u64 + 2 * eo as u64 + (prec == Precision::Single) as u64;
                 let t = time_cr_iteration(&mut be, op, &source, key, repeat)?;
-                let (what, floor, target) = if eo {
+                let (what, floor, kind) = if eo {
                     (
                         "CR iteration fused even-odd",
                         cr_iteration_eo_floor(rec, prec),
-                        None,
+                        RowKind::CrEvenOdd,
                     )
                 } else {
-                    let target = (r18 && prec == Precision::Double).then_some(1.3);
-                    ("CR iteration fused", cr_iteration_floor(rec, prec), target)
+                    (
+                        "CR iteration fused",
+                        cr_iteration_floor(rec, prec),
+                        RowKind::CrFull,
+                    )
                 };
                 push(
                     format!("{what} {prec:?} r{rec}").to_lowercase(),
                     floor,
                     t,
-                    target,
+                    target(kind, rec, prec),
                 );
             }
             // One fused BiCGStab iteration even-odd (on the Schur form of D, BiCGStab's).
@@ -204,7 +232,7 @@ pub fn measure(
                 format!("bicgstab iteration fused even-odd {prec:?} r{rec}").to_lowercase(),
                 bicgstab_iteration_eo_floor(rec, prec),
                 t,
-                None,
+                target(RowKind::BicgstabEvenOdd, rec, prec),
             );
         }
     }
@@ -414,6 +442,26 @@ pub fn table(dims: &[usize], triad: f64, rows: &[FloorRow]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn targets_are_issue_13_item_1_s() {
+        use Precision::*;
+        // "full dslash double r18 <= 1.25x, single r18 <= 1.25x, r12 (double and single)
+        // <= 1.3x, Schur <= 1.2x, fused CR iteration <= 1.15x".
+        for p in [Double, Single] {
+            assert_eq!(target(RowKind::Dslash, 18, p), Some(1.25));
+            assert_eq!(target(RowKind::Dslash, 12, p), Some(1.3));
+            for r in [18, 12] {
+                assert_eq!(target(RowKind::Schur, r, p), Some(1.2));
+                assert_eq!(target(RowKind::CrFull, r, p), Some(1.15));
+                assert_eq!(target(RowKind::CrEvenOdd, r, p), Some(1.15));
+                assert_eq!(target(RowKind::BicgstabEvenOdd, r, p), None);
+            }
+            assert_eq!(target(RowKind::Dslash, 8, p), None);
+        }
+        assert_eq!(target(RowKind::Dslash, 18, Half), None);
+        assert_eq!(target(RowKind::Schur, 12, Half), None);
+    }
 
     #[test]
     fn floors_are_the_issue_s_numbers() {

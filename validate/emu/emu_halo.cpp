@@ -24,6 +24,8 @@ V3(stencil_v3_d, double2) V3(stencil_v3_d12, double2) V3(stencil_v3_d8, double2)
 V3(stencil_v3_s12, float2) V3(stencil_v3_s8, float2)
 V3(stencil_v3_parity_d, double2) V3(stencil_v3_parity_d12, double2) V3(stencil_v3_parity_d8, double2)
 V3(stencil_v3_parity_s, float2) V3(stencil_v3_parity_s12, float2) V3(stencil_v3_parity_s8, float2)
+V3(stencil_v3_col_d, double2) V3(stencil_v3_col_d12, double2) V3(stencil_v3_col_d8, double2)
+V3(stencil_v3_col_s, float2) V3(stencil_v3_col_s12, float2) V3(stencil_v3_col_s8, float2)
 PACK(halo_pack_d, double2) PACK(halo_pack_d12, double2) PACK(halo_pack_d8, double2) PACK(halo_pack_s, float2)
 PACK(halo_pack_s12, float2) PACK(halo_pack_s8, float2)
 EXT(halo_exterior_d, double2) EXT(halo_exterior_d12, double2) EXT(halo_exterior_d8, double2)
@@ -212,8 +214,10 @@ int main(int argc, char** argv)
             // into the rank fields (half fields: a parity's half of a full field).
             auto apply = [&](std::vector<std::vector<T>>& out, size_t out_off, const std::vector<std::vector<T>>& inp,
                              size_t inp_off, const std::vector<std::vector<T>>* y, size_t y_off, double c, int g5,
-                             int par) {
+                             int par, int col = 1) {
                 const bool full = par < 0;
+                // The interior kernel's parity: -col in columns of col sites along t.
+                const int ipar = full && col > 1 ? -col : par;
                 std::vector<std::vector<std::vector<T>>> send_lo(ranks, std::vector<std::vector<T>>(4)),
                     send_hi = send_lo;
                 for (int r = 0; r < ranks; ++r)
@@ -232,11 +236,11 @@ int main(int argc, char** argv)
                         });
                     }
                 for (int r = 0; r < ranks; ++r) {
-                    const size_t nthreads = full ? 2 * ((L.vh + 31) / 32 * 32) : L.vh;
+                    const size_t nthreads = v3_threads(ipar, L.vh);
                     const T* links = single ? (const T*)R[r].links_s[v].data() : (const T*)R[r].links_d[v].data();
                     emu_launch(blocks(nthreads, block), block, 0, false, [&] {
-                        stencil.of(par)(inp[r].data() + inp_off, y ? (*y)[r].data() + y_off : nullptr, out[r].data() + out_off,
-                                links, c, g5, par, L.V, ll[0], ll[1], ll[2], ll[3], split_mask, R[r].anti_lo,
+                        stencil.of(ipar)(inp[r].data() + inp_off, y ? (*y)[r].data() + y_off : nullptr, out[r].data() + out_off,
+                                links, c, g5, ipar, L.V, ll[0], ll[1], ll[2], ll[3], split_mask, R[r].anti_lo,
                                 R[r].anti_hi, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr);
                     });
                     for (int mu = 0; mu < 4; ++mu) {
@@ -301,6 +305,19 @@ int main(int argc, char** argv)
                 report(tag + (g5 ? "g5D full vs undecomposed" : "D full vs undecomposed"),
                        rel_diff(got, whole(psi, &psi, -kappa, g5, -1)), tol_same);
             }
+            // The interior kernel in columns along t (stencil_v3_col), of the length the host
+            // takes (src/backend/cuda/stencil.rs full_column: the largest power of two <= 4
+            // dividing the local LT, here 2 or 4).
+            {
+                const int col = ll[3] % 4 == 0 ? 4 : 2;
+                for (int g5 = 0; g5 < 2; ++g5) {
+                    poison(out);
+                    apply(out, 0, x, 0, &x, 0, -kappa, g5, -1, col);
+                    const auto got = gather(out, -1);
+                    report(tag + "col" + std::to_string(col) + (g5 ? " g5D full vs CPU" : " D full vs CPU"),
+                           rel_diff(got, refs[prec][g5]), tol);
+                }
+            }
             // Schur (even): tmp_o = H x_e, out_e = [g5] (x_e - kappa^2 H tmp_o); the
             // rank fields are full, half fields at offsets 0 (even) and half (odd).
             for (int g5 = 0; g5 < 2; ++g5) {
@@ -340,12 +357,12 @@ int main(int argc, char** argv)
             wl_d[v] = soa_links(G, canon.data(), dump.pack8.data(), elems[v]);
             wl_s[v] = single(wl_d[v]);
         }
-        run("double", v3_entry(stencil_v3_d, stencil_v3_parity_d), halo_pack_d, halo_exterior_d, double2{}, 0, false, 0, wl_d[0].data());
-        run("double r12", v3_entry(stencil_v3_d12, stencil_v3_parity_d12), halo_pack_d12, halo_exterior_d12, double2{}, 0, false, 1, wl_d[1].data());
-        run("double r8", v3_entry(stencil_v3_d8, stencil_v3_parity_d8), halo_pack_d8, halo_exterior_d8, double2{}, 0, false, 2, wl_d[2].data());
-        run("single", v3_entry(stencil_v3_s, stencil_v3_parity_s), halo_pack_s, halo_exterior_s, float2{}, 1, true, 0, wl_s[0].data());
-        run("single r12", v3_entry(stencil_v3_s12, stencil_v3_parity_s12), halo_pack_s12, halo_exterior_s12, float2{}, 1, true, 1, wl_s[1].data());
-        run("single r8", v3_entry(stencil_v3_s8, stencil_v3_parity_s8), halo_pack_s8, halo_exterior_s8, float2{}, 1, true, 2, wl_s[2].data());
+        run("double", v3_entry(stencil_v3_d, stencil_v3_parity_d, decltype(&stencil_v3_d)(), stencil_v3_col_d), halo_pack_d, halo_exterior_d, double2{}, 0, false, 0, wl_d[0].data());
+        run("double r12", v3_entry(stencil_v3_d12, stencil_v3_parity_d12, decltype(&stencil_v3_d12)(), stencil_v3_col_d12), halo_pack_d12, halo_exterior_d12, double2{}, 0, false, 1, wl_d[1].data());
+        run("double r8", v3_entry(stencil_v3_d8, stencil_v3_parity_d8, decltype(&stencil_v3_d8)(), stencil_v3_col_d8), halo_pack_d8, halo_exterior_d8, double2{}, 0, false, 2, wl_d[2].data());
+        run("single", v3_entry(stencil_v3_s, stencil_v3_parity_s, decltype(&stencil_v3_s)(), stencil_v3_col_s), halo_pack_s, halo_exterior_s, float2{}, 1, true, 0, wl_s[0].data());
+        run("single r12", v3_entry(stencil_v3_s12, stencil_v3_parity_s12, decltype(&stencil_v3_s12)(), stencil_v3_col_s12), halo_pack_s12, halo_exterior_s12, float2{}, 1, true, 1, wl_s[1].data());
+        run("single r8", v3_entry(stencil_v3_s8, stencil_v3_parity_s8, decltype(&stencil_v3_s8)(), stencil_v3_col_s8), halo_pack_s8, halo_exterior_s8, float2{}, 1, true, 2, wl_s[2].data());
     }
     std::printf("%s\n", failures ? "FAILED" : "all checks passed");
     return failures ? 1 : 0;

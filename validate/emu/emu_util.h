@@ -183,13 +183,31 @@ struct V3eoDump {
     return d;
 }
 
-// A build's entry points (kernels/stencil_v3.cu): the full mode, a parity launch and the
-// full mode with the dot epilogue (when given), picked by the launch's parity and
-// epilogue as src/backend/cuda/stencil.rs V3Kernels::of does.
+// A build's entry points (kernels/stencil_v3.cu): the full mode, a parity launch, the full
+// mode with the dot epilogue, and both full ones in columns along t (parity -T, T >= 2)
+// (those given), picked by the launch's parity and epilogue as src/backend/cuda/stencil.rs
+// V3Kernels::of does.
 template <class K>
 struct V3Entry {
-    K full, parity, full_dot;
-    K of(int par, bool dot = false) const { return par < 0 ? (dot && full_dot ? full_dot : full) : parity; }
+    K full, parity, full_dot, full_col, full_dot_col;
+    K of(int par, bool dot = false) const
+    {
+        if (par >= 0)
+            return parity;
+        if (par < -1)
+            return dot ? full_dot_col : full_col;
+        return dot && full_dot ? full_dot : full;
+    }
 };
 template <class K>
-V3Entry<K> v3_entry(K full, K parity, K full_dot = K()) { return {full, parity, full_dot}; }
+V3Entry<K> v3_entry(K full, K parity, K full_dot = K(), K full_col = K(), K full_dot_col = K())
+{
+    return {full, parity, full_dot, full_col, full_dot_col};
+}
+// Threads of a launch: a full-mode launch covers both halves in whole warps, one thread
+// per column of -par sites (src/backend/cuda/stencil.rs launch_v3).
+inline size_t v3_threads(int par, size_t vh)
+{
+    const size_t col = par < -1 ? (size_t)-par : 1;
+    return par < 0 ? 2 * ((vh / col + 31) / 32 * 32) : vh;
+}

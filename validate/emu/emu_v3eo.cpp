@@ -8,6 +8,7 @@
 // them (the 8-real form from the dump's Su3::pack8 values); the 8-real decoder
 // (v3_core.cuh v3_unpack_8) is also checked link by link in both precisions.
 // Prints one line per check; exit 1 on failure. Run by validate/emu/run_v3eo.sh.
+#include <cstring>
 #include "emu_util.h"
 #define RECONSTRUCT_8 1
 #include "v3_core.cuh"
@@ -34,6 +35,11 @@ V3D(stencil_v3_parity_d) V3D(stencil_v3_parity_d12) V3D(stencil_v3_parity_d8) V3
     V3S(stencil_v3_parity_s12) V3S(stencil_v3_parity_s8) V3H(stencil_v3_parity_h) V3H(stencil_v3_parity_h12)
 V3D(stencil_v3_full_dot_d) V3D(stencil_v3_full_dot_d12) V3D(stencil_v3_full_dot_d8) V3S(stencil_v3_full_dot_s)
     V3S(stencil_v3_full_dot_s12) V3S(stencil_v3_full_dot_s8) V3H(stencil_v3_full_dot_h) V3H(stencil_v3_full_dot_h12)
+V3D(stencil_v3_col_d) V3D(stencil_v3_col_d12) V3D(stencil_v3_col_d8) V3S(stencil_v3_col_s) V3S(stencil_v3_col_s12)
+    V3S(stencil_v3_col_s8) V3H(stencil_v3_col_h) V3H(stencil_v3_col_h12)
+V3D(stencil_v3_full_dot_col_d) V3D(stencil_v3_full_dot_col_d12) V3D(stencil_v3_full_dot_col_d8)
+    V3S(stencil_v3_full_dot_col_s) V3S(stencil_v3_full_dot_col_s12) V3S(stencil_v3_full_dot_col_s8)
+        V3H(stencil_v3_full_dot_col_h) V3H(stencil_v3_full_dot_col_h12)
 }
 
 int main(int argc, char** argv)
@@ -132,8 +138,7 @@ int main(int argc, char** argv)
         const T* xo = x.data() + (size_t)12 * vh;
         auto launch = [&](const T* inp, const T* yy, T* o, double c, int g5, int par, double* s, double2* partials,
                           unsigned* ticket) {
-            // Full mode covers both halves in whole warps (src/cuda/stencil.rs launch_v3).
-            const size_t n = par < 0 ? 2 * ((vh + 31) / 32 * 32) : vh;
+            const size_t n = v3_threads(par, vh);
             const bool dot = partials != nullptr;
             emu_launch(blocks(n, block), block, dot ? block * 16 : 0, dot, [&] {
                 kernel.of(par, dot)(inp, yy, o, links, c, g5, par, V, lx, ly, lz, lt, 0, mask, mask, s, partials, ticket, nullptr,
@@ -141,31 +146,38 @@ int main(int argc, char** argv)
             });
         };
         const std::string tag = std::string(name) + " b" + std::to_string(block) + " ";
-        for (int g5 = 0; g5 < 2; ++g5) {
-            std::fill(out.begin(), out.end(), from_d<T>(double2{NAN, NAN}));
-            launch(x.data(), x.data(), out.data(), -kappa, g5, -1, nullptr, nullptr, nullptr);
-            report(tag + (g5 ? "g5D full" : "D full"), rel_diff(from_pm(widen(out, nf), -1), refs[prec][g5]), tol);
-        }
-        {
-            // The full mode with the dot epilogue (stencil_v3_full_dot): g5 D x, and
-            // rar = (x|g5 D x) against the host's sum over the two stored fields. The
-            // sums differ only in order: the error is bounded relative to the sum of the
-            // terms' magnitudes (g5 makes the dot itself cancel on larger lattices).
-            double s[15] = {1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 10, 1, 0, 0, 0}; // CR_SCALARS, undecomposed
-            std::vector<double2> partials(V / 32 + 1);
-            unsigned ticket = 0;
-            std::fill(out.begin(), out.end(), from_d<T>(double2{NAN, NAN}));
-            launch(x.data(), x.data(), out.data(), -kappa, 1, -1, s, partials.data(), &ticket);
-            report(tag + "g5D full (fused dot)", rel_diff(from_pm(widen(out, nf), -1), refs[prec][1]), tol);
-            const auto xw = widen(x, nf), ow = widen(out, nf);
-            double re = 0, im = 0, mag = 0;
-            for (size_t k = 0; k < nf; ++k) {
-                re += xw[k].x * ow[k].x + xw[k].y * ow[k].y;
-                im += xw[k].x * ow[k].y - xw[k].y * ow[k].x;
-                mag += std::hypot(xw[k].x, xw[k].y) * std::hypot(ow[k].x, ow[k].y);
+        // The full mode one site a thread (par -1) and in columns of 2 and 4 along t (the
+        // _col entry points; columns divide LT).
+        for (int par : {-1, -2, -4}) {
+            if (lt % -par)
+                continue;
+            const std::string ctag = tag + (par < -1 ? "col" + std::to_string(-par) + " " : "");
+            for (int g5 = 0; g5 < 2; ++g5) {
+                std::fill(out.begin(), out.end(), from_d<T>(double2{NAN, NAN}));
+                launch(x.data(), x.data(), out.data(), -kappa, g5, par, nullptr, nullptr, nullptr);
+                report(ctag + (g5 ? "g5D full" : "D full"), rel_diff(from_pm(widen(out, nf), -1), refs[prec][g5]), tol);
             }
-            report(tag + "  (x|g5 D x) vs host", std::hypot(s[0] - re, s[1] - im) / mag, 1e-13);
-            report(tag + "  ticket back to 0", ticket, 0);
+            {
+                // The full mode with the dot epilogue (stencil_v3_full_dot): g5 D x, and
+                // rar = (x|g5 D x) against the host's sum over the two stored fields. The
+                // sums differ only in order: the error is bounded relative to the sum of the
+                // terms' magnitudes (g5 makes the dot itself cancel on larger lattices).
+                double s[15] = {1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 10, 1, 0, 0, 0}; // CR_SCALARS, undecomposed
+                std::vector<double2> partials(V / 32 + 1);
+                unsigned ticket = 0;
+                std::fill(out.begin(), out.end(), from_d<T>(double2{NAN, NAN}));
+                launch(x.data(), x.data(), out.data(), -kappa, 1, par, s, partials.data(), &ticket);
+                report(ctag + "g5D full (fused dot)", rel_diff(from_pm(widen(out, nf), -1), refs[prec][1]), tol);
+                const auto xw = widen(x, nf), ow = widen(out, nf);
+                double re = 0, im = 0, mag = 0;
+                for (size_t k = 0; k < nf; ++k) {
+                    re += xw[k].x * ow[k].x + xw[k].y * ow[k].y;
+                    im += xw[k].x * ow[k].y - xw[k].y * ow[k].x;
+                    mag += std::hypot(xw[k].x, xw[k].y) * std::hypot(ow[k].x, ow[k].y);
+                }
+                report(ctag + "  (x|g5 D x) vs host", std::hypot(s[0] - re, s[1] - im) / mag, 1e-13);
+                report(ctag + "  ticket back to 0", ticket, 0);
+            }
         }
         for (int g5 = 0; g5 < 2; ++g5) {
             std::fill(out.begin(), out.end(), from_d<T>(double2{NAN, NAN}));
@@ -209,12 +221,12 @@ int main(int argc, char** argv)
         report(tag + "hop_xpay odd (c -0.21)", rel_diff(from_pm(widen(out, (size_t)12 * vh), 1), refs[prec][5]), tol);
     };
     for (int block : {32, 96}) {
-        run("3.0 double", v3_entry(stencil_v3_d, stencil_v3_parity_d, stencil_v3_full_dot_d), links_d.data(), double2{}, 0, block);
-        run("3.0 double r12", v3_entry(stencil_v3_d12, stencil_v3_parity_d12, stencil_v3_full_dot_d12), links_d12.data(), double2{}, 0, block);
-        run("3.0 double r8", v3_entry(stencil_v3_d8, stencil_v3_parity_d8, stencil_v3_full_dot_d8), links_d8.data(), double2{}, 0, block);
-        run("3.0 single", v3_entry(stencil_v3_s, stencil_v3_parity_s, stencil_v3_full_dot_s), links_s.data(), float2{}, 1, block);
-        run("3.0 single r12", v3_entry(stencil_v3_s12, stencil_v3_parity_s12, stencil_v3_full_dot_s12), links_s12.data(), float2{}, 1, block);
-        run("3.0 single r8", v3_entry(stencil_v3_s8, stencil_v3_parity_s8, stencil_v3_full_dot_s8), links_s8.data(), float2{}, 1, block);
+        run("3.0 double", v3_entry(stencil_v3_d, stencil_v3_parity_d, stencil_v3_full_dot_d, stencil_v3_col_d, stencil_v3_full_dot_col_d), links_d.data(), double2{}, 0, block);
+        run("3.0 double r12", v3_entry(stencil_v3_d12, stencil_v3_parity_d12, stencil_v3_full_dot_d12, stencil_v3_col_d12, stencil_v3_full_dot_col_d12), links_d12.data(), double2{}, 0, block);
+        run("3.0 double r8", v3_entry(stencil_v3_d8, stencil_v3_parity_d8, stencil_v3_full_dot_d8, stencil_v3_col_d8, stencil_v3_full_dot_col_d8), links_d8.data(), double2{}, 0, block);
+        run("3.0 single", v3_entry(stencil_v3_s, stencil_v3_parity_s, stencil_v3_full_dot_s, stencil_v3_col_s, stencil_v3_full_dot_col_s), links_s.data(), float2{}, 1, block);
+        run("3.0 single r12", v3_entry(stencil_v3_s12, stencil_v3_parity_s12, stencil_v3_full_dot_s12, stencil_v3_col_s12, stencil_v3_full_dot_col_s12), links_s12.data(), float2{}, 1, block);
+        run("3.0 single r8", v3_entry(stencil_v3_s8, stencil_v3_parity_s8, stencil_v3_full_dot_s8, stencil_v3_col_s8, stencil_v3_full_dot_col_s8), links_s8.data(), float2{}, 1, block);
     }
     // Half spinors (V3_HALF, single links) against the CPU backend's half fields: inputs
     // converted by to_half (which rounds in double as the host does, so both sides start
@@ -296,8 +308,8 @@ int main(int argc, char** argv)
             const float2* links;
         };
         const HalfBuild builds[] = {
-            {"3.0 half", v3_entry(&stencil_v3_h, &stencil_v3_parity_h, &stencil_v3_full_dot_h), links_s.data()},
-            {"3.0 half r12", v3_entry(&stencil_v3_h12, &stencil_v3_parity_h12, &stencil_v3_full_dot_h12), links_s12.data()}};
+            {"3.0 half", v3_entry(&stencil_v3_h, &stencil_v3_parity_h, &stencil_v3_full_dot_h, &stencil_v3_col_h, &stencil_v3_full_dot_col_h), links_s.data()},
+            {"3.0 half r12", v3_entry(&stencil_v3_h12, &stencil_v3_parity_h12, &stencil_v3_full_dot_h12, &stencil_v3_col_h12, &stencil_v3_full_dot_col_h12), links_s12.data()}};
         // The largest |a - b| of a real in steps of b's site norm (sites of parity p, or all
         // with p < 0): the per-site measure of tests/gpu_half.rs, here against the CPU's
         // rounded result (which adds its own half step), so bounded by 2 + 0.5 steps.
@@ -323,7 +335,7 @@ int main(int argc, char** argv)
             Half tmp{std::vector<short2>((size_t)vh * 12), std::vector<float>(vh)};
             auto launch = [&](const short2* inp, const float* in_n, const short2* yy, const float* y_n, short2* o,
                               float* o_n, double c, int g5, int par) {
-                const size_t n = par < 0 ? 2 * ((vh + 31) / 32 * 32) : vh;
+                const size_t n = v3_threads(par, vh);
                 emu_launch(blocks(n, 64), 64, 0, false, [&] {
                     kernel.of(par)(inp, yy, o, links, c, g5, par, V, lx, ly, lz, lt, 0, mask, mask, nullptr, nullptr,
                            nullptr, in_n, y_n, o_n);
@@ -337,6 +349,13 @@ int main(int argc, char** argv)
                 report(tag + (g5 ? "g5D full" : "D full"), rel_diff(from_pm(widen(out, V), -1), refs[2][g5]), tol);
                 report(tag + "  worst steps of the site norm", steps(from_pm(widen(out, V), -1), refs[2][g5], -1),
                        2.5);
+                // In columns of 2 along t (stencil_v3_col; the hops add in another order).
+                Half col{std::vector<short2>(nf), std::vector<float>(V)};
+                launch(x.q.data(), x.n.data(), x.q.data(), x.n.data(), col.q.data(), col.n.data(), -kappa, g5, -2);
+                report(tag + "col2 " + (g5 ? "g5D full" : "D full"), rel_diff(from_pm(widen(col, V), -1), refs[2][g5]),
+                       tol);
+                report(tag + "col2   worst steps of the site norm",
+                       steps(from_pm(widen(col, V), -1), refs[2][g5], -1), 2.5);
                 launch(xe, x.n.data(), nullptr, nullptr, tmp.q.data(), tmp.n.data(), 1.0, 0, 1);
                 launch(tmp.q.data(), tmp.n.data(), xe, x.n.data(), out.q.data(), out.n.data(), -kappa * kappa, g5, 0);
                 report(tag + (g5 ? "g5Mee even" : "Mee even"), rel_diff(from_pm(widen(out, vh), 0), refs[2][2 + g5]),

@@ -183,10 +183,10 @@ pub(crate) fn extra_define(name: &str) -> Option<i64> {
                 .unwrap_or_default()
         })
         .iter()
+        .rev()
         .filter_map(|d| d.split_once('='))
         .filter(|(n, _)| *n == name)
-        .filter_map(|(_, v)| v.parse().ok())
-        .last()
+        .find_map(|(_, v)| v.parse().ok())
 }
 
 /// The header an `#include "name"` line names, if it is one of ours.

@@ -237,56 +237,117 @@ pub(crate) fn launch_block(tuned: usize, dot: bool, full: bool) -> usize {
     }
 }
 
-/// 3.0's three entry points (kernels/stencil_v3.cu), one body compiled three times so
-/// that each has its own registers, launch bound and link-load hints: `stencil_v3` for
-/// the full mode (at most `V3_FULL_MAX_BLOCK` threads a block), `stencil_v3_full_dot`
-/// for the full mode with the (y|out) epilogue (the fused CR's apply, at least
-/// `DOT_MIN_BLOCK` threads), `stencil_v3_parity` for a parity launch. `launch_v3` picks
-/// by the launch's parity and epilogue.
+/// 3.0's five entry points (kernels/stencil_v3.cu), one body compiled five times so that
+/// each has its own registers, launch bound and link-load hints: `stencil_v3` for the full
+/// mode (at most `V3_FULL_MAX_BLOCK` threads a block), `stencil_v3_col` for it in columns
+/// along t (`full_column`; the same bound), `stencil_v3_full_dot` for the full mode with
+/// the (y|out) epilogue (the fused CR's apply, at least `DOT_MIN_BLOCK` threads),
+/// `stencil_v3_full_dot_col` for that in columns (exactly `DOT_MIN_BLOCK` threads, its
+/// bound), `stencil_v3_parity` for a parity launch. `launch_v3` picks by the launch's
+/// parity, epilogue and column.
 #[derive(Clone, Debug)]
 pub(crate) struct V3Kernels {
     pub full: CudaFunction,
+    pub full_col: CudaFunction,
     pub full_dot: CudaFunction,
+    pub full_dot_col: CudaFunction,
     pub parity: CudaFunction,
 }
 
 impl V3Kernels {
-    /// The entry points' names: full mode, full mode with the dot, parity launch.
-    pub const NAMES: [&'static str; 3] = ["stencil_v3", "stencil_v3_full_dot", "stencil_v3_parity"];
+    /// The entry points' names: full mode, in columns, with the dot, with the dot in
+    /// columns, parity launch.
+    pub const NAMES: [&'static str; 5] = [
+        "stencil_v3",
+        "stencil_v3_col",
+        "stencil_v3_full_dot",
+        "stencil_v3_full_dot_col",
+        "stencil_v3_parity",
+    ];
 
     pub fn load(module: &Arc<CudaModule>) -> Result<Self> {
         Ok(V3Kernels {
             full: function(module, Self::NAMES[0])?,
-            full_dot: function(module, Self::NAMES[1])?,
-            parity: function(module, Self::NAMES[2])?,
+            full_col: function(module, Self::NAMES[1])?,
+            full_dot: function(module, Self::NAMES[2])?,
+            full_dot_col: function(module, Self::NAMES[3])?,
+            parity: function(module, Self::NAMES[4])?,
         })
     }
 
-    /// The entry point of a launch's mode.
-    pub fn of(&self, a: &V3Launch) -> &CudaFunction {
-        match (a.parity, a.partials != 0) {
-            (None, false) => &self.full,
-            (None, true) => &self.full_dot,
-            (Some(_), _) => &self.parity,
+    /// The entry point of a launch's mode (`column`: `full_column`'s sites per thread).
+    pub fn of(&self, a: &V3Launch, column: usize) -> &CudaFunction {
+        match (a.parity, a.partials != 0, column > 1) {
+            (None, false, false) => &self.full,
+            (None, false, true) => &self.full_col,
+            (None, true, false) => &self.full_dot,
+            (None, true, true) => &self.full_dot_col,
+            (Some(_), _, _) => &self.parity,
         }
     }
 }
 
+/// Sites a full-mode column makes along t (kernels/stencil_v3.cu's columns): run 100
+/// (H100, floor): at 32^3x64 columns of 4 took the full dslash from 1.32x to 1.15x its
+/// DRAM floor in double r18 (single r18 1.26x -> 1.19x) and the full fused CR iteration in
+/// single from 1.15-1.18x to 1.11-1.12x; at 16^3x32 double went from 1.60x to 1.34x, but
+/// single from 1.65x to 1.71x (a quarter of the threads, too few to fill the GPU). So:
+/// columns of `COLUMN` in double, and in single and half from `COLUMN_MIN_VOLUME_SINGLE`
+/// sites; 1 (no column) for parity launches. The largest power of two <= that dividing LT
+/// (the local LT on a sub-lattice). `QCD_SOLVE_KERNEL_DEFINES="V3_TCOL=T"` sets the
+/// columns' length instead (1: none), for ablation.
+pub(crate) fn full_column(a: &V3Launch) -> usize {
+    if a.parity.is_some() {
+        return 1;
+    }
+    let want = match super::compile::extra_define("V3_TCOL") {
+        Some(t) => t.clamp(1, 64) as usize,
+        None if !a.single || a.volume >= COLUMN_MIN_VOLUME_SINGLE => COLUMN,
+        None => 1,
+    };
+    column_dividing(want, a.dims[3].max(1) as usize)
+}
+
+/// Sites per full-mode column (`full_column`).
+pub(crate) const COLUMN: usize = 4;
+/// The volume from which single-precision full-mode launches go in columns (between
+/// 16^3x32, where they were slower, and 32^3x64, where they were faster: run 100).
+pub(crate) const COLUMN_MIN_VOLUME_SINGLE: usize = 1 << 19;
+
+/// The largest power of two <= want that divides lt.
+fn column_dividing(want: usize, lt: usize) -> usize {
+    let mut t = want.max(1).next_power_of_two();
+    if t > want {
+        t >>= 1;
+    }
+    while t > 1 && !lt.is_multiple_of(t) {
+        t >>= 1;
+    }
+    t
+}
+
 /// Run one 3.0 stencil launch on `gpu`, booking it.
 pub(crate) fn launch_v3(gpu: &mut GpuStream, k: &V3Kernels, a: &V3Launch) -> Result<()> {
-    let f = k.of(a);
+    let column = full_column(a);
+    let f = k.of(a, column);
     let n = a.sites();
     let dot = a.partials != 0;
     // Full mode: warps alternate parity over the same checkerboard range (kernels/
-    // stencil_v3.cu), so the threads cover both halves rounded up to whole warps.
+    // stencil_v3.cu), so the threads cover both halves (one thread per column of `column`
+    // sites) rounded up to whole warps.
     let threads = if a.parity.is_none() {
-        2 * (a.volume / 2 / full_column(a.dims[3])).div_ceil(32) * 32
+        2 * (a.volume / 2 / column).div_ceil(32) * 32
     } else {
         n
     };
-    let block = launch_block(a.block, dot, a.parity.is_none());
+    let block = if dot && column > 1 {
+        DOT_MIN_BLOCK // stencil_v3_full_dot_col's bound
+    } else {
+        launch_block(a.block, dot, a.parity.is_none())
+    };
     let cfg = cfg_1d(threads, block, if dot { block * 16 } else { 0 });
-    let parity: i32 = a.parity.map_or(-1, |p| p as i32);
+    // Full mode: -1, or -column for the column entry points.
+    let parity: i32 = a.parity.map_or(-(column as i32), |p| p as i32);
     let g5 = a.g5 as i32;
     let volume = a.volume as i32;
     let [lx, ly, lz, lt] = a.dims;
@@ -321,16 +382,6 @@ pub(crate) fn launch_v3(gpu: &mut GpuStream, k: &V3Kernels, a: &V3Launch) -> Res
         ]
     );
     Ok(())
-}
-
-/// Sites per thread of a full-mode launch along t (kernels/stencil_v3.cu v3_tcol_len: the
-/// largest power of two <= V3_TCOL dividing LT; 1 without the experiment's define).
-fn full_column(lt: i32) -> usize {
-    let mut t = super::compile::extra_define("V3_TCOL").unwrap_or(0).max(1);
-    while t > 1 && lt as i64 % t != 0 {
-        t >>= 1;
-    }
-    t as usize
 }
 
 fn grid(n: usize, per_block: usize) -> u32 {
@@ -591,6 +642,80 @@ mod tests {
     }
 
     #[test]
+    fn the_dot_column_entry_is_bounded_at_the_dot_launches_block() {
+        // stencil_v3_full_dot_col is launched with exactly DOT_MIN_BLOCK threads: its
+        // bound must be that (a smaller one fails the launch, a larger one caps the
+        // double builds' registers at 128 and they spill).
+        let src = include_str!("../../../kernels/stencil_v3.cu");
+        let line = src
+            .lines()
+            .find(|l| l.starts_with("#define V3_DOT_COL_BLOCK "))
+            .expect("stencil_v3.cu defines V3_DOT_COL_BLOCK");
+        let value: usize = line.rsplit(' ').next().unwrap().parse().unwrap();
+        assert_eq!(value, DOT_MIN_BLOCK);
+        assert!(src.contains("__launch_bounds__(V3_DOT_COL_BLOCK) stencil_v3_full_dot_col("));
+    }
+
+    fn full_launch(single: bool, dims: [i32; 4], parity: Option<usize>) -> V3Launch {
+        V3Launch {
+            parity,
+            single,
+            half: false,
+            reconstruct: Reconstruct::R18,
+            inp: 0,
+            y: 0,
+            out: 0,
+            links: 0,
+            c: 0.0,
+            g5: false,
+            dims,
+            volume: dims.iter().product::<i32>() as usize,
+            block: 128,
+            split_mask: 0,
+            anti_lo: 0,
+            anti_hi: 0,
+            s: 0,
+            partials: 0,
+            ticket: 0,
+            inp_norm: 0,
+            y_norm: 0,
+            out_norm: 0,
+        }
+    }
+
+    #[test]
+    fn columns_divide_lt_and_follow_precision_and_volume() {
+        // (Without QCD_SOLVE_KERNEL_DEFINES's V3_TCOL, as the tests run.)
+        if super::super::compile::extra_define("V3_TCOL").is_some() {
+            return;
+        }
+        // The largest power of two <= want dividing lt.
+        assert_eq!(column_dividing(4, 64), 4);
+        assert_eq!(column_dividing(4, 6), 2);
+        assert_eq!(column_dividing(4, 2), 2);
+        assert_eq!(column_dividing(3, 12), 2);
+        assert_eq!(column_dividing(8, 12), 4);
+        assert_eq!(column_dividing(1, 64), 1);
+        // Double: columns of 4 at any volume; single from 2^19 sites; parity launches none.
+        assert_eq!(full_column(&full_launch(false, [16, 16, 16, 32], None)), 4);
+        assert_eq!(full_column(&full_launch(false, [4, 4, 4, 6], None)), 2);
+        assert_eq!(full_column(&full_launch(true, [16, 16, 16, 32], None)), 1);
+        assert_eq!(full_column(&full_launch(true, [32, 32, 32, 64], None)), 4);
+        assert_eq!(
+            full_column(&full_launch(false, [32, 32, 32, 64], Some(0))),
+            1
+        );
+        // Each column starts on a t that is a multiple of its length, so it never wraps.
+        for lt in [2, 4, 6, 8, 10, 12, 32, 64] {
+            let t = full_column(&full_launch(false, [4, 4, 4, lt], None));
+            assert!(
+                t >= 2 && (lt as usize).is_multiple_of(t),
+                "lt {lt}: column {t}"
+            );
+        }
+    }
+
+    #[test]
     fn the_fast_stencil_program_splices_both_headers_once() {
         let p = program(StencilVersion::V3_0, Reconstruct::R18, true);
         let s = p.expanded();
@@ -654,7 +779,7 @@ mod tests {
                 assert!(nvrtc, "compiled without libnvrtc being loadable");
                 assert_eq!(list.len(), all_programs().len());
                 assert!(list.iter().all(|(_, n)| *n > 0));
-                // Every 3.0 build defines exactly the three entry points V3Kernels::load looks
+                // Every 3.0 build defines exactly the five entry points V3Kernels::load looks
                 // up (a build without one would fail every launch of its mode on the GPU);
                 // the PTX NVRTC made says which (from the in-process cache: no recompile).
                 for program in all_programs()
@@ -669,7 +794,7 @@ mod tests {
                             program.label()
                         );
                     }
-                    assert_eq!(ptx.matches(".entry ").count(), 3, "{}", program.label());
+                    assert_eq!(ptx.matches(".entry ").count(), 5, "{}", program.label());
                 }
             }
             Err(Error::Cuda(m)) if !nvrtc => {
