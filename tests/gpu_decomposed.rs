@@ -19,7 +19,11 @@
 //!   carries as an absolute error of order 1e-16 ||b|| times its amplification), every
 //!   rank the same history to the bit (the global sums are the same bits everywhere), and
 //!   the gathered solutions within 1e-8 of each other (see tests/gpu_solvers.rs for that
-//!   bound); single-double: both converged, iterations within 3, solutions within 1e-8.
+//!   bound); single-double: both converged, solutions within 1e-8, iterations within 5%
+//!   (at least 3) of each other: the single-precision recurrence moves with the order of
+//!   the additions alone (validate/RESULTS.md run 102: the undecomposed full-lattice fused
+//!   CR took 100 iterations with one thread a site and 102 with the t columns, whose hops
+//!   add in another order; the split lattices 98-101).
 //!
 //! The decomposition's cost (decomposed / undecomposed time, target <= 1.10) is a
 //! benchmark, not a test: `qcd-solve floor --dims 32,32,32,64 --halo`.
@@ -357,9 +361,13 @@ fn solves_match(dims: [usize; 4], grid: [usize; 4]) {
                         format!("history differs by {worst:e}"),
                     );
                 } else {
+                    let allowed = (want.iterations / 20).max(3);
                     check(
-                        got.iterations.abs_diff(want.iterations) <= 3,
-                        format!("{} iterations vs {}", got.iterations, want.iterations),
+                        got.iterations.abs_diff(want.iterations) <= allowed,
+                        format!(
+                            "{} iterations vs {} (at most {allowed} apart)",
+                            got.iterations, want.iterations
+                        ),
                     );
                 }
             }
