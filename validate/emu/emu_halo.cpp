@@ -305,11 +305,12 @@ int main(int argc, char** argv)
                 report(tag + (g5 ? "g5D full vs undecomposed" : "D full vs undecomposed"),
                        rel_diff(got, whole(psi, &psi, -kappa, g5, -1)), tol_same);
             }
-            // The interior kernel in columns along t (stencil_v3_col), of the length the host
-            // takes (src/backend/cuda/stencil.rs full_column: the largest power of two <= 4
-            // dividing the local LT, here 2 or 4).
-            {
-                const int col = ll[3] % 4 == 0 ? 4 : 2;
+            // The interior kernel in columns along t (stencil_v3_col) of 2 and 4 sites (the
+            // host's lengths in single and double, src/backend/cuda/stencil.rs
+            // full_column), where they divide the local LT.
+            for (int col : {2, 4}) {
+                if (ll[3] % col)
+                    continue;
                 for (int g5 = 0; g5 < 2; ++g5) {
                     poison(out);
                     apply(out, 0, x, 0, &x, 0, -kappa, g5, -1, col);

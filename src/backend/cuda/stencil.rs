@@ -287,32 +287,39 @@ impl V3Kernels {
     }
 }
 
-/// Sites a full-mode column makes along t (kernels/stencil_v3.cu's columns): run 100
-/// (H100, floor): at 32^3x64 columns of 4 took the full dslash from 1.32x to 1.15x its
-/// DRAM floor in double r18 (single r18 1.26x -> 1.19x) and the full fused CR iteration in
-/// single from 1.15-1.18x to 1.11-1.12x; at 16^3x32 double went from 1.60x to 1.34x, but
-/// single from 1.65x to 1.71x (a quarter of the threads, too few to fill the GPU). So:
-/// columns of `COLUMN` in double, and in single and half from `COLUMN_MIN_VOLUME_SINGLE`
-/// sites; 1 (no column) for parity launches. The largest power of two <= that dividing LT
-/// (the local LT on a sub-lattice). `QCD_SOLVE_KERNEL_DEFINES="V3_TCOL=T"` sets the
-/// columns' length instead (1: none), for ablation.
+/// Sites a full-mode column makes along t (kernels/stencil_v3.cu's columns), from runs 100
+/// and 103 (H100, `floor`, ratios to the DRAM floor, 32^3x64 and 16^3x32):
+/// - double, 18 or 12 reals: 4. Dslash r18 1.31x -> 1.15x and 1.62x -> 1.33x (columns of
+///   2: 1.17x, 1.47x); the full fused CR iteration 1.11x -> 1.06x and 1.22x -> 1.14x.
+/// - single, 18 or 12 reals: 2. Dslash r18 1.25x -> 1.18x and 1.70x -> 1.46x (columns of
+///   4: 1.20x, 1.67x: a quarter of the threads leaves the small lattice's GPU half idle);
+///   the fused CR iteration r12 1.16x -> 1.12x and 1.25x -> 1.19x.
+/// - 8 reals, and half spinors: 1 (none). At 32^3x64 columns made them slower (double r8
+///   1.67x -> 1.88x, half r18 1.43x -> 1.48x): the 8-real decoding and the half format's
+///   arithmetic already keep those builds busy, and a column's registers leave fewer
+///   threads to hide it.
+/// - parity launches: 1 (columns are a path of the full mode only; a parity launch reads
+///   each link once already).
+///
+/// The largest power of two <= that dividing LT (the local LT on a sub-lattice).
+/// `QCD_SOLVE_KERNEL_DEFINES="V3_TCOL=T"` sets the columns' length for every full-mode
+/// launch instead (1: none), for ablation.
 pub(crate) fn full_column(a: &V3Launch) -> usize {
     if a.parity.is_some() {
         return 1;
     }
     let want = match super::compile::extra_define("V3_TCOL") {
         Some(t) => t.clamp(1, 64) as usize,
-        None if !a.single || a.volume >= COLUMN_MIN_VOLUME_SINGLE => COLUMN,
-        None => 1,
+        None if a.half || a.reconstruct == Reconstruct::R8 => 1,
+        None if a.single => COLUMN_SINGLE,
+        None => COLUMN_DOUBLE,
     };
     column_dividing(want, a.dims[3].max(1) as usize)
 }
 
-/// Sites per full-mode column (`full_column`).
-pub(crate) const COLUMN: usize = 4;
-/// The volume from which single-precision full-mode launches go in columns (between
-/// 16^3x32, where they were slower, and 32^3x64, where they were faster: run 100).
-pub(crate) const COLUMN_MIN_VOLUME_SINGLE: usize = 1 << 19;
+/// Sites per full-mode column in double and in single (`full_column`).
+pub(crate) const COLUMN_DOUBLE: usize = 4;
+pub(crate) const COLUMN_SINGLE: usize = 2;
 
 /// The largest power of two <= want that divides lt.
 fn column_dividing(want: usize, lt: usize) -> usize {
@@ -656,12 +663,17 @@ mod tests {
         assert!(src.contains("__launch_bounds__(V3_DOT_COL_BLOCK) stencil_v3_full_dot_col("));
     }
 
-    fn full_launch(single: bool, dims: [i32; 4], parity: Option<usize>) -> V3Launch {
+    fn full_launch(
+        single: bool,
+        reconstruct: Reconstruct,
+        dims: [i32; 4],
+        parity: Option<usize>,
+    ) -> V3Launch {
         V3Launch {
             parity,
             single,
             half: false,
-            reconstruct: Reconstruct::R18,
+            reconstruct,
             inp: 0,
             y: 0,
             out: 0,
@@ -684,7 +696,7 @@ mod tests {
     }
 
     #[test]
-    fn columns_divide_lt_and_follow_precision_and_volume() {
+    fn columns_divide_lt_and_follow_precision_and_links() {
         // (Without QCD_SOLVE_KERNEL_DEFINES's V3_TCOL, as the tests run.)
         if super::super::compile::extra_define("V3_TCOL").is_some() {
             return;
@@ -696,23 +708,36 @@ mod tests {
         assert_eq!(column_dividing(3, 12), 2);
         assert_eq!(column_dividing(8, 12), 4);
         assert_eq!(column_dividing(1, 64), 1);
-        // Double: columns of 4 at any volume; single from 2^19 sites; parity launches none.
-        assert_eq!(full_column(&full_launch(false, [16, 16, 16, 32], None)), 4);
-        assert_eq!(full_column(&full_launch(false, [4, 4, 4, 6], None)), 2);
-        assert_eq!(full_column(&full_launch(true, [16, 16, 16, 32], None)), 1);
-        assert_eq!(full_column(&full_launch(true, [32, 32, 32, 64], None)), 4);
+        let dims = [16, 16, 16, 32];
+        // Double 4, single 2, 8-real links and half none; parity launches none.
+        for r in [Reconstruct::R18, Reconstruct::R12] {
+            assert_eq!(full_column(&full_launch(false, r, dims, None)), 4);
+            assert_eq!(full_column(&full_launch(true, r, dims, None)), 2);
+            assert_eq!(full_column(&full_launch(false, r, dims, Some(0))), 1);
+        }
         assert_eq!(
-            full_column(&full_launch(false, [32, 32, 32, 64], Some(0))),
+            full_column(&full_launch(false, Reconstruct::R8, dims, None)),
             1
         );
+        assert_eq!(
+            full_column(&full_launch(true, Reconstruct::R8, dims, None)),
+            1
+        );
+        let mut half = full_launch(true, Reconstruct::R18, dims, None);
+        half.half = true;
+        assert_eq!(full_column(&half), 1);
         // Each column starts on a t that is a multiple of its length, so it never wraps.
         for lt in [2, 4, 6, 8, 10, 12, 32, 64] {
-            let t = full_column(&full_launch(false, [4, 4, 4, lt], None));
+            let t = full_column(&full_launch(false, Reconstruct::R18, [4, 4, 4, lt], None));
             assert!(
                 t >= 2 && (lt as usize).is_multiple_of(t),
                 "lt {lt}: column {t}"
             );
         }
+        assert_eq!(
+            full_column(&full_launch(false, Reconstruct::R18, [4, 4, 4, 6], None)),
+            2
+        );
     }
 
     #[test]
