@@ -15,7 +15,7 @@ if [ -n "$nccl_lib" ]; then
 fi
 for t in .device/gpu*-tests; do
     echo "===== $(basename "$t")"
-    timeout 300 "$t" --test-threads=1 2>&1 | grep -E "test result|panicked|FAILED|failures"
+    timeout 300 "$t" --test-threads=1 2>&1 | grep -E "test result|panicked|FAILED|failures|^    \""
 done
 for v in ""; do
     echo "===== floor-16 ${v:-default}"
