@@ -14,7 +14,9 @@
 // - v3_load_link: a link from a parity's structure-of-arrays link array (or a ghost face).
 // - v3_project: the half spinor h = psi_up -/+ A psi_dn of a forward / backward hop.
 // - v3_hop_half: U h (forward) or U^+ h (backward), rebuilt into the 4-spinor and written
-//   (FIRST) or added to acc.
+//   (FIRST) or added to acc; its two halves v3_mul_half (the product) and v3_rebuild (the
+//   4-spinor), which the full mode's columns along t call apart (stencil_v3.cu).
+// - v3_project_both: both half spinors of a direction from one load of a spinor.
 // - v3_face_site: the site of face-checkerboard index fcb on the face c[mu] = cmu.
 #pragma once
 #include "common.cuh"
