@@ -10,7 +10,7 @@ use super::compile::{
 use super::device::function;
 use super::kernels::{Kernel, V3Mode, BLAS_BLOCK};
 use super::timing::{launch, GpuStream};
-use super::version::{Reconstruct, StencilVersion, V3_FULL_MAX_BLOCK};
+use super::version::{Reconstruct, StencilVersion, V3_FULL_MAX_BLOCK, V3_MAX_BLOCK};
 #[cfg(test)]
 use crate::error::Error;
 use crate::error::Result;
@@ -351,6 +351,16 @@ pub(crate) fn launch_v3(gpu: &mut GpuStream, k: &V3Kernels, a: &V3Launch) -> Res
         DOT_MIN_BLOCK // stencil_v3_full_dot_col's bound
     } else {
         launch_block(a.block, dot, a.parity.is_none())
+    };
+    // `QCD_SOLVE_KERNEL_DEFINES="V3_DOT_BLOCK=b"` (read by the host, for experiments):
+    // every launch with the dot epilogue at b threads a block (32 to its entry's bound).
+    let block = match (dot, super::compile::extra_define("V3_DOT_BLOCK")) {
+        (true, Some(b)) => (b.max(32) as usize).min(if column > 1 {
+            DOT_MIN_BLOCK
+        } else {
+            V3_MAX_BLOCK
+        }),
+        _ => block,
     };
     let cfg = cfg_1d(threads, block, if dot { block * 16 } else { 0 });
     // Full mode: -1, or -column for the column entry points.
