@@ -413,6 +413,20 @@ pub fn halo_table(dims: &[usize], rows: &[(bool, crate::backend::cuda::HaloCost)
             }
         ));
     }
+    // Rank 0's phases per application (events; the ranks share the GPU).
+    for (r12, c) in rows {
+        let h = &c.rank0;
+        let per = |ms: f64| 1e3 * ms / h.applications.max(1) as f64;
+        s.push_str(&format!(
+            "  r{}: rank 0 per application, us: pack {:.1}, exchange {:.1}, interior {:.1}, wait {:.1}, exterior {:.1}\n",
+            if *r12 { 12 } else { 18 },
+            per(h.pack_ms),
+            per(h.exchange_ms),
+            per(h.interior_ms),
+            per(h.wait_ms),
+            per(h.exterior_ms)
+        ));
+    }
     s
 }
 
