@@ -17,10 +17,8 @@ void xgemm33x34(const double2*, const double2*, double2*, int, int, int);
 void dslash_combine(const double2*, const double2*, double2*, double, int, int);
 void xscal(double2*, double, double, int);
 void xaxpy(const double2*, double2*, double, double, int);
-void norm2_partial(const double2*, int, double*);
-void dot_partial(const double2*, const double2*, int, double2*);
-void sum_partial(const double*, int, double*);
-void sum2_partial(const double2*, int, double2*);
+void norm2_partial(const double2*, int, double*, double*, unsigned*, double*);
+void dot_partial(const double2*, const double2*, int, double2*, double2*, unsigned*, double2*);
 }
 extern double2 c_li[128];
 extern double2 c_li_v11[128];
@@ -141,36 +139,31 @@ int main(int argc, char** argv)
         report("xscal + xaxpy", rel_diff(y, want), 1e-15);
     }
 
-    // Multi-pass reductions, as CudaBackend::norm2 / dot do them.
+    // Reductions in one launch, as CudaBackend::norm2 / dot do them (kernels/reduce.cu):
+    // the first pass into partial[block], then the blocks climb the summing tree (a
+    // ticket per group of each level, the levels above the first in `upper`); the tickets
+    // must be back to zero afterwards. On a lattice of several blocks (n > 512), so that
+    // the climb runs.
     {
         const int n = V * 12;
-        auto rblocks = [](int m) { return (m + 511) / 512; };
-        std::vector<double> a(2 * rblocks(n)), b(2 * rblocks(n));
-        emu_launch(rblocks(n), 256, 0, true, [&] { norm2_partial(psi.data(), n, a.data()); });
-        int len = rblocks(n), passes = 1;
-        double* src = a.data();
-        double* dst = b.data();
-        while (len > 1) {
-            const int m = len;
-            emu_launch(rblocks(m), 256, 0, true, [&] { sum_partial(src, m, dst); });
-            len = rblocks(m);
-            std::swap(src, dst);
-            ++passes;
-        }
-        report("norm2 (" + std::to_string(passes) + " passes) vs CPU", std::fabs(src[0] - n2) / n2, 1e-13);
+        const int blocks0 = (n + 511) / 512;
+        std::vector<double> partial(blocks0), upper(blocks0 + 8);
+        std::vector<unsigned> tickets(blocks0 + 8, 0);
+        double n2_gpu = NAN;
+        emu_launch(blocks0, 256, 0, true,
+                   [&] { norm2_partial(psi.data(), n, partial.data(), upper.data(), tickets.data(), &n2_gpu); });
+        report("norm2 (" + std::to_string(blocks0) + " first-pass blocks) vs CPU", std::fabs(n2_gpu - n2) / n2, 1e-13);
+        unsigned left = 0;
+        for (unsigned t : tickets)
+            left += t;
+        report("norm2: tickets back to 0", left, 0);
 
-        std::vector<double2> pa(rblocks(n)), pb(rblocks(n));
-        emu_launch(rblocks(n), 256, 0, true, [&] { dot_partial(psi.data(), refd.data(), n, pa.data()); });
-        len = rblocks(n);
-        double2* s2 = pa.data();
-        double2* d2 = pb.data();
-        while (len > 1) {
-            const int m = len;
-            emu_launch(rblocks(m), 256, 0, true, [&] { sum2_partial(s2, m, d2); });
-            len = rblocks(m);
-            std::swap(s2, d2);
-        }
-        const double dd = std::hypot(s2[0].x - dre, s2[0].y - dim) / std::hypot(dre, dim);
+        std::vector<double2> p2(blocks0), u2(blocks0 + 8);
+        std::fill(tickets.begin(), tickets.end(), 0u);
+        double2 d_gpu = {NAN, NAN};
+        emu_launch(blocks0, 256, 0, true,
+                   [&] { dot_partial(psi.data(), refd.data(), n, p2.data(), u2.data(), tickets.data(), &d_gpu); });
+        const double dd = std::hypot(d_gpu.x - dre, d_gpu.y - dim) / std::hypot(dre, dim);
         report("dot vs CPU", dd, 1e-13);
     }
 
