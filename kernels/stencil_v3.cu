@@ -192,35 +192,6 @@ __device__ __forceinline__ void v3_one(const v3_spinor* __restrict__ psi, const 
 // The eight hops in the order H (hop h: direction h / 2, forward when h is even), the
 // first writing acc; bit mu of STREAM: direction mu's links skip L1, bit 4 + mu: they are
 // the first to be evicted from L2; bit 8: the neighbour spinors the last.
-// V3_PREFETCH_L1 (an experiment, 0 off): before each hop, the thread asks L1 for the data
-// of the hop after it (prefetch.global.L1: the neighbour spinor's 12 elements and the
-// link's), so that a thread's hops do not wait for memory one after another.
-#ifndef V3_PREFETCH_L1
-#define V3_PREFETCH_L1 0
-#endif
-__device__ __forceinline__ void v3_prefetch_l1(const void* p)
-{
-#if defined(__CUDA_ARCH__) && V3_PREFETCH_L1
-    asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
-#endif
-}
-template <int MU, bool FWD>
-__device__ __forceinline__ void v3_prefetch_hop(const v3_spinor* __restrict__ psi, const real2* __restrict__ links_here,
-                                                const real2* __restrict__ links_there, size_t vh, int site, int cb,
-                                                const int c[4], const Dims& d)
-{
-#if V3_PREFETCH_L1 && !V3_HALF
-    const int n = neighbour_index(site, c[MU], MU, FWD, d) >> 1;
-#pragma unroll
-    for (int k = 0; k < 12; ++k)
-        v3_prefetch_l1(psi + (size_t)k * vh + n);
-    const real2* l = (FWD ? links_here : links_there) + (size_t)MU * V3_LINK_ELEMS * vh + (FWD ? cb : n);
-#pragma unroll
-    for (int e = 0; e < V3_LINK_ELEMS; ++e)
-        v3_prefetch_l1(l + (size_t)e * vh);
-#endif
-}
-
 template <int STREAM, bool FIRST, int H, int... REST>
 __device__ __forceinline__ void v3_hops(const v3_spinor* __restrict__ psi, const float* __restrict__ norm,
                                         const real2* __restrict__ links_here, const real2* __restrict__ links_there,
@@ -231,12 +202,6 @@ __device__ __forceinline__ void v3_hops(const v3_spinor* __restrict__ psi, const
     // v3_hop's hint: bit 0 links past L1, bit 1 links L2 evict-first, bit 2 spinors L2
     // evict-last.
     constexpr int hint = ((STREAM >> mu) & 1) | ((STREAM >> (mu + 3)) & 2) | ((STREAM >> 6) & 4);
-#if V3_PREFETCH_L1
-    if constexpr (sizeof...(REST) > 0) {
-        constexpr int next[] = {REST...};
-        v3_prefetch_hop<next[0] / 2, next[0] % 2 == 0>(psi, links_here, links_there, vh, site, cb, c, d);
-    }
-#endif
     v3_one<mu, H % 2 == 0, FIRST, hint>(psi, norm, links_here, links_there, vh, site, cb, c, d, split_mask, anti_lo,
                                         anti_hi, acc);
     if constexpr (sizeof...(REST) > 0)
