@@ -103,31 +103,11 @@
 // and keep V3_MAX_BLOCK, as does the full mode with the dot (stencil_v3_full_dot), which
 // the fused CR launches with 256 or more threads (a full-mode dot at 128 threads made the
 // single-double fused CR take 440 iterations in gpu_decomposed's test where it takes
-// ~100, runs 97-98: not understood). Through QCD_SOLVE_KERNEL_DEFINES, 512 is the
+// ~100, runs 97-98 and 105; a fresh backend converges normally at 128, run 107: not
+// understood). Through QCD_SOLVE_KERNEL_DEFINES, 512 is the
 // ablation (the host still launches at most 128; a value below 128 makes launches fail).
 #ifndef V3_FULL_MAX_BLOCK
 #define V3_FULL_MAX_BLOCK 128
-#endif
-// V3_FULL_MIN_BLOCKS_SINGLE / _DOUBLE: the second launch bound of stencil_v3 (blocks of
-// V3_FULL_MAX_BLOCK an SM must hold), in the single-precision builds (half included) and
-// in the double ones; 1 leaves the registers to the compiler.
-#ifndef V3_FULL_MIN_BLOCKS_SINGLE
-#define V3_FULL_MIN_BLOCKS_SINGLE 1
-#endif
-#ifndef V3_FULL_MIN_BLOCKS_DOUBLE
-#define V3_FULL_MIN_BLOCKS_DOUBLE 1
-#endif
-#if V3_SINGLE
-#define V3_FULL_MIN_BLOCKS V3_FULL_MIN_BLOCKS_SINGLE
-#else
-#define V3_FULL_MIN_BLOCKS V3_FULL_MIN_BLOCKS_DOUBLE
-#endif
-// The bound itself: the one-argument form unless a minimum is asked for (an explicit
-// minimum of 1 is not the same to ptxas: double r18 then took 172 registers, not 146).
-#if V3_FULL_MIN_BLOCKS > 1
-#define V3_FULL_BOUNDS __launch_bounds__(V3_FULL_MAX_BLOCK, V3_FULL_MIN_BLOCKS)
-#else
-#define V3_FULL_BOUNDS __launch_bounds__(V3_FULL_MAX_BLOCK)
 #endif
 
 // V3_TILE_T: the full mode's sites in the order x, y, t, z, t-block instead of x, y, z, t
@@ -192,6 +172,13 @@ __device__ __forceinline__ void v3_one(const v3_spinor* __restrict__ psi, const 
 // The eight hops in the order H (hop h: direction h / 2, forward when h is even), the
 // first writing acc; bit mu of STREAM: direction mu's links skip L1, bit 4 + mu: they are
 // the first to be evicted from L2; bit 8: the neighbour spinors the last.
+// v3_hop's hint for a hop of direction MU under the bits STREAM (v3_hops below): bit 0 its
+// links past L1, bit 1 its links L2 evict-first, bit 2 its spinors L2 evict-last.
+template <int STREAM, int MU> constexpr int v3_hint()
+{
+    return ((STREAM >> MU) & 1) | ((STREAM >> (MU + 3)) & 2) | ((STREAM >> 6) & 4);
+}
+
 template <int STREAM, bool FIRST, int H, int... REST>
 __device__ __forceinline__ void v3_hops(const v3_spinor* __restrict__ psi, const float* __restrict__ norm,
                                         const real2* __restrict__ links_here, const real2* __restrict__ links_there,
@@ -199,9 +186,7 @@ __device__ __forceinline__ void v3_hops(const v3_spinor* __restrict__ psi, const
                                         int anti_lo, int anti_hi, real2 acc[4][3])
 {
     constexpr int mu = H / 2;
-    // v3_hop's hint: bit 0 links past L1, bit 1 links L2 evict-first, bit 2 spinors L2
-    // evict-last.
-    constexpr int hint = ((STREAM >> mu) & 1) | ((STREAM >> (mu + 3)) & 2) | ((STREAM >> 6) & 4);
+    constexpr int hint = v3_hint<STREAM, mu>();
     v3_one<mu, H % 2 == 0, FIRST, hint>(psi, norm, links_here, links_there, vh, site, cb, c, d, split_mask, anti_lo,
                                         anti_hi, acc);
     if constexpr (sizeof...(REST) > 0)
@@ -303,7 +288,7 @@ __device__ __forceinline__ void v3_column(const v3_spinor* __restrict__ inp, con
                                           const float* __restrict__ inp_norm, const float* __restrict__ y_norm,
                                           float* __restrict__ out_norm)
 {
-    constexpr int hint_t = ((STREAM >> 3) & 1) | ((STREAM >> 6) & 2) | ((STREAM >> 6) & 4);
+    constexpr int hint_t = v3_hint<STREAM, 3>();
     const int slice = vh / d.l[3]; // checkerboard sites of a time slice
     const int q = slot / slice, r = slot - q * slice;
     const size_t half = (size_t)12 * vh;
@@ -327,10 +312,8 @@ __device__ __forceinline__ void v3_column(const v3_spinor* __restrict__ inp, con
         if (k == 0) {
             v3_one<3, false, true, hint_t>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo,
                                            anti_hi, acc);
-            if (tt > 1) {
-                real2 hm[2][3];
-                v3_project_both<3>(own_h, own_n, vh, cb, hm, hc, hint_t);
-            }
+            if (tt > 1)
+                v3_project<3, false>(own_h, own_n, vh, cb, false, hc, hint_t);
         } else {
             v3_rebuild<3, false, true>(wb, acc);
         }
@@ -468,13 +451,13 @@ __device__ __forceinline__ void v3_stencil(const v3_spinor* __restrict__ inp, co
 
 // The full mode (parity -1) without the dot epilogue (partials null; the host launches
 // it with at most V3_FULL_MAX_BLOCK threads a block).
-extern "C" __global__ void V3_FULL_BOUNDS stencil_v3(V3_STENCIL_ARGS)
+extern "C" __global__ void __launch_bounds__(V3_FULL_MAX_BLOCK) stencil_v3(V3_STENCIL_ARGS)
 {
     v3_stencil<true, false>(V3_STENCIL_CALL);
 }
 
 // The full mode in columns of -parity sites along t, as stencil_v3 otherwise.
-extern "C" __global__ void V3_FULL_BOUNDS stencil_v3_col(V3_STENCIL_ARGS)
+extern "C" __global__ void __launch_bounds__(V3_FULL_MAX_BLOCK) stencil_v3_col(V3_STENCIL_ARGS)
 {
     v3_stencil<true, true>(V3_STENCIL_CALL);
 }

@@ -305,16 +305,29 @@ impl V3Kernels {
 /// `QCD_SOLVE_KERNEL_DEFINES="V3_TCOL=T"` sets the columns' length for every full-mode
 /// launch instead (1: none), for ablation.
 pub(crate) fn full_column(a: &V3Launch) -> usize {
+    column_rule(a, host_define(&TCOL, "V3_TCOL"))
+}
+
+/// `full_column` with the override `tcol` (`V3_TCOL`) given.
+fn column_rule(a: &V3Launch, tcol: Option<i64>) -> usize {
     if a.parity.is_some() {
         return 1;
     }
-    let want = match super::compile::extra_define("V3_TCOL") {
+    let want = match tcol {
         Some(t) => t.clamp(1, 64) as usize,
         None if a.half || a.reconstruct == Reconstruct::R8 => 1,
         None if a.single => COLUMN_SINGLE,
         None => COLUMN_DOUBLE,
     };
     column_dividing(want, a.dims[3].max(1) as usize)
+}
+
+/// The host-read experiment defines (`V3_TCOL`, `V3_DOT_BLOCK`), looked up once per
+/// process, not on every launch.
+static TCOL: std::sync::OnceLock<Option<i64>> = std::sync::OnceLock::new();
+static DOT_BLOCK: std::sync::OnceLock<Option<i64>> = std::sync::OnceLock::new();
+fn host_define(cell: &'static std::sync::OnceLock<Option<i64>>, name: &str) -> Option<i64> {
+    *cell.get_or_init(|| super::compile::extra_define(name))
 }
 
 /// Sites per full-mode column in double and in single (`full_column`).
@@ -354,7 +367,7 @@ pub(crate) fn launch_v3(gpu: &mut GpuStream, k: &V3Kernels, a: &V3Launch) -> Res
     };
     // `QCD_SOLVE_KERNEL_DEFINES="V3_DOT_BLOCK=b"` (read by the host, for experiments):
     // every launch with the dot epilogue at b threads a block (32 to its entry's bound).
-    let block = match (dot, super::compile::extra_define("V3_DOT_BLOCK")) {
+    let block = match (dot, host_define(&DOT_BLOCK, "V3_DOT_BLOCK")) {
         (true, Some(b)) => (b.max(32) as usize).min(if column > 1 {
             DOT_MIN_BLOCK
         } else {
@@ -653,8 +666,8 @@ mod tests {
             .expect("stencil_v3.cu defines V3_FULL_MAX_BLOCK");
         let value: usize = line.rsplit(' ').next().unwrap().parse().unwrap();
         assert_eq!(value, V3_FULL_MAX_BLOCK);
-        assert!(src.contains("#define V3_FULL_BOUNDS __launch_bounds__(V3_FULL_MAX_BLOCK)\n"));
-        assert!(src.contains("V3_FULL_BOUNDS stencil_v3("));
+        assert!(src.contains("__launch_bounds__(V3_FULL_MAX_BLOCK) stencil_v3("));
+        assert!(src.contains("__launch_bounds__(V3_FULL_MAX_BLOCK) stencil_v3_col("));
         assert!(src.contains("__launch_bounds__(V3_MAX_BLOCK) stencil_v3_full_dot("));
     }
 
@@ -707,10 +720,9 @@ mod tests {
 
     #[test]
     fn columns_divide_lt_and_follow_precision_and_links() {
-        // (Without QCD_SOLVE_KERNEL_DEFINES's V3_TCOL, as the tests run.)
-        if super::super::compile::extra_define("V3_TCOL").is_some() {
-            return;
-        }
+        // The rule without QCD_SOLVE_KERNEL_DEFINES's override (column_rule's None), so
+        // that the test checks it whatever the environment.
+        let full_column = |a: &V3Launch| column_rule(a, None);
         // The largest power of two <= want dividing lt.
         assert_eq!(column_dividing(4, 64), 4);
         assert_eq!(column_dividing(4, 6), 2);
@@ -747,6 +759,14 @@ mod tests {
         assert_eq!(
             full_column(&full_launch(false, Reconstruct::R18, [4, 4, 4, 6], None)),
             2
+        );
+        // The override (V3_TCOL) wins over the rule, still dividing LT.
+        let d18 = full_launch(false, Reconstruct::R18, dims, None);
+        assert_eq!(column_rule(&d18, Some(1)), 1);
+        assert_eq!(column_rule(&d18, Some(8)), 8);
+        assert_eq!(
+            column_rule(&full_launch(true, Reconstruct::R8, dims, None), Some(4)),
+            4
         );
     }
 
