@@ -2,8 +2,9 @@
 // each emulated rank holds its sub-lattice (local links laid out as links_to_soa does, in
 // each of the 18-, 12- and 8-real forms, its own ghost links, fields, face buffers); an application is halo_pack on every rank, the
 // "exchange" (face buffers copied on the host: recv_lo of a rank = send_hi of its backward
-// neighbour, recv_hi = send_lo of its forward one), stencil_v3 with split_mask (interior)
-// and halo_exterior per split direction, as src/backend/cuda (halo.rs) launches them. The
+// neighbour, recv_hi = send_lo of its forward one), stencil_v3 with split_mask (interior;
+// D also through stencil_v3_col, in columns of 2 and 4 along t) and halo_exterior per
+// split direction, as src/backend/cuda (halo.rs) launches them. The
 // gathered result is compared with the undecomposed kernel run here on the whole lattice
 // (same code, so to rounding: 1e-15 double, 1e-6 single) and with the CPU backend's
 // oracle of emu_v3eo_dump (1e-13 / 1e-6): D and g5D (full), M_ee and g5 M_ee (even; two

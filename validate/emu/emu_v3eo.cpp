@@ -1,6 +1,7 @@
 // emu_v3eo.cpp: runs version 3.0's parity-major stencil family (kernels/stencil_v3.cu in
 // double and single precision, 18, 12 and 8 reals per link; full and parity modes, the
-// xpay form, the fused (y|out) epilogue; and the half build V3_HALF) and to_single,
+// full mode also in columns of 2 and 4 sites along t, the xpay form, the fused (y|out)
+// epilogue; and the half build V3_HALF) and to_single,
 // to_double, to_half, from_half (layout.cu), xaxpy_h, xpay_h (blas1.cu) on the CPU
 // through cuda_emu.h, with the launch geometry of src/cuda (stencil::launch_v3), and
 // compares with the CPU backend's results written by `cargo run --example emu_v3eo_dump`.
@@ -8,7 +9,6 @@
 // them (the 8-real form from the dump's Su3::pack8 values); the 8-real decoder
 // (v3_core.cuh v3_unpack_8) is also checked link by link in both precisions.
 // Prints one line per check; exit 1 on failure. Run by validate/emu/run_v3eo.sh.
-#include <cstring>
 #include "emu_util.h"
 #define RECONSTRUCT_8 1
 #include "v3_core.cuh"
@@ -41,6 +41,11 @@ V3D(stencil_v3_full_dot_col_d) V3D(stencil_v3_full_dot_col_d12) V3D(stencil_v3_f
     V3S(stencil_v3_full_dot_col_s) V3S(stencil_v3_full_dot_col_s12) V3S(stencil_v3_full_dot_col_s8)
         V3H(stencil_v3_full_dot_col_h) V3H(stencil_v3_full_dot_col_h12)
 }
+
+// A build's five entry points (run_v3eo.sh names them with the build's suffix).
+#define V3E(suf)                                                                                                      \
+    v3_entry(&stencil_v3_##suf, &stencil_v3_parity_##suf, &stencil_v3_full_dot_##suf, &stencil_v3_col_##suf,          \
+             &stencil_v3_full_dot_col_##suf)
 
 int main(int argc, char** argv)
 {
@@ -221,12 +226,12 @@ int main(int argc, char** argv)
         report(tag + "hop_xpay odd (c -0.21)", rel_diff(from_pm(widen(out, (size_t)12 * vh), 1), refs[prec][5]), tol);
     };
     for (int block : {32, 96}) {
-        run("3.0 double", v3_entry(stencil_v3_d, stencil_v3_parity_d, stencil_v3_full_dot_d, stencil_v3_col_d, stencil_v3_full_dot_col_d), links_d.data(), double2{}, 0, block);
-        run("3.0 double r12", v3_entry(stencil_v3_d12, stencil_v3_parity_d12, stencil_v3_full_dot_d12, stencil_v3_col_d12, stencil_v3_full_dot_col_d12), links_d12.data(), double2{}, 0, block);
-        run("3.0 double r8", v3_entry(stencil_v3_d8, stencil_v3_parity_d8, stencil_v3_full_dot_d8, stencil_v3_col_d8, stencil_v3_full_dot_col_d8), links_d8.data(), double2{}, 0, block);
-        run("3.0 single", v3_entry(stencil_v3_s, stencil_v3_parity_s, stencil_v3_full_dot_s, stencil_v3_col_s, stencil_v3_full_dot_col_s), links_s.data(), float2{}, 1, block);
-        run("3.0 single r12", v3_entry(stencil_v3_s12, stencil_v3_parity_s12, stencil_v3_full_dot_s12, stencil_v3_col_s12, stencil_v3_full_dot_col_s12), links_s12.data(), float2{}, 1, block);
-        run("3.0 single r8", v3_entry(stencil_v3_s8, stencil_v3_parity_s8, stencil_v3_full_dot_s8, stencil_v3_col_s8, stencil_v3_full_dot_col_s8), links_s8.data(), float2{}, 1, block);
+        run("3.0 double", V3E(d), links_d.data(), double2{}, 0, block);
+        run("3.0 double r12", V3E(d12), links_d12.data(), double2{}, 0, block);
+        run("3.0 double r8", V3E(d8), links_d8.data(), double2{}, 0, block);
+        run("3.0 single", V3E(s), links_s.data(), float2{}, 1, block);
+        run("3.0 single r12", V3E(s12), links_s12.data(), float2{}, 1, block);
+        run("3.0 single r8", V3E(s8), links_s8.data(), float2{}, 1, block);
     }
     // Half spinors (V3_HALF, single links) against the CPU backend's half fields: inputs
     // converted by to_half (which rounds in double as the host does, so both sides start
@@ -308,8 +313,8 @@ int main(int argc, char** argv)
             const float2* links;
         };
         const HalfBuild builds[] = {
-            {"3.0 half", v3_entry(&stencil_v3_h, &stencil_v3_parity_h, &stencil_v3_full_dot_h, &stencil_v3_col_h, &stencil_v3_full_dot_col_h), links_s.data()},
-            {"3.0 half r12", v3_entry(&stencil_v3_h12, &stencil_v3_parity_h12, &stencil_v3_full_dot_h12, &stencil_v3_col_h12, &stencil_v3_full_dot_col_h12), links_s12.data()}};
+            {"3.0 half", V3E(h), links_s.data()},
+            {"3.0 half r12", V3E(h12), links_s12.data()}};
         // The largest |a - b| of a real in steps of b's site norm (sites of parity p, or all
         // with p < 0): the per-site measure of tests/gpu_half.rs, here against the CPU's
         // rounded result (which adds its own half step), so bounded by 2 + 0.5 steps.
