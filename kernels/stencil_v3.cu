@@ -381,55 +381,55 @@ __device__ __forceinline__ void v3_stencil(const v3_spinor* __restrict__ inp, co
                               dot, inp_norm, y_norm, out_norm);
     } else {
 #if V3_TILE_T
-    const int cb = full && slot < vh ? v3_tiled_cb(slot, lx, ly, lz, lt) : slot;
+        const int cb = full && slot < vh ? v3_tiled_cb(slot, lx, ly, lz, lt) : slot;
 #else
-    const int cb = slot;
+        const int cb = slot;
 #endif
-    if (cb < vh) {
-        const size_t half = (size_t)12 * vh;
-        const v3_spinor* in_h = inp + (full ? (size_t)(1 - p) * half : 0);
-        const v3_spinor* y_h = y ? y + (full ? (size_t)p * half : 0) : nullptr;
-        v3_spinor* out_h = out + (full ? (size_t)p * half : 0);
-        // Half: the norms, one per site, parity blocks of vh (null in the other builds).
-        const float* in_n = inp_norm ? inp_norm + (full ? (size_t)(1 - p) * vh : 0) : nullptr;
-        const float* y_n = y_norm ? y_norm + (full ? (size_t)p * vh : 0) : nullptr;
-        float* out_n = out_norm ? out_norm + (full ? (size_t)p * vh : 0) : nullptr;
-        const real2* l_here = links + (size_t)p * 4 * V3_LINK_ELEMS * vh;
-        const real2* l_there = links + (size_t)(1 - p) * 4 * V3_LINK_ELEMS * vh;
-        const Dims d = make_dims(lx, ly, lz, lt);
-        int x[4];
-        const int site = v3_site(p, cb, d, x);
-        real2 acc[4][3];
+        if (cb < vh) {
+            const size_t half = (size_t)12 * vh;
+            const v3_spinor* in_h = inp + (full ? (size_t)(1 - p) * half : 0);
+            const v3_spinor* y_h = y ? y + (full ? (size_t)p * half : 0) : nullptr;
+            v3_spinor* out_h = out + (full ? (size_t)p * half : 0);
+            // Half: the norms, one per site, parity blocks of vh (null in the other builds).
+            const float* in_n = inp_norm ? inp_norm + (full ? (size_t)(1 - p) * vh : 0) : nullptr;
+            const float* y_n = y_norm ? y_norm + (full ? (size_t)p * vh : 0) : nullptr;
+            float* out_n = out_norm ? out_norm + (full ? (size_t)p * vh : 0) : nullptr;
+            const real2* l_here = links + (size_t)p * 4 * V3_LINK_ELEMS * vh;
+            const real2* l_there = links + (size_t)(1 - p) * 4 * V3_LINK_ELEMS * vh;
+            const Dims d = make_dims(lx, ly, lz, lt);
+            int x[4];
+            const int site = v3_site(p, cb, d, x);
+            real2 acc[4][3];
 #if V3_DIR_MASK != 15
-        // The probe: only the directions of the mask (not the operator).
+            // The probe: only the directions of the mask (not the operator).
 #pragma unroll
-        for (int j = 0; j < 4; ++j)
+            for (int j = 0; j < 4; ++j)
 #pragma unroll
-            for (int i = 0; i < 3; ++i)
-                acc[j][i] = c_of<real2>(0, 0);
-        if constexpr (V3_DIR_MASK & 8)
-            v3_hops<stream, false, 6, 7>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo,
-                                         anti_hi, acc);
-        if constexpr (V3_DIR_MASK & 1)
-            v3_hops<stream, false, 0, 1>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo,
-                                         anti_hi, acc);
-        if constexpr (V3_DIR_MASK & 2)
-            v3_hops<stream, false, 2, 3>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo,
-                                         anti_hi, acc);
-        if constexpr (V3_DIR_MASK & 4)
-            v3_hops<stream, false, 4, 5>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo,
-                                         anti_hi, acc);
+                for (int i = 0; i < 3; ++i)
+                    acc[j][i] = c_of<real2>(0, 0);
+            if constexpr (V3_DIR_MASK & 8)
+                v3_hops<stream, false, 6, 7>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo,
+                                             anti_hi, acc);
+            if constexpr (V3_DIR_MASK & 1)
+                v3_hops<stream, false, 0, 1>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo,
+                                             anti_hi, acc);
+            if constexpr (V3_DIR_MASK & 2)
+                v3_hops<stream, false, 2, 3>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo,
+                                             anti_hi, acc);
+            if constexpr (V3_DIR_MASK & 4)
+                v3_hops<stream, false, 4, 5>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo,
+                                             anti_hi, acc);
 #else
-        if constexpr (FULL)
-            v3_hops<stream, true, V3_ORDER_FULL>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask,
-                                                 anti_lo, anti_hi, acc);
-        else
-            v3_hops<stream, true, V3_ORDER_PARITY>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask,
-                                                   anti_lo, anti_hi, acc);
+            if constexpr (FULL)
+                v3_hops<stream, true, V3_ORDER_FULL>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask,
+                                                     anti_lo, anti_hi, acc);
+            else
+                v3_hops<stream, true, V3_ORDER_PARITY>(in_h, in_n, l_here, l_there, vh, site, cb, x, d, split_mask,
+                                                       anti_lo, anti_hi, acc);
 #endif
-        // acc becomes the output site, then is stored whole (half: with its norm).
-        v3_finish_site(acc, y_h, y_n, out_h, out_n, vh, cb, c, g5, partials, dot);
-    }
+            // acc becomes the output site, then is stored whole (half: with its norm).
+            v3_finish_site(acc, y_h, y_n, out_h, out_n, vh, cb, c, g5, partials, dot);
+        }
     }
     if (partials) {
         QCD_DYNAMIC_SHARED(double2, v3_shared);
