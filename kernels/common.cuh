@@ -25,6 +25,21 @@
 
 #define QCD_ANTIPERIODIC(mask, mu) (((mask) >> (mu)) & 1)
 
+// Programmatic dependent launch (sm_90). The host may launch a kernel that calls this first
+// with the programmatic-serialisation attribute (timing.rs `launch_values!`, QCD_SOLVE_PDL):
+// its blocks may then start while the previous kernel of the stream still runs (its launch
+// and block scheduling overlap that kernel's last blocks). griddepcontrol.wait returns once
+// that kernel has completed and its writes are visible, so nothing before this call may
+// touch memory another kernel writes; launch_dependents then lets the next such launch
+// start. Without the attribute both instructions return at once; the emulation has none.
+__device__ __forceinline__ void qcd_pdl_enter()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 // ---------------------------------------------------------------- complex numbers
 // double2 (x = re, y = im) everywhere; float2 for the single-precision fields of version
 // 3.0. The arithmetic helpers are templates over the complex type Z (deduced from the

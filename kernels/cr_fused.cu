@@ -41,6 +41,7 @@ __device__ __forceinline__ void cr_xr(T* __restrict__ x, T* __restrict__ r, cons
                                       const T* __restrict__ ap, int n, double* s, double* hist,
                                       double2* partials, unsigned* tickets)
 {
+    qcd_pdl_enter();
     if (!cr_active(s))
         return;
     QCD_DYNAMIC_SHARED(double2, cr_sh);
@@ -57,6 +58,7 @@ __device__ __forceinline__ void cr_p(T* __restrict__ p, T* __restrict__ ap, cons
                                      const T* __restrict__ ar, int n, double* s, double2* partials,
                                      unsigned* tickets)
 {
+    qcd_pdl_enter();
     if (!cr_active(s))
         return;
     QCD_DYNAMIC_SHARED(double2, cr_sh);
@@ -134,6 +136,7 @@ template <class T>
 __device__ __forceinline__ void cr_dot(const T* __restrict__ y, const T* __restrict__ out, int n, double* s,
                                        double2* partials, unsigned* tickets)
 {
+    qcd_pdl_enter();
     if (!cr_active(s))
         return;
     QCD_DYNAMIC_SHARED(double2, cr_sh);

@@ -353,6 +353,7 @@ __device__ __forceinline__ void v3_stencil(const v3_spinor* __restrict__ inp, co
                                            const float* __restrict__ inp_norm, const float* __restrict__ y_norm,
                                            float* __restrict__ out_norm)
 {
+    qcd_pdl_enter(); // before the first read (s, inp, y) or write
     if (s && !cr_active(s))
         return; // uniform: every thread of every block
     const int vh = volume / 2;

@@ -15,7 +15,7 @@ use super::compile::cr_fused_program;
 use super::device::{driver_err, function, load_module};
 use super::field::{RawField, RawFieldMut};
 use super::kernels::Kernel;
-use super::timing::{launch, CaptureTally, GpuStream};
+use super::timing::{launch, launch_values, CaptureTally, GpuStream};
 use crate::backend::ledger::{Booking, Ledger, Purpose};
 use crate::backend::{CrScalars, Precision};
 use crate::error::{Error, Result};
@@ -450,13 +450,17 @@ impl Fused {
         let (r, _r) = ptr_mut(r, &stream);
         let (p, _p) = ptr(p, &stream);
         let (ap, _ap) = ptr(ap, &stream);
-        launch!(
+        let (scalars, _s) = scalars.device_ptr_mut(&stream);
+        let (history, _h) = history.device_ptr_mut(&stream);
+        let (partials, _pa) = partials.device_ptr_mut(&stream);
+        let (tickets, _t) = tickets.device_ptr_mut(&stream);
+        launch_values!(
             gpu,
             Kernel::CrXr(prec),
             n,
             f,
             cfg,
-            [&x, &r, &p, &ap, &ni, scalars, history, partials, tickets]
+            [&x, &r, &p, &ap, &ni, &scalars, &history, &partials, &tickets]
         );
         Ok(())
     }
@@ -492,13 +496,16 @@ impl Fused {
         let (ap, _ap) = ptr_mut(ap, &stream);
         let (r, _r) = ptr(r, &stream);
         let (ar, _ar) = ptr(ar, &stream);
-        launch!(
+        let (scalars, _s) = scalars.device_ptr_mut(&stream);
+        let (partials, _pa) = partials.device_ptr_mut(&stream);
+        let (tickets, _t) = tickets.device_ptr_mut(&stream);
+        launch_values!(
             gpu,
             Kernel::CrP(prec),
             n,
             f,
             cfg,
-            [&p, &ap, &r, &ar, &ni, scalars, partials, tickets]
+            [&p, &ap, &r, &ar, &ni, &scalars, &partials, &tickets]
         );
         Ok(())
     }

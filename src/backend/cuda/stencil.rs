@@ -9,7 +9,7 @@ use super::compile::{
 };
 use super::device::function;
 use super::kernels::{Kernel, V3Mode, BLAS_BLOCK};
-use super::timing::{launch, GpuStream};
+use super::timing::{launch, launch_values, GpuStream};
 use super::version::{Reconstruct, StencilVersion, V3_FULL_MAX_BLOCK, V3_MAX_BLOCK};
 #[cfg(test)]
 use crate::error::Error;
@@ -381,7 +381,7 @@ pub(crate) fn launch_v3(gpu: &mut GpuStream, k: &V3Kernels, a: &V3Launch) -> Res
     let g5 = a.g5 as i32;
     let volume = a.volume as i32;
     let [lx, ly, lz, lt] = a.dims;
-    launch!(
+    launch_values!(
         gpu,
         a.kernel(),
         n,

@@ -7,7 +7,9 @@
 use super::device::driver_err;
 use super::kernels::Kernel;
 use crate::error::Result;
-use cudarc::driver::{sys, CudaContext, CudaEvent, CudaStream};
+use cudarc::driver::{
+    sys, CudaContext, CudaEvent, CudaFunction, CudaStream, DriverError, LaunchConfig,
+};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -120,9 +122,10 @@ impl GpuStream {
         }
     }
 
-    /// Record the start of a launch.
+    /// Record the start of a launch (nothing with `QCD_SOLVE_LAUNCH_EVENTS=0`: the launch
+    /// is then booked with its work but no time).
     pub fn begin(&mut self) -> Result<Pending> {
-        if self.capture.is_some() {
+        if self.capture.is_some() || !launch_events() {
             return Ok(Pending { events: None });
         }
         if self.pending.len() >= MAX_PENDING {
@@ -166,13 +169,26 @@ impl GpuStream {
         bytes: u64,
     ) -> Result<()> {
         let Some(events) = p.events else {
+            if !launch_events() {
+                self.book_untimed(name, stencil, flops, bytes);
+            }
             return Ok(());
         };
         events
             .end
             .record(&self.stream)
             .map_err(|e| driver_err("recording a timing event", e))?;
-        let stat = match self.index.get(name) {
+        let stat = self.stat_index(name, stencil);
+        let s = &mut self.stats[stat];
+        s.launches += 1;
+        s.flops += flops;
+        s.bytes += bytes;
+        self.pending.push(Booked { stat, events });
+        Ok(())
+    }
+
+    fn stat_index(&mut self, name: &str, stencil: bool) -> usize {
+        match self.index.get(name) {
             Some(&k) => k,
             None => {
                 self.stats.push(KernelStat {
@@ -186,13 +202,64 @@ impl GpuStream {
                 self.index.insert(name.to_string(), self.stats.len() - 1);
                 self.stats.len() - 1
             }
-        };
-        let s = &mut self.stats[stat];
+        }
+    }
+
+    fn book_untimed(&mut self, name: &str, stencil: bool, flops: u64, bytes: u64) {
+        let k = self.stat_index(name, stencil);
+        let s = &mut self.stats[k];
         s.launches += 1;
         s.flops += flops;
         s.bytes += bytes;
-        self.pending.push(Booked { stat, events });
-        Ok(())
+    }
+
+    /// Launch `f` with its parameters given as pointers to their values, in the kernel's
+    /// order (`launch_values!`), with the programmatic-serialisation attribute when
+    /// `QCD_SOLVE_PDL=1` (the kernel must begin with common.cuh's `qcd_pdl_enter`).
+    ///
+    /// # Safety
+    /// `params` must match the kernel's signature, and every address in them must be a
+    /// live device allocation of this context sized for the launch.
+    pub unsafe fn launch_values(
+        &self,
+        f: &CudaFunction,
+        cfg: LaunchConfig,
+        params: &mut [*mut std::ffi::c_void],
+    ) -> std::result::Result<(), DriverError> {
+        self.ctx.bind_to_thread()?;
+        if !pdl() {
+            return cudarc::driver::result::launch_kernel(
+                f.cu_function(),
+                cfg.grid_dim,
+                cfg.block_dim,
+                cfg.shared_mem_bytes,
+                self.stream.cu_stream(),
+                params,
+            );
+        }
+        // SAFETY: a plain C struct and union, all zeros valid; the one field set below.
+        let mut attr: sys::CUlaunchAttribute = std::mem::zeroed();
+        attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        attr.value.programmaticStreamSerializationAllowed = 1;
+        let config = sys::CUlaunchConfig {
+            gridDimX: cfg.grid_dim.0,
+            gridDimY: cfg.grid_dim.1,
+            gridDimZ: cfg.grid_dim.2,
+            blockDimX: cfg.block_dim.0,
+            blockDimY: cfg.block_dim.1,
+            blockDimZ: cfg.block_dim.2,
+            sharedMemBytes: cfg.shared_mem_bytes,
+            hStream: self.stream.cu_stream(),
+            attrs: &mut attr,
+            numAttrs: 1,
+        };
+        sys::cuLaunchKernelEx(
+            &config,
+            f.cu_function(),
+            params.as_mut_ptr(),
+            std::ptr::null_mut(),
+        )
+        .result()
     }
 
     /// Read the events of completed launches (call after the stream has been synchronised).
@@ -247,6 +314,40 @@ impl GpuStream {
         Ok(())
     }
 }
+
+/// `QCD_SOLVE_LAUNCH_EVENTS=0`: no timing events around launches (the books keep their
+/// launches and work, not their time); read once per process. An ablation of what the
+/// two event records a launch cost a stream of short kernels.
+pub(crate) fn launch_events() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("QCD_SOLVE_LAUNCH_EVENTS").map_or(true, |v| v.trim() != "0"))
+}
+
+/// `QCD_SOLVE_PDL=1`: `launch_values!` launches with programmatic dependent launch (common.cuh
+/// `qcd_pdl_enter`); read once per process.
+pub(crate) fn pdl() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("QCD_SOLVE_PDL").is_ok_and(|v| v.trim() == "1"))
+}
+
+/// As `launch!`, for kernels whose arguments are all plain values (device addresses as
+/// u64, scalars) and that begin with `qcd_pdl_enter`: launched through
+/// `GpuStream::launch_values`, with programmatic dependent launch where it is on.
+macro_rules! launch_values {
+    ($gpu:expr, $kernel:expr, $n:expr, $func:expr, $cfg:expr, [$($arg:expr),* $(,)?]) => {{
+        let kernel = $kernel;
+        let pending = $gpu.begin()?;
+        let mut params: Vec<*mut std::ffi::c_void> =
+            vec![$( $arg as *const _ as *mut std::ffi::c_void ),*];
+        // SAFETY: the argument list matches the kernel's signature (see the call site's
+        // kernel source), every address is a live device allocation of this context sized
+        // for the launch, and the kernels guard their indices and call qcd_pdl_enter first.
+        let launched = unsafe { $gpu.launch_values($func, $cfg, &mut params) };
+        launched.map_err(|e| $crate::backend::cuda::device::driver_err(&format!("launching {}", kernel.name()), e))?;
+        $gpu.end(pending, kernel, $n)?;
+    }};
+}
+pub(crate) use launch_values;
 
 /// Launch a kernel on a `GpuStream` and book it: `launch!(gpu, kernel, n, func, cfg, [args])`.
 /// The arguments must match the kernel's extern "C" signature in kernels/*.cu.
