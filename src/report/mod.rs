@@ -400,7 +400,14 @@ pub fn summary(r: &SolveReport) -> String {
         for k in &g.kernels {
             line(
                 &format!("  kernel {}", k.name),
-                format!("{} launches, {:.3} ms", k.launches, k.millis),
+                if k.timed == k.launches {
+                    format!("{} launches, {:.3} ms", k.launches, k.millis)
+                } else {
+                    format!(
+                        "{} launches, {:.3} ms (from the {} timed, by bytes)",
+                        k.launches, k.millis, k.timed
+                    )
+                },
             );
         }
         if let Some(m) = &g.memory {

@@ -635,6 +635,7 @@ impl CudaBackend {
             name: format!("stencil {}", self.version()),
             launches: 0,
             millis: 0.0,
+            timed: 0,
             flops: 0,
             bytes: 0,
         };
@@ -642,6 +643,7 @@ impl CudaBackend {
             if self.core.gpu.is_stencil_stat(k) {
                 s.launches += st.launches;
                 s.millis += st.millis;
+                s.timed += st.timed;
                 s.flops += st.flops;
                 s.bytes += st.bytes;
             }

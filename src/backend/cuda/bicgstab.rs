@@ -347,7 +347,7 @@ impl CudaBackend {
             })
             .unzip();
         let ni = n as i32;
-        let pending = gpu.begin()?;
+        let pending = gpu.begin(&kernel)?;
         let mut b = stream.launch_builder(&f);
         for p in &ptrs {
             b.arg(p);

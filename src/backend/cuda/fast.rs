@@ -290,7 +290,12 @@ impl FastStencil {
         let nn = n as i64;
         let cfg = cfg_1d(n, BLAS_BLOCK, 0);
         if src_size == dst_size {
-            let p = core.gpu.begin()?;
+            let k = if src_size == 16 {
+                Kernel::Copy
+            } else {
+                Kernel::CopySingle
+            };
+            let p = core.gpu.begin(&k)?;
             // SAFETY: both ranges lie inside live allocations of this context (the callers
             // check the layouts), on the backend's one stream.
             unsafe {
@@ -302,11 +307,6 @@ impl FastStencil {
                 )
             }
             .map_err(err("copying a field"))?;
-            let k = if src_size == 16 {
-                Kernel::Copy
-            } else {
-                Kernel::CopySingle
-            };
             return core.gpu.end(p, k, n);
         }
         if dst_size == 8 {
@@ -354,7 +354,7 @@ impl FastStencil {
             (Precision::Half, Precision::Half) => {
                 let (sq, sn) = half_addr(src, &stream, src_off)?;
                 let (dq, dn) = half_addr(dst, &stream, dst_off)?;
-                let p = core.gpu.begin()?;
+                let p = core.gpu.begin(&Kernel::Half(HalfOp::Copy))?;
                 for (d, s, bytes) in [(dq, sq, 4 * n), (dn, sn, 4 * sites)] {
                     // SAFETY: both ranges lie inside live allocations of this context
                     // (the caller checked the layouts), on the backend's one stream.

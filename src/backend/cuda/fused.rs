@@ -640,9 +640,9 @@ impl Fused {
 pub const GRAPH_STAT: &str = "cr graph";
 
 fn launch_graph(gpu: &mut GpuStream, g: &CachedGraph) -> Result<()> {
-    let pending = gpu.begin()?;
+    let pending = gpu.begin_named(GRAPH_STAT, false)?;
     g.graph.launch().map_err(err("launching a CUDA graph"))?;
-    gpu.end_named(pending, GRAPH_STAT, false, g.tally.flops, g.tally.bytes)
+    gpu.end_work(pending, g.tally.flops, g.tally.bytes)
 }
 
 /// `Backend::repeat` on the GPU. The first call with a (key, times) captures `times` runs

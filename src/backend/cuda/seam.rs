@@ -90,23 +90,21 @@ impl Space for CudaBackend {
         let n = x.len();
         let gpu = &mut self.core.gpu;
         let stream = gpu.stream.clone();
-        let p = gpu.begin()?;
-        let kernel = match &mut x.data {
-            DeviceData::Double(d) => {
-                stream.memset_zeros(d).map_err(err("zeroing a field"))?;
-                Kernel::Zero { single: false }
-            }
-            DeviceData::Single(s) => {
-                stream.memset_zeros(s).map_err(err("zeroing a field"))?;
-                Kernel::Zero { single: true }
-            }
+        let (kernel, items) = match &x.data {
+            DeviceData::Double(_) => (Kernel::Zero { single: false }, n),
+            DeviceData::Single(_) => (Kernel::Zero { single: true }, n),
+            DeviceData::Half { .. } => (Kernel::Half(HalfOp::Zero), n / 12),
+        };
+        let p = gpu.begin(&kernel)?;
+        match &mut x.data {
+            DeviceData::Double(d) => stream.memset_zeros(d).map_err(err("zeroing a field"))?,
+            DeviceData::Single(s) => stream.memset_zeros(s).map_err(err("zeroing a field"))?,
             DeviceData::Half { q, norm } => {
                 stream.memset_zeros(q).map_err(err("zeroing a field"))?;
                 stream.memset_zeros(norm).map_err(err("zeroing a field"))?;
-                return gpu.end(p, Kernel::Half(HalfOp::Zero), n / 12);
             }
-        };
-        gpu.end(p, kernel, n)
+        }
+        gpu.end(p, kernel, items)
     }
 
     fn copy(&mut self, dst: &mut DeviceSpinor, src: &DeviceSpinor) -> Result<()> {

@@ -108,7 +108,7 @@ impl StencilImpl for SeedStencil {
     }
 
     fn copy(&mut self, core: &mut Core, dst: &mut DeviceSpinor, src: &DeviceSpinor) -> Result<()> {
-        let p = core.gpu.begin()?;
+        let p = core.gpu.begin(&Kernel::Copy)?;
         core.gpu
             .stream
             .memcpy_dtod(src.double()?, dst.double_mut()?)

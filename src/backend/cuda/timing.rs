@@ -1,8 +1,14 @@
-//! The backend's stream and its books: every launch is bracketed by two CUDA events
-//! (CU_EVENT_DEFAULT, so they time) from a reusable pool, and counted with its kernel's
-//! flops and bytes. The events are read only after the stream has been synchronised
-//! anyway (a reduction returning its scalar), so timing adds no host synchronisation to
-//! the solver loop.
+//! The backend's stream and its books: every launch is counted with its kernel's flops and
+//! bytes, and a sample of them is bracketed by two CUDA events (CU_EVENT_DEFAULT, so they
+//! time) from a reusable pool: each kernel's first `TIME_FIRST` launches (since the books
+//! were last reset) and then one in `TIME_EVERY`. A kernel's time is its timed launches'
+//! time scaled by its bytes over theirs (`KernelStat::millis`). Two event records cost a
+//! short kernel about 4 us (run 109: the 16^3x32 dslash in single r18 27.7 us a launch
+//! without them, 32.1 with them), so timing every launch would make every stream-launched
+//! operator that much slower; `QCD_SOLVE_LAUNCH_EVENTS=all` still does (and `0` times
+//! none). The events are read only after the stream has been synchronised anyway (a
+//! reduction returning its scalar), so timing adds no host synchronisation to the solver
+//! loop.
 
 use super::device::driver_err;
 use super::kernels::Kernel;
@@ -18,8 +24,11 @@ use std::sync::Arc;
 pub struct KernelStat {
     pub name: String,
     pub launches: u64,
-    /// Sum of the event-timed durations of its launches.
+    /// Its launches' time: the event-timed launches' sum scaled by all launches' bytes
+    /// over theirs (exact when every launch was timed; 0 when none was).
     pub millis: f64,
+    /// Launches among them that were event-timed.
+    pub timed: u64,
     /// Executed floating-point operations (the kernel's own count), summed over launches.
     pub flops: u64,
     /// Global-memory bytes read and written, summed over launches.
@@ -44,8 +53,10 @@ impl KernelStat {
     }
 }
 
-/// A launch whose start event has been recorded (or, under graph capture, none).
+/// A launch begun on the books: its kernel's book (None under graph capture) and, where it
+/// is timed, its recorded start event with the end event to record.
 pub(crate) struct Pending {
+    stat: Option<usize>,
     events: Option<Events>,
 }
 
@@ -57,6 +68,77 @@ struct Events {
 struct Booked {
     stat: usize,
     events: Events,
+}
+
+/// A kernel's raw books: its launches and work, and what its timed launches add up to.
+#[derive(Clone, Debug, Default)]
+struct Book {
+    name: String,
+    stencil: bool,
+    launches: u64,
+    flops: u64,
+    bytes: u64,
+    timed: u64,
+    timed_bytes: u64,
+    timed_millis: f64,
+}
+
+impl Book {
+    /// The book as a `KernelStat`, with `unread` milliseconds of timed launches whose
+    /// events are not yet collected.
+    fn stat(&self, unread: f64) -> KernelStat {
+        KernelStat {
+            name: self.name.clone(),
+            launches: self.launches,
+            millis: estimate(
+                self.timed_millis + unread,
+                self.timed,
+                self.timed_bytes,
+                self.launches,
+                self.bytes,
+            ),
+            timed: self.timed,
+            flops: self.flops,
+            bytes: self.bytes,
+        }
+    }
+}
+
+/// Which launches get timing events (`QCD_SOLVE_LAUNCH_EVENTS`: `all`, `0` for none, else
+/// the sample).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LaunchEvents {
+    All,
+    Sample,
+    None,
+}
+
+/// Each kernel's first launches that are timed (so that a tuner's blocks of a few
+/// applications after a reset are timed whole), then one in `TIME_EVERY`.
+pub(crate) const TIME_FIRST: u64 = 16;
+pub(crate) const TIME_EVERY: u64 = 64;
+
+/// Whether launch `k` (from 0, since the books were reset) of a kernel is event-timed.
+pub(crate) fn timed_launch(mode: LaunchEvents, k: u64) -> bool {
+    match mode {
+        LaunchEvents::All => true,
+        LaunchEvents::None => false,
+        LaunchEvents::Sample => k < TIME_FIRST || k.is_multiple_of(TIME_EVERY),
+    }
+}
+
+/// A kernel's time from its timed launches: their `ms` scaled by all its bytes over
+/// theirs (by launches where it moves no bytes); exact when every launch was timed.
+pub(crate) fn estimate(ms: f64, timed: u64, timed_bytes: u64, launches: u64, bytes: u64) -> f64 {
+    if timed == 0 {
+        0.0
+    } else if timed == launches {
+        ms
+    } else if timed_bytes > 0 {
+        ms * bytes as f64 / timed_bytes as f64
+    } else {
+        ms * launches as f64 / timed as f64
+    }
 }
 
 /// What the launches captured into a graph add up to (booked per graph launch).
@@ -76,8 +158,7 @@ pub(crate) struct GpuStream {
     pub stream: Arc<CudaStream>,
     pool: Vec<CudaEvent>,
     pending: Vec<Booked>,
-    stats: Vec<KernelStat>,
-    stencil: Vec<bool>,
+    books: Vec<Book>,
     index: HashMap<String, usize>,
     /// Some while the stream is being captured into a graph: launches are only counted
     /// here (events cannot be recorded and read inside a graph).
@@ -91,8 +172,7 @@ impl GpuStream {
             stream,
             pool: Vec::new(),
             pending: Vec::new(),
-            stats: Vec::new(),
-            stencil: Vec::new(),
+            books: Vec::new(),
             index: HashMap::new(),
             capture: None,
         }
@@ -122,11 +202,40 @@ impl GpuStream {
         }
     }
 
-    /// Record the start of a launch (nothing with `QCD_SOLVE_LAUNCH_EVENTS=0`: the launch
-    /// is then booked with its work but no time).
-    pub fn begin(&mut self) -> Result<Pending> {
-        if self.capture.is_some() || !launch_events() {
-            return Ok(Pending { events: None });
+    fn book_of(&mut self, name: &str, stencil: bool) -> usize {
+        match self.index.get(name) {
+            Some(&k) => k,
+            None => {
+                self.books.push(Book {
+                    name: name.to_string(),
+                    stencil,
+                    ..Book::default()
+                });
+                self.index.insert(name.to_string(), self.books.len() - 1);
+                self.books.len() - 1
+            }
+        }
+    }
+
+    /// Begin a launch of `kernel` (record its start event if it is one of the timed).
+    pub fn begin(&mut self, kernel: &Kernel) -> Result<Pending> {
+        if self.capture.is_some() {
+            return Ok(Pending {
+                stat: None,
+                events: None,
+            });
+        }
+        self.begin_named(&kernel.name(), kernel.is_stencil())
+    }
+
+    /// Begin a launch (or a graph launch) booked under `name`.
+    pub fn begin_named(&mut self, name: &str, stencil: bool) -> Result<Pending> {
+        let stat = self.book_of(name, stencil);
+        if !timed_launch(launch_events(), self.books[stat].launches) {
+            return Ok(Pending {
+                stat: Some(stat),
+                events: None,
+            });
         }
         if self.pending.len() >= MAX_PENDING {
             self.sync()?;
@@ -137,11 +246,12 @@ impl GpuStream {
             .record(&self.stream)
             .map_err(|e| driver_err("recording a timing event", e))?;
         Ok(Pending {
+            stat: Some(stat),
             events: Some(Events { start, end }),
         })
     }
 
-    /// Record the end of a launch and book it (under capture: count it).
+    /// End a launch of `kernel` over `n` items and book it (under capture: count it).
     pub fn end(&mut self, p: Pending, kernel: Kernel, n: usize) -> Result<()> {
         if let Some(t) = &mut self.capture {
             t.launches += 1;
@@ -149,68 +259,29 @@ impl GpuStream {
             t.bytes += kernel.bytes(n);
             return Ok(());
         }
-        self.end_named(
-            p,
-            &kernel.name(),
-            kernel.is_stencil(),
-            kernel.flops(n),
-            kernel.bytes(n),
-        )
+        self.end_work(p, kernel.flops(n), kernel.bytes(n))
     }
 
-    /// Record the end of a launch (or of a graph launch) and book it under `name` with
-    /// the given work.
-    pub fn end_named(
-        &mut self,
-        p: Pending,
-        name: &str,
-        stencil: bool,
-        flops: u64,
-        bytes: u64,
-    ) -> Result<()> {
-        let Some(events) = p.events else {
-            if !launch_events() {
-                self.book_untimed(name, stencil, flops, bytes);
-            }
+    /// End a launch begun with `begin_named` (or `begin`) and book the given work.
+    pub fn end_work(&mut self, p: Pending, flops: u64, bytes: u64) -> Result<()> {
+        let Some(stat) = p.stat else {
             return Ok(());
         };
+        let b = &mut self.books[stat];
+        b.launches += 1;
+        b.flops += flops;
+        b.bytes += bytes;
+        let Some(events) = p.events else {
+            return Ok(());
+        };
+        b.timed += 1;
+        b.timed_bytes += bytes;
         events
             .end
             .record(&self.stream)
             .map_err(|e| driver_err("recording a timing event", e))?;
-        let stat = self.stat_index(name, stencil);
-        let s = &mut self.stats[stat];
-        s.launches += 1;
-        s.flops += flops;
-        s.bytes += bytes;
         self.pending.push(Booked { stat, events });
         Ok(())
-    }
-
-    fn stat_index(&mut self, name: &str, stencil: bool) -> usize {
-        match self.index.get(name) {
-            Some(&k) => k,
-            None => {
-                self.stats.push(KernelStat {
-                    name: name.to_string(),
-                    launches: 0,
-                    millis: 0.0,
-                    flops: 0,
-                    bytes: 0,
-                });
-                self.stencil.push(stencil);
-                self.index.insert(name.to_string(), self.stats.len() - 1);
-                self.stats.len() - 1
-            }
-        }
-    }
-
-    fn book_untimed(&mut self, name: &str, stencil: bool, flops: u64, bytes: u64) {
-        let k = self.stat_index(name, stencil);
-        let s = &mut self.stats[k];
-        s.launches += 1;
-        s.flops += flops;
-        s.bytes += bytes;
     }
 
     /// Launch `f` with its parameters given as pointers to their values, in the kernel's
@@ -270,7 +341,7 @@ impl GpuStream {
                 .start
                 .elapsed_ms(&b.events.end)
                 .map_err(|e| driver_err("reading a timing event", e))?;
-            self.stats[b.stat].millis += ms as f64;
+            self.books[b.stat].timed_millis += ms as f64;
             self.pool.push(b.events.start);
             self.pool.push(b.events.end);
         }
@@ -289,38 +360,49 @@ impl GpuStream {
         self.stream
             .synchronize()
             .map_err(|e| driver_err("synchronising the stream", e))?;
-        let mut out = self.stats.clone();
+        let mut unread = vec![0.0; self.books.len()];
         for b in &self.pending {
-            let ms = b
-                .events
-                .start
-                .elapsed_ms(&b.events.end)
-                .map_err(|e| driver_err("reading a timing event", e))?;
-            out[b.stat].millis += ms as f64;
+            unread[b.stat] +=
+                b.events
+                    .start
+                    .elapsed_ms(&b.events.end)
+                    .map_err(|e| driver_err("reading a timing event", e))? as f64;
         }
-        Ok(out)
+        Ok(self
+            .books
+            .iter()
+            .zip(unread)
+            .map(|(b, ms)| b.stat(ms))
+            .collect())
     }
 
     /// Whether book `k` belongs to the operator application.
     pub fn is_stencil_stat(&self, k: usize) -> bool {
-        self.stencil[k]
+        self.books[k].stencil
     }
 
     pub fn reset(&mut self) -> Result<()> {
         self.sync()?;
-        self.stats.clear();
-        self.stencil.clear();
+        self.books.clear();
         self.index.clear();
         Ok(())
     }
 }
 
-/// `QCD_SOLVE_LAUNCH_EVENTS=0`: no timing events around launches (the books keep their
-/// launches and work, not their time); read once per process. An ablation of what the
-/// two event records a launch cost a stream of short kernels.
-pub(crate) fn launch_events() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("QCD_SOLVE_LAUNCH_EVENTS").map_or(true, |v| v.trim() != "0"))
+/// `QCD_SOLVE_LAUNCH_EVENTS`: `all` times every launch, `0` (or `none`) none; otherwise
+/// the sample (`timed_launch`). Read once per process.
+pub(crate) fn launch_events() -> LaunchEvents {
+    static MODE: std::sync::OnceLock<LaunchEvents> = std::sync::OnceLock::new();
+    *MODE.get_or_init(|| {
+        match std::env::var("QCD_SOLVE_LAUNCH_EVENTS")
+            .as_deref()
+            .map(str::trim)
+        {
+            Ok("all") => LaunchEvents::All,
+            Ok("0") | Ok("none") => LaunchEvents::None,
+            _ => LaunchEvents::Sample,
+        }
+    })
 }
 
 /// `QCD_SOLVE_PDL=1`: `launch_values!` launches with programmatic dependent launch (common.cuh
@@ -336,7 +418,7 @@ pub(crate) fn pdl() -> bool {
 macro_rules! launch_values {
     ($gpu:expr, $kernel:expr, $n:expr, $func:expr, $cfg:expr, [$($arg:expr),* $(,)?]) => {{
         let kernel = $kernel;
-        let pending = $gpu.begin()?;
+        let pending = $gpu.begin(&kernel)?;
         let mut params: Vec<*mut std::ffi::c_void> =
             vec![$( $arg as *const _ as *mut std::ffi::c_void ),*];
         // SAFETY: the argument list matches the kernel's signature (see the call site's
@@ -356,7 +438,7 @@ macro_rules! launch {
         #[allow(unused_imports)]
         use cudarc::driver::PushKernelArg as _;
         let kernel = $kernel;
-        let pending = $gpu.begin()?;
+        let pending = $gpu.begin(&kernel)?;
         let mut builder = $gpu.stream.launch_builder($func);
         $( builder.arg($arg); )*
         // SAFETY: the argument list matches the kernel's signature (see the call site's
@@ -368,3 +450,35 @@ macro_rules! launch {
     }};
 }
 pub(crate) use launch;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sample_times_the_first_launches_then_one_in_time_every() {
+        let timed = |mode, n: u64| (0..n).filter(|&k| timed_launch(mode, k)).count();
+        // floor's 200 launches of a row: 0..16, then 64, 128 and 192.
+        assert_eq!(timed(LaunchEvents::Sample, 200), 19);
+        assert_eq!(timed(LaunchEvents::Sample, TIME_FIRST), TIME_FIRST as usize);
+        assert_eq!(timed(LaunchEvents::All, 200), 200);
+        assert_eq!(timed(LaunchEvents::None, 200), 0);
+        assert!(!timed_launch(LaunchEvents::Sample, TIME_FIRST));
+        assert!(timed_launch(LaunchEvents::Sample, TIME_EVERY));
+    }
+
+    #[test]
+    fn the_estimate_scales_the_timed_launches_by_bytes() {
+        // Every launch timed: their sum exactly.
+        assert_eq!(estimate(3.0, 3, 300, 3, 300), 3.0);
+        // None timed: nothing to scale.
+        assert_eq!(estimate(0.0, 0, 0, 5, 500), 0.0);
+        // 2 of 10 equal launches timed at 1 ms each: 10 ms (to rounding).
+        assert!((estimate(2.0, 2, 200, 10, 1000) - 10.0).abs() < 1e-12);
+        // Launches of different sizes: by bytes, not by count (one large one timed of a
+        // large and three small ones moving a third of its bytes each: 2x its time).
+        assert!((estimate(1.5, 1, 300, 4, 600) - 3.0).abs() < 1e-12);
+        // No bytes booked: by launches.
+        assert!((estimate(1.0, 1, 0, 4, 0) - 4.0).abs() < 1e-12);
+    }
+}
