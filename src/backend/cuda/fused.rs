@@ -460,6 +460,7 @@ impl Fused {
             n,
             f,
             cfg,
+            None,
             [&x, &r, &p, &ap, &ni, &scalars, &history, &partials, &tickets]
         );
         Ok(())
@@ -505,6 +506,7 @@ impl Fused {
             n,
             f,
             cfg,
+            None,
             [&p, &ap, &r, &ar, &ni, &scalars, &partials, &tickets]
         );
         Ok(())
