@@ -25,19 +25,31 @@
 
 #define QCD_ANTIPERIODIC(mask, mu) (((mask) >> (mu)) & 1)
 
-// Programmatic dependent launch (sm_90). The host may launch a kernel that calls this first
-// with the programmatic-serialisation attribute (timing.rs `launch_values!`, QCD_SOLVE_PDL):
-// its blocks may then start while the previous kernel of the stream still runs (its launch
-// and block scheduling overlap that kernel's last blocks). griddepcontrol.wait returns once
-// that kernel has completed and its writes are visible, so nothing before this call may
-// touch memory another kernel writes; launch_dependents then lets the next such launch
-// start. Without the attribute both instructions return at once; the emulation has none.
-__device__ __forceinline__ void qcd_pdl_enter()
+// Programmatic dependent launch (sm_90). The host may launch a kernel that calls
+// qcd_pdl_wait first with the programmatic-serialisation attribute (timing.rs
+// `launch_values!`, QCD_SOLVE_PDL=1): its blocks may then start while the previous kernel
+// of the stream still runs (its launch and block scheduling overlap that kernel's last
+// blocks). qcd_pdl_wait returns once that kernel has completed and its writes are
+// visible, so nothing before it may touch memory another kernel writes. qcd_pdl_trigger
+// lets the next such launch start before this kernel's blocks exit (they trigger it when
+// they exit otherwise). Without the attribute both return at once; the emulation has none.
+__device__ __forceinline__ void qcd_pdl_wait()
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void qcd_pdl_trigger()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
+}
+// Both, for kernels whose whole work depends on the previous kernel's.
+__device__ __forceinline__ void qcd_pdl_enter()
+{
+    qcd_pdl_wait();
+    qcd_pdl_trigger();
 }
 
 // ---------------------------------------------------------------- complex numbers

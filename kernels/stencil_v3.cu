@@ -94,6 +94,12 @@
 #define V3_L2_LAST_SPINOR_FULL 0
 #endif
 
+// V3_PDL_TRIGGER: when a launch lets the next one start under programmatic dependent
+// launch (QCD_SOLVE_PDL=1; v3_stencil): 1 at its start, 2 after its sites, 0 at its exit.
+#ifndef V3_PDL_TRIGGER
+#define V3_PDL_TRIGGER 1
+#endif
+
 // V3_FULL_MAX_BLOCK: the launch bound of the full-mode entry without the dot epilogue
 // (src/backend/cuda/version.rs V3_FULL_MAX_BLOCK, to which the host clamps its launches).
 // With 512, as the others have, the double builds were held to 128 registers and spilled;
@@ -353,7 +359,12 @@ __device__ __forceinline__ void v3_stencil(const v3_spinor* __restrict__ inp, co
                                            const float* __restrict__ inp_norm, const float* __restrict__ y_norm,
                                            float* __restrict__ out_norm)
 {
-    qcd_pdl_enter(); // before the first read (s, inp, y) or write
+    // Before the first read (s, inp, y) or write. V3_PDL_TRIGGER (an experiment, with
+    // QCD_SOLVE_PDL=1): 1, the next launch may start now; 2, once this thread's sites are
+    // written; 0, when the blocks exit.
+    qcd_pdl_wait();
+    if (V3_PDL_TRIGGER == 1)
+        qcd_pdl_trigger();
     if (s && !cr_active(s))
         return; // uniform: every thread of every block
     const int vh = volume / 2;
@@ -432,6 +443,8 @@ __device__ __forceinline__ void v3_stencil(const v3_spinor* __restrict__ inp, co
             v3_finish_site(acc, y_h, y_n, out_h, out_n, vh, cb, c, g5, partials, dot);
         }
     }
+    if (V3_PDL_TRIGGER == 2)
+        qcd_pdl_trigger();
     if (partials) {
         QCD_DYNAMIC_SHARED(double2, v3_shared);
         double2 total;

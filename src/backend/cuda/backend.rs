@@ -214,15 +214,6 @@ impl CudaBackend {
         unsafe { ctx.disable_event_tracking() };
         let stream = ctx.new_stream().map_err(err("creating a stream"))?;
         let mut gpu = GpuStream::new(ctx.clone(), stream.clone());
-        // `QCD_SOLVE_L2_PERSIST=MiB` (an experiment): that much L2 set aside for the
-        // stencil's links (timing.rs `persist_l2`).
-        if let Some(mib) = std::env::var("QCD_SOLVE_L2_PERSIST")
-            .ok()
-            .and_then(|v| v.trim().parse::<usize>().ok())
-        {
-            let got = gpu.persist_l2(mib << 20)?;
-            tracing::info!(set_aside_bytes = got, "L2 set aside for persisting links");
-        }
 
         // Kernels: compile on first use and load.
         let t = Instant::now();

@@ -460,7 +460,6 @@ impl Fused {
             n,
             f,
             cfg,
-            None,
             [&x, &r, &p, &ap, &ni, &scalars, &history, &partials, &tickets]
         );
         Ok(())
@@ -506,7 +505,6 @@ impl Fused {
             n,
             f,
             cfg,
-            None,
             [&p, &ap, &r, &ar, &ni, &scalars, &partials, &tickets]
         );
         Ok(())

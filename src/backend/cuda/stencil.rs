@@ -381,15 +381,12 @@ pub(crate) fn launch_v3(gpu: &mut GpuStream, k: &V3Kernels, a: &V3Launch) -> Res
     let g5 = a.g5 as i32;
     let volume = a.volume as i32;
     let [lx, ly, lz, lt] = a.dims;
-    // The links, the one field every launch reads whole (4 a site, 16 or 8 bytes a complex).
-    let link_bytes = 4 * a.reconstruct.elems() * a.volume * if a.single { 8 } else { 16 };
     launch_values!(
         gpu,
         a.kernel(),
         n,
         f,
         cfg,
-        Some((a.links, link_bytes)),
         [
             &a.inp,
             &a.y,

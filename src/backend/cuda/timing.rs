@@ -163,16 +163,6 @@ pub(crate) struct GpuStream {
     /// Some while the stream is being captured into a graph: launches are only counted
     /// here (events cannot be recorded and read inside a graph).
     capture: Option<CaptureTally>,
-    /// The L2 set-aside for persisting accesses, where one is made (`QCD_SOLVE_L2_PERSIST`).
-    pub l2: Option<L2Persist>,
-}
-
-/// An L2 set-aside for persisting accesses: `launch_values!` launches given a window (the
-/// stencil's links) mark that window persisting with the hit ratio that fills the set-aside.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct L2Persist {
-    pub set_aside: usize,
-    pub max_window: usize,
 }
 
 impl GpuStream {
@@ -185,7 +175,6 @@ impl GpuStream {
             books: Vec::new(),
             index: HashMap::new(),
             capture: None,
-            l2: None,
         }
     }
 
@@ -307,33 +296,9 @@ impl GpuStream {
         f: &CudaFunction,
         cfg: LaunchConfig,
         params: &mut [*mut std::ffi::c_void],
-        window: Option<(u64, usize)>,
     ) -> std::result::Result<(), DriverError> {
         self.ctx.bind_to_thread()?;
-        let mut attrs: Vec<sys::CUlaunchAttribute> = Vec::new();
-        if pdl() {
-            // SAFETY: a plain C struct and union, all zeros valid; the fields set below.
-            let mut a: sys::CUlaunchAttribute = std::mem::zeroed();
-            a.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-            a.value.programmaticStreamSerializationAllowed = 1;
-            attrs.push(a);
-        }
-        if let (Some(l2), Some((base, bytes))) = (self.l2, window) {
-            let num_bytes = bytes.min(l2.max_window);
-            if num_bytes > 0 {
-                let mut a: sys::CUlaunchAttribute = std::mem::zeroed();
-                a.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW;
-                a.value.accessPolicyWindow = sys::CUaccessPolicyWindow {
-                    base_ptr: base as *mut std::ffi::c_void,
-                    num_bytes,
-                    hitRatio: (l2.set_aside as f32 / num_bytes as f32).min(1.0),
-                    hitProp: sys::CUaccessProperty::CU_ACCESS_PROPERTY_PERSISTING,
-                    missProp: sys::CUaccessProperty::CU_ACCESS_PROPERTY_STREAMING,
-                };
-                attrs.push(a);
-            }
-        }
-        if attrs.is_empty() {
+        if !pdl() {
             return cudarc::driver::result::launch_kernel(
                 f.cu_function(),
                 cfg.grid_dim,
@@ -343,6 +308,10 @@ impl GpuStream {
                 params,
             );
         }
+        // SAFETY: a plain C struct and union, all zeros valid; the one field set below.
+        let mut attr: sys::CUlaunchAttribute = std::mem::zeroed();
+        attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        attr.value.programmaticStreamSerializationAllowed = 1;
         let config = sys::CUlaunchConfig {
             gridDimX: cfg.grid_dim.0,
             gridDimY: cfg.grid_dim.1,
@@ -352,8 +321,8 @@ impl GpuStream {
             blockDimZ: cfg.block_dim.2,
             sharedMemBytes: cfg.shared_mem_bytes,
             hStream: self.stream.cu_stream(),
-            attrs: attrs.as_mut_ptr(),
-            numAttrs: attrs.len() as u32,
+            attrs: &mut attr,
+            numAttrs: 1,
         };
         sys::cuLaunchKernelEx(
             &config,
@@ -362,38 +331,6 @@ impl GpuStream {
             std::ptr::null_mut(),
         )
         .result()
-    }
-
-    /// Set aside `bytes` of L2 (at most the device's limit) for persisting accesses, and
-    /// forget earlier persisting lines; returns the set-aside.
-    pub fn persist_l2(&mut self, bytes: usize) -> Result<usize> {
-        let attr = |a| {
-            self.ctx
-                .attribute(a)
-                .map(|v| v.max(0) as usize)
-                .map_err(|e| driver_err("reading the L2 persistence limits", e))
-        };
-        let max = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE)?;
-        let max_window =
-            attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE)?;
-        let set_aside = bytes.min(max);
-        self.ctx
-            .bind_to_thread()
-            .map_err(|e| driver_err("binding the context", e))?;
-        // SAFETY: context-level calls on the bound context; no memory is touched.
-        unsafe {
-            sys::cuCtxSetLimit(sys::CUlimit::CU_LIMIT_PERSISTING_L2_CACHE_SIZE, set_aside)
-                .result()
-                .map_err(|e| driver_err("setting the L2 set-aside", e))?;
-            sys::cuCtxResetPersistingL2Cache()
-                .result()
-                .map_err(|e| driver_err("resetting persisting L2 lines", e))?;
-        }
-        self.l2 = (set_aside > 0 && max_window > 0).then_some(L2Persist {
-            set_aside,
-            max_window,
-        });
-        Ok(set_aside)
     }
 
     /// Read the events of completed launches (call after the stream has been synchronised).
@@ -477,10 +414,9 @@ pub(crate) fn pdl() -> bool {
 
 /// As `launch!`, for kernels whose arguments are all plain values (device addresses as
 /// u64, scalars) and that begin with `qcd_pdl_enter`: launched through
-/// `GpuStream::launch_values`, with programmatic dependent launch where it is on, and with
-/// `window` (Some((address, bytes))) persisting in L2 where a set-aside is made.
+/// `GpuStream::launch_values`, with programmatic dependent launch where it is on.
 macro_rules! launch_values {
-    ($gpu:expr, $kernel:expr, $n:expr, $func:expr, $cfg:expr, $window:expr, [$($arg:expr),* $(,)?]) => {{
+    ($gpu:expr, $kernel:expr, $n:expr, $func:expr, $cfg:expr, [$($arg:expr),* $(,)?]) => {{
         let kernel = $kernel;
         let pending = $gpu.begin(&kernel)?;
         let mut params: Vec<*mut std::ffi::c_void> =
@@ -488,7 +424,7 @@ macro_rules! launch_values {
         // SAFETY: the argument list matches the kernel's signature (see the call site's
         // kernel source), every address is a live device allocation of this context sized
         // for the launch, and the kernels guard their indices and call qcd_pdl_enter first.
-        let launched = unsafe { $gpu.launch_values($func, $cfg, &mut params, $window) };
+        let launched = unsafe { $gpu.launch_values($func, $cfg, &mut params) };
         launched.map_err(|e| $crate::backend::cuda::device::driver_err(&format!("launching {}", kernel.name()), e))?;
         $gpu.end(pending, kernel, $n)?;
     }};
