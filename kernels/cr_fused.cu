@@ -16,6 +16,13 @@
 // updates round exactly as the CPU backend's y + a*x and x + a*y (no fused multiply-add).
 #include "cr_device.cuh"
 
+// CR_PDL_TRIGGER: when a pass lets the next launch start under programmatic dependent
+// launch (QCD_SOLVE_PDL=1, common.cuh): 1 at its start, 2 after its elements (before its
+// reduction), 0 when its blocks exit.
+#ifndef CR_PDL_TRIGGER
+#define CR_PDL_TRIGGER 1
+#endif
+
 // One element of xr: x += alpha p, r -= alpha Ap; returns |r_new|^2.
 template <class T>
 __device__ __forceinline__ double cr_xr_one(T* __restrict__ x, T* __restrict__ r, const T* __restrict__ p,
@@ -41,13 +48,17 @@ __device__ __forceinline__ void cr_xr(T* __restrict__ x, T* __restrict__ r, cons
                                       const T* __restrict__ ap, int n, double* s, double* hist,
                                       double2* partials, unsigned* tickets)
 {
-    qcd_pdl_enter();
+    qcd_pdl_wait();
+    if (CR_PDL_TRIGGER == 1)
+        qcd_pdl_trigger();
     if (!cr_active(s))
         return;
     QCD_DYNAMIC_SHARED(double2, cr_sh);
     const double2 alpha = c_make(s[CR_ALPHA_RE], s[CR_ALPHA_IM]);
     const double acc = cr_stride_sum((size_t)n, 0.0, [&](size_t i) { return cr_xr_one(x, r, p, ap, alpha, i); });
     double2 total;
+    if (CR_PDL_TRIGGER == 2)
+        qcd_pdl_trigger();
     if (cr_reduce_last(c_make(acc, 0.0), cr_sh, partials, tickets + CR_TICKET_XR, &total) && threadIdx.x == 0 &&
         !cr_keep_local(s, total))
         cr_finish_xr(s, hist, total.x);
@@ -58,13 +69,17 @@ __device__ __forceinline__ void cr_p(T* __restrict__ p, T* __restrict__ ap, cons
                                      const T* __restrict__ ar, int n, double* s, double2* partials,
                                      unsigned* tickets)
 {
-    qcd_pdl_enter();
+    qcd_pdl_wait();
+    if (CR_PDL_TRIGGER == 1)
+        qcd_pdl_trigger();
     if (!cr_active(s))
         return;
     QCD_DYNAMIC_SHARED(double2, cr_sh);
     const double2 beta = c_make(s[CR_BETA_RE], s[CR_BETA_IM]);
     const double acc = cr_stride_sum((size_t)n, 0.0, [&](size_t i) { return cr_p_one(p, ap, r, ar, beta, i); });
     double2 total;
+    if (CR_PDL_TRIGGER == 2)
+        qcd_pdl_trigger();
     if (cr_reduce_last(c_make(acc, 0.0), cr_sh, partials, tickets + CR_TICKET_P, &total) && threadIdx.x == 0 &&
         !cr_keep_local(s, total))
         cr_finish_p(s, total.x);
@@ -136,13 +151,17 @@ template <class T>
 __device__ __forceinline__ void cr_dot(const T* __restrict__ y, const T* __restrict__ out, int n, double* s,
                                        double2* partials, unsigned* tickets)
 {
-    qcd_pdl_enter();
+    qcd_pdl_wait();
+    if (CR_PDL_TRIGGER == 1)
+        qcd_pdl_trigger();
     if (!cr_active(s))
         return;
     QCD_DYNAMIC_SHARED(double2, cr_sh);
     const double2 acc = cr_stride_sum((size_t)n, c_zero(),
                                       [&](size_t i) { return c_conj_mul(cr_load(y, i), cr_load(out, i)); });
     double2 total;
+    if (CR_PDL_TRIGGER == 2)
+        qcd_pdl_trigger();
     if (cr_reduce_last(acc, cr_sh, partials, tickets + CR_TICKET_APPLY, &total) && threadIdx.x == 0 &&
         !cr_keep_local(s, total))
         cr_finish_apply(s, total);
