@@ -27,7 +27,7 @@
 
 // Programmatic dependent launch (sm_90). The host may launch a kernel that calls
 // qcd_pdl_wait first with the programmatic-serialisation attribute (timing.rs
-// `launch_values!`, QCD_SOLVE_PDL=1): its blocks may then start while the previous kernel
+// `launch_values!`; unless QCD_SOLVE_PDL=0): its blocks may then start while the previous kernel
 // of the stream still runs (its launch and block scheduling overlap that kernel's last
 // blocks). qcd_pdl_wait returns once that kernel has completed and its writes are
 // visible, so nothing before it may touch memory another kernel writes. qcd_pdl_trigger
@@ -45,13 +45,6 @@ __device__ __forceinline__ void qcd_pdl_trigger()
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
-// Both, for kernels whose whole work depends on the previous kernel's.
-__device__ __forceinline__ void qcd_pdl_enter()
-{
-    qcd_pdl_wait();
-    qcd_pdl_trigger();
-}
-
 // ---------------------------------------------------------------- complex numbers
 // double2 (x = re, y = im) everywhere; float2 for the single-precision fields of version
 // 3.0. The arithmetic helpers are templates over the complex type Z (deduced from the

@@ -17,10 +17,11 @@
 #include "cr_device.cuh"
 
 // CR_PDL_TRIGGER: when a pass lets the next launch start under programmatic dependent
-// launch (QCD_SOLVE_PDL=1, common.cuh): 1 at its start, 2 after its elements (before its
-// reduction), 0 when its blocks exit.
+// launch (common.cuh): 1 at its start, 2 after its elements (before its reduction), 0
+// when its blocks exit. Run 113 (H100, 16^3x32): 2 is the best (the full fused CR
+// iteration within 1% of no PDL; 1 cost double r12 1.5%).
 #ifndef CR_PDL_TRIGGER
-#define CR_PDL_TRIGGER 1
+#define CR_PDL_TRIGGER 2
 #endif
 
 // One element of xr: x += alpha p, r -= alpha Ap; returns |r_new|^2.

@@ -95,9 +95,10 @@
 #endif
 
 // V3_PDL_TRIGGER: when a launch lets the next one start under programmatic dependent
-// launch (QCD_SOLVE_PDL=1; v3_stencil): 1 at its start, 2 after its sites, 0 at its exit.
+// launch (common.cuh; v3_stencil): 1 at its start, 2 after its sites, 0 when its blocks
+// exit. Runs 112-113 (H100, 16^3x32, full dslash): 2 is the best; 1 cost double r18 4%.
 #ifndef V3_PDL_TRIGGER
-#define V3_PDL_TRIGGER 1
+#define V3_PDL_TRIGGER 2
 #endif
 
 // V3_FULL_MAX_BLOCK: the launch bound of the full-mode entry without the dot epilogue
@@ -359,9 +360,8 @@ __device__ __forceinline__ void v3_stencil(const v3_spinor* __restrict__ inp, co
                                            const float* __restrict__ inp_norm, const float* __restrict__ y_norm,
                                            float* __restrict__ out_norm)
 {
-    // Before the first read (s, inp, y) or write. V3_PDL_TRIGGER (an experiment, with
-    // QCD_SOLVE_PDL=1): 1, the next launch may start now; 2, once this thread's sites are
-    // written; 0, when the blocks exit.
+    // Before the first read (s, inp, y) or write (V3_PDL_TRIGGER 1: the next launch may
+    // start now).
     qcd_pdl_wait();
     if (V3_PDL_TRIGGER == 1)
         qcd_pdl_trigger();
@@ -444,7 +444,7 @@ __device__ __forceinline__ void v3_stencil(const v3_spinor* __restrict__ inp, co
         }
     }
     if (V3_PDL_TRIGGER == 2)
-        qcd_pdl_trigger();
+        qcd_pdl_trigger(); // this thread's sites are written; only the dot's sum is left
     if (partials) {
         QCD_DYNAMIC_SHARED(double2, v3_shared);
         double2 total;
