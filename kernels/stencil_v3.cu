@@ -97,11 +97,6 @@
 // V3_PDL_TRIGGER: when a launch lets the next one start under programmatic dependent
 // launch (common.cuh; v3_stencil): 1 at its start, 2 after its sites, 0 when its blocks
 // exit. Runs 112-113 (H100, 16^3x32, full dslash): 2 is the best; 1 cost double r18 4%.
-// V3_PDL_PREFETCH: MiB of the links each launch asks L2 for before it waits (an
-// experiment; 0: none).
-#ifndef V3_PDL_PREFETCH
-#define V3_PDL_PREFETCH 0
-#endif
 #ifndef V3_PDL_TRIGGER
 #define V3_PDL_TRIGGER 2
 #endif
@@ -365,20 +360,6 @@ __device__ __forceinline__ void v3_stencil(const v3_spinor* __restrict__ inp, co
                                            const float* __restrict__ inp_norm, const float* __restrict__ y_norm,
                                            float* __restrict__ out_norm)
 {
-#if V3_PDL_PREFETCH && defined(__CUDA_ARCH__)
-    // An experiment: while the previous kernel may still run, ask L2 for the first
-    // V3_PDL_PREFETCH MiB of the links (no kernel writes them), one 128-byte line a thread
-    // at a time across the grid.
-    {
-        const size_t bytes = (size_t)4 * V3_LINK_ELEMS * volume * sizeof(real2);
-        const size_t cap = (size_t)V3_PDL_PREFETCH << 20;
-        const size_t n = bytes < cap ? bytes : cap;
-        const size_t step = (size_t)gridDim.x * blockDim.x * 128;
-        const char* base = (const char*)links;
-        for (size_t off = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 128; off < n; off += step)
-            asm volatile("prefetch.global.L2 [%0];" ::"l"(base + off));
-    }
-#endif
     // Before the first read (s, inp, y) or write (V3_PDL_TRIGGER 1: the next launch may
     // start now).
     qcd_pdl_wait();
