@@ -93,4 +93,5 @@ pub use staging::{Deal, StageShape, STAGE_BUFFERS_ENV, STAGE_MIB_ENV, STAGE_STOR
 pub use stencil::compile_all_kernels;
 pub use stencil_impl::Geometry;
 pub use timing::KernelStat;
+pub(crate) use timing::TIME_FIRST;
 pub use version::{Reconstruct, StencilVersion};
