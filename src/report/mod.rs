@@ -402,6 +402,8 @@ pub fn summary(r: &SolveReport) -> String {
                 &format!("  kernel {}", k.name),
                 if k.timed == k.launches {
                     format!("{} launches, {:.3} ms", k.launches, k.millis)
+                } else if k.timed == 0 {
+                    format!("{} launches, not timed", k.launches)
                 } else {
                     format!(
                         "{} launches, {:.3} ms (from the {} timed, by bytes)",

@@ -167,8 +167,13 @@ impl Program {
 /// NAME=VALUE; the on-disk PTX cache keys on the options, so such builds are cached
 /// apart).
 fn extra_defines() -> Vec<String> {
+    kernel_defines().iter().map(|d| format!("-D{d}")).collect()
+}
+
+/// QCD_SOLVE_KERNEL_DEFINES's NAME=VALUE items.
+fn kernel_defines() -> Vec<String> {
     std::env::var("QCD_SOLVE_KERNEL_DEFINES")
-        .map(|v| v.split_whitespace().map(|d| format!("-D{d}")).collect())
+        .map(|v| v.split_whitespace().map(str::to_owned).collect())
         .unwrap_or_default()
 }
 
@@ -177,11 +182,7 @@ fn extra_defines() -> Vec<String> {
 pub(crate) fn extra_define(name: &str) -> Option<i64> {
     static DEFINES: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
     DEFINES
-        .get_or_init(|| {
-            std::env::var("QCD_SOLVE_KERNEL_DEFINES")
-                .map(|v| v.split_whitespace().map(str::to_owned).collect())
-                .unwrap_or_default()
-        })
+        .get_or_init(kernel_defines)
         .iter()
         .rev()
         .filter_map(|d| d.split_once('='))

@@ -408,11 +408,11 @@ pub(crate) fn launch_events() -> LaunchEvents {
 
 /// Whether `launch_values!` launches with programmatic dependent launch (common.cuh
 /// `qcd_pdl_wait`): on unless `QCD_SOLVE_PDL=0` (the ablation); read once per process.
-/// Runs 110-113 (H100, `floor` at 16^3x32): with the stencil and the fused CR passes
+/// Runs 113 and 115 (H100, `floor` at 16^3x32): with the stencil and the fused CR passes
 /// letting the next launch start once their elements are written (V3_PDL_TRIGGER and
 /// CR_PDL_TRIGGER 2) the full dslash took 3-8% less time (double r18 1.25x -> 1.21x,
-/// single r12 1.41x -> 1.31x of its floor), the Schur operator 2-6% less; the fused CR
-/// iteration within 1% either way; 32^3x64 within 1%.
+/// single r12 1.41x -> 1.31x of its floor), the Schur operator 3-7% less, the fused CR
+/// iteration from 0.6% more to 1.6% less; 32^3x64 within 1% (runs 110-113).
 pub(crate) fn pdl() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| std::env::var("QCD_SOLVE_PDL").map_or(true, |v| v.trim() != "0"))
@@ -425,8 +425,8 @@ macro_rules! launch_values {
     ($gpu:expr, $kernel:expr, $n:expr, $func:expr, $cfg:expr, [$($arg:expr),* $(,)?]) => {{
         let kernel = $kernel;
         let pending = $gpu.begin(&kernel)?;
-        let mut params: Vec<*mut std::ffi::c_void> =
-            vec![$( $arg as *const _ as *mut std::ffi::c_void ),*];
+        let mut params: [*mut std::ffi::c_void; _] =
+            [$( $arg as *const _ as *mut std::ffi::c_void ),*];
         // SAFETY: the argument list matches the kernel's signature (see the call site's
         // kernel source), every address is a live device allocation of this context sized
         // for the launch, and the kernels guard their indices and call qcd_pdl_wait first.
