@@ -1,11 +1,18 @@
 # Sourced by run.sh and run_v3eo.sh (set `build` first): the host compiler line and
 # `compile NAME SOURCE DEFINES...`, which builds kernels/SOURCE through cuda_emu.h into
-# $build/NAME.o and appends it to `objs`.
+# $build/NAME.o and appends it to `objs`; `v3_entries SUFFIX`, the defines that give a
+# stencil_v3.cu build's entry points their own names.
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 mkdir -p "$build"
 cxx="g++ -std=c++20 -O2 -pthread -Wall -Wno-unknown-pragmas -Wno-unused-variable -Wno-unused-function -Wno-unused-but-set-variable"
 inc="-include $root/validate/emu/cuda_emu.h -I $root/kernels -x c++"
 objs=()
+v3_entries() { # build suffix: stencil_v3.cu's five entry points renamed NAME_suffix
+    local e
+    for e in stencil_v3 stencil_v3_parity stencil_v3_full_dot stencil_v3_col stencil_v3_full_dot_col; do
+        echo "-D${e}=${e}_$1"
+    done
+}
 compile() { # name source defines...
     local name=$1 src=$2
     shift 2

@@ -13,9 +13,7 @@ compile layout layout.cu
 for v in "d 0 0 0" "d12 1 0 0" "d8 0 1 0" "s 0 0 1" "s12 1 0 1" "s8 0 1 1"; do
     read -r name r12 r8 single <<<"$v"
     defs=(-DRECONSTRUCT_12=$r12 -DRECONSTRUCT_8=$r8 -DV3_SINGLE=$single)
-    compile "v3_$name" stencil_v3.cu "${defs[@]}" -Dstencil_v3=stencil_v3_$name -Dstencil_v3_parity=stencil_v3_parity_$name \
-        -Dstencil_v3_full_dot=stencil_v3_full_dot_$name -Dstencil_v3_col=stencil_v3_col_$name \
-        -Dstencil_v3_full_dot_col=stencil_v3_full_dot_col_$name
+    compile "v3_$name" stencil_v3.cu "${defs[@]}" $(v3_entries "$name")
     compile "halo_$name" halo.cu "${defs[@]}" -Dhalo_pack=halo_pack_$name -Dhalo_exterior=halo_exterior_$name
 done
 $cxx -I "$root/validate/emu" "$root/validate/emu/emu_halo.cpp" "${objs[@]}" -o "$build/emu_halo"

@@ -11,15 +11,11 @@ source "$(dirname "$0")/common.sh"
 compile layout layout.cu
 for v in "d 0 0 0" "d12 1 0 0" "d8 0 1 0" "s 0 0 1" "s12 1 0 1" "s8 0 1 1"; do
     read -r name r12 r8 single <<<"$v"
-    compile "v3_$name" stencil_v3.cu -DRECONSTRUCT_12=$r12 -DRECONSTRUCT_8=$r8 -DV3_SINGLE=$single \
-        -Dstencil_v3=stencil_v3_$name -Dstencil_v3_parity=stencil_v3_parity_$name -Dstencil_v3_full_dot=stencil_v3_full_dot_$name \
-        -Dstencil_v3_col=stencil_v3_col_$name -Dstencil_v3_full_dot_col=stencil_v3_full_dot_col_$name
+    compile "v3_$name" stencil_v3.cu -DRECONSTRUCT_12=$r12 -DRECONSTRUCT_8=$r8 -DV3_SINGLE=$single $(v3_entries "$name")
 done
 for v in "h 0" "h12 1"; do
     read -r name r12 <<<"$v"
-    compile "v3_$name" stencil_v3.cu -DRECONSTRUCT_12=$r12 -DV3_HALF=1 -Dstencil_v3=stencil_v3_$name \
-        -Dstencil_v3_parity=stencil_v3_parity_$name -Dstencil_v3_full_dot=stencil_v3_full_dot_$name \
-        -Dstencil_v3_col=stencil_v3_col_$name -Dstencil_v3_full_dot_col=stencil_v3_full_dot_col_$name
+    compile "v3_$name" stencil_v3.cu -DRECONSTRUCT_12=$r12 -DV3_HALF=1 $(v3_entries "$name")
 done
 compile blas blas1.cu
 $cxx -I "$root/validate/emu" -I "$root/kernels" "$root/validate/emu/emu_v3eo.cpp" "${objs[@]}" -o "$build/emu_v3eo"
