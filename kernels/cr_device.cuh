@@ -12,9 +12,11 @@
 // and the host needs to read the block only when it wants to check convergence.
 //
 // Decomposed lattice (CR_SPLIT set): the last block stores the rank's sum in CR_LOCAL_RE/IM
-// instead; the host then all-gathers those two doubles from every rank (NCCL, or device
-// copies between sub-lattices of one GPU) and cr_global (cr_fused.cu) adds them in rank
-// order and makes the same update: the same bits on every rank.
+// (xr: its nr in CR_LOCAL_NR) instead; the host then all-gathers the three doubles
+// CR_LOCAL_RE, CR_LOCAL_IM, CR_LOCAL_NR from every rank (NCCL, or device copies) and
+// cr_global (cr_fused.cu) adds them in rank order and makes the same update: the same bits
+// on every rank. Two all-gathers an iteration, not three: nr is first read by p (the
+// `active` decision), so xr's sum over the ranks travels with apply's (r|Ar).
 //
 // Reduction: each block sums its threads' values in a fixed tree into partials[block];
 // the last block to arrive (an atomic ticket, which wraps back to 0 for the next launch)
@@ -43,7 +45,10 @@
 #define CR_SPLIT 12
 #define CR_LOCAL_RE 13
 #define CR_LOCAL_IM 14
-#define CR_SCALARS 15
+#define CR_LOCAL_NR 15
+#define CR_SCALARS 16
+// CR_LOCAL_NR when no xr has left its nr since the last apply (a norm is never negative).
+#define CR_NO_NR (-1.0)
 
 // Ticket counters, one per reducing kernel of the iteration (unsigned[CR_TICKETS]).
 #define CR_TICKET_XR 0
@@ -120,6 +125,15 @@ __device__ __forceinline__ bool cr_keep_local(double* s, double2 local)
         return false;
     s[CR_LOCAL_RE] = local.x;
     s[CR_LOCAL_IM] = local.y;
+    return true;
+}
+
+// On a decomposed lattice: keep this rank's nr (xr) for apply's cr_global and return true.
+__device__ __forceinline__ bool cr_keep_local_nr(double* s, double nr)
+{
+    if (s[CR_SPLIT] == 0.0)
+        return false;
+    s[CR_LOCAL_NR] = nr;
     return true;
 }
 

@@ -61,7 +61,7 @@ __device__ __forceinline__ void cr_xr(T* __restrict__ x, T* __restrict__ r, cons
     if (CR_PDL_TRIGGER == 2)
         qcd_pdl_trigger();
     if (cr_reduce_last(c_make(acc, 0.0), cr_sh, partials, tickets + CR_TICKET_XR, &total) && threadIdx.x == 0 &&
-        !cr_keep_local(s, total))
+        !cr_keep_local_nr(s, total.x))
         cr_finish_xr(s, hist, total.x);
 }
 
@@ -181,21 +181,30 @@ extern "C" __global__ void cr_dot_s(const float2* __restrict__ y, const float2* 
 }
 
 // The end of a reducing kernel on a decomposed lattice, one thread: if active, add the
-// ranks' sums (gathered[2 r], gathered[2 r + 1] from rank r) in rank order and make the
-// update of kernel `which` (0: xr, 1: apply, 2: p). Every rank holds the same gathered
-// values, so every rank computes the same bits.
+// ranks' sums (gathered[3 r .. 3 r + 3] from rank r: its CR_LOCAL_RE, CR_LOCAL_IM,
+// CR_LOCAL_NR) in rank order and make the update of kernel `which`: 1, apply, with xr's
+// (nr, iter, hist) when an xr left its nr (CR_LOCAL_NR is CR_NO_NR after this and at
+// creation: a run's start applies the operator with no xr before it); 2, p. Every rank
+// holds the same gathered values, so every rank computes the same bits.
 extern "C" __global__ void cr_global(int which, double* s, double* hist, const double* __restrict__ gathered,
                                      int ranks)
 {
     if (threadIdx.x != 0 || blockIdx.x != 0 || !cr_active(s))
         return;
     double2 total = c_make(gathered[0], gathered[1]);
-    for (int r = 1; r < ranks; ++r)
-        total = c_add(total, c_make(gathered[2 * r], gathered[2 * r + 1]));
-    if (which == 0)
-        cr_finish_xr(s, hist, total.x);
-    else if (which == 1)
+    double nr = gathered[2];
+    for (int r = 1; r < ranks; ++r) {
+        total = c_add(total, c_make(gathered[3 * r], gathered[3 * r + 1]));
+        nr += gathered[3 * r + 2];
+    }
+    if (which == 1) {
+        // Every rank ran the same kernels: all or none left an nr.
+        if (gathered[2] != CR_NO_NR) {
+            cr_finish_xr(s, hist, nr);
+            s[CR_LOCAL_NR] = CR_NO_NR;
+        }
         cr_finish_apply(s, total);
-    else
+    } else {
         cr_finish_p(s, total.x);
+    }
 }

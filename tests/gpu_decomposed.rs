@@ -30,8 +30,8 @@
 
 use qcd_solve::backend::cpu::CpuBackend;
 use qcd_solve::backend::cuda::{
-    device_info, gather_spinor, local_gauge, local_spinor, CudaBackend, CudaOptions, PeerCopies,
-    Reconstruct, StencilVersion,
+    device_count, device_info, enable_peer_access, gather_spinor, local_gauge, local_spinor,
+    CudaBackend, CudaOptions, PeerCopies, Reconstruct, StencilVersion,
 };
 use qcd_solve::backend::prelude::*;
 use qcd_solve::backend::{Layout, Operator, Precision, Subset};
@@ -72,9 +72,26 @@ fn on_ranks<T: Send>(
     o: &CudaOptions,
     body: impl Fn(&mut CudaBackend, &Partition) -> T + Sync,
 ) -> Vec<T> {
+    on_ranks_of(gauge, grid, o, false, body)
+}
+
+/// As `on_ranks`; with `across_gpus` rank r on GPU r, the faces and sums crossing on the
+/// copy engines (`PeerCopies::world_across_gpus`).
+fn on_ranks_of<T: Send>(
+    gauge: &GaugeField,
+    grid: [usize; 4],
+    o: &CudaOptions,
+    across_gpus: bool,
+    body: impl Fn(&mut CudaBackend, &Partition) -> T + Sync,
+) -> Vec<T> {
     let global = gauge.lattice.dims;
     let ranks: usize = grid.iter().product();
-    let exchanges = PeerCopies::world(ranks);
+    let exchanges = if across_gpus {
+        enable_peer_access(ranks).unwrap();
+        PeerCopies::world_across_gpus(ranks)
+    } else {
+        PeerCopies::world(ranks)
+    };
     let comms = ThreadComms::world(ranks);
     std::thread::scope(|scope| {
         let handles: Vec<_> = exchanges
@@ -86,10 +103,14 @@ fn on_ranks<T: Send>(
                 scope.spawn(move || {
                     let p = Partition::new(global, grid, rank).unwrap();
                     let local = local_gauge(gauge, &p).unwrap();
+                    let o = CudaOptions {
+                        device: if across_gpus { rank } else { o.device },
+                        ..o.clone()
+                    };
                     let mut b = CudaBackend::new_decomposed(
                         &local,
                         KAPPA,
-                        o,
+                        &o,
                         p.clone(),
                         Box::new(exchange),
                         Box::new(comms),
@@ -292,6 +313,10 @@ fn solve_on<B: FusedCr>(b: &mut B, s: &SolveSpec, source: &SpinorField) -> Solve
 }
 
 fn solves_match(dims: [usize; 4], grid: [usize; 4]) {
+    solves_match_on(dims, grid, false)
+}
+
+fn solves_match_on(dims: [usize; 4], grid: [usize; 4], across_gpus: bool) {
     require_gpu();
     let l = lattice(dims);
     let gauge = GaugeField::random(&l, 41);
@@ -310,7 +335,7 @@ fn solves_match(dims: [usize; 4], grid: [usize; 4]) {
             for prec in BOTH {
                 let s = spec(method, fused, even_odd, prec);
                 let want = solve_on(&mut whole, &s, &b);
-                let ranks: Vec<Solved> = on_ranks(&gauge, grid, &o, |be, p| {
+                let ranks: Vec<Solved> = on_ranks_of(&gauge, grid, &o, across_gpus, |be, p| {
                     let lb = local_spinor(&b, &l, p).unwrap();
                     solve_on(be, &s, &lb)
                 });
@@ -384,6 +409,16 @@ fn solves_split_in_t_follow_the_undecomposed_ones() {
 #[test]
 fn solves_split_in_x_and_t_follow_the_undecomposed_ones() {
     solves_match([8, 8, 8, 16], [2, 1, 1, 2]);
+}
+
+/// Rank r on GPU r of this process, faces and the fused CR's sums on the copy engines
+/// (qcd-solve's `QCD_SOLVE_EXCHANGE=copies`): the same checks as on one GPU.
+#[test]
+#[ignore = "needs 2 GPUs: run with --ignored on a machine of two GPUs"]
+fn solves_split_in_t_over_two_gpus_by_copies_follow_the_undecomposed_ones() {
+    let gpus = device_count().unwrap();
+    assert!(gpus >= 2, "this test needs 2 GPUs, {gpus} visible");
+    solves_match_on([8, 8, 8, 16], [1, 1, 1, 2], true);
 }
 
 #[test]

@@ -152,10 +152,12 @@ elif [ "${MODE:-full}" = x2 ]; then
     resize configs/32x32x32x64.toml 48x48x48x96 >"$big/48x48x48x96.toml"
     resize configs/32x32x32x64.toml 64x64x64x128 >"$big/64x64x64x128.toml"
     cp configs/32x32x32x64.toml "$big/32x32x32x64.toml"
-    for run in weak1:32x32x32x64:1,1,1,1 weak2:32x32x32x128:1,1,1,2 strong1:48x48x48x96:1,1,1,1 \
-        strong2:48x48x48x96:1,1,1,2 big2:64x64x64x128:1,1,1,2; do
+    # weak2c: weak2 with the faces and sums on the copy engines (QCD_SOLVE_EXCHANGE=copies).
+    for run in weak1:32x32x32x64:1,1,1,1 weak2:32x32x32x128:1,1,1,2 weak2c:32x32x32x128:1,1,1,2 \
+        strong1:48x48x48x96:1,1,1,1 strong2:48x48x48x96:1,1,1,2 big2:64x64x64x128:1,1,1,2; do
         IFS=: read -r id d g <<<"$run"
-        step "$id" timeout 240 "$q" -q "$big/$d.toml" $fast --grid $g --output "$big/$id"
+        ex=; [ "$id" = weak2c ] && ex=copies
+        QCD_SOLVE_EXCHANGE=$ex step "$id" timeout 240 "$q" -q "$big/$d.toml" $fast --grid $g --output "$big/$id"
         # The report is named by the config's [output] (the resized configs keep 32x32x32x64).
         cp "$big/$id"/*.json "$res/$id.json"
         rm -rf "$big/$id"
@@ -172,7 +174,7 @@ elif [ "${MODE:-full}" = x2 ]; then
     cp "$big/launched/$ver.json" "$res/launched.json" 2>/dev/null
     sed -e 's/^kernel = .*/kernel = "3.0"\nreconstruct = 12/' -e 's/^\[solver\]/[solver]\npreconditioning = "even-odd"\nprecision = "single-double"/' \
         configs/32x32x32x64.toml >"$big/32x32x32x64-fast.toml"
-    [ -z "${X2_ONLY_SCALING:-}" ] && step scale-x2 timeout 300 "$q" scale "$big/32x32x32x64-fast.toml" --gpus 1,2 --device cuda --out "$res/scale-x2"
+    [ -z "${X2_ONLY_SCALING:-}" ] && step scale-x2 timeout 300 "$q" scale "$big/32x32x32x64-fast.toml" --gpus 1,2 --device cuda --repeat 5 --out "$res/scale-x2"
     python3 - "$res" <<'PY'
 import json, sys, glob, os
 res = sys.argv[1]
@@ -185,7 +187,7 @@ for f in sorted(glob.glob(res + "/eq-*-1111.json")):
     d = max(abs(x - y) for x, y in zip(a["residual_history"], b["residual_history"]))
     print(f"{n:34} {a['iterations']:6} {b['iterations']:6} {d:15.2e} {b['true_residual_of_d_cpu']:10.2e}  {(b.get('parallel') or {}).get('comms','')}")
 print(f"{'run':10} {'iter':>5} {'solve s':>8} {'ms/iter':>8} {'true res':>9}  halo per rank (pack, exchange, interior, exterior, wait s)")
-for n in ["weak1", "weak2", "strong1", "strong2", "big2", "launched"]:
+for n in ["weak1", "weak2", "weak2c", "strong1", "strong2", "big2", "launched"]:
     r = J(n)
     if not r: print(f"{n:10} missing"); continue
     par = r.get("parallel") or {}
@@ -195,6 +197,9 @@ w1, w2, s1, s2 = J("weak1"), J("weak2"), J("strong1"), J("strong2")
 if w1 and w2:
     a, b = w1['timings']['solve']/w1['iterations'], w2['timings']['solve']/w2['iterations']
     print(f"weak: time per iteration 2 GPUs / 1 GPU = {b/a:.3f} (target <= 1.11; README model 98.4% efficiency = 1.016)")
+    w2c = J("weak2c")
+    if w2c:
+        print(f"weak, copy engines: {w2c['timings']['solve']/w2c['iterations']/a:.3f}")
 if s1 and s2:
     print(f"strong 48^3x96: 1 GPU {s1['timings']['solve']:.4f} s, 2 GPUs {s2['timings']['solve']:.4f} s, speed-up {s1['timings']['solve']/s2['timings']['solve']:.2f} (target >= 1.6)")
 PY

@@ -114,6 +114,28 @@ enum Wiring {
     OneGpu,
     /// Rank r on GPU r, NCCL between them (faces and global sums).
     Nccl,
+    /// Rank r on GPU r, faces and the fused CR's sums moved by the copy engines
+    /// (`PeerCopies::world_across_gpus`), host global sums over threads.
+    Copies,
+}
+
+/// The variable that picks how the ranks of one process on several GPUs reach each other:
+/// `nccl` (the default) or `copies`.
+pub const EXCHANGE_VAR: &str = "QCD_SOLVE_EXCHANGE";
+
+/// The wiring of ranks as threads on several GPUs (`EXCHANGE_VAR`).
+fn several_gpus_wiring() -> Result<Wiring> {
+    match std::env::var(EXCHANGE_VAR) {
+        Err(_) => Ok(Wiring::Nccl),
+        Ok(v) => match v.trim() {
+            "" | "nccl" => Ok(Wiring::Nccl),
+            "copies" => Ok(Wiring::Copies),
+            other => Err(Error::invalid(
+                EXCHANGE_VAR,
+                format!("must be \"nccl\" or \"copies\", got {other:?}"),
+            )),
+        },
+    }
 }
 
 /// Ranks as threads of this process, each with the decomposed 3.0 backend.
@@ -123,7 +145,7 @@ fn run_cuda(cfg: &LoadedConfig, problem: &Problem, parts: &[Partition]) -> Resul
     let ranks = parts.len();
     let gpus = cuda::device_count()?;
     let wiring = if gpus >= ranks {
-        Wiring::Nccl
+        several_gpus_wiring()?
     } else if gpus == 1 {
         Wiring::OneGpu
     } else {
@@ -154,8 +176,17 @@ fn run_cuda(cfg: &LoadedConfig, problem: &Problem, parts: &[Partition]) -> Resul
             );
             footprint::check_device(&what, &estimates, &dp, 0)?;
         }
-        Wiring::Nccl => {
-            crate::comms::nccl::require_nccl()?;
+        Wiring::Nccl | Wiring::Copies => {
+            if wiring == Wiring::Nccl {
+                crate::comms::nccl::require_nccl()?;
+            } else {
+                if let Some((a, b)) = cuda::enable_peer_access(ranks)?.first() {
+                    return Err(Error::invalid(
+                        EXCHANGE_VAR,
+                        format!("copies need every GPU to reach the others' memory, but GPU {a} cannot reach GPU {b}'s (use nccl)"),
+                    ));
+                }
+            }
             for (g, p) in parts.iter().enumerate() {
                 let dp = footprint::DevicePlan::of_rank(p, &opts, &plan);
                 let e = footprint::estimate(&dp);
@@ -174,11 +205,16 @@ fn run_cuda(cfg: &LoadedConfig, problem: &Problem, parts: &[Partition]) -> Resul
             .zip(crate::comms::threads::ThreadComms::world(ranks))
             .map(Some)
             .collect(),
+        Wiring::Copies => cuda::PeerCopies::world_across_gpus(ranks)
+            .into_iter()
+            .zip(crate::comms::threads::ThreadComms::world(ranks))
+            .map(Some)
+            .collect(),
         Wiring::Nccl => Vec::new(),
     });
     let id = match wiring {
         Wiring::Nccl => Some(crate::comms::nccl::new_unique_id()?),
-        Wiring::OneGpu => None,
+        Wiring::OneGpu | Wiring::Copies => None,
     };
     let per_rank = crate::comms::threads::on_threads(ranks, |rank| {
         logged(
@@ -186,7 +222,7 @@ fn run_cuda(cfg: &LoadedConfig, problem: &Problem, parts: &[Partition]) -> Resul
             (|| {
                 let p = &parts[rank];
                 let o = cuda::CudaOptions {
-                    device: if wiring == Wiring::Nccl { rank } else { 0 },
+                    device: if wiring == Wiring::OneGpu { 0 } else { rank },
                     ..opts.clone()
                 };
                 let (comms, exchange): (Box<dyn Comms>, Box<dyn crate::comms::DeviceExchange>) =
@@ -211,6 +247,7 @@ fn run_cuda(cfg: &LoadedConfig, problem: &Problem, parts: &[Partition]) -> Resul
                 let wiring_name = match wiring {
                     Wiring::Nccl => format!("nccl {}", crate::comms::nccl::nccl_version()?),
                     Wiring::OneGpu => "device copies between sub-lattices of GPU 0 (PeerCopies), global sums over threads".to_string(),
+                    Wiring::Copies => format!("device copies between {ranks} GPUs (copy engines, {EXCHANGE_VAR}=copies), global sums over threads"),
                 };
                 let links = RankLinks {
                     comms,

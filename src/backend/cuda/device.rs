@@ -95,7 +95,7 @@ pub(crate) fn pool_keep_bytes() -> u64 {
         << 20
 }
 
-fn default_pool(ctx: &CudaContext) -> Result<sys::CUmemoryPool> {
+pub(crate) fn default_pool(ctx: &CudaContext) -> Result<sys::CUmemoryPool> {
     ctx.bind_to_thread()
         .map_err(|e| driver_err("binding the GPU context", e))?;
     let mut pool: sys::CUmemoryPool = std::ptr::null_mut();

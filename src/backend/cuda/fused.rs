@@ -42,13 +42,19 @@ pub const CR_ACTIVE: usize = 11;
 /// The host's part of the block (`CrScalars`): indices below this.
 pub const CR_HOST_SCALARS: usize = 12;
 /// Set at creation: 1 on a decomposed lattice (the reducing kernels leave their sum in
-/// CR_LOCAL_RE/IM for `cr_global`).
+/// CR_LOCAL_RE/IM, xr its nr in CR_LOCAL_NR, for `cr_global`).
 pub const CR_SPLIT: usize = 12;
 pub const CR_LOCAL_RE: usize = 13;
-/// The imaginary part follows the real one (the all-gather moves both); kept in step with
-/// the header by a test.
+/// The imaginary part and xr's nr follow the real one (the all-gather moves the three,
+/// `CR_GATHERED`); kept in step with the header by a test.
 #[allow(dead_code)]
 pub const CR_LOCAL_IM: usize = 14;
+pub const CR_LOCAL_NR: usize = 15;
+/// CR_LOCAL_NR when no xr has left its nr for the next apply's `cr_global` (kept in step
+/// with the header by a test).
+pub const CR_NO_NR: f64 = -1.0;
+/// Doubles each rank contributes to a decomposed reduction's all-gather.
+pub const CR_GATHERED: usize = 3;
 /// Ticket counters (kernels/cr_device.cuh CR_TICKET_*; the kernels pick their own, the
 /// host only allocates CR_TICKETS zeroed counters; kept in step with the header by a test).
 #[allow(dead_code)]
@@ -123,8 +129,8 @@ pub struct DeviceCrState {
     pub(crate) partials: CudaSlice<f64>,
     /// CR_TICKETS counters, zero between launches.
     pub(crate) tickets: CudaSlice<u32>,
-    /// Decomposed lattice: every rank's (CR_LOCAL_RE, CR_LOCAL_IM), gathered in rank
-    /// order (2 doubles per rank); None on one GPU alone.
+    /// Decomposed lattice: every rank's (CR_LOCAL_RE, CR_LOCAL_IM, CR_LOCAL_NR), gathered
+    /// in rank order (CR_GATHERED doubles per rank); None on one GPU alone.
     pub(crate) gathered: Option<CudaSlice<f64>>,
     /// All of it on the backend's books (`Purpose::CrState`).
     _booking: Booking,
@@ -138,21 +144,22 @@ pub fn cr_state_bytes(volume: usize, max_iter: u64, ranks: Option<usize>) -> u64
         + max_iter as usize
         + 1
         + partials_len(volume)
-        + ranks.map_or(0, |n| 2 * n.max(1));
+        + ranks.map_or(0, |n| CR_GATHERED * n.max(1));
     (doubles * 8 + CR_TICKETS * 4) as u64
 }
 
 impl DeviceCrState {
     /// Ranks whose sums this state adds (1 when undecomposed).
     pub fn ranks(&self) -> usize {
-        self.gathered.as_ref().map_or(1, |g| g.len() / 2)
+        self.gathered.as_ref().map_or(1, |g| g.len() / CR_GATHERED)
     }
 }
 
-/// The reductions of the fused iteration (`cr_global`'s `which`).
+/// The reductions of the fused iteration that end over the ranks (`cr_global`'s
+/// `which`): apply's (r|Ar) with xr's nr (nr is first read by p, so xr needs no
+/// all-gather of its own), and p's (Ap|Ap).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CrReduction {
-    Xr = 0,
     Apply = 1,
     P = 2,
 }
@@ -347,10 +354,11 @@ impl Fused {
         let mut block = [0.0; CR_SCALARS];
         block[..CR_HOST_SCALARS].copy_from_slice(&scalars_to_block(s));
         block[CR_SPLIT] = if ranks.is_some() { 1.0 } else { 0.0 };
+        block[CR_LOCAL_NR] = CR_NO_NR;
         let gathered = match ranks {
             Some(n) => Some(
                 stream
-                    .alloc_zeros::<f64>(2 * n.max(1))
+                    .alloc_zeros::<f64>(CR_GATHERED * n.max(1))
                     .map_err(err("allocating the gathered CR sums"))?,
             ),
             None => None,
@@ -686,7 +694,11 @@ pub(crate) fn repeat<B>(
     let (gpu, fused) = parts(backend);
     let tally = gpu.end_capture();
     let t1 = std::time::Instant::now();
-    let ended = gpu.stream.end_capture(sys::CUgraphInstantiate_flags(0));
+    // Each node keeps the priority of the stream it was captured from (the decomposed
+    // operator's communication stream is the device's highest, `halo::comm_priority`).
+    let ended = gpu
+        .stream
+        .end_capture(sys::CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY);
     let t2 = std::time::Instant::now();
     outcome.map_err(|e| match e {
         Error::Cuda(m) => Error::Cuda(format!(
@@ -767,6 +779,7 @@ mod tests {
             ("CR_SPLIT", CR_SPLIT),
             ("CR_LOCAL_RE", CR_LOCAL_RE),
             ("CR_LOCAL_IM", CR_LOCAL_IM),
+            ("CR_LOCAL_NR", CR_LOCAL_NR),
             ("CR_SCALARS", CR_SCALARS),
             ("CR_TICKET_XR", CR_TICKET_XR),
             ("CR_TICKET_APPLY", CR_TICKET_APPLY),
@@ -780,6 +793,7 @@ mod tests {
                 line.trim()
             );
         }
+        assert!(header.contains(&format!("#define CR_NO_NR ({CR_NO_NR:.1})\n")));
     }
 
     #[test]

@@ -121,6 +121,28 @@ pub(crate) struct Halo {
 const TIMED_PENDING: usize = 32;
 const TIMED_FOLD: usize = 16;
 
+/// Whether the communication stream takes the device's highest priority (on unless
+/// `QCD_SOLVE_COMM_PRIORITY=0`, the ablation; read once per process). The exchange's
+/// kernels (NCCL's) and copies become ready with the interior kernel, at the end of the
+/// pack: at the default priority the interior's blocks fill the GPU first and the faces
+/// travel only once they drain, after the interior instead of beside it.
+pub(crate) fn comm_priority() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("QCD_SOLVE_COMM_PRIORITY").map_or(true, |v| v.trim() != "0"))
+}
+
+/// The communication stream of `ctx`: at the device's highest priority (`comm_priority`).
+fn comm_stream(ctx: &Arc<CudaContext>) -> Result<Arc<CudaStream>> {
+    let what = "creating the communication stream";
+    if !comm_priority() {
+        return ctx.new_stream().map_err(err(what));
+    }
+    ctx.bind_to_thread().map_err(err(what))?;
+    // (least, greatest): the greatest priority is the numerically lowest.
+    let (_, greatest) = cudarc::driver::result::stream::get_priority_range().map_err(err(what))?;
+    ctx.new_stream_with_priority(greatest).map_err(err(what))
+}
+
 /// The bits of the boundary mask that hold at this rank's lower and upper edges: a
 /// direction's edge is a global one when the rank is first (lower) or last (upper) in it.
 fn edge_masks(partition: &Partition, boundary: &[Boundary; NDIM]) -> (i32, i32) {
@@ -251,10 +273,7 @@ impl Halo {
         stream
             .synchronize()
             .map_err(err("uploading the ghost links"))?;
-        let comm = gpu
-            .ctx
-            .new_stream()
-            .map_err(err("creating the communication stream"))?;
+        let comm = comm_stream(&gpu.ctx)?;
         let event = || {
             gpu.ctx
                 .new_event(None)
@@ -589,6 +608,59 @@ fn raw<T>(s: &CudaSlice<T>, stream: &CudaStream) -> u64 {
     super::stencil::dptr(s, stream)
 }
 
+/// Let each of GPUs 0..gpus reach the others' memory directly, for
+/// `PeerCopies::world_across_gpus`: cuCtxEnablePeerAccess between their primary contexts,
+/// and read-write access of each GPU to the others' default memory pools (the stream-
+/// ordered allocations the fields and face buffers come from; without it a copy between
+/// two GPUs' pool memory is refused, CUDA_ERROR_INVALID_VALUE). Returns the pairs that
+/// cannot reach each other (not supported: the caller refuses them).
+pub fn enable_peer_access(gpus: usize) -> Result<Vec<(usize, usize)>> {
+    let ctxs = (0..gpus)
+        .map(super::device::open_context)
+        .collect::<Result<Vec<_>>>()?;
+    let mut without = Vec::new();
+    for (i, a) in ctxs.iter().enumerate() {
+        for (j, b) in ctxs.iter().enumerate() {
+            if i == j {
+                continue;
+            }
+            let mut can = 0;
+            // SAFETY: a valid out-pointer and two device handles of this driver.
+            unsafe { sys::cuDeviceCanAccessPeer(&mut can, a.cu_device(), b.cu_device()) }
+                .result()
+                .map_err(err("asking whether two GPUs can reach each other"))?;
+            if can == 0 {
+                without.push((i, j));
+                continue;
+            }
+            a.bind_to_thread().map_err(err("binding a GPU's context"))?;
+            // SAFETY: b's context is live (held in ctxs); flags must be 0.
+            match unsafe { sys::cuCtxEnablePeerAccess(b.cu_ctx(), 0) } {
+                sys::CUresult::CUDA_SUCCESS
+                | sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED => {}
+                e => {
+                    return Err(Error::Cuda(format!(
+                        "enabling GPU {i}'s access to GPU {j}'s memory: {e:?}"
+                    )))
+                }
+            }
+            let pool = super::device::default_pool(b)?;
+            let desc = sys::CUmemAccessDesc {
+                location: sys::CUmemLocation {
+                    type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+                    id: i as i32,
+                },
+                flags: sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+            };
+            // SAFETY: a pool handle of GPU j and one valid descriptor.
+            unsafe { sys::cuMemPoolSetAccess(pool, &desc, 1) }
+                .result()
+                .map_err(err("giving a GPU access to another's memory pool"))?;
+        }
+    }
+    Ok(without)
+}
+
 /// One of an exchange's posts in `PeerShared`: a sender's face (address, length, the
 /// event after which it is ready) or a receiver's acknowledgement (the event after which
 /// its copy is done).
@@ -622,16 +694,34 @@ struct PeerShared {
 /// only for the posts (never for the GPU): each rank posts its faces first, then takes
 /// its neighbours', then their acknowledgements, so the ranks cannot deadlock as long as
 /// they exchange in the same order (as every SPMD solve does).
+///
+/// The same posts serve ranks on several GPUs of one process (`across_gpus`, rank r on
+/// GPU r): a face then crosses on the copy engines (cuMemcpyAsync between the GPUs'
+/// unified addresses, direct over NVLink once `enable_peer_access` has run), ordered by
+/// events of the other GPU's stream, and no kernel of the exchange takes an SM from the
+/// interior kernel. Not capturable (host-side posts), so the fused CR runs without graphs.
 pub struct PeerCopies {
     rank: usize,
     size: usize,
     shared: Arc<PeerShared>,
     patience: Duration,
+    /// Rank r on GPU r (else every rank on one GPU).
+    across_gpus: bool,
 }
 
 impl PeerCopies {
-    /// The `size` ranks of one world (move each to its thread).
+    /// The `size` ranks of one world on one GPU (move each to its thread).
     pub fn world(size: usize) -> Vec<PeerCopies> {
+        Self::make(size, false)
+    }
+
+    /// The `size` ranks of one world, rank r on GPU r of this process (call
+    /// `enable_peer_access` for those GPUs first).
+    pub fn world_across_gpus(size: usize) -> Vec<PeerCopies> {
+        Self::make(size, true)
+    }
+
+    fn make(size: usize, across_gpus: bool) -> Vec<PeerCopies> {
         let shared = Arc::new(PeerShared::default());
         (0..size)
             .map(|rank| PeerCopies {
@@ -639,6 +729,7 @@ impl PeerCopies {
                 size,
                 shared: shared.clone(),
                 patience: Duration::from_secs(120),
+                across_gpus,
             })
             .collect()
     }
@@ -686,7 +777,14 @@ impl DeviceExchange for PeerCopies {
     }
 
     fn describe(&self) -> String {
-        format!("device copies on one GPU ({} ranks as threads)", self.size)
+        if self.across_gpus {
+            format!(
+                "device copies between {} GPUs (copy engines, ranks as threads)",
+                self.size
+            )
+        } else {
+            format!("device copies on one GPU ({} ranks as threads)", self.size)
+        }
     }
 
     fn exchange_on(
@@ -720,18 +818,12 @@ impl DeviceExchange for PeerCopies {
             stream
                 .wait(&face.event)
                 .map_err(err("waiting for a neighbour's face"))?;
-            // SAFETY: both ranges are live device allocations of the shared context of
-            // these bytes (the sender's face buffer, this rank's receive buffer); the
-            // sender does not touch its buffer until it has waited on the event below.
-            unsafe {
-                cudarc::driver::result::memcpy_dtod_async(
-                    r.ptr,
-                    face.ptr,
-                    r.bytes,
-                    stream.cu_stream(),
-                )
-            }
-            .map_err(err("copying a face between ranks"))?;
+            // SAFETY: both ranges are live device allocations of these bytes (the sender's
+            // face buffer, this rank's receive buffer), on one GPU or on two of this
+            // process (unified addresses: cuMemcpyAsync finds their devices); the sender
+            // does not touch its buffer until it has waited on the event below.
+            unsafe { sys::cuMemcpyAsync(r.ptr, face.ptr, r.bytes, stream.cu_stream()).result() }
+                .map_err(err("copying a face between ranks"))?;
             let event = stream
                 .record_event(None)
                 .map_err(err("recording a face's copied event"))?;
@@ -750,7 +842,12 @@ impl DeviceExchange for PeerCopies {
                 .wait(&ack.event)
                 .map_err(err("waiting for a neighbour's copy"))?;
         }
-        Ok(())
+        // Dropping another GPU's event (a post taken above) makes its context current on
+        // this thread; the caller's launches that follow expect this rank's own.
+        stream
+            .context()
+            .bind_to_thread()
+            .map_err(err("binding the rank's context after an exchange"))
     }
 }
 

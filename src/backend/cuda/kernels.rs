@@ -30,7 +30,7 @@ pub fn li_in_hop_order() -> Vec<f64> {
 /// Threads per block of the reduction kernels (REDUCE_BLOCK in reduce.cu); each block
 /// reduces twice as many inputs.
 /// Doubles of the fused CR scalar block (kernels/cr_device.cuh; indices in `fused`).
-pub const CR_SCALARS: usize = 15;
+pub const CR_SCALARS: usize = 16;
 
 /// Threads per block of cr_xr and cr_p (dynamic shared memory: 16 bytes per thread).
 pub const CR_BLOCK: usize = 256;
@@ -382,8 +382,9 @@ impl Kernel {
             // division, 11).
             Kernel::CrDot(_) => 8 * nn + cr_reduction_flops(n, 11),
             Kernel::CrLoad(_) => 0,
-            // n - 1 complex additions and at most a complex division.
-            Kernel::CrGlobal => 2 * nn.saturating_sub(1) + 11,
+            // n - 1 complex and n - 1 real additions (apply's sum and xr's nr) and at most
+            // a complex division.
+            Kernel::CrGlobal => 3 * nn.saturating_sub(1) + 11,
             // Per element: conj(b) b as a complex product (6, as kernels/bicgstab_fused.cu
             // bi_start computes it) and its complex sum (2); the last block stores rho.
             Kernel::BiStart(_) => 8 * nn + cr_reduction_flops(n, 0),
@@ -453,8 +454,8 @@ impl Kernel {
             }
             // rhs read; r, x, p and Ap written.
             Kernel::CrLoad(p) => 5 * complex_bytes(*p == Precision::Single) * nn,
-            // The n ranks' gathered sums and the scalar block.
-            Kernel::CrGlobal => 16 * nn + 8 * CR_SCALARS as u64,
+            // The n ranks' gathered sums (three doubles each) and the scalar block.
+            Kernel::CrGlobal => 24 * nn + 8 * CR_SCALARS as u64,
             // Fields read and written per element; each reducing launch writes its
             // partials (16 B per sum per block) and its last block reads them; the
             // scalar block counted once.
@@ -635,24 +636,24 @@ mod tests {
         // partial (32) and the scalar block of 15 doubles.
         assert_eq!(
             Kernel::CrXr(Precision::Double).bytes(n),
-            6 * 16 * 2048 + 32 + 8 * 15
+            6 * 16 * 2048 + 32 + 8 * 16
         );
         assert_eq!(
             Kernel::CrP(Precision::Single).bytes(n),
-            6 * 8 * 2048 + 32 + 8 * 15
+            6 * 8 * 2048 + 32 + 8 * 16
         );
         // The split lattice's (r|Ar): two fields read; beta's complex division (11).
         assert_eq!(
             Kernel::CrDot(Precision::Double).bytes(n),
-            2 * 16 * 2048 + 32 + 8 * 15
+            2 * 16 * 2048 + 32 + 8 * 16
         );
         assert_eq!(
             Kernel::CrDot(Precision::Single).flops(n),
             8 * 2048 + 510 * 2 + 2 + 11
         );
-        // Four ranks: three complex additions and the update.
-        assert_eq!(Kernel::CrGlobal.flops(4), 6 + 11);
-        assert_eq!(Kernel::CrGlobal.bytes(4), 64 + 8 * 15);
+        // Four ranks: three complex and three real additions and the update.
+        assert_eq!(Kernel::CrGlobal.flops(4), 9 + 11);
+        assert_eq!(Kernel::CrGlobal.bytes(4), 96 + 8 * 16);
         assert_eq!(Kernel::CrXr(Precision::Single).name(), "cr_xr (single)");
         assert!(!Kernel::CrP(Precision::Double).is_stencil());
     }

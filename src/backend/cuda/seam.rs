@@ -7,7 +7,7 @@
 use super::backend::CudaBackend;
 use super::device::err;
 use super::field::{as_f64, as_f64_mut, DeviceData, DeviceSpinor};
-use super::fused::{CrReduction, DeviceCrState, Fused, CR_LOCAL_RE};
+use super::fused::{CrReduction, DeviceCrState, Fused, CR_GATHERED, CR_LOCAL_RE};
 use super::kernels::{HalfOp, Kernel};
 use super::stencil::dptr;
 use crate::backend::{
@@ -196,10 +196,10 @@ impl CudaBackend {
         }
     }
 
-    /// On a decomposed lattice, the end of a fused CR reduction: every rank's partial
-    /// (the scalar block's CR_LOCAL_RE/IM) all-gathered on the device (NCCL, or device
-    /// copies between the sub-lattices of one GPU), then added in rank order by
-    /// `cr_global`, all enqueued (capturable where the exchange is). A no-op on one GPU.
+    /// On a decomposed lattice, the end of a fused CR reduction: every rank's partials
+    /// (the scalar block's CR_LOCAL_RE, CR_LOCAL_IM and CR_LOCAL_NR) all-gathered on the
+    /// device (NCCL, or device copies), then added in rank order by `cr_global`, all
+    /// enqueued (capturable where the exchange is). A no-op on one GPU.
     fn cr_global(&mut self, state: &mut DeviceCrState, which: CrReduction) -> Result<()> {
         let Some(halo) = &mut self.core.halo else {
             return Ok(());
@@ -212,7 +212,8 @@ impl CudaBackend {
         };
         let src = dptr(&state.scalars, &stream) + 8 * CR_LOCAL_RE as u64;
         let dst = dptr(gathered, &stream);
-        halo.exchange.all_gather_on(&stream, src, dst, 16)?;
+        halo.exchange
+            .all_gather_on(&stream, src, dst, 8 * CR_GATHERED)?;
         self.fused.global(&mut self.core.gpu, state, which)
     }
 
@@ -315,9 +316,9 @@ impl FusedCr for CudaBackend {
     ) -> Result<()> {
         self.fused_path()?;
         let (p, ap, x, r) = (p.raw(), ap.raw(), x.raw_mut(), r.raw_mut());
-        self.fused
-            .update_xr(&mut self.core.gpu, state, p, ap, x, r)?;
-        self.cr_global(state, CrReduction::Xr)
+        // On a decomposed lattice the rank's nr waits in the scalar block: apply's
+        // all-gather carries it (`CrReduction::Apply`).
+        self.fused.update_xr(&mut self.core.gpu, state, p, ap, x, r)
     }
 
     fn cr_apply_dot(
@@ -408,7 +409,7 @@ impl Prepare for CudaBackend {
             // connections, happens before any graph capture. Every rank prepares.
             let s = CrScalars::default();
             let mut state = self.cr_state(&s)?;
-            self.cr_global(&mut state, CrReduction::Xr)?;
+            self.cr_global(&mut state, CrReduction::Apply)?;
             self.core.gpu.sync()?;
             // And the fused BiCGStab's module (one GPU only).
             self.prepare_bicgstab()?;
