@@ -247,7 +247,7 @@ fn run_cuda(cfg: &LoadedConfig, problem: &Problem, parts: &[Partition]) -> Resul
                 let wiring_name = match wiring {
                     Wiring::Nccl => format!("nccl {}", crate::comms::nccl::nccl_version()?),
                     Wiring::OneGpu => "device copies between sub-lattices of GPU 0 (PeerCopies), global sums over threads".to_string(),
-                    Wiring::Copies => format!("device copies between {ranks} GPUs (copy engines, {EXCHANGE_VAR}=copies), global sums over threads"),
+                    Wiring::Copies => format!("device copies between {ranks} GPU(s) (copy engines, {EXCHANGE_VAR}=copies), global sums over threads"),
                 };
                 let links = RankLinks {
                     comms,

@@ -777,7 +777,7 @@ impl DeviceExchange for PeerCopies {
     }
 
     fn describe(&self) -> String {
-        if self.across_gpus {
+        if self.across_gpus && self.size > 1 {
             format!(
                 "device copies between {} GPUs (copy engines, ranks as threads)",
                 self.size
