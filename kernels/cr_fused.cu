@@ -4,8 +4,9 @@
 // device scalar block; nothing is read by the host. See cr_device.cuh for the iteration.
 //
 // Fields are arrays of n complex numbers, double2 or float2 (one instantiation each:
-// cr_xr_d, cr_xr_s, cr_p_d, cr_p_s, and on a decomposed lattice cr_dot_d, cr_dot_s, the
-// (r|Ar) pass after the exterior kernels; cr_global ends a reduction over the ranks). Single fields are storage precision: values are
+// cr_xr_d, cr_xr_s, cr_p_d, cr_p_s; on a decomposed lattice cr_global ends a reduction
+// over the ranks; the (r|Ar) there is the interior kernel's epilogue and the exterior
+// kernels', kernels/halo.cu). Single fields are storage precision: values are
 // loaded into double, computed in double and rounded on the store; the norms sum the
 // stored (rounded) values, in double, as the CPU backend does.
 //
@@ -142,42 +143,6 @@ extern "C" __global__ void cr_load_s(const float2* __restrict__ rhs, float2* __r
                                      float2* __restrict__ p, float2* __restrict__ ap, int n)
 {
     cr_load(rhs, r, x, p, ap, n);
-}
-
-// (y|out) = sum conj(y) out over n elements, for the fused CR on a decomposed lattice
-// (where the operator's last kernel is the exterior, so the dot cannot be its epilogue):
-// if active, the rank's sum goes where the stencil's epilogue would put it (CR_LOCAL_RE/IM
-// when split, else beta and rar as cr_finish_apply).
-template <class T>
-__device__ __forceinline__ void cr_dot(const T* __restrict__ y, const T* __restrict__ out, int n, double* s,
-                                       double2* partials, unsigned* tickets)
-{
-    qcd_pdl_wait();
-    if (CR_PDL_TRIGGER == 1)
-        qcd_pdl_trigger();
-    if (!cr_active(s))
-        return;
-    QCD_DYNAMIC_SHARED(double2, cr_sh);
-    const double2 acc = cr_stride_sum((size_t)n, c_zero(),
-                                      [&](size_t i) { return c_conj_mul(cr_load(y, i), cr_load(out, i)); });
-    double2 total;
-    if (CR_PDL_TRIGGER == 2)
-        qcd_pdl_trigger();
-    if (cr_reduce_last(acc, cr_sh, partials, tickets + CR_TICKET_APPLY, &total) && threadIdx.x == 0 &&
-        !cr_keep_local(s, total))
-        cr_finish_apply(s, total);
-}
-
-extern "C" __global__ void cr_dot_d(const double2* __restrict__ y, const double2* __restrict__ out, int n, double* s,
-                                    double2* partials, unsigned* tickets)
-{
-    cr_dot(y, out, n, s, partials, tickets);
-}
-
-extern "C" __global__ void cr_dot_s(const float2* __restrict__ y, const float2* __restrict__ out, int n, double* s,
-                                    double2* partials, unsigned* tickets)
-{
-    cr_dot(y, out, n, s, partials, tickets);
 }
 
 // The end of a reducing kernel on a decomposed lattice, one thread: if active, add the

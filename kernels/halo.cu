@@ -17,6 +17,13 @@
 //   the sign -1 where the edge is a global antiperiodic one (anti_hi / anti_lo, bit mu).
 //   One launch per split direction, one after another on a stream: a corner site gets
 //   the hops of each of its directions without races.
+// - The fused CR's (y|out) on a decomposed lattice (s, partials non-null): the interior
+//   kernel's epilogue sums conj(y) out over every site of its (partial) output and leaves
+//   the rank's sum in CR_LOCAL_RE/IM (cr_device.cuh); each exterior launch adds
+//   conj(y) x (what it adds to out) over its face sites, with the same single-pass
+//   reduction, to CR_LOCAL_RE/IM. By linearity the total is (y|out) of the final output,
+//   so no pass of its own is needed after the exterior kernels. With s non-null the
+//   exterior, like the interior, does nothing unless the iteration is active.
 //
 // Modes as stencil_v3 (argument `parity`): full fields (parity < 0; face buffers hold the
 // even face sites, then the odd ones) or half fields (pack: the input's parity; exterior:
@@ -26,6 +33,7 @@
 // q*E*Fh + e*Fh + fcb for the ghost site's parity q. Same precisions and link compression (V3_SINGLE, RECONSTRUCT_12, RECONSTRUCT_8) as the
 // stencil module they pair with.
 #include "common.cuh"
+#include "cr_device.cuh"
 #include "v3_core.cuh"
 
 // The face site a thread of a halo launch stands for: the lower face's threads first,
@@ -91,10 +99,12 @@ extern "C" __global__ void __launch_bounds__(V3_MAX_BLOCK)
 }
 
 // The hop of one face site from its ghost half spinor g (element k at g[k*fh]) and link u,
-// added as [g5] c * hop to the output spinor at out (stride vh).
+// added as [g5] c * hop to the output spinor at out (stride vh); with y (the dot's y at
+// the site, stride vh) non-null, conj(y) x what is added is added to dot.
 template <int MU, bool FWD>
 __device__ __forceinline__ void halo_add_hop(const real2* __restrict__ g, size_t fh, bool neg, const real2 u[3][3],
-                                             real2* __restrict__ out, size_t vh, real cr, int g5)
+                                             real2* __restrict__ out, size_t vh, real cr, int g5,
+                                             const real2* __restrict__ y, double2& dot)
 {
     real2 h[2][3];
 #pragma unroll
@@ -113,23 +123,24 @@ __device__ __forceinline__ void halo_add_hop(const real2* __restrict__ g, size_t
                 v = c_neg(v);
             const size_t k = (size_t)(j * 3 + i) * vh;
             out[k] = c_add(out[k], v);
+            if (y)
+                dot = c_add(dot, c_conj_mul(c_dbl(y[k]), c_dbl(v)));
         }
 }
 
-// One thread per face site of the output (`parity`: the output's parity, < 0 full).
-extern "C" __global__ void __launch_bounds__(V3_MAX_BLOCK)
-    halo_exterior(const real2* __restrict__ recv_lo, const real2* __restrict__ recv_hi, real2* __restrict__ out,
-                  const real2* __restrict__ links, const real2* __restrict__ ghost_links, double c, int g5,
-                  int parity, int mu, int anti_lo, int anti_hi, int volume, int lx, int ly, int lz, int lt)
+// The exterior hops of one face site (below).
+__device__ __forceinline__ void halo_exterior_site(const HaloSite& hs, const real2* __restrict__ recv_lo,
+                                                   const real2* __restrict__ recv_hi, real2* __restrict__ out,
+                                                   const real2* __restrict__ links,
+                                                   const real2* __restrict__ ghost_links, double c, int g5,
+                                                   bool full, int mu, int anti_lo, int anti_hi, size_t vh,
+                                                   const real2* __restrict__ y, double2& dot)
 {
-    const Dims d = make_dims(lx, ly, lz, lt);
-    HaloSite hs;
-    if (!halo_site(mu, parity, d, hs))
-        return;
-    const bool full = parity < 0, upper = hs.upper;
+    const bool upper = hs.upper;
     const int p = hs.p, fcb = hs.fcb, fh = hs.fh, cb = hs.site >> 1;
-    const size_t vh = (size_t)volume / 2;
-    real2* o = out + (full ? (size_t)p * 12 * vh : 0) + cb;
+    const size_t at = (full ? (size_t)p * 12 * vh : 0) + cb;
+    real2* o = out + at;
+    const real2* yk = y ? y + at : nullptr;
     // The ghost site has the other parity; half buffers hold that parity only.
     const size_t gq = full ? (size_t)(1 - p) : 0;
     const real cr = (real)c;
@@ -139,20 +150,49 @@ extern "C" __global__ void __launch_bounds__(V3_MAX_BLOCK)
         v3_load_link(links + (size_t)p * 4 * V3_LINK_ELEMS * vh, vh, mu, cb, u);
         const bool neg = QCD_ANTIPERIODIC(anti_hi, mu);
         switch (mu) {
-        case 0: halo_add_hop<0, true>(g, fh, neg, u, o, vh, cr, g5); break;
-        case 1: halo_add_hop<1, true>(g, fh, neg, u, o, vh, cr, g5); break;
-        case 2: halo_add_hop<2, true>(g, fh, neg, u, o, vh, cr, g5); break;
-        default: halo_add_hop<3, true>(g, fh, neg, u, o, vh, cr, g5); break;
+        case 0: halo_add_hop<0, true>(g, fh, neg, u, o, vh, cr, g5, yk, dot); break;
+        case 1: halo_add_hop<1, true>(g, fh, neg, u, o, vh, cr, g5, yk, dot); break;
+        case 2: halo_add_hop<2, true>(g, fh, neg, u, o, vh, cr, g5, yk, dot); break;
+        default: halo_add_hop<3, true>(g, fh, neg, u, o, vh, cr, g5, yk, dot); break;
         }
     } else {
         const real2* g = recv_lo + gq * 6 * fh + fcb;
         v3_load_link(ghost_links + (size_t)(1 - p) * V3_LINK_ELEMS * fh, fh, 0, fcb, u);
         const bool neg = QCD_ANTIPERIODIC(anti_lo, mu);
         switch (mu) {
-        case 0: halo_add_hop<0, false>(g, fh, neg, u, o, vh, cr, g5); break;
-        case 1: halo_add_hop<1, false>(g, fh, neg, u, o, vh, cr, g5); break;
-        case 2: halo_add_hop<2, false>(g, fh, neg, u, o, vh, cr, g5); break;
-        default: halo_add_hop<3, false>(g, fh, neg, u, o, vh, cr, g5); break;
+        case 0: halo_add_hop<0, false>(g, fh, neg, u, o, vh, cr, g5, yk, dot); break;
+        case 1: halo_add_hop<1, false>(g, fh, neg, u, o, vh, cr, g5, yk, dot); break;
+        case 2: halo_add_hop<2, false>(g, fh, neg, u, o, vh, cr, g5, yk, dot); break;
+        default: halo_add_hop<3, false>(g, fh, neg, u, o, vh, cr, g5, yk, dot); break;
+        }
+    }
+}
+
+// One thread per face site of the output (`parity`: the output's parity, < 0 full). s
+// non-null: nothing unless the fused CR iteration is active; partials (and ticket, y)
+// also non-null: the (y|out) part of these hops added to CR_LOCAL_RE/IM (dynamic shared
+// memory blockDim.x double2).
+extern "C" __global__ void __launch_bounds__(V3_MAX_BLOCK)
+    halo_exterior(const real2* __restrict__ recv_lo, const real2* __restrict__ recv_hi, real2* __restrict__ out,
+                  const real2* __restrict__ links, const real2* __restrict__ ghost_links, double c, int g5,
+                  int parity, int mu, int anti_lo, int anti_hi, int volume, int lx, int ly, int lz, int lt,
+                  const real2* __restrict__ y, double* __restrict__ s, double2* __restrict__ partials,
+                  unsigned* __restrict__ ticket)
+{
+    if (s && !cr_active(s))
+        return; // uniform: every thread of every block
+    const Dims d = make_dims(lx, ly, lz, lt);
+    HaloSite hs;
+    double2 dot = c_zero();
+    if (halo_site(mu, parity, d, hs))
+        halo_exterior_site(hs, recv_lo, recv_hi, out, links, ghost_links, c, g5, parity < 0, mu, anti_lo, anti_hi,
+                           (size_t)volume / 2, partials ? y : nullptr, dot);
+    if (partials) {
+        QCD_DYNAMIC_SHARED(double2, halo_shared);
+        double2 total;
+        if (cr_reduce_last(dot, halo_shared, partials, ticket, &total) && threadIdx.x == 0) {
+            s[CR_LOCAL_RE] += total.x;
+            s[CR_LOCAL_IM] += total.y;
         }
     }
 }

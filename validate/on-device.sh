@@ -96,7 +96,8 @@ for t in "$bin"/gpu*-tests; do
     [ "${MODE:-full}" = memory ] && [ "$(basename "$t")" != gpu-memory-tests ] && continue
     # TESTS="gpu-fast-tests gpu-tests": only those targets.
     [ -n "${TESTS:-}" ] && [[ " $TESTS " != *" $(basename "$t") "* ]] && continue
-    step "$(basename "$t")" timeout 400 "$t" --test-threads=1 --nocapture
+    # TEST_ARGS="--include-ignored": also the tests that need two GPUs.
+    step "$(basename "$t")" timeout 400 "$t" --test-threads=1 --nocapture ${TEST_ARGS:-}
 done
 step kernels "$q" kernels --check --arch sm_90
 if [ "${MODE:-full}" = multi ]; then

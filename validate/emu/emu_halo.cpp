@@ -18,7 +18,8 @@
               double2*, unsigned*, const float*, const float*, float*);
 #define PACK(name, T) void name(const T*, T*, T*, int, int, int, int, int, int, int);
 #define EXT(name, T)                                                                                                  \
-    void name(const T*, const T*, T*, const T*, const T*, double, int, int, int, int, int, int, int, int, int, int);
+    void name(const T*, const T*, T*, const T*, const T*, double, int, int, int, int, int, int, int, int, int, int,     \
+              const T*, double*, double2*, unsigned*);
 extern "C" {
 void to_single(const double2*, float2*, long long);
 V3(stencil_v3_d, double2) V3(stencil_v3_d12, double2) V3(stencil_v3_d8, double2) V3(stencil_v3_s, float2)
@@ -212,10 +213,15 @@ int main(int argc, char** argv)
                 return g;
             };
             // One decomposed application on every rank: out = [g5] (y + c H inp), offsets
-            // into the rank fields (half fields: a parity's half of a full field).
+            // into the rank fields (half fields: a parity's half of a full field). With
+            // `dots` (a fused CR scalar block per rank: active, CR_SPLIT set) also the
+            // fused (y|out): the interior's epilogue and the exterior kernels leave the
+            // rank's sum in CR_LOCAL_RE/IM (indices 13, 14 of cr_device.cuh), their tickets
+            // back at 0 after each launch (`tickets_ok`).
+            bool tickets_ok = true;
             auto apply = [&](std::vector<std::vector<T>>& out, size_t out_off, const std::vector<std::vector<T>>& inp,
                              size_t inp_off, const std::vector<std::vector<T>>* y, size_t y_off, double c, int g5,
-                             int par, int col = 1) {
+                             int par, int col = 1, std::vector<std::vector<double>>* dots = nullptr) {
                 const bool full = par < 0;
                 // The interior kernel's parity: -col in columns of col sites along t.
                 const int ipar = full && col > 1 ? -col : par;
@@ -239,11 +245,19 @@ int main(int argc, char** argv)
                 for (int r = 0; r < ranks; ++r) {
                     const size_t nthreads = v3_threads(ipar, L.vh);
                     const T* links = single ? (const T*)R[r].links_s[v].data() : (const T*)R[r].links_d[v].data();
-                    emu_launch(blocks(nthreads, block), block, 0, false, [&] {
-                        stencil.of(ipar)(inp[r].data() + inp_off, y ? (*y)[r].data() + y_off : nullptr, out[r].data() + out_off,
+                    const bool dot = dots != nullptr;
+                    double* sc = dot ? (*dots)[r].data() : nullptr;
+                    std::vector<double2> partials(dot ? (size_t)L.V / 32 + 64 : 0);
+                    double2* pp = dot ? partials.data() : nullptr;
+                    unsigned ticket = 0;
+                    unsigned* tk = dot ? &ticket : nullptr;
+                    const T* yr = y ? (*y)[r].data() + y_off : nullptr;
+                    emu_launch(blocks(nthreads, block), block, dot ? block * 16 : 0, dot, [&] {
+                        stencil.of(ipar)(inp[r].data() + inp_off, yr, out[r].data() + out_off,
                                 links, c, g5, ipar, L.V, ll[0], ll[1], ll[2], ll[3], split_mask, R[r].anti_lo,
-                                R[r].anti_hi, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr);
+                                R[r].anti_hi, sc, pp, tk, nullptr, nullptr, nullptr);
                     });
+                    tickets_ok = tickets_ok && ticket == 0;
                     for (int mu = 0; mu < 4; ++mu) {
                         if (grid[mu] == 1)
                             continue;
@@ -252,10 +266,11 @@ int main(int argc, char** argv)
                         const T* ghost =
                             single ? (const T*)R[r].ghost_s[v][mu].data() : (const T*)R[r].ghost_d[v][mu].data();
                         const size_t threads = 2 * (recv_lo.size() / 6);
-                        emu_launch(blocks(threads, block), block, 0, false, [&] {
+                        emu_launch(blocks(threads, block), block, dot ? block * 16 : 0, dot, [&] {
                             exterior(recv_lo.data(), recv_hi.data(), out[r].data() + out_off, links, ghost, c, g5, par,
-                                     mu, R[r].anti_lo, R[r].anti_hi, L.V, ll[0], ll[1], ll[2], ll[3]);
+                                     mu, R[r].anti_lo, R[r].anti_hi, L.V, ll[0], ll[1], ll[2], ll[3], yr, sc, pp, tk);
                         });
+                        tickets_ok = tickets_ok && ticket == 0;
                     }
                 }
             };
@@ -297,6 +312,38 @@ int main(int argc, char** argv)
                     std::fill(v.begin(), v.end(), from_d<T>(double2{NAN, NAN}));
             };
             const std::string tag = std::string(gname) + name + " ";
+            // The fused (y|out) of every rank against the host's sum over the rank's sites
+            // of y and the stored output (n complex numbers from offset off), relative to
+            // the sum of the terms' magnitudes (g5 makes the dot cancel).
+            auto fresh_dots = [&] {
+                std::vector<std::vector<double>> d(ranks, std::vector<double>(16, 0.0));
+                for (auto& b : d) {
+                    b[0] = 1;  // rar
+                    b[3] = 1;  // nr
+                    b[10] = 10; // max_iter
+                    b[11] = 1; // active
+                    b[12] = 1; // CR_SPLIT
+                }
+                return d;
+            };
+            auto check_dots = [&](const std::string& what, const std::vector<std::vector<double>>& d,
+                                  const std::vector<std::vector<T>>& yf, const std::vector<std::vector<T>>& of,
+                                  size_t off, size_t n) {
+                double worst = 0;
+                for (int r = 0; r < ranks; ++r) {
+                    double re = 0, im = 0, mag = 0;
+                    for (size_t k = off; k < off + n; ++k) {
+                        const double2 a = to_d(yf[r][k]), b = to_d(of[r][k]);
+                        re += a.x * b.x + a.y * b.y;
+                        im += a.x * b.y - a.y * b.x;
+                        mag += std::hypot(a.x, a.y) * std::hypot(b.x, b.y);
+                    }
+                    worst = std::max(worst, std::hypot(d[r][13] - re, d[r][14] - im) / mag);
+                }
+                report(tag + what, worst, prec == 0 ? 1e-13 : 1e-7);
+                report(tag + what + " tickets back to 0", tickets_ok ? 0 : 1, 0);
+                tickets_ok = true;
+            };
             // D, g5D (full): y = inp
             for (int g5 = 0; g5 < 2; ++g5) {
                 poison(out);
@@ -320,6 +367,17 @@ int main(int argc, char** argv)
                            rel_diff(got, refs[prec][g5]), tol);
                 }
             }
+            // The full g5 D with the fused (x|g5 D x), one site a thread and in columns.
+            for (int col : {1, 2, 4}) {
+                if (ll[3] % col)
+                    continue;
+                auto d = fresh_dots();
+                poison(out);
+                apply(out, 0, x, 0, &x, 0, -kappa, 1, -1, col, &d);
+                report(tag + "col" + std::to_string(col) + " g5D full (fused dot) vs CPU", rel_diff(gather(out, -1), refs[prec][1]),
+                       tol);
+                check_dots("col" + std::to_string(col) + "   (x|g5 D x) split vs host", d, x, out, 0, (size_t)L.V * 12);
+            }
             // Schur (even): tmp_o = H x_e, out_e = [g5] (x_e - kappa^2 H tmp_o); the
             // rank fields are full, half fields at offsets 0 (even) and half (odd).
             for (int g5 = 0; g5 < 2; ++g5) {
@@ -331,6 +389,29 @@ int main(int argc, char** argv)
                     std::fill(v.begin() + half, v.end(), from_d<T>(double2{0, 0}));
                 report(tag + (g5 ? "g5Mee even vs CPU" : "Mee even vs CPU"), rel_diff(gather(out, -1), refs[prec][2 + g5]),
                        tol);
+            }
+            {
+                // g5 Mee with the fused (x_e|g5 Mee x_e) on its second hop (the fused CR's
+                // even-odd apply).
+                auto d = fresh_dots();
+                poison(out);
+                poison(tmp);
+                apply(tmp, half, x, 0, nullptr, 0, 1.0, 0, 1);
+                apply(out, 0, tmp, half, &x, 0, -kappa * kappa, 1, 0, 1, &d);
+                check_dots("  (x|g5 Mee x) split vs host", d, x, out, 0, half);
+                for (auto& v : out)
+                    std::fill(v.begin() + half, v.end(), from_d<T>(double2{0, 0}));
+                report(tag + "g5Mee even (fused dot) vs CPU", rel_diff(gather(out, -1), refs[prec][3]), tol);
+                // Inactive: neither the interior nor the exterior writes.
+                for (auto& b : d)
+                    b[11] = 0;
+                std::vector<std::vector<T>> untouched(ranks, std::vector<T>((size_t)L.V * 12, from_d<T>(double2{7, 7})));
+                apply(untouched, 0, tmp, half, &x, 0, -kappa * kappa, 1, 0, 1, &d);
+                double moved = 0;
+                for (auto& v : untouched)
+                    for (auto& z : v)
+                        moved = std::max(moved, std::abs(to_d(z).x - 7) + std::abs(to_d(z).y - 7));
+                report(tag + "  inactive: nothing written", moved, 0.0);
             }
             // hop_xpay even: [g5] (phi_e + 0.37 H psi_o); odd: phi_o - 0.21 H psi_e
             poison(out);

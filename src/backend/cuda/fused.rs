@@ -169,8 +169,6 @@ struct FusedKernels {
     xr_s: CudaFunction,
     p_d: CudaFunction,
     p_s: CudaFunction,
-    dot_d: CudaFunction,
-    dot_s: CudaFunction,
     load_d: CudaFunction,
     load_s: CudaFunction,
     global: CudaFunction,
@@ -323,8 +321,6 @@ impl Fused {
                 xr_s: function(&module, "cr_xr_s")?,
                 p_d: function(&module, "cr_p_d")?,
                 p_s: function(&module, "cr_p_s")?,
-                dot_d: function(&module, "cr_dot_d")?,
-                dot_s: function(&module, "cr_dot_s")?,
                 load_d: function(&module, "cr_load_d")?,
                 load_s: function(&module, "cr_load_s")?,
                 global: function(&module, "cr_global")?,
@@ -560,43 +556,6 @@ impl Fused {
             f,
             cfg,
             [&rhs, &r, &x, &p, &ap, &ni]
-        );
-        Ok(())
-    }
-
-    /// If active: the rank's (y|out) (CR_LOCAL on a decomposed lattice; else beta and rar
-    /// as the stencil's epilogue): the fused CR's (r|Ar) where the operator ends in the
-    /// exterior kernels of a decomposed lattice.
-    pub fn dot(
-        &mut self,
-        gpu: &mut GpuStream,
-        state: &mut DeviceCrState,
-        y: RawField<'_>,
-        out: RawField<'_>,
-    ) -> Result<()> {
-        let (prec, n) = common_shape(&[shape(&y), shape(&out)], "cr_dot")?;
-        let k = self.kernels(gpu)?;
-        let f = pick(prec, &k.dot_d, &k.dot_s, "cr_dot")?;
-        let ni = n as i32;
-        let cfg = cr_cfg(n);
-        let DeviceCrState {
-            scalars,
-            partials,
-            tickets,
-            ..
-        } = state;
-        // The guards (_y, _out) live until the function returns, after the launch is
-        // queued.
-        let stream = gpu.stream.clone();
-        let (y, _y) = ptr(y, &stream);
-        let (out, _out) = ptr(out, &stream);
-        launch!(
-            gpu,
-            Kernel::CrDot(prec),
-            n,
-            f,
-            cfg,
-            [&y, &out, &ni, scalars, partials, tickets]
         );
         Ok(())
     }

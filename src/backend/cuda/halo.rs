@@ -357,11 +357,14 @@ impl Halo {
 
     /// One decomposed stencil launch: `l` as `launch_v3` takes it (the undecomposed
     /// arguments; its boundary masks are replaced by this rank's), here as pack, exchange,
-    /// interior and exterior. `l.partials` must be 0 (no fused epilogue).
+    /// interior and exterior. With `l.s`, the interior and the exterior do nothing unless
+    /// the fused CR iteration is active; with `l.partials` also, the interior's epilogue
+    /// and the exterior kernels together leave this rank's (y|out) in the scalar block
+    /// (CR_LOCAL_RE/IM, kernels/halo.cu) for `cr_global`.
     pub fn launch(&mut self, gpu: &mut GpuStream, stencil: &V3Kernels, l: &V3Launch) -> Result<()> {
-        if l.partials != 0 {
+        if l.partials != 0 && (l.s == 0 || l.y == 0 || l.ticket == 0) {
             return Err(Error::internal(
-                "the fused (y|out) epilogue cannot run on a decomposed lattice",
+                "a decomposed (y|out) needs the scalar block, y and the ticket",
             ));
         }
         if l.half {
@@ -506,10 +509,13 @@ impl Halo {
         }
         let out_parity: i32 = l.parity.map_or(-1, |p| p as i32);
         let g5 = l.g5 as i32;
+        let dot = l.partials != 0;
+        // The dot's block sums take blockDim.x double2 of shared memory.
+        let shared = if dot { 16 * HALO_BLOCK } else { 0 };
         for f in &self.faces {
             let mu = f.mu as i32;
             let n = 2 * per_face(f);
-            let cfg = cfg_1d(n, HALO_BLOCK, 0);
+            let cfg = cfg_1d(n, HALO_BLOCK, shared);
             let ghost = if l.single {
                 raw(&f.ghost_s, &stream)
             } else {
@@ -520,7 +526,8 @@ impl Halo {
                 gpu,
                 Kernel::HaloExterior {
                     single: l.single,
-                    reconstruct: l.reconstruct
+                    reconstruct: l.reconstruct,
+                    dot
                 },
                 n,
                 &exterior,
@@ -541,7 +548,11 @@ impl Halo {
                     &lx,
                     &ly,
                     &lz,
-                    &lt
+                    &lt,
+                    &l.y,
+                    &l.s,
+                    &l.partials,
+                    &l.ticket
                 ]
             );
         }

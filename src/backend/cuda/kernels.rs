@@ -98,9 +98,6 @@ pub enum Kernel {
     /// The fused CR iteration's p = r + beta p, Ap = Ar + beta Ap with apap = (Ap|Ap) and
     /// the scalar update, over n complex numbers.
     CrP(Precision),
-    /// The fused CR's (r|Ar) on a decomposed lattice (after the operator's exterior
-    /// kernels) with the scalar update, over n complex numbers.
-    CrDot(Precision),
     /// The start of a fused CR run's fields over n complex numbers: r = rhs, x = p = Ap
     /// = 0 (cr_load).
     CrLoad(Precision),
@@ -160,10 +157,11 @@ pub enum Kernel {
         single: bool,
     },
     /// The hops from the received faces added to n face sites of the output
-    /// (halo_exterior).
+    /// (halo_exterior); `dot`: with its part of the fused CR's (y|out).
     HaloExterior {
         single: bool,
         reconstruct: Reconstruct,
+        dot: bool,
     },
 }
 
@@ -270,7 +268,6 @@ impl Kernel {
             Kernel::DslashCombine => "dslash_combine (2.0)".into(),
             Kernel::CrXr(p) => format!("cr_xr ({})", precision_name(*p)),
             Kernel::CrP(p) => format!("cr_p ({})", precision_name(*p)),
-            Kernel::CrDot(p) => format!("cr_dot ({})", precision_name(*p)),
             Kernel::CrLoad(p) => format!("cr_load ({})", precision_name(*p)),
             Kernel::CrGlobal => "cr_global".into(),
             Kernel::BiStart(p) => format!("bi_start ({})", precision_name(*p)),
@@ -328,10 +325,12 @@ impl Kernel {
             Kernel::HaloExterior {
                 single,
                 reconstruct,
+                dot,
             } => {
                 let tags: Vec<&str> = [
                     (*single, "single"),
                     (reconstruct.compressed(), reconstruct.label()),
+                    (*dot, "dot"),
                 ]
                 .iter()
                 .filter(|t| t.0)
@@ -378,9 +377,6 @@ impl Kernel {
             // xr's last block adds 1 to iter; p's divides twice (alpha).
             Kernel::CrXr(_) => 20 * nn + cr_reduction_flops(n, 1),
             Kernel::CrP(_) => 20 * nn + cr_reduction_flops(n, 2),
-            // A conjugate multiply-add per element (8); the last block's beta (a complex
-            // division, 11).
-            Kernel::CrDot(_) => 8 * nn + cr_reduction_flops(n, 11),
             Kernel::CrLoad(_) => 0,
             // n - 1 complex and n - 1 real additions (apply's sum and xr's nr) and at most
             // a complex division.
@@ -419,8 +415,12 @@ impl Kernel {
             Kernel::Convert { .. } | Kernel::CopySingle | Kernel::Zero { .. } => 0,
             // The projection: 6 complex additions (one half spinor).
             Kernel::HaloPack { .. } => 12 * nn,
-            // Two SU(3) mat-vecs (132), c * hop (24) and the addition to out (24).
-            Kernel::HaloExterior { .. } => (132 + 24 + 24) * nn,
+            // Two SU(3) mat-vecs (132), c * hop (24) and the addition to out (24); with the
+            // dot a conjugate multiply-add per complex (8 x 12) and the reduction's tree.
+            Kernel::HaloExterior { dot: false, .. } => (132 + 24 + 24) * nn,
+            Kernel::HaloExterior { dot: true, .. } => {
+                (132 + 24 + 24 + 96) * nn + cr_reduction_flops(n, 2)
+            }
         }
     }
 
@@ -446,11 +446,6 @@ impl Kernel {
             Kernel::CrXr(p) | Kernel::CrP(p) => {
                 let grid = cr_grid(n) as u64;
                 6 * complex_bytes(*p == Precision::Single) * nn + 32 * grid + 8 * CR_SCALARS as u64
-            }
-            // Two fields read; the partials and the scalars as for cr_xr.
-            Kernel::CrDot(p) => {
-                let grid = cr_grid(n) as u64;
-                2 * complex_bytes(*p == Precision::Single) * nn + 32 * grid + 8 * CR_SCALARS as u64
             }
             // rhs read; r, x, p and Ap written.
             Kernel::CrLoad(p) => 5 * complex_bytes(*p == Precision::Single) * nn,
@@ -493,13 +488,16 @@ impl Kernel {
             Kernel::Zero { single } => complex_bytes(*single) * nn,
             // A spinor read, a half spinor written.
             Kernel::HaloPack { single } => 18 * complex_bytes(*single) * nn,
-            // A half spinor and a link read, a spinor read and written.
+            // A half spinor and a link read, a spinor read and written (with the dot also
+            // y's spinor read; its partials are noise).
             Kernel::HaloExterior {
                 single,
                 reconstruct,
+                dot,
             } => {
                 let link = reconstruct.elems() as u64;
-                (6 + link + 24) * complex_bytes(*single) * nn
+                let y = if *dot { 12 } else { 0 };
+                (6 + link + 24 + y) * complex_bytes(*single) * nn
             }
         }
     }
@@ -642,15 +640,6 @@ mod tests {
             Kernel::CrP(Precision::Single).bytes(n),
             6 * 8 * 2048 + 32 + 8 * 16
         );
-        // The split lattice's (r|Ar): two fields read; beta's complex division (11).
-        assert_eq!(
-            Kernel::CrDot(Precision::Double).bytes(n),
-            2 * 16 * 2048 + 32 + 8 * 16
-        );
-        assert_eq!(
-            Kernel::CrDot(Precision::Single).flops(n),
-            8 * 2048 + 510 * 2 + 2 + 11
-        );
         // Four ranks: three complex and three real additions and the update.
         assert_eq!(Kernel::CrGlobal.flops(4), 9 + 11);
         assert_eq!(Kernel::CrGlobal.bytes(4), 96 + 8 * 16);
@@ -691,10 +680,23 @@ mod tests {
         assert_eq!(
             Kernel::HaloExterior {
                 single: true,
-                reconstruct: Reconstruct::R8
+                reconstruct: Reconstruct::R8,
+                dot: false,
             }
             .name(),
             "halo exterior [single, r8]"
+        );
+        let ext = |dot| Kernel::HaloExterior {
+            single: true,
+            reconstruct: Reconstruct::R12,
+            dot,
+        };
+        assert_eq!(ext(true).name(), "halo exterior [single, r12, dot]");
+        // y's 12 complex numbers read per face site; 96 flops and the tree's.
+        assert_eq!(ext(true).bytes(10) - ext(false).bytes(10), 10 * 12 * 8);
+        assert_eq!(
+            ext(true).flops(10) - ext(false).flops(10),
+            10 * 96 + cr_reduction_flops(10, 2)
         );
         let eo = Kernel::V3 {
             mode: V3Mode::Parity,

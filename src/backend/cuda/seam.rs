@@ -329,16 +329,10 @@ impl FusedCr for CudaBackend {
         ar: &mut DeviceSpinor,
     ) -> Result<()> {
         self.fused_path()?;
-        if self.core.halo.is_none() {
-            return self.stencil.apply(&mut self.core, op, ar, r, Some(state));
-        }
-        // Decomposed: the operator ends in the exterior kernels, so (r|Ar) is a pass of
-        // its own. The operator runs whether or not the iteration is active (gating only
-        // the interior would leave Ar half updated); Ar = A r of an unchanged r is the
-        // same bits again.
-        self.stencil.apply(&mut self.core, op, ar, r, None)?;
-        self.fused
-            .dot(&mut self.core.gpu, state, r.raw(), ar.raw())?;
+        // Decomposed: the interior's epilogue and the exterior kernels leave the rank's
+        // (r|Ar) in the scalar block (kernels/halo.cu); `cr_global` adds the ranks'. Both
+        // do nothing while the iteration is inactive, as on one GPU.
+        self.stencil.apply(&mut self.core, op, ar, r, Some(state))?;
         self.cr_global(state, CrReduction::Apply)
     }
 
