@@ -280,7 +280,7 @@ impl Halo {
                 .map_err(err("creating a halo event"))
         };
         let kernels_d = Self::load(&gpu.ctx, reconstruct, false)?;
-        Ok(Halo {
+        let mut halo = Halo {
             split_mask: split.iter().map(|&mu| 1 << mu).sum(),
             anti_lo,
             anti_hi,
@@ -298,7 +298,51 @@ impl Halo {
             partition,
             exchange,
             comms,
-        })
+        };
+        halo.warm_up(stream)?;
+        Ok(halo)
+    }
+
+    /// One exchange of every face buffer, whole, in both directions, now (waits for it):
+    /// NCCL connects a pair of ranks in each direction at its first message between them,
+    /// which took milliseconds inside the first solve on four ranks along t (run 122), where
+    /// the set-up's ghost links had gone forward only. Every rank calls it at construction.
+    fn warm_up(&mut self, stream: &Arc<CudaStream>) -> Result<()> {
+        let mut sends = Vec::new();
+        let mut recvs = Vec::new();
+        for f in &self.faces {
+            let bytes = 6 * f.face_sites * 16;
+            let ptr = |b: FaceBuffer| {
+                raw(
+                    match b {
+                        FaceBuffer::SendLo => &f.send_lo,
+                        FaceBuffer::SendHi => &f.send_hi,
+                        FaceBuffer::RecvLo => &f.recv_lo,
+                        FaceBuffer::RecvHi => &f.recv_hi,
+                    },
+                    stream,
+                )
+            };
+            let msg = |(peer, tag, buf)| DeviceMessage {
+                peer,
+                tag,
+                ptr: ptr(buf),
+                bytes,
+            };
+            let [s0, s1, r0, r1] = face_messages(&self.partition, f.mu);
+            sends.extend([msg(s0), msg(s1)]);
+            recvs.extend([msg(r0), msg(r1)]);
+        }
+        if sends.is_empty() {
+            return Ok(());
+        }
+        self.comm
+            .join(stream)
+            .map_err(err("ordering the first exchange"))?;
+        self.exchange.exchange_on(&self.comm, &sends, &recvs)?;
+        self.comm
+            .synchronize()
+            .map_err(err("the first exchange of the faces"))
     }
 
     fn load(
