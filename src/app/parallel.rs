@@ -125,16 +125,19 @@ pub const EXCHANGE_VAR: &str = "QCD_SOLVE_EXCHANGE";
 
 /// The wiring of ranks as threads on several GPUs (`EXCHANGE_VAR`).
 fn several_gpus_wiring() -> Result<Wiring> {
-    match std::env::var(EXCHANGE_VAR) {
-        Err(_) => Ok(Wiring::Nccl),
-        Ok(v) => match v.trim() {
-            "" | "nccl" => Ok(Wiring::Nccl),
-            "copies" => Ok(Wiring::Copies),
-            other => Err(Error::invalid(
-                EXCHANGE_VAR,
-                format!("must be \"nccl\" or \"copies\", got {other:?}"),
-            )),
-        },
+    exchange_wiring(std::env::var(EXCHANGE_VAR).ok().as_deref())
+}
+
+/// `EXCHANGE_VAR`'s value (None: unset) as a wiring; anything else than nccl, copies or
+/// nothing is refused naming the variable (exit 2).
+fn exchange_wiring(value: Option<&str>) -> Result<Wiring> {
+    match value.map(str::trim) {
+        None | Some("") | Some("nccl") => Ok(Wiring::Nccl),
+        Some("copies") => Ok(Wiring::Copies),
+        Some(other) => Err(Error::invalid(
+            EXCHANGE_VAR,
+            format!("must be \"nccl\" or \"copies\", got {other:?}"),
+        )),
     }
 }
 
@@ -878,6 +881,18 @@ pub fn collect_solution(
 mod tests {
     use super::*;
     use crate::comms::threads::run_ranks;
+
+    #[test]
+    fn the_exchange_variable_picks_nccl_or_the_copy_engines_and_names_itself() {
+        assert_eq!(exchange_wiring(None).unwrap(), Wiring::Nccl);
+        assert_eq!(exchange_wiring(Some("")).unwrap(), Wiring::Nccl);
+        assert_eq!(exchange_wiring(Some(" nccl ")).unwrap(), Wiring::Nccl);
+        assert_eq!(exchange_wiring(Some("copies")).unwrap(), Wiring::Copies);
+        let e = exchange_wiring(Some("shm")).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        let m = e.to_string();
+        assert!(m.contains(EXCHANGE_VAR) && m.contains("\"shm\""), "{m}");
+    }
 
     #[test]
     fn rank_0_sends_every_share_and_gets_the_whole_field_back() {
