@@ -167,7 +167,7 @@ int main(int argc, char** argv)
                 // rar = (x|g5 D x) against the host's sum over the two stored fields. The
                 // sums differ only in order: the error is bounded relative to the sum of the
                 // terms' magnitudes (g5 makes the dot itself cancel on larger lattices).
-                double s[CR_SCALARS] = {1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 10, 1}; // undecomposed (CR_SPLIT 0)
+                double s[16] = {1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 10, 1}; // CR_SCALARS (cr_device.cuh), undecomposed (CR_SPLIT 0)
                 std::vector<double2> partials(V / 32 + 1);
                 unsigned ticket = 0;
                 std::fill(out.begin(), out.end(), from_d<T>(double2{NAN, NAN}));
@@ -188,7 +188,7 @@ int main(int argc, char** argv)
             std::fill(out.begin(), out.end(), from_d<T>(double2{NAN, NAN}));
             launch(xe, nullptr, tmp.data(), 1.0, 0, 1, nullptr, nullptr, nullptr);
             // The fused epilogue on the g5 Mee launch: scalars active, rar = 1.
-            double s[CR_SCALARS] = {1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 10, 1}; // undecomposed (CR_SPLIT 0)
+            double s[16] = {1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 10, 1}; // CR_SCALARS (cr_device.cuh), undecomposed (CR_SPLIT 0)
             std::vector<double2> partials(V / 32 + 1);
             unsigned ticket = 0;
             launch(tmp.data(), xe, out.data(), -kappa * kappa, g5, 0, g5 ? s : nullptr,
