@@ -185,6 +185,56 @@ fn scale_over_ranks_writes_strong_and_weak_tables_and_charts() {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--gpus"));
 }
 
+#[test]
+fn scale_over_ranks_can_split_along_z_and_t() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("run.toml");
+    std::fs::write(&cfg, CONFIG).unwrap();
+    let out = dir.path().join("scale");
+    let run = bin()
+        .arg("scale")
+        .arg(&cfg)
+        .args(["--gpus", "1,4", "--split", "zt", "--device", "cpu", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let rows: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(out.join("scale-ranks.json")).unwrap())
+            .unwrap();
+    assert_eq!(rows.len(), 4);
+    let grid = |r: &serde_json::Value| -> Vec<u64> {
+        r["grid"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap())
+            .collect()
+    };
+    // 4 ranks as 1,1,2,2; strong: the config's 8x4x4x8 in both rows, the same iterations
+    // (the split changes only rounding); weak: LZ and LT doubled.
+    assert_eq!(grid(&rows[0]), [1, 1, 1, 1]);
+    assert_eq!(grid(&rows[1]), [1, 1, 2, 2]);
+    assert_eq!(rows[1]["lattice"], serde_json::json!([8, 4, 4, 8]));
+    assert_eq!(rows[0]["iterations"], rows[1]["iterations"]);
+    assert_eq!(grid(&rows[3]), [1, 1, 2, 2]);
+    assert_eq!(rows[3]["lattice"], serde_json::json!([8, 4, 8, 16]));
+    // An unknown split is refused by clap (exit 2) naming the flag.
+    let bad = bin()
+        .arg("scale")
+        .arg(&cfg)
+        .args(["--gpus", "2", "--split", "xy", "--device", "cpu", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--split"));
+}
+
 /// The 8^3x4 NERSC file of shared/lattices (MANIFEST.md), solved split in x and t.
 const FILE_CONFIG: &str = "[lattice]\nLX = 8\nLY = 8\nLZ = 8\nLT = 4\n\n[gauge]\ntype = \"file\"\n\
 path = \"ATB_nersc.l8t4b3360\"\n\n[dirac]\nkappa = 0.12\n\n[source]\ntype = \"random\"\nseed = 9\n\n\

@@ -285,6 +285,10 @@ pub enum Command {
         /// split) in place of the thread scaling. On one visible GPU the ranks share it.
         #[arg(long, value_delimiter = ',')]
         gpus: Option<Vec<usize>>,
+        /// With --gpus: split along t (grid 1,1,1,n) or along z and t (zt: 1,1,2,2 on
+        /// 4 ranks, 1,1,2,4 on 8); weak scaling grows the split extents.
+        #[arg(long, value_enum, default_value = "t")]
+        split: crate::app::scale::Split,
         /// auto, cpu or cuda for --gpus (overrides [backend] device).
         #[arg(long)]
         device: Option<Device>,
@@ -469,6 +473,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
             config,
             threads,
             gpus,
+            split,
             device,
             repeat,
             out,
@@ -479,7 +484,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
             };
             let cfg = load_config(Some(&config), &o)?;
             if let Some(gpus) = gpus {
-                return crate::app::scale::run_ranks(&cfg, &gpus, repeat, &out);
+                return crate::app::scale::run_ranks(&cfg, &gpus, repeat, split, &out);
             }
             for &n in &threads {
                 crate::threads::check(n.min(i64::MAX as usize) as i64, "--threads")?;

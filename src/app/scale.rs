@@ -155,11 +155,48 @@ pub struct RankRow {
     pub comms: String,
 }
 
-/// Strong scaling (the config's lattice) and weak scaling (LT times the ranks) of the
-/// split solve over `counts` ranks, t split, on the config's device (ranks as threads:
-/// rank r on GPU r with NCCL, or every rank on GPU 0 when one GPU is visible; threads
-/// of the CPU).
-pub fn measure_ranks(cfg: &LoadedConfig, counts: &[usize], repeat: usize) -> Result<Vec<RankRow>> {
+/// How `scale --gpus` splits the lattice over n ranks (`--split`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Split {
+    /// Along t only: grid 1,1,1,n.
+    T,
+    /// Along z and t: grid 1,1,gz,gt with gz the largest divisor of n not above its
+    /// square root (4 ranks: 1,1,2,2; 8: 1,1,2,4; 2: 1,1,1,2).
+    Zt,
+}
+
+impl Split {
+    pub fn grid(self, n: usize) -> [usize; 4] {
+        match self {
+            Split::T => [1, 1, 1, n],
+            Split::Zt => {
+                let gz = (1..=n)
+                    .filter(|d| n.is_multiple_of(*d) && d * d <= n)
+                    .max()
+                    .unwrap_or(1);
+                [1, 1, gz, n / gz]
+            }
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Split::T => "t",
+            Split::Zt => "z and t",
+        }
+    }
+}
+
+/// Strong scaling (the config's lattice) and weak scaling (the split extents times the
+/// ranks in them) of the split solve over `counts` ranks, split by `split`, on the
+/// config's device (ranks as threads: rank r on GPU r with NCCL, or every rank on GPU 0
+/// when one GPU is visible; threads of the CPU).
+pub fn measure_ranks(
+    cfg: &LoadedConfig,
+    counts: &[usize],
+    repeat: usize,
+    split: Split,
+) -> Result<Vec<RankRow>> {
     if counts.is_empty() || counts.contains(&0) {
         return Err(Error::invalid(
             "--gpus",
@@ -171,13 +208,14 @@ pub fn measure_ranks(cfg: &LoadedConfig, counts: &[usize], repeat: usize) -> Res
         let mut first: Option<(f64, f64, usize)> = None;
         for &n in counts {
             let mut c = cfg.clone();
+            let grid = split.grid(n);
             if kind == "weak" {
-                c.config.lattice.lt *= n as i64;
+                c.config.lattice.lz *= grid[2] as i64;
+                c.config.lattice.lt *= grid[3] as i64;
             }
-            c.config.parallel.grid = [1, 1, 1, n as i64];
+            c.config.parallel.grid = grid.map(|g| g as i64);
             c.config.parallel.gpus = None;
             let problem = build_problem(&c)?;
-            let grid = [1, 1, 1, n];
             let parts =
                 crate::app::parallel::partitions(problem.lattice.dims, grid).map_err(|e| {
                     Error::invalid("--gpus", format!("{kind} scaling on {n} ranks: {e}"))
@@ -223,16 +261,18 @@ pub fn measure_ranks(cfg: &LoadedConfig, counts: &[usize], repeat: usize) -> Res
 
 pub fn rank_table(rows: &[RankRow]) -> String {
     let mut s = format!(
-        "{:>6} {:>5} {:>14} {:>6} {:>10} {:>12} {:>8} {:>10}  rank 0 pack/exchange/interior/exterior/wait (ms)\n",
-        "kind", "ranks", "lattice", "iter", "solve (s)", "ms/iter", "speed-up", "efficiency"
+        "{:>6} {:>5} {:>8} {:>14} {:>6} {:>10} {:>12} {:>8} {:>10}  rank 0 pack/exchange/interior/exterior/wait (ms)\n",
+        "kind", "ranks", "grid", "lattice", "iter", "solve (s)", "ms/iter", "speed-up", "efficiency"
     );
     for r in rows {
         let l = r.lattice;
+        let g = r.grid.map(|v| v.to_string()).join(",");
         let h = r.rank0_halo.map(|v| format!("{:.1}", 1e3 * v)).join("/");
         s.push_str(&format!(
-            "{:>6} {:>5} {:>14} {:>6} {:>10.4} {:>12.3} {:>8.2} {:>9.0}%  {h}\n",
+            "{:>6} {:>5} {:>8} {:>14} {:>6} {:>10.4} {:>12.3} {:>8.2} {:>9.0}%  {h}\n",
             r.kind,
             r.ranks,
+            g,
             format!("{}x{}x{}x{}", l[0], l[1], l[2], l[3]),
             r.iterations,
             r.seconds,
@@ -246,13 +286,20 @@ pub fn rank_table(rows: &[RankRow]) -> String {
 
 /// `scale --gpus`: print the strong and weak tables and write `scale-ranks.csv`,
 /// `scale-ranks.json` and the charts `scale-strong` and `scale-weak` (.svg/.png).
-pub fn run_ranks(cfg: &LoadedConfig, counts: &[usize], repeat: usize, out: &Path) -> Result<()> {
+pub fn run_ranks(
+    cfg: &LoadedConfig,
+    counts: &[usize],
+    repeat: usize,
+    split: Split,
+    out: &Path,
+) -> Result<()> {
     crate::app::outputs::prepare_folders(&[&out.join("scale-ranks.csv")])?;
-    let rows = measure_ranks(cfg, counts, repeat)?;
+    let rows = measure_ranks(cfg, counts, repeat, split)?;
     let loud = !crate::report::progress::is_quiet();
     if loud {
         println!(
-            "Scaling of the split solve over ranks (t split), {}: {}",
+            "Scaling of the split solve over ranks ({} split), {}: {}",
+            split.label(),
             cfg.source_name,
             rows.first().map(|r| r.comms.as_str()).unwrap_or("")
         );
@@ -333,4 +380,26 @@ pub fn run_ranks(cfg: &LoadedConfig, counts: &[usize], repeat: usize, out: &Path
         println!("wrote {}", out.join("scale-ranks.csv").display());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_put_ranks_along_t_or_along_z_and_t() {
+        for n in [1, 2, 3, 4, 8] {
+            assert_eq!(Split::T.grid(n), [1, 1, 1, n]);
+        }
+        // z and t: the largest divisor not above the square root goes to z.
+        assert_eq!(Split::Zt.grid(1), [1, 1, 1, 1]);
+        assert_eq!(Split::Zt.grid(2), [1, 1, 1, 2]);
+        assert_eq!(Split::Zt.grid(3), [1, 1, 1, 3]);
+        assert_eq!(Split::Zt.grid(4), [1, 1, 2, 2]);
+        assert_eq!(Split::Zt.grid(8), [1, 1, 2, 4]);
+        assert_eq!(Split::Zt.grid(16), [1, 1, 4, 4]);
+        for n in 1..=64 {
+            assert_eq!(Split::Zt.grid(n).iter().product::<usize>(), n);
+        }
+    }
 }
