@@ -31,6 +31,8 @@
 #   limits the GPU test targets to those named (any mode).
 #   MODE=x2: issue 15 on nvidia-h200-x2 (two GPUs): equivalence 2 against 1 GPU, weak and
 #   strong scaling, 64^3x128 on two, the launched mode, scale --gpus 1,2 (TESTS= to pick).
+#   MODE=many: issue 16 on nvidia-h200-x4 or -x8 (every visible GPU): scale --gpus along t
+#   and along z and t, the main job's weak and strong points, 96^3x192 on 8, N processes.
 #   MODE=memory: issue 13 item 3: the gpu-memory test target, then the main job
 #   at 48^3x96 and 64^3x128 (random gauge field, kernel 3.0, even-odd, single-double,
 #   12-real links; CR and BiCGStab), each with its device-memory estimate and books (the
@@ -203,6 +205,55 @@ if w1 and w2:
         print(f"weak, copy engines: {w2c['timings']['solve']/w2c['iterations']/a:.3f}")
 if s1 and s2:
     print(f"strong 48^3x96: 1 GPU {s1['timings']['solve']:.4f} s, 2 GPUs {s2['timings']['solve']:.4f} s, speed-up {s1['timings']['solve']/s2['timings']['solve']:.2f} (target >= 1.6)")
+PY
+elif [ "${MODE:-full}" = many ]; then
+    # Issue 16 on nvidia-h200-x4 or -x8 (N = the visible GPUs): topology; `scale --gpus
+    # 1,2,..,N` split along t and along z and t; the main job's weak points (32^3x64 per
+    # GPU, grids 1,1,1,n and the zt grid), strong 64^3x128 on 2..N, 96^3x192 on 8; one
+    # process per GPU on N GPUs (the launcher's variables by hand). Runs 122-123's scripts
+    # in results/2026-11-26-h200x4-s16 were its first form.
+    nvidia-smi topo -m
+    n=$(nvidia-smi -L | wc -l)
+    counts=1; k=2; while [ $k -le "$n" ]; do counts="$counts,$k"; k=$((k * 2)); done
+    fast="--device cuda --kernel 3.0 --preconditioning even-odd --precision single-double --reconstruct 12"
+    sed -e 's/^kernel = .*/kernel = "3.0"\nreconstruct = 12/' -e 's/^\[solver\]/[solver]\npreconditioning = "even-odd"\nprecision = "single-double"/' \
+        configs/32x32x32x64.toml >"$big/32x32x32x64-fast.toml"
+    for sp in t zt; do
+        step "scale-$sp" timeout 300 "$q" scale "$big/32x32x32x64-fast.toml" --gpus "$counts" --split $sp --device cuda \
+            --repeat 3 --out "$res/scale-$sp"
+    done
+    runs="w1:32x32x32x64:1,1,1,1"
+    for g in ${counts//,/ }; do
+        [ "$g" = 1 ] && continue
+        runs="$runs w$g:32x32x32x$((64 * g)):1,1,1,$g s$g:64x64x64x128:1,1,1,$g"
+        [ "$g" = 4 ] && runs="$runs w4zt:32x32x64x128:1,1,2,2"
+        [ "$g" = 8 ] && runs="$runs w8zt:32x32x64x256:1,1,2,4 big8:96x96x96x192:1,1,2,4"
+    done
+    for run in $runs; do
+        IFS=: read -r id d g <<<"$run"
+        resize configs/32x32x32x64.toml "$d" >"$big/$d.toml"
+        step "$id" timeout 240 "$q" -q "$big/$d.toml" $fast --grid $g --output "$big/$id"
+        cp "$big/$id"/*.json "$res/$id.json"
+        rm -rf "$big/$id"
+    done
+    for r in $(seq 0 $((n - 1))); do
+        RANK=$r WORLD_SIZE=$n LOCAL_RANK=$r QCD_SOLVE_MASTER=127.0.0.1:29517 \
+            timeout 120 "$q" -q configs/16x16x16x32.toml $fast --grid 1,1,1,$n --output "$big/launched" \
+            >"$res/launched-$r.txt" 2>&1 &
+    done
+    wait
+    cp "$big/launched/16x16x16x32.json" "$res/launched.json" 2>/dev/null
+    python3 - "$res" <<'PY'
+import json, sys, glob, os
+res = sys.argv[1]
+print(f"{'run':8} {'grid':>8} {'iter':>5} {'solve s':>8} {'ms/iter':>8} {'true res':>9}  rank exchange/wait (s)")
+for f in sorted(glob.glob(res + "/*.json")):
+    r = json.load(open(f)); n = os.path.basename(f)[:-5]
+    if "iterations" not in r: continue
+    par = r.get("parallel") or {}
+    ranks = " ".join(f"{x['rank']}:{x['exchange']:.4f}/{x['wait']:.4f}" for x in par.get("ranks", []))
+    print(f"{n:8} {','.join(map(str, par.get('grid', [1, 1, 1, 1]))):>8} {r['iterations']:5} {r['timings']['solve']:8.4f} "
+          f"{1e3 * r['timings']['solve'] / max(1, r['iterations']):8.3f} {r['true_residual_of_d_cpu']:9.2e}  {ranks}")
 PY
 elif [ "${MODE:-full}" = scale ]; then
     # Issue 11: the model's inputs at 32^3x64 (floor, halo cost) and scale --gpus on the one
