@@ -561,8 +561,9 @@ impl Fused {
     }
 
     /// The end of reduction `which` on a decomposed lattice, once every rank's
-    /// (CR_LOCAL_RE, CR_LOCAL_IM) is in `state.gathered` (rank order): if active, their
-    /// sum in rank order and the scalar update. A no-op for an undecomposed state.
+    /// (CR_LOCAL_RE, CR_LOCAL_IM, CR_LOCAL_NR) is in `state.gathered` (rank order): if
+    /// active, their sums in rank order and the scalar update (apply's with xr's when an
+    /// xr left its nr). A no-op for an undecomposed state.
     pub fn global(
         &mut self,
         gpu: &mut GpuStream,
