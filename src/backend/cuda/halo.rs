@@ -308,31 +308,7 @@ impl Halo {
     /// which took milliseconds inside the first solve on four ranks along t (run 122), where
     /// the set-up's ghost links had gone forward only. Every rank calls it at construction.
     fn warm_up(&mut self, stream: &Arc<CudaStream>) -> Result<()> {
-        let mut sends = Vec::new();
-        let mut recvs = Vec::new();
-        for f in &self.faces {
-            let bytes = 6 * f.face_sites * 16;
-            let ptr = |b: FaceBuffer| {
-                raw(
-                    match b {
-                        FaceBuffer::SendLo => &f.send_lo,
-                        FaceBuffer::SendHi => &f.send_hi,
-                        FaceBuffer::RecvLo => &f.recv_lo,
-                        FaceBuffer::RecvHi => &f.recv_hi,
-                    },
-                    stream,
-                )
-            };
-            let msg = |(peer, tag, buf)| DeviceMessage {
-                peer,
-                tag,
-                ptr: ptr(buf),
-                bytes,
-            };
-            let [s0, s1, r0, r1] = face_messages(&self.partition, f.mu);
-            sends.extend([msg(s0), msg(s1)]);
-            recvs.extend([msg(r0), msg(r1)]);
-        }
+        let (sends, recvs) = self.face_messages_of(stream, |f| 6 * f.face_sites * 16);
         if sends.is_empty() {
             return Ok(());
         }
@@ -343,6 +319,38 @@ impl Halo {
         self.comm
             .synchronize()
             .map_err(err("the first exchange of the faces"))
+    }
+
+    /// Every split direction's sends and receives (`face_messages`) over the face
+    /// buffers, `bytes(face)` each.
+    fn face_messages_of(
+        &self,
+        stream: &CudaStream,
+        bytes: impl Fn(&Faces) -> usize,
+    ) -> (Vec<DeviceMessage>, Vec<DeviceMessage>) {
+        let mut sends = Vec::new();
+        let mut recvs = Vec::new();
+        for f in &self.faces {
+            let bytes = bytes(f);
+            let msg = |(peer, tag, buf)| DeviceMessage {
+                peer,
+                tag,
+                ptr: raw(
+                    match buf {
+                        FaceBuffer::SendLo => &f.send_lo,
+                        FaceBuffer::SendHi => &f.send_hi,
+                        FaceBuffer::RecvLo => &f.recv_lo,
+                        FaceBuffer::RecvHi => &f.recv_hi,
+                    },
+                    stream,
+                ),
+                bytes,
+            };
+            let [s0, s1, r0, r1] = face_messages(&self.partition, f.mu);
+            sends.extend([msg(s0), msg(s1)]);
+            recvs.extend([msg(r0), msg(r1)]);
+        }
+        (sends, recvs)
     }
 
     fn load(
@@ -508,32 +516,8 @@ impl Halo {
         self.comm
             .wait(&self.packed)
             .map_err(err("ordering the exchange after the pack"))?;
-        let mut sends = Vec::new();
-        let mut recvs = Vec::new();
-        for f in &self.faces {
-            let bytes = 6 * per_face(f) * complex_bytes;
-            let ptr = |b: FaceBuffer| {
-                raw(
-                    match b {
-                        FaceBuffer::SendLo => &f.send_lo,
-                        FaceBuffer::SendHi => &f.send_hi,
-                        FaceBuffer::RecvLo => &f.recv_lo,
-                        FaceBuffer::RecvHi => &f.recv_hi,
-                    },
-                    &stream,
-                )
-            };
-            let msg = |(peer, tag, buf)| DeviceMessage {
-                peer,
-                tag,
-                ptr: ptr(buf),
-                bytes,
-            };
-            let [s0, s1, r0, r1] = face_messages(&self.partition, f.mu);
-            sends.extend([msg(s0), msg(s1)]);
-            recvs.extend([msg(r0), msg(r1)]);
-            self.totals.bytes_exchanged += 2 * bytes as u64;
-        }
+        let (sends, recvs) = self.face_messages_of(&stream, |f| 6 * per_face(f) * complex_bytes);
+        self.totals.bytes_exchanged += sends.iter().map(|m| m.bytes as u64).sum::<u64>();
         self.exchange.exchange_on(&self.comm, &sends, &recvs)?;
         self.exchanged
             .record(&self.comm)
