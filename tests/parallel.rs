@@ -137,19 +137,30 @@ fn launcher_mistakes_are_refused_by_name() {
     }
 }
 
+/// `qcd-solve scale CFG ARGS... --out OUT` (ARGS before --out).
+fn scale(cfg: &std::path::Path, args: &[&str], out: &std::path::Path) -> std::process::Output {
+    bin()
+        .arg("scale")
+        .arg(cfg)
+        .args(args)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .unwrap()
+}
+
+/// The rows `scale --gpus` wrote to OUT/scale-ranks.json.
+fn rank_rows(out: &std::path::Path) -> Vec<serde_json::Value> {
+    serde_json::from_str(&std::fs::read_to_string(out.join("scale-ranks.json")).unwrap()).unwrap()
+}
+
 #[test]
 fn scale_over_ranks_writes_strong_and_weak_tables_and_charts() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("run.toml");
     std::fs::write(&cfg, CONFIG).unwrap();
     let out = dir.path().join("scale");
-    let run = bin()
-        .arg("scale")
-        .arg(&cfg)
-        .args(["--gpus", "1,2", "--device", "cpu", "--out"])
-        .arg(&out)
-        .output()
-        .unwrap();
+    let run = scale(&cfg, &["--gpus", "1,2", "--device", "cpu"], &out);
     assert!(
         run.status.success(),
         "{}",
@@ -163,9 +174,7 @@ fn scale_over_ranks_writes_strong_and_weak_tables_and_charts() {
     ] {
         assert!(out.join(f).is_file(), "{f}");
     }
-    let rows: Vec<serde_json::Value> =
-        serde_json::from_str(&std::fs::read_to_string(out.join("scale-ranks.json")).unwrap())
-            .unwrap();
+    let rows = rank_rows(&out);
     assert_eq!(rows.len(), 4);
     // Strong scaling solves one problem: the split changes only rounding, so the
     // iteration count is the same (the first row is the reference: speed-up 1 exactly).
@@ -174,13 +183,7 @@ fn scale_over_ranks_writes_strong_and_weak_tables_and_charts() {
     // Weak scaling doubles LT with the ranks.
     assert_eq!(rows[3]["lattice"][3].as_u64(), Some(16));
     // A count the lattice cannot split into is refused by its flag.
-    let bad = bin()
-        .arg("scale")
-        .arg(&cfg)
-        .args(["--gpus", "3", "--device", "cpu", "--out"])
-        .arg(&out)
-        .output()
-        .unwrap();
+    let bad = scale(&cfg, &["--gpus", "3", "--device", "cpu"], &out);
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--gpus"));
 }
@@ -191,21 +194,17 @@ fn scale_over_ranks_can_split_along_z_and_t() {
     let cfg = dir.path().join("run.toml");
     std::fs::write(&cfg, CONFIG).unwrap();
     let out = dir.path().join("scale");
-    let run = bin()
-        .arg("scale")
-        .arg(&cfg)
-        .args(["--gpus", "1,4", "--split", "zt", "--device", "cpu", "--out"])
-        .arg(&out)
-        .output()
-        .unwrap();
+    let run = scale(
+        &cfg,
+        &["--gpus", "1,4", "--split", "zt", "--device", "cpu"],
+        &out,
+    );
     assert!(
         run.status.success(),
         "{}",
         String::from_utf8_lossy(&run.stderr)
     );
-    let rows: Vec<serde_json::Value> =
-        serde_json::from_str(&std::fs::read_to_string(out.join("scale-ranks.json")).unwrap())
-            .unwrap();
+    let rows = rank_rows(&out);
     assert_eq!(rows.len(), 4);
     let grid = |r: &serde_json::Value| -> Vec<u64> {
         r["grid"]
@@ -224,13 +223,11 @@ fn scale_over_ranks_can_split_along_z_and_t() {
     assert_eq!(grid(&rows[3]), [1, 1, 2, 2]);
     assert_eq!(rows[3]["lattice"], serde_json::json!([8, 4, 8, 16]));
     // An unknown split is refused by clap (exit 2) naming the flag.
-    let bad = bin()
-        .arg("scale")
-        .arg(&cfg)
-        .args(["--gpus", "2", "--split", "xy", "--device", "cpu", "--out"])
-        .arg(&out)
-        .output()
-        .unwrap();
+    let bad = scale(
+        &cfg,
+        &["--gpus", "2", "--split", "xy", "--device", "cpu"],
+        &out,
+    );
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--split"));
 }

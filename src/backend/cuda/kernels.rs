@@ -631,7 +631,7 @@ mod tests {
             20 * 2048 + 510 * 2 + 2 + 2
         );
         // Six fields of 16 (double) or 8 (single) bytes a complex number; one block's
-        // partial (32) and the scalar block of 15 doubles.
+        // partial (32) and the scalar block of CR_SCALARS = 16 doubles.
         assert_eq!(
             Kernel::CrXr(Precision::Double).bytes(n),
             6 * 16 * 2048 + 32 + 8 * 16
