@@ -330,16 +330,8 @@ int main(int argc, char** argv)
                                   const std::vector<std::vector<T>>& yf, const std::vector<std::vector<T>>& of,
                                   size_t off, size_t n) {
                 double worst = 0;
-                for (int r = 0; r < ranks; ++r) {
-                    double re = 0, im = 0, mag = 0;
-                    for (size_t k = off; k < off + n; ++k) {
-                        const double2 a = to_d(yf[r][k]), b = to_d(of[r][k]);
-                        re += a.x * b.x + a.y * b.y;
-                        im += a.x * b.y - a.y * b.x;
-                        mag += std::hypot(a.x, a.y) * std::hypot(b.x, b.y);
-                    }
-                    worst = std::max(worst, std::hypot(d[r][13] - re, d[r][14] - im) / mag);
-                }
+                for (int r = 0; r < ranks; ++r)
+                    worst = std::max(worst, dot_error(d[r][13], d[r][14], yf[r].data(), of[r].data(), off, n));
                 report(tag + what, worst, prec == 0 ? 1e-13 : 1e-7);
                 report(tag + what + " tickets back to 0", tickets_ok ? 0 : 1, 0);
                 tickets_ok = true;

@@ -37,6 +37,23 @@ static double rel_diff(const std::vector<double2>& a, const std::vector<double2>
 
 [[maybe_unused]] static double2 to_d(double2 z) { return z; }
 [[maybe_unused]] static double2 to_d(float2 z) { return double2{z.x, z.y}; }
+
+// |got - (y|o)| over the sum of the terms' magnitudes, (y|o) = sum conj(y[k]) o[k] over
+// k in [off, off + n), summed here in double: a fused dot's error against the host's sum
+// of the same stored fields (the two differ only in the order of additions; relative to
+// the magnitudes, as g5 makes the dot itself cancel).
+template <class A, class B>
+[[maybe_unused]] static double dot_error(double got_re, double got_im, const A* y, const B* o, size_t off, size_t n)
+{
+    double re = 0, im = 0, mag = 0;
+    for (size_t k = off; k < off + n; ++k) {
+        const double2 a = to_d(y[k]), b = to_d(o[k]);
+        re += a.x * b.x + a.y * b.y;
+        im += a.x * b.y - a.y * b.x;
+        mag += std::hypot(a.x, a.y) * std::hypot(b.x, b.y);
+    }
+    return std::hypot(got_re - re, got_im - im) / mag;
+}
 template <class T> static T from_d(double2 z);
 template <> [[maybe_unused]] double2 from_d<double2>(double2 z) { return z; }
 template <> [[maybe_unused]] float2 from_d<float2>(double2 z) { return float2{(float)z.x, (float)z.y}; }

@@ -174,13 +174,7 @@ int main(int argc, char** argv)
                 launch(x.data(), x.data(), out.data(), -kappa, 1, par, s, partials.data(), &ticket);
                 report(ctag + "g5D full (fused dot)", rel_diff(from_pm(widen(out, nf), -1), refs[prec][1]), tol);
                 const auto xw = widen(x, nf), ow = widen(out, nf);
-                double re = 0, im = 0, mag = 0;
-                for (size_t k = 0; k < nf; ++k) {
-                    re += xw[k].x * ow[k].x + xw[k].y * ow[k].y;
-                    im += xw[k].x * ow[k].y - xw[k].y * ow[k].x;
-                    mag += std::hypot(xw[k].x, xw[k].y) * std::hypot(ow[k].x, ow[k].y);
-                }
-                report(ctag + "  (x|g5 D x) vs host", std::hypot(s[0] - re, s[1] - im) / mag, 1e-13);
+                report(ctag + "  (x|g5 D x) vs host", dot_error(s[0], s[1], xw.data(), ow.data(), 0, nf), 1e-13);
                 report(ctag + "  ticket back to 0", ticket, 0);
             }
         }
