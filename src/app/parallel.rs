@@ -346,6 +346,8 @@ fn cpu_rank(
                 bytes_exchanged: stats.bytes_sent,
                 exchanges: stats.exchanges,
                 reductions: stats.gathers,
+                graph_launches: 0,
+                graph_seconds: 0.0,
             };
             Ok((r, times, be.describe(), be.comms().describe()))
         })
@@ -410,8 +412,14 @@ fn cuda_rank(
     tracing::info!(rank, "launch geometry: {tuned}");
     be.reset_halo_timings()?;
     be.set_halo_timing(true);
-    let r = solve_on_rank(&mut be, local, plan, rank)?;
+    // The rank's log lines carry its number (`rank{rank=N}:`).
+    let r = tracing::debug_span!("rank", rank)
+        .in_scope(|| solve_on_rank(&mut be, local, plan, rank))?;
     let t = be.halo_timings()?.unwrap_or_default();
+    let graphs = be
+        .kernel_stats()
+        .into_iter()
+        .find(|k| k.name == crate::backend::cuda::GRAPH_STAT);
     let times = RankTimes {
         rank,
         coords: p.coords,
@@ -423,6 +431,8 @@ fn cuda_rank(
         bytes_exchanged: t.bytes_exchanged,
         exchanges: t.applications,
         reductions: 0,
+        graph_launches: graphs.as_ref().map_or(0, |g| g.launches),
+        graph_seconds: graphs.as_ref().map_or(0.0, |g| g.millis / 1e3),
     };
     let described = format!(
         "cuda {} (stencil {}, rank {rank} of {}, GPU {})",
@@ -595,6 +605,8 @@ pub fn run_launched(
         times.wait,
         times.bytes_exchanged as f64,
         times.exchanges as f64,
+        times.graph_launches as f64,
+        times.graph_seconds,
     ];
     let all = io.all_gather(&mine)?;
     let ranks_times: Vec<RankTimes> = all
@@ -611,6 +623,8 @@ pub fn run_launched(
             bytes_exchanged: t[5] as u64,
             exchanges: t[6] as u64,
             reductions: 0,
+            graph_launches: t[7] as u64,
+            graph_seconds: t[8],
         })
         .collect();
     let gathered = collect_solution(io.as_mut(), &parts, rank, &result.solution)?;

@@ -152,6 +152,9 @@ pub struct RankRow {
     pub efficiency: f64,
     /// Rank 0's halo times over the solve (s): pack, exchange, interior, exterior, wait.
     pub rank0_halo: [f64; 5],
+    /// Rank 0's fused-CR graph time over the solve (s): the iterations' share of
+    /// `seconds` (the rest is the host-driven steps: restarts, checks, the start).
+    pub rank0_graphs: f64,
     pub comms: String,
 }
 
@@ -251,6 +254,7 @@ pub fn measure_ranks(
                 speedup,
                 efficiency,
                 rank0_halo: [r0.pack, r0.exchange, r0.interior, r0.exterior, r0.wait],
+                rank0_graphs: r0.graph_seconds,
                 comms: s.parallel.comms.clone(),
             });
             tracing::info!(kind, ranks = n, seconds, "scale point done");
@@ -261,15 +265,15 @@ pub fn measure_ranks(
 
 pub fn rank_table(rows: &[RankRow]) -> String {
     let mut s = format!(
-        "{:>6} {:>5} {:>8} {:>14} {:>6} {:>10} {:>12} {:>8} {:>10}  rank 0 pack/exchange/interior/exterior/wait (ms)\n",
-        "kind", "ranks", "grid", "lattice", "iter", "solve (s)", "ms/iter", "speed-up", "efficiency"
+        "{:>6} {:>5} {:>8} {:>14} {:>6} {:>10} {:>12} {:>8} {:>10} {:>11}  rank 0 pack/exchange/interior/exterior/wait (ms)\n",
+        "kind", "ranks", "grid", "lattice", "iter", "solve (s)", "ms/iter", "speed-up", "efficiency", "graphs (ms)"
     );
     for r in rows {
         let l = r.lattice;
         let g = r.grid.map(|v| v.to_string()).join(",");
         let h = r.rank0_halo.map(|v| format!("{:.1}", 1e3 * v)).join("/");
         s.push_str(&format!(
-            "{:>6} {:>5} {:>8} {:>14} {:>6} {:>10.4} {:>12.3} {:>8.2} {:>9.0}%  {h}\n",
+            "{:>6} {:>5} {:>8} {:>14} {:>6} {:>10.4} {:>12.3} {:>8.2} {:>9.0}% {:>11.2}  {h}\n",
             r.kind,
             r.ranks,
             g,
@@ -278,7 +282,8 @@ pub fn rank_table(rows: &[RankRow]) -> String {
             r.seconds,
             1e3 * r.seconds_per_iteration,
             r.speedup,
-            100.0 * r.efficiency
+            100.0 * r.efficiency,
+            1e3 * r.rank0_graphs
         ));
     }
     s
@@ -306,12 +311,12 @@ pub fn run_ranks(
         print!("{}", rank_table(&rows));
     }
     let mut csv = String::from(
-        "kind,ranks,lattice,iterations,seconds,seconds_per_iteration,speedup,efficiency,pack,exchange,interior,exterior,wait\n",
+        "kind,ranks,lattice,iterations,seconds,seconds_per_iteration,speedup,efficiency,pack,exchange,interior,exterior,wait,graphs\n",
     );
     for r in &rows {
         let l = r.lattice;
         csv.push_str(&format!(
-            "{},{},{}x{}x{}x{},{},{:.6},{:.6e},{:.4},{:.4},{}\n",
+            "{},{},{}x{}x{}x{},{},{:.6},{:.6e},{:.4},{:.4},{},{:.6}\n",
             r.kind,
             r.ranks,
             l[0],
@@ -323,7 +328,8 @@ pub fn run_ranks(
             r.seconds_per_iteration,
             r.speedup,
             r.efficiency,
-            r.rank0_halo.map(|v| format!("{v:.6}")).join(",")
+            r.rank0_halo.map(|v| format!("{v:.6}")).join(","),
+            r.rank0_graphs
         ));
     }
     crate::io::write_atomic(&out.join("scale-ranks.csv"), csv.as_bytes())?;

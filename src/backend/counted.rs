@@ -153,4 +153,10 @@ impl<B: Prepare> Prepare for Counted<B> {
     fn prepare(&mut self, layout: Layout, fused: bool) -> Result<()> {
         self.inner.prepare(layout, fused)
     }
+    fn reserve(&mut self, bytes: u64) -> Result<()> {
+        self.inner.reserve(bytes)
+    }
+    fn barrier(&mut self) -> Result<()> {
+        self.inner.barrier()
+    }
 }

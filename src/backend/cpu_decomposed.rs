@@ -746,4 +746,7 @@ impl<C: Comms> Prepare for DecomposedCpu<C> {
     fn prepare(&mut self, _layout: Layout, _fused: bool) -> Result<()> {
         Ok(())
     }
+    fn barrier(&mut self) -> Result<()> {
+        global_sum(&mut self.comms, &[0.0]).map(|_| ())
+    }
 }

@@ -323,6 +323,11 @@ pub trait Prepare {
     fn reserve(&mut self, _bytes: u64) -> Result<()> {
         Ok(())
     }
+    /// On a decomposed lattice: return once every rank has called it (a collective), so
+    /// that the ranks start a timed phase together; nothing for one rank.
+    fn barrier(&mut self) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// Everything the application layer drives: the seam plus the capabilities.

@@ -125,6 +125,11 @@ pub struct RankTimes {
     pub bytes_exchanged: u64,
     pub exchanges: u64,
     pub reductions: u64,
+    /// The fused CR's CUDA graph launches on this rank and their event time (s; sampled
+    /// launches scaled to all, as the kernel books; 0 on the CPU or without graphs): the
+    /// iterations' share of `solve`, the rest being the host-driven steps around them.
+    pub graph_launches: u64,
+    pub graph_seconds: f64,
 }
 
 /// What a GPU solve adds to the report (times from CUDA events).

@@ -189,6 +189,9 @@ pub struct DeviceEngine<S: FusedCr> {
     form: Operator,
     state: Option<S::CrState>,
     key: u64,
+    /// The start's graph (one apply and one p pass; its own key, as `repeat` caches by
+    /// key and count and a batch's remainder may also be 1).
+    start_key: u64,
 }
 
 impl<S: FusedCr> DeviceEngine<S> {
@@ -204,6 +207,7 @@ impl<S: FusedCr> DeviceEngine<S> {
             form,
             state: None,
             key: GRAPH_KEY.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            start_key: GRAPH_KEY.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         })
     }
 
@@ -251,6 +255,9 @@ impl<S: FusedCr> CrEngine<S> for DeviceEngine<S> {
     /// The start as the tail of an iteration, with no host read: p = Ap = 0 (from `load`),
     /// rar = 1, then the apply pass (Ar = A r, rar = (r|Ar)) and the p pass (p = r + beta 0
     /// = r, Ap = Ar, apap, alpha, active), so the first check needs nothing from the device.
+    /// The two passes are one graph (`repeat`), recorded at the first start and replayed at
+    /// the mixed solver's restarts (the same workspace and scalar block): on a split
+    /// lattice their exchanges and all-gathers are then not queued one by one by the host.
     fn start(&mut self, space: &mut S, s: CrScalars, w: &mut CrFields<S>) -> Result<CrScalars> {
         let mut s = s;
         s.rar = C64::new(1.0, 0.0);
@@ -258,10 +265,12 @@ impl<S: FusedCr> CrEngine<S> for DeviceEngine<S> {
         s.beta = C64::new(0.0, 0.0);
         s.active = s.still_active();
         self.set(space, &s)?;
-        let form = self.form;
+        let (form, key) = (self.form, self.start_key);
         let st = self.state()?;
-        space.cr_apply_dot(form, st, &w.r, &mut w.ar)?;
-        space.cr_update_p(st, &w.r, &w.ar, &mut w.p, &mut w.ap)?;
+        space.repeat(key, 1, &mut |sp: &mut S| {
+            sp.cr_apply_dot(form, st, &w.r, &mut w.ar)?;
+            sp.cr_update_p(st, &w.r, &w.ar, &mut w.p, &mut w.ap)
+        })?;
         Ok(s)
     }
 
@@ -351,6 +360,8 @@ impl<S: Space, E: CrEngine<S>> Iterate<S> for Cr<S, E> {
         start_iter: usize,
         nr0: Option<f64>,
     ) -> Result<Run> {
+        let clock = std::time::Instant::now();
+        let us = |t: &std::time::Instant| t.elapsed().as_micros() as u64;
         let fresh = self.work.is_none();
         let w = Self::workspace(&mut self.work, &mut self.engine, space, rhs)?;
         self.engine.load(space, rhs, w, fresh)?;
@@ -366,22 +377,30 @@ impl<S: Space, E: CrEngine<S>> Iterate<S> for Cr<S, E> {
         };
         // p = r, Ap = A p, the scalars; the first check uses what the host knows.
         let mut known = Some(self.engine.start(space, s, w)?);
+        tracing::debug!(us = us(&clock), "cr: workspace, load and start (queued)");
         let mut checks = 0;
         let (verdict, last_iter) = loop {
             let s = match known.take() {
                 Some(s) => s,
                 None => {
                     checks += 1;
-                    self.engine.get(space)?
+                    let t = std::time::Instant::now();
+                    let s = self.engine.get(space)?;
+                    tracing::debug!(us = us(&t), "cr: check (host read of the scalars)");
+                    s
                 }
             };
             match monitor.check(s.iter as usize, s.nr, s.active) {
                 Verdict::Continue => {}
                 v => break (v, s.iter),
             }
+            let t = std::time::Instant::now();
             self.engine.batch(space, self.check_every, w)?;
+            tracing::debug!(us = us(&t), "cr: batch (queued)");
         };
+        let t = std::time::Instant::now();
         let history = self.engine.history(space, start_iter, last_iter)?;
+        tracing::debug!(us = us(&t), "cr: history read");
         let iter = start_iter + history.len() - 1;
         Ok(Run {
             iter,

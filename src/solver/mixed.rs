@@ -84,6 +84,7 @@ pub fn solve<S: Space, A: LinearOperator<S>, I: Iterate<S>>(
         space.add_converted(xs, &mut xd, &mut scratch)?;
         op.apply(space, &mut scratch, &xd)?;
         applications += op.stencil_applications();
+        tracing::debug!(us = us(&t), "mixed: x_d += x_s, A x_d (queued)");
         let nr_true = space.residual_converted(b, &mut scratch, &mut rs)?;
         if let Some(last) = history.last_mut() {
             *last = nr_true;

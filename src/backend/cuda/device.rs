@@ -79,20 +79,24 @@ pub(crate) fn open_context(ordinal: usize) -> Result<Arc<CudaContext>> {
 }
 
 /// What the device's default memory pool (cudarc allocates from it, stream-ordered) keeps
-/// of freed memory across synchronisations, MiB, unless `QCD_SOLVE_POOL_KEEP_MIB` says
-/// otherwise (0: CUDA's default, everything goes back at each synchronisation). Kept
-/// memory makes a later allocation a suballocation instead of a new mapping: a solve's
-/// fields are freed and allocated again between its phases and from one solve to the
-/// next (validate/RESULTS.md run 69). The free-memory checks trim the pool first
-/// (`trim_pool`), so what it keeps is never counted as taken.
-pub const POOL_KEEP_MIB: u64 = 1024;
+/// of freed memory across synchronisations: everything, unless `QCD_SOLVE_POOL_KEEP_MIB`
+/// says otherwise (MiB; 0: CUDA's default, everything goes back at each
+/// synchronisation). Kept memory makes a later allocation a suballocation instead of a
+/// new mapping: a solve's fields are freed and allocated again between its phases (the
+/// mixed solver's restarts, the even-odd reconstruction) and from one solve to the next
+/// (validate/RESULTS.md run 69). What goes back at a synchronisation is unmapped there,
+/// and with ranks as threads on several GPUs those unmappings queue behind each other:
+/// with 1 GiB kept (the default until run 127) the 32^3x64-per-GPU solve took 54.8 ms on
+/// one GPU, 61.8 on two and 71.4 on four, keeping everything 48.7, 54.8 and 55.7. The
+/// free-memory checks trim the pool first (`trim_pool`), so what it keeps is never
+/// counted as taken.
+pub const POOL_KEEP_ALL: u64 = u64::MAX;
 
 pub(crate) fn pool_keep_bytes() -> u64 {
     std::env::var("QCD_SOLVE_POOL_KEEP_MIB")
         .ok()
         .and_then(|v| v.trim().parse::<u64>().ok())
-        .unwrap_or(POOL_KEEP_MIB)
-        << 20
+        .map_or(POOL_KEEP_ALL, |mib| mib.saturating_mul(1 << 20))
 }
 
 pub(crate) fn default_pool(ctx: &CudaContext) -> Result<sys::CUmemoryPool> {

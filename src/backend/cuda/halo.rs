@@ -3,8 +3,10 @@
 //! with the exchange on a communication stream overlapping the interior kernel:
 //!
 //! ```text
-//! main stream:  pack (every split mu) -> record `packed` -> interior ------> wait `exchanged` -> exterior (every split mu)
-//! comm stream:        wait `packed` -> DeviceExchange::exchange_on -> record `exchanged`
+//! main stream:  record `packed` -> interior -----------------------------------> wait `exchanged` -> exterior (every split mu)
+//! comm stream:  wait `packed` -> pack (every split mu) -> DeviceExchange::exchange_on -> record `exchanged`
+//! (the pack on the communication stream, so the interior does not wait for it;
+//! `QCD_SOLVE_PACK_ON=main` puts it back on the main stream before `packed`, the ablation)
 //! ```
 //!
 //! `Halo` holds the partition, the exchange, the host communicator (for the global sums
@@ -81,6 +83,9 @@ pub(crate) fn face_bytes(face_sites: usize, elems: usize) -> u64 {
 
 /// Events of one timed application, read at `timings`.
 struct Timed {
+    /// The pack ran on the communication stream (`pack_on_comm`): the interior's time
+    /// runs from `start`, not from `packed`.
+    pack_on_comm: bool,
     start: CudaEvent,
     packed: CudaEvent,
     interior: CudaEvent,
@@ -129,6 +134,45 @@ const TIMED_FOLD: usize = 16;
 pub(crate) fn comm_priority() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| std::env::var("QCD_SOLVE_COMM_PRIORITY").map_or(true, |v| v.trim() != "0"))
+}
+
+/// A timing ablation of the split solve's cross-GPU steps, `QCD_SOLVE_ABLATE_COMM`
+/// (read once per process): `exchange` leaves the faces unsent (the ghosts keep what
+/// they held), `gather` replaces the fused CR's all-gathers with copies of this rank's
+/// scalars into every rank's slot, `both` does both. The answers are wrong (the solve
+/// may not converge); it is for measuring what the graphs' time owes to each step, with
+/// everything else the same (validate/RESULTS.md run 126). Unset or anything else: off.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CommAblation {
+    pub exchange: bool,
+    pub gather: bool,
+}
+
+pub(crate) fn comm_ablation() -> CommAblation {
+    static A: std::sync::OnceLock<CommAblation> = std::sync::OnceLock::new();
+    *A.get_or_init(|| {
+        let v = std::env::var("QCD_SOLVE_ABLATE_COMM").unwrap_or_default();
+        let v = v.trim();
+        let a = CommAblation {
+            exchange: v == "exchange" || v == "both",
+            gather: v == "gather" || v == "both",
+        };
+        if a.exchange || a.gather {
+            tracing::warn!(
+                "QCD_SOLVE_ABLATE_COMM={v}: a timing ablation, the solve's answers are wrong"
+            );
+        }
+        a
+    })
+}
+
+/// Whether the faces are packed on the communication stream (the default) or on the main
+/// stream before the interior (`QCD_SOLVE_PACK_ON=main`, the ablation; read once per
+/// process). On the communication stream the interior starts as soon as the input is
+/// ready instead of after the pack kernels.
+pub(crate) fn pack_on_comm() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("QCD_SOLVE_PACK_ON").map_or(true, |v| v.trim() != "main"))
 }
 
 /// The communication stream of `ctx`: at the device's highest priority (`comm_priority`).
@@ -377,7 +421,8 @@ impl Halo {
             Ok(a.elapsed_ms(b).map_err(err("reading a halo event"))? as f64)
         };
         self.totals.pack_ms += ms(&t.start, &t.packed)?;
-        self.totals.interior_ms += ms(&t.packed, &t.interior)?;
+        let interior_from = if t.pack_on_comm { &t.start } else { &t.packed };
+        self.totals.interior_ms += ms(interior_from, &t.interior)?;
         self.totals.wait_ms += ms(&t.interior, &t.waited)?;
         self.totals.exchange_ms += ms(&t.packed, &t.exchanged)?;
         self.totals.exterior_ms += ms(&t.waited, &t.end)?;
@@ -465,40 +510,68 @@ impl Halo {
             }
         };
         let complex_bytes = if l.single { 8 } else { 16 };
-        // Pack: the input's parity is the other one of the output's.
+        // Pack: the input's parity is the other one of the output's. On the communication
+        // stream (after `packed`, which then marks the input ready) or, the ablation, on
+        // the main stream (before `packed`, which then marks the faces packed).
         let pack_parity: i32 = l.parity.map_or(-1, |p| 1 - p as i32);
-        for f in &self.faces {
-            let mu = f.mu as i32;
-            let n = 2 * per_face(f);
-            let cfg = cfg_1d(n, HALO_BLOCK, 0);
-            let (lo, hi) = (raw(&f.send_lo, &stream), raw(&f.send_hi, &stream));
-            launch!(
-                gpu,
-                Kernel::HaloPack { single: l.single },
-                n,
-                &pack,
-                cfg,
-                [
-                    &l.inp,
-                    &lo,
-                    &hi,
-                    &mu,
-                    &pack_parity,
-                    &volume,
-                    &lx,
-                    &ly,
-                    &lz,
-                    &lt
-                ]
-            );
-        }
-        self.packed
-            .record(&stream)
-            .map_err(err("recording the halo pack event"))?;
-        if timing {
-            events[1]
+        let on_comm = pack_on_comm();
+        if on_comm {
+            self.packed
                 .record(&stream)
-                .map_err(err("recording a halo event"))?;
+                .map_err(err("recording the halo input event"))?;
+            self.comm
+                .wait(&self.packed)
+                .map_err(err("ordering the pack after the input"))?;
+            // The pack's launches go to the communication stream (and are booked there);
+            // the main stream is put back below, also when a launch fails.
+            gpu.stream = self.comm.clone();
+        }
+        let faces = &self.faces;
+        let packs = (|| -> Result<()> {
+            for f in faces {
+                let mu = f.mu as i32;
+                let n = 2 * per_face(f);
+                let cfg = cfg_1d(n, HALO_BLOCK, 0);
+                let (lo, hi) = (raw(&f.send_lo, &stream), raw(&f.send_hi, &stream));
+                launch!(
+                    gpu,
+                    Kernel::HaloPack { single: l.single },
+                    n,
+                    &pack,
+                    cfg,
+                    [
+                        &l.inp,
+                        &lo,
+                        &hi,
+                        &mu,
+                        &pack_parity,
+                        &volume,
+                        &lx,
+                        &ly,
+                        &lz,
+                        &lt
+                    ]
+                );
+            }
+            Ok(())
+        })();
+        gpu.stream = stream.clone();
+        packs?;
+        if on_comm {
+            if timing {
+                events[1]
+                    .record(&self.comm)
+                    .map_err(err("recording a halo event"))?;
+            }
+        } else {
+            self.packed
+                .record(&stream)
+                .map_err(err("recording the halo pack event"))?;
+            if timing {
+                events[1]
+                    .record(&stream)
+                    .map_err(err("recording a halo event"))?;
+            }
         }
         // Interior on the main stream, queued before the host waits for its neighbours
         // in the exchange, so it runs while the faces travel.
@@ -514,12 +587,16 @@ impl Halo {
                 .record(&stream)
                 .map_err(err("recording a halo event"))?;
         }
-        self.comm
-            .wait(&self.packed)
-            .map_err(err("ordering the exchange after the pack"))?;
+        if !on_comm {
+            self.comm
+                .wait(&self.packed)
+                .map_err(err("ordering the exchange after the pack"))?;
+        }
         let (sends, recvs) = self.face_messages_of(&stream, |f| 6 * per_face(f) * complex_bytes);
         self.totals.bytes_exchanged += sends.iter().map(|m| m.bytes as u64).sum::<u64>();
-        self.exchange.exchange_on(&self.comm, &sends, &recvs)?;
+        if !comm_ablation().exchange {
+            self.exchange.exchange_on(&self.comm, &sends, &recvs)?;
+        }
         self.exchanged
             .record(&self.comm)
             .map_err(err("recording the halo exchange event"))?;
@@ -595,6 +672,7 @@ impl Halo {
             let (start, packed, interior, waited, exchanged, end) =
                 (next(), next(), next(), next(), next(), next());
             self.timed.push(Timed {
+                pack_on_comm: on_comm,
                 start,
                 packed,
                 interior,

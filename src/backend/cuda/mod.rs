@@ -84,6 +84,7 @@ pub fn warm_up(
         shape.pins(mode, volume),
     )
 }
+pub use fused::GRAPH_STAT;
 pub use halo::{enable_peer_access, HaloTimings, PeerCopies};
 pub use link_upload::{
     bench as bench_link_upload, variant_name as link_upload_variant, LinkUpload, UploadBenchRow,

@@ -212,8 +212,26 @@ impl CudaBackend {
         };
         let src = dptr(&state.scalars, &stream) + 8 * CR_LOCAL_RE as u64;
         let dst = dptr(gathered, &stream);
-        halo.exchange
-            .all_gather_on(&stream, src, dst, 8 * CR_GATHERED)?;
+        if super::halo::comm_ablation().gather {
+            for r in 0..halo.partition.ranks() {
+                let at = dst + (8 * CR_GATHERED * r) as u64;
+                // SAFETY: both ranges lie in live device allocations of this context
+                // (the scalar block, and `gathered`: CR_GATHERED doubles per rank).
+                unsafe {
+                    cudarc::driver::sys::cuMemcpyDtoDAsync_v2(
+                        at,
+                        src,
+                        8 * CR_GATHERED,
+                        stream.cu_stream(),
+                    )
+                }
+                .result()
+                .map_err(err("copying the scalars (QCD_SOLVE_ABLATE_COMM)"))?;
+            }
+        } else {
+            halo.exchange
+                .all_gather_on(&stream, src, dst, 8 * CR_GATHERED)?;
+        }
         self.fused.global(&mut self.core.gpu, state, which)
     }
 
@@ -378,8 +396,8 @@ impl FusedCr for CudaBackend {
 
 impl Prepare for CudaBackend {
     /// One allocation of `bytes`, freed at once: the default pool keeps it mapped
-    /// (device::POOL_KEEP_MIB; a larger reserve would be released again, so it is
-    /// skipped).
+    /// (device::POOL_KEEP_ALL; where `QCD_SOLVE_POOL_KEEP_MIB` sets less, a larger
+    /// reserve would be released again, so it is skipped).
     fn reserve(&mut self, bytes: u64) -> Result<()> {
         if bytes == 0 || bytes > super::device::pool_keep_bytes() {
             return Ok(());
@@ -392,6 +410,10 @@ impl Prepare for CudaBackend {
             .map_err(|e| super::device::driver_err("reserving pool memory", e))?;
         drop(block);
         self.core.gpu.sync()
+    }
+
+    fn barrier(&mut self) -> Result<()> {
+        self.halo_barrier()
     }
 
     fn prepare(&mut self, layout: Layout, fused: bool) -> Result<()> {
