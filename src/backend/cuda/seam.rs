@@ -212,26 +212,8 @@ impl CudaBackend {
         };
         let src = dptr(&state.scalars, &stream) + 8 * CR_LOCAL_RE as u64;
         let dst = dptr(gathered, &stream);
-        if super::halo::comm_ablation().gather {
-            for r in 0..halo.partition.ranks() {
-                let at = dst + (8 * CR_GATHERED * r) as u64;
-                // SAFETY: both ranges lie in live device allocations of this context
-                // (the scalar block, and `gathered`: CR_GATHERED doubles per rank).
-                unsafe {
-                    cudarc::driver::sys::cuMemcpyDtoDAsync_v2(
-                        at,
-                        src,
-                        8 * CR_GATHERED,
-                        stream.cu_stream(),
-                    )
-                }
-                .result()
-                .map_err(err("copying the scalars (QCD_SOLVE_ABLATE_COMM)"))?;
-            }
-        } else {
-            halo.exchange
-                .all_gather_on(&stream, src, dst, 8 * CR_GATHERED)?;
-        }
+        halo.exchange
+            .all_gather_on(&stream, src, dst, 8 * CR_GATHERED)?;
         self.fused.global(&mut self.core.gpu, state, which)
     }
 
