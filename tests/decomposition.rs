@@ -444,3 +444,24 @@ fn impossible_grids_are_refused_by_key() {
     .to_string();
     assert!(e.contains("communicator"), "{e}");
 }
+
+#[test]
+fn the_barrier_returns_on_every_rank_only_once_the_last_has_come() {
+    // Rank r arrives at the barrier r * 60 ms late (Prepare::barrier, which the main job
+    // calls before it starts the solve's clock). Every rank must leave it after the last
+    // arrival: at 180 ms for 4 ranks, the sleeps being the lower bound (a no-op barrier
+    // would let rank 0 leave at once).
+    let (gauge, _, _) = random_8x8x8x8();
+    let t0 = std::time::Instant::now();
+    let left = on_ranks(&gauge, 0.12, [1, 1, 2, 2], |be, p| {
+        std::thread::sleep(std::time::Duration::from_millis(60 * p.rank() as u64));
+        be.barrier()?;
+        Ok(t0.elapsed())
+    });
+    for (r, t) in left.iter().enumerate() {
+        assert!(
+            *t >= std::time::Duration::from_millis(180),
+            "rank {r} left the barrier at {t:?}, before the last rank arrived (180 ms)"
+        );
+    }
+}

@@ -74,7 +74,12 @@ extern "C" __global__ void sum_in_rank_order(const double* __restrict__ parts,
 pub const NCCL_DEFAULTS: &[(&str, &str)] = &[("NCCL_GRAPH_MIXING_SUPPORT", "0")];
 
 pub fn set_process_defaults() {
-    for (k, v) in NCCL_DEFAULTS {
+    set_unset(NCCL_DEFAULTS);
+}
+
+/// Set each variable of `pairs` that the environment does not have.
+fn set_unset(pairs: &[(&str, &str)]) {
+    for (k, v) in pairs {
         if std::env::var_os(k).is_none() {
             std::env::set_var(k, v);
         }
@@ -876,5 +881,34 @@ impl DeviceExchange for SharedNccl {
     }
     fn capturable(&self) -> bool {
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_fill_only_what_the_environment_leaves_unset() {
+        // Names of this test's own, so that no other test reads them.
+        let (set, unset) = (
+            "QCD_SOLVE_TEST_NCCL_DEFAULT_SET",
+            "QCD_SOLVE_TEST_NCCL_DEFAULT_UNSET",
+        );
+        std::env::set_var(set, "1");
+        std::env::remove_var(unset);
+        set_unset(&[(set, "0"), (unset, "0")]);
+        assert_eq!(
+            std::env::var(set).unwrap(),
+            "1",
+            "a value the user set is kept"
+        );
+        assert_eq!(
+            std::env::var(unset).unwrap(),
+            "0",
+            "an unset one gets the default"
+        );
+        // The process default is graph mixing off.
+        assert!(NCCL_DEFAULTS.contains(&("NCCL_GRAPH_MIXING_SUPPORT", "0")));
     }
 }

@@ -93,8 +93,13 @@ pub(crate) fn open_context(ordinal: usize) -> Result<Arc<CudaContext>> {
 pub const POOL_KEEP_ALL: u64 = u64::MAX;
 
 pub(crate) fn pool_keep_bytes() -> u64 {
-    std::env::var("QCD_SOLVE_POOL_KEEP_MIB")
-        .ok()
+    pool_keep_of(std::env::var("QCD_SOLVE_POOL_KEEP_MIB").ok().as_deref())
+}
+
+/// `pool_keep_bytes` for the variable's value: MiB as bytes; unset or not a number:
+/// everything.
+fn pool_keep_of(value: Option<&str>) -> u64 {
+    value
         .and_then(|v| v.trim().parse::<u64>().ok())
         .map_or(POOL_KEEP_ALL, |mib| mib.saturating_mul(1 << 20))
 }
@@ -590,4 +595,19 @@ pub fn host_upload_paths(bytes: usize) -> Result<HostUploadPaths> {
         registered_gbytes_per_second: gb / copies,
         unregister_ms,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pool_keeps_everything_unless_the_variable_says_how_many_mib() {
+        assert_eq!(pool_keep_of(None), u64::MAX);
+        assert_eq!(pool_keep_of(Some("lots")), u64::MAX);
+        assert_eq!(pool_keep_of(Some("0")), 0);
+        assert_eq!(pool_keep_of(Some(" 1024 ")), 1 << 30);
+        // Saturates instead of wrapping.
+        assert_eq!(pool_keep_of(Some(&u64::MAX.to_string())), u64::MAX);
+    }
 }
