@@ -19,6 +19,7 @@
 use super::device::{err, function, load_module};
 use super::fast_layout::stored_link;
 use super::kernels::Kernel;
+use super::kernels::HALO_BLOCK;
 use super::stencil::{cfg_1d, halo_program, launch_v3, V3Kernels, V3Launch};
 use super::timing::{launch, GpuStream};
 use super::version::Reconstruct;
@@ -32,9 +33,6 @@ use cudarc::driver::{sys, CudaContext, CudaEvent, CudaFunction, CudaSlice, CudaS
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
-
-/// Threads per block of the pack and exterior kernels.
-const HALO_BLOCK: usize = 128;
 
 /// Where the time of the decomposed applications went (CUDA events, when switched on
 /// with `CudaBackend::set_halo_timing`), summed over `applications` stencil launches

@@ -169,9 +169,23 @@ pub enum Kernel {
 /// trees (double2 additions, 2 flops each) of every block and of the last block, the last
 /// block's sum of the partials, and the scalar update (`finish` flops).
 fn cr_reduction_flops(n: usize, finish: u64) -> u64 {
-    let grid = cr_grid(n) as u64;
-    let tree = 2 * (CR_BLOCK as u64 - 1);
+    tree_reduction_flops(cr_grid(n) as u64, CR_BLOCK as u64, finish)
+}
+
+/// Flops of `cr_reduce_last` over `grid` blocks of `block` threads: each block's tree
+/// and the last block's (block - 1 double2 additions each, 2 flops), the last block's
+/// sum of the grid's partials, then `finish` flops on the total.
+fn tree_reduction_flops(grid: u64, block: u64, finish: u64) -> u64 {
+    let tree = 2 * (block - 1);
     tree * (grid + 1) + 2 * grid + finish
+}
+
+/// Threads per block of the halo kernels (kernels/halo.cu, launched so by halo.rs).
+pub(crate) const HALO_BLOCK: usize = 128;
+
+/// Blocks of a halo launch over n face sites.
+fn halo_grid(n: usize) -> u64 {
+    n.div_ceil(HALO_BLOCK).max(1) as u64
 }
 
 /// Inputs a reduction pass loads in its blocks' second halves, and its block count.
@@ -418,8 +432,11 @@ impl Kernel {
             // Two SU(3) mat-vecs (132), c * hop (24) and the addition to out (24); with the
             // dot a conjugate multiply-add per complex (8 x 12) and the reduction's tree.
             Kernel::HaloExterior { dot: false, .. } => (132 + 24 + 24) * nn,
+            // With the dot: conj(y) times what the site adds (a conjugate multiply-add per
+            // complex, 8 flops, 12 complex numbers), reduced over the launch's own grid,
+            // and the total added to the scalar block (2 flops).
             Kernel::HaloExterior { dot: true, .. } => {
-                (132 + 24 + 24 + 96) * nn + cr_reduction_flops(n, 2)
+                (132 + 24 + 24 + 96) * nn + tree_reduction_flops(halo_grid(n), HALO_BLOCK as u64, 2)
             }
         }
     }
@@ -489,7 +506,8 @@ impl Kernel {
             // A spinor read, a half spinor written.
             Kernel::HaloPack { single } => 18 * complex_bytes(*single) * nn,
             // A half spinor and a link read, a spinor read and written (with the dot also
-            // y's spinor read; its partials are noise).
+            // y's spinor read, and each block's double2 partial written and read back by
+            // the last block).
             Kernel::HaloExterior {
                 single,
                 reconstruct,
@@ -497,7 +515,8 @@ impl Kernel {
             } => {
                 let link = reconstruct.elems() as u64;
                 let y = if *dot { 12 } else { 0 };
-                (6 + link + 24 + y) * complex_bytes(*single) * nn
+                let partials = if *dot { 32 * halo_grid(n) } else { 0 };
+                partials + (6 + link + 24 + y) * complex_bytes(*single) * nn
             }
         }
     }
@@ -692,11 +711,23 @@ mod tests {
             dot,
         };
         assert_eq!(ext(true).name(), "halo exterior [single, r12, dot]");
-        // y's 12 complex numbers read per face site; 96 flops and the tree's.
-        assert_eq!(ext(true).bytes(10) - ext(false).bytes(10), 10 * 12 * 8);
+        // The dot adds y's 12 complex numbers read per face site and a 16-byte partial per
+        // 128-thread block, written and read once; 96 flops per site (12 conjugate
+        // multiply-adds), each block's tree of 127 double2 additions and the last block's
+        // (2 flops each), the partials' sum and the 2 for the scalar block. 10 sites: one
+        // block; 1000 sites: 8 blocks.
+        assert_eq!(ext(true).bytes(10) - ext(false).bytes(10), 10 * 12 * 8 + 32);
         assert_eq!(
             ext(true).flops(10) - ext(false).flops(10),
-            10 * 96 + cr_reduction_flops(10, 2)
+            10 * 96 + 2 * 127 * 2 + 2 + 2
+        );
+        assert_eq!(
+            ext(true).bytes(1000) - ext(false).bytes(1000),
+            1000 * 12 * 8 + 8 * 32
+        );
+        assert_eq!(
+            ext(true).flops(1000) - ext(false).flops(1000),
+            1000 * 96 + 2 * 127 * 9 + 2 * 8 + 2
         );
         let eo = Kernel::V3 {
             mode: V3Mode::Parity,
