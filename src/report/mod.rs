@@ -446,10 +446,19 @@ pub fn summary(r: &SolveReport) -> String {
             ),
         );
         for t in &p.ranks {
+            let graphs = if t.graph_launches > 0 {
+                format!(
+                    "; {} CR graphs in {:.2} ms",
+                    t.graph_launches,
+                    1e3 * t.graph_seconds
+                )
+            } else {
+                String::new()
+            };
             line(
                 &format!("  rank {} {:?}", t.rank, t.coords),
                 format!(
-                    "pack {:.2} ms, exchange {:.2} ms, interior {:.2} ms, exterior {:.2} ms, wait {:.2} ms; {:.2} MB in {} exchanges, {} reductions",
+                    "pack {:.2} ms, exchange {:.2} ms, interior {:.2} ms, exterior {:.2} ms, wait {:.2} ms; {:.2} MB in {} exchanges, {} reductions{graphs}",
                     1e3 * t.pack,
                     1e3 * t.exchange,
                     1e3 * t.interior,
