@@ -501,6 +501,11 @@ impl CudaBackend {
                 })
             }
         };
+        // What the set-up freed (the link upload's scratch, the seed versions' canonical
+        // field) goes back to the device now: the pool keeps freed memory across
+        // synchronisations (device::POOL_KEEP_ALL), and what is loaded later outside the
+        // pool (the modules the solve's preparation loads) needs room on a nearly full GPU.
+        super::device::trim_pool(&gpu.ctx)?;
         let caps = stencil.capabilities();
         let core = Core {
             gpu,
