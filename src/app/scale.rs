@@ -152,9 +152,13 @@ pub struct RankRow {
     pub efficiency: f64,
     /// Rank 0's halo times over the solve (s): pack, exchange, interior, exterior, wait.
     pub rank0_halo: [f64; 5],
-    /// Rank 0's fused-CR graph time over the solve (s): the iterations' share of
-    /// `seconds` (the rest is the host-driven steps: restarts, checks, the start).
+    /// Rank 0's fused-CR graph time over the solve (s, median over the repeats): the
+    /// iterations' share of `seconds` (the rest is the host-driven steps: restarts,
+    /// checks, the start).
     pub rank0_graphs: f64,
+    /// `efficiency` of the graph time alone (the iterations without the host-driven
+    /// steps); NaN without graphs (the CPU, or paths that run none).
+    pub graph_efficiency: f64,
     pub comms: String,
 }
 
@@ -190,6 +194,46 @@ impl Split {
     }
 }
 
+/// One point of a scaling series: its median solve and graph times, iterations, ranks.
+#[derive(Clone, Copy, Debug)]
+struct Point {
+    seconds: f64,
+    graphs: f64,
+    iterations: usize,
+    ranks: usize,
+}
+
+impl Point {
+    fn timed(self) -> (f64, usize, usize) {
+        (self.seconds, self.iterations, self.ranks)
+    }
+    fn graphs_timed(self) -> (f64, usize, usize) {
+        (self.graphs, self.iterations, self.ranks)
+    }
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Speed-up and efficiency of `this` (seconds, iterations, ranks) against `first`.
+/// Strong scaling (the same lattice): speed-up t_first / t, efficiency the speed-up over
+/// the rank ratio. Weak (the same local lattice): efficiency the first's time per
+/// iteration over this one's, speed-up that times the rank ratio.
+fn scaling(kind: &str, first: (f64, usize, usize), this: (f64, usize, usize)) -> (f64, f64) {
+    let (t0, it0, n0) = first;
+    let (t, it, n) = this;
+    let ranks = n as f64 / n0 as f64;
+    if kind == "strong" {
+        let sp = t0 / t;
+        (sp, sp / ranks)
+    } else {
+        let e = (t0 / it0.max(1) as f64) / (t / it.max(1) as f64);
+        (e * ranks, e)
+    }
+}
+
 /// Strong scaling (the config's lattice) and weak scaling (the split extents times the
 /// ranks in them) of the split solve over `counts` ranks, split by `split`, on the
 /// config's device (ranks as threads: rank r on GPU r with NCCL, or every rank on GPU 0
@@ -208,7 +252,7 @@ pub fn measure_ranks(
     }
     let mut rows = Vec::new();
     for kind in ["strong", "weak"] {
-        let mut first: Option<(f64, f64, usize)> = None;
+        let mut first: Option<Point> = None;
         for &n in counts {
             let mut c = cfg.clone();
             let grid = split.grid(n);
@@ -224,23 +268,31 @@ pub fn measure_ranks(
                     Error::invalid("--gpus", format!("{kind} scaling on {n} ranks: {e}"))
                 })?;
             let mut times = Vec::new();
+            let mut graph_times = Vec::new();
             let mut last = None;
             for _ in 0..repeat.max(1) {
                 let s = crate::app::parallel::solve_split(&c, &problem, &parts)?;
                 times.push(s.result.timings.solve);
+                graph_times.push(s.parallel.ranks[0].graph_seconds);
                 last = Some(s);
             }
             let s = last.expect("at least one repeat");
-            times.sort_by(f64::total_cmp);
-            let seconds = times[times.len() / 2];
+            let seconds = median(&mut times);
+            let graphs = median(&mut graph_times);
             let iterations = s.result.iterations;
             let per_iter = seconds / iterations.max(1) as f64;
-            let (t0, it0, n0) = *first.get_or_insert((seconds, per_iter, n));
-            let (speedup, efficiency) = if kind == "strong" {
-                let sp = t0 / seconds;
-                (sp, sp / (n as f64 / n0 as f64))
+            let this = Point {
+                seconds,
+                graphs,
+                iterations,
+                ranks: n,
+            };
+            let first = *first.get_or_insert(this);
+            let (speedup, efficiency) = scaling(kind, first.timed(), this.timed());
+            let graph_efficiency = if first.graphs > 0.0 && graphs > 0.0 {
+                scaling(kind, first.graphs_timed(), this.graphs_timed()).1
             } else {
-                (it0 / per_iter * (n as f64 / n0 as f64), it0 / per_iter)
+                f64::NAN
             };
             let r0 = &s.parallel.ranks[0];
             rows.push(RankRow {
@@ -254,7 +306,8 @@ pub fn measure_ranks(
                 speedup,
                 efficiency,
                 rank0_halo: [r0.pack, r0.exchange, r0.interior, r0.exterior, r0.wait],
-                rank0_graphs: r0.graph_seconds,
+                rank0_graphs: graphs,
+                graph_efficiency,
                 comms: s.parallel.comms.clone(),
             });
             tracing::info!(kind, ranks = n, seconds, "scale point done");
@@ -265,15 +318,15 @@ pub fn measure_ranks(
 
 pub fn rank_table(rows: &[RankRow]) -> String {
     let mut s = format!(
-        "{:>6} {:>5} {:>8} {:>14} {:>6} {:>10} {:>12} {:>8} {:>10} {:>11}  rank 0 pack/exchange/interior/exterior/wait (ms)\n",
-        "kind", "ranks", "grid", "lattice", "iter", "solve (s)", "ms/iter", "speed-up", "efficiency", "graphs (ms)"
+        "{:>6} {:>5} {:>8} {:>14} {:>6} {:>10} {:>12} {:>8} {:>10} {:>11} {:>10}  rank 0 pack/exchange/interior/exterior/wait (ms)\n",
+        "kind", "ranks", "grid", "lattice", "iter", "solve (s)", "ms/iter", "speed-up", "efficiency", "graphs (ms)", "graph eff."
     );
     for r in rows {
         let l = r.lattice;
         let g = r.grid.map(|v| v.to_string()).join(",");
         let h = r.rank0_halo.map(|v| format!("{:.1}", 1e3 * v)).join("/");
         s.push_str(&format!(
-            "{:>6} {:>5} {:>8} {:>14} {:>6} {:>10.4} {:>12.3} {:>8.2} {:>9.0}% {:>11.2}  {h}\n",
+            "{:>6} {:>5} {:>8} {:>14} {:>6} {:>10.4} {:>12.3} {:>8.2} {:>9.0}% {:>11.2} {:>10}  {h}\n",
             r.kind,
             r.ranks,
             g,
@@ -283,7 +336,12 @@ pub fn rank_table(rows: &[RankRow]) -> String {
             1e3 * r.seconds_per_iteration,
             r.speedup,
             100.0 * r.efficiency,
-            1e3 * r.rank0_graphs
+            1e3 * r.rank0_graphs,
+            if r.graph_efficiency.is_finite() {
+                format!("{:.0}%", 100.0 * r.graph_efficiency)
+            } else {
+                "-".into()
+            }
         ));
     }
     s
@@ -311,12 +369,12 @@ pub fn run_ranks(
         print!("{}", rank_table(&rows));
     }
     let mut csv = String::from(
-        "kind,ranks,lattice,iterations,seconds,seconds_per_iteration,speedup,efficiency,pack,exchange,interior,exterior,wait,graphs\n",
+        "kind,ranks,lattice,iterations,seconds,seconds_per_iteration,speedup,efficiency,pack,exchange,interior,exterior,wait,graphs,graph_efficiency\n",
     );
     for r in &rows {
         let l = r.lattice;
         csv.push_str(&format!(
-            "{},{},{}x{}x{}x{},{},{:.6},{:.6e},{:.4},{:.4},{},{:.6}\n",
+            "{},{},{}x{}x{}x{},{},{:.6},{:.6e},{:.4},{:.4},{},{:.6},{:.4}\n",
             r.kind,
             r.ranks,
             l[0],
@@ -329,7 +387,8 @@ pub fn run_ranks(
             r.speedup,
             r.efficiency,
             r.rank0_halo.map(|v| format!("{v:.6}")).join(","),
-            r.rank0_graphs
+            r.rank0_graphs,
+            r.graph_efficiency
         ));
     }
     crate::io::write_atomic(&out.join("scale-ranks.csv"), csv.as_bytes())?;
@@ -391,6 +450,25 @@ pub fn run_ranks(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn strong_compares_times_and_weak_times_per_iteration() {
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-12;
+        // Strong: half the time on twice the ranks is a speed-up of 2, 100%.
+        let (sp, e) = scaling("strong", (1.0, 49, 1), (0.5, 49, 2));
+        assert!(close(sp, 2.0) && close(e, 1.0), "{sp} {e}");
+        // Strong, 4 ranks at 0.4 of the time: 2.5x, 62.5%.
+        let (sp, e) = scaling("strong", (1.0, 49, 1), (0.4, 49, 4));
+        assert!(close(sp, 2.5) && close(e, 0.625), "{sp} {e}");
+        // Weak: per iteration, so 49 iterations in 49 ms against 48 in 52.8 ms is
+        // 1 ms against 1.1 ms: 1/1.1 efficient, times 2 ranks as a speed-up.
+        let (sp, e) = scaling("weak", (0.049, 49, 1), (0.0528, 48, 2));
+        assert!(close(e, 1.0 / 1.1) && close(sp, 2.0 / 1.1), "{sp} {e}");
+        // The median of the repeats, whatever their order (odd and even counts: the
+        // upper middle).
+        assert_eq!(median(&mut [3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&mut [4.0, 1.0, 3.0, 2.0]), 3.0);
+    }
 
     #[test]
     fn splits_put_ranks_along_t_or_along_z_and_t() {
