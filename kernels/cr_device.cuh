@@ -47,6 +47,8 @@
 #define CR_LOCAL_IM 14
 #define CR_LOCAL_NR 15
 #define CR_SCALARS 16
+// Doubles each rank contributes to a decomposed reduction's all-gather: CR_LOCAL_RE..NR.
+#define CR_GATHERED (CR_LOCAL_NR - CR_LOCAL_RE + 1)
 // CR_LOCAL_NR when no xr has left its nr since the last apply (a norm is never negative).
 #define CR_NO_NR (-1.0)
 

@@ -146,7 +146,7 @@ extern "C" __global__ void cr_load_s(const float2* __restrict__ rhs, float2* __r
 }
 
 // The end of a reducing kernel on a decomposed lattice, one thread: if active, add the
-// ranks' sums (gathered[3 r .. 3 r + 3] from rank r: its CR_LOCAL_RE, CR_LOCAL_IM,
+// ranks' sums (gathered[CR_GATHERED r ..] from rank r: its CR_LOCAL_RE, CR_LOCAL_IM,
 // CR_LOCAL_NR) in rank order and make the update of kernel `which`: 1, apply, with xr's
 // (nr, iter, hist) when an xr left its nr (CR_LOCAL_NR is CR_NO_NR after this and at
 // creation: a run's start applies the operator with no xr before it); 2, p. Every rank
@@ -156,15 +156,18 @@ extern "C" __global__ void cr_global(int which, double* s, double* hist, const d
 {
     if (threadIdx.x != 0 || blockIdx.x != 0 || !cr_active(s))
         return;
-    double2 total = c_make(gathered[0], gathered[1]);
-    double nr = gathered[2];
+    // Rank r's three doubles, at the offsets they had in its scalar block.
+    const int re = 0, im = CR_LOCAL_IM - CR_LOCAL_RE, lnr = CR_LOCAL_NR - CR_LOCAL_RE;
+    double2 total = c_make(gathered[re], gathered[im]);
+    double nr = gathered[lnr];
     for (int r = 1; r < ranks; ++r) {
-        total = c_add(total, c_make(gathered[3 * r], gathered[3 * r + 1]));
-        nr += gathered[3 * r + 2];
+        const double* g = gathered + CR_GATHERED * r;
+        total = c_add(total, c_make(g[re], g[im]));
+        nr += g[lnr];
     }
     if (which == 1) {
         // Every rank ran the same kernels: all or none left an nr.
-        if (gathered[2] != CR_NO_NR) {
+        if (gathered[lnr] != CR_NO_NR) {
             cr_finish_xr(s, hist, nr);
             s[CR_LOCAL_NR] = CR_NO_NR;
         }

@@ -25,6 +25,7 @@ void cr_xr_d(double2*, double2*, const double2*, const double2*, int, double*, d
 void cr_xr_s(float2*, float2*, const float2*, const float2*, int, double*, double*, double2*, unsigned*);
 void cr_p_d(double2*, double2*, const double2*, const double2*, int, double*, double2*, unsigned*);
 void cr_p_s(float2*, float2*, const float2*, const float2*, int, double*, double2*, unsigned*);
+void cr_global(int, double*, double*, const double*, int);
 }
 
 static int failures = 0;
@@ -268,6 +269,69 @@ static void stop_conditions()
     check("cr_xr fills the last history entry", d.s[CR_ITER] == 4.0 && d.hist[4] == d.s[CR_NR] && tickets_zero(d));
 }
 
+// cr_global on 3 ranks' gathered (CR_LOCAL_RE, CR_LOCAL_IM, CR_LOCAL_NR): apply's end
+// with xr's nr (sums in rank order, the same bits as the host's left-to-right sums), with
+// no nr left (the start of a run: iter and history untouched), and p's end.
+static void global_checks()
+{
+    const int ranks = 3;
+    std::vector<double> g(CR_GATHERED * ranks);
+    for (int r = 0; r < ranks; ++r) {
+        g[CR_GATHERED * r + 0] = 0.5 + r;          // re
+        g[CR_GATHERED * r + 1] = -0.25 * (r + 1);  // im
+        g[CR_GATHERED * r + 2] = 1e-3 * (r + 2);   // nr
+    }
+    const double re = (g[0] + g[3]) + g[6], im = (g[1] + g[4]) + g[7], nr = (g[2] + g[5]) + g[8];
+    auto block = [] {
+        std::vector<double> s(CR_SCALARS, 0.0);
+        s[CR_RAR_RE] = 2.0;
+        s[CR_RAR_IM] = 0.5;
+        s[CR_ITER] = 3;
+        s[CR_MAX_ITER] = 10;
+        s[CR_EPS] = 1e-20;
+        s[CR_NR] = 1.0;
+        s[CR_ACTIVE] = 1.0;
+        s[CR_SPLIT] = 1.0;
+        return s;
+    };
+    std::vector<double> hist(11, -7.0);
+    auto one = [](int which, std::vector<double>& s, std::vector<double>& h, const std::vector<double>& gg) {
+        emu_launch(1, 32, 0, false, [&] { cr_global(which, s.data(), h.data(), gg.data(), 3); });
+    };
+    // Apply with xr's nr: beta = (re, im) / rar, rar = (re, im), nr, iter + 1, history.
+    std::vector<double> s = block();
+    one(1, s, hist, g);
+    const double d = 2.0 * 2.0 + 0.5 * 0.5;
+    const double br = (re * 2.0 + im * 0.5) / d, bi = (im * 2.0 - re * 0.5) / d;
+    // The sums are exact (the same additions in the same order); beta's complex division
+    // to rounding (the compiler may contract its products into fused multiply-adds).
+    const auto near = [](double a, double b) { return std::fabs(a - b) <= 4e-16 * std::fabs(b); };
+    check("cr_global apply: rar, beta in rank order",
+          s[CR_RAR_RE] == re && s[CR_RAR_IM] == im && near(s[CR_BETA_RE], br) && near(s[CR_BETA_IM], bi));
+    check("cr_global apply: xr's nr, iter, history; no nr left",
+          s[CR_NR] == nr && s[CR_ITER] == 4 && hist[4] == nr && s[CR_LOCAL_NR] == CR_NO_NR);
+    // Apply at a run's start: no xr left an nr.
+    std::vector<double> g0 = g;
+    for (int r = 0; r < ranks; ++r)
+        g0[CR_GATHERED * r + 2] = CR_NO_NR;
+    s = block();
+    std::fill(hist.begin(), hist.end(), -7.0);
+    one(1, s, hist, g0);
+    check("cr_global apply without an nr: iter, nr, history kept",
+          s[CR_ITER] == 3 && s[CR_NR] == 1.0 && hist[4] == -7.0 && s[CR_RAR_RE] == re);
+    // p: apap = the real parts' sum, alpha = conj(rar) / apap, active (nr 1 > eps).
+    s = block();
+    one(2, s, hist, g);
+    check("cr_global p: apap, alpha, active",
+          s[CR_APAP] == re && s[CR_ALPHA_RE] == 2.0 / re && s[CR_ALPHA_IM] == -0.5 / re && s[CR_ACTIVE] == 1.0);
+    // Inactive: nothing changes.
+    s = block();
+    s[CR_ACTIVE] = 0.0;
+    const std::vector<double> before = s;
+    one(1, s, hist, g);
+    check("cr_global inactive: no change", s == before);
+}
+
 int main()
 {
     struct Geo {
@@ -286,6 +350,7 @@ int main()
     }
     emu_reverse_blocks = false;
     stop_conditions();
+    global_checks();
     std::printf("%s\n", failures ? "cr_check: FAILED" : "cr_check: all passed");
     return failures ? 1 : 0;
 }

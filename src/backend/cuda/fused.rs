@@ -53,8 +53,9 @@ pub const CR_LOCAL_NR: usize = 15;
 /// CR_LOCAL_NR when no xr has left its nr for the next apply's `cr_global` (kept in step
 /// with the header by a test).
 pub const CR_NO_NR: f64 = -1.0;
-/// Doubles each rank contributes to a decomposed reduction's all-gather.
-pub const CR_GATHERED: usize = 3;
+/// Doubles each rank contributes to a decomposed reduction's all-gather: CR_LOCAL_RE
+/// through CR_LOCAL_NR (the header derives it the same way).
+pub const CR_GATHERED: usize = CR_LOCAL_NR - CR_LOCAL_RE + 1;
 /// Ticket counters (kernels/cr_device.cuh CR_TICKET_*; the kernels pick their own, the
 /// host only allocates CR_TICKETS zeroed counters; kept in step with the header by a test).
 #[allow(dead_code)]
