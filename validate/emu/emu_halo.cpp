@@ -12,6 +12,7 @@
 // process grids (2, 3 and 4 ranks; x and t split, whose global edges are antiperiodic in
 // the dump, and y, z periodic). Exit 1 on failure. Run by validate/emu/run_halo.sh.
 #include "emu_util.h"
+#include "emu_cr.h"
 
 #define V3(name, T)                                                                                                   \
     void name(const T*, const T*, T*, const T*, double, int, int, int, int, int, int, int, int, int, int, double*,    \
@@ -216,7 +217,7 @@ int main(int argc, char** argv)
             // into the rank fields (half fields: a parity's half of a full field). With
             // `dots` (a fused CR scalar block per rank: active, CR_SPLIT set) also the
             // fused (y|out): the interior's epilogue and the exterior kernels leave the
-            // rank's sum in CR_LOCAL_RE/IM (indices 13, 14 of cr_device.cuh), their tickets
+            // rank's sum in CR_LOCAL_RE/IM (cr_device.cuh), their tickets
             // back at 0 after each launch (`tickets_ok`).
             bool tickets_ok = true;
             auto apply = [&](std::vector<std::vector<T>>& out, size_t out_off, const std::vector<std::vector<T>>& inp,
@@ -315,23 +316,13 @@ int main(int argc, char** argv)
             // The fused (y|out) of every rank against the host's sum over the rank's sites
             // of y and the stored output (n complex numbers from offset off), relative to
             // the sum of the terms' magnitudes (g5 makes the dot cancel).
-            auto fresh_dots = [&] {
-                std::vector<std::vector<double>> d(ranks, std::vector<double>(16, 0.0));
-                for (auto& b : d) {
-                    b[0] = 1;  // rar
-                    b[3] = 1;  // nr
-                    b[10] = 10; // max_iter
-                    b[11] = 1; // active
-                    b[12] = 1; // CR_SPLIT
-                }
-                return d;
-            };
+            auto fresh_dots = [&] { return std::vector<std::vector<double>>(ranks, active_cr_block(true)); };
             auto check_dots = [&](const std::string& what, const std::vector<std::vector<double>>& d,
                                   const std::vector<std::vector<T>>& yf, const std::vector<std::vector<T>>& of,
                                   size_t off, size_t n) {
                 double worst = 0;
                 for (int r = 0; r < ranks; ++r)
-                    worst = std::max(worst, dot_error(d[r][13], d[r][14], yf[r].data(), of[r].data(), off, n));
+                    worst = std::max(worst, dot_error(d[r][CR_LOCAL_RE], d[r][CR_LOCAL_IM], yf[r].data(), of[r].data(), off, n));
                 report(tag + what, worst, prec == 0 ? 1e-13 : 1e-7);
                 report(tag + what + " tickets back to 0", tickets_ok ? 0 : 1, 0);
                 tickets_ok = true;
@@ -396,7 +387,7 @@ int main(int argc, char** argv)
                 report(tag + "g5Mee even (fused dot) vs CPU", rel_diff(gather(out, -1), refs[prec][3]), tol);
                 // Inactive: neither the interior nor the exterior writes.
                 for (auto& b : d)
-                    b[11] = 0;
+                    b[CR_ACTIVE] = 0;
                 std::vector<std::vector<T>> untouched(ranks, std::vector<T>((size_t)L.V * 12, from_d<T>(double2{7, 7})));
                 apply(untouched, 0, tmp, half, &x, 0, -kappa * kappa, 1, 0, 1, &d);
                 double moved = 0;

@@ -10,6 +10,7 @@
 // (v3_core.cuh v3_unpack_8) is also checked link by link in both precisions.
 // Prints one line per check; exit 1 on failure. Run by validate/emu/run_v3eo.sh.
 #include "emu_util.h"
+#include "emu_cr.h"
 #define RECONSTRUCT_8 1
 #include "v3_core.cuh"
 
@@ -167,14 +168,14 @@ int main(int argc, char** argv)
                 // rar = (x|g5 D x) against the host's sum over the two stored fields. The
                 // sums differ only in order: the error is bounded relative to the sum of the
                 // terms' magnitudes (g5 makes the dot itself cancel on larger lattices).
-                double s[16] = {1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 10, 1}; // CR_SCALARS (cr_device.cuh), undecomposed (CR_SPLIT 0)
+                std::vector<double> s = active_cr_block(false);
                 std::vector<double2> partials(V / 32 + 1);
                 unsigned ticket = 0;
                 std::fill(out.begin(), out.end(), from_d<T>(double2{NAN, NAN}));
-                launch(x.data(), x.data(), out.data(), -kappa, 1, par, s, partials.data(), &ticket);
+                launch(x.data(), x.data(), out.data(), -kappa, 1, par, s.data(), partials.data(), &ticket);
                 report(ctag + "g5D full (fused dot)", rel_diff(from_pm(widen(out, nf), -1), refs[prec][1]), tol);
                 const auto xw = widen(x, nf), ow = widen(out, nf);
-                report(ctag + "  (x|g5 D x) vs host", dot_error(s[0], s[1], xw.data(), ow.data(), 0, nf), 1e-13);
+                report(ctag + "  (x|g5 D x) vs host", dot_error(s[CR_RAR_RE], s[CR_RAR_IM], xw.data(), ow.data(), 0, nf), 1e-13);
                 report(ctag + "  ticket back to 0", ticket, 0);
             }
         }
@@ -182,10 +183,10 @@ int main(int argc, char** argv)
             std::fill(out.begin(), out.end(), from_d<T>(double2{NAN, NAN}));
             launch(xe, nullptr, tmp.data(), 1.0, 0, 1, nullptr, nullptr, nullptr);
             // The fused epilogue on the g5 Mee launch: scalars active, rar = 1.
-            double s[16] = {1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 10, 1}; // CR_SCALARS (cr_device.cuh), undecomposed (CR_SPLIT 0)
+            std::vector<double> s = active_cr_block(false);
             std::vector<double2> partials(V / 32 + 1);
             unsigned ticket = 0;
-            launch(tmp.data(), xe, out.data(), -kappa * kappa, g5, 0, g5 ? s : nullptr,
+            launch(tmp.data(), xe, out.data(), -kappa * kappa, g5, 0, g5 ? s.data() : nullptr,
                    g5 ? partials.data() : nullptr, g5 ? &ticket : nullptr);
             report(tag + (g5 ? "g5Mee even (fused dot)" : "Mee even"),
                    rel_diff(from_pm(widen(out, (size_t)12 * vh), 0), refs[prec][2 + g5]), tol);
@@ -197,14 +198,14 @@ int main(int argc, char** argv)
                 double mag = 0;
                 for (size_t k = 0; k < ne; ++k)
                     mag += std::hypot(xw[k].x, xw[k].y) * std::hypot(ow[k].x, ow[k].y);
-                const double d = std::hypot(s[0] - rar_re, s[1] - rar_im) / mag;
+                const double d = std::hypot(s[CR_RAR_RE] - rar_re, s[CR_RAR_IM] - rar_im) / mag;
                 report(tag + "  (r|g5 Mee r) vs CPU", d, prec == 0 ? 1e-13 : 1e-7);
-                report(tag + "  beta = rar_new / 1", std::hypot(s[7] - s[0], s[8] - s[1]), 0.0);
+                report(tag + "  beta = rar_new / 1", std::hypot(s[CR_BETA_RE] - s[CR_RAR_RE], s[CR_BETA_IM] - s[CR_RAR_IM]), 0.0);
                 report(tag + "  ticket back to 0", ticket, 0);
                 // Inactive: nothing is written.
-                s[11] = 0;
+                s[CR_ACTIVE] = 0;
                 std::vector<T> untouched(nf, from_d<T>(double2{7, 7}));
-                launch(tmp.data(), xe, untouched.data(), -kappa * kappa, 1, 0, s, partials.data(), &ticket);
+                launch(tmp.data(), xe, untouched.data(), -kappa * kappa, 1, 0, s.data(), partials.data(), &ticket);
                 double moved = 0;
                 for (auto& z : untouched)
                     moved += std::abs(to_d(z).x - 7) + std::abs(to_d(z).y - 7);

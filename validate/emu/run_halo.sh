@@ -16,7 +16,7 @@ for v in "d 0 0 0" "d12 1 0 0" "d8 0 1 0" "s 0 0 1" "s12 1 0 1" "s8 0 1 1"; do
     compile "v3_$name" stencil_v3.cu "${defs[@]}" $(v3_entries "$name")
     compile "halo_$name" halo.cu "${defs[@]}" -Dhalo_pack=halo_pack_$name -Dhalo_exterior=halo_exterior_$name
 done
-$cxx -I "$root/validate/emu" "$root/validate/emu/emu_halo.cpp" "${objs[@]}" -o "$build/emu_halo"
+$cxx -I "$root/validate/emu" -I "$root/kernels" "$root/validate/emu/emu_halo.cpp" "${objs[@]}" -o "$build/emu_halo"
 (cd "$root" && cargo build --release --example emu_v3eo_dump -q)
 status=0
 # lattice, then process grids (gx gy gz gt ...): t, x+t, 4 ranks in t (local t = 2),
