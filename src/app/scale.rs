@@ -4,6 +4,7 @@
 //! iteration count is too; only the time changes.
 
 use crate::app::run::{build_problem, solve_on, thread_pool, SolvePlan};
+use crate::app::tuning::median_spread;
 use crate::backend::cpu::CpuBackend;
 use crate::config::LoadedConfig;
 use crate::error::{Error, Result};
@@ -212,11 +213,6 @@ impl Point {
     }
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 /// Speed-up and efficiency of `this` (seconds, iterations, ranks) against `first`.
 /// Strong scaling (the same lattice): speed-up t_first / t, efficiency the speed-up over
 /// the rank ratio. Weak (the same local lattice): efficiency the first's time per
@@ -277,8 +273,8 @@ pub fn measure_ranks(
                 last = Some(s);
             }
             let s = last.expect("at least one repeat");
-            let seconds = median(&mut times);
-            let graphs = median(&mut graph_times);
+            let seconds = median_spread(times).0;
+            let graphs = median_spread(graph_times).0;
             let iterations = s.result.iterations;
             let per_iter = seconds / iterations.max(1) as f64;
             let this = Point {
@@ -466,8 +462,8 @@ mod tests {
         assert!(close(e, 1.0 / 1.1) && close(sp, 2.0 / 1.1), "{sp} {e}");
         // The median of the repeats, whatever their order (odd and even counts: the
         // upper middle).
-        assert_eq!(median(&mut [3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(&mut [4.0, 1.0, 3.0, 2.0]), 3.0);
+        assert_eq!(median_spread(vec![3.0, 1.0, 2.0]).0, 2.0);
+        assert_eq!(median_spread(vec![4.0, 1.0, 3.0, 2.0]).0, 3.0);
     }
 
     #[test]

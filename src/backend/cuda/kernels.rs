@@ -429,8 +429,7 @@ impl Kernel {
             Kernel::Convert { .. } | Kernel::CopySingle | Kernel::Zero { .. } => 0,
             // The projection: 6 complex additions (one half spinor).
             Kernel::HaloPack { .. } => 12 * nn,
-            // Two SU(3) mat-vecs (132), c * hop (24) and the addition to out (24); with the
-            // dot a conjugate multiply-add per complex (8 x 12) and the reduction's tree.
+            // Two SU(3) mat-vecs (132), c * hop (24) and the addition to out (24).
             Kernel::HaloExterior { dot: false, .. } => (132 + 24 + 24) * nn,
             // With the dot: conj(y) times what the site adds (a conjugate multiply-add per
             // complex, 8 flops, 12 complex numbers), reduced over the launch's own grid,
