@@ -86,7 +86,7 @@ pub(crate) fn open_context(ordinal: usize) -> Result<Arc<CudaContext>> {
 /// mixed solver's restarts, the even-odd reconstruction) and from one solve to the next
 /// (validate/RESULTS.md run 69). What goes back at a synchronisation is unmapped there,
 /// and with ranks as threads on several GPUs those unmappings queue behind each other:
-/// with 1 GiB kept (the default until run 127) the 32^3x64-per-GPU solve took 54.8 ms on
+/// with 1 GiB kept (the default until run 127) the 32^3x64-per-GPU solve took 55.2 ms on
 /// one GPU, 61.8 on two and 71.4 on four, keeping everything 48.7, 54.8 and 55.7. The
 /// free-memory checks trim the pool first (`trim_pool`), so what it keeps is never
 /// counted as taken.

@@ -137,7 +137,7 @@ pub(crate) fn comm_priority() -> bool {
 /// A timing ablation of the split solve, `QCD_SOLVE_ABLATE_COMM=exchange` (read once per
 /// process): the faces are not sent (the ghosts keep what they held), everything else is
 /// the same, so the graphs' time shows what the exchanges cost them (validate/RESULTS.md
-/// run 126: 10-20 us an iteration). The answers are wrong. (Replacing the all-gathers by
+/// run 126: 10-23 us an iteration). The answers are wrong. (Replacing the all-gathers by
 /// each rank's own sums was tried too and cannot work: the ranks' `active` decisions then
 /// differ and one rank waits for faces the other no longer sends.) Unset or anything
 /// else: off.
