@@ -53,6 +53,23 @@ resize() { # config, dims (e.g. 48x48x48x96): the config with those extents, on 
     sed -e "s/^LX = .*/LX = ${l[0]}/; s/^LY = .*/LY = ${l[1]}/; s/^LZ = .*/LZ = ${l[2]}/; s/^LT = .*/LT = ${l[3]}/" "$1"
 }
 
+fast_config() { # writes $big/32x32x32x64-fast.toml: configs/32x32x32x64.toml on the fast path
+    sed -e 's/^kernel = .*/kernel = "3.0"\nreconstruct = 12/' -e 's/^\[solver\]/[solver]\npreconditioning = "even-odd"\nprecision = "single-double"/' \
+        configs/32x32x32x64.toml >"$big/32x32x32x64-fast.toml"
+}
+
+launched() { # n ranks, config, args...: one process per GPU, started by hand as a launcher
+    # would (RANK, WORLD_SIZE, LOCAL_RANK, QCD_SOLVE_MASTER), split along t; logs in
+    # $res/launched-r.txt, outputs in $big/launched
+    local n=$1 cfg=$2; shift 2
+    for r in $(seq 0 $((n - 1))); do
+        RANK=$r WORLD_SIZE=$n LOCAL_RANK=$r QCD_SOLVE_MASTER=127.0.0.1:29517 \
+            timeout 120 "$q" -q "$cfg" "$@" --grid 1,1,1,$n --output "$big/launched" \
+            >"$res/launched-$r.txt" 2>&1 &
+    done
+    wait
+}
+
 seed_twice() { # grep pattern: the seed problem with its best options, twice (seed-1, seed-2)
     for i in 1 2; do
         RUST_LOG=info step "seed-$i" "$q" configs/16x16x16x32.toml --device cuda --kernel 3.0 --preconditioning even-odd \
@@ -165,18 +182,11 @@ elif [ "${MODE:-full}" = x2 ]; then
         cp "$big/$id"/*.json "$res/$id.json"
         rm -rf "$big/$id"
     done
-    # One process per GPU, started by hand as a launcher would (RANK, WORLD_SIZE,
-    # LOCAL_RANK, QCD_SOLVE_MASTER), against the one-process run of the same problem.
-    for r in 0 1; do
-        RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r QCD_SOLVE_MASTER=127.0.0.1:29517 \
-            timeout 120 "$q" -q configs/$ver.toml $fast --grid 1,1,1,2 --output "$big/launched" \
-            >"$res/launched-$r.txt" 2>&1 &
-    done
-    wait
+    # One process per GPU, against the one-process run of the same problem.
+    launched 2 configs/$ver.toml $fast
     echo "launched ranks: $(cat "$res"/launched-*.txt | head -20)"
     cp "$big/launched/$ver.json" "$res/launched.json" 2>/dev/null
-    sed -e 's/^kernel = .*/kernel = "3.0"\nreconstruct = 12/' -e 's/^\[solver\]/[solver]\npreconditioning = "even-odd"\nprecision = "single-double"/' \
-        configs/32x32x32x64.toml >"$big/32x32x32x64-fast.toml"
+    fast_config
     [ -z "${X2_ONLY_SCALING:-}" ] && step scale-x2 timeout 300 "$q" scale "$big/32x32x32x64-fast.toml" --gpus 1,2 --device cuda --repeat 5 --out "$res/scale-x2"
     python3 - "$res" <<'PY'
 import json, sys, glob, os
@@ -216,8 +226,7 @@ elif [ "${MODE:-full}" = many ]; then
     n=$(nvidia-smi -L | wc -l)
     counts=1; k=2; while [ $k -le "$n" ]; do counts="$counts,$k"; k=$((k * 2)); done
     fast="--device cuda --kernel 3.0 --preconditioning even-odd --precision single-double --reconstruct 12"
-    sed -e 's/^kernel = .*/kernel = "3.0"\nreconstruct = 12/' -e 's/^\[solver\]/[solver]\npreconditioning = "even-odd"\nprecision = "single-double"/' \
-        configs/32x32x32x64.toml >"$big/32x32x32x64-fast.toml"
+    fast_config
     for sp in t zt; do
         step "scale-$sp" timeout 300 "$q" scale "$big/32x32x32x64-fast.toml" --gpus "$counts" --split $sp --device cuda \
             --repeat 3 --out "$res/scale-$sp"
@@ -236,12 +245,7 @@ elif [ "${MODE:-full}" = many ]; then
         cp "$big/$id"/*.json "$res/$id.json"
         rm -rf "$big/$id"
     done
-    for r in $(seq 0 $((n - 1))); do
-        RANK=$r WORLD_SIZE=$n LOCAL_RANK=$r QCD_SOLVE_MASTER=127.0.0.1:29517 \
-            timeout 120 "$q" -q configs/16x16x16x32.toml $fast --grid 1,1,1,$n --output "$big/launched" \
-            >"$res/launched-$r.txt" 2>&1 &
-    done
-    wait
+    launched "$n" configs/16x16x16x32.toml $fast
     cp "$big/launched/16x16x16x32.json" "$res/launched.json" 2>/dev/null
     python3 - "$res" <<'PY'
 import json, sys, glob, os
