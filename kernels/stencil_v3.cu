@@ -94,6 +94,12 @@
 #define V3_L2_LAST_SPINOR_FULL 0
 #endif
 
+// V3_L2_LAST_LINKS_FULL (an experiment): the full mode's links with an L2 evict-last policy
+// (V3_L2_LAST_FRAC of their lines), so that they outlast the CR passes' streams.
+#ifndef V3_L2_LAST_LINKS_FULL
+#define V3_L2_LAST_LINKS_FULL 0
+#endif
+
 // V3_PDL_TRIGGER: when a launch lets the next one start under programmatic dependent
 // launch (common.cuh; v3_stencil): 1 at its start, 2 after its sites, 0 when its blocks
 // exit. Runs 112-113 (H100, 16^3x32, full dslash): 2 is the best; 1 cost double r18 4%.
@@ -180,10 +186,11 @@ __device__ __forceinline__ void v3_one(const v3_spinor* __restrict__ psi, const 
 // first writing acc; bit mu of STREAM: direction mu's links skip L1, bit 4 + mu: they are
 // the first to be evicted from L2; bit 8: the neighbour spinors the last.
 // v3_hop's hint for a hop of direction MU under the bits STREAM (v3_hops below): bit 0 its
-// links past L1, bit 1 its links L2 evict-first, bit 2 its spinors L2 evict-last.
+// links past L1, bit 1 its links L2 evict-first, bit 2 its spinors L2 evict-last, bit 3 its
+// links L2 evict-last.
 template <int STREAM, int MU> constexpr int v3_hint()
 {
-    return ((STREAM >> MU) & 1) | ((STREAM >> (MU + 3)) & 2) | ((STREAM >> 6) & 4);
+    return ((STREAM >> MU) & 1) | ((STREAM >> (MU + 3)) & 2) | ((STREAM >> 6) & 4) | ((STREAM >> 6) & 8);
 }
 
 template <int STREAM, bool FIRST, int H, int... REST>
@@ -373,7 +380,7 @@ __device__ __forceinline__ void v3_stencil(const v3_spinor* __restrict__ inp, co
     // the neighbour spinors go last from L2.
     constexpr int stream = (FULL ? V3_FULL_STREAM_MASK : V3_STREAM_LINKS ? 15 : 0) |
                            (FULL ? V3_L2_FIRST_FULL : V3_L2_FIRST_PARITY) << 4 |
-                           (FULL ? V3_L2_LAST_SPINOR_FULL : 0) << 8;
+                           (FULL ? V3_L2_LAST_SPINOR_FULL : 0) << 8 | (FULL ? V3_L2_LAST_LINKS_FULL : 0) << 9;
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
     // Full mode: warps alternate parity over the same checkerboard range (warp w: parity
     // w % 2, slots 32 (w / 2) + lane, slot s the site v3_tiled_cb(s)), so that a link read
