@@ -93,6 +93,19 @@
 #ifndef V3_L2_LAST_SPINOR_FULL
 #define V3_L2_LAST_SPINOR_FULL 0
 #endif
+// V3_L2_LAST_SPINOR_DOT: so in the full mode with the dot (the fused CR's apply), whose
+// input r the p pass reads next. Run 130 (H100, 16^3x32, full fused CR iteration against
+// its floor, default -> all full-mode spinors evict-last): double r18 1.150 -> 1.098, single
+// r18 1.197 -> 1.126, double r12 1.166 -> 1.112, single r12 1.182 -> 1.104; the full
+// dslash without the dot was mixed (single r12 1.35 -> 1.38), so it keeps
+// V3_L2_LAST_SPINOR_FULL (0).
+#ifndef V3_L2_LAST_SPINOR_DOT
+#define V3_L2_LAST_SPINOR_DOT 1
+#endif
+// V3_L2_LAST_SPINOR_PARITY (an experiment): the parity launches' neighbour spinors so.
+#ifndef V3_L2_LAST_SPINOR_PARITY
+#define V3_L2_LAST_SPINOR_PARITY 0
+#endif
 
 // V3_L2_LAST_LINKS_FULL (an experiment): the full mode's links with an L2 evict-last policy
 // (V3_L2_LAST_FRAC of their lines), so that they outlast the CR passes' streams.
@@ -358,7 +371,7 @@ __device__ __forceinline__ void v3_column(const v3_spinor* __restrict__ inp, con
 // stencil_v3_full_dot with parity -1, stencil_v3_col and stencil_v3_full_dot_col with
 // parity -T, T >= 2 the sites of a column, and stencil_v3_parity with parity 0 or 1:
 // stencil.rs launch_v3); COL, the full mode in columns along t.
-template <bool FULL, bool COL>
+template <bool FULL, bool COL, bool DOT = false>
 __device__ __forceinline__ void v3_stencil(const v3_spinor* __restrict__ inp, const v3_spinor* __restrict__ y,
                                            v3_spinor* __restrict__ out, const real2* __restrict__ links, double c,
                                            int g5, int parity, int volume, int lx, int ly, int lz, int lt,
@@ -380,7 +393,9 @@ __device__ __forceinline__ void v3_stencil(const v3_spinor* __restrict__ inp, co
     // the neighbour spinors go last from L2.
     constexpr int stream = (FULL ? V3_FULL_STREAM_MASK : V3_STREAM_LINKS ? 15 : 0) |
                            (FULL ? V3_L2_FIRST_FULL : V3_L2_FIRST_PARITY) << 4 |
-                           (FULL ? V3_L2_LAST_SPINOR_FULL : 0) << 8 | (FULL ? V3_L2_LAST_LINKS_FULL : 0) << 9;
+                           (FULL ? (DOT ? V3_L2_LAST_SPINOR_DOT : V3_L2_LAST_SPINOR_FULL) : V3_L2_LAST_SPINOR_PARITY)
+                               << 8 |
+                           (FULL ? V3_L2_LAST_LINKS_FULL : 0) << 9;
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
     // Full mode: warps alternate parity over the same checkerboard range (warp w: parity
     // w % 2, slots 32 (w / 2) + lane, slot s the site v3_tiled_cb(s)), so that a link read
@@ -487,7 +502,7 @@ extern "C" __global__ void __launch_bounds__(V3_FULL_MAX_BLOCK) stencil_v3_col(V
 // block, stencil.rs DOT_MIN_BLOCK).
 extern "C" __global__ void __launch_bounds__(V3_MAX_BLOCK) stencil_v3_full_dot(V3_STENCIL_ARGS)
 {
-    v3_stencil<true, false>(V3_STENCIL_CALL);
+    v3_stencil<true, false, true>(V3_STENCIL_CALL);
 }
 
 // As stencil_v3_full_dot, in columns of -parity sites along t; the host launches it with
@@ -499,7 +514,7 @@ extern "C" __global__ void __launch_bounds__(V3_MAX_BLOCK) stencil_v3_full_dot(V
 #endif
 extern "C" __global__ void __launch_bounds__(V3_DOT_COL_BLOCK) stencil_v3_full_dot_col(V3_STENCIL_ARGS)
 {
-    v3_stencil<true, true>(V3_STENCIL_CALL);
+    v3_stencil<true, true, true>(V3_STENCIL_CALL);
 }
 
 // A parity launch (parity 0 or 1).
