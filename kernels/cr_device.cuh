@@ -170,53 +170,24 @@ __device__ __forceinline__ void cr_finish_p(double* s, double apap)
 
 // Loads and stores of the element-wise kernels: single fields are storage precision,
 // loaded into double, computed in double and rounded on the store.
-//
-// CR_STREAM (an experiment, through QCD_SOLVE_KERNEL_DEFINES): bit 0, the passes load with
-// the cache-streaming hint (ld.global.cs: evict-first in L1 and L2), bit 1 they store so
-// (st.global.cs), bit 2 only xr's x is loaded and stored so; what the hint is for: the
-// stencil's links staying in L2 from one iteration to the next at 16^3x32.
-#ifndef CR_STREAM
-#define CR_STREAM 0
-#endif
-template <class T, int HINT = CR_STREAM> __device__ __forceinline__ T cr_ld(const T* __restrict__ a)
+__device__ __forceinline__ double2 cr_load(const double2* __restrict__ a, size_t i) { return a[i]; }
+__device__ __forceinline__ double2 cr_load(const float2* __restrict__ a, size_t i)
 {
-#if defined(__CUDA_ARCH__)
-    if (HINT & 1)
-        return __ldcs(a);
-#endif
-    return *a;
-}
-template <class T, int HINT = CR_STREAM> __device__ __forceinline__ void cr_st(T* __restrict__ a, T v)
-{
-#if defined(__CUDA_ARCH__)
-    if (HINT & 2) {
-        __stcs(a, v);
-        return;
-    }
-#endif
-    *a = v;
-}
-template <int HINT = CR_STREAM> __device__ __forceinline__ double2 cr_load(const double2* __restrict__ a, size_t i)
-{
-    return cr_ld<double2, HINT>(a + i);
-}
-template <int HINT = CR_STREAM> __device__ __forceinline__ double2 cr_load(const float2* __restrict__ a, size_t i)
-{
-    const float2 z = cr_ld<float2, HINT>(a + i);
+    const float2 z = a[i];
     return c_make((double)z.x, (double)z.y);
 }
 // Store z; returns the value as stored.
-template <int HINT = CR_STREAM> __device__ __forceinline__ double2 cr_store(double2* __restrict__ a, size_t i, double2 z)
+__device__ __forceinline__ double2 cr_store(double2* __restrict__ a, size_t i, double2 z)
 {
-    cr_st<double2, HINT>(a + i, z);
+    a[i] = z;
     return z;
 }
-template <int HINT = CR_STREAM> __device__ __forceinline__ double2 cr_store(float2* __restrict__ a, size_t i, double2 z)
+__device__ __forceinline__ double2 cr_store(float2* __restrict__ a, size_t i, double2 z)
 {
     float2 w;
     w.x = (float)z.x;
     w.y = (float)z.y;
-    cr_st<float2, HINT>(a + i, w);
+    a[i] = w;
     return c_make((double)w.x, (double)w.y);
 }
 __device__ __forceinline__ double cr_norm(double2 z) { return z.x * z.x + z.y * z.y; }

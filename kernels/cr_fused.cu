@@ -30,9 +30,8 @@ template <class T>
 __device__ __forceinline__ double cr_xr_one(T* __restrict__ x, T* __restrict__ r, const T* __restrict__ p,
                                             const T* __restrict__ ap, double2 alpha, size_t i)
 {
-    constexpr int xh = CR_STREAM & 4 ? 3 : CR_STREAM;
-    const double2 xv = cr_load<xh>(x, i), rv = cr_load(r, i), pv = cr_load(p, i), av = cr_load(ap, i);
-    cr_store<xh>(x, i, c_add(xv, c_mul(alpha, pv)));
+    const double2 xv = cr_load(x, i), rv = cr_load(r, i), pv = cr_load(p, i), av = cr_load(ap, i);
+    cr_store(x, i, c_add(xv, c_mul(alpha, pv)));
     return cr_norm(cr_store(r, i, c_sub(rv, c_mul(alpha, av))));
 }
 

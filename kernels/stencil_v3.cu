@@ -93,24 +93,19 @@
 #ifndef V3_L2_LAST_SPINOR_FULL
 #define V3_L2_LAST_SPINOR_FULL 0
 #endif
-// V3_L2_LAST_SPINOR_DOT: so in the full mode with the dot (the fused CR's apply), whose
-// input r the p pass reads next. Run 130 (H100, 16^3x32, full fused CR iteration against
-// its floor, default -> all full-mode spinors evict-last): double r18 1.150 -> 1.098, single
-// r18 1.197 -> 1.126, double r12 1.166 -> 1.112, single r12 1.182 -> 1.104; the full
-// dslash without the dot was mixed (single r12 1.35 -> 1.38), so it keeps
-// V3_L2_LAST_SPINOR_FULL (0).
+// V3_L2_LAST_SPINOR_DOT: so in the full mode with the dot (the fused CR's apply, whose
+// input r the p pass reads next). Run 131 (H100, 16^3x32, the full fused CR iteration
+// against its floor, 0 -> 1, two processes each): double r18 1.145 -> 1.089-1.091, single
+// r18 1.196-1.198 -> 1.121-1.124, double r12 1.162-1.163 -> 1.107-1.108, single r12
+// 1.184-1.185 -> 1.098-1.099; 32^3x64 within 0.4%; the seed problem's full-lattice
+// single-double CR solve 11.06-11.16 -> 10.44-10.51 ms. The full mode without the dot keeps
+// V3_L2_LAST_SPINOR_FULL (0): mixed there (run 130, single r12 1.35 -> 1.38), and so were
+// the parity launches (run 131: the even-odd CR iteration 3-7% slower), which have none.
+// Run 130's other hints were slower or no faster: the CR passes' loads and stores
+// cache-streaming (faster in the full iteration, up to 7% slower even-odd), the full
+// mode's links evict-last (2-7% slower), the stencil's output stores cache-streaming.
 #ifndef V3_L2_LAST_SPINOR_DOT
 #define V3_L2_LAST_SPINOR_DOT 1
-#endif
-// V3_L2_LAST_SPINOR_PARITY (an experiment): the parity launches' neighbour spinors so.
-#ifndef V3_L2_LAST_SPINOR_PARITY
-#define V3_L2_LAST_SPINOR_PARITY 0
-#endif
-
-// V3_L2_LAST_LINKS_FULL (an experiment): the full mode's links with an L2 evict-last policy
-// (V3_L2_LAST_FRAC of their lines), so that they outlast the CR passes' streams.
-#ifndef V3_L2_LAST_LINKS_FULL
-#define V3_L2_LAST_LINKS_FULL 0
 #endif
 
 // V3_PDL_TRIGGER: when a launch lets the next one start under programmatic dependent
@@ -199,11 +194,10 @@ __device__ __forceinline__ void v3_one(const v3_spinor* __restrict__ psi, const 
 // first writing acc; bit mu of STREAM: direction mu's links skip L1, bit 4 + mu: they are
 // the first to be evicted from L2; bit 8: the neighbour spinors the last.
 // v3_hop's hint for a hop of direction MU under the bits STREAM (v3_hops below): bit 0 its
-// links past L1, bit 1 its links L2 evict-first, bit 2 its spinors L2 evict-last, bit 3 its
-// links L2 evict-last.
+// links past L1, bit 1 its links L2 evict-first, bit 2 its spinors L2 evict-last.
 template <int STREAM, int MU> constexpr int v3_hint()
 {
-    return ((STREAM >> MU) & 1) | ((STREAM >> (MU + 3)) & 2) | ((STREAM >> 6) & 4) | ((STREAM >> 6) & 8);
+    return ((STREAM >> MU) & 1) | ((STREAM >> (MU + 3)) & 2) | ((STREAM >> 6) & 4);
 }
 
 template <int STREAM, bool FIRST, int H, int... REST>
@@ -370,7 +364,8 @@ __device__ __forceinline__ void v3_column(const v3_spinor* __restrict__ inp, con
 // The body of the entry points: FULL, the full mode (the host launches stencil_v3 and
 // stencil_v3_full_dot with parity -1, stencil_v3_col and stencil_v3_full_dot_col with
 // parity -T, T >= 2 the sites of a column, and stencil_v3_parity with parity 0 or 1:
-// stencil.rs launch_v3); COL, the full mode in columns along t.
+// stencil.rs launch_v3); COL, the full mode in columns along t; DOT, the entries with the
+// dot epilogue (stencil_v3_full_dot, stencil_v3_full_dot_col: their spinors' L2 hint).
 template <bool FULL, bool COL, bool DOT = false>
 __device__ __forceinline__ void v3_stencil(const v3_spinor* __restrict__ inp, const v3_spinor* __restrict__ y,
                                            v3_spinor* __restrict__ out, const real2* __restrict__ links, double c,
@@ -393,9 +388,7 @@ __device__ __forceinline__ void v3_stencil(const v3_spinor* __restrict__ inp, co
     // the neighbour spinors go last from L2.
     constexpr int stream = (FULL ? V3_FULL_STREAM_MASK : V3_STREAM_LINKS ? 15 : 0) |
                            (FULL ? V3_L2_FIRST_FULL : V3_L2_FIRST_PARITY) << 4 |
-                           (FULL ? (DOT ? V3_L2_LAST_SPINOR_DOT : V3_L2_LAST_SPINOR_FULL) : V3_L2_LAST_SPINOR_PARITY)
-                               << 8 |
-                           (FULL ? V3_L2_LAST_LINKS_FULL : 0) << 9;
+                           (FULL ? (DOT ? V3_L2_LAST_SPINOR_DOT : V3_L2_LAST_SPINOR_FULL) : 0) << 8;
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
     // Full mode: warps alternate parity over the same checkerboard range (warp w: parity
     // w % 2, slots 32 (w / 2) + lane, slot s the site v3_tiled_cb(s)), so that a link read

@@ -73,12 +73,6 @@ __device__ __forceinline__ real v3_site_step(const float* __restrict__ norm, siz
 // wins). The links take bits 0 and 1, the spinors bit 2 (stencil_v3.cu says which); no
 // bit is a plain load, and the CPU emulation of validate/emu always loads plainly. One
 // macro makes both overloads: only the PTX type and the register constraint differ.
-// V3_L2_LAST_FRAC (an experiment): the fraction of the lines an evict-last load marks so.
-#ifndef V3_L2_LAST_FRAC
-#define V3_L2_LAST_FRAC 1.0
-#endif
-#define V3_STR2(x) #x
-#define V3_STR(x) V3_STR2(x)
 #ifdef __CUDA_ARCH__
 #define V3_LD(T, PTX, R)                                                                                              \
     __device__ __forceinline__ T v3_ld(const T* p, int hint)                                                          \
@@ -89,7 +83,7 @@ __device__ __forceinline__ real v3_site_step(const float* __restrict__ norm, siz
             if (hint & 2)                                                                                             \
                 asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));                             \
             else                                                                                                      \
-                asm("createpolicy.fractional.L2::evict_last.b64 %0, " V3_STR(V3_L2_LAST_FRAC) ";" : "=l"(pol));      \
+                asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));                              \
             if (hint & 1)                                                                                             \
                 asm("ld.global.nc.L1::no_allocate.L2::cache_hint.v2." PTX " {%0, %1}, [%2], %3;"                     \
                     : "=" R(v.x), "=" R(v.y)                                                                          \
@@ -126,11 +120,6 @@ __device__ __forceinline__ real2 v3_load(const v3_spinor* __restrict__ psi, size
 #endif
 }
 
-// V3_STORE_CS (an experiment): the output sites stored with the cache-streaming hint
-// (st.global.cs, evict-first in L2).
-#ifndef V3_STORE_CS
-#define V3_STORE_CS 0
-#endif
 // Write site n's 12 complex values v[spin][colour] (half: with the site's norm, norm[n],
 // and v replaced by the stored values, so that a reduction over the written field sees
 // what is stored).
@@ -144,11 +133,7 @@ __device__ __forceinline__ void v3_store_site(v3_spinor* __restrict__ psi, float
     for (int j = 0; j < 4; ++j)
 #pragma unroll
         for (int i = 0; i < 3; ++i)
-#if V3_STORE_CS && defined(__CUDA_ARCH__)
-            __stcs(psi + (size_t)(j * 3 + i) * vh + n, v[j][i]);
-#else
             psi[(size_t)(j * 3 + i) * vh + n] = v[j][i];
-#endif
 #endif
 }
 
@@ -263,7 +248,7 @@ __device__ __forceinline__ void v3_load_link(const real2* __restrict__ links, si
     real2 s[4];
 #pragma unroll
     for (int e = 0; e < 4; ++e)
-        s[e] = v3_ld(p + e * vh, (hint & 3) | (hint >> 1 & 4));
+        s[e] = v3_ld(p + e * vh, hint & 3);
     v3_unpack_8(s, u);
 #else
     const int rows = RECONSTRUCT_12 ? 2 : 3;
@@ -271,7 +256,7 @@ __device__ __forceinline__ void v3_load_link(const real2* __restrict__ links, si
     for (int i = 0; i < rows; ++i)
 #pragma unroll
         for (int k = 0; k < 3; ++k)
-            u[i][k] = v3_ld(p + (i * 3 + k) * vh, (hint & 3) | (hint >> 1 & 4));
+            u[i][k] = v3_ld(p + (i * 3 + k) * vh, hint & 3);
 #if RECONSTRUCT_12
     su3_third_row(u);
 #endif
