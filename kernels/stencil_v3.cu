@@ -373,6 +373,44 @@ __device__ __forceinline__ void v3_column(const v3_spinor* __restrict__ inp, con
 // spinors (the norm of a half site needs all of it): the host uses it for neither.
 #define V3_SPLIT_BLOCK 128
 #if !V3_HALF
+// Spins GIVE and GIVE + 1 of acc into this thread's column of swap.
+template <int GIVE>
+__device__ __forceinline__ void v3_split_give(const real2 acc[4][3], real2 swap[6][V3_SPLIT_BLOCK], int me)
+{
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+        for (int i = 0; i < 3; ++i)
+            swap[j * 3 + i][me] = acc[GIVE + j][i];
+}
+
+// Spins KEEP and KEEP + 1 of the site: acc's plus the partner's (its column of swap),
+// finished as v3_finish_site does ([g5] (y + c acc) or [g5] c acc) and stored.
+template <int KEEP>
+__device__ __forceinline__ void v3_split_keep(const real2 acc[4][3], real2 swap[6][V3_SPLIT_BLOCK], int mate,
+                                              const v3_spinor* __restrict__ y_h, v3_spinor* __restrict__ out_h,
+                                              int vh, int cb, real cr, int g5)
+{
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+        for (int i = 0; i < 3; ++i) {
+            const real2 h = c_add(acc[KEEP + j][i], swap[j * 3 + i][mate]);
+            constexpr int e0 = KEEP * 3;
+            const int e = e0 + j * 3 + i;
+            real2 v;
+            if (y_h) {
+                const real2 yk = v3_load(y_h, vh, e, cb, (real)1);
+                v = c_of<real2>(yk.x + cr * h.x, yk.y + cr * h.y);
+            } else {
+                v = c_scale(cr, h);
+            }
+            if (g5 && KEEP == 2)
+                v = c_neg(v);
+            out_h[(size_t)e * vh + cb] = v;
+        }
+}
+
 template <int STREAM>
 __device__ __forceinline__ void v3_column_split(const v3_spinor* __restrict__ inp, const v3_spinor* __restrict__ y,
                                                 v3_spinor* __restrict__ out, const real2* __restrict__ links,
@@ -385,7 +423,6 @@ __device__ __forceinline__ void v3_column_split(const v3_spinor* __restrict__ in
     const int slice = vh / d.l[3];
     const int q = slot / slice, r = slot - q * slice;
     const size_t half = (size_t)12 * vh;
-    const int keep = role ? 2 : 0, give = 2 - keep; // the spins this thread stores / hands over
     real2 wb[2][3];
     real2 hc[2][3];
 #pragma unroll 1
@@ -426,34 +463,20 @@ __device__ __forceinline__ void v3_column_split(const v3_spinor* __restrict__ in
                 v3_hops<STREAM, true, 3, 2, 5, 4>(in_h, nullptr, l_here, l_there, vh, site, cb, x, d, split_mask,
                                                   anti_lo, anti_hi, acc);
             }
-#pragma unroll
-            for (int j = 0; j < 2; ++j)
-#pragma unroll
-                for (int i = 0; i < 3; ++i)
-                    swap[j * 3 + i][me] = acc[give + j][i];
+            // Constant indices into acc (a role-dependent index would put it in local memory).
+            if (role)
+                v3_split_give<0>(acc, swap, me);
+            else
+                v3_split_give<2>(acc, swap, me);
         }
         __syncthreads();
         if (active) {
-            const real cr = (real)c;
             const v3_spinor* y_h = y ? y + (size_t)pk * half : nullptr;
             v3_spinor* out_h = out + (size_t)pk * half;
-#pragma unroll
-            for (int j = 0; j < 2; ++j)
-#pragma unroll
-                for (int i = 0; i < 3; ++i) {
-                    const real2 h = c_add(acc[keep + j][i], swap[j * 3 + i][mate]);
-                    const int e = (keep + j) * 3 + i;
-                    real2 v;
-                    if (y_h) {
-                        const real2 yk = v3_load(y_h, vh, e, cb, (real)1);
-                        v = c_of<real2>(yk.x + cr * h.x, yk.y + cr * h.y);
-                    } else {
-                        v = c_scale(cr, h);
-                    }
-                    if (g5 && role)
-                        v = c_neg(v);
-                    out_h[(size_t)e * vh + cb] = v;
-                }
+            if (role)
+                v3_split_keep<2>(acc, swap, mate, y_h, out_h, vh, cb, (real)c, g5);
+            else
+                v3_split_keep<0>(acc, swap, mate, y_h, out_h, vh, cb, (real)c, g5);
         }
         __syncthreads(); // swap is written again by the next site
     }
