@@ -361,134 +361,12 @@ __device__ __forceinline__ void v3_column(const v3_spinor* __restrict__ inp, con
     }
 }
 
-// Columns split over two warps (stencil_v3_col_split, issue 13 item 1): at 16^3x32 the
-// columns leave 32768 threads in double, about 250 an SM, too few loads in flight to keep
-// the memory busy. Here each column has two threads in two warps of one block, which make
-// its hops between them: role 0 the t hops (carried along the column as in v3_column)
-// and x, role 1 y and z. Each holds a whole partial 4-spinor (a hop's lower half follows
-// from its upper half by a phase of its own direction); they swap halves through shared
-// memory (role 0 keeps spins 0 and 1, role 1 spins 2 and 3), add, and each stores its
-// half. Warp w of a block of V3_SPLIT_BLOCK threads: parity w % 2, role (w / 2) % 2, slots
-// 32 (w / 4) + lane, so a thread's partner is threadIdx.x ^ 64. No dot epilogue, no half
-// spinors (the norm of a half site needs all of it): the host uses it for neither.
-#define V3_SPLIT_BLOCK 128
-#if !V3_HALF
-// Spins GIVE and GIVE + 1 of acc into this thread's column of swap.
-template <int GIVE>
-__device__ __forceinline__ void v3_split_give(const real2 acc[4][3], real2 swap[6][V3_SPLIT_BLOCK], int me)
-{
-#pragma unroll
-    for (int j = 0; j < 2; ++j)
-#pragma unroll
-        for (int i = 0; i < 3; ++i)
-            swap[j * 3 + i][me] = acc[GIVE + j][i];
-}
-
-// Spins KEEP and KEEP + 1 of the site: acc's plus the partner's (its column of swap),
-// finished as v3_finish_site does ([g5] (y + c acc) or [g5] c acc) and stored.
-template <int KEEP>
-__device__ __forceinline__ void v3_split_keep(const real2 acc[4][3], real2 swap[6][V3_SPLIT_BLOCK], int mate,
-                                              const v3_spinor* __restrict__ y_h, v3_spinor* __restrict__ out_h,
-                                              int vh, int cb, real cr, int g5)
-{
-#pragma unroll
-    for (int j = 0; j < 2; ++j)
-#pragma unroll
-        for (int i = 0; i < 3; ++i) {
-            const real2 h = c_add(acc[KEEP + j][i], swap[j * 3 + i][mate]);
-            constexpr int e0 = KEEP * 3;
-            const int e = e0 + j * 3 + i;
-            real2 v;
-            if (y_h) {
-                const real2 yk = v3_load(y_h, vh, e, cb, (real)1);
-                v = c_of<real2>(yk.x + cr * h.x, yk.y + cr * h.y);
-            } else {
-                v = c_scale(cr, h);
-            }
-            if (g5 && KEEP == 2)
-                v = c_neg(v);
-            out_h[(size_t)e * vh + cb] = v;
-        }
-}
-
-template <int STREAM>
-__device__ __forceinline__ void v3_column_split(const v3_spinor* __restrict__ inp, const v3_spinor* __restrict__ y,
-                                                v3_spinor* __restrict__ out, const real2* __restrict__ links,
-                                                double c, int g5, int p, int role, bool active, int tt, int slot,
-                                                int vh, const Dims& d, int split_mask, int anti_lo, int anti_hi)
-{
-    constexpr int hint_t = v3_hint<STREAM, 3>();
-    __shared__ real2 swap[6][V3_SPLIT_BLOCK];
-    const int me = threadIdx.x, mate = me ^ 64;
-    const int slice = vh / d.l[3];
-    const int q = slot / slice, r = slot - q * slice;
-    const size_t half = (size_t)12 * vh;
-    real2 wb[2][3];
-    real2 hc[2][3];
-#pragma unroll 1
-    for (int k = 0; k < tt; ++k) {
-        const int pk = p ^ (k & 1);
-        const int cb = r + slice * (q * tt + k);
-        real2 acc[4][3];
-        if (active) {
-            const v3_spinor* in_h = inp + (size_t)(1 - pk) * half;
-            const real2* l_here = links + (size_t)pk * 4 * V3_LINK_ELEMS * vh;
-            const real2* l_there = links + (size_t)(1 - pk) * 4 * V3_LINK_ELEMS * vh;
-            int x[4];
-            const int site = v3_site(pk, cb, d, x);
-            if (role == 0) {
-                if (k == 0) {
-                    v3_one<3, false, true, hint_t>(in_h, nullptr, l_here, l_there, vh, site, cb, x, d, split_mask,
-                                                   anti_lo, anti_hi, acc);
-                    if (tt > 1)
-                        v3_project<3, false>(inp + (size_t)pk * half, nullptr, vh, cb, false, hc, hint_t);
-                } else {
-                    v3_rebuild<3, false, true>(wb, acc);
-                }
-                v3_hops<STREAM, false, 1, 0>(in_h, nullptr, l_here, l_there, vh, site, cb, x, d, split_mask, anti_lo,
-                                             anti_hi, acc);
-                if (k + 1 < tt) {
-                    real2 u[3][3];
-                    v3_load_link(l_here, vh, 3, cb, u, hint_t);
-                    real2 hm[2][3], w[2][3];
-                    v3_mul_half<false>(hc, u, wb);
-                    v3_project_both<3>(in_h, nullptr, vh, cb + slice, hm, hc, hint_t);
-                    v3_mul_half<true>(hm, u, w);
-                    v3_rebuild<3, true, false>(w, acc);
-                } else {
-                    v3_one<3, true, false, hint_t>(in_h, nullptr, l_here, l_there, vh, site, cb, x, d, split_mask,
-                                                   anti_lo, anti_hi, acc);
-                }
-            } else {
-                v3_hops<STREAM, true, 3, 2, 5, 4>(in_h, nullptr, l_here, l_there, vh, site, cb, x, d, split_mask,
-                                                  anti_lo, anti_hi, acc);
-            }
-            // Constant indices into acc (a role-dependent index would put it in local memory).
-            if (role)
-                v3_split_give<0>(acc, swap, me);
-            else
-                v3_split_give<2>(acc, swap, me);
-        }
-        __syncthreads();
-        if (active) {
-            const v3_spinor* y_h = y ? y + (size_t)pk * half : nullptr;
-            v3_spinor* out_h = out + (size_t)pk * half;
-            if (role)
-                v3_split_keep<2>(acc, swap, mate, y_h, out_h, vh, cb, (real)c, g5);
-            else
-                v3_split_keep<0>(acc, swap, mate, y_h, out_h, vh, cb, (real)c, g5);
-        }
-        __syncthreads(); // swap is written again by the next site
-    }
-}
-#endif
-
 // The body of the entry points: FULL, the full mode (the host launches stencil_v3 and
 // stencil_v3_full_dot with parity -1, stencil_v3_col and stencil_v3_full_dot_col with
 // parity -T, T >= 2 the sites of a column, and stencil_v3_parity with parity 0 or 1:
 // stencil.rs launch_v3); COL, the full mode in columns along t; DOT, the entries with the
 // dot epilogue (stencil_v3_full_dot, stencil_v3_full_dot_col: their spinors' L2 hint).
-template <bool FULL, bool COL, bool DOT = false, bool SPLIT = false>
+template <bool FULL, bool COL, bool DOT = false>
 __device__ __forceinline__ void v3_stencil(const v3_spinor* __restrict__ inp, const v3_spinor* __restrict__ y,
                                            v3_spinor* __restrict__ out, const real2* __restrict__ links, double c,
                                            int g5, int parity, int volume, int lx, int ly, int lz, int lt,
@@ -522,15 +400,7 @@ __device__ __forceinline__ void v3_stencil(const v3_spinor* __restrict__ inp, co
     const int p = full ? (w & 1) : parity;
     const int slot = full ? ((w >> 1) << 5) + (t & 31) : t;
     double2 dot = c_zero();
-    if constexpr (SPLIT) {
-#if !V3_HALF
-        const Dims d = make_dims(lx, ly, lz, lt);
-        const int tt = -parity;
-        const int split_slot = ((w >> 2) << 5) + (t & 31);
-        v3_column_split<stream>(inp, y, out, links, c, g5, p, (w >> 1) & 1, split_slot < vh / tt, tt, split_slot, vh,
-                                d, split_mask, anti_lo, anti_hi);
-#endif
-    } else if constexpr (COL) {
+    if constexpr (COL) {
         const Dims d = make_dims(lx, ly, lz, lt);
         const int tt = -parity;
         if (slot < vh / tt)
@@ -638,13 +508,6 @@ extern "C" __global__ void __launch_bounds__(V3_MAX_BLOCK) stencil_v3_full_dot(V
 extern "C" __global__ void __launch_bounds__(V3_DOT_COL_BLOCK) stencil_v3_full_dot_col(V3_STENCIL_ARGS)
 {
     v3_stencil<true, true, true>(V3_STENCIL_CALL);
-}
-
-// The full mode in columns split over two warps (v3_column_split; exactly V3_SPLIT_BLOCK
-// threads a block, no dot, no half spinors: in the half builds it does nothing).
-extern "C" __global__ void __launch_bounds__(V3_SPLIT_BLOCK) stencil_v3_col_split(V3_STENCIL_ARGS)
-{
-    v3_stencil<true, true, false, true>(V3_STENCIL_CALL);
 }
 
 // A parity launch (parity 0 or 1).

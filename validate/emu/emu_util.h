@@ -206,7 +206,7 @@ struct V3eoDump {
 // V3Kernels::of does.
 template <class K>
 struct V3Entry {
-    K full, parity, full_dot, full_col, full_dot_col, col_split;
+    K full, parity, full_dot, full_col, full_dot_col;
     K of(int par, bool dot = false) const
     {
         if (par >= 0)
@@ -217,15 +217,14 @@ struct V3Entry {
     }
 };
 template <class K>
-V3Entry<K> v3_entry(K full, K parity, K full_dot = K(), K full_col = K(), K full_dot_col = K(), K col_split = K())
+V3Entry<K> v3_entry(K full, K parity, K full_dot = K(), K full_col = K(), K full_dot_col = K())
 {
-    return {full, parity, full_dot, full_col, full_dot_col, col_split};
+    return {full, parity, full_dot, full_col, full_dot_col};
 }
 // Threads of a launch: a full-mode launch covers both halves in whole warps, one thread
-// per column of -par sites (src/backend/cuda/stencil.rs launch_v3); split columns
-// (stencil_v3_col_split) two threads per column.
-inline size_t v3_threads(int par, size_t vh, bool split = false)
+// per column of -par sites (src/backend/cuda/stencil.rs launch_v3).
+inline size_t v3_threads(int par, size_t vh)
 {
     const size_t col = par < -1 ? (size_t)-par : 1;
-    return par < 0 ? (split ? 4 : 2) * ((vh / col + 31) / 32 * 32) : vh;
+    return par < 0 ? 2 * ((vh / col + 31) / 32 * 32) : vh;
 }

@@ -41,15 +41,12 @@ V3D(stencil_v3_col_d) V3D(stencil_v3_col_d12) V3D(stencil_v3_col_d8) V3S(stencil
 V3D(stencil_v3_full_dot_col_d) V3D(stencil_v3_full_dot_col_d12) V3D(stencil_v3_full_dot_col_d8)
     V3S(stencil_v3_full_dot_col_s) V3S(stencil_v3_full_dot_col_s12) V3S(stencil_v3_full_dot_col_s8)
         V3H(stencil_v3_full_dot_col_h) V3H(stencil_v3_full_dot_col_h12)
-V3D(stencil_v3_col_split_d) V3D(stencil_v3_col_split_d12) V3D(stencil_v3_col_split_d8)
-    V3S(stencil_v3_col_split_s) V3S(stencil_v3_col_split_s12) V3S(stencil_v3_col_split_s8)
-        V3H(stencil_v3_col_split_h) V3H(stencil_v3_col_split_h12)
 }
 
-// A build's six entry points (run_v3eo.sh names them with the build's suffix).
+// A build's five entry points (run_v3eo.sh names them with the build's suffix).
 #define V3E(suf)                                                                                                      \
     v3_entry(&stencil_v3_##suf, &stencil_v3_parity_##suf, &stencil_v3_full_dot_##suf, &stencil_v3_col_##suf,          \
-             &stencil_v3_full_dot_col_##suf, &stencil_v3_col_split_##suf)
+             &stencil_v3_full_dot_col_##suf)
 
 int main(int argc, char** argv)
 {
@@ -165,30 +162,6 @@ int main(int argc, char** argv)
                 std::fill(out.begin(), out.end(), from_d<T>(double2{NAN, NAN}));
                 launch(x.data(), x.data(), out.data(), -kappa, g5, par, nullptr, nullptr, nullptr);
                 report(ctag + (g5 ? "g5D full" : "D full"), rel_diff(from_pm(widen(out, nf), -1), refs[prec][g5]), tol);
-            }
-            if (par < -1 && block == 32) {
-                // The columns split over two warps (stencil_v3_col_split, V3_SPLIT_BLOCK = 128
-                // threads a block whatever `block` is, so once; its threads meet at
-                // __syncthreads): M x and g5 M x against the CPU, and D x alone (no y)
-                // against the plain columns' D x.
-                auto split = [&](const T* yy, T* o, int g5) {
-                    emu_launch(blocks(v3_threads(par, vh, true), 128), 128, 0, true, [&] {
-                        kernel.col_split(x.data(), yy, o, links, -kappa, g5, par, V, lx, ly, lz, lt, 0, mask, mask,
-                                         nullptr, nullptr, nullptr, nullptr, nullptr, nullptr);
-                    });
-                };
-                for (int g5 = 0; g5 < 2; ++g5) {
-                    std::fill(out.begin(), out.end(), from_d<T>(double2{NAN, NAN}));
-                    split(x.data(), out.data(), g5);
-                    report(ctag + "split " + (g5 ? "g5D full" : "D full"), rel_diff(from_pm(widen(out, nf), -1), refs[prec][g5]),
-                           tol);
-                    std::vector<T> plain(nf, from_d<T>(double2{NAN, NAN}));
-                    launch(x.data(), nullptr, plain.data(), -kappa, g5, par, nullptr, nullptr, nullptr);
-                    std::fill(out.begin(), out.end(), from_d<T>(double2{NAN, NAN}));
-                    split(nullptr, out.data(), g5);
-                    report(ctag + "split " + (g5 ? "g5 hop" : "hop") + " vs columns",
-                           rel_diff(widen(out, nf), widen(plain, nf)), tol);
-                }
             }
             {
                 // The full mode with the dot epilogue (stencil_v3_full_dot): g5 D x, and

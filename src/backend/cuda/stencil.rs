@@ -237,15 +237,14 @@ pub(crate) fn launch_block(tuned: usize, dot: bool, full: bool) -> usize {
     }
 }
 
-/// 3.0's six entry points (kernels/stencil_v3.cu), one body compiled six times so that
+/// 3.0's five entry points (kernels/stencil_v3.cu), one body compiled five times so that
 /// each has its own registers, launch bound and link-load hints: `stencil_v3` for the full
 /// mode (at most `V3_FULL_MAX_BLOCK` threads a block), `stencil_v3_col` for it in columns
 /// along t (`full_column`; the same bound), `stencil_v3_full_dot` for the full mode with
 /// the (y|out) epilogue (the fused CR's apply, at least `DOT_MIN_BLOCK` threads),
 /// `stencil_v3_full_dot_col` for that in columns (exactly `DOT_MIN_BLOCK` threads, its
-/// bound), `stencil_v3_parity` for a parity launch, `stencil_v3_col_split` for the columns
-/// split over two warps (`split_columns`; exactly `SPLIT_BLOCK` threads). `launch_v3`
-/// picks by the launch's parity, epilogue, column and split.
+/// bound), `stencil_v3_parity` for a parity launch. `launch_v3` picks by the launch's
+/// parity, epilogue and column.
 #[derive(Clone, Debug)]
 pub(crate) struct V3Kernels {
     pub full: CudaFunction,
@@ -253,19 +252,17 @@ pub(crate) struct V3Kernels {
     pub full_dot: CudaFunction,
     pub full_dot_col: CudaFunction,
     pub parity: CudaFunction,
-    pub col_split: CudaFunction,
 }
 
 impl V3Kernels {
     /// The entry points' names: full mode, in columns, with the dot, with the dot in
-    /// columns, parity launch, split columns.
-    pub const NAMES: [&'static str; 6] = [
+    /// columns, parity launch.
+    pub const NAMES: [&'static str; 5] = [
         "stencil_v3",
         "stencil_v3_col",
         "stencil_v3_full_dot",
         "stencil_v3_full_dot_col",
         "stencil_v3_parity",
-        "stencil_v3_col_split",
     ];
 
     pub fn load(module: &Arc<CudaModule>) -> Result<Self> {
@@ -275,15 +272,12 @@ impl V3Kernels {
             full_dot: function(module, Self::NAMES[2])?,
             full_dot_col: function(module, Self::NAMES[3])?,
             parity: function(module, Self::NAMES[4])?,
-            col_split: function(module, Self::NAMES[5])?,
         })
     }
 
-    /// The entry point of a launch's mode (`column`: `full_column`'s sites per thread;
-    /// `split`: `split_columns`'s answer).
-    pub fn of(&self, a: &V3Launch, column: usize, split: bool) -> &CudaFunction {
+    /// The entry point of a launch's mode (`column`: `full_column`'s sites per thread).
+    pub fn of(&self, a: &V3Launch, column: usize) -> &CudaFunction {
         match (a.parity, a.partials != 0, column > 1) {
-            (None, false, true) if split => &self.col_split,
             (None, false, false) => &self.full,
             (None, false, true) => &self.full_col,
             (None, true, false) => &self.full_dot,
@@ -332,7 +326,6 @@ fn column_rule(a: &V3Launch, tcol: Option<i64>) -> usize {
 /// process, not on every launch.
 static TCOL: std::sync::OnceLock<Option<i64>> = std::sync::OnceLock::new();
 static DOT_BLOCK: std::sync::OnceLock<Option<i64>> = std::sync::OnceLock::new();
-static SPLIT: std::sync::OnceLock<Option<i64>> = std::sync::OnceLock::new();
 fn host_define(cell: &'static std::sync::OnceLock<Option<i64>>, name: &str) -> Option<i64> {
     *cell.get_or_init(|| super::compile::extra_define(name))
 }
@@ -353,41 +346,21 @@ fn column_dividing(want: usize, lt: usize) -> usize {
     t
 }
 
-/// Threads a block of `stencil_v3_col_split` (kernels/stencil_v3.cu V3_SPLIT_BLOCK: the
-/// two warps of a column are in one block).
-pub(crate) const SPLIT_BLOCK: usize = 128;
-
-/// Whether a full-mode launch in columns runs them split over two warps
-/// (`stencil_v3_col_split`: twice the threads, each making half of a site's hops). Never
-/// with the dot epilogue or half spinors, which it does not have.
-/// `QCD_SOLVE_KERNEL_DEFINES="V3_SPLIT=1"` (read by the host) turns it on, for
-/// experiments; off by default.
-pub(crate) fn split_columns(a: &V3Launch, column: usize) -> bool {
-    split_rule(a, column, host_define(&SPLIT, "V3_SPLIT"))
-}
-
-fn split_rule(a: &V3Launch, column: usize, split: Option<i64>) -> bool {
-    a.parity.is_none() && a.partials == 0 && column > 1 && !a.half && split.unwrap_or(0) != 0
-}
-
 /// Run one 3.0 stencil launch on `gpu`, booking it.
 pub(crate) fn launch_v3(gpu: &mut GpuStream, k: &V3Kernels, a: &V3Launch) -> Result<()> {
     let column = full_column(a);
-    let split = split_columns(a, column);
-    let f = k.of(a, column, split);
+    let f = k.of(a, column);
     let n = a.sites();
     let dot = a.partials != 0;
     // Full mode: warps alternate parity over the same checkerboard range (kernels/
     // stencil_v3.cu), so the threads cover both halves (one thread per column of `column`
-    // sites, two when split) rounded up to whole warps.
+    // sites) rounded up to whole warps.
     let threads = if a.parity.is_none() {
-        (if split { 4 } else { 2 }) * (a.volume / 2 / column).div_ceil(32) * 32
+        2 * (a.volume / 2 / column).div_ceil(32) * 32
     } else {
         n
     };
-    let block = if split {
-        SPLIT_BLOCK
-    } else if dot && column > 1 {
+    let block = if dot && column > 1 {
         DOT_MIN_BLOCK // stencil_v3_full_dot_col's bound
     } else {
         launch_block(a.block, dot, a.parity.is_none())
@@ -713,42 +686,6 @@ mod tests {
         assert!(src.contains("__launch_bounds__(V3_DOT_COL_BLOCK) stencil_v3_full_dot_col("));
     }
 
-    #[test]
-    fn split_columns_only_where_the_entry_has_what_the_launch_asks() {
-        // stencil_v3_col_split has no dot epilogue and no half spinors, and is a path of
-        // the full mode in columns; it is launched with exactly SPLIT_BLOCK threads, its
-        // bound and V3_SPLIT_BLOCK (its partner lanes are threadIdx.x ^ 64).
-        let src = include_str!("../../../kernels/stencil_v3.cu");
-        let line = src
-            .lines()
-            .find(|l| l.starts_with("#define V3_SPLIT_BLOCK "))
-            .expect("stencil_v3.cu defines V3_SPLIT_BLOCK");
-        assert_eq!(
-            line.rsplit(' ').next().unwrap().parse::<usize>(),
-            Ok(SPLIT_BLOCK)
-        );
-        assert!(src.contains("__launch_bounds__(V3_SPLIT_BLOCK) stencil_v3_col_split("));
-        assert!(src.contains("mate = me ^ 64"));
-        let dims = [16, 16, 16, 32];
-        let on = Some(1);
-        let a = full_launch(false, Reconstruct::R12, dims, None);
-        assert!(split_rule(&a, 4, on));
-        assert!(!split_rule(&a, 4, None), "off unless asked");
-        assert!(!split_rule(&a, 4, Some(0)));
-        assert!(!split_rule(&a, 1, on), "columns only");
-        let mut dot = a;
-        dot.partials = 1;
-        assert!(!split_rule(&dot, 4, on), "no dot epilogue");
-        let mut half = a;
-        half.half = true;
-        assert!(!split_rule(&half, 2, on), "no half spinors");
-        assert!(!split_rule(
-            &full_launch(false, Reconstruct::R12, dims, Some(0)),
-            4,
-            on
-        ));
-    }
-
     fn full_launch(
         single: bool,
         reconstruct: Reconstruct,
@@ -897,7 +834,7 @@ mod tests {
                 assert!(nvrtc, "compiled without libnvrtc being loadable");
                 assert_eq!(list.len(), all_programs().len());
                 assert!(list.iter().all(|(_, n)| *n > 0));
-                // Every 3.0 build defines exactly the six entry points V3Kernels::load looks
+                // Every 3.0 build defines exactly the five entry points V3Kernels::load looks
                 // up (a build without one would fail every launch of its mode on the GPU);
                 // the PTX NVRTC made says which (from the in-process cache: no recompile).
                 for program in all_programs()
@@ -912,12 +849,7 @@ mod tests {
                             program.label()
                         );
                     }
-                    assert_eq!(
-                        ptx.matches(".entry ").count(),
-                        V3Kernels::NAMES.len(),
-                        "{}",
-                        program.label()
-                    );
+                    assert_eq!(ptx.matches(".entry ").count(), 5, "{}", program.label());
                 }
             }
             Err(Error::Cuda(m)) if !nvrtc => {
