@@ -908,7 +908,25 @@ mod tests {
             "0",
             "an unset one gets the default"
         );
-        // The process default is graph mixing off.
-        assert!(NCCL_DEFAULTS.contains(&("NCCL_GRAPH_MIXING_SUPPORT", "0")));
+    }
+
+    #[test]
+    fn the_process_defaults_turn_graph_mixing_off_unless_set() {
+        // What main calls before any thread starts. Only this test touches the variable
+        // in this test binary (the NCCL tests are GPU targets of their own).
+        let name = "NCCL_GRAPH_MIXING_SUPPORT";
+        let before = std::env::var_os(name);
+        std::env::remove_var(name);
+        set_process_defaults();
+        let unset = std::env::var(name);
+        std::env::set_var(name, "1");
+        set_process_defaults();
+        let set = std::env::var(name);
+        match before {
+            Some(v) => std::env::set_var(name, v),
+            None => std::env::remove_var(name),
+        }
+        assert_eq!(unset.as_deref(), Ok("0"), "unset: graph mixing off");
+        assert_eq!(set.as_deref(), Ok("1"), "the user's value is kept");
     }
 }

@@ -131,7 +131,7 @@ const TIMED_FOLD: usize = 16;
 /// it was tried; not traced). Run 118: weak scaling on two GPUs 78% -> 83%.
 pub(crate) fn comm_priority() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("QCD_SOLVE_COMM_PRIORITY").map_or(true, |v| v.trim() != "0"))
+    *ON.get_or_init(|| super::timing::on_unless("QCD_SOLVE_COMM_PRIORITY", "0"))
 }
 
 /// A timing ablation of the split solve, `QCD_SOLVE_ABLATE_COMM=exchange` (read once per
@@ -160,7 +160,7 @@ pub(crate) fn skip_exchange() -> bool {
 /// ready instead of after the pack kernels.
 pub(crate) fn pack_on_comm() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("QCD_SOLVE_PACK_ON").map_or(true, |v| v.trim() != "main"))
+    *ON.get_or_init(|| super::timing::on_unless("QCD_SOLVE_PACK_ON", "main"))
 }
 
 /// The communication stream of `ctx`: at the device's highest priority (`comm_priority`).

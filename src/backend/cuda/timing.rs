@@ -415,7 +415,18 @@ pub(crate) fn launch_events() -> LaunchEvents {
 /// iteration from 0.6% more to 1.6% less; 32^3x64 within 1% (runs 110-113).
 pub(crate) fn pdl() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("QCD_SOLVE_PDL").map_or(true, |v| v.trim() != "0"))
+    *ON.get_or_init(|| on_unless("QCD_SOLVE_PDL", "0"))
+}
+
+/// An ablation switch of the environment (`QCD_SOLVE_PDL`, `QCD_SOLVE_COMM_PRIORITY`,
+/// `QCD_SOLVE_PACK_ON`): on unless the variable `name` is `off` (spaces trimmed). Each
+/// caller keeps the answer for the process.
+pub(crate) fn on_unless(name: &str, off: &str) -> bool {
+    switch_on(std::env::var(name).ok().as_deref(), off)
+}
+
+fn switch_on(value: Option<&str>, off: &str) -> bool {
+    value.is_none_or(|v| v.trim() != off)
 }
 
 /// As `launch!`, for kernels whose arguments are all plain values (device addresses as
@@ -460,6 +471,16 @@ pub(crate) use launch;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_ablation_switch_is_off_only_at_its_off_value() {
+        assert!(switch_on(None, "0"), "unset: on");
+        assert!(!switch_on(Some("0"), "0"));
+        assert!(!switch_on(Some(" main\n"), "main"), "spaces trimmed");
+        assert!(switch_on(Some("1"), "0"));
+        assert!(switch_on(Some("comm"), "main"));
+        assert!(switch_on(Some(""), "0"), "empty is not the off value");
+    }
 
     #[test]
     fn the_sample_times_the_first_launches_then_one_in_time_every() {
