@@ -255,7 +255,7 @@ pub fn solve_on_rank<B: Backend>(
     let t_norm = Instant::now();
     let _ = backend.norm2(&x)?;
     tracing::debug!(
-        us = t_norm.elapsed().as_micros() as u64,
+        us = crate::solver::micros_since(&t_norm),
         "solve: the final norm (waits for the reconstruction)"
     );
     let solve = t.elapsed().as_secs_f64();

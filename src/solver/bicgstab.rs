@@ -301,7 +301,7 @@ impl<S: FusedCr> Iterate<S> for Fused<S> {
         };
         space.bi_start(state, b, x, r, r0, p)?;
         tracing::debug!(
-            us = clock.elapsed().as_micros() as u64,
+            us = super::micros_since(&clock),
             "fused BiCGStab: fields, state and start (queued)"
         );
         let (form, key, cost) = (self.form, self.key, self.cost);
@@ -355,7 +355,7 @@ impl<S: FusedCr> Iterate<S> for Fused<S> {
             }
             applications += 2 * cost * k;
             tracing::debug!(
-                us = queued.elapsed().as_micros() as u64,
+                us = super::micros_since(&queued),
                 iterations = k,
                 "fused BiCGStab: batch queued"
             );

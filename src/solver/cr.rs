@@ -361,7 +361,6 @@ impl<S: Space, E: CrEngine<S>> Iterate<S> for Cr<S, E> {
         nr0: Option<f64>,
     ) -> Result<Run> {
         let clock = std::time::Instant::now();
-        let us = |t: &std::time::Instant| t.elapsed().as_micros() as u64;
         let fresh = self.work.is_none();
         let w = Self::workspace(&mut self.work, &mut self.engine, space, rhs)?;
         self.engine.load(space, rhs, w, fresh)?;
@@ -377,7 +376,10 @@ impl<S: Space, E: CrEngine<S>> Iterate<S> for Cr<S, E> {
         };
         // p = r, Ap = A p, the scalars; the first check uses what the host knows.
         let mut known = Some(self.engine.start(space, s, w)?);
-        tracing::debug!(us = us(&clock), "cr: workspace, load and start (queued)");
+        tracing::debug!(
+            us = super::micros_since(&clock),
+            "cr: workspace, load and start (queued)"
+        );
         let mut checks = 0;
         let (verdict, last_iter) = loop {
             let s = match known.take() {
@@ -386,7 +388,10 @@ impl<S: Space, E: CrEngine<S>> Iterate<S> for Cr<S, E> {
                     checks += 1;
                     let t = std::time::Instant::now();
                     let s = self.engine.get(space)?;
-                    tracing::debug!(us = us(&t), "cr: check (host read of the scalars)");
+                    tracing::debug!(
+                        us = super::micros_since(&t),
+                        "cr: check (host read of the scalars)"
+                    );
                     s
                 }
             };
@@ -396,11 +401,11 @@ impl<S: Space, E: CrEngine<S>> Iterate<S> for Cr<S, E> {
             }
             let t = std::time::Instant::now();
             self.engine.batch(space, self.check_every, w)?;
-            tracing::debug!(us = us(&t), "cr: batch (queued)");
+            tracing::debug!(us = super::micros_since(&t), "cr: batch (queued)");
         };
         let t = std::time::Instant::now();
         let history = self.engine.history(space, start_iter, last_iter)?;
-        tracing::debug!(us = us(&t), "cr: history read");
+        tracing::debug!(us = super::micros_since(&t), "cr: history read");
         let iter = start_iter + history.len() - 1;
         Ok(Run {
             iter,

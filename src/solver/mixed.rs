@@ -30,7 +30,6 @@ pub fn solve<S: Space, A: LinearOperator<S>, I: Iterate<S>>(
     monitor: &mut Monitor,
 ) -> Result<SolveOutcome<S::Field>> {
     let clock = std::time::Instant::now();
-    let us = |t: &std::time::Instant| t.elapsed().as_micros() as u64;
     let outer = space.layout(b);
     let inner_layout = outer.with_precision(precision);
     let mut stats = SolveStats::default();
@@ -48,12 +47,15 @@ pub fn solve<S: Space, A: LinearOperator<S>, I: Iterate<S>>(
     // Restarts after a stalled inner run (see below) and the last true (r|r).
     let mut stalled_before = false;
     let mut last_true = nr_start;
-    tracing::debug!(us = us(&clock), "mixed: fields, conversion and norm");
+    tracing::debug!(
+        us = super::micros_since(&clock),
+        "mixed: fields, conversion and norm"
+    );
     let reason = loop {
         let t = std::time::Instant::now();
         let run = inner.run(space, &rs, monitor, iter, nr0)?;
         tracing::debug!(
-            us = us(&t),
+            us = super::micros_since(&t),
             iterations = run.iter - iter,
             "mixed: inner run"
         );
@@ -84,13 +86,16 @@ pub fn solve<S: Space, A: LinearOperator<S>, I: Iterate<S>>(
         space.add_converted(xs, &mut xd, &mut scratch)?;
         op.apply(space, &mut scratch, &xd)?;
         applications += op.stencil_applications();
-        tracing::debug!(us = us(&t), "mixed: x_d += x_s, A x_d (queued)");
+        tracing::debug!(
+            us = super::micros_since(&t),
+            "mixed: x_d += x_s, A x_d (queued)"
+        );
         let nr_true = space.residual_converted(b, &mut scratch, &mut rs)?;
         if let Some(last) = history.last_mut() {
             *last = nr_true;
         }
         stats.reliable_updates += 1;
-        tracing::debug!(us = us(&t), "mixed: reliable update");
+        tracing::debug!(us = super::micros_since(&t), "mixed: reliable update");
         stats
             .true_residuals
             .push((iter, (nr_true / monitor.nb).sqrt()));

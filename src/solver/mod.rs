@@ -15,6 +15,11 @@ pub mod work;
 
 pub use monitor::{Iterate, Monitor, StopReason, StopRules, Verdict};
 
+/// Microseconds since `t`, for the solvers' debug timings of their steps.
+pub(crate) fn micros_since(t: &std::time::Instant) -> u64 {
+    t.elapsed().as_micros() as u64
+}
+
 use crate::backend::FusedCr;
 use crate::field::C64;
 use crate::linalg::{Form, LinearOperator, Operator, Precision, Space, WilsonKernels};
@@ -213,7 +218,7 @@ pub fn solve_from_source<B: FusedCr>(
     let (rhs_e, b_o) = eo::prepare(space, &source, form.gamma5())?;
     drop(source);
     tracing::debug!(
-        us = t.elapsed().as_micros() as u64,
+        us = micros_since(&t),
         "solve: even-odd preparation (queued)"
     );
     solve_even_odd(space, spec, form, rhs_e, b_o, observe)
@@ -232,16 +237,10 @@ fn solve_even_odd<B: FusedCr>(
     let t = std::time::Instant::now();
     let mut out = solve_system(space, spec, form.schur(), &rhs_e, observe)?;
     drop(rhs_e);
-    tracing::debug!(
-        us = t.elapsed().as_micros() as u64,
-        "solve: the Schur system"
-    );
+    tracing::debug!(us = micros_since(&t), "solve: the Schur system");
     let t = std::time::Instant::now();
     out.x = eo::reconstruct(space, &out.x, &b_o)?;
-    tracing::debug!(
-        us = t.elapsed().as_micros() as u64,
-        "solve: reconstruction (queued)"
-    );
+    tracing::debug!(us = micros_since(&t), "solve: reconstruction (queued)");
     Ok(out)
 }
 

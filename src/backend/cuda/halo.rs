@@ -341,7 +341,8 @@ impl Halo {
     /// used inside the solve (run 122: rank 0 waited 36.5 ms a solve; with this, 8.9 ms,
     /// run 123; the cause is our reading, not traced). Every rank calls it at construction.
     fn warm_up(&mut self, stream: &Arc<CudaStream>) -> Result<()> {
-        let (sends, recvs) = self.face_messages_of(stream, |f| 6 * f.face_sites * 16);
+        let (sends, recvs) =
+            self.face_messages_of(stream, |f| f.send_lo.len() * std::mem::size_of::<f64>());
         if sends.is_empty() {
             return Ok(());
         }

@@ -183,9 +183,9 @@ fn tree_reduction_flops(grid: u64, block: u64, finish: u64) -> u64 {
 /// Threads per block of the halo kernels (kernels/halo.cu, launched so by halo.rs).
 pub(crate) const HALO_BLOCK: usize = 128;
 
-/// Blocks of a halo launch over n face sites.
+/// Blocks of a halo launch over n face sites: the grid halo.rs launches with.
 fn halo_grid(n: usize) -> u64 {
-    n.div_ceil(HALO_BLOCK).max(1) as u64
+    super::stencil::cfg_1d(n, HALO_BLOCK, 0).grid_dim.0 as u64
 }
 
 /// Inputs a reduction pass loads in its blocks' second halves, and its block count.
