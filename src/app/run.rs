@@ -232,7 +232,9 @@ pub fn solve_on_rank<B: Backend>(
     let mut upload = t.elapsed().as_secs_f64();
     // Split lattice: the ranks start the solve's clock together (their uploads end at
     // different times; the first global sum would otherwise hold the difference inside
-    // rank 0's solve time: 8 ms of 82 on 4 GPUs in run 125). Nothing on one rank.
+    // rank 0's solve time: on 4 GPUs in run 125 the ranks' solves started up to 18 ms
+    // apart, and 14 ms of rank 0's 71.8 ms Schur system were in no timed step). Nothing
+    // on one rank.
     timed("wait for every rank", || backend.barrier())?;
     let t_solve = crate::report::timeline::process_seconds();
     let t = Instant::now();

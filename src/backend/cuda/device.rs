@@ -85,11 +85,11 @@ pub(crate) fn open_context(ordinal: usize) -> Result<Arc<CudaContext>> {
 /// new mapping: a solve's fields are freed and allocated again between its phases (the
 /// mixed solver's restarts, the even-odd reconstruction) and from one solve to the next
 /// (validate/RESULTS.md run 69). What goes back at a synchronisation is unmapped there,
-/// and with ranks as threads on several GPUs those unmappings queue behind each other:
-/// with 1 GiB kept (the default until run 127) the 32^3x64-per-GPU solve took 55.2 ms on
-/// one GPU, 61.8 on two and 71.4 on four, keeping everything 48.7, 54.8 and 55.7. The
-/// free-memory checks trim the pool first (`trim_pool`), so what it keeps is never
-/// counted as taken.
+/// and with ranks as threads on several GPUs those unmappings queue behind each other
+/// (our reading, not traced; the times are measured): with 1 GiB kept (the default until
+/// run 127) the 32^3x64-per-GPU solve took 55.2 ms on one GPU, 61.8 on two and 71.4 on
+/// four, keeping everything 48.7, 54.8 and 55.7. The free-memory checks trim the pool
+/// first (`trim_pool`), so what it keeps is never counted as taken.
 pub const POOL_KEEP_ALL: u64 = u64::MAX;
 
 pub(crate) fn pool_keep_bytes() -> u64 {
