@@ -101,9 +101,10 @@
 // single-double CR solve 11.06-11.16 -> 10.44-10.51 ms. The full mode without the dot keeps
 // V3_L2_LAST_SPINOR_FULL (0): mixed there (run 130, single r12 1.35 -> 1.38), and so were
 // the parity launches (run 131: the even-odd CR iteration 3-7% slower), which have none.
-// Run 130's other hints were slower or no faster: the CR passes' loads and stores
-// cache-streaming (faster in the full iteration, up to 7% slower even-odd), the full
-// mode's links evict-last (2-7% slower), the stencil's output stores cache-streaming.
+// Run 130's other hints: the CR passes' loads and stores cache-streaming (the full
+// iteration 2-3% faster, the even-odd one in single 2-5% slower), the full mode's links
+// evict-last (the full-lattice rows 1-7% slower), the stencil's output stores
+// cache-streaming (within 2% either way).
 #ifndef V3_L2_LAST_SPINOR_DOT
 #define V3_L2_LAST_SPINOR_DOT 1
 #endif
