@@ -53,6 +53,9 @@ resize() { # config, dims (e.g. 48x48x48x96): the config with those extents, on 
     sed -e "s/^LX = .*/LX = ${l[0]}/; s/^LY = .*/LY = ${l[1]}/; s/^LZ = .*/LZ = ${l[2]}/; s/^LT = .*/LT = ${l[3]}/" "$1"
 }
 
+# The fast path's options on the GPU (the main job's even-odd single-double r12 CR on 3.0).
+FAST_CUDA="--device cuda --kernel 3.0 --preconditioning even-odd --precision single-double --reconstruct 12"
+
 fast_config() { # writes $big/32x32x32x64-fast.toml: configs/32x32x32x64.toml on the fast path
     sed -e 's/^kernel = .*/kernel = "3.0"\nreconstruct = 12/' -e 's/^\[solver\]/[solver]\npreconditioning = "even-odd"\nprecision = "single-double"/' \
         configs/32x32x32x64.toml >"$big/32x32x32x64-fast.toml"
@@ -80,7 +83,7 @@ seed_twice() { # grep pattern: the seed problem with its best options, twice (se
 
 big48() { # sets d and fast, writes the 48^3x96 config and empties its tune cache
     d=48x48x48x96; resize configs/32x32x32x64.toml "$d" >"$big/$d.toml"
-    fast="--device cuda --kernel 3.0 --preconditioning even-odd --precision single-double --reconstruct 12"
+    fast=$FAST_CUDA
     rm -f "$big/tune-$d.tsv"
 }
 
@@ -166,7 +169,7 @@ elif [ "${MODE:-full}" = x2 ]; then
             done
         done
     done
-    fast="--device cuda --kernel 3.0 --preconditioning even-odd --precision single-double --reconstruct 12"
+    fast=$FAST_CUDA
     # Weak: 32^3x64 on one GPU, 32^3x128 split in two along t. Strong: 48^3x96 on 1 and 2.
     resize configs/32x32x32x64.toml 32x32x32x128 >"$big/32x32x32x128.toml"
     resize configs/32x32x32x64.toml 48x48x48x96 >"$big/48x48x48x96.toml"
@@ -225,7 +228,7 @@ elif [ "${MODE:-full}" = many ]; then
     nvidia-smi topo -m
     n=$(nvidia-smi -L | wc -l)
     counts=1; k=2; while [ $k -le "$n" ]; do counts="$counts,$k"; k=$((k * 2)); done
-    fast="--device cuda --kernel 3.0 --preconditioning even-odd --precision single-double --reconstruct 12"
+    fast=$FAST_CUDA
     fast_config
     for sp in t zt; do
         step "scale-$sp" timeout 300 "$q" scale "$big/32x32x32x64-fast.toml" --gpus "$counts" --split $sp --device cuda \
