@@ -123,18 +123,6 @@ impl Core {
         }
     }
 
-    /// A local reduction's result summed over the ranks of a decomposed lattice (rank
-    /// order: the same bits on every rank); unchanged on one GPU.
-    pub fn global_sum(&mut self, local: [f64; 2]) -> Result<[f64; 2]> {
-        match &mut self.halo {
-            Some(h) => {
-                let s = h.global_sum(&local)?;
-                Ok([s[0], s[1]])
-            }
-            None => Ok(local),
-        }
-    }
-
     pub fn n_complex(&self) -> usize {
         self.lattice.volume() * 12
     }
@@ -345,8 +333,15 @@ impl Core {
     }
 
     /// Read the result of the reduction just launched (`complex`: a double2), waiting for
-    /// it. Returns (re, im).
+    /// it. Returns (re, im); on a decomposed lattice, summed over the ranks (on the device
+    /// side: `Halo::global_sum_device`), so that a caller never sums it again.
     pub fn read_reduction(&mut self, complex: bool) -> Result<(f64, f64)> {
+        if let Some(h) = &mut self.halo {
+            let src = super::stencil::dptr(&self.reduce.result, &self.gpu.stream);
+            let [re, im] = h.global_sum_device::<2>(&self.gpu.stream, src)?;
+            self.gpu.collect()?;
+            return Ok((re, if complex { im } else { 0.0 }));
+        }
         let mut out = [0.0f64; 2];
         self.gpu
             .stream

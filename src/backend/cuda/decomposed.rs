@@ -19,9 +19,10 @@ impl CudaBackend {
     /// A rank's backend of a lattice decomposed by `partition`: `gauge` is the rank's
     /// local field (its lattice `partition.local_lattice(boundary)`: local extents, global
     /// extents and offset), `exchange` moves the faces between the ranks' devices
-    /// (`PeerCopies` for ranks as threads on one GPU, NCCL across GPUs), `comms` carries
-    /// the global sums of dot and norm2 (local partial, then `comms::global_sum` in rank
-    /// order) and the one-time exchange of the ghost links. Version 3.0 only (its fast
+    /// (`PeerCopies` for ranks as threads on one GPU, NCCL across GPUs) and carries the
+    /// global sums of dot and norm2 (every rank's partial gathered on the device, then
+    /// added in rank order: `Halo::global_sum_device`), `comms` the one-time exchange of
+    /// the ghost links and the host's agreements and barriers. Version 3.0 only (its fast
     /// path: full and even-odd, double and single, 12-real links, the fused CR iteration
     /// with its sums over ranks on the device).
     pub fn new_decomposed(

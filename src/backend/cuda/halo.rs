@@ -116,6 +116,8 @@ pub(crate) struct Halo {
     /// Events of read applications, recorded again by later ones.
     spare: Vec<CudaEvent>,
     totals: HaloTimings,
+    /// Every rank's values of a global sum (`global_sum_device`), made on first use.
+    gathered: Option<CudaSlice<f64>>,
 }
 
 /// A long split solve times every application: once this many are pending, the oldest
@@ -327,6 +329,7 @@ impl Halo {
             timed: Vec::new(),
             spare: Vec::new(),
             totals: HaloTimings::default(),
+            gathered: None,
             partition,
             exchange,
             comms,
@@ -352,7 +355,65 @@ impl Halo {
         self.exchange.exchange_on(&self.comm, &sends, &recvs)?;
         self.comm
             .synchronize()
-            .map_err(err("the first exchange of the faces"))
+            .map_err(err("the first exchange of the faces"))?;
+        self.warm_up_capture(stream, &sends, &recvs)
+    }
+
+    /// Where the exchange can be captured (NCCL): record, instantiate and drop a graph of
+    /// what the solve's graphs hold (an exchange on the communication stream forked from
+    /// `stream`, an all-gather on `stream`), never launched. The first graph a rank
+    /// records pays a one-time cost that later ones do not: on four H200s the first CR
+    /// graph took 0.9-1.4 ms to record and the next 0.1-0.3 ms for half the work,
+    /// whichever of the two came first (validate/RESULTS.md runs 138-139). Paid here, at
+    /// construction, as NCCL's connections are by the exchange above.
+    fn warm_up_capture(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        sends: &[DeviceMessage],
+        recvs: &[DeviceMessage],
+    ) -> Result<()> {
+        if !self.exchange.capturable() {
+            return Ok(());
+        }
+        let (size, rank) = (self.exchange.size(), self.exchange.rank());
+        let gathered = stream
+            .alloc_zeros::<f64>(2 * size)
+            .map_err(err("allocating the global sums' buffer"))?;
+        let dst = raw(&gathered, stream);
+        // NCCL connects a collective's peers at its first call, which a capture refuses
+        // ("operation not permitted when stream is capturing", run 140): one all-gather
+        // outside it first.
+        self.exchange
+            .all_gather_on(stream, dst + 16 * rank as u64, dst, 16)?;
+        stream.synchronize().map_err(err("the first all-gather"))?;
+        let t = std::time::Instant::now();
+        stream
+            .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+            .map_err(err("beginning the warm-up capture"))?;
+        let mut captured = || -> Result<()> {
+            self.comm
+                .join(stream)
+                .map_err(err("forking the warm-up capture"))?;
+            self.exchange.exchange_on(&self.comm, sends, recvs)?;
+            stream
+                .join(&self.comm)
+                .map_err(err("joining the warm-up capture"))?;
+            // In place: this rank's part of the buffer is its source.
+            self.exchange
+                .all_gather_on(stream, dst + 16 * rank as u64, dst, 16)
+        };
+        let outcome = captured();
+        let ended = stream.end_capture(
+            sys::CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY,
+        );
+        outcome?;
+        drop(ended.map_err(err("ending the warm-up capture"))?);
+        tracing::debug!(
+            ms = 1e3 * t.elapsed().as_secs_f64(),
+            "halo: warm-up capture"
+        );
+        self.gathered = Some(gathered);
+        Ok(())
     }
 
     /// Every split direction's sends and receives (`face_messages`) over the face
@@ -681,6 +742,47 @@ impl Halo {
     /// The element-wise sum over ranks of `local` (rank order: the same bits everywhere).
     pub fn global_sum(&mut self, local: &[f64]) -> Result<Vec<f64>> {
         global_sum(&mut *self.comms, local)
+    }
+
+    /// The element-wise sum over ranks of the N doubles at device address `src`, queued
+    /// on `stream` behind the kernel that wrote them: the exchange's all-gather into a
+    /// device buffer, then one read of every rank's values (waits for the stream), added in
+    /// rank order as `global_sum` adds (the same bits). One wait for the host instead of
+    /// three (the local read, then the host communicator's gather of the lengths and of
+    /// the values).
+    pub fn global_sum_device<const N: usize>(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        src: u64,
+    ) -> Result<[f64; N]> {
+        let size = self.exchange.size();
+        let need = N * size;
+        if self.gathered.as_ref().is_none_or(|g| g.len() < need) {
+            self.gathered = Some(
+                stream
+                    .alloc_zeros::<f64>(need)
+                    .map_err(err("allocating the global sums' buffer"))?,
+            );
+        }
+        let gathered = self.gathered.as_ref().expect("allocated");
+        let dst = raw(gathered, stream);
+        self.exchange
+            .all_gather_on(stream, src, dst, N * std::mem::size_of::<f64>())?;
+        let mut all = vec![0.0f64; need];
+        stream
+            .memcpy_dtoh(&gathered.slice(..need), &mut all)
+            .map_err(err("reading the ranks' sums"))?;
+        stream
+            .synchronize()
+            .map_err(err("reading the ranks' sums"))?;
+        let mut sum = [0.0f64; N];
+        sum.copy_from_slice(&all[..N]);
+        for part in all[N..].chunks_exact(N) {
+            for (s, v) in sum.iter_mut().zip(part) {
+                *s += v;
+            }
+        }
+        Ok(sum)
     }
 }
 

@@ -123,16 +123,14 @@ impl Space for CudaBackend {
         self.stencil.xpay(&mut self.core, x, a, y)
     }
 
-    /// On a decomposed lattice: the local reduction, then the sum over ranks.
+    /// On a decomposed lattice the reduction's read sums over the ranks
+    /// (`Core::read_reduction`).
     fn dot(&mut self, x: &DeviceSpinor, y: &DeviceSpinor) -> Result<C64> {
-        let local = self.stencil.dot(&mut self.core, x, y)?;
-        let [re, im] = self.core.global_sum([local.re, local.im])?;
-        Ok(C64::new(re, im))
+        self.stencil.dot(&mut self.core, x, y)
     }
 
     fn norm2(&mut self, x: &DeviceSpinor) -> Result<f64> {
-        let local = self.stencil.norm2(&mut self.core, x)?;
-        Ok(self.core.global_sum([local, 0.0])?[0])
+        self.stencil.norm2(&mut self.core, x)
     }
 
     /// One kernel where the stencil has it (3.0: single into double), else the default's
@@ -150,15 +148,15 @@ impl Space for CudaBackend {
     }
 
     /// One launch where the stencil has it (3.0: double r, single low), else the default's
-    /// xpay, norm2 and conversion; on a decomposed lattice the local norm's sum over ranks.
+    /// xpay, norm2 and conversion; on a decomposed lattice the norm summed over the ranks.
     fn residual_converted(
         &mut self,
         b: &DeviceSpinor,
         r: &mut DeviceSpinor,
         low: &mut DeviceSpinor,
     ) -> Result<f64> {
-        if let Some(local) = self.stencil.residual_converted(&mut self.core, b, r, low)? {
-            return Ok(self.core.global_sum([local, 0.0])?[0]);
+        if let Some(nr) = self.stencil.residual_converted(&mut self.core, b, r, low)? {
+            return Ok(nr);
         }
         crate::linalg::residual_converted_in_steps(self, b, r, low)
     }

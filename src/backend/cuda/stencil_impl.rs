@@ -117,7 +117,8 @@ pub(crate) trait StencilImpl {
         Ok(false)
     }
     /// `Space::residual_converted` in one launch where this stencil has a kernel for the
-    /// layouts: Some(the local (r|r)), else None with nothing done.
+    /// layouts: Some((r|r)), else None with nothing done. (Reductions read through
+    /// `Core::read_reduction`, which sums over the ranks of a decomposed lattice.)
     fn residual_converted(
         &mut self,
         _core: &mut Core,
