@@ -1,7 +1,7 @@
 //! `qcd-solve floor --dims 16,16,16,32`: the fast path (kernel 3.0) against its DRAM
 //! floors, measured as ratios in one run. B is the streaming triad on the same device,
 //! the faster of one reading before the rows and one after; each row times `repeat`
-//! back-to-back calls (after a warm-up) with the host clock around a synchronised batch,
+//! back-to-back calls (after a warm-up: `STREAM_WARM`) with the host clock around a synchronised batch,
 //! and divides by the time the row's floor bytes take at B. Floors (each field read or
 //! written once, conventions.md):
 //!
@@ -112,12 +112,24 @@ pub struct FloorRow {
     pub target: Option<f64>,
 }
 
+/// The warm-up of the stream-launched rows (dslash, Schur): past the launch books'
+/// `TIME_FIRST` launches of each kernel, which carry two timing events each (about 4 us
+/// a launch, validate/RESULTS.md run 109), so that the timed calls see the steady state
+/// of a long solve (one timed launch in `TIME_EVERY`). Before, 16 of a row's 200 timed
+/// launches carried them. The graph rows have no events and warm up once.
+const STREAM_WARM: usize = crate::backend::cuda::TIME_FIRST as usize + 1;
+
+/// Seconds per call of `f`, over `repeat` calls after `warm` (at least one: compilation,
+/// graph capture).
 fn time_batch(
     be: &mut CudaBackend,
     repeat: usize,
+    warm: usize,
     f: &mut dyn FnMut(&mut CudaBackend) -> Result<()>,
 ) -> Result<f64> {
-    f(be)?; // warm-up (compilation, graph capture)
+    for _ in 0..warm.max(1) {
+        f(be)?;
+    }
     be.synchronize()?;
     let t = Instant::now();
     for _ in 0..repeat {
@@ -169,7 +181,7 @@ pub fn measure(
             let mut inp = be.alloc_layout(lf)?;
             be.convert(&mut inp, &full)?;
             let mut out = be.alloc_layout(lf)?;
-            let t = time_batch(&mut be, repeat, &mut |be| {
+            let t = time_batch(&mut be, repeat, STREAM_WARM, &mut |be| {
                 be.apply(Operator::G5D, &mut out, &inp)
             })?;
             push(
@@ -182,7 +194,7 @@ pub fn measure(
             let mut ein = be.alloc_layout(le)?;
             be.convert(&mut ein, &full)?;
             let mut eout = be.alloc_layout(le)?;
-            let t = time_batch(&mut be, repeat, &mut |be| {
+            let t = time_batch(&mut be, repeat, STREAM_WARM, &mut |be| {
                 be.apply(Operator::G5Schur, &mut eout, &ein)
             })?;
             push(
@@ -285,7 +297,7 @@ fn time_bicgstab_iteration(
     };
     let mut st = be.bi_state(&s)?;
     let op = Operator::Schur;
-    let secs = time_batch(be, repeat.div_ceil(BI_BATCH), &mut |be| {
+    let secs = time_batch(be, repeat.div_ceil(BI_BATCH), 1, &mut |be| {
         be.bi_set(&mut st, &s)?;
         be.bi_start(&mut st, source, x, r, r0, p)?;
         be.repeat(key, BI_BATCH, &mut |be: &mut CudaBackend| {
@@ -338,7 +350,7 @@ fn time_cr_iteration(
     };
     let mut st = be.cr_state(&s)?;
     let k = 10;
-    let t = time_batch(be, repeat.div_ceil(k), &mut |be| {
+    let t = time_batch(be, repeat.div_ceil(k), 1, &mut |be| {
         be.repeat(key, k, &mut |be: &mut CudaBackend| {
             be.cr_update_xr(&mut st, &p, &ap, &mut x, &mut r)?;
             be.cr_apply_dot(op, &mut st, &r, &mut ar)?;
