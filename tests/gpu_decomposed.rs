@@ -87,7 +87,11 @@ fn on_ranks_of<T: Send>(
     let global = gauge.lattice.dims;
     let ranks: usize = grid.iter().product();
     let exchanges = if across_gpus {
-        enable_peer_access(ranks).unwrap();
+        let refused = enable_peer_access(ranks).unwrap();
+        assert!(
+            refused.is_empty(),
+            "the copies across GPUs need every GPU to reach the others' memory; these pairs cannot: {refused:?}"
+        );
         PeerCopies::world_across_gpus(ranks)
     } else {
         PeerCopies::world(ranks)
