@@ -9,8 +9,9 @@
 //! `QCD_SOLVE_PACK_ON=main` puts it back on the main stream before `packed`, the ablation)
 //! ```
 //!
-//! `Halo` holds the partition, the exchange, the host communicator (for the global sums
-//! of dot and norm2, added in rank order: the same bits on every rank), the face and ghost
+//! `Halo` holds the partition, the exchange (also the global sums of dot and norm2:
+//! gathered on the device, added in rank order, the same bits on every rank), the host
+//! communicator (barriers, agreements), the face and ghost
 //! buffers (ghost links exchanged once at construction, through the host communicator),
 //! the halo kernels and optional event timings (`HaloTimings`). `PeerCopies` is the
 //! one-GPU `DeviceExchange`: ranks as threads of one process on the same GPU, faces moved
@@ -747,7 +748,7 @@ impl Halo {
     /// The element-wise sum over ranks of the N doubles at device address `src`, queued
     /// on `stream` behind the kernel that wrote them: the exchange's all-gather into a
     /// device buffer, then one read of every rank's values (waits for the stream), added in
-    /// rank order as `global_sum` adds (the same bits). One wait for the host instead of
+    /// rank order (`comms::sum_in_rank_order`, as `global_sum`: the same bits). One wait for the host instead of
     /// three (the local read, then the host communicator's gather of the lengths and of
     /// the values).
     pub fn global_sum_device<const N: usize>(
@@ -776,12 +777,7 @@ impl Halo {
             .synchronize()
             .map_err(err("reading the ranks' sums"))?;
         let mut sum = [0.0f64; N];
-        sum.copy_from_slice(&all[..N]);
-        for part in all[N..].chunks_exact(N) {
-            for (s, v) in sum.iter_mut().zip(part) {
-                *s += v;
-            }
-        }
+        sum.copy_from_slice(&crate::comms::sum_in_rank_order(&all, N));
         Ok(sum)
     }
 }
