@@ -1,8 +1,9 @@
 //! `qcd-solve floor --dims 16,16,16,32`: the fast path (kernel 3.0) against its DRAM
 //! floors, measured as ratios in one run. B is the streaming triad on the same device,
 //! the faster of one reading before the rows and one after; each row times `repeat`
-//! back-to-back calls (after a warm-up: `STREAM_WARM`) with the host clock around a synchronised batch,
-//! and divides by the time the row's floor bytes take at B. Floors (each field read or
+//! back-to-back calls (after a warm-up: `STREAM_WARM` for the stream-launched rows) with
+//! the host clock around a synchronised batch, and divides by the time the row's floor
+//! bytes take at B. Floors (each field read or
 //! written once, conventions.md):
 //!
 //! - dslash, full lattice: 4 links + 1 input + 1 output spinor per site: 960 B/site in
@@ -115,8 +116,9 @@ pub struct FloorRow {
 /// The warm-up of the stream-launched rows (dslash, Schur): past the launch books'
 /// `TIME_FIRST` launches of each kernel, which carry two timing events each (about 4 us
 /// a launch, validate/RESULTS.md run 109), so that the timed calls see the steady state
-/// of a long solve (one timed launch in `TIME_EVERY`). Before, 16 of a row's 200 timed
-/// launches carried them. The graph rows have no events and warm up once.
+/// of a long solve (one timed launch in `TIME_EVERY`). With one warm-up call, 15 of a
+/// dslash row's 200 timed launches carried them (run 142: 0.4-0.6 us a launch at
+/// 16^3x32). The graph rows have no events and warm up once.
 const STREAM_WARM: usize = crate::backend::cuda::TIME_FIRST as usize + 1;
 
 /// Seconds per call of `f`, over `repeat` calls after `warm` (at least one: compilation,

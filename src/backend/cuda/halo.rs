@@ -748,9 +748,10 @@ impl Halo {
     /// The element-wise sum over ranks of the N doubles at device address `src`, queued
     /// on `stream` behind the kernel that wrote them: the exchange's all-gather into a
     /// device buffer, then one read of every rank's values (waits for the stream), added in
-    /// rank order (`comms::sum_in_rank_order`, as `global_sum`: the same bits). One wait for the host instead of
-    /// three (the local read, then the host communicator's gather of the lengths and of
-    /// the values).
+    /// rank order (`comms::sum_in_rank_order`, as `global_sum`: the same bits). One wait
+    /// for the host instead of three (the local read, then the host communicator's gather
+    /// of the lengths and of the values; runs 138-139: the four-GPU reliable updates
+    /// 6.7-7.0 -> 6.1 ms a solve).
     pub fn global_sum_device<const N: usize>(
         &mut self,
         stream: &Arc<CudaStream>,
