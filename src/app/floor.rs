@@ -3,8 +3,7 @@
 //! the faster of one reading before the rows and one after; each row times `repeat`
 //! back-to-back calls (after a warm-up: `STREAM_WARM` for the stream-launched rows) with
 //! the host clock around a synchronised batch, and divides by the time the row's floor
-//! bytes take at B. Floors (each field read or
-//! written once, conventions.md):
+//! bytes take at B. Floors (each field read or written once, conventions.md):
 //!
 //! - dslash, full lattice: 4 links + 1 input + 1 output spinor per site: 960 B/site in
 //!   double with 18 reals per link, 768 with 12, 640 with 8; half that in single; in half
