@@ -17,6 +17,9 @@
 //   the sign -1 where the edge is a global antiperiodic one (anti_hi / anti_lo, bit mu).
 //   One launch per split direction, one after another on a stream: a corner site gets
 //   the hops of each of its directions without races.
+// - halo_exterior_all: halo_exterior for every split direction in one launch (a site on
+//   several directions' faces belongs to the first, whose thread adds all its hops in the
+//   launches' order); src/backend/cuda/halo.rs uses it with QCD_SOLVE_EXTERIOR=all.
 // - The fused CR's (y|out) on a decomposed lattice (s, partials non-null): the interior
 //   kernel's epilogue sums conj(y) out over every site of its (partial) output and leaves
 //   the rank's sum in CR_LOCAL_RE/IM (cr_device.cuh); each exterior launch adds
@@ -44,12 +47,11 @@ struct HaloSite {
     int p, fcb, fh, site;
     int c[4];
 };
-__device__ __forceinline__ bool halo_site(int mu, int parity, const Dims& d, HaloSite& h)
+__device__ __forceinline__ bool halo_site_of(int mu, int parity, const Dims& d, int t, HaloSite& h)
 {
     const bool full = parity < 0;
     h.fh = v3_face_sites(mu, d) / 2;
     const int per_face = full ? 2 * h.fh : h.fh;
-    const int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= 2 * per_face)
         return false;
     h.upper = t >= per_face;
@@ -58,6 +60,24 @@ __device__ __forceinline__ bool halo_site(int mu, int parity, const Dims& d, Hal
     h.fcb = full ? r % h.fh : r;
     h.site = v3_face_site(mu, h.upper ? d.l[mu] - 1 : 0, h.p, h.fcb, d, h.c);
     return true;
+}
+__device__ __forceinline__ bool halo_site(int mu, int parity, const Dims& d, HaloSite& h)
+{
+    return halo_site_of(mu, parity, d, blockIdx.x * blockDim.x + threadIdx.x, h);
+}
+
+// The face-checkerboard index of the site at c on a face perpendicular to mu (the inverse
+// of v3_face_site: the lexicographic index over the other directions, halved).
+__device__ __forceinline__ int halo_face_cb(int mu, const int c[4], const Dims& d)
+{
+    int f = 0, stride = 1;
+#pragma unroll
+    for (int nu = 0; nu < 4; ++nu)
+        if (nu != mu) {
+            f += c[nu] * stride;
+            stride *= d.l[nu];
+        }
+    return f >> 1;
 }
 
 template <int MU>
@@ -187,6 +207,79 @@ extern "C" __global__ void __launch_bounds__(V3_MAX_BLOCK)
     if (halo_site(mu, parity, d, hs))
         halo_exterior_site(hs, recv_lo, recv_hi, out, links, ghost_links, c, g5, parity < 0, mu, anti_lo, anti_hi,
                            (size_t)volume / 2, partials ? y : nullptr, dot);
+    if (partials) {
+        QCD_DYNAMIC_SHARED(double2, halo_shared);
+        double2 total;
+        if (cr_reduce_last(dot, halo_shared, partials, ticket, &total) && threadIdx.x == 0) {
+            s[CR_LOCAL_RE] += total.x;
+            s[CR_LOCAL_IM] += total.y;
+        }
+    }
+}
+
+// Every split direction's exterior in one launch (halo_exterior_all): the face buffers and
+// ghost links of up to four directions, in the order the separate launches take them.
+struct HaloFaces {
+    const real2* recv_lo[4];
+    const real2* recv_hi[4];
+    const real2* ghost[4];
+    int mu[4];
+    int count;
+};
+
+// halo_exterior for faces.count directions in one launch: the threads of direction k's
+// faces follow those of directions 0..k-1 (each as halo_exterior's). A site on the faces of
+// several directions (an edge or corner of the sub-lattice) belongs to the first of them,
+// whose thread adds the hops of each of its directions in the launches' order, so `out`
+// gets the same additions in the same order as from the separate launches, and no two
+// threads write one site; the other directions' threads at that site do nothing. The
+// (y|out) part, with partials, as halo_exterior's (one sum for the launch).
+extern "C" __global__ void __launch_bounds__(V3_MAX_BLOCK)
+    halo_exterior_all(const HaloFaces faces, real2* __restrict__ out, const real2* __restrict__ links, double c,
+                      int g5, int parity, int anti_lo, int anti_hi, int volume, int lx, int ly, int lz, int lt,
+                      const real2* __restrict__ y, double* __restrict__ s, double2* __restrict__ partials,
+                      unsigned* __restrict__ ticket)
+{
+    if (s && !cr_active(s))
+        return; // uniform: every thread of every block
+    const Dims d = make_dims(lx, ly, lz, lt);
+    const bool full = parity < 0;
+    const size_t vh = (size_t)volume / 2;
+    const real2* yy = partials ? y : nullptr;
+    double2 dot = c_zero();
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    int k = 0;
+    for (; k < faces.count; ++k) {
+        const int threads = (full ? 2 : 1) * v3_face_sites(faces.mu[k], d);
+        if (t < threads)
+            break;
+        t -= threads;
+    }
+    HaloSite hs;
+    if (k < faces.count && halo_site_of(faces.mu[k], parity, d, t, hs)) {
+        bool owned = true;
+        for (int j = 0; j < k; ++j) {
+            const int nu = faces.mu[j];
+            owned = owned && hs.c[nu] != 0 && hs.c[nu] != d.l[nu] - 1;
+        }
+        if (owned) {
+            halo_exterior_site(hs, faces.recv_lo[k], faces.recv_hi[k], out, links, faces.ghost[k], c, g5, full,
+                               faces.mu[k], anti_lo, anti_hi, vh, yy, dot);
+            for (int j = k + 1; j < faces.count; ++j) {
+                const int nu = faces.mu[j];
+                const bool lo = hs.c[nu] == 0, hi = hs.c[nu] == d.l[nu] - 1;
+                if (!lo && !hi)
+                    continue;
+                // A split local extent is at least 2: a site is on one of the two faces.
+                HaloSite hj = hs;
+                hj.upper = hi;
+                hj.fh = v3_face_sites(nu, d) / 2;
+                hj.fcb = halo_face_cb(nu, hs.c, d);
+                halo_exterior_site(hj, faces.recv_lo[j], faces.recv_hi[j], out, links, faces.ghost[j], c, g5, full,
+                                   nu, anti_lo, anti_hi, vh, yy, dot);
+            }
+        }
+    }
     if (partials) {
         QCD_DYNAMIC_SHARED(double2, halo_shared);
         double2 total;

@@ -108,8 +108,8 @@ pub(crate) struct Halo {
     packed: CudaEvent,
     exchanged: CudaEvent,
     /// (pack, exterior) per precision: double loaded at construction, single on first use.
-    kernels_d: (CudaFunction, CudaFunction),
-    kernels_s: Option<(CudaFunction, CudaFunction)>,
+    kernels_d: HaloKernels,
+    kernels_s: Option<HaloKernels>,
     reconstruct: Reconstruct,
     timing: bool,
     /// Timed applications not yet read (at most TIMED_PENDING + TIMED_FOLD), oldest first.
@@ -155,6 +155,40 @@ pub(crate) fn skip_exchange() -> bool {
         }
         on
     })
+}
+
+/// Whether the exterior hops of every split direction go in one launch
+/// (`QCD_SOLVE_EXTERIOR=all`: kernels/halo.cu's `halo_exterior_all`) instead of one
+/// `halo_exterior` launch per direction (the default; read once per process). The same
+/// additions in the same order (checked on the CPU by validate/emu/run_halo.sh, every
+/// grid both ways); one launch a hop fewer for each further split direction. Not yet
+/// measured on a GPU, hence not the default.
+pub(crate) fn exterior_all() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("QCD_SOLVE_EXTERIOR").is_ok_and(|v| v.trim() == "all"))
+}
+
+/// kernels/halo.cu's `HaloFaces` (a kernel argument by value): the face buffers and ghost
+/// links of up to four split directions, in the order of `Halo::faces`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct HaloFaces {
+    recv_lo: [u64; 4],
+    recv_hi: [u64; 4],
+    ghost: [u64; 4],
+    mu: [i32; 4],
+    count: i32,
+}
+
+// SAFETY: plain old data of the kernel's struct layout (pointers as u64, ints as i32).
+unsafe impl cudarc::driver::DeviceRepr for HaloFaces {}
+
+/// A precision's halo kernels.
+#[derive(Clone)]
+struct HaloKernels {
+    pack: CudaFunction,
+    exterior: CudaFunction,
+    exterior_all: CudaFunction,
 }
 
 /// Whether the faces are packed on the communication stream (the default) or on the main
@@ -449,16 +483,13 @@ impl Halo {
         (sends, recvs)
     }
 
-    fn load(
-        ctx: &Arc<CudaContext>,
-        reconstruct: Reconstruct,
-        single: bool,
-    ) -> Result<(CudaFunction, CudaFunction)> {
+    fn load(ctx: &Arc<CudaContext>, reconstruct: Reconstruct, single: bool) -> Result<HaloKernels> {
         let (module, _) = load_module(ctx, &halo_program(reconstruct, single))?;
-        Ok((
-            function(&module, "halo_pack")?,
-            function(&module, "halo_exterior")?,
-        ))
+        Ok(HaloKernels {
+            pack: function(&module, "halo_pack")?,
+            exterior: function(&module, "halo_exterior")?,
+            exterior_all: function(&module, "halo_exterior_all")?,
+        })
     }
 
     pub fn set_timing(&mut self, on: bool) {
@@ -525,7 +556,11 @@ impl Halo {
         if l.single {
             self.prepare_single(&gpu.ctx)?;
         }
-        let (pack, exterior) = if l.single {
+        let HaloKernels {
+            pack,
+            exterior,
+            exterior_all: exterior_merged,
+        } = if l.single {
             self.kernels_s.clone().unwrap()
         } else {
             self.kernels_d.clone()
@@ -669,7 +704,56 @@ impl Halo {
         let dot = l.partials != 0;
         // The dot's block sums take blockDim.x double2 of shared memory.
         let shared = if dot { 16 * HALO_BLOCK } else { 0 };
-        for f in &self.faces {
+        let kernel = Kernel::HaloExterior {
+            single: l.single,
+            reconstruct: l.reconstruct,
+            dot,
+        };
+        let merged = exterior_all() && self.faces.len() > 1;
+        if merged {
+            let mut faces = HaloFaces::default();
+            let mut n = 0;
+            for (k, f) in self.faces.iter().enumerate() {
+                faces.recv_lo[k] = raw(&f.recv_lo, &stream);
+                faces.recv_hi[k] = raw(&f.recv_hi, &stream);
+                faces.ghost[k] = if l.single {
+                    raw(&f.ghost_s, &stream)
+                } else {
+                    raw(&f.ghost_d, &stream)
+                };
+                faces.mu[k] = f.mu as i32;
+                n += 2 * per_face(f);
+            }
+            faces.count = self.faces.len() as i32;
+            // Every face site's hop once, as the separate launches: the same books.
+            launch!(
+                gpu,
+                kernel,
+                n,
+                &exterior_merged,
+                cfg_1d(n, HALO_BLOCK, shared),
+                [
+                    &faces,
+                    &l.out,
+                    &l.links,
+                    &l.c,
+                    &g5,
+                    &out_parity,
+                    &self.anti_lo,
+                    &self.anti_hi,
+                    &volume,
+                    &lx,
+                    &ly,
+                    &lz,
+                    &lt,
+                    &l.y,
+                    &l.s,
+                    &l.partials,
+                    &l.ticket
+                ]
+            );
+        }
+        for f in self.faces.iter().filter(|_| !merged) {
             let mu = f.mu as i32;
             let n = 2 * per_face(f);
             let cfg = cfg_1d(n, HALO_BLOCK, shared);
@@ -681,11 +765,7 @@ impl Halo {
             let (lo, hi) = (raw(&f.recv_lo, &stream), raw(&f.recv_hi, &stream));
             launch!(
                 gpu,
-                Kernel::HaloExterior {
-                    single: l.single,
-                    reconstruct: l.reconstruct,
-                    dot
-                },
+                kernel,
                 n,
                 &exterior,
                 cfg,
@@ -1060,6 +1140,20 @@ impl DeviceExchange for PeerCopies {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn halo_faces_has_the_kernels_struct_layout() {
+        // kernels/halo.cu's HaloFaces: three arrays of four 8-byte pointers, four ints and
+        // a count; 116 bytes, padded to the pointers' alignment.
+        use std::mem::{align_of, offset_of, size_of};
+        assert_eq!(offset_of!(HaloFaces, recv_lo), 0);
+        assert_eq!(offset_of!(HaloFaces, recv_hi), 32);
+        assert_eq!(offset_of!(HaloFaces, ghost), 64);
+        assert_eq!(offset_of!(HaloFaces, mu), 96);
+        assert_eq!(offset_of!(HaloFaces, count), 112);
+        assert_eq!(size_of::<HaloFaces>(), 120);
+        assert_eq!(align_of::<HaloFaces>(), 8);
+    }
     use crate::geometry::lattice::{Lattice, DEFAULT_BOUNDARY};
 
     #[test]
