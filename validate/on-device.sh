@@ -32,7 +32,8 @@
 #   MODE=x2: issue 15 on nvidia-h200-x2 (two GPUs): equivalence 2 against 1 GPU, weak and
 #   strong scaling, 64^3x128 on two, the launched mode, scale --gpus 1,2 (TESTS= to pick).
 #   MODE=many: issue 16 on nvidia-h200-x4 or -x8 (every visible GPU): scale --gpus along t
-#   and along z and t, the main job's weak and strong points, 96^3x192 on 8, N processes.
+#   and along z and t (z-t also with QCD_SOLVE_EXTERIOR=all, and gpu-decomposed under it),
+#   the main job's weak and strong points, 96^3x192 on 8, N processes.
 #   MODE=memory: issue 13 item 3: the gpu-memory test target, then the main job
 #   at 48^3x96 and 64^3x128 (random gauge field, kernel 3.0, even-odd, single-double,
 #   12-real links; CR and BiCGStab), each with its device-memory estimate and books (the
@@ -234,6 +235,12 @@ elif [ "${MODE:-full}" = many ]; then
         step "scale-$sp" timeout 300 "$q" scale "$big/32x32x32x64-fast.toml" --gpus "$counts" --split $sp --device cuda \
             --repeat 3 --out "$res/scale-$sp"
     done
+    # The exteriors of every split direction in one launch (opt-in, session 19): its
+    # correctness on the GPUs, then z-t scaling with it.
+    [ -n "${SKIP_TESTS:-}" ] || QCD_SOLVE_EXTERIOR=all step gpu-decomposed-exterior-all timeout 300 \
+        "$bin/gpu-decomposed-tests" --test-threads=1 --include-ignored
+    QCD_SOLVE_EXTERIOR=all step "scale-zt-exterior-all" timeout 300 "$q" scale "$big/32x32x32x64-fast.toml" \
+        --gpus "$counts" --split zt --device cuda --repeat 3 --out "$res/scale-zt-exterior-all"
     runs="w1:32x32x32x64:1,1,1,1"
     for g in ${counts//,/ }; do
         [ "$g" = 1 ] && continue
