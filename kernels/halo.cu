@@ -227,13 +227,29 @@ struct HaloFaces {
     int count;
 };
 
+// a[i] for a runtime i by selects (no local-memory copy of a, as an indexed load would
+// make).
+__device__ __forceinline__ int halo_pick(const int a[4], int i)
+{
+    return i == 0 ? a[0] : i == 1 ? a[1] : i == 2 ? a[2] : a[3];
+}
+
+// Whether the site at c is on a face perpendicular to nu (its lower or upper slice).
+__device__ __forceinline__ bool halo_on_face(const int c[4], int nu, const Dims& d, bool& upper)
+{
+    const int x = halo_pick(c, nu), l = halo_pick(d.l, nu);
+    upper = x == l - 1;
+    return x == 0 || upper;
+}
+
 // halo_exterior for faces.count directions in one launch: the threads of direction k's
 // faces follow those of directions 0..k-1 (each as halo_exterior's). A site on the faces of
 // several directions (an edge or corner of the sub-lattice) belongs to the first of them,
 // whose thread adds the hops of each of its directions in the launches' order, so `out`
 // gets the same additions in the same order as from the separate launches, and no two
 // threads write one site; the other directions' threads at that site do nothing. The
-// (y|out) part, with partials, as halo_exterior's (one sum for the launch).
+// (y|out) part, with partials, as halo_exterior's (one sum for the launch). The loops over
+// the faces are unrolled, so that each face's pointers are read with a constant index.
 extern "C" __global__ void __launch_bounds__(V3_MAX_BLOCK)
     halo_exterior_all(const HaloFaces faces, real2* __restrict__ out, const real2* __restrict__ links, double c,
                       int g5, int parity, int anti_lo, int anti_hi, int volume, int lx, int ly, int lz, int lt,
@@ -248,37 +264,43 @@ extern "C" __global__ void __launch_bounds__(V3_MAX_BLOCK)
     const real2* yy = partials ? y : nullptr;
     double2 dot = c_zero();
     int t = blockIdx.x * blockDim.x + threadIdx.x;
-    int k = 0;
-    for (; k < faces.count; ++k) {
-        const int threads = (full ? 2 : 1) * v3_face_sites(faces.mu[k], d);
-        if (t < threads)
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        if (k >= faces.count)
             break;
-        t -= threads;
-    }
-    HaloSite hs;
-    if (k < faces.count && halo_site_of(faces.mu[k], parity, d, t, hs)) {
-        bool owned = true;
-        for (int j = 0; j < k; ++j) {
-            const int nu = faces.mu[j];
-            owned = owned && hs.c[nu] != 0 && hs.c[nu] != d.l[nu] - 1;
+        const int mu = faces.mu[k];
+        const int threads = (full ? 2 : 1) * v3_face_sites(mu, d);
+        if (t >= threads) {
+            t -= threads;
+            continue;
         }
-        if (owned) {
-            halo_exterior_site(hs, faces.recv_lo[k], faces.recv_hi[k], out, links, faces.ghost[k], c, g5, full,
-                               faces.mu[k], anti_lo, anti_hi, vh, yy, dot);
-            for (int j = k + 1; j < faces.count; ++j) {
-                const int nu = faces.mu[j];
-                const bool lo = hs.c[nu] == 0, hi = hs.c[nu] == d.l[nu] - 1;
-                if (!lo && !hi)
-                    continue;
-                // A split local extent is at least 2: a site is on one of the two faces.
-                HaloSite hj = hs;
-                hj.upper = hi;
-                hj.fh = v3_face_sites(nu, d) / 2;
-                hj.fcb = halo_face_cb(nu, hs.c, d);
-                halo_exterior_site(hj, faces.recv_lo[j], faces.recv_hi[j], out, links, faces.ghost[j], c, g5, full,
-                                   nu, anti_lo, anti_hi, vh, yy, dot);
+        HaloSite hs;
+        if (halo_site_of(mu, parity, d, t, hs)) {
+            bool owned = true, upper;
+#pragma unroll
+            for (int j = 0; j < k; ++j)
+                owned = owned && !halo_on_face(hs.c, faces.mu[j], d, upper);
+            if (owned) {
+                halo_exterior_site(hs, faces.recv_lo[k], faces.recv_hi[k], out, links, faces.ghost[k], c, g5, full, mu,
+                                   anti_lo, anti_hi, vh, yy, dot);
+#pragma unroll
+                for (int j = k + 1; j < 4; ++j) {
+                    if (j >= faces.count)
+                        break;
+                    const int nu = faces.mu[j];
+                    // A split local extent is at least 2: a site is on one of the two faces.
+                    if (!halo_on_face(hs.c, nu, d, upper))
+                        continue;
+                    HaloSite hj = hs;
+                    hj.upper = upper;
+                    hj.fh = v3_face_sites(nu, d) / 2;
+                    hj.fcb = halo_face_cb(nu, hs.c, d);
+                    halo_exterior_site(hj, faces.recv_lo[j], faces.recv_hi[j], out, links, faces.ghost[j], c, g5,
+                                       full, nu, anti_lo, anti_hi, vh, yy, dot);
+                }
             }
         }
+        break;
     }
     if (partials) {
         QCD_DYNAMIC_SHARED(double2, halo_shared);
