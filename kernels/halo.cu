@@ -66,20 +66,6 @@ __device__ __forceinline__ bool halo_site(int mu, int parity, const Dims& d, Hal
     return halo_site_of(mu, parity, d, blockIdx.x * blockDim.x + threadIdx.x, h);
 }
 
-// The face-checkerboard index of the site at c on a face perpendicular to mu (the inverse
-// of v3_face_site: the lexicographic index over the other directions, halved).
-__device__ __forceinline__ int halo_face_cb(int mu, const int c[4], const Dims& d)
-{
-    int f = 0, stride = 1;
-#pragma unroll
-    for (int nu = 0; nu < 4; ++nu)
-        if (nu != mu) {
-            f += c[nu] * stride;
-            stride *= d.l[nu];
-        }
-    return f >> 1;
-}
-
 template <int MU>
 __device__ __forceinline__ void halo_pack_site(const real2* __restrict__ psi, size_t vh, int cb, bool upper,
                                                real2* __restrict__ buf, size_t fh, int fcb)
@@ -294,7 +280,7 @@ extern "C" __global__ void __launch_bounds__(V3_MAX_BLOCK)
                     HaloSite hj = hs;
                     hj.upper = upper;
                     hj.fh = v3_face_sites(nu, d) / 2;
-                    hj.fcb = halo_face_cb(nu, hs.c, d);
+                    hj.fcb = v3_face_cb(nu, hs.c, d);
                     halo_exterior_site(hj, faces.recv_lo[j], faces.recv_hi[j], out, links, faces.ghost[j], c, g5,
                                        full, nu, anti_lo, anti_hi, vh, yy, dot);
                 }

@@ -17,7 +17,8 @@
 //   (FIRST) or added to acc; its two halves v3_mul_half (the product) and v3_rebuild (the
 //   4-spinor), which the full mode's columns along t call apart (stencil_v3.cu).
 // - v3_project_both: both half spinors of a direction from one load of a spinor.
-// - v3_face_site: the site of face-checkerboard index fcb on the face c[mu] = cmu.
+// - v3_face_site: the site of face-checkerboard index fcb on the face c[mu] = cmu;
+//   v3_face_cb its inverse.
 #pragma once
 #include "common.cuh"
 
@@ -431,4 +432,18 @@ __device__ __forceinline__ int v3_face_site(int mu, int cmu, int p, int fcb, con
     }
     c[first] += (c[0] + c[1] + c[2] + c[3] + p) & 1;
     return c[0] + d.l[0] * (c[1] + d.l[1] * (c[2] + d.l[2] * c[3]));
+}
+
+// The face checkerboard index of the site at c on a face perpendicular to mu: the inverse
+// of v3_face_site (the lexicographic index over the other directions, halved).
+__device__ __forceinline__ int v3_face_cb(int mu, const int c[4], const Dims& d)
+{
+    int f = 0, stride = 1;
+#pragma unroll
+    for (int nu = 0; nu < 4; ++nu)
+        if (nu != mu) {
+            f += c[nu] * stride;
+            stride *= d.l[nu];
+        }
+    return f >> 1;
 }

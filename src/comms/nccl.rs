@@ -67,8 +67,9 @@ extern "C" __global__ void sum_in_rank_order(const double* __restrict__ parts,
 /// run alongside NCCL calls outside graphs, at a cost to every captured operation. Here a
 /// rank's NCCL work never overlaps: the graphs' exchanges and all-gathers, and the
 /// uncaptured ones of the reliable updates and of the reductions' sums, follow each other
-/// through the rank's streams and events, and each host read of a sum waits for them. Measured on
-/// 2 and 4 H200s (validate/RESULTS.md runs 127, 129): the fused CR's graphs 1.2-2.8% faster.
+/// through the rank's streams and events, and each host read of a sum waits for them.
+/// Measured on 2 and 4 H200s (validate/RESULTS.md runs 127, 129): the fused CR's graphs
+/// 1.2-2.8% faster.
 /// Set it to 1 to restore NCCL's default. Call before any thread starts (main does), as it
 /// writes the environment.
 pub const NCCL_DEFAULTS: &[(&str, &str)] = &[("NCCL_GRAPH_MIXING_SUPPORT", "0")];

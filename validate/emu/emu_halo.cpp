@@ -277,38 +277,35 @@ int main(int argc, char** argv)
                                 R[r].anti_hi, sc, pp, tk, nullptr, nullptr, nullptr);
                     });
                     tickets_ok = tickets_ok && ticket == 0;
+                    // Rank r's split directions (ascending mu): the received faces (its
+                    // neighbours' sends) and ghost links, as halo.rs passes them.
+                    HaloFacesT<T> faces{};
+                    size_t threads[4], all = 0;
+                    for (int mu = 0; mu < 4; ++mu) {
+                        if (grid[mu] == 1)
+                            continue;
+                        const int k = faces.count++;
+                        faces.recv_lo[k] = send_hi[R[r].bwd[mu]][mu].data();
+                        faces.recv_hi[k] = send_lo[R[r].fwd[mu]][mu].data();
+                        faces.ghost[k] = single ? (const T*)R[r].ghost_s[v][mu].data()
+                                                : (const T*)R[r].ghost_d[v][mu].data();
+                        faces.mu[k] = mu;
+                        threads[k] = 2 * (send_lo[R[r].fwd[mu]][mu].size() / 6);
+                        all += threads[k];
+                    }
                     if (exterior_all_mode) {
-                        HaloFacesT<T> faces{};
-                        size_t threads = 0;
-                        for (int mu = 0; mu < 4; ++mu) {
-                            if (grid[mu] == 1)
-                                continue;
-                            const int k = faces.count++;
-                            faces.recv_lo[k] = send_hi[R[r].bwd[mu]][mu].data();
-                            faces.recv_hi[k] = send_lo[R[r].fwd[mu]][mu].data();
-                            faces.ghost[k] = single ? (const T*)R[r].ghost_s[v][mu].data()
-                                                    : (const T*)R[r].ghost_d[v][mu].data();
-                            faces.mu[k] = mu;
-                            threads += 2 * (send_lo[R[r].fwd[mu]][mu].size() / 6);
-                        }
-                        emu_launch(blocks(threads, block), block, dot ? block * 16 : 0, dot, [&] {
+                        emu_launch(blocks(all, block), block, dot ? block * 16 : 0, dot, [&] {
                             exterior_all(faces, out[r].data() + out_off, links, c, g5, par, R[r].anti_lo, R[r].anti_hi,
                                          L.V, ll[0], ll[1], ll[2], ll[3], yr, sc, pp, tk);
                         });
                         tickets_ok = tickets_ok && ticket == 0;
                         continue;
                     }
-                    for (int mu = 0; mu < 4; ++mu) {
-                        if (grid[mu] == 1)
-                            continue;
-                        const auto& recv_lo = send_hi[R[r].bwd[mu]][mu];
-                        const auto& recv_hi = send_lo[R[r].fwd[mu]][mu];
-                        const T* ghost =
-                            single ? (const T*)R[r].ghost_s[v][mu].data() : (const T*)R[r].ghost_d[v][mu].data();
-                        const size_t threads = 2 * (recv_lo.size() / 6);
-                        emu_launch(blocks(threads, block), block, dot ? block * 16 : 0, dot, [&] {
-                            exterior(recv_lo.data(), recv_hi.data(), out[r].data() + out_off, links, ghost, c, g5, par,
-                                     mu, R[r].anti_lo, R[r].anti_hi, L.V, ll[0], ll[1], ll[2], ll[3], yr, sc, pp, tk);
+                    for (int k = 0; k < faces.count; ++k) {
+                        emu_launch(blocks(threads[k], block), block, dot ? block * 16 : 0, dot, [&] {
+                            exterior(faces.recv_lo[k], faces.recv_hi[k], out[r].data() + out_off, links, faces.ghost[k],
+                                     c, g5, par, faces.mu[k], R[r].anti_lo, R[r].anti_hi, L.V, ll[0], ll[1], ll[2],
+                                     ll[3], yr, sc, pp, tk);
                         });
                         tickets_ok = tickets_ok && ticket == 0;
                     }

@@ -72,6 +72,17 @@ struct Faces {
     _booking: Booking,
 }
 
+impl Faces {
+    /// The device address of the ghost links in the launch's precision.
+    fn ghost(&self, single: bool, stream: &CudaStream) -> u64 {
+        if single {
+            raw(&self.ghost_s, stream)
+        } else {
+            raw(&self.ghost_d, stream)
+        }
+    }
+}
+
 /// Bytes of one split direction's device buffers on a sub-lattice whose faces
 /// perpendicular to it have `face_sites` sites: four face buffers of 6 complex doubles per
 /// face site (both parities), and the ghost links (one per face site, `elems` complex
@@ -107,7 +118,7 @@ pub(crate) struct Halo {
     comm: Arc<CudaStream>,
     packed: CudaEvent,
     exchanged: CudaEvent,
-    /// (pack, exterior) per precision: double loaded at construction, single on first use.
+    /// The halo kernels per precision: double loaded at construction, single on first use.
     kernels_d: HaloKernels,
     kernels_s: Option<HaloKernels>,
     reconstruct: Reconstruct,
@@ -147,7 +158,7 @@ pub(crate) fn comm_priority() -> bool {
 pub(crate) fn skip_exchange() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| {
-        let on = std::env::var("QCD_SOLVE_ABLATE_COMM").is_ok_and(|v| v.trim() == "exchange");
+        let on = super::timing::on_if("QCD_SOLVE_ABLATE_COMM", "exchange");
         if on {
             tracing::warn!(
                 "QCD_SOLVE_ABLATE_COMM=exchange: a timing ablation, the solve's answers are wrong"
@@ -165,7 +176,7 @@ pub(crate) fn skip_exchange() -> bool {
 /// measured on a GPU, hence not the default.
 pub(crate) fn exterior_all() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("QCD_SOLVE_EXTERIOR").is_ok_and(|v| v.trim() == "all"))
+    *ON.get_or_init(|| super::timing::on_if("QCD_SOLVE_EXTERIOR", "all"))
 }
 
 /// kernels/halo.cu's `HaloFaces` (a kernel argument by value): the face buffers and ghost
@@ -398,7 +409,7 @@ impl Halo {
     /// what the solve's graphs hold (an exchange on the communication stream forked from
     /// `stream`, an all-gather on `stream`), never launched. The first graph a rank
     /// records pays a one-time cost that later ones do not: on four H200s the first CR
-    /// graph took 0.9-1.4 ms to record and the next 0.1-0.3 ms for half the work,
+    /// graph took 0.8-1.4 ms to record and the next 0.1-0.3 ms for half the work,
     /// whichever of the two came first (validate/RESULTS.md runs 138-139). Paid here, at
     /// construction, as NCCL's connections are by the exchange above.
     fn warm_up_capture(
@@ -410,16 +421,15 @@ impl Halo {
         if !self.exchange.capturable() {
             return Ok(());
         }
-        let (size, rank) = (self.exchange.size(), self.exchange.rank());
-        let gathered = stream
-            .alloc_zeros::<f64>(2 * size)
-            .map_err(err("allocating the global sums' buffer"))?;
-        let dst = raw(&gathered, stream);
+        // An all-gather of two doubles (a reduction's), in place: this rank's part of the
+        // global sums' buffer is its source.
+        let bytes = 2 * std::mem::size_of::<f64>();
+        let dst = self.gathered(stream, 2)?;
+        let src = dst + (self.exchange.rank() * bytes) as u64;
         // NCCL connects a collective's peers at its first call, which a capture refuses
         // ("operation not permitted when stream is capturing", run 140): one all-gather
         // outside it first.
-        self.exchange
-            .all_gather_on(stream, dst + 16 * rank as u64, dst, 16)?;
+        self.exchange.all_gather_on(stream, src, dst, bytes)?;
         stream.synchronize().map_err(err("the first all-gather"))?;
         let t = std::time::Instant::now();
         stream
@@ -433,9 +443,7 @@ impl Halo {
             stream
                 .join(&self.comm)
                 .map_err(err("joining the warm-up capture"))?;
-            // In place: this rank's part of the buffer is its source.
-            self.exchange
-                .all_gather_on(stream, dst + 16 * rank as u64, dst, 16)
+            self.exchange.all_gather_on(stream, src, dst, bytes)
         };
         let outcome = captured();
         let ended = stream.end_capture(
@@ -447,7 +455,6 @@ impl Halo {
             ms = 1e3 * t.elapsed().as_secs_f64(),
             "halo: warm-up capture"
         );
-        self.gathered = Some(gathered);
         Ok(())
     }
 
@@ -716,11 +723,7 @@ impl Halo {
             for (k, f) in self.faces.iter().enumerate() {
                 faces.recv_lo[k] = raw(&f.recv_lo, &stream);
                 faces.recv_hi[k] = raw(&f.recv_hi, &stream);
-                faces.ghost[k] = if l.single {
-                    raw(&f.ghost_s, &stream)
-                } else {
-                    raw(&f.ghost_d, &stream)
-                };
+                faces.ghost[k] = f.ghost(l.single, &stream);
                 faces.mu[k] = f.mu as i32;
                 n += 2 * per_face(f);
             }
@@ -757,11 +760,7 @@ impl Halo {
             let mu = f.mu as i32;
             let n = 2 * per_face(f);
             let cfg = cfg_1d(n, HALO_BLOCK, shared);
-            let ghost = if l.single {
-                raw(&f.ghost_s, &stream)
-            } else {
-                raw(&f.ghost_d, &stream)
-            };
+            let ghost = f.ghost(l.single, &stream);
             let (lo, hi) = (raw(&f.recv_lo, &stream), raw(&f.recv_hi, &stream));
             launch!(
                 gpu,
@@ -825,6 +824,20 @@ impl Halo {
         global_sum(&mut *self.comms, local)
     }
 
+    /// The device address of the global sums' buffer, room for `n` doubles from every rank
+    /// (made, or made larger, here; the warm-up capture makes it for two).
+    fn gathered(&mut self, stream: &Arc<CudaStream>, n: usize) -> Result<u64> {
+        let need = n * self.exchange.size();
+        if self.gathered.as_ref().is_none_or(|g| g.len() < need) {
+            self.gathered = Some(
+                stream
+                    .alloc_zeros::<f64>(need)
+                    .map_err(err("allocating the global sums' buffer"))?,
+            );
+        }
+        Ok(raw(self.gathered.as_ref().expect("made above"), stream))
+    }
+
     /// The element-wise sum over ranks of the N doubles at device address `src`, queued
     /// on `stream` behind the kernel that wrote them: the exchange's all-gather into a
     /// device buffer, then one read of every rank's values (waits for the stream), added in
@@ -837,20 +850,12 @@ impl Halo {
         stream: &Arc<CudaStream>,
         src: u64,
     ) -> Result<[f64; N]> {
-        let size = self.exchange.size();
-        let need = N * size;
-        if self.gathered.as_ref().is_none_or(|g| g.len() < need) {
-            self.gathered = Some(
-                stream
-                    .alloc_zeros::<f64>(need)
-                    .map_err(err("allocating the global sums' buffer"))?,
-            );
-        }
-        let gathered = self.gathered.as_ref().expect("allocated");
-        let dst = raw(gathered, stream);
+        let need = N * self.exchange.size();
+        let dst = self.gathered(stream, N)?;
         self.exchange
             .all_gather_on(stream, src, dst, N * std::mem::size_of::<f64>())?;
         let mut all = vec![0.0f64; need];
+        let gathered = self.gathered.as_ref().expect("made by `gathered`");
         stream
             .memcpy_dtoh(&gathered.slice(..need), &mut all)
             .map_err(err("reading the ranks' sums"))?;
@@ -1140,6 +1145,7 @@ impl DeviceExchange for PeerCopies {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::geometry::lattice::{Lattice, DEFAULT_BOUNDARY};
 
     #[test]
     fn halo_faces_has_the_kernels_struct_layout() {
@@ -1154,7 +1160,6 @@ mod tests {
         assert_eq!(size_of::<HaloFaces>(), 120);
         assert_eq!(align_of::<HaloFaces>(), 8);
     }
-    use crate::geometry::lattice::{Lattice, DEFAULT_BOUNDARY};
 
     #[test]
     fn edge_masks_keep_the_global_edges_only() {

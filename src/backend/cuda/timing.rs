@@ -429,6 +429,17 @@ fn switch_on(value: Option<&str>, off: &str) -> bool {
     value.is_none_or(|v| v.trim() != off)
 }
 
+/// An opt-in switch of the environment (`QCD_SOLVE_ABLATE_COMM`, `QCD_SOLVE_EXTERIOR`): on
+/// only when the variable `name` is `on` (spaces trimmed). Each caller keeps the answer
+/// for the process.
+pub(crate) fn on_if(name: &str, on: &str) -> bool {
+    switch_is(std::env::var(name).ok().as_deref(), on)
+}
+
+fn switch_is(value: Option<&str>, on: &str) -> bool {
+    value.is_some_and(|v| v.trim() == on)
+}
+
 /// As `launch!`, for kernels whose arguments are all plain values (device addresses as
 /// u64, scalars) and that call `qcd_pdl_wait` before touching memory: launched through
 /// `GpuStream::launch_values`, with programmatic dependent launch where it is on.
@@ -471,6 +482,15 @@ pub(crate) use launch;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_opt_in_switch_is_on_only_at_its_value() {
+        assert!(!switch_is(None, "all"), "unset: off");
+        assert!(switch_is(Some("all"), "all"));
+        assert!(switch_is(Some(" exchange\n"), "exchange"), "spaces trimmed");
+        assert!(!switch_is(Some("1"), "all"));
+        assert!(!switch_is(Some(""), "all"), "empty is not the on value");
+    }
 
     #[test]
     fn an_ablation_switch_is_off_only_at_its_off_value() {
