@@ -116,7 +116,7 @@ pub struct FloorRow {
 /// `TIME_FIRST` launches of each kernel, which carry two timing events each (about 4 us
 /// a launch, validate/RESULTS.md run 109), so that the timed calls see the steady state
 /// of a long solve (one timed launch in `TIME_EVERY`). With one warm-up call, 15 of a
-/// dslash row's 200 timed launches carried them (run 142: 0.4-0.6 us a launch at
+/// dslash row's 200 timed launches carried them (run 142: 0.5-0.7 us a launch at
 /// 16^3x32). The graph rows have no events and warm up once.
 const STREAM_WARM: usize = crate::backend::cuda::TIME_FIRST as usize + 1;
 
