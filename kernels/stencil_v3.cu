@@ -366,8 +366,9 @@ __device__ __forceinline__ void v3_column(const v3_spinor* __restrict__ inp, con
 // stencil_v3_full_dot with parity -1, stencil_v3_col and stencil_v3_full_dot_col with
 // parity -T, T >= 2 the sites of a column, and stencil_v3_parity with parity 0 or 1:
 // stencil.rs launch_v3); COL, the full mode in columns along t; DOT, the entries with the
-// dot epilogue (stencil_v3_full_dot, stencil_v3_full_dot_col: their spinors' L2 hint).
-template <bool FULL, bool COL, bool DOT = false>
+// dot epilogue (stencil_v3_full_dot, stencil_v3_full_dot_col: their spinors' L2 hint);
+// FMASK, the full mode's links that skip L1 (bit mu; the hint variants below).
+template <bool FULL, bool COL, bool DOT = false, int FMASK = V3_FULL_STREAM_MASK>
 __device__ __forceinline__ void v3_stencil(const v3_spinor* __restrict__ inp, const v3_spinor* __restrict__ y,
                                            v3_spinor* __restrict__ out, const real2* __restrict__ links, double c,
                                            int g5, int parity, int volume, int lx, int ly, int lz, int lt,
@@ -387,7 +388,7 @@ __device__ __forceinline__ void v3_stencil(const v3_spinor* __restrict__ inp, co
     constexpr bool full = FULL;
     // Bit mu: the links of direction mu skip L1; bit 4 + mu: they go first from L2; bit 8:
     // the neighbour spinors go last from L2.
-    constexpr int stream = (FULL ? V3_FULL_STREAM_MASK : V3_STREAM_LINKS ? 15 : 0) |
+    constexpr int stream = (FULL ? FMASK : V3_STREAM_LINKS ? 15 : 0) |
                            (FULL ? V3_L2_FIRST_FULL : V3_L2_FIRST_PARITY) << 4 |
                            (FULL ? (DOT ? V3_L2_LAST_SPINOR_DOT : V3_L2_LAST_SPINOR_FULL) : 0) << 8;
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
@@ -480,17 +481,30 @@ __device__ __forceinline__ void v3_stencil(const v3_spinor* __restrict__ inp, co
         inp_norm, y_norm, out_norm
 
 // The full mode (parity -1) without the dot epilogue (partials null; the host launches
-// it with at most V3_FULL_MAX_BLOCK threads a block).
-extern "C" __global__ void __launch_bounds__(V3_FULL_MAX_BLOCK) stencil_v3(V3_STENCIL_ARGS)
-{
-    v3_stencil<true, false>(V3_STENCIL_CALL);
-}
+// it with at most V3_FULL_MAX_BLOCK threads a block): stencil_v3SUFFIX, and
+// stencil_v3_colSUFFIX for it in columns of -parity sites along t, with the links of the
+// directions in MASK past L1.
+#define V3_FULL_ENTRIES(SUFFIX, MASK)                                                                                 \
+    extern "C" __global__ void __launch_bounds__(V3_FULL_MAX_BLOCK) stencil_v3##SUFFIX(V3_STENCIL_ARGS)              \
+    {                                                                                                                 \
+        v3_stencil<true, false, false, MASK>(V3_STENCIL_CALL);                                                        \
+    }                                                                                                                 \
+    extern "C" __global__ void __launch_bounds__(V3_FULL_MAX_BLOCK) stencil_v3_col##SUFFIX(V3_STENCIL_ARGS)          \
+    {                                                                                                                 \
+        v3_stencil<true, true, false, MASK>(V3_STENCIL_CALL);                                                         \
+    }
 
-// The full mode in columns of -parity sites along t, as stencil_v3 otherwise.
-extern "C" __global__ void __launch_bounds__(V3_FULL_MAX_BLOCK) stencil_v3_col(V3_STENCIL_ARGS)
-{
-    v3_stencil<true, true>(V3_STENCIL_CALL);
-}
+// The link hint variants of the full mode without the dot, which the tuner chooses between
+// (stencil.rs V3_LINK_HINTS, in this order): the default (V3_FULL_STREAM_MASK, the t links
+// past L1), every link through L1, the z and t links past L1. No one mask is best for
+// every row (runs 136-137, H100, the full dslash against its floor): at 16^3x32 double r12
+// took 1.309-1.313 with the default and 1.293-1.303 with every link through L1 (double
+// r18 1.211-1.215 against 1.275-1.277), single r12 1.318-1.340 against 1.286-1.301 with
+// the z and t links past L1, which at 32^3x64 made single r12 1.305 (default 1.260-1.262).
+// The dot entries keep the default: the fused CR rows were 1-3% slower with the others.
+V3_FULL_ENTRIES(, V3_FULL_STREAM_MASK)
+V3_FULL_ENTRIES(_l1all, 0)
+V3_FULL_ENTRIES(_l1xy, 12)
 
 // The full mode with the (y|out) epilogue (the fused CR's apply: at least 256 threads a
 // block, stencil.rs DOT_MIN_BLOCK).

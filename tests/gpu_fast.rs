@@ -99,6 +99,68 @@ fn every_operator_matches_the_cpu_in_both_precisions() {
     assert!(failures.is_empty(), "{failures:?}");
 }
 
+/// Every link hint of the full mode (the tuner's choice, tune::link_hint_candidates) gives
+/// the CPU's operator within the file's tolerances, in both precisions, with 18, 12 and 8
+/// reals (the column entries and, with 8 reals, the plain ones), and exactly the default
+/// hint's output: the variants differ only in the link loads' cache hints, not in their
+/// arithmetic. A hint past the last is refused.
+#[test]
+fn every_link_hint_matches_the_cpu_and_the_default() {
+    use qcd_solve::backend::cuda::Geometry;
+    require_gpu();
+    let mut failures = Vec::new();
+    for l in lattices() {
+        let gauge = GaugeField::random(&l, 33);
+        let psi = SpinorField::random(l.volume(), 33, 1 << 40);
+        let mut cpu = CpuBackend::new(&gauge, KAPPA);
+        for r in [Reconstruct::R18, Reconstruct::R12, Reconstruct::R8] {
+            let mut g = gpu(&gauge, r, 128);
+            let base = g.geometry();
+            let hints = qcd_solve::backend::cuda::tune::link_hint_candidates(
+                StencilVersion::V3_0,
+                base,
+                true,
+            );
+            assert_eq!(hints.len(), 2, "two hints besides the default");
+            for prec in [Precision::Double, Precision::Single] {
+                for op in [Operator::D, Operator::G5D] {
+                    g.set_geometry(base).unwrap();
+                    let layout = op_layout(op, prec);
+                    let x = field(&mut g, &psi, layout);
+                    let mut y = g.alloc_layout(layout).unwrap();
+                    g.apply(op, &mut y, &x).unwrap();
+                    let default = g.download(&y).unwrap();
+                    for &h in &hints {
+                        g.set_geometry(h).unwrap();
+                        let rel = gpu_vs_cpu(&mut g, &mut cpu, op, prec, &psi);
+                        g.apply(op, &mut y, &x).unwrap();
+                        let same = g.download(&y).unwrap().rel_diff(&default);
+                        let what = format!(
+                            "{} {op} {prec:?} {} hint {}",
+                            l.dims_string(),
+                            r.label(),
+                            h.link_hint
+                        );
+                        eprintln!("{what}: cpu {rel:.2e}, default {same:.2e}");
+                        if rel.is_nan() || rel > tol(prec) || same != 0.0 {
+                            failures.push(format!("{what}: cpu {rel:e}, default {same:e}"));
+                        }
+                    }
+                }
+            }
+            let past = Geometry {
+                link_hint: 3,
+                ..base
+            };
+            match g.set_geometry(past) {
+                Err(Error::InvalidValue { key, .. }) => assert_eq!(key, "link_hint"),
+                other => panic!("link hint 3: {other:?}"),
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{failures:?}");
+}
+
 #[test]
 fn reconstruct_12_equals_18_reals_in_double() {
     require_gpu();

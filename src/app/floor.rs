@@ -24,6 +24,8 @@
 //!   x, r written; p: p, r, v read, p written: 18, i.e. 9 full-lattice spinors):
 //!   2 * 624 + 9 * 96 = 2112 B/site in single with 12 reals.
 
+use crate::backend::cuda::tune;
+use crate::backend::cuda::V3_LINK_HINTS;
 use crate::backend::cuda::{CudaBackend, CudaOptions, Reconstruct, StencilVersion};
 use crate::backend::prelude::*;
 use crate::backend::{CrScalars, Layout, Operator, Precision, Subset};
@@ -110,6 +112,8 @@ pub struct FloorRow {
     pub ratio: f64,
     /// The bound on the ratio, where there is one.
     pub target: Option<f64>,
+    /// What the row chose (the full dslash: its link hint), or empty.
+    pub note: String,
 }
 
 /// The warm-up of the stream-launched rows (dslash, Schur): past the launch books'
@@ -119,6 +123,11 @@ pub struct FloorRow {
 /// dslash row's 200 timed launches carried them (run 142: 0.5-0.7 us a launch at
 /// 16^3x32). The graph rows have no events and warm up once.
 const STREAM_WARM: usize = crate::backend::cuda::TIME_FIRST as usize + 1;
+
+/// The directions whose links skip L1 under a geometry's link hint ("t", "none", "z,t").
+fn hint_name(g: crate::backend::cuda::Geometry) -> &'static str {
+    V3_LINK_HINTS[g.link_hint.min(V3_LINK_HINTS.len() - 1)].1
+}
 
 /// Seconds per call of `f`, over `repeat` calls after `warm` (at least one: compilation,
 /// graph capture).
@@ -162,8 +171,8 @@ pub fn measure(
     let triad_first = crate::backend::cuda::triad_bandwidth(TRIAD_BYTES)?;
     // (row, floor bytes per site, seconds, target): made FloorRows once B is known.
     let mut timed = Vec::new();
-    let mut push = |what: String, bytes: f64, secs: f64, target: Option<f64>| {
-        timed.push((what, bytes, secs, target))
+    let mut push = |what: String, bytes: f64, secs: f64, target: Option<f64>, note: String| {
+        timed.push((what, bytes, secs, target, note))
     };
     for (ri, reconstruct) in Reconstruct::ALL.into_iter().enumerate() {
         let mut opts = CudaOptions {
@@ -182,14 +191,42 @@ pub fn measure(
             let mut inp = be.alloc_layout(lf)?;
             be.convert(&mut inp, &full)?;
             let mut out = be.alloc_layout(lf)?;
+            // The full dslash with its link hint chosen as the tuner chooses it on a full
+            // lattice (tune::link_hint_candidates: each hint timed at this block, the
+            // fastest kept), then timed in a batch of its own, so that the row is not the
+            // smallest of several readings.
+            let base = be.geometry();
+            let mut best = (f64::INFINITY, base);
+            let mut sweep = Vec::new();
+            for g in std::iter::once(base).chain(tune::link_hint_candidates(
+                StencilVersion::V3_0,
+                base,
+                true,
+            )) {
+                be.set_geometry(g)?;
+                let t = time_batch(&mut be, repeat, STREAM_WARM, &mut |be| {
+                    be.apply(Operator::G5D, &mut out, &inp)
+                })?;
+                sweep.push(format!("{} {:.2}", hint_name(g), 1e6 * t));
+                if t < best.0 {
+                    best = (t, g);
+                }
+            }
+            be.set_geometry(best.1)?;
             let t = time_batch(&mut be, repeat, STREAM_WARM, &mut |be| {
                 be.apply(Operator::G5D, &mut out, &inp)
             })?;
+            be.set_geometry(base)?;
             push(
                 format!("dslash full {prec:?} r{rec}").to_lowercase(),
                 dslash_floor(rec, prec),
                 t,
                 target(RowKind::Dslash, rec, prec),
+                format!(
+                    "links past L1: {}; the sweep, us: {}",
+                    hint_name(best.1),
+                    sweep.join(", ")
+                ),
             );
             let le = Layout::new(Subset::Even, prec);
             let mut ein = be.alloc_layout(le)?;
@@ -203,6 +240,7 @@ pub fn measure(
                 schur_floor(rec, prec),
                 t,
                 target(RowKind::Schur, rec, prec),
+                String::new(),
             );
             if prec == Precision::Half {
                 // Half-double iterates through the generic solver: no fused CR row.
@@ -234,6 +272,7 @@ pub fn measure(
                     floor,
                     t,
                     target(kind, rec, prec),
+                    String::new(),
                 );
             }
             // One fused BiCGStab iteration even-odd (on the Schur form of D, BiCGStab's).
@@ -246,13 +285,14 @@ pub fn measure(
                 bicgstab_iteration_eo_floor(rec, prec),
                 t,
                 target(RowKind::BicgstabEvenOdd, rec, prec),
+                String::new(),
             );
         }
     }
     let triad = triad_first.max(crate::backend::cuda::triad_bandwidth(TRIAD_BYTES)?);
     let rows = timed
         .into_iter()
-        .map(|(what, bytes, secs, target)| {
+        .map(|(what, bytes, secs, target, note)| {
             let floor_us = 1e6 * bytes * v / (triad * 1e9);
             FloorRow {
                 what,
@@ -261,6 +301,7 @@ pub fn measure(
                 floor_microseconds: floor_us,
                 ratio: 1e6 * secs / floor_us,
                 target,
+                note,
             }
         })
         .collect();
@@ -450,7 +491,7 @@ pub fn table(dims: &[usize], triad: f64, rows: &[FloorRow]) -> String {
     );
     for r in rows {
         s.push_str(&format!(
-            "{:<40} {:>8.0} {:>10.2} {:>10.2} {:>7.3} {}\n",
+            "{:<40} {:>8.0} {:>10.2} {:>10.2} {:>7.3} {}{}\n",
             r.what,
             r.bytes_per_site,
             r.microseconds,
@@ -460,6 +501,11 @@ pub fn table(dims: &[usize], triad: f64, rows: &[FloorRow]) -> String {
                 Some(t) if r.ratio <= t => format!("<= {t}: met"),
                 Some(t) => format!("<= {t}: MISSED by {:.0}%", 100.0 * (r.ratio / t - 1.0)),
                 None => String::new(),
+            },
+            if r.note.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", r.note)
             }
         ));
     }

@@ -295,6 +295,7 @@ pub fn estimate(plan: &DevicePlan) -> DeviceEstimate {
     let base = crate::backend::cuda::Geometry {
         multiple: plan.opts.multiple,
         coarse_block: plan.opts.coarse_block,
+        link_hint: 0,
     };
     let candidates = crate::backend::cuda::tune::geometry_candidates(plan.opts.version, base);
     if plan.tune && candidates.len() > 1 {

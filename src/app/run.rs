@@ -418,6 +418,7 @@ pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
                     tracing::info!(
                         block = g.coarse_block,
                         multiple = g.multiple,
+                        link_hint = g.link_hint,
                         tune_ms = be.setup_times().tune_ms,
                         "launch geometry: {how}"
                     );

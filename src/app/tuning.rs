@@ -81,6 +81,7 @@ pub fn candidates(version: StencilVersion, base: &CudaOptions) -> Vec<CudaOption
     let g = Geometry {
         multiple: base.multiple,
         coarse_block: base.coarse_block,
+        link_hint: 0,
     };
     tune::geometry_candidates(version, g)
         .into_iter()
@@ -176,15 +177,22 @@ pub fn tune_live(
     let cached = match &split {
         None => cached,
         Some(_) => {
-            // Rank 0's cache decides: [hit, multiple, coarse_block] from every rank.
+            // Rank 0's cache decides: [hit, multiple, coarse_block, link_hint] from every
+            // rank.
             let mine = match cached {
-                Some(g) => [1.0, g.multiple as f64, g.coarse_block as f64],
-                None => [0.0; 3],
+                Some(g) => [
+                    1.0,
+                    g.multiple as f64,
+                    g.coarse_block as f64,
+                    g.link_hint as f64,
+                ],
+                None => [0.0; 4],
             };
             let all = be.all_gather(&mine)?;
             (all[0] == 1.0).then(|| Geometry {
                 multiple: all[1] as usize,
                 coarse_block: all[2] as usize,
+                link_hint: all[3] as usize,
             })
         }
     };
@@ -231,32 +239,31 @@ pub fn tune_live(
             .fold(1.0, f64::max) as usize,
     };
     let mut tried = Vec::new();
-    for &g in &cands {
-        if split.is_some() {
-            // Every rank sets the candidate, then all time it or none does (a rank that
-            // skipped the applications would leave the others waiting in an exchange); a
-            // failure inside the timing is an error of the run.
-            let set = be.set_geometry(g);
-            let all_set = be.all_gather(&[if set.is_ok() { 1.0 } else { 0.0 }])?;
-            if let Err(e) = set {
-                tracing::warn!(%version, ?g, "candidate failed: {e}");
-            }
-            if all_set.iter().any(|&ok| ok != 1.0) {
-                continue;
-            }
-            let ms = time_apply(be, op, &psi, &mut out, reps)?;
-            let slowest = be.all_gather(&[ms])?.into_iter().fold(0.0, f64::max);
-            tried.push(tune::launch_of(version, g, slowest));
-            continue;
-        }
-        let timed = be
-            .set_geometry(g)
-            .and_then(|_| time_apply(be, op, &psi, &mut out, reps));
-        match timed {
-            Ok(ms) => tried.push(tune::launch_of(version, g, ms)),
-            Err(e) => tracing::warn!(%version, ?g, "candidate failed: {e}"),
-        }
-    }
+    time_candidates(
+        be,
+        &cands,
+        op,
+        &psi,
+        &mut out,
+        reps,
+        split.is_some(),
+        &mut tried,
+    )?;
+    // Then 3.0's link hints for the full operator, at the best block (tune::
+    // link_hint_candidates): the hint is independent enough of the block that a second,
+    // short sweep finds it (3 candidates, not 8 x 3).
+    let at = tune::geometry_of(version, tune::best(&tried)?, base);
+    let hints = tune::link_hint_candidates(version, at, layout.subset == Subset::Full);
+    time_candidates(
+        be,
+        &hints,
+        op,
+        &psi,
+        &mut out,
+        reps,
+        split.is_some(),
+        &mut tried,
+    )?;
     drop((psi, out));
     let best = tune::best(&tried)?;
     be.set_geometry(tune::geometry_of(version, best, base))?;
@@ -269,6 +276,7 @@ pub fn tune_live(
         %version,
         block = best.block,
         multiple = best.multiple,
+        link_hint = best.link_hint,
         ms = best.millis,
         tune_ms,
         setup_ms,
@@ -291,6 +299,49 @@ pub fn tune_live(
             ""
         }
     ))
+}
+
+/// Time each of `cands` on the live backend (`time_apply`), pushing the cache entries to
+/// `tried`. `split` (a decomposed lattice): every rank sets the candidate, then all time
+/// it or none does (a rank that skipped the applications would leave the others waiting
+/// in an exchange), and the slowest rank's time counts; a failure inside the timing is
+/// then an error of the run. Undecomposed, a candidate that fails is reported and skipped.
+#[allow(clippy::too_many_arguments)]
+fn time_candidates(
+    be: &mut CudaBackend,
+    cands: &[Geometry],
+    op: Operator,
+    psi: &<CudaBackend as Space>::Field,
+    out: &mut <CudaBackend as Space>::Field,
+    reps: usize,
+    split: bool,
+    tried: &mut Vec<tune::Launch>,
+) -> Result<()> {
+    let version = be.version();
+    for &g in cands {
+        if split {
+            let set = be.set_geometry(g);
+            let all_set = be.all_gather(&[if set.is_ok() { 1.0 } else { 0.0 }])?;
+            if let Err(e) = set {
+                tracing::warn!(%version, ?g, "candidate failed: {e}");
+            }
+            if all_set.iter().any(|&ok| ok != 1.0) {
+                continue;
+            }
+            let ms = time_apply(be, op, psi, out, reps)?;
+            let slowest = be.all_gather(&[ms])?.into_iter().fold(0.0, f64::max);
+            tried.push(tune::launch_of(version, g, slowest));
+            continue;
+        }
+        let timed = be
+            .set_geometry(g)
+            .and_then(|_| time_apply(be, op, psi, out, reps));
+        match timed {
+            Ok(ms) => tried.push(tune::launch_of(version, g, ms)),
+            Err(e) => tracing::warn!(%version, ?g, "candidate failed: {e}"),
+        }
+    }
+    Ok(())
 }
 
 /// "split-t", "split-xt": the split directions of a grid, for the tune key of a decomposed

@@ -7,9 +7,11 @@ mkdir -p "$build"
 cxx="g++ -std=c++20 -O2 -pthread -Wall -Wno-unknown-pragmas -Wno-unused-variable -Wno-unused-function -Wno-unused-but-set-variable"
 inc="-include $root/validate/emu/cuda_emu.h -I $root/kernels -x c++"
 objs=()
-v3_entries() { # build suffix: stencil_v3.cu's five entry points renamed NAME_suffix
+v3_entries() { # build suffix: stencil_v3.cu's entry points renamed NAME_suffix (the full
+    # mode's link-hint variants too: the emulation runs the default, whose arithmetic they share)
     local e
-    for e in stencil_v3 stencil_v3_parity stencil_v3_full_dot stencil_v3_col stencil_v3_full_dot_col; do
+    for e in stencil_v3 stencil_v3_parity stencil_v3_full_dot stencil_v3_col stencil_v3_full_dot_col \
+        stencil_v3_l1all stencil_v3_col_l1all stencil_v3_l1xy stencil_v3_col_l1xy; do
         echo "-D${e}=${e}_$1"
     done
 }

@@ -133,6 +133,20 @@ fn check_geometry(version: StencilVersion, g: Geometry) -> Result<()> {
             ),
         ));
     }
+    let hints = if version == StencilVersion::V3_0 {
+        stencil::V3_LINK_HINTS.len()
+    } else {
+        1
+    };
+    if g.link_hint >= hints {
+        return Err(Error::invalid(
+            "link_hint",
+            format!(
+                "version {version} has {hints} link hint(s) (0..{hints}), got {}",
+                g.link_hint
+            ),
+        ));
+    }
     Ok(())
 }
 
@@ -191,6 +205,7 @@ impl CudaBackend {
         let geometry = Geometry {
             multiple: opts.multiple,
             coarse_block: opts.coarse_block,
+            link_hint: 0,
         };
         check_geometry(version, geometry)?;
         let lattice = gauge.lattice.clone();

@@ -268,6 +268,7 @@ impl FastStencil {
             dims: core.dims(),
             volume: core.lattice.volume(),
             block: self.geometry.coarse_block,
+            link_hint: self.geometry.link_hint,
             split_mask: 0,
             anti_lo: core.antiperiodic_mask,
             anti_hi: core.antiperiodic_mask,

@@ -63,6 +63,7 @@ pub use device::{
     HostUploadPaths,
 };
 pub use field::DeviceSpinor;
+pub(crate) use stencil::V3_LINK_HINTS;
 
 /// Open GPU `opts.device`, compile what a backend with `opts` will need for a solve in
 /// `precision` (`fused`: with the fused CR) and pin the staging buffers of a (local)

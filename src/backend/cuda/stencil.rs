@@ -174,6 +174,8 @@ pub(crate) struct V3Launch {
     pub dims: [i32; 4],
     pub volume: usize,
     pub block: usize,
+    /// The full mode's link hint without the dot (`V3_LINK_HINTS` index; tuned).
+    pub link_hint: usize,
     /// Bit mu: direction mu is split over ranks; hops across the sub-lattice's faces in it
     /// are left to the exterior kernel (0: the undecomposed operator).
     pub split_mask: i32,
@@ -237,49 +239,79 @@ pub(crate) fn launch_block(tuned: usize, dot: bool, full: bool) -> usize {
     }
 }
 
-/// 3.0's five entry points (kernels/stencil_v3.cu), one body compiled five times so that
+/// The link hints of 3.0's full mode without the dot (kernels/stencil_v3.cu
+/// `V3_FULL_ENTRIES`), in the tuner's order: (entry-point suffix, the directions whose links
+/// skip L1 as bits, for the report). Index 0 is the default (`V3_FULL_STREAM_MASK`, the t
+/// links unless a define changes it).
+pub(crate) const V3_LINK_HINTS: [(&str, &str); 3] =
+    [("", "t"), ("_l1all", "none"), ("_l1xy", "z,t")];
+
+/// 3.0's entry points (kernels/stencil_v3.cu), one body compiled once per entry so that
 /// each has its own registers, launch bound and link-load hints: `stencil_v3` for the full
 /// mode (at most `V3_FULL_MAX_BLOCK` threads a block), `stencil_v3_col` for it in columns
-/// along t (`full_column`; the same bound), `stencil_v3_full_dot` for the full mode with
-/// the (y|out) epilogue (the fused CR's apply, at least `DOT_MIN_BLOCK` threads),
-/// `stencil_v3_full_dot_col` for that in columns (exactly `DOT_MIN_BLOCK` threads, its
-/// bound), `stencil_v3_parity` for a parity launch. `launch_v3` picks by the launch's
-/// parity, epilogue and column.
+/// along t (`full_column`; the same bound), each in the `V3_LINK_HINTS` variants;
+/// `stencil_v3_full_dot` for the full mode with the (y|out) epilogue (the fused CR's apply,
+/// at least `DOT_MIN_BLOCK` threads), `stencil_v3_full_dot_col` for that in columns
+/// (exactly `DOT_MIN_BLOCK` threads, its bound), `stencil_v3_parity` for a parity launch.
+/// `launch_v3` picks by the launch's parity, epilogue, column and link hint.
 #[derive(Clone, Debug)]
 pub(crate) struct V3Kernels {
-    pub full: CudaFunction,
-    pub full_col: CudaFunction,
+    /// By link hint (`V3_LINK_HINTS`).
+    pub full: [CudaFunction; V3_LINK_HINTS.len()],
+    pub full_col: [CudaFunction; V3_LINK_HINTS.len()],
     pub full_dot: CudaFunction,
     pub full_dot_col: CudaFunction,
     pub parity: CudaFunction,
 }
 
 impl V3Kernels {
-    /// The entry points' names: full mode, in columns, with the dot, with the dot in
+    /// The entry points without a link-hint variant: with the dot, with the dot in
     /// columns, parity launch.
-    pub const NAMES: [&'static str; 5] = [
-        "stencil_v3",
-        "stencil_v3_col",
+    pub const NAMES: [&'static str; 3] = [
         "stencil_v3_full_dot",
         "stencil_v3_full_dot_col",
         "stencil_v3_parity",
     ];
 
+    /// Every entry point's name: the full mode and its columns in each link hint, then
+    /// `NAMES`.
+    #[cfg(test)]
+    pub fn all_names() -> Vec<String> {
+        V3_LINK_HINTS
+            .iter()
+            .flat_map(|(suffix, _)| {
+                [
+                    format!("stencil_v3{suffix}"),
+                    format!("stencil_v3_col{suffix}"),
+                ]
+            })
+            .chain(Self::NAMES.iter().map(|n| n.to_string()))
+            .collect()
+    }
+
     pub fn load(module: &Arc<CudaModule>) -> Result<Self> {
+        let hinted = |base: &str| -> Result<[CudaFunction; V3_LINK_HINTS.len()]> {
+            let f = V3_LINK_HINTS
+                .iter()
+                .map(|(suffix, _)| function(module, &format!("{base}{suffix}")))
+                .collect::<Result<Vec<_>>>()?;
+            Ok(f.try_into().expect("one function per link hint"))
+        };
         Ok(V3Kernels {
-            full: function(module, Self::NAMES[0])?,
-            full_col: function(module, Self::NAMES[1])?,
-            full_dot: function(module, Self::NAMES[2])?,
-            full_dot_col: function(module, Self::NAMES[3])?,
-            parity: function(module, Self::NAMES[4])?,
+            full: hinted("stencil_v3")?,
+            full_col: hinted("stencil_v3_col")?,
+            full_dot: function(module, Self::NAMES[0])?,
+            full_dot_col: function(module, Self::NAMES[1])?,
+            parity: function(module, Self::NAMES[2])?,
         })
     }
 
     /// The entry point of a launch's mode (`column`: `full_column`'s sites per thread).
     pub fn of(&self, a: &V3Launch, column: usize) -> &CudaFunction {
+        let hint = a.link_hint.min(V3_LINK_HINTS.len() - 1);
         match (a.parity, a.partials != 0, column > 1) {
-            (None, false, false) => &self.full,
-            (None, false, true) => &self.full_col,
+            (None, false, false) => &self.full[hint],
+            (None, false, true) => &self.full_col[hint],
             (None, true, false) => &self.full_dot,
             (None, true, true) => &self.full_dot_col,
             (Some(_), _, _) => &self.parity,
@@ -498,6 +530,9 @@ impl StencilKernels {
                     dims: a.dims,
                     volume: a.volume,
                     block: a.coarse_block,
+                    // This path launches the default hint (the fast path's backend, fast.rs,
+                    // the tuned one).
+                    link_hint: 0,
                     split_mask: 0,
                     anti_lo: a.antiperiodic_mask,
                     anti_hi: a.antiperiodic_mask,
@@ -706,6 +741,7 @@ mod tests {
             dims,
             volume: dims.iter().product::<i32>() as usize,
             block: 128,
+            link_hint: 0,
             split_mask: 0,
             anti_lo: 0,
             anti_hi: 0,
@@ -834,22 +870,29 @@ mod tests {
                 assert!(nvrtc, "compiled without libnvrtc being loadable");
                 assert_eq!(list.len(), all_programs().len());
                 assert!(list.iter().all(|(_, n)| *n > 0));
-                // Every 3.0 build defines exactly the five entry points V3Kernels::load looks
-                // up (a build without one would fail every launch of its mode on the GPU);
-                // the PTX NVRTC made says which (from the in-process cache: no recompile).
+                // Every 3.0 build defines exactly the entry points V3Kernels::load looks up
+                // (a build without one would fail every launch of its mode on the GPU); the
+                // PTX NVRTC made says which (from the in-process cache: no recompile).
                 for program in all_programs()
                     .iter()
                     .filter(|p| p.source.name == STENCIL_V3.name)
                 {
                     let ptx = compile(program, "sm_90").unwrap().to_src();
-                    for name in V3Kernels::NAMES {
+                    let names = V3Kernels::all_names();
+                    for name in &names {
                         assert!(
                             ptx.contains(&format!(".entry {name}(")),
                             "{} has no entry point {name}",
                             program.label()
                         );
                     }
-                    assert_eq!(ptx.matches(".entry ").count(), 5, "{}", program.label());
+                    assert_eq!(names.len(), 2 * V3_LINK_HINTS.len() + 3);
+                    assert_eq!(
+                        ptx.matches(".entry ").count(),
+                        names.len(),
+                        "{}",
+                        program.label()
+                    );
                 }
             }
             Err(Error::Cuda(m)) if !nvrtc => {

@@ -21,12 +21,15 @@ use crate::field::C64;
 use crate::geometry::lattice::Lattice;
 use crate::linalg::{Layout, Operator};
 
-/// The free launch geometry of a stencil: `multiple` (sites per block of 1.2 to 2.0) and
-/// `coarse_block` (threads per block of the one-thread-per-site 1.0 and 3.0).
+/// The free launch geometry of a stencil: `multiple` (sites per block of 1.2 to 2.0),
+/// `coarse_block` (threads per block of the one-thread-per-site 1.0 and 3.0) and
+/// `link_hint` (3.0's full mode without the dot: which directions' links skip L1, an index
+/// into `stencil::V3_LINK_HINTS`; 0, the default, for every other version and mode).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Geometry {
     pub multiple: usize,
     pub coarse_block: usize,
+    pub link_hint: usize,
 }
 
 pub(crate) trait StencilImpl {

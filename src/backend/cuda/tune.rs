@@ -13,11 +13,15 @@ use crate::error::{Error, Result};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-const HEADER: &str = "# qcd-solve tune cache v2";
-/// The first line of the older format (no driver column): read as stale, rebuilt.
-const HEADER_V1: &str = "# qcd-solve tune cache v1";
-const COLUMNS: &str = "device\tcc\tdriver\tkernel\tdims\tprecision\tprogram_version\tsource_hash\tblock\tmultiple\tmillis";
-const FIELDS: usize = 11;
+const HEADER: &str = "# qcd-solve tune cache v3";
+/// The first lines of the older formats (v1: no driver column; v2: no link-hint column):
+/// read as stale, rebuilt.
+const HEADERS_OLD: [(&str, &str); 2] = [
+    ("# qcd-solve tune cache v1", "v1, no driver version"),
+    ("# qcd-solve tune cache v2", "v2, no link hint"),
+];
+const COLUMNS: &str = "device\tcc\tdriver\tkernel\tdims\tprecision\tprogram_version\tsource_hash\tblock\tmultiple\tlink_hint\tmillis";
+const FIELDS: usize = 12;
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct TuneKey {
@@ -40,6 +44,8 @@ pub struct Launch {
     pub block: u32,
     /// Sites per block for the fine-grain versions (1.2+), 1 otherwise.
     pub multiple: u32,
+    /// 3.0's full-mode link hint (`Geometry::link_hint`), 0 otherwise.
+    pub link_hint: u32,
     /// Time per launch measured for this choice.
     pub millis: f64,
 }
@@ -75,9 +81,12 @@ impl TuneCache {
             }
         };
         let mut lines = text.lines();
-        if text.lines().next() == Some(HEADER_V1) {
+        if let Some((_, what)) = HEADERS_OLD
+            .iter()
+            .find(|(h, _)| text.lines().next() == Some(*h))
+        {
             cache.warnings.push(format!(
-                "{}: a tune cache of the older format (v1, no driver version): stale, rebuilding",
+                "{}: a tune cache of an older format ({what}): stale, rebuilding",
                 path.display()
             ));
             return cache;
@@ -148,7 +157,7 @@ impl TuneCache {
         let mut s = format!("{HEADER}\n{COLUMNS}\n");
         for (k, v) in &self.entries {
             s.push_str(&format!(
-                "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{:.6}\n",
+                "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{:.6}\n",
                 clean(&k.device),
                 clean(&k.cc),
                 clean(&k.driver),
@@ -159,6 +168,7 @@ impl TuneCache {
                 clean(&k.source_hash),
                 v.block,
                 v.multiple,
+                v.link_hint,
                 v.millis
             ));
         }
@@ -179,7 +189,8 @@ fn parse_line(line: &str) -> Option<(TuneKey, Launch)> {
     let launch = Launch {
         block: f[8].parse().ok().filter(|&b| b > 0 && b <= 1024)?,
         multiple: f[9].parse().ok().filter(|&m| m > 0)?,
-        millis: f[10]
+        link_hint: f[10].parse().ok()?,
+        millis: f[11]
             .parse()
             .ok()
             .filter(|m: &f64| m.is_finite() && *m > 0.0)?,
@@ -236,6 +247,19 @@ pub fn geometry_candidates(version: StencilVersion, base: Geometry) -> Vec<Geome
         .collect()
 }
 
+/// The link hints the tuner times after the blocks, at the best block `best`: 3.0's
+/// other full-mode hints (`stencil::V3_LINK_HINTS`) when the tuned operator is the full
+/// one (`full`; the even-odd operators' parity launches have none), else nothing.
+pub fn link_hint_candidates(version: StencilVersion, best: Geometry, full: bool) -> Vec<Geometry> {
+    if version != StencilVersion::V3_0 || !full {
+        return Vec::new();
+    }
+    (0..super::stencil::V3_LINK_HINTS.len())
+        .filter(|&h| h != best.link_hint)
+        .map(|link_hint| Geometry { link_hint, ..best })
+        .collect()
+}
+
 /// The cache entry of a geometry (threads per block as launched, sites per block).
 pub fn launch_of(version: StencilVersion, g: Geometry, millis: f64) -> Launch {
     Launch {
@@ -245,6 +269,7 @@ pub fn launch_of(version: StencilVersion, g: Geometry, millis: f64) -> Launch {
             version.block_threads(g.multiple) as u32
         },
         multiple: g.multiple as u32,
+        link_hint: g.link_hint as u32,
         millis,
     }
 }
@@ -261,6 +286,11 @@ pub fn geometry_of(version: StencilVersion, l: Launch, base: Geometry) -> Geomet
             l.block as usize
         } else {
             base.coarse_block
+        },
+        link_hint: if version == StencilVersion::V3_0 {
+            l.link_hint as usize
+        } else {
+            base.link_hint
         },
     }
 }
@@ -325,6 +355,7 @@ mod tests {
         let l = Launch {
             block: 192,
             multiple: 16,
+            link_hint: 0,
             millis: 0.123456,
         };
         c.insert(key("0.1.0"), l);
@@ -344,6 +375,7 @@ mod tests {
             Launch {
                 block: 128,
                 multiple: 1,
+                link_hint: 0,
                 millis: 1.0,
             },
         );
@@ -376,6 +408,7 @@ mod tests {
             Launch {
                 block: 64,
                 multiple: 1,
+                link_hint: 0,
                 millis: 2.0,
             },
         );
@@ -392,6 +425,7 @@ mod tests {
             Launch {
                 block: 32,
                 multiple: 1,
+                link_hint: 0,
                 millis: 3.0,
             },
         );
@@ -405,16 +439,19 @@ mod tests {
             Launch {
                 block: 64,
                 multiple: 1,
+                link_hint: 0,
                 millis: 2.0,
             },
             Launch {
                 block: 128,
                 multiple: 1,
+                link_hint: 0,
                 millis: 1.5,
             },
             Launch {
                 block: 256,
                 multiple: 1,
+                link_hint: 0,
                 millis: 1.7,
             },
         ];
@@ -430,12 +467,13 @@ mod tests {
         let l = Launch {
             block: 96,
             multiple: 1,
+            link_hint: 0,
             millis: 0.5,
         };
         c.insert(key("0.1.0"), l);
         c.save().unwrap();
         let text = std::fs::read_to_string(&p).unwrap();
-        assert!(text.starts_with("# qcd-solve tune cache v2\ndevice\tcc\tdriver\t"));
+        assert!(text.starts_with("# qcd-solve tune cache v3\ndevice\tcc\tdriver\t"));
         assert!(text.contains("\t13.0\tstencil-1.2\t"), "{text}");
         let c2 = TuneCache::load(&p, "0.1.0");
         let mut other = key("0.1.0");
@@ -460,7 +498,58 @@ mod tests {
         .unwrap();
         let c = TuneCache::load(&p, "0.1.0");
         assert!(c.is_empty());
-        assert!(c.warnings[0].contains("older format"), "{:?}", c.warnings);
+        assert!(
+            c.warnings[0].contains("older format (v1"),
+            "{:?}",
+            c.warnings
+        );
+    }
+
+    #[test]
+    fn a_v2_file_is_reported_stale_and_rebuilt() {
+        // v2 had no link-hint column: its 3.0 entries were timed with the default hint only.
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("t.tsv");
+        std::fs::write(
+            &p,
+            "# qcd-solve tune cache v2\ndevice\tcc\tdriver\tkernel\tdims\tprecision\tprogram_version\tsource_hash\tblock\tmultiple\tmillis\nH100\t9.0\t13.0\tstencil-3.0\t4x4x4x4\tdouble\t0.1.0\tabc\t128\t1\t0.1\n",
+        )
+        .unwrap();
+        let c = TuneCache::load(&p, "0.1.0");
+        assert!(c.is_empty());
+        assert!(
+            c.warnings[0].contains("older format (v2"),
+            "{:?}",
+            c.warnings
+        );
+    }
+
+    #[test]
+    fn link_hints_are_tried_for_the_full_operator_of_3_0_only() {
+        let best = Geometry {
+            multiple: 1,
+            coarse_block: 128,
+            link_hint: 0,
+        };
+        let c = link_hint_candidates(StencilVersion::V3_0, best, true);
+        let n = crate::backend::cuda::stencil::V3_LINK_HINTS.len();
+        // Every hint but the one already timed, at the best block.
+        assert_eq!(
+            c.iter().map(|g| g.link_hint).collect::<Vec<_>>(),
+            (1..n).collect::<Vec<_>>()
+        );
+        assert!(c.iter().all(|g| g.coarse_block == 128 && g.multiple == 1));
+        assert!(link_hint_candidates(StencilVersion::V3_0, best, false).is_empty());
+        assert!(link_hint_candidates(StencilVersion::V1_0, best, true).is_empty());
+        // A hint survives the cache (saved and loaded as its own column).
+        let g = c[0];
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("t.tsv");
+        let mut cache = TuneCache::load(&p, "0.1.0");
+        cache.insert(key("0.1.0"), launch_of(StencilVersion::V3_0, g, 0.25));
+        cache.save().unwrap();
+        let back = TuneCache::load(&p, "0.1.0").get(&key("0.1.0")).unwrap();
+        assert_eq!(geometry_of(StencilVersion::V3_0, back, best), g);
     }
 
     #[test]
@@ -468,6 +557,7 @@ mod tests {
         let base = Geometry {
             multiple: 16,
             coarse_block: 256,
+            link_hint: 0,
         };
         let c = geometry_candidates(StencilVersion::V3_0, base);
         assert_eq!(
