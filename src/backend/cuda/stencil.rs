@@ -701,8 +701,16 @@ mod tests {
             .expect("stencil_v3.cu defines V3_FULL_MAX_BLOCK");
         let value: usize = line.rsplit(' ').next().unwrap().parse().unwrap();
         assert_eq!(value, V3_FULL_MAX_BLOCK);
-        assert!(src.contains("__launch_bounds__(V3_FULL_MAX_BLOCK) stencil_v3("));
-        assert!(src.contains("__launch_bounds__(V3_FULL_MAX_BLOCK) stencil_v3_col("));
+        // The full mode's entries without the dot come from V3_FULL_ENTRIES, once per link
+        // hint (V3_LINK_HINTS' suffixes), both under this bound.
+        assert!(src.contains("__launch_bounds__(V3_FULL_MAX_BLOCK) stencil_v3##SUFFIX("));
+        assert!(src.contains("__launch_bounds__(V3_FULL_MAX_BLOCK) stencil_v3_col##SUFFIX("));
+        for (suffix, _) in V3_LINK_HINTS {
+            assert!(
+                src.contains(&format!("\nV3_FULL_ENTRIES({suffix}, ")),
+                "no V3_FULL_ENTRIES for the hint {suffix:?}"
+            );
+        }
         assert!(src.contains("__launch_bounds__(V3_MAX_BLOCK) stencil_v3_full_dot("));
     }
 
