@@ -425,6 +425,33 @@ fn solves_split_in_t_over_two_gpus_by_copies_follow_the_undecomposed_ones() {
     solves_match_on([8, 8, 8, 16], [1, 1, 1, 2], true);
 }
 
+/// A rank's books hold exactly the halo that the plan's estimate names
+/// (`footprint::halo`): the face buffers and ghost links of each split direction and the
+/// global sums' buffer, on grids split in t, in x and t, in z and t (12 and 18 reals).
+#[test]
+fn a_rank_books_the_halo_its_estimate_names() {
+    use qcd_solve::backend::cuda::footprint;
+    use qcd_solve::backend::ledger::Purpose;
+    require_gpu();
+    let l = lattice([8, 8, 8, 16]);
+    let gauge = GaugeField::random(&l, 5);
+    for grid in [[1, 1, 1, 2], [2, 1, 1, 2], [1, 1, 2, 2]] {
+        for r in [Reconstruct::R18, Reconstruct::R12] {
+            let lines = on_ranks(&gauge, grid, &opts(r), |b, p| {
+                let held = b
+                    .memory_books()
+                    .held
+                    .into_iter()
+                    .find(|l| l.purpose == Purpose::Halo);
+                (held, footprint::halo(p, r))
+            });
+            for (rank, (held, want)) in lines.into_iter().enumerate() {
+                assert_eq!(held, Some(want), "grid {grid:?} {} rank {rank}", r.label());
+            }
+        }
+    }
+}
+
 #[test]
 fn a_seed_version_is_refused_by_name() {
     require_gpu();

@@ -273,7 +273,7 @@ pub fn estimate(plan: &DevicePlan) -> DeviceEstimate {
     // comes first).
     let mut resident = construction.resident.clone();
     if let Some(p) = &plan.partition {
-        resident.extend(cuda_fp::halo(p, plan.opts.reconstruct));
+        resident.push(cuda_fp::halo(p, plan.opts.reconstruct));
     }
     let mut prepared = resident.clone();
     // Single and half iterations read the single-precision links.
@@ -711,7 +711,8 @@ mod tests {
             .lines
             .iter()
             .find(|l| l.purpose == Purpose::Halo);
-        assert_eq!(halo.map(|l| l.count), Some(2));
+        // A face set per split direction (z, t) and the global sums' buffer.
+        assert_eq!(halo.map(|l| l.count), Some(3));
         assert!(rank.phases.iter().all(|p| p.name != "triad"));
     }
 

@@ -5,7 +5,7 @@
 
 use super::backend::CudaOptions;
 use super::fused::cr_state_bytes;
-use super::halo::face_bytes;
+use super::halo::{face_bytes, gathered_bytes};
 use super::kernels::{reduce_blocks, reduce_buffer_bytes};
 use super::link_upload::{scratch_values, LinkUpload};
 use super::version::{LinkLayout, Reconstruct, StencilVersion};
@@ -198,18 +198,20 @@ pub fn bi_state(max_iter: u64) -> MemoryLine {
     line(Purpose::CrState, super::bicgstab::bi_state_bytes(max_iter))
 }
 
-/// A decomposed rank's face buffers and ghost links (one allocation set per split
-/// direction); None when nothing is split.
-pub fn halo(partition: &Partition, reconstruct: Reconstruct) -> Option<MemoryLine> {
+/// A decomposed rank's halo: the face buffers and ghost links (one allocation set per split
+/// direction) and the global sums' buffer (`GATHER_DOUBLES` a rank), which a rank has even
+/// when nothing is split (a grid of one).
+pub fn halo(partition: &Partition, reconstruct: Reconstruct) -> MemoryLine {
     let split: Vec<usize> = (0..NDIM).filter(|&mu| partition.is_split(mu)).collect();
-    (!split.is_empty()).then(|| MemoryLine {
+    MemoryLine {
         purpose: Purpose::Halo,
-        count: split.len(),
+        count: split.len() + 1,
         bytes: split
             .iter()
             .map(|&mu| face_bytes(partition.face_sites(mu), reconstruct.elems()))
-            .sum(),
-    })
+            .sum::<u64>()
+            + gathered_bytes(partition.ranks()),
+    }
 }
 
 /// The triad measurement of `bytes` (its three arrays).

@@ -91,6 +91,15 @@ pub(crate) fn face_bytes(face_sites: usize, elems: usize) -> u64 {
     (4 * 12 * face_sites * 8 + elems * face_sites * (16 + 8)) as u64
 }
 
+/// Doubles per rank of the global sums' buffer (`Halo::global_sum_device`): a complex
+/// reduction's two.
+pub(crate) const GATHER_DOUBLES: usize = 2;
+
+/// Bytes of the global sums' buffer of `ranks` ranks (booked with the faces).
+pub(crate) fn gathered_bytes(ranks: usize) -> u64 {
+    (GATHER_DOUBLES * ranks * std::mem::size_of::<f64>()) as u64
+}
+
 /// Events of one timed application, read at `timings`.
 struct Timed {
     /// The pack ran on the communication stream (`pack_on_comm`): the interior's time
@@ -128,8 +137,10 @@ pub(crate) struct Halo {
     /// Events of read applications, recorded again by later ones.
     spare: Vec<CudaEvent>,
     totals: HaloTimings,
-    /// Every rank's values of a global sum (`global_sum_device`), made on first use.
-    gathered: Option<CudaSlice<f64>>,
+    /// Every rank's values of a global sum (`global_sum_device`): `GATHER_DOUBLES` a
+    /// rank, made at construction and on the books (`Purpose::Halo`).
+    gathered: CudaSlice<f64>,
+    _gathered_booking: Booking,
 }
 
 /// A long split solve times every application: once this many are pending, the oldest
@@ -360,6 +371,10 @@ impl Halo {
                 .map_err(err("creating a halo event"))
         };
         let kernels_d = Self::load(&gpu.ctx, reconstruct, false)?;
+        let ranks = exchange.size();
+        let gathered = stream
+            .alloc_zeros::<f64>(GATHER_DOUBLES * ranks)
+            .map_err(err("allocating the global sums' buffer"))?;
         let mut halo = Halo {
             split_mask: split.iter().map(|&mu| 1 << mu).sum(),
             anti_lo,
@@ -375,7 +390,8 @@ impl Halo {
             timed: Vec::new(),
             spare: Vec::new(),
             totals: HaloTimings::default(),
-            gathered: None,
+            gathered,
+            _gathered_booking: ledger.book(Purpose::Halo, gathered_bytes(ranks)),
             partition,
             exchange,
             comms,
@@ -423,8 +439,8 @@ impl Halo {
         }
         // An all-gather of two doubles (a reduction's), in place: this rank's part of the
         // global sums' buffer is its source.
-        let bytes = 2 * std::mem::size_of::<f64>();
-        let dst = self.gathered(stream, 2)?;
+        let bytes = GATHER_DOUBLES * std::mem::size_of::<f64>();
+        let dst = raw(&self.gathered, stream);
         let src = dst + (self.exchange.rank() * bytes) as u64;
         // NCCL connects a collective's peers at its first call, which a capture refuses
         // ("operation not permitted when stream is capturing", run 140): one all-gather
@@ -824,20 +840,6 @@ impl Halo {
         global_sum(&mut *self.comms, local)
     }
 
-    /// The device address of the global sums' buffer, room for `n` doubles from every rank
-    /// (made, or made larger, here; the warm-up capture makes it for two).
-    fn gathered(&mut self, stream: &Arc<CudaStream>, n: usize) -> Result<u64> {
-        let need = n * self.exchange.size();
-        if self.gathered.as_ref().is_none_or(|g| g.len() < need) {
-            self.gathered = Some(
-                stream
-                    .alloc_zeros::<f64>(need)
-                    .map_err(err("allocating the global sums' buffer"))?,
-            );
-        }
-        Ok(raw(self.gathered.as_ref().expect("made above"), stream))
-    }
-
     /// The element-wise sum over ranks of the N doubles at device address `src`, queued
     /// on `stream` behind the kernel that wrote them: the exchange's all-gather into a
     /// device buffer, then one read of every rank's values (waits for the stream), added in
@@ -850,14 +852,19 @@ impl Halo {
         stream: &Arc<CudaStream>,
         src: u64,
     ) -> Result<[f64; N]> {
+        const {
+            assert!(
+                N <= GATHER_DOUBLES,
+                "the global sums' buffer holds GATHER_DOUBLES a rank"
+            )
+        };
         let need = N * self.exchange.size();
-        let dst = self.gathered(stream, N)?;
+        let dst = raw(&self.gathered, stream);
         self.exchange
             .all_gather_on(stream, src, dst, N * std::mem::size_of::<f64>())?;
         let mut all = vec![0.0f64; need];
-        let gathered = self.gathered.as_ref().expect("made by `gathered`");
         stream
-            .memcpy_dtoh(&gathered.slice(..need), &mut all)
+            .memcpy_dtoh(&self.gathered.slice(..need), &mut all)
             .map_err(err("reading the ranks' sums"))?;
         stream
             .synchronize()
