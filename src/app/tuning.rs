@@ -249,9 +249,9 @@ pub fn tune_live(
         split.is_some(),
         &mut tried,
     )?;
-    // Then 3.0's link hints for the full operator, at the best block (tune::
-    // link_hint_candidates): the hint is independent enough of the block that a second,
-    // short sweep finds it (3 candidates, not 8 x 3).
+    // Then 3.0's link hints for the full operator, at the best block only (tune::
+    // link_hint_candidates: two candidates more, not every block with every hint; the
+    // pair is not searched jointly).
     let at = tune::geometry_of(version, tune::best(&tried)?, base);
     let hints = tune::link_hint_candidates(version, at, layout.subset == Subset::Full);
     time_candidates(
