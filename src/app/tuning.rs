@@ -239,31 +239,17 @@ pub fn tune_live(
             .fold(1.0, f64::max) as usize,
     };
     let mut tried = Vec::new();
-    time_candidates(
-        be,
-        &cands,
-        op,
-        &psi,
-        &mut out,
-        reps,
-        split.is_some(),
-        &mut tried,
-    )?;
+    let on_split = split.is_some();
+    let mut sweep = |be: &mut CudaBackend, cands: &[Geometry], tried: &mut Vec<tune::Launch>| {
+        time_candidates(be, cands, op, &psi, &mut out, reps, on_split, tried)
+    };
+    sweep(be, &cands, &mut tried)?;
     // Then 3.0's link hints for the full operator, at the best block only (tune::
     // link_hint_candidates: two candidates more, not every block with every hint; the
     // pair is not searched jointly).
     let at = tune::geometry_of(version, tune::best(&tried)?, base);
     let hints = tune::link_hint_candidates(version, at, layout.subset == Subset::Full);
-    time_candidates(
-        be,
-        &hints,
-        op,
-        &psi,
-        &mut out,
-        reps,
-        split.is_some(),
-        &mut tried,
-    )?;
+    sweep(be, &hints, &mut tried)?;
     drop((psi, out));
     let best = tune::best(&tried)?;
     be.set_geometry(tune::geometry_of(version, best, base))?;
