@@ -159,7 +159,8 @@ pub fn tune_live(
     mode: TuneMode,
 ) -> Result<String> {
     let start = Instant::now();
-    let cands = be.tune_candidates();
+    let full_operator = layout.subset == Subset::Full;
+    let cands = tune::distinct_launches(be.version(), be.tune_candidates(), full_operator);
     if cands.len() == 1 {
         return Ok("fixed by the version".into());
     }
@@ -248,7 +249,7 @@ pub fn tune_live(
     // link_hint_candidates: two candidates more, not every block with every hint; the
     // pair is not searched jointly).
     let at = tune::geometry_of(version, tune::best(&tried)?, base);
-    let hints = tune::link_hint_candidates(version, at, layout.subset == Subset::Full);
+    let hints = tune::link_hint_candidates(version, at, full_operator);
     sweep(be, &hints, &mut tried)?;
     drop((psi, out));
     let best = tune::best(&tried)?;

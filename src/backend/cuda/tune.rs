@@ -247,6 +247,26 @@ pub fn geometry_candidates(version: StencilVersion, base: Geometry) -> Vec<Geome
         .collect()
 }
 
+/// The candidates of `cands` whose launches differ on the operator the tuner times: on
+/// 3.0's full operator (`full`) the launches without the dot go out at most
+/// `V3_FULL_MAX_BLOCK` threads a block (`stencil::launch_block`), so the larger blocks
+/// would time the same launch again and the sweep would keep one of them by noise (the
+/// dot launches, which take at least 256 threads, are not what it times). Every candidate
+/// otherwise.
+pub fn distinct_launches(
+    version: StencilVersion,
+    cands: Vec<Geometry>,
+    full: bool,
+) -> Vec<Geometry> {
+    if version != StencilVersion::V3_0 || !full {
+        return cands;
+    }
+    cands
+        .into_iter()
+        .filter(|g| g.coarse_block <= super::version::V3_FULL_MAX_BLOCK)
+        .collect()
+}
+
 /// The link hints the tuner times after the blocks, at the best block `best`: 3.0's
 /// other full-mode hints (`stencil::V3_LINK_HINTS`) when the tuned operator is the full
 /// one (`full`; the even-odd operators' parity launches have none), else nothing.
@@ -521,6 +541,36 @@ mod tests {
             c.warnings[0].contains("older format (v2"),
             "{:?}",
             c.warnings
+        );
+    }
+
+    #[test]
+    fn the_full_operator_of_3_0_times_only_blocks_it_launches() {
+        let base = Geometry {
+            multiple: 1,
+            coarse_block: 128,
+            link_hint: 0,
+        };
+        let all = geometry_candidates(StencilVersion::V3_0, base);
+        let full = distinct_launches(StencilVersion::V3_0, all.clone(), true);
+        // Blocks above the full entries' bound would launch at 128 threads again.
+        assert_eq!(
+            full.iter().map(|g| g.coarse_block).collect::<Vec<_>>(),
+            [32, 64, 96, 128]
+        );
+        assert_eq!(
+            crate::backend::cuda::stencil::launch_block(512, false, true),
+            super::super::version::V3_FULL_MAX_BLOCK
+        );
+        // Even-odd (parity launches) and the other versions keep every candidate.
+        assert_eq!(
+            distinct_launches(StencilVersion::V3_0, all.clone(), false),
+            all
+        );
+        let v1 = geometry_candidates(StencilVersion::V1_0, base);
+        assert_eq!(
+            distinct_launches(StencilVersion::V1_0, v1.clone(), true),
+            v1
         );
     }
 
