@@ -175,13 +175,29 @@ fn scale_over_ranks_writes_strong_and_weak_tables_and_charts() {
         assert!(out.join(f).is_file(), "{f}");
     }
     let rows = rank_rows(&out);
-    assert_eq!(rows.len(), 4);
+    // Each series: the undecomposed solve (the counts hold 1), then 1 and 2 ranks.
+    assert_eq!(rows.len(), 6);
+    let undecomposed: Vec<bool> = rows
+        .iter()
+        .map(|r| r["undecomposed"].as_bool().unwrap())
+        .collect();
+    assert_eq!(undecomposed, [true, false, false, true, false, false]);
     // Strong scaling solves one problem: the split changes only rounding, so the
     // iteration count is the same (the first row is the reference: speed-up 1 exactly).
     assert_eq!(rows[0]["iterations"], rows[1]["iterations"]);
+    assert_eq!(rows[1]["iterations"], rows[2]["iterations"]);
     assert_eq!(rows[0]["speedup"].as_f64(), Some(1.0));
+    assert_eq!(rows[0]["efficiency"].as_f64(), Some(1.0));
+    // The split rows are against it: speed-up = its time over theirs.
+    let t0 = rows[0]["seconds"].as_f64().unwrap();
+    let t1 = rows[1]["seconds"].as_f64().unwrap();
+    let sp1 = rows[1]["speedup"].as_f64().unwrap();
+    assert!(
+        (sp1 - t0 / t1).abs() <= 1e-12 * sp1,
+        "{sp1} against {t0} / {t1}"
+    );
     // Weak scaling doubles LT with the ranks.
-    assert_eq!(rows[3]["lattice"][3].as_u64(), Some(16));
+    assert_eq!(rows[5]["lattice"][3].as_u64(), Some(16));
     // A count the lattice cannot split into is refused by its flag.
     let bad = scale(&cfg, &["--gpus", "3", "--device", "cpu"], &out);
     assert_eq!(bad.status.code(), Some(2));
@@ -205,7 +221,8 @@ fn scale_over_ranks_can_split_along_z_and_t() {
         String::from_utf8_lossy(&run.stderr)
     );
     let rows = rank_rows(&out);
-    assert_eq!(rows.len(), 4);
+    // Each series: the undecomposed solve, then 1 and 4 ranks.
+    assert_eq!(rows.len(), 6);
     let grid = |r: &serde_json::Value| -> Vec<u64> {
         r["grid"]
             .as_array()
@@ -216,12 +233,13 @@ fn scale_over_ranks_can_split_along_z_and_t() {
     };
     // 4 ranks as 1,1,2,2; strong: the config's 8x4x4x8 in both rows, the same iterations
     // (the split changes only rounding); weak: LZ and LT doubled.
-    assert_eq!(grid(&rows[0]), [1, 1, 1, 1]);
-    assert_eq!(grid(&rows[1]), [1, 1, 2, 2]);
-    assert_eq!(rows[1]["lattice"], serde_json::json!([8, 4, 4, 8]));
-    assert_eq!(rows[0]["iterations"], rows[1]["iterations"]);
-    assert_eq!(grid(&rows[3]), [1, 1, 2, 2]);
-    assert_eq!(rows[3]["lattice"], serde_json::json!([8, 4, 8, 16]));
+    assert_eq!(rows[0]["undecomposed"].as_bool(), Some(true));
+    assert_eq!(grid(&rows[1]), [1, 1, 1, 1]);
+    assert_eq!(grid(&rows[2]), [1, 1, 2, 2]);
+    assert_eq!(rows[2]["lattice"], serde_json::json!([8, 4, 4, 8]));
+    assert_eq!(rows[1]["iterations"], rows[2]["iterations"]);
+    assert_eq!(grid(&rows[5]), [1, 1, 2, 2]);
+    assert_eq!(rows[5]["lattice"], serde_json::json!([8, 4, 8, 16]));
     // An unknown split is refused by clap (exit 2) naming the flag.
     let bad = scale(
         &cfg,

@@ -8,6 +8,7 @@ use crate::app::tuning::median_spread;
 use crate::backend::cpu::CpuBackend;
 use crate::config::LoadedConfig;
 use crate::error::{Error, Result};
+use crate::problem::Problem;
 use crate::report::charts::{self, Chart};
 use serde::Serialize;
 use std::path::Path;
@@ -136,11 +137,15 @@ pub fn run(cfg: &LoadedConfig, threads: &[usize], repeat: usize, out: &Path) -> 
     Ok(())
 }
 
-/// One point of `scale --gpus`: the solve split over `ranks` sub-lattices (t split).
+/// One point of `scale --gpus`: the solve split over `ranks` sub-lattices, or (the first
+/// row of a series whose counts include 1) the undecomposed solve on one device.
 #[derive(Clone, Debug, Serialize)]
 pub struct RankRow {
     pub kind: &'static str,
     pub ranks: usize,
+    /// The undecomposed solve (the main job's path on one device, no halo, no global
+    /// sums): the reference of its series' speed-ups and efficiencies.
+    pub undecomposed: bool,
     pub grid: [usize; 4],
     pub lattice: [usize; 4],
     pub iterations: usize,
@@ -230,10 +235,59 @@ fn scaling(kind: &str, first: (f64, usize, usize), this: (f64, usize, usize)) ->
     }
 }
 
+/// The undecomposed solve of `problem` on the config's device, as the main job makes it
+/// (GPU: its backend, tuned unless the config says not; CPU: the rayon backend): (solve
+/// seconds, iterations, fused-CR graph seconds, what ran).
+fn undecomposed_solve(c: &LoadedConfig, problem: &Problem) -> Result<(f64, usize, f64, String)> {
+    use crate::app::device::choose_device;
+    use crate::config::Device;
+    match choose_device(c.config.backend.device)? {
+        Device::Cuda => {
+            use crate::app::tuning::{plan_layout, start_options, tune_backend, TuneMode};
+            let opts = crate::app::run::cuda_options(c)?;
+            let plan = SolvePlan::from_config(&c.config, opts.version.is_fast_path());
+            let opts = if c.config.backend.tune {
+                start_options(opts.version, &opts, TuneMode::Tune)
+            } else {
+                opts
+            };
+            plan.check(crate::backend::Capabilities::of_stencil(opts.version))?;
+            let mut be =
+                crate::backend::cuda::CudaBackend::new(&problem.gauge, problem.kappa, &opts)?;
+            if c.config.backend.tune {
+                tune_backend(&mut be, problem, plan_layout(&plan))?;
+            }
+            let r = solve_on(&mut be, problem, &plan)?;
+            let graphs = be
+                .kernel_stats()
+                .into_iter()
+                .find(|k| k.name == crate::backend::cuda::GRAPH_STAT)
+                .map_or(0.0, |g| g.millis / 1e3);
+            Ok((
+                r.timings.solve,
+                r.iterations,
+                graphs,
+                be.device_name().to_string(),
+            ))
+        }
+        _ => {
+            let plan = SolvePlan::from_config(&c.config, false);
+            let mut be = CpuBackend::new(&problem.gauge, problem.kappa);
+            let r = solve_on(&mut be, problem, &plan)?;
+            Ok((r.timings.solve, r.iterations, 0.0, "cpu".to_string()))
+        }
+    }
+}
+
 /// Strong scaling (the config's lattice) and weak scaling (the split extents times the
 /// ranks in them) of the split solve over `counts` ranks, split by `split`, on the
 /// config's device (ranks as threads: rank r on GPU r with NCCL, or every rank on GPU 0
-/// when one GPU is visible; threads of the CPU).
+/// when one GPU is visible; threads of the CPU). Where `counts` holds 1, each series
+/// starts with the undecomposed solve on one device, and every speed-up and efficiency of
+/// the series is against it: the split code on one rank carries its machinery (a halo,
+/// the global sums' all-gathers and their kernels) and ran 2.5% slower than the
+/// undecomposed solve on one H200 (validate/RESULTS.md run 147), so a series against it
+/// read high by that much.
 pub fn measure_ranks(
     cfg: &LoadedConfig,
     counts: &[usize],
@@ -249,6 +303,50 @@ pub fn measure_ranks(
     let mut rows = Vec::new();
     for kind in ["strong", "weak"] {
         let mut first: Option<Point> = None;
+        if counts.contains(&1) {
+            // The reference: n = 1's lattice (the same for strong and weak), undecomposed.
+            let mut c = cfg.clone();
+            c.config.parallel.grid = [1, 1, 1, 1];
+            c.config.parallel.gpus = None;
+            let problem = build_problem(&c)?;
+            let mut times = Vec::new();
+            let mut graph_times = Vec::new();
+            let mut iterations = 0;
+            let mut what = String::new();
+            for _ in 0..repeat.max(1) {
+                let (secs, iters, graphs, w) = undecomposed_solve(&c, &problem)?;
+                times.push(secs);
+                graph_times.push(graphs);
+                iterations = iters;
+                what = w;
+            }
+            let seconds = median_spread(times).0;
+            let graphs = median_spread(graph_times).0;
+            let point = Point {
+                seconds,
+                graphs,
+                iterations,
+                ranks: 1,
+            };
+            first = Some(point);
+            rows.push(RankRow {
+                kind,
+                ranks: 1,
+                undecomposed: true,
+                grid: [1, 1, 1, 1],
+                lattice: problem.lattice.dims,
+                iterations,
+                seconds,
+                seconds_per_iteration: seconds / iterations.max(1) as f64,
+                speedup: 1.0,
+                efficiency: 1.0,
+                rank0_halo: [0.0; 5],
+                rank0_graphs: graphs,
+                graph_efficiency: if graphs > 0.0 { 1.0 } else { f64::NAN },
+                comms: format!("undecomposed ({what})"),
+            });
+            tracing::info!(kind, seconds, "scale reference (undecomposed) done");
+        }
         for &n in counts {
             let mut c = cfg.clone();
             let grid = split.grid(n);
@@ -294,6 +392,7 @@ pub fn measure_ranks(
             rows.push(RankRow {
                 kind,
                 ranks: n,
+                undecomposed: false,
                 grid,
                 lattice: problem.lattice.dims,
                 iterations,
@@ -319,8 +418,16 @@ pub fn rank_table(rows: &[RankRow]) -> String {
     );
     for r in rows {
         let l = r.lattice;
-        let g = r.grid.map(|v| v.to_string()).join(",");
-        let h = r.rank0_halo.map(|v| format!("{:.1}", 1e3 * v)).join("/");
+        let g = if r.undecomposed {
+            "none".to_string()
+        } else {
+            r.grid.map(|v| v.to_string()).join(",")
+        };
+        let h = if r.undecomposed {
+            "-".to_string()
+        } else {
+            r.rank0_halo.map(|v| format!("{:.1}", 1e3 * v)).join("/")
+        };
         s.push_str(&format!(
             "{:>6} {:>5} {:>8} {:>14} {:>6} {:>10.4} {:>12.3} {:>8.2} {:>9.0}% {:>11.2} {:>10}  {h}\n",
             r.kind,
@@ -360,19 +467,23 @@ pub fn run_ranks(
             "Scaling of the split solve over ranks ({} split), {}: {}",
             split.label(),
             cfg.source_name,
-            rows.first().map(|r| r.comms.as_str()).unwrap_or("")
+            rows.iter()
+                .find(|r| !r.undecomposed)
+                .map(|r| r.comms.as_str())
+                .unwrap_or("")
         );
         print!("{}", rank_table(&rows));
     }
     let mut csv = String::from(
-        "kind,ranks,lattice,iterations,seconds,seconds_per_iteration,speedup,efficiency,pack,exchange,interior,exterior,wait,graphs,graph_efficiency\n",
+        "kind,ranks,undecomposed,lattice,iterations,seconds,seconds_per_iteration,speedup,efficiency,pack,exchange,interior,exterior,wait,graphs,graph_efficiency\n",
     );
     for r in &rows {
         let l = r.lattice;
         csv.push_str(&format!(
-            "{},{},{}x{}x{}x{},{},{:.6},{:.6e},{:.4},{:.4},{},{:.6},{:.4}\n",
+            "{},{},{},{}x{}x{}x{},{},{:.6},{:.6e},{:.4},{:.4},{},{:.6},{:.4}\n",
             r.kind,
             r.ranks,
+            r.undecomposed,
             l[0],
             l[1],
             l[2],
@@ -395,8 +506,16 @@ pub fn run_ranks(
         ("strong", "Strong scaling of the split solve", "speed-up"),
         ("weak", "Weak scaling of the split solve", "efficiency"),
     ] {
-        let pts: Vec<&RankRow> = rows.iter().filter(|r| r.kind == kind).collect();
-        let n0 = pts[0].ranks as f64;
+        // The split rows, against the series' reference (the undecomposed row where there
+        // is one: speed-up and efficiency are already relative to it).
+        let n0 = rows
+            .iter()
+            .find(|r| r.kind == kind)
+            .map_or(1.0, |r| r.ranks as f64);
+        let pts: Vec<&RankRow> = rows
+            .iter()
+            .filter(|r| r.kind == kind && !r.undecomposed)
+            .collect();
         let measured: Vec<(f64, f64)> = pts
             .iter()
             .map(|r| {
