@@ -134,13 +134,10 @@ impl CudaBackend {
         }
     }
 
-    /// Wait until every rank has come here (a global sum of nothing); no-op when not
-    /// decomposed.
+    /// Wait until every rank has come here (an all-gather of one value through the host
+    /// communicator); no-op when not decomposed.
     pub fn halo_barrier(&mut self) -> Result<()> {
-        match &mut self.core.halo {
-            Some(h) => h.global_sum(&[0.0]).map(|_| ()),
-            None => Ok(()),
-        }
+        self.all_gather(&[0.0]).map(|_| ())
     }
 }
 

@@ -25,7 +25,7 @@ use super::stencil::{cfg_1d, halo_program, launch_v3, V3Kernels, V3Launch};
 use super::timing::{launch, GpuStream};
 use super::version::Reconstruct;
 use crate::backend::ledger::{Booking, Ledger, Purpose};
-use crate::comms::{global_sum, Comms, DeviceExchange, DeviceMessage};
+use crate::comms::{Comms, DeviceExchange, DeviceMessage};
 use crate::error::{Error, Result};
 use crate::field::GaugeField;
 use crate::geometry::lattice::{Boundary, NDIM};
@@ -183,8 +183,9 @@ pub(crate) fn skip_exchange() -> bool {
 /// (`QCD_SOLVE_EXTERIOR=all`: kernels/halo.cu's `halo_exterior_all`) instead of one
 /// `halo_exterior` launch per direction (the default; read once per process). The same
 /// additions in the same order (checked on the CPU by validate/emu/run_halo.sh, every
-/// grid both ways); one launch a hop fewer for each further split direction. Not yet
-/// measured on a GPU, hence not the default.
+/// grid both ways); one launch a hop fewer for each further split direction. On four GPUs
+/// it gained nothing that repeated (validate/RESULTS.md runs 147 and 149), hence not the
+/// default.
 pub(crate) fn exterior_all() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| super::timing::on_if("QCD_SOLVE_EXTERIOR", "all"))
@@ -835,15 +836,10 @@ impl Halo {
         Ok(())
     }
 
-    /// The element-wise sum over ranks of `local` (rank order: the same bits everywhere).
-    pub fn global_sum(&mut self, local: &[f64]) -> Result<Vec<f64>> {
-        global_sum(&mut *self.comms, local)
-    }
-
     /// The element-wise sum over ranks of the N doubles at device address `src`, queued
     /// on `stream` behind the kernel that wrote them: the exchange's all-gather into a
     /// device buffer, then one read of every rank's values (waits for the stream), added in
-    /// rank order (`comms::sum_in_rank_order`, as `global_sum`: the same bits). One wait
+    /// rank order (`comms::sum_in_rank_order`, as `comms::global_sum` adds: the same bits). One wait
     /// for the host instead of three (the local read, then the host communicator's gather
     /// of the lengths and of the values; runs 138-139: the four-GPU reliable updates
     /// 6.7-7.0 -> 6.1 ms a solve).
