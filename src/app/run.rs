@@ -385,16 +385,7 @@ pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
                         opts.device,
                     )
                 })?;
-                let opts = if c.backend.tune {
-                    crate::app::tuning::start_options(
-                        opts.version,
-                        &opts,
-                        crate::app::tuning::TuneMode::Tune,
-                    )
-                } else {
-                    opts
-                };
-                params.check(Capabilities::of_stencil(opts.version))?;
+                let opts = backend_options(cfg, opts, &params)?;
                 let t = Instant::now();
                 if let Some(w) = warm.take() {
                     timed("wait for the GPU warm-up", || w.join()).ok();
@@ -518,6 +509,22 @@ pub(crate) fn finish_run(
         )));
     }
     Ok(rep)
+}
+
+/// The options a GPU backend for `plan` is built with: `opts`, or where the config tunes,
+/// the tuner's start (`tuning::start_options`), checked against what the plan needs.
+pub(crate) fn backend_options(
+    cfg: &LoadedConfig,
+    opts: crate::backend::cuda::CudaOptions,
+    plan: &SolvePlan,
+) -> Result<crate::backend::cuda::CudaOptions> {
+    let opts = if cfg.config.backend.tune {
+        crate::app::tuning::start_options(opts.version, &opts, crate::app::tuning::TuneMode::Tune)
+    } else {
+        opts
+    };
+    plan.check(Capabilities::of_stencil(opts.version))?;
+    Ok(opts)
 }
 
 /// The CUDA options a config asks for.

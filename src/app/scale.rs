@@ -243,15 +243,10 @@ fn undecomposed_solve(c: &LoadedConfig, problem: &Problem) -> Result<(f64, usize
     use crate::config::Device;
     match choose_device(c.config.backend.device)? {
         Device::Cuda => {
-            use crate::app::tuning::{plan_layout, start_options, tune_backend, TuneMode};
+            use crate::app::tuning::{plan_layout, tune_backend};
             let opts = crate::app::run::cuda_options(c)?;
             let plan = SolvePlan::from_config(&c.config, opts.version.is_fast_path());
-            let opts = if c.config.backend.tune {
-                start_options(opts.version, &opts, TuneMode::Tune)
-            } else {
-                opts
-            };
-            plan.check(crate::backend::Capabilities::of_stencil(opts.version))?;
+            let opts = crate::app::run::backend_options(c, opts, &plan)?;
             let mut be =
                 crate::backend::cuda::CudaBackend::new(&problem.gauge, problem.kappa, &opts)?;
             if c.config.backend.tune {
@@ -300,52 +295,35 @@ pub fn measure_ranks(
             format!("needs one or more counts >= 1, got {counts:?}"),
         ));
     }
+    // The reference: n = 1's lattice (the same for strong and weak), undecomposed,
+    // measured once for both series.
+    let reference = if counts.contains(&1) {
+        let mut c = cfg.clone();
+        c.config.parallel.grid = [1, 1, 1, 1];
+        c.config.parallel.gpus = None;
+        let problem = build_problem(&c)?;
+        let (seconds, graphs, (iterations, what)) = medians(repeat, || {
+            let (secs, iterations, graphs, what) = undecomposed_solve(&c, &problem)?;
+            Ok((secs, graphs, (iterations, what)))
+        })?;
+        tracing::info!(seconds, "scale reference (undecomposed) done");
+        let point = Point {
+            seconds,
+            graphs,
+            iterations,
+            ranks: 1,
+        };
+        Some((point, problem.lattice.dims, what))
+    } else {
+        None
+    };
     let mut rows = Vec::new();
     for kind in ["strong", "weak"] {
         let mut first: Option<Point> = None;
-        if counts.contains(&1) {
-            // The reference: n = 1's lattice (the same for strong and weak), undecomposed.
-            let mut c = cfg.clone();
-            c.config.parallel.grid = [1, 1, 1, 1];
-            c.config.parallel.gpus = None;
-            let problem = build_problem(&c)?;
-            let mut times = Vec::new();
-            let mut graph_times = Vec::new();
-            let mut iterations = 0;
-            let mut what = String::new();
-            for _ in 0..repeat.max(1) {
-                let (secs, iters, graphs, w) = undecomposed_solve(&c, &problem)?;
-                times.push(secs);
-                graph_times.push(graphs);
-                iterations = iters;
-                what = w;
-            }
-            let seconds = median_spread(times).0;
-            let graphs = median_spread(graph_times).0;
-            let point = Point {
-                seconds,
-                graphs,
-                iterations,
-                ranks: 1,
-            };
-            first = Some(point);
-            rows.push(RankRow {
-                kind,
-                ranks: 1,
-                undecomposed: true,
-                grid: [1, 1, 1, 1],
-                lattice: problem.lattice.dims,
-                iterations,
-                seconds,
-                seconds_per_iteration: seconds / iterations.max(1) as f64,
-                speedup: 1.0,
-                efficiency: 1.0,
-                rank0_halo: [0.0; 5],
-                rank0_graphs: graphs,
-                graph_efficiency: if graphs > 0.0 { 1.0 } else { f64::NAN },
-                comms: format!("undecomposed ({what})"),
-            });
-            tracing::info!(kind, seconds, "scale reference (undecomposed) done");
+        if let Some((point, lattice, what)) = &reference {
+            first = Some(*point);
+            let comms = format!("undecomposed ({what})");
+            rows.push(row(kind, *point, *point, *lattice, [0.0; 5], None, comms));
         }
         for &n in counts {
             let mut c = cfg.clone();
@@ -361,54 +339,91 @@ pub fn measure_ranks(
                 crate::app::parallel::partitions(problem.lattice.dims, grid).map_err(|e| {
                     Error::invalid("--gpus", format!("{kind} scaling on {n} ranks: {e}"))
                 })?;
-            let mut times = Vec::new();
-            let mut graph_times = Vec::new();
-            let mut last = None;
-            for _ in 0..repeat.max(1) {
+            let (seconds, graphs, s) = medians(repeat, || {
                 let s = crate::app::parallel::solve_split(&c, &problem, &parts)?;
-                times.push(s.result.timings.solve);
-                graph_times.push(s.parallel.ranks[0].graph_seconds);
-                last = Some(s);
-            }
-            let s = last.expect("at least one repeat");
-            let seconds = median_spread(times).0;
-            let graphs = median_spread(graph_times).0;
-            let iterations = s.result.iterations;
-            let per_iter = seconds / iterations.max(1) as f64;
+                Ok((s.result.timings.solve, s.parallel.ranks[0].graph_seconds, s))
+            })?;
             let this = Point {
                 seconds,
                 graphs,
-                iterations,
+                iterations: s.result.iterations,
                 ranks: n,
             };
             let first = *first.get_or_insert(this);
-            let (speedup, efficiency) = scaling(kind, first.timed(), this.timed());
-            let graph_efficiency = if first.graphs > 0.0 && graphs > 0.0 {
-                scaling(kind, first.graphs_timed(), this.graphs_timed()).1
-            } else {
-                f64::NAN
-            };
             let r0 = &s.parallel.ranks[0];
-            rows.push(RankRow {
+            let halo = [r0.pack, r0.exchange, r0.interior, r0.exterior, r0.wait];
+            let comms = s.parallel.comms.clone();
+            rows.push(row(
                 kind,
-                ranks: n,
-                undecomposed: false,
-                grid,
-                lattice: problem.lattice.dims,
-                iterations,
-                seconds,
-                seconds_per_iteration: per_iter,
-                speedup,
-                efficiency,
-                rank0_halo: [r0.pack, r0.exchange, r0.interior, r0.exterior, r0.wait],
-                rank0_graphs: graphs,
-                graph_efficiency,
-                comms: s.parallel.comms.clone(),
-            });
+                first,
+                this,
+                problem.lattice.dims,
+                halo,
+                Some(grid),
+                comms,
+            ));
             tracing::info!(kind, ranks = n, seconds, "scale point done");
         }
     }
     Ok(rows)
+}
+
+/// The median solve and graph seconds of `repeat` runs of `run` (at least one), with the
+/// last run's outcome.
+fn medians<T>(
+    repeat: usize,
+    mut run: impl FnMut() -> Result<(f64, f64, T)>,
+) -> Result<(f64, f64, T)> {
+    let mut times = Vec::new();
+    let mut graph_times = Vec::new();
+    let mut last = None;
+    for _ in 0..repeat.max(1) {
+        let (secs, graphs, outcome) = run()?;
+        times.push(secs);
+        graph_times.push(graphs);
+        last = Some(outcome);
+    }
+    let outcome = last.expect("at least one run");
+    Ok((
+        median_spread(times).0,
+        median_spread(graph_times).0,
+        outcome,
+    ))
+}
+
+/// The row of point `this` of a `kind` series whose reference is `first`: split over
+/// `grid`, or (None) the undecomposed reference itself.
+fn row(
+    kind: &'static str,
+    first: Point,
+    this: Point,
+    lattice: [usize; 4],
+    rank0_halo: [f64; 5],
+    grid: Option<[usize; 4]>,
+    comms: String,
+) -> RankRow {
+    let (speedup, efficiency) = scaling(kind, first.timed(), this.timed());
+    let graph_efficiency = if first.graphs > 0.0 && this.graphs > 0.0 {
+        scaling(kind, first.graphs_timed(), this.graphs_timed()).1
+    } else {
+        f64::NAN
+    };
+    RankRow {
+        kind,
+        ranks: this.ranks,
+        undecomposed: grid.is_none(),
+        grid: grid.unwrap_or([1, 1, 1, 1]),
+        lattice,
+        iterations: this.iterations,
+        seconds: this.seconds,
+        seconds_per_iteration: this.seconds / this.iterations.max(1) as f64,
+        speedup,
+        efficiency,
+        rank0_halo,
+        rank0_graphs: this.graphs,
+        graph_efficiency,
+        comms,
+    }
 }
 
 pub fn rank_table(rows: &[RankRow]) -> String {
