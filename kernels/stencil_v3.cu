@@ -501,7 +501,8 @@ __device__ __forceinline__ void v3_stencil(const v3_spinor* __restrict__ inp, co
 // took 1.309-1.313 with the default and 1.293-1.303 with every link through L1 (double
 // r18 1.211-1.215 against 1.275-1.277), single r12 1.318-1.340 against 1.286-1.301 with
 // the z and t links past L1, which at 32^3x64 made single r12 1.305 (default 1.260-1.262).
-// The dot entries keep the default: the fused CR rows were 1-3% slower with the others.
+// The dot entries keep the default: the full fused CR rows at 16^3x32 were 0.8-2% slower
+// with the others (run 137).
 V3_FULL_ENTRIES(, V3_FULL_STREAM_MASK)
 V3_FULL_ENTRIES(_l1all, 0)
 V3_FULL_ENTRIES(_l1xy, 12)
