@@ -174,6 +174,22 @@ __device__ __forceinline__ void halo_exterior_site(const HaloSite& hs, const rea
     }
 }
 
+// The exterior kernels' (y|out) part (partials non-null): the launch's sum of the threads'
+// dot, added by its last block to the rank's CR_LOCAL_RE/IM (dynamic shared memory
+// blockDim.x double2). Every thread calls it.
+__device__ __forceinline__ void halo_dot_finish(double2 dot, double* __restrict__ s, double2* __restrict__ partials,
+                                                unsigned* __restrict__ ticket)
+{
+    if (partials) {
+        QCD_DYNAMIC_SHARED(double2, halo_shared);
+        double2 total;
+        if (cr_reduce_last(dot, halo_shared, partials, ticket, &total) && threadIdx.x == 0) {
+            s[CR_LOCAL_RE] += total.x;
+            s[CR_LOCAL_IM] += total.y;
+        }
+    }
+}
+
 // One thread per face site of the output (`parity`: the output's parity, < 0 full). s
 // non-null: nothing unless the fused CR iteration is active; partials (and ticket, y)
 // also non-null: the (y|out) part of these hops added to CR_LOCAL_RE/IM (dynamic shared
@@ -193,14 +209,7 @@ extern "C" __global__ void __launch_bounds__(V3_MAX_BLOCK)
     if (halo_site(mu, parity, d, hs))
         halo_exterior_site(hs, recv_lo, recv_hi, out, links, ghost_links, c, g5, parity < 0, mu, anti_lo, anti_hi,
                            (size_t)volume / 2, partials ? y : nullptr, dot);
-    if (partials) {
-        QCD_DYNAMIC_SHARED(double2, halo_shared);
-        double2 total;
-        if (cr_reduce_last(dot, halo_shared, partials, ticket, &total) && threadIdx.x == 0) {
-            s[CR_LOCAL_RE] += total.x;
-            s[CR_LOCAL_IM] += total.y;
-        }
-    }
+    halo_dot_finish(dot, s, partials, ticket);
 }
 
 // Every split direction's exterior in one launch (halo_exterior_all): the face buffers and
@@ -288,12 +297,5 @@ extern "C" __global__ void __launch_bounds__(V3_MAX_BLOCK)
         }
         break;
     }
-    if (partials) {
-        QCD_DYNAMIC_SHARED(double2, halo_shared);
-        double2 total;
-        if (cr_reduce_last(dot, halo_shared, partials, ticket, &total) && threadIdx.x == 0) {
-            s[CR_LOCAL_RE] += total.x;
-            s[CR_LOCAL_IM] += total.y;
-        }
-    }
+    halo_dot_finish(dot, s, partials, ticket);
 }
