@@ -586,7 +586,8 @@ impl LoadedConfig {
                 *p = dir.join(name);
             }
         }
-        self.validate()
+        self.validate()?;
+        self.check_device_lattice()
     }
 
     /// The line of `key` in `[section]` of the config text, for error messages.
@@ -818,6 +819,34 @@ impl LoadedConfig {
             _ => {}
         }
         Ok(())
+    }
+
+    /// What one GPU holds (its kernels' 32-bit indices): the whole lattice, or each rank's
+    /// part of a split one; checked after the command line's overrides (`apply`), since a
+    /// file's lattice may be too large for one GPU but not for the grid or device the
+    /// command line gives. The CPU holds any lattice `Lattice::new` takes.
+    fn check_device_lattice(&self) -> Result<()> {
+        if self.config.backend.device == Device::Cpu {
+            return Ok(());
+        }
+        let p = &self.config.parallel;
+        let (dims, grid) = (self.dims(), p.grid());
+        let local = std::array::from_fn(|mu| dims[mu] / grid[mu]);
+        let whole = !p.is_decomposed();
+        match crate::geometry::lattice::check_device_volume(local, "", whole) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                let message = match e {
+                    Error::InvalidValue { message, .. } => message,
+                    other => other.to_string(),
+                };
+                Err(if whole {
+                    self.bad("lattice", "LT", message)
+                } else {
+                    self.bad("parallel", "grid", message)
+                })
+            }
+        }
     }
 
     /// The grid: positive entries, dividing the lattice into sub-lattices with even

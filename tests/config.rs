@@ -70,3 +70,69 @@ fn embedded_default_is_the_seed_problem() {
     let c = LoadedConfig::embedded_default();
     assert_eq!(c.dims(), [16, 16, 16, 32]);
 }
+
+/// `configs/32x32x32x64.toml` resized to 96^3x192 (169869312 sites, more than one GPU's
+/// kernels index: 2147483647 / 24 = 89478485), loaded and validated.
+fn production_lattice() -> LoadedConfig {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/32x32x32x64.toml");
+    let text = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace("LX = 32", "LX = 96")
+        .replace("LY = 32", "LY = 96")
+        .replace("LZ = 32", "LZ = 96")
+        .replace("LT = 64", "LT = 192");
+    LoadedConfig::from_str(&text, "96x96x96x192.toml", std::env::temp_dir()).unwrap()
+}
+
+#[test]
+fn a_lattice_past_one_gpu_needs_a_grid_or_the_cpu() {
+    use qcd_solve::config::{Device, Overrides};
+    // On one GPU (device "auto" or "cuda"): refused by name, at the file's LT line, exit 2.
+    for device in [None, Some(Device::Cuda)] {
+        let mut c = production_lattice();
+        let e = c
+            .apply(&Overrides {
+                device,
+                ..Default::default()
+            })
+            .unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.contains("lattice.LT") && msg.contains("line 8") && msg.contains("169869312 sites"),
+            "{msg}"
+        );
+        assert_eq!(e.exit_code(), 2);
+    }
+    // Split 1,1,2,2 (42467328 sites a GPU), or on the CPU: accepted.
+    let mut c = production_lattice();
+    c.apply(&Overrides {
+        device: Some(Device::Cuda),
+        kernel: Some("3.0".into()),
+        grid: Some([1, 1, 2, 2]),
+        ..Default::default()
+    })
+    .unwrap();
+    let mut c = production_lattice();
+    c.apply(&Overrides {
+        device: Some(Device::Cpu),
+        ..Default::default()
+    })
+    .unwrap();
+    // A grid whose sub-lattices are still too large: 96x96x96x384 on 1,1,1,2 leaves
+    // 96x96x96x192 a GPU, refused at the flag that set the grid.
+    let mut c = production_lattice();
+    c.config.lattice.lt = 384;
+    let e = c
+        .apply(&Overrides {
+            device: Some(Device::Cuda),
+            kernel: Some("3.0".into()),
+            grid: Some([1, 1, 1, 2]),
+            ..Default::default()
+        })
+        .unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains("--grid") && msg.contains("each GPU's sub-lattice 96x96x96x192"),
+        "{msg}"
+    );
+}

@@ -31,6 +31,43 @@ impl Boundary {
     }
 }
 
+/// The most sites of a lattice the program holds on the host (4 294 967 295: beyond
+/// 192^3x384, the largest production lattices; a gauge field of that many sites is 2.5 TB).
+pub const HOST_MAX_SITES: usize = u32::MAX as usize;
+
+/// The most sites of the (sub-)lattice one GPU holds: the kernels index a field's 24 reals
+/// a site with 32-bit integers (89 478 485 sites: 64^3x128 and 80^3x160 fit, 96^3x192
+/// must be split over GPUs).
+pub const DEVICE_MAX_SITES: usize = (i32::MAX as usize) / 24;
+
+/// "16x16x16x32".
+fn fmt_dims(d: &[usize; NDIM]) -> String {
+    format!("{}x{}x{}x{}", d[0], d[1], d[2], d[3])
+}
+
+/// Refuse a (sub-)lattice of extents `dims` for one GPU when its volume exceeds
+/// `DEVICE_MAX_SITES`, naming `key` (the config key to change); `whole` says whether it
+/// is the whole lattice (then the advice is to split it) or one GPU's part of a split.
+pub fn check_device_volume(dims: [usize; NDIM], key: &str, whole: bool) -> Result<()> {
+    let volume: usize = dims.iter().product();
+    if volume <= DEVICE_MAX_SITES {
+        return Ok(());
+    }
+    let advice = if whole {
+        "split it over several GPUs ([parallel] grid) or run on the CPU (device = \"cpu\")"
+    } else {
+        "split it over more GPUs ([parallel] grid)"
+    };
+    Err(Error::InvalidValue {
+        key: key.into(),
+        message: format!(
+            "{} {} has {volume} sites, more than one GPU's kernels can index (at most {DEVICE_MAX_SITES}): {advice}",
+            if whole { "lattice" } else { "each GPU's sub-lattice" },
+            fmt_dims(&dims)
+        ),
+    })
+}
+
 /// The default: periodic in space, antiperiodic in time.
 pub const DEFAULT_BOUNDARY: [Boundary; NDIM] = [
     Boundary::Periodic,
@@ -51,8 +88,9 @@ pub struct Lattice {
 }
 
 impl Lattice {
-    /// A single-process lattice. Every extent must be at least 1 and the volume must fit
-    /// the 32-bit site indices the GPU kernels use.
+    /// A lattice on the host. Every extent must be at least 1 and the volume at most
+    /// `HOST_MAX_SITES`. What one GPU may hold is less (`check_device_volume`): a lattice
+    /// split over GPUs may exceed it where each sub-lattice does not.
     pub fn new(dims: [usize; NDIM], boundary: [Boundary; NDIM]) -> Result<Self> {
         for (mu, &l) in dims.iter().enumerate() {
             if l == 0 {
@@ -63,21 +101,14 @@ impl Lattice {
             }
         }
         let volume = dims.iter().try_fold(1usize, |v, &l| v.checked_mul(l));
-        match volume {
-            Some(v) if v <= (i32::MAX as usize) / 24 => {}
-            _ => {
-                return Err(Error::InvalidValue {
-                    key: "lattice".into(),
-                    message: format!(
-                        "volume {}x{}x{}x{} is too large for one process (at most {} sites)",
-                        dims[0],
-                        dims[1],
-                        dims[2],
-                        dims[3],
-                        (i32::MAX as usize) / 24
-                    ),
-                })
-            }
+        if volume.is_none_or(|v| v > HOST_MAX_SITES) {
+            return Err(Error::InvalidValue {
+                key: "lattice".into(),
+                message: format!(
+                    "volume {} is too large (at most {HOST_MAX_SITES} sites)",
+                    fmt_dims(&dims)
+                ),
+            });
         }
         Ok(Lattice {
             dims,
@@ -231,6 +262,41 @@ mod tests {
             seen[cb][p] = true;
             assert_eq!(l.checkerboard_site(p, cb), i);
         }
+    }
+
+    #[test]
+    fn a_lattice_past_one_gpu_is_held_where_its_sub_lattices_fit() {
+        // The bounds are analytic: 24 reals a site under i32::MAX (2147483647 / 24 =
+        // 89478485 sites), and u32::MAX sites on the host.
+        assert_eq!(DEVICE_MAX_SITES, 89_478_485);
+        let big = [96, 96, 96, 192]; // 169869312 sites: issue 16's production lattice
+        let l = Lattice::new(big, DEFAULT_BOUNDARY).unwrap();
+        assert_eq!(l.volume(), 169_869_312);
+        let e = check_device_volume(big, "lattice", true)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("169869312 sites") && e.contains("89478485"),
+            "{e}"
+        );
+        assert!(e.contains("[parallel] grid") && e.contains("cpu"), "{e}");
+        // Split 1,1,2,2: 96x96x48x96 a GPU, 42467328 sites.
+        check_device_volume([96, 96, 48, 96], "parallel.grid", false).unwrap();
+        // The largest whole lattice one GPU holds, and one site more (89478486 = 2 x 3 x
+        // 14913081).
+        check_device_volume([89_478_485, 1, 1, 1], "lattice", true).unwrap();
+        let e = check_device_volume([2, 3, 1, 14_913_081], "parallel.grid", false)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("each GPU's sub-lattice 2x3x1x14913081"), "{e}");
+        // The host's bound: 65536 x 65536 = 2^32 sites is one past u32::MAX.
+        Lattice::new([65_536, 65_535, 1, 1], DEFAULT_BOUNDARY).unwrap();
+        let e = Lattice::new([65_536, 65_536, 1, 1], DEFAULT_BOUNDARY)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("too large") && e.contains("4294967295"), "{e}");
+        // An overflowing product is refused the same way, not wrapped.
+        assert!(Lattice::new([usize::MAX, 2, 1, 1], DEFAULT_BOUNDARY).is_err());
     }
 
     #[test]

@@ -190,6 +190,10 @@ impl CudaBackend {
         upload: LinkUpload,
         stage: StageShape,
     ) -> Result<Self> {
+        // The kernels index with 32 bits: a (sub-)lattice past that is refused by name
+        // (the config check says it earlier for the main job).
+        let l = &gauge.lattice;
+        crate::geometry::lattice::check_device_volume(l.dims, "lattice", l.global == l.dims)?;
         let chunk_values = stage.values;
         let link_chunk_values = stage.link_chunk_values(upload.for_reconstruct(opts.reconstruct));
         let version = opts.version;

@@ -179,6 +179,23 @@ pub(crate) fn skip_exchange() -> bool {
     })
 }
 
+/// A timing ablation of the split solve's global sums, `QCD_SOLVE_ABLATE_COMM=gather2`
+/// (read once per process): every all-gather of the fused CR's reductions is issued twice
+/// (the same partials into the same buffer, so the answers are unchanged), and the graphs'
+/// extra time is what one all-gather costs them. Unset or anything else: off.
+pub(crate) fn gather_twice() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| {
+        let on = super::timing::on_if("QCD_SOLVE_ABLATE_COMM", "gather2");
+        if on {
+            tracing::warn!(
+                "QCD_SOLVE_ABLATE_COMM=gather2: a timing ablation, every CR all-gather issued twice"
+            );
+        }
+        on
+    })
+}
+
 /// Whether the exterior hops of every split direction go in one launch
 /// (`QCD_SOLVE_EXTERIOR=all`: kernels/halo.cu's `halo_exterior_all`) instead of one
 /// `halo_exterior` launch per direction (the default; read once per process). The same
