@@ -16,6 +16,7 @@ use super::footprint;
 use super::run::{build_problem, finish_run, solve_on_rank, SolvePlan};
 use crate::backend::cpu_decomposed::{self, DecomposedCpu};
 use crate::backend::prelude::*;
+use crate::clock::timed;
 use crate::comms::{threads::run_ranks, Comms};
 use crate::config::{Device, LoadedConfig, ReadMode};
 use crate::field::SpinorField;
@@ -246,7 +247,9 @@ fn run_cuda(cfg: &LoadedConfig, problem: &Problem, parts: &[Partition]) -> Resul
                             (Box::new(comms), Box::new(exchange))
                         }
                     };
-                let local = local_problem(problem, p)?;
+                let local = timed("the rank's share of the problem", || {
+                    local_problem(problem, p)
+                })?;
                 let wiring_name = match wiring {
                     Wiring::Nccl => format!("nccl {}", crate::comms::nccl::nccl_version()?),
                     Wiring::OneGpu => "device copies between sub-lattices of GPU 0 (PeerCopies), global sums over threads".to_string(),
@@ -329,7 +332,9 @@ fn cpu_rank(
     {
         let rank = comms.rank();
         let p = &parts[rank];
-        let local = local_problem(problem, p)?;
+        let local = timed("the rank's share of the problem", || {
+            local_problem(problem, p)
+        })?;
         pool.install(|| {
             let mut be = DecomposedCpu::new(p.clone(), local.gauge.clone(), local.kappa, comms)?;
             let r = solve_on_rank(&mut be, &local, plan, rank)?;
@@ -363,7 +368,9 @@ fn finish_ranks(parts: &[Partition], per_rank: Vec<RankOutcome>) -> Result<Split
         .collect();
     let ranks = per_rank.iter().map(|(_, t, ..)| t.clone()).collect();
     let (mut result, _, described, comms): (SolveResult, _, String, String) = per_rank.remove(0);
-    result.solution = cpu_decomposed::gather_spinor(&solutions, parts)?;
+    result.solution = timed("gather the ranks' solutions", || {
+        cpu_decomposed::gather_spinor(&solutions, parts)
+    })?;
     let parallel = ParallelReport {
         grid: parts[0].grid,
         local: parts[0].local_dims(),
@@ -393,19 +400,23 @@ fn cuda_rank(
         wiring,
     } = links;
     let rank = p.rank();
-    let mut be = crate::backend::cuda::CudaBackend::new_decomposed(
-        &local.gauge,
-        local.kappa,
-        o,
-        p.clone(),
-        exchange,
-        comms,
-    )?;
+    let mut be = timed("construct the GPU backend (rank)", || {
+        crate::backend::cuda::CudaBackend::new_decomposed(
+            &local.gauge,
+            local.kappa,
+            o,
+            p.clone(),
+            exchange,
+            comms,
+        )
+    })?;
     // Launch geometry: collective tuning (every rank, rank 0's cache), before the halo
     // books start.
     let tuned = if tune {
         let layout = super::tuning::plan_layout(plan);
-        super::tuning::tune_backend(&mut be, local, layout)?
+        timed("tune (rank)", || {
+            super::tuning::tune_backend(&mut be, local, layout)
+        })?
     } else {
         "config (--no-tune)".into()
     };

@@ -159,41 +159,41 @@ pub(crate) fn comm_priority() -> bool {
     *ON.get_or_init(|| super::timing::on_unless("QCD_SOLVE_COMM_PRIORITY", "0"))
 }
 
-/// A timing ablation of the split solve, `QCD_SOLVE_ABLATE_COMM=exchange` (read once per
-/// process): the faces are not sent (the ghosts keep what they held), everything else is
-/// the same, so the graphs' time shows what the exchanges cost them (validate/RESULTS.md
-/// run 126: 10-23 us an iteration). The answers are wrong. (Replacing the all-gathers by
-/// each rank's own sums was tried too and cannot work: the ranks' `active` decisions then
-/// differ and one rank waits for faces the other no longer sends.) Unset or anything
-/// else: off.
-pub(crate) fn skip_exchange() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| {
-        let on = super::timing::on_if("QCD_SOLVE_ABLATE_COMM", "exchange");
-        if on {
-            tracing::warn!(
-                "QCD_SOLVE_ABLATE_COMM=exchange: a timing ablation, the solve's answers are wrong"
-            );
+/// The timing ablations of the split solve, `QCD_SOLVE_ABLATE_COMM`: a comma-separated
+/// list (read once per process; unset: none). Each leaves everything else as it is, so
+/// the graphs' time shows what the ablated part costs them:
+/// - `exchange`: the faces are not sent (the ghosts keep what they held; validate/RESULTS.md
+///   run 126: 10-23 us an iteration). The answers are wrong.
+/// - `gather2`: every all-gather of the fused CR's reductions is issued twice (the same
+///   partials into the same buffer): the answers are unchanged, one all-gather's cost more
+///   (run 155).
+/// - `exterior`: no exterior launch (the faces' hops are not added). The answers are wrong.
+/// - `mask`: the interior kernel runs without the split directions' mask (every hop taken
+///   inside the sub-lattice, wrapping around, as on one GPU). The answers are wrong.
+///
+/// Replacing the all-gathers by each rank's own sums was tried too and cannot work: the
+/// ranks' `active` decisions then differ and one rank waits for faces the other no longer
+/// sends.
+pub(crate) fn ablated(what: &str) -> bool {
+    static SET: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    SET.get_or_init(|| {
+        let set: Vec<String> = std::env::var("QCD_SOLVE_ABLATE_COMM")
+            .unwrap_or_default()
+            .split(',')
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+            .collect();
+        for v in &set {
+            if ["exchange", "gather2", "exterior", "mask"].contains(&v.as_str()) {
+                tracing::warn!("QCD_SOLVE_ABLATE_COMM={v}: a timing ablation of the split solve");
+            } else {
+                tracing::warn!("QCD_SOLVE_ABLATE_COMM: `{v}` is no ablation (exchange, gather2, exterior, mask); ignored");
+            }
         }
-        on
+        set
     })
-}
-
-/// A timing ablation of the split solve's global sums, `QCD_SOLVE_ABLATE_COMM=gather2`
-/// (read once per process): every all-gather of the fused CR's reductions is issued twice
-/// (the same partials into the same buffer, so the answers are unchanged), and the graphs'
-/// extra time is what one all-gather costs them. Unset or anything else: off.
-pub(crate) fn gather_twice() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| {
-        let on = super::timing::on_if("QCD_SOLVE_ABLATE_COMM", "gather2");
-        if on {
-            tracing::warn!(
-                "QCD_SOLVE_ABLATE_COMM=gather2: a timing ablation, every CR all-gather issued twice"
-            );
-        }
-        on
-    })
+    .iter()
+    .any(|v| v == what)
 }
 
 /// Whether the exterior hops of every split direction go in one launch
@@ -703,7 +703,7 @@ impl Halo {
         // Interior on the main stream, queued before the host waits for its neighbours
         // in the exchange, so it runs while the faces travel.
         let interior = V3Launch {
-            split_mask: self.split_mask,
+            split_mask: if ablated("mask") { 0 } else { self.split_mask },
             anti_lo: self.anti_lo,
             anti_hi: self.anti_hi,
             ..*l
@@ -721,7 +721,7 @@ impl Halo {
         }
         let (sends, recvs) = self.face_messages_of(&stream, |f| 6 * per_face(f) * complex_bytes);
         self.totals.bytes_exchanged += sends.iter().map(|m| m.bytes as u64).sum::<u64>();
-        if !skip_exchange() {
+        if !ablated("exchange") {
             self.exchange.exchange_on(&self.comm, &sends, &recvs)?;
         }
         self.exchanged
@@ -750,8 +750,9 @@ impl Halo {
             reconstruct: l.reconstruct,
             dot,
         };
+        let skip_exterior = ablated("exterior");
         let merged = exterior_all() && self.faces.len() > 1;
-        if merged {
+        if merged && !skip_exterior {
             let mut faces = HaloFaces::default();
             let mut n = 0;
             for (k, f) in self.faces.iter().enumerate() {
@@ -790,7 +791,7 @@ impl Halo {
                 ]
             );
         }
-        for f in self.faces.iter().filter(|_| !merged) {
+        for f in self.faces.iter().filter(|_| !merged && !skip_exterior) {
             let mu = f.mu as i32;
             let n = 2 * per_face(f);
             let cfg = cfg_1d(n, HALO_BLOCK, shared);

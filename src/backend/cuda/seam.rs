@@ -210,7 +210,11 @@ impl CudaBackend {
         };
         let src = dptr(&state.scalars, &stream) + 8 * CR_LOCAL_RE as u64;
         let dst = dptr(gathered, &stream);
-        for _ in 0..if super::halo::gather_twice() { 2 } else { 1 } {
+        for _ in 0..if super::halo::ablated("gather2") {
+            2
+        } else {
+            1
+        } {
             halo.exchange
                 .all_gather_on(&stream, src, dst, 8 * CR_GATHERED)?;
         }

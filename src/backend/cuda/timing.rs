@@ -429,7 +429,7 @@ fn switch_on(value: Option<&str>, off: &str) -> bool {
     value.is_none_or(|v| v.trim() != off)
 }
 
-/// An opt-in switch of the environment (`QCD_SOLVE_ABLATE_COMM`, `QCD_SOLVE_EXTERIOR`): on
+/// An opt-in switch of the environment (`QCD_SOLVE_EXTERIOR`): on
 /// only when the variable `name` is `on` (spaces trimmed). Each caller keeps the answer
 /// for the process.
 pub(crate) fn on_if(name: &str, on: &str) -> bool {
