@@ -86,6 +86,24 @@ fn split_solves_match_the_undecomposed_one() {
             assert!(ranks
                 .iter()
                 .all(|r| r["bytes_exchanged"].as_u64().unwrap() > 0));
+            // The time line's upload phase holds the longest rank's share of the problem
+            // (a timed step of each rank): at least the longest such step, exactly as
+            // measured (the phase adds the backend's construction, >= 0).
+            let time = &split["time"];
+            let share = time["steps"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|s| s["name"] == "the rank's share of the problem")
+                .map(|s| s["seconds"].as_f64().unwrap())
+                .collect::<Vec<_>>();
+            assert_eq!(share.len(), expect, "{args:?}");
+            let longest = share.iter().cloned().fold(0.0, f64::max);
+            assert!(
+                time["upload"].as_f64().unwrap() >= longest,
+                "{args:?}: upload {} < the longest share {longest}",
+                time["upload"]
+            );
             println!(
                 "{method} {extra:?} grid {grid}: {} iterations, history {worst:.1e}",
                 split["iterations"]

@@ -24,6 +24,7 @@ use crate::geometry::partition::Partition;
 use crate::problem::{Problem, SolveResult};
 use crate::report::{ParallelReport, RankTimes, SolveReport};
 use crate::{Error, Result};
+use std::time::Instant;
 
 /// Every rank's partition of the global lattice, in rank order.
 pub fn partitions(global: [usize; 4], grid: [usize; 4]) -> Result<Vec<Partition>> {
@@ -82,7 +83,7 @@ pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
         &split.described,
         None,
         Some(split.parallel),
-        Default::default(),
+        split.wall,
     )
 }
 
@@ -92,6 +93,8 @@ pub struct SplitSolve {
     pub result: SolveResult,
     pub described: String,
     pub parallel: ParallelReport,
+    /// The longest rank's set-up (`BackendWall`), for the time line.
+    pub wall: crate::report::BackendWall,
 }
 
 /// Solve `problem` split as `parts` says, with ranks as threads of this process, on the
@@ -247,9 +250,11 @@ fn run_cuda(cfg: &LoadedConfig, problem: &Problem, parts: &[Partition]) -> Resul
                             (Box::new(comms), Box::new(exchange))
                         }
                     };
+                let t = Instant::now();
                 let local = timed("the rank's share of the problem", || {
                     local_problem(problem, p)
                 })?;
+                let share = t.elapsed().as_secs_f64();
                 let wiring_name = match wiring {
                     Wiring::Nccl => format!("nccl {}", crate::comms::nccl::nccl_version()?),
                     Wiring::OneGpu => "device copies between sub-lattices of GPU 0 (PeerCopies), global sums over threads".to_string(),
@@ -260,7 +265,9 @@ fn run_cuda(cfg: &LoadedConfig, problem: &Problem, parts: &[Partition]) -> Resul
                     exchange,
                     wiring: wiring_name,
                 };
-                cuda_rank(&local, p, &o, &plan, links, cfg.config.backend.tune)
+                let mut out = cuda_rank(&local, p, &o, &plan, links, cfg.config.backend.tune)?;
+                out.4.construct += share;
+                Ok(out)
             })(),
         )
     })?;
@@ -320,7 +327,16 @@ fn logged<T>(rank: usize, r: Result<T>) -> Result<T> {
     r
 }
 
-type RankOutcome = (SolveResult, RankTimes, String, String);
+/// A rank's solve, its times, its backend's and its wiring's descriptions, and the wall
+/// time of its set-up (`BackendWall`: its share of the problem cut and its backend built,
+/// and its tuning) for the time line.
+type RankOutcome = (
+    SolveResult,
+    RankTimes,
+    String,
+    String,
+    crate::report::BackendWall,
+);
 
 fn cpu_rank(
     problem: &Problem,
@@ -332,9 +348,11 @@ fn cpu_rank(
     {
         let rank = comms.rank();
         let p = &parts[rank];
+        let t = Instant::now();
         let local = timed("the rank's share of the problem", || {
             local_problem(problem, p)
         })?;
+        let share = t.elapsed().as_secs_f64();
         pool.install(|| {
             let mut be = DecomposedCpu::new(p.clone(), local.gauge.clone(), local.kappa, comms)?;
             let r = solve_on_rank(&mut be, &local, plan, rank)?;
@@ -354,7 +372,11 @@ fn cpu_rank(
                 graph_launches: 0,
                 graph_seconds: 0.0,
             };
-            Ok((r, times, be.describe(), be.comms().describe()))
+            let wall = crate::report::BackendWall {
+                construct: share,
+                ..Default::default()
+            };
+            Ok((r, times, be.describe(), be.comms().describe(), wall))
         })
     }
 }
@@ -367,7 +389,17 @@ fn finish_ranks(parts: &[Partition], per_rank: Vec<RankOutcome>) -> Result<Split
         .map(|(r, ..)| std::mem::replace(&mut r.solution, SpinorField::zeros(0)))
         .collect();
     let ranks = per_rank.iter().map(|(_, t, ..)| t.clone()).collect();
-    let (mut result, _, described, comms): (SolveResult, _, String, String) = per_rank.remove(0);
+    // The ranks set up at once: the time line takes the longest.
+    let wall = per_rank
+        .iter()
+        .fold(crate::report::BackendWall::default(), |w, o| {
+            crate::report::BackendWall {
+                construct: w.construct.max(o.4.construct),
+                tune: w.tune.max(o.4.tune),
+                links: None,
+            }
+        });
+    let (mut result, _, described, comms, _) = per_rank.remove(0);
     result.solution = timed("gather the ranks' solutions", || {
         cpu_decomposed::gather_spinor(&solutions, parts)
     })?;
@@ -381,6 +413,7 @@ fn finish_ranks(parts: &[Partition], per_rank: Vec<RankOutcome>) -> Result<Split
         result,
         described,
         parallel,
+        wall,
     })
 }
 
@@ -400,6 +433,7 @@ fn cuda_rank(
         wiring,
     } = links;
     let rank = p.rank();
+    let t = Instant::now();
     let mut be = timed("construct the GPU backend (rank)", || {
         crate::backend::cuda::CudaBackend::new_decomposed(
             &local.gauge,
@@ -410,8 +444,10 @@ fn cuda_rank(
             comms,
         )
     })?;
+    let construct = t.elapsed().as_secs_f64();
     // Launch geometry: collective tuning (every rank, rank 0's cache), before the halo
     // books start.
+    let t = Instant::now();
     let tuned = if tune {
         let layout = super::tuning::plan_layout(plan);
         timed("tune (rank)", || {
@@ -419,6 +455,11 @@ fn cuda_rank(
         })?
     } else {
         "config (--no-tune)".into()
+    };
+    let wall = crate::report::BackendWall {
+        construct,
+        tune: t.elapsed().as_secs_f64(),
+        links: None,
     };
     tracing::info!(rank, "launch geometry: {tuned}");
     be.reset_halo_timings()?;
@@ -452,7 +493,7 @@ fn cuda_rank(
         p.ranks(),
         o.device
     );
-    Ok((r, times, described, wiring))
+    Ok((r, times, described, wiring, wall))
 }
 
 /// A rank's connections: the host communicator (global sums, set-up messages), the
@@ -595,7 +636,7 @@ pub fn run_launched(
         launch.launcher
     );
     let (comms, exchange) = nccl.handles();
-    let (result, times, described, wiring) = cuda_rank(
+    let (result, times, described, wiring, wall) = cuda_rank(
         &local,
         p,
         &opts,
@@ -664,7 +705,7 @@ pub fn run_launched(
         &described,
         None,
         Some(parallel),
-        Default::default(),
+        wall,
     )
 }
 

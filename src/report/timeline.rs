@@ -2,8 +2,9 @@
 //! into the phases a user waits for, each measured with a wall clock around the work
 //! itself: read/generate (gauge field read or generated, its plaquette, the source),
 //! upload (the backend's construction: device context, kernel compilation, allocation,
-//! link layout and upload; then the spinor uploads and the solution's download), tune
-//! (launch geometry: 0 from the tune cache), solve, verify (the backend's true residual
+//! link layout and upload; then the spinor uploads and the solution's download; on a
+//! split lattice the longest rank's share of the problem and backend construction), tune
+//! (launch geometry: 0 from the tune cache; split: the longest rank's), solve, verify (the backend's true residual
 //! and the CPU's recomputation of ||b - D x||), write (solution and gauge files, each
 //! staged and renamed, their CRCs), and other: the rest of the total (process start,
 //! memory checks, the report's triad, building the report).
