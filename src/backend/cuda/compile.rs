@@ -250,6 +250,30 @@ fn ptx_cache() -> &'static Mutex<HashMap<CacheKey, Ptx>> {
     CACHE.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
+/// The programs NVRTC compiled in this process, in order (tests: how often it ran).
+#[cfg(test)]
+fn nvrtc_runs() -> &'static Mutex<Vec<CacheKey>> {
+    static RUNS: OnceLock<Mutex<Vec<CacheKey>>> = OnceLock::new();
+    RUNS.get_or_init(Default::default)
+}
+
+/// One lock per program: of the threads that miss the cache at once, the first compiles
+/// (or reads the disk entry) and the others wait for it and take its PTX. Ranks as threads
+/// build their backends at the same moment; without it each compiled every program, and
+/// they wrote the same disk entry through one temporary name (the process id's), so one
+/// could rename another's half-written file. It saves CPU, not wall time: a cold start on
+/// four GPUs spent 11.4 s in the module loads with and without it (validate/RESULTS.md
+/// run 161).
+fn program_lock(key: &CacheKey) -> std::sync::Arc<Mutex<()>> {
+    type Locks = Mutex<HashMap<CacheKey, std::sync::Arc<Mutex<()>>>>;
+    static LOCKS: OnceLock<Locks> = OnceLock::new();
+    let mut locks = LOCKS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    locks.entry(key.clone()).or_default().clone()
+}
+
 /// Compile (or fetch from the in-process cache) one program for `arch`.
 pub(crate) fn compile(program: &Program, arch: &str) -> Result<Ptx> {
     check_arch(arch)?;
@@ -259,12 +283,19 @@ pub(crate) fn compile(program: &Program, arch: &str) -> Result<Ptx> {
     if let Some(ptx) = ptx_cache().lock().unwrap().get(&key) {
         return Ok(ptx.clone());
     }
+    let lock = program_lock(&key);
+    let _compiling = lock.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(ptx) = ptx_cache().lock().unwrap().get(&key) {
+        return Ok(ptx.clone());
+    }
     let source = program.expanded();
     let disk = disk_entry(&source, &options);
     if let Some(ptx) = disk.as_ref().and_then(|(p, pre)| read_disk_ptx(p, pre)) {
         ptx_cache().lock().unwrap().insert(key, ptx.clone());
         return Ok(ptx);
     }
+    #[cfg(test)]
+    nvrtc_runs().lock().unwrap().push(key.clone());
     let opts = CompileOptions {
         options: options.clone(),
         name: Some(program.source.name.to_string()),
@@ -426,6 +457,61 @@ mod tests {
         // The hash is FNV-1a 64 (its published test vectors).
         assert_eq!(fnv1a(b""), 0xcbf29ce484222325);
         assert_eq!(fnv1a(b"a"), 0xaf63dc4c8601ec8c);
+    }
+
+    #[test]
+    fn threads_that_miss_at_once_compile_a_program_once() {
+        // Four threads ask at once for a program no one has compiled (a define of its own,
+        // so neither cache has it): NVRTC runs once, and all get the same PTX. Without
+        // libnvrtc every call names the library (and CI=true, where it is on the loader
+        // path, fails).
+        // SAFETY: only tries to dlopen the library by its usual names.
+        let nvrtc = unsafe { cudarc::nvrtc::sys::is_culib_present() };
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        let value: &'static str =
+            Box::leak(format!("{}{stamp}", std::process::id()).into_boxed_str());
+        let mut program = Program::plain(&BLAS1);
+        program.defines.push(("QCD_TEST_ONE_COMPILE", value));
+        let barrier = std::sync::Barrier::new(4);
+        let got: Vec<Result<String>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..4)
+                .map(|_| {
+                    s.spawn(|| {
+                        barrier.wait();
+                        compile(&program, "sm_90").map(|p| p.to_src())
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        if !nvrtc {
+            for r in &got {
+                assert!(
+                    matches!(r, Err(Error::Cuda(m)) if m.contains("libnvrtc not found")),
+                    "{:?}",
+                    r.as_ref().err()
+                );
+            }
+            eprintln!("SKIPPED: threads_that_miss_at_once_compile_a_program_once: libnvrtc is not on the loader path (see .ci/run)");
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "CI=true but libnvrtc is not on the loader path"
+            );
+            return;
+        }
+        let ptx: Vec<String> = got.into_iter().map(|r| r.unwrap()).collect();
+        assert!(ptx.iter().all(|p| p == &ptx[0] && p.contains(".entry ")));
+        let key: CacheKey = (BLAS1.name, "sm_90".into(), program.options("sm_90"));
+        let runs = nvrtc_runs()
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|k| **k == key)
+            .count();
+        assert_eq!(runs, 1, "NVRTC ran {runs} times for one program");
     }
 
     const INCLUDE_LINE: &str = "#include \"common.cuh\"";

@@ -323,6 +323,7 @@ impl Halo {
         let lattice = &gauge.lattice;
         let (anti_lo, anti_hi) = edge_masks(&partition, &lattice.boundary);
         let split: Vec<usize> = (0..NDIM).filter(|&mu| partition.is_split(mu)).collect();
+        let (step, t_step) = (crate::clock::process_seconds(), std::time::Instant::now());
         // Ghost links: send the upper face to the forward neighbour (tag mu), receive the
         // backward neighbour's.
         let mine: Vec<Vec<f64>> = split
@@ -382,6 +383,8 @@ impl Halo {
         stream
             .synchronize()
             .map_err(err("uploading the ghost links"))?;
+        crate::clock::record("halo: ghost links", step, t_step.elapsed().as_secs_f64());
+        let (step, t_step) = (crate::clock::process_seconds(), std::time::Instant::now());
         let comm = comm_stream(&gpu.ctx)?;
         let event = || {
             gpu.ctx
@@ -414,7 +417,18 @@ impl Halo {
             exchange,
             comms,
         };
+        crate::clock::record(
+            "halo: kernels and buffers",
+            step,
+            t_step.elapsed().as_secs_f64(),
+        );
+        let (step, t_step) = (crate::clock::process_seconds(), std::time::Instant::now());
         halo.warm_up(stream)?;
+        crate::clock::record(
+            "halo: warm-up exchange and capture",
+            step,
+            t_step.elapsed().as_secs_f64(),
+        );
         Ok(halo)
     }
 
