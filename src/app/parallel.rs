@@ -54,6 +54,9 @@ pub fn local_problem(problem: &Problem, p: &Partition) -> Result<Problem> {
 pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
     let c = &cfg.config;
     let grid = c.parallel.grid();
+    // The kernels' compiles, in the background while the host builds the problem (joined
+    // before the ranks start; a failure here is the ranks' to report).
+    let warm = warm_up(cfg, 0);
     let problem = if c.parallel.read == ReadMode::Slab {
         // The ranks read their slabs at once; the solve's set-up below cuts the shares
         // again from the gathered field (one process holds it anyway).
@@ -75,6 +78,9 @@ pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
         ranks = parts.len(),
         "problem ready, split into sub-lattices"
     );
+    if let Some(w) = warm {
+        timed("wait for the GPU warm-up", || w.join()).ok();
+    }
     let split = solve_split(cfg, &problem, &parts)?;
     finish_run(
         cfg,
@@ -85,6 +91,21 @@ pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
         Some(split.parallel),
         split.wall,
     )
+}
+
+/// The GPU warm-up of a split run on GPU `device` (`cuda::warm_up_split`); None on the
+/// CPU, for a seed kernel (refused later by name) or without a driver.
+fn warm_up(cfg: &LoadedConfig, device: usize) -> Option<std::thread::JoinHandle<()>> {
+    let c = &cfg.config;
+    if c.backend.device == crate::config::Device::Cpu {
+        return None;
+    }
+    let opts = super::run::cuda_options(cfg).ok()?;
+    if !opts.version.is_fast_path() {
+        return None;
+    }
+    let plan = SolvePlan::from_config(c, true);
+    crate::backend::cuda::warm_up_split(device, opts.reconstruct, plan.precision, plan.fused)
 }
 
 /// A split solve's outcome: the gathered solution and rank 0's counts, the backend's
@@ -611,6 +632,8 @@ pub fn run_launched(
         );
         footprint::check_device(&what, std::slice::from_ref(&e), &dp, opts.device)?;
     }
+    // This process's compiles, while rank 0 builds the problem and the shares travel.
+    let warm = warm_up(cfg, launch.local_rank);
     let stream = cuda::stream_on(opts.device)?;
     let nccl = SharedNccl::new(NcclComms::from_launch(stream, Some(launch))?);
     let mut io: Box<dyn Comms> = Box::new(nccl.clone());
@@ -636,6 +659,9 @@ pub fn run_launched(
         launch.launcher
     );
     let (comms, exchange) = nccl.handles();
+    if let Some(w) = warm {
+        timed("wait for the GPU warm-up", || w.join()).ok();
+    }
     let (result, times, described, wiring, wall) = cuda_rank(
         &local,
         p,

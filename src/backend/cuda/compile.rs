@@ -139,7 +139,7 @@ impl Program {
         }
     }
 
-    fn options(&self, arch: &str) -> Vec<String> {
+    pub(crate) fn options(&self, arch: &str) -> Vec<String> {
         let mut o = vec![
             format!("--gpu-architecture={arch}"),
             "-default-device".to_string(),

@@ -85,6 +85,23 @@ pub fn warm_up(
         shape.pins(mode, volume),
     )
 }
+/// `warm_up` for a rank of a split lattice on GPU `device`: the compiles only (each rank
+/// pins its own staging buffers), the halo's programs included, on background threads
+/// while the host builds the problem and cuts the shares (a cold start of a four-GPU run
+/// spent about 40 s compiling one program after another, validate/RESULTS.md runs
+/// 160-161). The ranks' own compiles wait for these (`compile::program_lock`).
+pub fn warm_up_split(
+    device: usize,
+    reconstruct: Reconstruct,
+    precision: crate::backend::Precision,
+    fused: bool,
+) -> Option<std::thread::JoinHandle<()>> {
+    device::warm_up(
+        device,
+        stencil::programs_for_split(reconstruct, precision, fused),
+        Vec::new(),
+    )
+}
 pub use fused::GRAPH_STAT;
 pub use halo::{enable_peer_access, HaloTimings, PeerCopies};
 pub use link_upload::{

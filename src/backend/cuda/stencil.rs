@@ -673,9 +673,54 @@ pub(crate) fn programs_for(
     v
 }
 
+/// `programs_for` a rank of a split lattice (kernel 3.0): the undecomposed backend's
+/// programs and the halo's, in double and, for a solve below double, in single.
+pub(crate) fn programs_for_split(
+    reconstruct: Reconstruct,
+    precision: crate::backend::Precision,
+    fused: bool,
+) -> Vec<Program> {
+    let mut v = programs_for(StencilVersion::V3_0, reconstruct, precision, fused);
+    v.push(halo_program(reconstruct, false));
+    if precision != crate::backend::Precision::Double {
+        v.push(halo_program(reconstruct, true));
+    }
+    v
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_split_runs_warm_up_compiles_what_its_ranks_load() {
+        // The programs a rank loads (the keys `compile` caches by): the backend's
+        // (`program`, the fused modules) and the halo's (`Halo::load`, double and single).
+        use crate::backend::Precision;
+        let key = |p: &Program| (p.source.name, p.options("sm_90"));
+        for r in [Reconstruct::R18, Reconstruct::R12, Reconstruct::R8] {
+            let got: Vec<_> = programs_for_split(r, Precision::Single, true)
+                .iter()
+                .map(key)
+                .collect();
+            for want in [
+                program(StencilVersion::V3_0, r, false),
+                program(StencilVersion::V3_0, r, true),
+                halo_program(r, false),
+                halo_program(r, true),
+                super::super::compile::cr_fused_program(),
+            ] {
+                assert!(got.contains(&key(&want)), "{r:?}: {}", want.label());
+            }
+            // A double solve needs no single-precision build.
+            let double: Vec<_> = programs_for_split(r, Precision::Double, true)
+                .iter()
+                .map(key)
+                .collect();
+            assert!(!double.contains(&key(&halo_program(r, true))));
+            assert!(!double.contains(&key(&program(StencilVersion::V3_0, r, true))));
+        }
+    }
 
     #[test]
     fn dot_launches_take_at_least_256_threads_full_ones_at_most_128() {
