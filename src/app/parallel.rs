@@ -54,8 +54,9 @@ pub fn local_problem(problem: &Problem, p: &Partition) -> Result<Problem> {
 pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
     let c = &cfg.config;
     let grid = c.parallel.grid();
-    // The kernels' compiles, in the background while the host builds the problem (joined
-    // before the ranks start; a failure here is the ranks' to report).
+    // The kernels' compiles, in the background while the host builds the problem and the
+    // ranks construct their backends (a rank that needs a program still compiling waits
+    // for it: `compile::program_lock`; a failure here is the ranks' to report).
     let warm = warm_up(cfg, 0);
     let problem = if c.parallel.read == ReadMode::Slab {
         // The ranks read their slabs at once; the solve's set-up below cuts the shares
@@ -78,10 +79,10 @@ pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
         ranks = parts.len(),
         "problem ready, split into sub-lattices"
     );
-    if let Some(w) = warm {
-        timed("wait for the GPU warm-up", || w.join()).ok();
-    }
     let split = solve_split(cfg, &problem, &parts)?;
+    if let Some(w) = warm {
+        w.join().ok();
+    }
     finish_run(
         cfg,
         &problem,
@@ -659,9 +660,6 @@ pub fn run_launched(
         launch.launcher
     );
     let (comms, exchange) = nccl.handles();
-    if let Some(w) = warm {
-        timed("wait for the GPU warm-up", || w.join()).ok();
-    }
     let (result, times, described, wiring, wall) = cuda_rank(
         &local,
         p,
@@ -674,6 +672,9 @@ pub fn run_launched(
         },
         c.backend.tune,
     )?;
+    if let Some(w) = warm {
+        w.join().ok();
+    }
     // Every rank's times to every rank (one all-gather), the solution to rank 0.
     let mine = [
         times.pack,
