@@ -189,7 +189,11 @@ fn parse_line(line: &str) -> Option<(TuneKey, Launch)> {
     let launch = Launch {
         block: f[8].parse().ok().filter(|&b| b > 0 && b <= 1024)?,
         multiple: f[9].parse().ok().filter(|&m| m > 0)?,
-        link_hint: f[10].parse().ok()?,
+        // A hint past 3.0's variants (`V3_LINK_HINTS`) is corrupt, not one to clamp.
+        link_hint: f[10]
+            .parse()
+            .ok()
+            .filter(|&h: &u32| (h as usize) < super::stencil::V3_LINK_HINTS.len())?,
         millis: f[11]
             .parse()
             .ok()
@@ -414,6 +418,28 @@ mod tests {
         )
         .unwrap();
         assert!(TuneCache::load(&p, "0.1.0").is_empty());
+        // So is a link hint past 3.0's three variants (0, 1, 2); the last one is kept.
+        let clean = text.replace("garbage\tline\n", "");
+        let hint = |h: u32| clean.replace("\t128\t1\t0\t", &format!("\t128\t1\t{h}\t"));
+        assert_ne!(
+            hint(2),
+            clean,
+            "the entry's block, multiple and hint columns"
+        );
+        std::fs::write(&p, hint(2)).unwrap();
+        assert_eq!(
+            TuneCache::load(&p, "0.1.0")
+                .get(&key("0.1.0"))
+                .map(|l| l.link_hint),
+            Some(2)
+        );
+        std::fs::write(&p, hint(3)).unwrap();
+        let c3 = TuneCache::load(&p, "0.1.0");
+        assert!(
+            c3.is_empty() && c3.warnings[0].contains("corrupt"),
+            "{:?}",
+            c3.warnings
+        );
         std::fs::write(&p, "not a cache\n").unwrap();
         assert!(TuneCache::load(&p, "0.1.0").warnings[0].contains("bad header"));
     }
