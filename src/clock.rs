@@ -21,11 +21,24 @@ pub struct Step {
 
 /// Run `f` and record it as a step named `name` (also logged at info level).
 pub fn timed<T>(name: &str, f: impl FnOnce() -> T) -> T {
+    timed_seconds(name, f).0
+}
+
+/// `timed`, also returning the step's seconds (for a caller that books them elsewhere too).
+pub fn timed_seconds<T>(name: &str, f: impl FnOnce() -> T) -> (T, f64) {
     let start = process_seconds();
     let t = Instant::now();
     let out = f();
-    record(name, start, t.elapsed().as_secs_f64());
-    out
+    let seconds = t.elapsed().as_secs_f64();
+    record(name, start, seconds);
+    (out, seconds)
+}
+
+/// Record a step that began at `since` and ends now (for a span of code that defines
+/// several values, which `timed`'s closure would have to hand back).
+pub fn record_since(name: &str, since: Instant) {
+    let seconds = since.elapsed().as_secs_f64();
+    record(name, process_seconds() - seconds, seconds);
 }
 
 /// Record a step measured elsewhere.

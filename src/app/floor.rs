@@ -124,9 +124,10 @@ pub struct FloorRow {
 /// 16^3x32). The graph rows have no events and warm up once.
 const STREAM_WARM: usize = crate::backend::cuda::TIME_FIRST as usize + 1;
 
-/// The directions whose links skip L1 under a geometry's link hint ("t", "none", "z,t").
+/// The directions whose links skip L1 under a geometry's link hint ("t", "none", "z,t";
+/// the backend accepted the geometry, so the hint is in range).
 fn hint_name(g: crate::backend::cuda::Geometry) -> &'static str {
-    V3_LINK_HINTS[g.link_hint.min(V3_LINK_HINTS.len() - 1)].1
+    V3_LINK_HINTS[g.link_hint].1
 }
 
 /// Seconds per call of `f`, over `repeat` calls after `warm` (at least one: compilation,

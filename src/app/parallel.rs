@@ -16,7 +16,7 @@ use super::footprint;
 use super::run::{build_problem, finish_run, solve_on_rank, SolvePlan};
 use crate::backend::cpu_decomposed::{self, DecomposedCpu};
 use crate::backend::prelude::*;
-use crate::clock::timed;
+use crate::clock::{timed, timed_seconds};
 use crate::comms::{threads::run_ranks, Comms};
 use crate::config::{Device, LoadedConfig, ReadMode};
 use crate::field::SpinorField;
@@ -24,7 +24,6 @@ use crate::geometry::partition::Partition;
 use crate::problem::{Problem, SolveResult};
 use crate::report::{ParallelReport, RankTimes, SolveReport};
 use crate::{Error, Result};
-use std::time::Instant;
 
 /// Every rank's partition of the global lattice, in rank order.
 pub fn partitions(global: [usize; 4], grid: [usize; 4]) -> Result<Vec<Partition>> {
@@ -272,11 +271,10 @@ fn run_cuda(cfg: &LoadedConfig, problem: &Problem, parts: &[Partition]) -> Resul
                             (Box::new(comms), Box::new(exchange))
                         }
                     };
-                let t = Instant::now();
-                let local = timed("the rank's share of the problem", || {
+                let (local, share) = timed_seconds("the rank's share of the problem", || {
                     local_problem(problem, p)
-                })?;
-                let share = t.elapsed().as_secs_f64();
+                });
+                let local = local?;
                 let wiring_name = match wiring {
                     Wiring::Nccl => format!("nccl {}", crate::comms::nccl::nccl_version()?),
                     Wiring::OneGpu => "device copies between sub-lattices of GPU 0 (PeerCopies), global sums over threads".to_string(),
@@ -370,11 +368,10 @@ fn cpu_rank(
     {
         let rank = comms.rank();
         let p = &parts[rank];
-        let t = Instant::now();
-        let local = timed("the rank's share of the problem", || {
+        let (local, share) = timed_seconds("the rank's share of the problem", || {
             local_problem(problem, p)
-        })?;
-        let share = t.elapsed().as_secs_f64();
+        });
+        let local = local?;
         pool.install(|| {
             let mut be = DecomposedCpu::new(p.clone(), local.gauge.clone(), local.kappa, comms)?;
             let r = solve_on_rank(&mut be, &local, plan, rank)?;
@@ -455,8 +452,7 @@ fn cuda_rank(
         wiring,
     } = links;
     let rank = p.rank();
-    let t = Instant::now();
-    let mut be = timed("construct the GPU backend (rank)", || {
+    let (be, construct) = timed_seconds("construct the GPU backend (rank)", || {
         crate::backend::cuda::CudaBackend::new_decomposed(
             &local.gauge,
             local.kappa,
@@ -465,22 +461,22 @@ fn cuda_rank(
             exchange,
             comms,
         )
-    })?;
-    let construct = t.elapsed().as_secs_f64();
+    });
+    let mut be = be?;
     // Launch geometry: collective tuning (every rank, rank 0's cache), before the halo
     // books start.
-    let t = Instant::now();
-    let tuned = if tune {
+    let (tuned, tune_seconds) = if tune {
         let layout = super::tuning::plan_layout(plan);
-        timed("tune (rank)", || {
+        let (tuned, secs) = timed_seconds("tune (rank)", || {
             super::tuning::tune_backend(&mut be, local, layout)
-        })?
+        });
+        (tuned?, secs)
     } else {
-        "config (--no-tune)".into()
+        ("config (--no-tune)".into(), 0.0)
     };
     let wall = crate::report::BackendWall {
         construct,
-        tune: t.elapsed().as_secs_f64(),
+        tune: tune_seconds,
         links: None,
     };
     tracing::info!(rank, "launch geometry: {tuned}");

@@ -157,9 +157,9 @@ impl Partition {
         }
         let local: usize = self.local_dims().iter().product();
         // Element by element over the threads, collected in place: the copy and the first
-        // touch of the new pages run in parallel (one thread spent 80% of a 786432-site
-        // gauge share on the first touch, and a 96^3x192 run's four shares took most of
-        // its 76 s set-up; validate/RESULTS.md run 156).
+        // touch of the new pages run in parallel (one thread a rank before; a 96^3x192
+        // process on four GPUs took 153 s with it and 122 s with this, validate/RESULTS.md
+        // runs 156 and 158).
         Ok((0..local * per_site)
             .into_par_iter()
             .map(|i| global[self.global_site(i / per_site) * per_site + i % per_site].clone())
@@ -208,22 +208,18 @@ pub fn gather_sites<T: Clone + Send + Sync, P: AsRef<[T]>>(
         }
     }
     // Element by element over the threads, collected in place (see `scatter_sites`): the
-    // global site's rank and its local index.
-    let (l, g) = (first.local_dims(), first.global);
+    // global site's coordinates, its rank's, and its index on that rank's sub-lattice.
+    let global = Lattice::new(first.global, super::lattice::DEFAULT_BOUNDARY)?;
+    let local_lattice = first.local_lattice(super::lattice::DEFAULT_BOUNDARY)?;
+    let l = local_lattice.dims;
     let parts: Vec<&[T]> = parts.iter().map(AsRef::as_ref).collect();
     Ok((0..volume * per_site)
         .into_par_iter()
         .map(|i| {
-            let (mut site, k) = (i / per_site, i % per_site);
-            let (mut at, mut rank_c) = ([0; NDIM], [0; NDIM]);
-            for mu in 0..NDIM {
-                let c = site % g[mu];
-                site /= g[mu];
-                rank_c[mu] = c / l[mu];
-                at[mu] = c % l[mu];
-            }
-            let x = at[0] + l[0] * (at[1] + l[1] * (at[2] + l[2] * at[3]));
-            parts[first.rank_of(rank_c)][x * per_site + k].clone()
+            let c = global.coords(i / per_site);
+            let rank = first.rank_of(std::array::from_fn(|mu| c[mu] / l[mu]));
+            let x = local_lattice.index(std::array::from_fn(|mu| c[mu] % l[mu]));
+            parts[rank][x * per_site + i % per_site].clone()
         })
         .collect())
 }

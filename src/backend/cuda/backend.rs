@@ -219,11 +219,9 @@ impl CudaBackend {
         let volume = lattice.volume();
         let mut setup = SetupTimes::default();
 
-        // The construction's parts are steps of the time line (`clock::record`): at
-        // 96^3x192 on four GPUs a rank's construction took 23 s (RESULTS run 159).
-        let (step, t_step) = (crate::clock::process_seconds(), Instant::now());
-        let ctx = open_context(opts.device)?;
-        crate::clock::record("GPU context", step, t_step.elapsed().as_secs_f64());
+        // The construction's parts are steps of the time line: at 96^3x192 on four GPUs a
+        // rank's construction took 23 s (RESULTS run 159).
+        let ctx = crate::clock::timed("GPU context", || open_context(opts.device))?;
         let device_name = ctx.name().map_err(err("reading the device name"))?;
         // The set-up's own peak (the run has checked its whole plan before).
         ensure_fits(
@@ -254,11 +252,7 @@ impl CudaBackend {
         let reorder = function(&layout_mod, "reorder_links_v16")?;
         let soa = version.link_layout() == LinkLayout::SoA;
         setup.compile_ms = t.elapsed().as_secs_f64() * 1e3;
-        crate::clock::record(
-            "GPU modules (compiled or cached, loaded)",
-            crate::clock::process_seconds() - t.elapsed().as_secs_f64(),
-            t.elapsed().as_secs_f64(),
-        );
+        crate::clock::record_since("GPU modules (compiled or cached, loaded)", t);
 
         // Allocations.
         let t = Instant::now();
@@ -303,12 +297,8 @@ impl CudaBackend {
         let reduce = ReduceBuffers::new(&stream, &ledger, reduce_blocks(volume * 12))?;
         stream.synchronize().map_err(err("allocating"))?;
         setup.alloc_ms = t.elapsed().as_secs_f64() * 1e3;
-        crate::clock::record(
-            "GPU allocations",
-            crate::clock::process_seconds() - t.elapsed().as_secs_f64(),
-            t.elapsed().as_secs_f64(),
-        );
-        let (step, t_step) = (crate::clock::process_seconds(), Instant::now());
+        crate::clock::record_since("GPU allocations", t);
+        let links_start = Instant::now();
 
         // 3.0's r18 and r12 links by default: whole sites through the pinned staging
         // buffers (or from the registered field) to a one-chunk scratch buffer, laid out
@@ -426,11 +416,7 @@ impl CudaBackend {
             }
         }
 
-        crate::clock::record(
-            "GPU links (layout and upload)",
-            step,
-            t_step.elapsed().as_secs_f64(),
-        );
+        crate::clock::record_since("GPU links (layout and upload)", links_start);
         // Build the seed versions' layout on the device.
         let t = Instant::now();
         let dims: [i32; 4] = std::array::from_fn(|mu| lattice.dims[mu] as i32);

@@ -292,9 +292,10 @@ fn upper_face_links(gauge: &GaugeField, mu: usize, elems: usize) -> Vec<f64> {
     let l = &gauge.lattice;
     let fh = l.volume() / l.dims[mu] / 2;
     let mut out = vec![0.0; 2 * 2 * elems * fh];
-    // The upper face's sites only (c[mu] = L - 1), the other three coordinates x fastest:
-    // a rank of 96^3x192 on four GPUs walked its 42.5 M sites for each split direction
-    // (the ghost links' step took 3-4 s, validate/RESULTS.md runs 160-161).
+    // The upper face's sites only (c[mu] = L - 1), the other three coordinates x fastest,
+    // not all 42.5 M sites of a rank of 96^3x192 on four GPUs for each split direction
+    // (the ghost links' step, this walk and the exchange, took 2.8-4.1 s a rank there,
+    // validate/RESULTS.md runs 160-161; not measured since).
     let others: Vec<usize> = (0..NDIM).filter(|&nu| nu != mu).collect();
     for f in 0..2 * fh {
         let mut c = [0; NDIM];
@@ -331,7 +332,7 @@ impl Halo {
         let lattice = &gauge.lattice;
         let (anti_lo, anti_hi) = edge_masks(&partition, &lattice.boundary);
         let split: Vec<usize> = (0..NDIM).filter(|&mu| partition.is_split(mu)).collect();
-        let (step, t_step) = (crate::clock::process_seconds(), std::time::Instant::now());
+        let step = std::time::Instant::now();
         // Ghost links: send the upper face to the forward neighbour (tag mu), receive the
         // backward neighbour's.
         let mine: Vec<Vec<f64>> = split
@@ -391,8 +392,8 @@ impl Halo {
         stream
             .synchronize()
             .map_err(err("uploading the ghost links"))?;
-        crate::clock::record("halo: ghost links", step, t_step.elapsed().as_secs_f64());
-        let (step, t_step) = (crate::clock::process_seconds(), std::time::Instant::now());
+        crate::clock::record_since("halo: ghost links", step);
+        let step = std::time::Instant::now();
         let comm = comm_stream(&gpu.ctx)?;
         let event = || {
             gpu.ctx
@@ -425,18 +426,10 @@ impl Halo {
             exchange,
             comms,
         };
-        crate::clock::record(
-            "halo: kernels and buffers",
-            step,
-            t_step.elapsed().as_secs_f64(),
-        );
-        let (step, t_step) = (crate::clock::process_seconds(), std::time::Instant::now());
-        halo.warm_up(stream)?;
-        crate::clock::record(
-            "halo: warm-up exchange and capture",
-            step,
-            t_step.elapsed().as_secs_f64(),
-        );
+        crate::clock::record_since("halo: kernels and buffers", step);
+        crate::clock::timed("halo: warm-up exchange and capture", || {
+            halo.warm_up(stream)
+        })?;
         Ok(halo)
     }
 

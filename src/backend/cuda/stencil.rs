@@ -312,10 +312,10 @@ impl V3Kernels {
 
     /// The entry point of a launch's mode (`column`: `full_column`'s sites per thread).
     pub fn of(&self, a: &V3Launch, column: usize) -> &CudaFunction {
-        let hint = a.link_hint.min(V3_LINK_HINTS.len() - 1);
+        // The hint is in range: every geometry passes `check_geometry` (backend.rs).
         match (a.parity, a.partials != 0, column > 1) {
-            (None, false, false) => &self.full[hint],
-            (None, false, true) => &self.full_col[hint],
+            (None, false, false) => &self.full[a.link_hint],
+            (None, false, true) => &self.full_col[a.link_hint],
             (None, true, false) => &self.full_dot,
             (None, true, true) => &self.full_dot_col,
             (Some(_), _, _) => &self.parity,
