@@ -485,6 +485,7 @@ fn cuda_rank(
     // The rank's log lines carry its number (`rank{rank=N}:`).
     let r = tracing::debug_span!("rank", rank)
         .in_scope(|| solve_on_rank(&mut be, local, plan, rank))?;
+    be.log_timeline(&format!("rank {rank}"));
     let t = be.halo_timings()?.unwrap_or_default();
     let graphs = be
         .kernel_stats()

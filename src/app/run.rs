@@ -422,6 +422,7 @@ pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
                     be.multiple()
                 );
                 let r = solve_on(&mut be, &problem, &params)?;
+                be.log_timeline("one GPU");
                 let mut gpu = timed("GPU metrics (triad)", || {
                     report::gpu_metrics(&mut be, problem.lattice.volume())
                 })?;

@@ -658,6 +658,31 @@ impl CudaBackend {
         self.core.gpu.stats().unwrap_or_default()
     }
 
+    /// The captured graphs' time line as of their last replays, logged at info level one
+    /// mark a line (`QCD_SOLVE_TIMELINE=1`, `timeline.rs`; nothing otherwise). `who`
+    /// names the backend in the lines ("rank 2").
+    pub fn log_timeline(&self, who: &str) {
+        if !super::timeline::timeline_on() {
+            return;
+        }
+        match self.core.gpu.timeline() {
+            Ok(rows) => {
+                for r in rows {
+                    tracing::info!(
+                        who,
+                        graph = r.graph,
+                        stream = if r.comm { "comm" } else { "main" },
+                        at_us = format!("{:.1}", r.at_us),
+                        step_us = format!("{:.1}", r.step_us),
+                        label = r.label,
+                        "timeline"
+                    );
+                }
+            }
+            Err(e) => tracing::warn!("the graphs' time line could not be read: {e}"),
+        }
+    }
+
     /// The operator's kernels summed into one line ("stencil 1.5").
     pub fn stencil_stats(&self) -> KernelStat {
         let all = self.core.gpu.stats().unwrap_or_default();

@@ -738,6 +738,7 @@ impl Halo {
         self.totals.bytes_exchanged += sends.iter().map(|m| m.bytes as u64).sum::<u64>();
         if !ablated("exchange") {
             self.exchange.exchange_on(&self.comm, &sends, &recvs)?;
+            gpu.mark_on(&self.comm, "exchange")?;
         }
         self.exchanged
             .record(&self.comm)
@@ -750,6 +751,7 @@ impl Halo {
         stream
             .wait(&self.exchanged)
             .map_err(err("waiting for the halo exchange"))?;
+        gpu.mark("exchange joined")?;
         if timing {
             events[3]
                 .record(&stream)

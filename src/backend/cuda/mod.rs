@@ -48,6 +48,7 @@ mod seed;
 mod staging;
 mod stencil;
 mod stencil_impl;
+mod timeline;
 mod timing;
 pub mod tune;
 pub mod version;

@@ -218,6 +218,7 @@ impl CudaBackend {
             halo.exchange
                 .all_gather_on(&stream, src, dst, 8 * CR_GATHERED)?;
         }
+        self.core.gpu.mark("all-gather")?;
         self.fused.global(&mut self.core.gpu, state, which)
     }
 

@@ -12,6 +12,7 @@
 
 use super::device::driver_err;
 use super::kernels::Kernel;
+use super::timeline::{timeline_on, Timeline, TimelineRow};
 use crate::error::Result;
 use cudarc::driver::{
     sys, CudaContext, CudaEvent, CudaFunction, CudaStream, DriverError, LaunchConfig,
@@ -163,6 +164,8 @@ pub(crate) struct GpuStream {
     /// Some while the stream is being captured into a graph: launches are only counted
     /// here (events cannot be recorded and read inside a graph).
     capture: Option<CaptureTally>,
+    /// The graphs' time line (`QCD_SOLVE_TIMELINE=1`; empty otherwise).
+    timeline: Timeline,
 }
 
 impl GpuStream {
@@ -175,12 +178,40 @@ impl GpuStream {
             books: Vec::new(),
             index: HashMap::new(),
             capture: None,
+            timeline: Timeline::default(),
         }
     }
 
     /// Start counting launches instead of timing them (the stream is being captured).
     pub fn begin_capture(&mut self) {
         self.capture = Some(CaptureTally::default());
+        if timeline_on() {
+            self.timeline.begin(&self.stream);
+        }
+    }
+
+    /// Under capture with the time line on, an event record node labelled `label` on
+    /// `stream` (this stream or one joined to its capture); otherwise nothing.
+    pub fn mark_on(&mut self, stream: &CudaStream, label: &str) -> Result<()> {
+        if self.capture.is_some() && timeline_on() {
+            self.timeline.mark(&self.ctx, stream, label)?;
+        }
+        Ok(())
+    }
+
+    /// `mark_on` this stream.
+    pub fn mark(&mut self, label: &str) -> Result<()> {
+        let stream = self.stream.clone();
+        self.mark_on(&stream, label)
+    }
+
+    /// The captured graphs' marks as of their last replays (synchronises; empty unless
+    /// `QCD_SOLVE_TIMELINE=1`).
+    pub fn timeline(&self) -> Result<Vec<TimelineRow>> {
+        self.stream
+            .synchronize()
+            .map_err(|e| driver_err("synchronising the stream", e))?;
+        Ok(self.timeline.rows())
     }
 
     /// Stop counting; what the captured launches add up to.
@@ -257,6 +288,9 @@ impl GpuStream {
             t.launches += 1;
             t.flops += kernel.flops(n);
             t.bytes += kernel.bytes(n);
+            if timeline_on() {
+                self.mark(&kernel.name())?;
+            }
             return Ok(());
         }
         self.end_work(p, kernel.flops(n), kernel.bytes(n))
@@ -413,9 +447,10 @@ pub(crate) fn launch_events() -> LaunchEvents {
 /// CR_PDL_TRIGGER 2) the full dslash took 3-8% less time (double r18 1.25x -> 1.21x,
 /// single r12 1.41x -> 1.31x of its floor), the Schur operator 3-7% less, the fused CR
 /// iteration from 0.6% more to 1.6% less; 32^3x64 within 1% (runs 110-113).
+/// Off while the graphs' time line is recorded (its event nodes sit between kernels).
 pub(crate) fn pdl() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| on_unless("QCD_SOLVE_PDL", "0"))
+    *ON.get_or_init(|| on_unless("QCD_SOLVE_PDL", "0") && !timeline_on())
 }
 
 /// An ablation switch of the environment (`QCD_SOLVE_PDL`, `QCD_SOLVE_COMM_PRIORITY`,
