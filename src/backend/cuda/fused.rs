@@ -179,6 +179,10 @@ struct CachedGraph {
     graph: CudaGraph,
     /// The launches it holds (counted at capture).
     tally: CaptureTally,
+    /// Its number in the stream's time line (`QCD_SOLVE_TIMELINE=1`; else 0) and its
+    /// launches so far.
+    timeline: u32,
+    launches: u32,
 }
 
 /// The backend's part of the fused iteration: its kernels (compiled and loaded on first
@@ -608,10 +612,15 @@ impl Fused {
 /// The stat a graph launch is booked under (its launches' flops and bytes).
 pub const GRAPH_STAT: &str = "cr graph";
 
-fn launch_graph(gpu: &mut GpuStream, g: &CachedGraph) -> Result<()> {
+fn launch_graph(gpu: &mut GpuStream, g: &mut CachedGraph) -> Result<()> {
     let pending = gpu.begin_named(GRAPH_STAT, false)?;
     g.graph.launch().map_err(err("launching a CUDA graph"))?;
-    gpu.end_work(pending, g.tally.flops, g.tally.bytes)
+    gpu.end_work(pending, g.tally.flops, g.tally.bytes)?;
+    g.launches += 1;
+    if g.timeline != 0 && g.launches == super::timeline::SNAPSHOT_AT {
+        gpu.timeline_snapshot(g.timeline)?;
+    }
+    Ok(())
 }
 
 /// `Backend::repeat` on the GPU. The first call with a (key, times) captures `times` runs
@@ -637,7 +646,7 @@ pub(crate) fn repeat<B>(
         }
         return Ok(());
     }
-    if let Some(g) = fused.graphs.get(&(key, times)) {
+    if let Some(g) = fused.graphs.get_mut(&(key, times)) {
         return launch_graph(gpu, g);
     }
     let t0 = std::time::Instant::now();
@@ -672,10 +681,13 @@ pub(crate) fn repeat<B>(
             "capturing a CUDA graph (a captured body may only queue work: no synchronisation, no host reads)",
         ))?
         .ok_or_else(|| Error::Cuda(format!("capturing CUDA graph {key} gave no graph")))?;
-    let cached = fused
-        .graphs
-        .entry((key, times))
-        .or_insert(CachedGraph { graph, tally });
+    let timeline = gpu.timeline_graph();
+    let cached = fused.graphs.entry((key, times)).or_insert(CachedGraph {
+        graph,
+        tally,
+        timeline,
+        launches: 0,
+    });
     let launched = launch_graph(gpu, cached);
     tracing::debug!(
         key,

@@ -2,16 +2,22 @@
 //! Nsight Systems): while a CUDA graph is captured, every kernel launch and every
 //! collective of the decomposed operator is followed by an event record node
 //! (cuEventRecordWithFlags with CU_EVENT_RECORD_EXTERNAL, which capture turns into a node
-//! of the graph). Each replay records those events again, so after a solve each graph's
-//! events hold its last replay: the time of every mark from the graph's first one, on the
-//! main stream or the communication stream. The nodes sit between kernels, so programmatic
+//! of the graph). Each replay records those events again; the `SNAPSHOT_AT`-th launch of
+//! each graph is read at once (`fused::repeat` synchronises after it), the others are not.
+//! After the solve: the time of every mark from the graph's first one, on the main stream
+//! or the communication stream. The nodes sit between kernels, so programmatic
 //! dependent launch is off while the time line is on (`timing::pdl`): a graph with marks is
 //! somewhat slower than without, and its gaps are upper bounds.
 
 use super::device::driver_err;
 use crate::error::Result;
 use cudarc::driver::{sys, CudaContext, CudaEvent, CudaStream};
+use std::collections::HashMap;
 use std::sync::Arc;
+
+/// The launch of each graph whose marks are kept (the first follows the capture at once;
+/// a solve's last launches run after convergence, when the kernels return at once).
+pub(crate) const SNAPSHOT_AT: u32 = 3;
 
 /// Marks kept at most (a solve captures a few graphs of a few dozen launches each).
 const MAX_MARKS: usize = 4096;
@@ -50,6 +56,8 @@ pub(crate) struct Timeline {
     graphs: u32,
     /// The stream the current capture began on.
     main: Option<sys::CUstream>,
+    /// Graphs' marks kept from an earlier replay (`snapshot`).
+    snapshots: HashMap<u32, Vec<TimelineRow>>,
 }
 
 impl Timeline {
@@ -87,41 +95,64 @@ impl Timeline {
         Ok(())
     }
 
-    /// Every graph's marks as of its last replay (the stream must be synchronised). A
-    /// graph whose events cannot be read (not replayed) is left out.
-    pub fn rows(&self) -> Vec<TimelineRow> {
-        let mut rows = Vec::new();
-        for g in 1..=self.graphs {
-            let marks: Vec<&Mark> = self.marks.iter().filter(|m| m.graph == g).collect();
-            let Some(first) = marks.first() else {
-                continue;
-            };
-            let times: Option<Vec<f64>> = marks
-                .iter()
-                .map(|m| {
-                    first
-                        .event
-                        .elapsed_ms(&m.event)
-                        .ok()
-                        .map(|ms| 1e3 * ms as f64)
-                })
-                .collect();
-            let Some(times) = times else {
-                continue;
-            };
-            rows.extend(
-                steps(&marks.iter().map(|m| m.comm).collect::<Vec<_>>(), &times).map(
-                    |(k, at_us, step_us)| TimelineRow {
-                        graph: g,
-                        label: marks[k].label.clone(),
-                        comm: marks[k].comm,
-                        at_us,
-                        step_us,
-                    },
-                ),
-            );
+    /// The graph the last capture made (0 before any).
+    pub fn current(&self) -> u32 {
+        self.graphs
+    }
+
+    /// Keep graph `g`'s marks as they are now (the stream synchronised after one of its
+    /// replays): `rows` gives these instead of the last replay's. A solve's last replays
+    /// run after convergence, when every kernel returns at once; a replay early in the
+    /// solve shows the iterations at work.
+    pub fn snapshot(&mut self, g: u32) {
+        let rows = self.graph_rows(g);
+        if !rows.is_empty() {
+            self.snapshots.insert(g, rows);
         }
-        rows
+    }
+
+    /// Every graph's marks: as kept by `snapshot`, else as of its last replay (the stream
+    /// must be synchronised). A graph whose events cannot be read (not replayed) is left
+    /// out.
+    pub fn rows(&self) -> Vec<TimelineRow> {
+        (1..=self.graphs)
+            .flat_map(|g| {
+                self.snapshots
+                    .get(&g)
+                    .cloned()
+                    .unwrap_or_else(|| self.graph_rows(g))
+            })
+            .collect()
+    }
+
+    fn graph_rows(&self, g: u32) -> Vec<TimelineRow> {
+        let marks: Vec<&Mark> = self.marks.iter().filter(|m| m.graph == g).collect();
+        let Some(first) = marks.first() else {
+            return Vec::new();
+        };
+        let times: Option<Vec<f64>> = marks
+            .iter()
+            .map(|m| {
+                first
+                    .event
+                    .elapsed_ms(&m.event)
+                    .ok()
+                    .map(|ms| 1e3 * ms as f64)
+            })
+            .collect();
+        let Some(times) = times else {
+            return Vec::new();
+        };
+        let comm: Vec<bool> = marks.iter().map(|m| m.comm).collect();
+        steps(&comm, &times)
+            .map(|(k, at_us, step_us)| TimelineRow {
+                graph: g,
+                label: marks[k].label.clone(),
+                comm: marks[k].comm,
+                at_us,
+                step_us,
+            })
+            .collect()
     }
 }
 

@@ -205,8 +205,22 @@ impl GpuStream {
         self.mark_on(&stream, label)
     }
 
-    /// The captured graphs' marks as of their last replays (synchronises; empty unless
-    /// `QCD_SOLVE_TIMELINE=1`).
+    /// The time line's number of the graph captured last (0: none, or the time line off).
+    pub fn timeline_graph(&self) -> u32 {
+        self.timeline.current()
+    }
+
+    /// Keep the marks of time-line graph `g` as of now (synchronises).
+    pub fn timeline_snapshot(&mut self, g: u32) -> Result<()> {
+        self.stream
+            .synchronize()
+            .map_err(|e| driver_err("synchronising the stream", e))?;
+        self.timeline.snapshot(g);
+        Ok(())
+    }
+
+    /// The captured graphs' marks as of their kept or last replays (synchronises; empty
+    /// unless `QCD_SOLVE_TIMELINE=1`).
     pub fn timeline(&self) -> Result<Vec<TimelineRow>> {
         self.stream
             .synchronize()
