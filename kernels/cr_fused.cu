@@ -145,34 +145,84 @@ extern "C" __global__ void cr_load_s(const float2* __restrict__ rhs, float2* __r
     cr_load(rhs, r, x, p, ap, n);
 }
 
-// The end of a reducing kernel on a decomposed lattice, one thread: if active, add the
-// ranks' sums (gathered[CR_GATHERED r ..] from rank r: its CR_LOCAL_RE, CR_LOCAL_IM,
-// CR_LOCAL_NR) in rank order and make the update of kernel `which`: 1, apply, with xr's
-// (nr, iter, hist) when an xr left its nr (CR_LOCAL_NR is CR_NO_NR after this and at
-// creation: a run's start applies the operator with no xr before it); 2, p. Every rank
-// holds the same gathered values, so every rank computes the same bits.
-extern "C" __global__ void cr_global(int which, double* s, double* hist, const double* __restrict__ gathered,
-                                     int ranks)
+// The ranks' sums in rank order and the update of reduction `which` (cr_global and
+// cr_peer_sum): rank r's CR_LOCAL_RE, CR_LOCAL_IM, CR_LOCAL_NR at g + stride r + 0, 1, 2.
+// 1, apply, with xr's (nr, iter, hist) when an xr left its nr (CR_LOCAL_NR is CR_NO_NR
+// after this and at creation: a run's start applies the operator with no xr before it);
+// 2, p. Every rank holds the same values, so every rank computes the same bits.
+template <class D>
+__device__ __forceinline__ void cr_sum_ranks(int which, double* s, double* hist, D* g, int stride, int ranks)
 {
-    if (threadIdx.x != 0 || blockIdx.x != 0 || !cr_active(s))
-        return;
-    // Rank r's three doubles, at the offsets they had in its scalar block.
-    const int re = 0, im = CR_LOCAL_IM - CR_LOCAL_RE, lnr = CR_LOCAL_NR - CR_LOCAL_RE;
-    double2 total = c_make(gathered[re], gathered[im]);
-    double nr = gathered[lnr];
+    double2 total = c_make(g[0], g[1]);
+    double nr = g[2];
     for (int r = 1; r < ranks; ++r) {
-        const double* g = gathered + CR_GATHERED * r;
-        total = c_add(total, c_make(g[re], g[im]));
-        nr += g[lnr];
+        D* q = g + stride * r;
+        total = c_add(total, c_make(q[0], q[1]));
+        nr += q[2];
     }
     if (which == 1) {
         // Every rank ran the same kernels: all or none left an nr.
-        if (gathered[lnr] != CR_NO_NR) {
+        if (g[2] != CR_NO_NR) {
             cr_finish_xr(s, hist, nr);
             s[CR_LOCAL_NR] = CR_NO_NR;
         }
         cr_finish_apply(s, total);
     } else {
         cr_finish_p(s, total.x);
+    }
+}
+
+// The end of a reducing kernel on a decomposed lattice, one thread: if active, add the
+// ranks' sums (gathered[CR_GATHERED r ..] from rank r: its CR_LOCAL_RE, CR_LOCAL_IM,
+// CR_LOCAL_NR, at the offsets they had in its scalar block) in rank order and make the
+// update of kernel `which` (cr_sum_ranks).
+extern "C" __global__ void cr_global(int which, double* s, double* hist, const double* __restrict__ gathered,
+                                     int ranks)
+{
+    if (threadIdx.x != 0 || blockIdx.x != 0 || !cr_active(s))
+        return;
+    cr_sum_ranks(which, s, hist, gathered, CR_GATHERED, ranks);
+}
+
+// cr_global with its own all-gather over peer memory, for ranks that are threads of one
+// process, each on its own GPU with access to the others' memory (src/backend/cuda/
+// halo.rs PeerSums): no NCCL collective and no second kernel. slots[q] is rank q's slot
+// buffer: two generations (the parity of the reduction's sequence number) of `ranks`
+// slots of CR_PEER_SLOT doubles (a rank's CR_LOCAL_RE, CR_LOCAL_IM, CR_LOCAL_NR, then the
+// sequence number), and at CR_PEER_SLOT * 2 * ranks the owner's last sequence number.
+// Thread q < ranks writes this rank's three values into rank q's buffer, fences, then
+// writes the sequence number; then waits until rank q's slot in this rank's buffer holds
+// the same sequence number. A generation is written again two reductions later, when
+// every rank has finished reading it (each finished the reduction in between, which
+// needed this rank's values of it). One block of 32 threads (ranks <= 32); inactive: no
+// rank writes, waits or counts, as every rank holds the same `active`.
+#define CR_PEER_SLOT 4
+extern "C" __global__ void cr_peer_sum(int which, double* s, double* hist, const unsigned long long* __restrict__ slots,
+                                       int rank, int ranks)
+{
+    if (blockIdx.x != 0 || !cr_active(s))
+        return;
+    double* mine = (double*)slots[rank];
+    double* last = mine + CR_PEER_SLOT * 2 * ranks;
+    const double seq = *last + 1.0;
+    const int gen = ((long long)seq) & 1;
+    const int q = threadIdx.x;
+    if (q < ranks) {
+        volatile double* dst = (volatile double*)slots[q] + (size_t)CR_PEER_SLOT * (gen * ranks + rank);
+        dst[0] = s[CR_LOCAL_RE];
+        dst[1] = s[CR_LOCAL_IM];
+        dst[2] = s[CR_LOCAL_NR];
+        __threadfence_system();
+        dst[3] = seq;
+        volatile double* src = (volatile double*)mine + (size_t)CR_PEER_SLOT * (gen * ranks + q);
+        while (src[3] != seq) {
+        }
+    }
+    __syncthreads();
+    __threadfence_system();
+    if (q == 0) {
+        cr_sum_ranks(which, s, hist, (volatile double*)mine + (size_t)CR_PEER_SLOT * gen * ranks, CR_PEER_SLOT,
+                     ranks);
+        *last = seq;
     }
 }

@@ -413,6 +413,107 @@ fn the_fused_cr_over_nccl_runs_in_graphs_and_follows_one_gpu() {
     }
 }
 
+/// The fused CR's sums over peer memory (`cr_peer_sum`, `SharedNccl::in_one_process`)
+/// against NCCL's all-gather and `cr_global` (`SharedNccl::new`), one rank on GPU 0 (its
+/// own buffer is its only peer's): the same sums in the same order, so the same bits:
+/// equal iterations and equal histories, in graphs (the solves launch some) and over
+/// several runs of the same backends (the sequence numbers carry on between runs).
+#[test]
+fn peer_sums_give_the_bits_of_the_nccl_all_gathers() {
+    use qcd_solve::backend::cuda::{
+        local_gauge, stream_on, CudaBackend, CudaOptions, StencilVersion,
+    };
+    use qcd_solve::backend::prelude::*;
+    use qcd_solve::backend::{Layout, Subset};
+    use qcd_solve::backend::{Operator, Precision};
+    use qcd_solve::comms::nccl::SharedNccl;
+    use qcd_solve::field::{GaugeField, SpinorField};
+    use qcd_solve::geometry::lattice::{Lattice, DEFAULT_BOUNDARY};
+    use qcd_solve::geometry::partition::Partition;
+    use qcd_solve::solver::{solve, Method, SolveSpec, StopReason, StopRules};
+
+    let _ = gpu();
+    let l = Lattice::new([8, 8, 8, 16], DEFAULT_BOUNDARY).unwrap();
+    let gauge = GaugeField::random(&l, 7);
+    let source = SpinorField::random(l.volume(), 7, 1 << 40);
+    let o = CudaOptions {
+        version: StencilVersion::V3_0,
+        coarse_block: 128,
+        ..CudaOptions::default()
+    };
+    let kappa = 0.12;
+    let backend = |peer: bool| {
+        let p = Partition::new(l.dims, [1, 1, 1, 1], 0).unwrap();
+        let id = qcd_solve::comms::nccl::new_unique_id().unwrap();
+        let nccl = NcclComms::new(stream_on(0).unwrap(), 0, 1, &id).unwrap();
+        let shared = if peer {
+            SharedNccl::in_one_process(nccl)
+        } else {
+            SharedNccl::new(nccl)
+        };
+        let (comms, exchange) = shared.handles();
+        CudaBackend::new_decomposed(
+            &local_gauge(&gauge, &p).unwrap(),
+            kappa,
+            &o,
+            p,
+            exchange,
+            comms,
+        )
+        .unwrap()
+    };
+    let mut nccl = backend(false);
+    let mut peer = backend(true);
+    assert!(
+        !nccl.peer_sums() && peer.peer_sums(),
+        "the wiring picks the sums"
+    );
+    let rhs_host = source.gamma5();
+    for (even_odd, prec) in [
+        (true, Precision::Single),
+        (false, Precision::Double),
+        (true, Precision::Single),
+    ] {
+        let mut s = SolveSpec::new(Method::Cr, StopRules::new(1e-10, 2000));
+        s.fused = true;
+        s.check_every = 10;
+        s.even_odd = even_odd;
+        s.precision = prec;
+        let run = |b: &mut CudaBackend| {
+            let subset = if even_odd { Subset::Even } else { Subset::Full };
+            b.prepare(Layout::new(subset, prec), true).unwrap();
+            b.reset_stats().unwrap();
+            let rhs = b.upload(&rhs_host).unwrap();
+            let src = b.upload(&source).unwrap();
+            let out = solve(b, &s, Operator::G5D, &rhs, Some(&src), &mut |_, _| {}).unwrap();
+            let stats = b.kernel_stats();
+            let count = |name: &str| {
+                stats
+                    .iter()
+                    .find(|k| k.name == name)
+                    .map_or(0, |k| k.launches)
+            };
+            let counts = (count("cr graph"), count("cr_peer_sum"));
+            b.forget_graphs();
+            (out.iterations, out.history, out.reason, counts)
+        };
+        let (ni, nh, nr, (ngraphs, npeer)) = run(&mut nccl);
+        let (pi, ph, pr, (pgraphs, ppeer)) = run(&mut peer);
+        eprintln!(
+            "peer sums, even_odd={even_odd} {prec:?}: {pi} iterations (NCCL {ni}), {pgraphs} graph launches (NCCL {ngraphs}), {ppeer} eager cr_peer_sum launches"
+        );
+        assert_eq!((nr, pr), (StopReason::Converged, StopReason::Converged));
+        assert!(pgraphs > 0, "no CUDA graph was launched");
+        assert_eq!(npeer, 0, "the NCCL backend launched cr_peer_sum");
+        assert_eq!(pi, ni, "iterations");
+        assert_eq!(
+            ph.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            nh.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            "histories differ"
+        );
+    }
+}
+
 #[test]
 fn from_launch_with_one_rank_needs_no_master() {
     let stream = gpu();

@@ -186,6 +186,8 @@ fn run_cuda(cfg: &LoadedConfig, problem: &Problem, parts: &[Partition]) -> Resul
         ));
     };
     let local_lattice = parts[0].local_lattice(problem.lattice.boundary)?;
+    // Ranks on NCCL whose fused CR sums go over peer memory (`cuda::peer_sums_requested`).
+    let mut peer_sums = false;
     match wiring {
         Wiring::OneGpu => {
             tracing::warn!(
@@ -207,6 +209,14 @@ fn run_cuda(cfg: &LoadedConfig, problem: &Problem, parts: &[Partition]) -> Resul
         Wiring::Nccl | Wiring::Copies => {
             if wiring == Wiring::Nccl {
                 crate::comms::nccl::require_nccl()?;
+                if cuda::peer_sums_requested() {
+                    match cuda::enable_peer_access(ranks)?.first() {
+                        None => peer_sums = true,
+                        Some((a, b)) => tracing::warn!(
+                            "GPU {a} cannot reach GPU {b}'s memory: the fused CR's sums go through NCCL's all-gathers"
+                        ),
+                    }
+                }
             } else {
                 if let Some((a, b)) = cuda::enable_peer_access(ranks)?.first() {
                     return Err(Error::invalid(
@@ -258,7 +268,11 @@ fn run_cuda(cfg: &LoadedConfig, problem: &Problem, parts: &[Partition]) -> Resul
                         Some(id) => {
                             let stream = cuda::stream_on(o.device)?;
                             let nccl = crate::comms::nccl::NcclComms::new(stream, rank, ranks, id)?;
-                            crate::comms::nccl::SharedNccl::new(nccl).handles()
+                            if peer_sums {
+                                crate::comms::nccl::SharedNccl::in_one_process(nccl).handles()
+                            } else {
+                                crate::comms::nccl::SharedNccl::new(nccl).handles()
+                            }
                         }
                         None => {
                             let (exchange, comms) = one_gpu

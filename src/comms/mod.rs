@@ -200,6 +200,13 @@ pub trait DeviceExchange: Send {
     fn capturable(&self) -> bool {
         false
     }
+
+    /// Whether every rank is a thread of this process on its own GPU, each GPU able to
+    /// reach the others' memory (peer access enabled, pools shared): device addresses can
+    /// then be handed between the ranks (the fused CR's `cr_peer_sum`).
+    fn peer_memory(&self) -> bool {
+        false
+    }
 }
 
 /// The tag of `DeviceExchange::all_gather_on`'s messages (face tags are 0..8).

@@ -811,15 +811,32 @@ impl DeviceExchange for NcclComms {
 /// One NCCL communicator serving a rank as both its host `Comms` (global sums) and its
 /// `DeviceExchange` (faces): the two handles share it, one call at a time.
 #[derive(Clone)]
-pub struct SharedNccl(Arc<std::sync::Mutex<NcclComms>>);
+pub struct SharedNccl {
+    comms: Arc<std::sync::Mutex<NcclComms>>,
+    /// `DeviceExchange::peer_memory` (set by `in_one_process`).
+    peer_memory: bool,
+}
 
 impl SharedNccl {
     pub fn new(comms: NcclComms) -> SharedNccl {
-        SharedNccl(Arc::new(std::sync::Mutex::new(comms)))
+        SharedNccl {
+            comms: Arc::new(std::sync::Mutex::new(comms)),
+            peer_memory: false,
+        }
+    }
+
+    /// `new` for a rank that is a thread of this process on its own GPU, where the caller
+    /// has given every GPU of the communicator access to the others' memory
+    /// (`DeviceExchange::peer_memory`).
+    pub fn in_one_process(comms: NcclComms) -> SharedNccl {
+        SharedNccl {
+            peer_memory: true,
+            ..SharedNccl::new(comms)
+        }
     }
 
     fn lock(&self) -> Result<std::sync::MutexGuard<'_, NcclComms>> {
-        self.0
+        self.comms
             .lock()
             .map_err(|_| Error::internal("the NCCL communicator's lock was poisoned"))
     }
@@ -882,6 +899,9 @@ impl DeviceExchange for SharedNccl {
     }
     fn capturable(&self) -> bool {
         true
+    }
+    fn peer_memory(&self) -> bool {
+        self.peer_memory
     }
 }
 

@@ -96,6 +96,15 @@ impl CudaBackend {
         Ok(b)
     }
 
+    /// Whether the fused CR's reductions end in `cr_peer_sum` (over peer memory) rather
+    /// than an all-gather and `cr_global`.
+    pub fn peer_sums(&self) -> bool {
+        self.core
+            .halo
+            .as_ref()
+            .is_some_and(|h| h.peer_sums.is_some())
+    }
+
     /// The partition of a decomposed backend (None on one GPU alone).
     pub fn partition(&self) -> Option<&Partition> {
         self.core.halo.as_ref().map(|h| &h.partition)

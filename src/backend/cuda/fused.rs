@@ -173,6 +173,7 @@ struct FusedKernels {
     load_d: CudaFunction,
     load_s: CudaFunction,
     global: CudaFunction,
+    peer_sum: CudaFunction,
 }
 
 struct CachedGraph {
@@ -329,6 +330,7 @@ impl Fused {
                 load_d: function(&module, "cr_load_d")?,
                 load_s: function(&module, "cr_load_s")?,
                 global: function(&module, "cr_global")?,
+                peer_sum: function(&module, "cr_peer_sum")?,
             });
         }
         Ok(self.kernels.as_ref().unwrap())
@@ -599,6 +601,47 @@ impl Fused {
             &k.global,
             cfg,
             [&w, scalars, history, &*gathered, &n]
+        );
+        Ok(())
+    }
+
+    /// `global` with the all-gather done by the kernel itself over peer memory
+    /// (kernels/cr_fused.cu `cr_peer_sum`): `slots` is the device address of the ranks'
+    /// slot-buffer addresses (`halo::PeerSums`), this rank `rank` of `ranks`. Every rank
+    /// must launch it at the same point of its sequence of reductions. A no-op for an
+    /// undecomposed state.
+    pub fn peer_sum(
+        &mut self,
+        gpu: &mut GpuStream,
+        state: &mut DeviceCrState,
+        which: CrReduction,
+        slots: u64,
+        rank: usize,
+    ) -> Result<()> {
+        let ranks = state.ranks();
+        let k = self.kernels(gpu)?;
+        let DeviceCrState {
+            scalars,
+            history,
+            gathered,
+            ..
+        } = state;
+        if gathered.is_none() {
+            return Ok(());
+        }
+        let cfg = LaunchConfig {
+            grid_dim: (1, 1, 1),
+            block_dim: (32, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let (w, r, n) = (which as i32, rank as i32, ranks as i32);
+        launch!(
+            gpu,
+            Kernel::CrPeerSum,
+            ranks,
+            &k.peer_sum,
+            cfg,
+            [&w, scalars, history, &slots, &r, &n]
         );
         Ok(())
     }

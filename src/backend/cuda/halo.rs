@@ -141,6 +141,74 @@ pub(crate) struct Halo {
     /// rank, made at construction and on the books (`Purpose::Halo`).
     gathered: CudaSlice<f64>,
     _gathered_booking: Booking,
+    /// The fused CR's sums over peer memory (`cr_peer_sum`), where the exchange has it.
+    pub peer_sums: Option<PeerSums>,
+}
+
+/// Doubles of a rank's slot in `cr_peer_sum`'s buffers (kernels/cr_fused.cu CR_PEER_SLOT).
+pub(crate) const PEER_SLOT: usize = 4;
+
+/// Bytes of a rank's `PeerSums`: its slot buffer (two generations of `ranks` slots and its
+/// sequence number) and the table of the ranks' buffer addresses.
+pub(crate) fn peer_sums_bytes(ranks: usize) -> u64 {
+    (8 * (2 * ranks * PEER_SLOT + 1) + 8 * ranks) as u64
+}
+
+/// Whether ranks as threads on several GPUs over NCCL end the fused CR's reductions with
+/// `cr_peer_sum` (the all-gather and the sum in one kernel, over peer memory) instead of
+/// NCCL's all-gather and `cr_global`: `QCD_SOLVE_PEER_SUMS=1` (read once per process).
+pub fn peer_sums_requested() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| super::timing::on_if("QCD_SOLVE_PEER_SUMS", "1"))
+}
+
+/// A rank's part of `cr_peer_sum`: its slot buffer, which the other ranks write, and the
+/// ranks' buffer addresses in rank order (exchanged once through the host communicator:
+/// the ranks are threads of one process, so the addresses are valid in all of them).
+pub(crate) struct PeerSums {
+    _slots: CudaSlice<f64>,
+    table: CudaSlice<u64>,
+    pub rank: usize,
+    _booking: Booking,
+}
+
+impl PeerSums {
+    fn new(
+        stream: &Arc<CudaStream>,
+        comms: &mut dyn Comms,
+        ranks: usize,
+        ledger: &Ledger,
+    ) -> Result<Self> {
+        let slots = stream
+            .alloc_zeros::<f64>(2 * ranks * PEER_SLOT + 1)
+            .map_err(err("allocating the peer sums' slots"))?;
+        stream
+            .synchronize()
+            .map_err(err("allocating the peer sums' slots"))?;
+        let mine = raw(&slots, stream);
+        let all = comms.all_gather(&[f64::from_bits(mine)])?;
+        let addresses: Vec<u64> = all.iter().map(|a| a.to_bits()).collect();
+        if addresses.len() != ranks {
+            return Err(Error::internal("the peer sums' table has a wrong length"));
+        }
+        let table = stream
+            .clone_htod(&addresses)
+            .map_err(err("uploading the peer sums' table"))?;
+        stream
+            .synchronize()
+            .map_err(err("uploading the peer sums' table"))?;
+        Ok(PeerSums {
+            _slots: slots,
+            table,
+            rank: comms.rank(),
+            _booking: ledger.book(Purpose::Halo, peer_sums_bytes(ranks)),
+        })
+    }
+
+    /// The device address of the ranks' buffer addresses.
+    pub fn table(&self, stream: &CudaStream) -> u64 {
+        raw(&self.table, stream)
+    }
 }
 
 /// A long split solve times every application: once this many are pending, the oldest
@@ -405,6 +473,11 @@ impl Halo {
         let gathered = stream
             .alloc_zeros::<f64>(GATHER_DOUBLES * ranks)
             .map_err(err("allocating the global sums' buffer"))?;
+        let peer_sums = if exchange.peer_memory() {
+            Some(PeerSums::new(stream, comms.as_mut(), ranks, ledger)?)
+        } else {
+            None
+        };
         let mut halo = Halo {
             split_mask: split.iter().map(|&mu| 1 << mu).sum(),
             anti_lo,
@@ -422,6 +495,7 @@ impl Halo {
             totals: HaloTimings::default(),
             gathered,
             _gathered_booking: ledger.book(Purpose::Halo, gathered_bytes(ranks)),
+            peer_sums,
             partition,
             exchange,
             comms,

@@ -104,6 +104,9 @@ pub enum Kernel {
     /// The end of a fused CR reduction on a decomposed lattice: n ranks' sums added in
     /// rank order and the scalar update (one thread).
     CrGlobal,
+    /// `CrGlobal` with its own all-gather over peer memory (kernels/cr_fused.cu
+    /// cr_peer_sum, n ranks: threads of one process on their own GPUs).
+    CrPeerSum,
     /// The fused BiCGStab (kernels/bicgstab_fused.cu) over n complex numbers: the start
     /// (r = r0 = p = rhs, x = 0, rho = (rhs|rhs)), alpha = rho / (r0|v), s = r - alpha v,
     /// omega = (t|s) / (t|t), the x and r update with (r|r) and (r0|r), and the p update.
@@ -284,6 +287,7 @@ impl Kernel {
             Kernel::CrP(p) => format!("cr_p ({})", precision_name(*p)),
             Kernel::CrLoad(p) => format!("cr_load ({})", precision_name(*p)),
             Kernel::CrGlobal => "cr_global".into(),
+            Kernel::CrPeerSum => "cr_peer_sum".into(),
             Kernel::BiStart(p) => format!("bi_start ({})", precision_name(*p)),
             Kernel::BiAlpha(p) => format!("bi_alpha ({})", precision_name(*p)),
             Kernel::BiS(p) => format!("bi_s ({})", precision_name(*p)),
@@ -394,7 +398,7 @@ impl Kernel {
             Kernel::CrLoad(_) => 0,
             // n - 1 complex and n - 1 real additions (apply's sum and xr's nr) and at most
             // a complex division.
-            Kernel::CrGlobal => 3 * nn.saturating_sub(1) + 11,
+            Kernel::CrGlobal | Kernel::CrPeerSum => 3 * nn.saturating_sub(1) + 11,
             // Per element: conj(b) b as a complex product (6, as kernels/bicgstab_fused.cu
             // bi_start computes it) and its complex sum (2); the last block stores rho.
             Kernel::BiStart(_) => 8 * nn + cr_reduction_flops(n, 0),
@@ -467,6 +471,8 @@ impl Kernel {
             Kernel::CrLoad(p) => 5 * complex_bytes(*p == Precision::Single) * nn,
             // The n ranks' gathered sums (three doubles each) and the scalar block.
             Kernel::CrGlobal => 24 * nn + 8 * CR_SCALARS as u64,
+            // Its slot (four doubles) written to each of the n ranks and their n slots read.
+            Kernel::CrPeerSum => 64 * nn + 8 * CR_SCALARS as u64,
             // Fields read and written per element; each reducing launch writes its
             // partials (16 B per sum per block) and its last block reads them; the
             // scalar block counted once.

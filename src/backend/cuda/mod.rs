@@ -104,7 +104,7 @@ pub fn warm_up_split(
     )
 }
 pub use fused::GRAPH_STAT;
-pub use halo::{enable_peer_access, HaloTimings, PeerCopies};
+pub use halo::{enable_peer_access, peer_sums_requested, HaloTimings, PeerCopies};
 pub use link_upload::{
     bench as bench_link_upload, variant_name as link_upload_variant, LinkUpload, UploadBenchRow,
     LINK_UPLOAD_ENV,

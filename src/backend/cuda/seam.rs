@@ -197,12 +197,19 @@ impl CudaBackend {
     /// On a decomposed lattice, the end of a fused CR reduction: every rank's partials
     /// (the scalar block's CR_LOCAL_RE, CR_LOCAL_IM and CR_LOCAL_NR) all-gathered on the
     /// device (NCCL, or device copies), then added in rank order by `cr_global`, all
-    /// enqueued (capturable where the exchange is). A no-op on one GPU.
+    /// enqueued (capturable where the exchange is); where the ranks share peer memory
+    /// (`Halo::peer_sums`), both in one `cr_peer_sum` launch. A no-op on one GPU.
     fn cr_global(&mut self, state: &mut DeviceCrState, which: CrReduction) -> Result<()> {
         let Some(halo) = &mut self.core.halo else {
             return Ok(());
         };
         let stream = self.core.gpu.stream.clone();
+        if let Some(peer) = &halo.peer_sums {
+            let (slots, rank) = (peer.table(&stream), peer.rank);
+            return self
+                .fused
+                .peer_sum(&mut self.core.gpu, state, which, slots, rank);
+        }
         let Some(gathered) = &state.gathered else {
             return Err(Error::internal(
                 "a fused CR state made for one GPU used on a decomposed lattice",
