@@ -179,6 +179,7 @@ __device__ __forceinline__ void cr_sum_ranks(int which, double* s, double* hist,
 extern "C" __global__ void cr_global(int which, double* s, double* hist, const double* __restrict__ gathered,
                                      int ranks)
 {
+    qcd_pdl_wait();
     if (threadIdx.x != 0 || blockIdx.x != 0 || !cr_active(s))
         return;
     cr_sum_ranks(which, s, hist, gathered, CR_GATHERED, ranks);
@@ -200,6 +201,7 @@ extern "C" __global__ void cr_global(int which, double* s, double* hist, const d
 extern "C" __global__ void cr_peer_sum(int which, double* s, double* hist, const unsigned long long* __restrict__ slots,
                                        int rank, int ranks)
 {
+    qcd_pdl_wait();
     if (blockIdx.x != 0 || !cr_active(s))
         return;
     double* mine = (double*)slots[rank];

@@ -201,6 +201,7 @@ extern "C" __global__ void __launch_bounds__(V3_MAX_BLOCK)
                   const real2* __restrict__ y, double* __restrict__ s, double2* __restrict__ partials,
                   unsigned* __restrict__ ticket)
 {
+    qcd_pdl_wait(); // before the first read (launched with PDL after the interior)
     if (s && !cr_active(s))
         return; // uniform: every thread of every block
     const Dims d = make_dims(lx, ly, lz, lt);
@@ -251,6 +252,7 @@ extern "C" __global__ void __launch_bounds__(V3_MAX_BLOCK)
                       const real2* __restrict__ y, double* __restrict__ s, double2* __restrict__ partials,
                       unsigned* __restrict__ ticket)
 {
+    qcd_pdl_wait(); // before the first read (launched with PDL after the interior)
     if (s && !cr_active(s))
         return; // uniform: every thread of every block
     const Dims d = make_dims(lx, ly, lz, lt);

@@ -15,6 +15,7 @@ use super::compile::cr_fused_program;
 use super::device::{driver_err, function, load_module};
 use super::field::{RawField, RawFieldMut};
 use super::kernels::Kernel;
+use super::stencil::dptr;
 use super::timing::{launch, launch_values, CaptureTally, GpuStream};
 use crate::backend::ledger::{Booking, Ledger, Purpose};
 use crate::backend::{CrScalars, Precision};
@@ -594,13 +595,19 @@ impl Fused {
             shared_mem_bytes: 0,
         };
         let (w, n) = (which as i32, ranks as i32);
-        launch!(
+        let stream = gpu.stream.clone();
+        let (scalars, history, gathered) = (
+            dptr(scalars, &stream),
+            dptr(history, &stream),
+            dptr(gathered, &stream),
+        );
+        launch_values!(
             gpu,
             Kernel::CrGlobal,
             ranks,
             &k.global,
             cfg,
-            [&w, scalars, history, &*gathered, &n]
+            [&w, &scalars, &history, &gathered, &n]
         );
         Ok(())
     }
@@ -635,13 +642,15 @@ impl Fused {
             shared_mem_bytes: 0,
         };
         let (w, r, n) = (which as i32, rank as i32, ranks as i32);
-        launch!(
+        let stream = gpu.stream.clone();
+        let (scalars, history) = (dptr(scalars, &stream), dptr(history, &stream));
+        launch_values!(
             gpu,
             Kernel::CrPeerSum,
             ranks,
             &k.peer_sum,
             cfg,
-            [&w, scalars, history, &slots, &r, &n]
+            [&w, &scalars, &history, &slots, &r, &n]
         );
         Ok(())
     }
