@@ -187,6 +187,32 @@ pub trait Space {
     ) -> Result<f64> {
         residual_converted_in_steps(self, b, r, low)
     }
+
+    /// Queue `body`'s work (it may only queue: no host reads). A backend may record the
+    /// first call under `key` (a CUDA graph) and replay the record at later calls with the
+    /// same key: the caller promises that equal keys mean the same work on the same
+    /// fields, and calls `forget_records` before those fields are freed. The default runs
+    /// `body`.
+    fn queue_recorded(
+        &mut self,
+        key: u64,
+        body: &mut dyn FnMut(&mut Self) -> Result<()>,
+    ) -> Result<()>
+    where
+        Self: Sized,
+    {
+        let _ = key;
+        body(self)
+    }
+
+    /// Drop what `queue_recorded` recorded (the default records nothing).
+    fn forget_records(&mut self) {}
+}
+
+/// Keys for `Space::queue_recorded` (from 2^50: apart from the solvers' graph keys).
+pub fn next_record_key() -> u64 {
+    static KEY: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1 << 50);
+    KEY.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 /// `Space::add_converted` by its parts (convert, axpy): the default, and the fallback of a

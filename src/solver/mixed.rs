@@ -47,6 +47,8 @@ pub fn solve<S: Space, A: LinearOperator<S>, I: Iterate<S>>(
     // Restarts after a stalled inner run (see below) and the last true (r|r).
     let mut stalled_before = false;
     let mut last_true = nr_start;
+    // The reliable updates' record: the same fields (xs, xd, scratch) for this solve.
+    let record_key = crate::linalg::next_record_key();
     tracing::debug!(
         us = super::micros_since(&clock),
         "mixed: fields, conversion and norm"
@@ -79,12 +81,23 @@ pub fn solve<S: Space, A: LinearOperator<S>, I: Iterate<S>>(
             Verdict::Handoff => {}
             Verdict::Continue => return Err(Error::internal("a solver run ended on Continue")),
         }
-        // The reliable update: fold x_s into x_d, recompute r in double.
+        // The reliable update: fold x_s into x_d, recompute r in double. From the second
+        // on, its queued part is one record (a CUDA graph: on a split lattice its
+        // exchanges are then not queued one by one by each rank's host); the first runs
+        // as it comes, so that whatever the double operator makes on first use is made
+        // outside a record.
         let xs = inner
             .solution()
             .ok_or_else(|| Error::internal("reliable update without an inner solution"))?;
-        space.add_converted(xs, &mut xd, &mut scratch)?;
-        op.apply(space, &mut scratch, &xd)?;
+        let mut update = |sp: &mut S| -> Result<()> {
+            sp.add_converted(xs, &mut xd, &mut scratch)?;
+            op.apply(sp, &mut scratch, &xd)
+        };
+        if stats.reliable_updates == 0 {
+            update(space)?;
+        } else {
+            space.queue_recorded(record_key, &mut update)?;
+        }
         applications += op.stencil_applications();
         tracing::debug!(
             us = super::micros_since(&t),
@@ -114,6 +127,7 @@ pub fn solve<S: Space, A: LinearOperator<S>, I: Iterate<S>>(
         nr0 = Some(nr_true);
     };
     inner.release(space);
+    space.forget_records();
     monitor.handoff_below = None;
     Ok(SolveOutcome {
         x: xd,

@@ -160,6 +160,23 @@ impl Space for CudaBackend {
         }
         crate::linalg::residual_converted_in_steps(self, b, r, low)
     }
+
+    /// A CUDA graph where `FusedCr::repeat` records (kernel 3.0; on a decomposed lattice
+    /// an exchange that can be captured), unless `QCD_SOLVE_RECORD_UPDATES=0`.
+    fn queue_recorded(
+        &mut self,
+        key: u64,
+        body: &mut dyn FnMut(&mut Self) -> Result<()>,
+    ) -> Result<()> {
+        if !super::timing::on_unless("QCD_SOLVE_RECORD_UPDATES", "0") {
+            return body(self);
+        }
+        <Self as FusedCr>::repeat(self, key, 1, body)
+    }
+
+    fn forget_records(&mut self) {
+        self.fused.forget_graphs();
+    }
 }
 
 impl WilsonKernels for CudaBackend {
