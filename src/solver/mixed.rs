@@ -82,10 +82,9 @@ pub fn solve<S: Space, A: LinearOperator<S>, I: Iterate<S>>(
             Verdict::Continue => return Err(Error::internal("a solver run ended on Continue")),
         }
         // The reliable update: fold x_s into x_d, recompute r in double. From the second
-        // on, its queued part is one record (a CUDA graph: on a split lattice its
-        // exchanges are then not queued one by one by each rank's host); the first runs
-        // as it comes, so that whatever the double operator makes on first use is made
-        // outside a record.
+        // on, its queued part goes through `queue_recorded` (where the backend records:
+        // one CUDA graph); the first runs as it comes, so that whatever the double
+        // operator makes on first use is made outside a record.
         let xs = inner
             .solution()
             .ok_or_else(|| Error::internal("reliable update without an inner solution"))?;
