@@ -2,7 +2,8 @@
 # Session 22, run 169 (nvidia-h200-x4): issue 16's four-GPU points with this session's
 # defaults (the fused CR's sums over peer memory, the exterior kernels under PDL):
 # `scale --gpus 1,2,4` along t and as z-t (charts and tables to $OUT), then the main job's
-# weak points three times each (w1, w4 t, w4 z-t) for the medians.
+# weak points three times each (w1, w4 t, w4 z-t) for the medians; strong 64^3x128 on 2
+# and 4.
 set -uo pipefail
 source validate/device-env.sh
 stamp
@@ -25,5 +26,9 @@ for rep in 1 2 3; do
     one $t base$rep
     one $zt base$rep
 done
+# Strong 64^3x128, 2 -> 4 GPUs (glibc's huge pages for the host's arrays, as the README says).
+export GLIBC_TUNABLES=glibc.malloc.hugetlb=1
+one s2 64x64x64x128 1,1,1,2 0,1
+one s4 64x64x64x128 1,1,2,2 0,1,2,3
 grep -h "rror\|panick\|cannot reach" $b/log-* | sort | uniq -c | head
 stamp
