@@ -28,7 +28,7 @@ for rep in 1 2 3; do
 done
 # Strong 64^3x128, 2 -> 4 GPUs (glibc's huge pages for the host's arrays, as the README says).
 export GLIBC_TUNABLES=glibc.malloc.hugetlb=1
-one s2 64x64x64x128 1,1,1,2 0,1
-one s4 64x64x64x128 1,1,2,2 0,1,2,3
+one s2 64x64x64x128 1,1,1,2 0,1 base
+one s4 64x64x64x128 1,1,2,2 0,1,2,3 base
 grep -h "rror\|panick\|cannot reach" $b/log-* | sort | uniq -c | head
 stamp
