@@ -51,6 +51,9 @@
 #define CR_GATHERED (CR_LOCAL_NR - CR_LOCAL_RE + 1)
 // CR_LOCAL_NR when no xr has left its nr since the last apply (a norm is never negative).
 #define CR_NO_NR (-1.0)
+// Doubles of a rank's slot in cr_peer_sum's buffers (cr_fused.cu): its CR_LOCAL_RE,
+// CR_LOCAL_IM, CR_LOCAL_NR and the reduction's sequence number.
+#define CR_PEER_SLOT 4
 
 // Ticket counters, one per reducing kernel of the iteration (unsigned[CR_TICKETS]).
 #define CR_TICKET_XR 0

@@ -190,14 +190,14 @@ extern "C" __global__ void cr_global(int which, double* s, double* hist, const d
 // halo.rs PeerSums): no NCCL collective and no second kernel. slots[q] is rank q's slot
 // buffer: two generations (the parity of the reduction's sequence number) of `ranks`
 // slots of CR_PEER_SLOT doubles (a rank's CR_LOCAL_RE, CR_LOCAL_IM, CR_LOCAL_NR, then the
-// sequence number), and at CR_PEER_SLOT * 2 * ranks the owner's last sequence number.
+// sequence number; CR_PEER_SLOT, cr_device.cuh), and at CR_PEER_SLOT * 2 * ranks the
+// owner's last sequence number.
 // Thread q < ranks writes this rank's three values into rank q's buffer, fences, then
 // writes the sequence number; then waits until rank q's slot in this rank's buffer holds
 // the same sequence number. A generation is written again two reductions later, when
 // every rank has finished reading it (each finished the reduction in between, which
 // needed this rank's values of it). One block of 32 threads (ranks <= 32); inactive: no
 // rank writes, waits or counts, as every rank holds the same `active`.
-#define CR_PEER_SLOT 4
 extern "C" __global__ void cr_peer_sum(int which, double* s, double* hist, const unsigned long long* __restrict__ slots,
                                        int rank, int ranks)
 {

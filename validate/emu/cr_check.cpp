@@ -26,6 +26,7 @@ void cr_xr_s(float2*, float2*, const float2*, const float2*, int, double*, doubl
 void cr_p_d(double2*, double2*, const double2*, const double2*, int, double*, double2*, unsigned*);
 void cr_p_s(float2*, float2*, const float2*, const float2*, int, double*, double2*, unsigned*);
 void cr_global(int, double*, double*, const double*, int);
+void cr_peer_sum(int, double*, double*, const unsigned long long*, int, int);
 }
 
 static int failures = 0;
@@ -332,6 +333,74 @@ static void global_checks()
     check("cr_global inactive: no change", s == before);
 }
 
+// cr_peer_sum as rank 0 of 3, its peers played by the check: ranks 1 and 2 have already
+// written their slots (sequence number 1, generation 1; then 2, generation 0) into rank
+// 0's buffer. Rank 0 must write its own three values and the sequence number into every
+// rank's buffer (its own included) at slot 0 of the generation, add the three ranks' in
+// rank order as cr_global does (the same bits for the same values), and count the
+// reduction. Peer memory, its fences and a real wait need GPUs (tests/gpu_nccl.rs).
+static void peer_sum_checks()
+{
+    const int ranks = 3, slot = CR_PEER_SLOT;
+    const size_t len = (size_t)slot * 2 * ranks + 1;
+    std::vector<std::vector<double>> buf(ranks, std::vector<double>(len, 0.0));
+    std::vector<unsigned long long> table(ranks);
+    for (int q = 0; q < ranks; ++q)
+        table[q] = (unsigned long long)(uintptr_t)buf[q].data();
+    const double vals[3][3] = {{0.5, -0.25, 2e-3}, {1.5, -0.5, 3e-3}, {2.5, -0.75, 4e-3}};
+    auto block = [] {
+        std::vector<double> s(CR_SCALARS, 0.0);
+        s[CR_RAR_RE] = 2.0;
+        s[CR_RAR_IM] = 0.5;
+        s[CR_ITER] = 3;
+        s[CR_MAX_ITER] = 10;
+        s[CR_EPS] = 1e-20;
+        s[CR_NR] = 1.0;
+        s[CR_ACTIVE] = 1.0;
+        s[CR_SPLIT] = 1.0;
+        return s;
+    };
+    for (int seq = 1; seq <= 2; ++seq) {
+        const int gen = seq & 1;
+        for (int q = 1; q < ranks; ++q) {
+            double* v = buf[0].data() + (size_t)slot * (gen * ranks + q);
+            v[0] = vals[q][0];
+            v[1] = vals[q][1];
+            v[2] = vals[q][2];
+            v[3] = seq;
+        }
+        std::vector<double> s = block(), hist(11, -7.0);
+        s[CR_LOCAL_RE] = vals[0][0];
+        s[CR_LOCAL_IM] = vals[0][1];
+        s[CR_LOCAL_NR] = vals[0][2];
+        emu_launch(1, 32, 0, true, [&] { cr_peer_sum(1, s.data(), hist.data(), table.data(), 0, ranks); });
+        // cr_global on the same values gathered.
+        std::vector<double> g(CR_GATHERED * ranks), s2 = block(), hist2(11, -7.0);
+        for (int q = 0; q < ranks; ++q)
+            for (int k = 0; k < 3; ++k)
+                g[CR_GATHERED * q + k] = vals[q][k];
+        s2[CR_LOCAL_RE] = vals[0][0];
+        s2[CR_LOCAL_IM] = vals[0][1];
+        s2[CR_LOCAL_NR] = vals[0][2];
+        emu_launch(1, 32, 0, false, [&] { cr_global(1, s2.data(), hist2.data(), g.data(), ranks); });
+        check("cr_peer_sum apply: cr_global's scalars and history, bit for bit", s == s2 && hist == hist2);
+        bool written = true;
+        for (int q = 0; q < ranks; ++q) {
+            const double* v = buf[q].data() + (size_t)slot * (gen * ranks + 0);
+            written = written && v[0] == vals[0][0] && v[1] == vals[0][1] && v[2] == vals[0][2] && v[3] == seq;
+        }
+        check("cr_peer_sum: its slot written into every rank's buffer", written);
+        check("cr_peer_sum: the reduction counted", buf[0][len - 1] == seq);
+    }
+    // Inactive: nothing written, nothing counted.
+    std::vector<double> s = block(), hist(11, -7.0);
+    s[CR_ACTIVE] = 0.0;
+    const std::vector<double> before = s;
+    const std::vector<std::vector<double>> bufs = buf;
+    emu_launch(1, 32, 0, true, [&] { cr_peer_sum(2, s.data(), hist.data(), table.data(), 0, ranks); });
+    check("cr_peer_sum inactive: no change, no write", s == before && buf == bufs);
+}
+
 int main()
 {
     struct Geo {
@@ -351,6 +420,7 @@ int main()
     emu_reverse_blocks = false;
     stop_conditions();
     global_checks();
+    peer_sum_checks();
     std::printf("%s\n", failures ? "cr_check: FAILED" : "cr_check: all passed");
     return failures ? 1 : 0;
 }

@@ -63,6 +63,7 @@ using std::min;
 // Blocks run one after another and one thread per block does the atomics of the kernels
 // here, so these need no atomicity; the fence is a plain memory fence.
 inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+inline void __threadfence_system() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 // CUDA's atomicInc: old = *a; *a = old >= limit ? 0 : old + 1; returns old.
 inline unsigned atomicInc(unsigned* a, unsigned limit)
 {

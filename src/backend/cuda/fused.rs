@@ -810,6 +810,7 @@ mod tests {
             ("CR_TICKET_APPLY", CR_TICKET_APPLY),
             ("CR_TICKET_P", CR_TICKET_P),
             ("CR_TICKETS", CR_TICKETS),
+            ("CR_PEER_SLOT", super::super::halo::PEER_SLOT),
         ] {
             let line = format!("#define {name} {value}\n");
             assert!(
