@@ -514,6 +514,102 @@ fn peer_sums_give_the_bits_of_the_nccl_all_gathers() {
     }
 }
 
+/// The reliable updates recorded as a CUDA graph (`set_record_updates`, opt-in) against
+/// the same updates queued one launch at a time: the same kernels on the same values, so
+/// the same bits (iterations, histories), with more graph launches (the records'
+/// replays: from the second update on). On one GPU and on one rank split over NCCL (whose
+/// exchanges are then captured too), eo single-double CR.
+#[test]
+fn recorded_reliable_updates_give_the_same_bits() {
+    use qcd_solve::backend::cuda::{
+        local_gauge, stream_on, CudaBackend, CudaOptions, StencilVersion,
+    };
+    use qcd_solve::backend::prelude::*;
+    use qcd_solve::backend::{Layout, Subset};
+    use qcd_solve::backend::{Operator, Precision};
+    use qcd_solve::comms::nccl::SharedNccl;
+    use qcd_solve::field::{GaugeField, SpinorField};
+    use qcd_solve::geometry::lattice::{Lattice, DEFAULT_BOUNDARY};
+    use qcd_solve::geometry::partition::Partition;
+    use qcd_solve::solver::{solve, Method, SolveSpec, StopReason, StopRules};
+
+    let _ = gpu();
+    let l = Lattice::new([8, 8, 8, 16], DEFAULT_BOUNDARY).unwrap();
+    let gauge = GaugeField::random(&l, 9);
+    let source = SpinorField::random(l.volume(), 9, 1 << 40);
+    let o = CudaOptions {
+        version: StencilVersion::V3_0,
+        coarse_block: 128,
+        ..CudaOptions::default()
+    };
+    let kappa = 0.12;
+    let split = || {
+        let p = Partition::new(l.dims, [1, 1, 1, 1], 0).unwrap();
+        let id = qcd_solve::comms::nccl::new_unique_id().unwrap();
+        let nccl = NcclComms::new(stream_on(0).unwrap(), 0, 1, &id).unwrap();
+        let (comms, exchange) = SharedNccl::new(nccl).handles();
+        CudaBackend::new_decomposed(
+            &local_gauge(&gauge, &p).unwrap(),
+            kappa,
+            &o,
+            p,
+            exchange,
+            comms,
+        )
+        .unwrap()
+    };
+    let rhs_host = source.gamma5();
+    let mut s = SolveSpec::new(Method::Cr, StopRules::new(1e-10, 2000));
+    s.fused = true;
+    s.check_every = 10;
+    s.even_odd = true;
+    s.precision = Precision::Single;
+    let run = |b: &mut CudaBackend, record: bool| {
+        b.set_record_updates(record);
+        b.prepare(Layout::new(Subset::Even, Precision::Single), true)
+            .unwrap();
+        b.reset_stats().unwrap();
+        let rhs = b.upload(&rhs_host).unwrap();
+        let src = b.upload(&source).unwrap();
+        let out = solve(b, &s, Operator::G5D, &rhs, Some(&src), &mut |_, _| {}).unwrap();
+        let graphs = b
+            .kernel_stats()
+            .iter()
+            .find(|k| k.name == "cr graph")
+            .map_or(0, |k| k.launches);
+        (
+            out.iterations,
+            out.history,
+            out.reason,
+            out.stats.reliable_updates,
+            graphs,
+        )
+    };
+    for (what, mut b) in [
+        ("one GPU", CudaBackend::new(&gauge, kappa, &o).unwrap()),
+        ("one rank over NCCL", split()),
+    ] {
+        let (qi, qh, qr, qu, qg) = run(&mut b, false);
+        let (ri, rh, rr, ru, rg) = run(&mut b, true);
+        eprintln!(
+            "recorded updates, {what}: {ri} iterations ({qi} queued), {ru} reliable updates, {rg} graph launches ({qg} queued)"
+        );
+        assert_eq!((qr, rr), (StopReason::Converged, StopReason::Converged));
+        assert!(ru >= 3, "{ru} reliable updates: too few to replay a record");
+        assert_eq!((ri, ru), (qi, qu), "iterations and reliable updates");
+        assert_eq!(
+            rg,
+            qg + (ru as u64 - 1),
+            "one graph launch per update after the first"
+        );
+        assert_eq!(
+            rh.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            qh.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            "histories differ"
+        );
+    }
+}
+
 #[test]
 fn from_launch_with_one_rank_needs_no_master() {
     let stream = gpu();

@@ -108,6 +108,9 @@ pub struct CudaBackend {
     /// The fused BiCGStab's kernels (loaded on first use).
     pub(crate) bi_kernels: Option<super::bicgstab::BiKernels>,
     setup: SetupTimes,
+    /// Whether `Space::queue_recorded` records a CUDA graph (`QCD_SOLVE_RECORD_UPDATES=1`
+    /// at construction, or `set_record_updates`).
+    pub(crate) record_updates: bool,
 }
 
 /// What a stencil version can do: the constants of its family's stencil object (the one
@@ -552,7 +555,14 @@ impl CudaBackend {
             fused: Default::default(),
             bi_kernels: None,
             setup,
+            record_updates: super::timing::on_if("QCD_SOLVE_RECORD_UPDATES", "1"),
         })
+    }
+
+    /// Record the reliable updates' queued part as a CUDA graph (`Space::queue_recorded`)
+    /// or not, whatever `QCD_SOLVE_RECORD_UPDATES` said.
+    pub fn set_record_updates(&mut self, on: bool) {
+        self.record_updates = on;
     }
 
     pub fn version(&self) -> StencilVersion {

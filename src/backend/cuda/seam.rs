@@ -161,7 +161,8 @@ impl Space for CudaBackend {
         crate::linalg::residual_converted_in_steps(self, b, r, low)
     }
 
-    /// With `QCD_SOLVE_RECORD_UPDATES=1`, a CUDA graph where `FusedCr::repeat` records
+    /// With `QCD_SOLVE_RECORD_UPDATES=1` (or `set_record_updates`), a CUDA graph where
+    /// `FusedCr::repeat` records
     /// (kernel 3.0; on a decomposed lattice an exchange that can be captured); by default
     /// the body runs as it comes. Run 168 (four H200, the main job at 32^3x64 a GPU, the
     /// reliable updates' x_d += x_s and A x_d): no gain that repeats on four GPUs (t and
@@ -171,7 +172,7 @@ impl Space for CudaBackend {
         key: u64,
         body: &mut dyn FnMut(&mut Self) -> Result<()>,
     ) -> Result<()> {
-        if !super::timing::on_if("QCD_SOLVE_RECORD_UPDATES", "1") {
+        if !self.record_updates {
             return body(self);
         }
         <Self as FusedCr>::repeat(self, key, 1, body)
