@@ -158,7 +158,7 @@ pub(crate) fn peer_sums_bytes(ranks: usize) -> u64 {
 /// `cr_peer_sum` (the all-gather and the sum in one kernel, over peer memory) instead of
 /// NCCL's all-gather and `cr_global`: on unless `QCD_SOLVE_PEER_SUMS=0` (the ablation;
 /// read once per process). The same sums in the same order: the same bits (tests/
-/// gpu_nccl.rs). Run 166 (four H200, 32^3x64 a GPU): the main job 1.6-2.1% faster an
+/// gpu_nccl.rs). Run 166 (four H200, 32^3x64 a GPU): the main job 1.4-2.1% faster an
 /// iteration as z-t, 1.0-2.7% along t (validate/RESULTS.md).
 pub fn peer_sums_requested() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
