@@ -668,9 +668,9 @@ impl CudaBackend {
         self.core.gpu.stats().unwrap_or_default()
     }
 
-    /// The captured graphs' time line as of their last replays, logged at info level one
-    /// mark a line (`QCD_SOLVE_TIMELINE=1`, `timeline.rs`; nothing otherwise). `who`
-    /// names the backend in the lines ("rank 2").
+    /// The captured graphs' time line (each graph's third launch, else its last),
+    /// logged at info level one mark a line (`QCD_SOLVE_TIMELINE=1`, `timeline.rs`;
+    /// nothing otherwise). `who` names the backend in the lines ("rank 2").
     pub fn log_timeline(&self, who: &str) {
         if !super::timeline::timeline_on() {
             return;
