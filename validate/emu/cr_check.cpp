@@ -270,6 +270,21 @@ static void stop_conditions()
     check("cr_xr fills the last history entry", d.s[CR_ITER] == 4.0 && d.hist[4] == d.s[CR_NR] && tickets_zero(d));
 }
 
+// An active scalar block of a decomposed lattice: rar (2, 0.5), iter 3 of 10, nr 1.
+static std::vector<double> split_block()
+{
+    std::vector<double> s(CR_SCALARS, 0.0);
+    s[CR_RAR_RE] = 2.0;
+    s[CR_RAR_IM] = 0.5;
+    s[CR_ITER] = 3;
+    s[CR_MAX_ITER] = 10;
+    s[CR_EPS] = 1e-20;
+    s[CR_NR] = 1.0;
+    s[CR_ACTIVE] = 1.0;
+    s[CR_SPLIT] = 1.0;
+    return s;
+}
+
 // cr_global on 3 ranks' gathered (CR_LOCAL_RE, CR_LOCAL_IM, CR_LOCAL_NR): apply's end
 // with xr's nr (sums in rank order, the same bits as the host's left-to-right sums), with
 // no nr left (the start of a run: iter and history untouched), and p's end.
@@ -283,24 +298,12 @@ static void global_checks()
         g[CR_GATHERED * r + 2] = 1e-3 * (r + 2);   // nr
     }
     const double re = (g[0] + g[3]) + g[6], im = (g[1] + g[4]) + g[7], nr = (g[2] + g[5]) + g[8];
-    auto block = [] {
-        std::vector<double> s(CR_SCALARS, 0.0);
-        s[CR_RAR_RE] = 2.0;
-        s[CR_RAR_IM] = 0.5;
-        s[CR_ITER] = 3;
-        s[CR_MAX_ITER] = 10;
-        s[CR_EPS] = 1e-20;
-        s[CR_NR] = 1.0;
-        s[CR_ACTIVE] = 1.0;
-        s[CR_SPLIT] = 1.0;
-        return s;
-    };
     std::vector<double> hist(11, -7.0);
     auto one = [](int which, std::vector<double>& s, std::vector<double>& h, const std::vector<double>& gg) {
         emu_launch(1, 32, 0, false, [&] { cr_global(which, s.data(), h.data(), gg.data(), 3); });
     };
     // Apply with xr's nr: beta = (re, im) / rar, rar = (re, im), nr, iter + 1, history.
-    std::vector<double> s = block();
+    std::vector<double> s = split_block();
     one(1, s, hist, g);
     const double d = 2.0 * 2.0 + 0.5 * 0.5;
     const double br = (re * 2.0 + im * 0.5) / d, bi = (im * 2.0 - re * 0.5) / d;
@@ -315,18 +318,18 @@ static void global_checks()
     std::vector<double> g0 = g;
     for (int r = 0; r < ranks; ++r)
         g0[CR_GATHERED * r + 2] = CR_NO_NR;
-    s = block();
+    s = split_block();
     std::fill(hist.begin(), hist.end(), -7.0);
     one(1, s, hist, g0);
     check("cr_global apply without an nr: iter, nr, history kept",
           s[CR_ITER] == 3 && s[CR_NR] == 1.0 && hist[4] == -7.0 && s[CR_RAR_RE] == re);
     // p: apap = the real parts' sum, alpha = conj(rar) / apap, active (nr 1 > eps).
-    s = block();
+    s = split_block();
     one(2, s, hist, g);
     check("cr_global p: apap, alpha, active",
           s[CR_APAP] == re && s[CR_ALPHA_RE] == 2.0 / re && s[CR_ALPHA_IM] == -0.5 / re && s[CR_ACTIVE] == 1.0);
     // Inactive: nothing changes.
-    s = block();
+    s = split_block();
     s[CR_ACTIVE] = 0.0;
     const std::vector<double> before = s;
     one(1, s, hist, g);
@@ -348,18 +351,6 @@ static void peer_sum_checks()
     for (int q = 0; q < ranks; ++q)
         table[q] = (unsigned long long)(uintptr_t)buf[q].data();
     const double vals[3][3] = {{0.5, -0.25, 2e-3}, {1.5, -0.5, 3e-3}, {2.5, -0.75, 4e-3}};
-    auto block = [] {
-        std::vector<double> s(CR_SCALARS, 0.0);
-        s[CR_RAR_RE] = 2.0;
-        s[CR_RAR_IM] = 0.5;
-        s[CR_ITER] = 3;
-        s[CR_MAX_ITER] = 10;
-        s[CR_EPS] = 1e-20;
-        s[CR_NR] = 1.0;
-        s[CR_ACTIVE] = 1.0;
-        s[CR_SPLIT] = 1.0;
-        return s;
-    };
     for (int seq = 1; seq <= 2; ++seq) {
         const int gen = seq & 1;
         for (int q = 1; q < ranks; ++q) {
@@ -369,13 +360,13 @@ static void peer_sum_checks()
             v[2] = vals[q][2];
             v[3] = seq;
         }
-        std::vector<double> s = block(), hist(11, -7.0);
+        std::vector<double> s = split_block(), hist(11, -7.0);
         s[CR_LOCAL_RE] = vals[0][0];
         s[CR_LOCAL_IM] = vals[0][1];
         s[CR_LOCAL_NR] = vals[0][2];
         emu_launch(1, 32, 0, true, [&] { cr_peer_sum(1, s.data(), hist.data(), table.data(), 0, ranks); });
         // cr_global on the same values gathered.
-        std::vector<double> g(CR_GATHERED * ranks), s2 = block(), hist2(11, -7.0);
+        std::vector<double> g(CR_GATHERED * ranks), s2 = split_block(), hist2(11, -7.0);
         for (int q = 0; q < ranks; ++q)
             for (int k = 0; k < 3; ++k)
                 g[CR_GATHERED * q + k] = vals[q][k];
@@ -393,7 +384,7 @@ static void peer_sum_checks()
         check("cr_peer_sum: the reduction counted", buf[0][len - 1] == seq);
     }
     // Inactive: nothing written, nothing counted.
-    std::vector<double> s = block(), hist(11, -7.0);
+    std::vector<double> s = split_block(), hist(11, -7.0);
     s[CR_ACTIVE] = 0.0;
     const std::vector<double> before = s;
     const std::vector<std::vector<double>> bufs = buf;

@@ -568,15 +568,20 @@ impl Fused {
         Ok(())
     }
 
-    /// The end of reduction `which` on a decomposed lattice, once every rank's
-    /// (CR_LOCAL_RE, CR_LOCAL_IM, CR_LOCAL_NR) is in `state.gathered` (rank order): if
-    /// active, their sums in rank order and the scalar update (apply's with xr's when an
-    /// xr left its nr). A no-op for an undecomposed state.
+    /// The end of reduction `which` on a decomposed lattice: if active, the ranks' sums in
+    /// rank order and the scalar update (apply's with xr's when an xr left its nr). With
+    /// `peer` None, every rank's (CR_LOCAL_RE, CR_LOCAL_IM, CR_LOCAL_NR) must already be
+    /// in `state.gathered` (rank order; `cr_global`); with Some((slots, rank)), the kernel
+    /// gathers them itself over peer memory (`cr_peer_sum`: `slots` is the device address
+    /// of the ranks' slot-buffer addresses, `halo::PeerSums`, and every rank must launch
+    /// it at the same point of its sequence of reductions). A no-op for an undecomposed
+    /// state.
     pub fn global(
         &mut self,
         gpu: &mut GpuStream,
         state: &mut DeviceCrState,
         which: CrReduction,
+        peer: Option<(u64, usize)>,
     ) -> Result<()> {
         let ranks = state.ranks();
         let k = self.kernels(gpu)?;
@@ -596,62 +601,31 @@ impl Fused {
         };
         let (w, n) = (which as i32, ranks as i32);
         let stream = gpu.stream.clone();
-        let (scalars, history, gathered) = (
-            dptr(scalars, &stream),
-            dptr(history, &stream),
-            dptr(gathered, &stream),
-        );
-        launch_values!(
-            gpu,
-            Kernel::CrGlobal,
-            ranks,
-            &k.global,
-            cfg,
-            [&w, &scalars, &history, &gathered, &n]
-        );
-        Ok(())
-    }
-
-    /// `global` with the all-gather done by the kernel itself over peer memory
-    /// (kernels/cr_fused.cu `cr_peer_sum`): `slots` is the device address of the ranks'
-    /// slot-buffer addresses (`halo::PeerSums`), this rank `rank` of `ranks`. Every rank
-    /// must launch it at the same point of its sequence of reductions. A no-op for an
-    /// undecomposed state.
-    pub fn peer_sum(
-        &mut self,
-        gpu: &mut GpuStream,
-        state: &mut DeviceCrState,
-        which: CrReduction,
-        slots: u64,
-        rank: usize,
-    ) -> Result<()> {
-        let ranks = state.ranks();
-        let k = self.kernels(gpu)?;
-        let DeviceCrState {
-            scalars,
-            history,
-            gathered,
-            ..
-        } = state;
-        if gathered.is_none() {
-            return Ok(());
-        }
-        let cfg = LaunchConfig {
-            grid_dim: (1, 1, 1),
-            block_dim: (32, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        let (w, r, n) = (which as i32, rank as i32, ranks as i32);
-        let stream = gpu.stream.clone();
         let (scalars, history) = (dptr(scalars, &stream), dptr(history, &stream));
-        launch_values!(
-            gpu,
-            Kernel::CrPeerSum,
-            ranks,
-            &k.peer_sum,
-            cfg,
-            [&w, &scalars, &history, &slots, &r, &n]
-        );
+        match peer {
+            None => {
+                let gathered = dptr(gathered, &stream);
+                launch_values!(
+                    gpu,
+                    Kernel::CrGlobal,
+                    ranks,
+                    &k.global,
+                    cfg,
+                    [&w, &scalars, &history, &gathered, &n]
+                );
+            }
+            Some((slots, rank)) => {
+                let r = rank as i32;
+                launch_values!(
+                    gpu,
+                    Kernel::CrPeerSum,
+                    ranks,
+                    &k.peer_sum,
+                    cfg,
+                    [&w, &scalars, &history, &slots, &r, &n]
+                );
+            }
+        }
         Ok(())
     }
 

@@ -226,10 +226,8 @@ impl CudaBackend {
         };
         let stream = self.core.gpu.stream.clone();
         if let Some(peer) = &halo.peer_sums {
-            let (slots, rank) = (peer.table(&stream), peer.rank);
-            return self
-                .fused
-                .peer_sum(&mut self.core.gpu, state, which, slots, rank);
+            let peer = Some((peer.table(&stream), peer.rank));
+            return self.fused.global(&mut self.core.gpu, state, which, peer);
         }
         let Some(gathered) = &state.gathered else {
             return Err(Error::internal(
@@ -247,7 +245,7 @@ impl CudaBackend {
                 .all_gather_on(&stream, src, dst, 8 * CR_GATHERED)?;
         }
         self.core.gpu.mark("all-gather")?;
-        self.fused.global(&mut self.core.gpu, state, which)
+        self.fused.global(&mut self.core.gpu, state, which, None)
     }
 
     /// Build now what the stencil otherwise makes on first use for `precision` (3.0: the
