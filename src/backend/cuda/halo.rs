@@ -171,7 +171,6 @@ pub fn peer_sums_requested() -> bool {
 pub(crate) struct PeerSums {
     _slots: CudaSlice<f64>,
     table: CudaSlice<u64>,
-    pub rank: usize,
     _booking: Booking,
 }
 
@@ -203,7 +202,6 @@ impl PeerSums {
         Ok(PeerSums {
             _slots: slots,
             table,
-            rank: comms.rank(),
             _booking: ledger.book(Purpose::Halo, peer_sums_bytes(ranks)),
         })
     }

@@ -165,8 +165,8 @@ impl Space for CudaBackend {
     /// `FusedCr::repeat` records
     /// (kernel 3.0; on a decomposed lattice an exchange that can be captured); by default
     /// the body runs as it comes. Run 168 (four H200, the main job at 32^3x64 a GPU, the
-    /// reliable updates' x_d += x_s and A x_d): no gain that repeats on four GPUs (t and
-    /// z-t within 0.5% either way), 0.7% on one: not the default.
+    /// reliable updates' x_d += x_s and A x_d): no gain on four GPUs (z-t 0.2-0.9% slower,
+    /// t from 0.4% faster to 4.9% slower), 0.3-1.1% on one: not the default.
     fn queue_recorded(
         &mut self,
         key: u64,
@@ -226,7 +226,7 @@ impl CudaBackend {
         };
         let stream = self.core.gpu.stream.clone();
         if let Some(peer) = &halo.peer_sums {
-            let peer = Some((peer.table(&stream), peer.rank));
+            let peer = Some((peer.table(&stream), halo.partition.rank()));
             return self.fused.global(&mut self.core.gpu, state, which, peer);
         }
         let Some(gathered) = &state.gathered else {
