@@ -235,7 +235,9 @@ pub(crate) fn comm_priority() -> bool {
 ///   run 126: 10-23 us an iteration). The answers are wrong.
 /// - `gather2`: every all-gather of the fused CR's reductions is issued twice (the same
 ///   partials into the same buffer): the answers are unchanged, one all-gather's cost more
-///   (run 155).
+///   (run 155). Only where the reductions all-gather: with the sums over peer memory
+///   (`peer_sums_requested`, the default for ranks as threads over NCCL) there is none,
+///   so it needs `QCD_SOLVE_PEER_SUMS=0` there.
 /// - `exterior`: no exterior launch (the faces' hops are not added). The answers are wrong.
 /// - `mask`: the interior kernel runs without the split directions' mask (every hop taken
 ///   inside the sub-lattice, wrapping around, as on one GPU). The answers are wrong.
