@@ -9,7 +9,7 @@
 //! - `solver`: the methods and wrappers, over `linalg`;
 //! - `backend`: the CPU and CUDA implementations of `linalg`'s space and Wilson kernels;
 //! - `linalg`: the vector space and linear operators; `dirac`: the CPU operators;
-//! - `io`, `gauge_gen`, `field`, `geometry`, and the small `rng`, `reduce`, `memory`,
+//! - `io`, `gauge_gen`, `field`, `geometry`, and the small `rng`, `reduce`,
 //!   `threads`, `error`, `clock` (the process clock and timed steps).
 
 pub mod app;
@@ -24,7 +24,6 @@ pub mod gauge_gen;
 pub mod geometry;
 pub mod io;
 pub mod linalg;
-pub mod memory;
 pub mod problem;
 pub mod reduce;
 pub mod report;

@@ -165,7 +165,7 @@ fn a_64_4_lattice_is_refused_at_once_without_allocating() {
     // 64^4 needs 16777216 x 4224 = 70866960384 bytes (66 GiB) by the estimate; the
     // development machine has 24 GiB. Where a machine has more, LT doubles until the need
     // exceeds what this machine has (the test stays a refusal, never a 64 GiB solve).
-    let avail = qcd_solve::memory::host_available()
+    let avail = qcd_solve::app::memory::host_available()
         .unwrap()
         .expect("Linux: /proc/meminfo is readable")
         .bytes;

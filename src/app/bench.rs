@@ -135,7 +135,7 @@ pub fn cpu_bench(dims: &[usize], repeat: usize, threads: i64) -> Result<()> {
     })?;
     crate::threads::check(threads, "--threads")?;
     let lattice = Lattice::new(dims, DEFAULT_BOUNDARY)?;
-    crate::memory::check_host(&crate::memory::bench_need(
+    crate::app::memory::check_host(&crate::app::memory::bench_need(
         &lattice.dims_string(),
         lattice.volume() as u64,
     ))?;

@@ -372,8 +372,8 @@ pub fn check_device(
         ));
     }
     let advice =
-        crate::memory::device_advice(plan.opts.version, plan.layout, plan.opts.reconstruct);
-    crate::memory::check_device(what, need, &detail, &advice, device)
+        crate::app::memory::device_advice(plan.opts.version, plan.layout, plan.opts.reconstruct);
+    crate::app::memory::check_device(what, need, &detail, &advice, device)
 }
 
 /// "lattice 16x16x16x32 with stencil 3.0 r12, fused CR, even-odd, single-double (delta 0.1)".

@@ -147,7 +147,7 @@ pub fn run(dims: [usize; 4], params: &HeatbathParams, device: Device, out: &Path
             "must be at least 1: generate saves measured configurations, and with no measured sweep there is none",
         ));
     }
-    crate::memory::check_host(&crate::memory::generate_need(
+    crate::app::memory::check_host(&crate::app::memory::generate_need(
         &lattice.dims_string(),
         lattice.volume() as u64,
     ))?;

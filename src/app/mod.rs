@@ -16,6 +16,7 @@ pub mod device;
 pub mod floor;
 pub mod footprint;
 pub mod generate;
+pub mod memory;
 pub mod outputs;
 pub mod parallel;
 pub mod plan;

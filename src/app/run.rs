@@ -328,7 +328,7 @@ pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
     // Under a launcher only rank 0 holds the whole problem and writes the outputs; the
     // others hold their share (checked on the GPU by the launched mode).
     if launch.as_ref().is_none_or(|l| l.rank == 0) {
-        timed("host memory check", || crate::memory::check_run(cfg))?;
+        timed("host memory check", || crate::app::memory::check_run(cfg))?;
         timed("output folders", || crate::app::outputs::prepare(cfg))?;
     }
     let pool = thread_pool(c.backend.threads)?;
@@ -439,7 +439,7 @@ pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
             }
             _ => {
                 if c.backend.device != Device::Cpu {
-                    crate::memory::check_cpu_backend(&problem.lattice)?;
+                    crate::app::memory::check_cpu_backend(&problem.lattice)?;
                 }
                 let params = SolvePlan::from_config(c, false);
                 let t = Instant::now();

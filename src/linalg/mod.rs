@@ -6,6 +6,7 @@
 //! Communication, when the lattice is split, enters at two places only: an operator's
 //! apply (halo exchange) and the space's reductions (global sums).
 
+pub mod engines;
 pub mod half;
 pub mod operator;
 

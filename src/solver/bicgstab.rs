@@ -17,7 +17,7 @@
 
 use super::monitor::{Iterate, Monitor, Run, Verdict};
 use super::work::Workspace;
-use crate::backend::{breakdown, BiScalars, FusedCr};
+use crate::linalg::engines::{breakdown, BiScalars, FusedCr};
 use crate::linalg::{LinearOperator, Operator, Space};
 use crate::Result;
 
