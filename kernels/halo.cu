@@ -1,4 +1,4 @@
-// halo.cu: the face exchange of version 3.0 on a decomposed lattice (issue 11). A rank's
+// halo.cu: the face exchange of version 3.0 on a decomposed lattice. A rank's
 // operator is out = [g5] (y + c H inp) with H split into the hops that stay inside its
 // sub-lattice (stencil_v3 with split_mask, the interior) and those that cross a face of a
 // split direction (here, the exterior); g5 is linear, so out = [g5] (y + c H_int inp) +

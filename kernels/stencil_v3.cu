@@ -59,7 +59,7 @@
 #include "cr_device.cuh"
 #include "v3_core.cuh"
 
-// Link loads and L1 (issue 13 item 1, runs 78-80). A parity launch (stencil_v3_parity)
+// Link loads and L1 (validate/RESULTS.md). A parity launch (stencil_v3_parity)
 // reads every link once, so its link loads skip L1 (ld.global.nc.L1::no_allocate), which
 // then keeps the spinors that a block's neighbouring sites read again: the Schur operator
 // went from 1.19x to 1.05x of its floor (32^3x64, double r18). The full mode (stencil_v3)
@@ -74,7 +74,7 @@
 #endif
 // V3_FULL_STREAM_MASK: bit mu, the full mode's links of direction mu skip L1. The t links
 // do (8): a t link's other reader, the site one t step away, runs in another block, so
-// L1 only loses spinors to it (run 81, 32^3x64: dslash full double r18 1.552x -> 1.489x,
+// L1 only loses spinors to it (32^3x64: dslash full double r18 1.552x -> 1.489x,
 // r12 1.592x -> 1.516x; x, y or z too made it slower).
 #ifndef V3_FULL_STREAM_MASK
 #define V3_FULL_STREAM_MASK 8
@@ -94,14 +94,14 @@
 #define V3_L2_LAST_SPINOR_FULL 0
 #endif
 // V3_L2_LAST_SPINOR_DOT: so in the full mode with the dot (the fused CR's apply, whose
-// input r the p pass reads next). Run 131 (H100, 16^3x32, the full fused CR iteration
+// input r the p pass reads next). Measured (H100, 16^3x32, the full fused CR iteration
 // against its floor, 0 -> 1, two processes each): double r18 1.145 -> 1.089-1.091, single
 // r18 1.196-1.198 -> 1.121-1.124, double r12 1.162-1.163 -> 1.107-1.108, single r12
 // 1.184-1.185 -> 1.098-1.099; 32^3x64 within 0.4%; the seed problem's full-lattice
 // single-double CR solve 11.06-11.16 -> 10.44-10.51 ms. The full mode without the dot keeps
-// V3_L2_LAST_SPINOR_FULL (0): mixed there (run 130, single r12 1.35 -> 1.38), and so were
-// the parity launches (run 131: the even-odd CR iteration 3-7% slower), which have none.
-// Run 130's other hints: the CR passes' loads and stores cache-streaming (the full
+// V3_L2_LAST_SPINOR_FULL (0): mixed there (single r12 1.35 -> 1.38), and so were
+// the parity launches (the even-odd CR iteration 3-7% slower), which have none.
+// Other hints tried: the CR passes' loads and stores cache-streaming (the full
 // iteration 2-3% faster, the even-odd one in single 2-5% slower), the full mode's links
 // evict-last (the full-lattice rows 1-7% slower), the stencil's output stores
 // cache-streaming (within 2% either way).
@@ -111,7 +111,7 @@
 
 // V3_PDL_TRIGGER: when a launch lets the next one start under programmatic dependent
 // launch (common.cuh; v3_stencil): 1 at its start, 2 after its sites, 0 when its blocks
-// exit. Runs 112-113 (H100, 16^3x32, full dslash): 2 is the best; 1 cost double r18 4%.
+// exit. Measured (H100, 16^3x32, full dslash): 2 is the best; 1 cost double r18 4%.
 #ifndef V3_PDL_TRIGGER
 #define V3_PDL_TRIGGER 2
 #endif
@@ -120,12 +120,12 @@
 // (src/backend/cuda/version.rs V3_FULL_MAX_BLOCK, to which the host clamps its launches).
 // With 512, as the others have, the double builds were held to 128 registers and spilled;
 // with 128 they take 146-166 (no spill), an SM holding 384-448 of their threads instead of
-// 512 (run 99, 32^3x64, against this define at 512 in the same call: dslash full double
+// 512 (32^3x64, against this define at 512 in the same call: dslash full double
 // r12 1.38x -> 1.23x, double r18 1.37x -> 1.30x, single r12 1.34x -> 1.28x). The parity launches with more registers were slower
 // and keep V3_MAX_BLOCK, as does the full mode with the dot (stencil_v3_full_dot), which
 // the fused CR launches with 256 or more threads (a full-mode dot at 128 threads made the
 // single-double fused CR take 440 iterations in gpu_decomposed's test where it takes
-// ~100, runs 97-98 and 105; a fresh backend converges normally at 128, run 107: not
+// ~100; a fresh backend converges normally at 128: not
 // understood). Through QCD_SOLVE_KERNEL_DEFINES, 512 is the
 // ablation (the host still launches at most 128; a value below 128 makes launches fail).
 #ifndef V3_FULL_MAX_BLOCK
@@ -134,7 +134,7 @@
 
 // V3_TILE_T: the full mode's sites in the order x, y, t, z, t-block instead of x, y, z, t
 // (t blocks of T slices, T the largest power of two <= V3_TILE_T dividing LT), so that a
-// site's t neighbours are read about one plane's data later, not a time slice's. Run 86,
+// site's t neighbours are read about one plane's data later, not a time slice's. Measured,
 // 32^3x64: dslash full double r18 1.49x -> 1.43x with T = 8 (4: 1.44x, 16: 1.45x, 32:
 // 1.53x), 16^3x32 unchanged; the parity launches were 1-3% slower with it, so they keep
 // the plain order. 0 turns it off (through QCD_SOLVE_KERNEL_DEFINES, the ablation).
@@ -225,11 +225,11 @@ template <int... H> constexpr bool v3_is_order()
 
 // V3_ORDER_FULL / V3_ORDER_PARITY: the hop order of each entry point (hop 2 mu + 0 the
 // forward hop of direction mu, 2 mu + 1 the backward one). The z and t hops read data
-// that other blocks read too (run 91's per-direction DRAM bytes: x and y at their floor,
+// that other blocks read too (the measured per-direction DRAM bytes: x and y at their floor,
 // z 1.3x, t 1.6x); by count a block lives ~34 us (32^3x64) while the GPU streams ~95
 // MB, so the phase of a hop within a thread decides whether the other block's read still
 // hits in L2. The backward hop reads what an earlier block read in its forward hop; doing it
-// earlier in the thread shortens the gap. Runs 92-93 (32^3x64): full t-, t+, x-, x+, y-,
+// earlier in the thread shortens the gap. Measured (32^3x64): full t-, t+, x-, x+, y-,
 // y+, z-, z+ took dslash full double r18 1.425x -> 1.371-1.379x, single r18 1.30x ->
 // 1.25-1.26x; parity x, y, t-, z+, t+, z- took Schur double r12 1.097x -> 1.041-1.043x,
 // double r18 1.048x -> 1.026-1.028x (16^3x32: the full dslash 1-2% slower, Schur the
@@ -243,7 +243,7 @@ template <int... H> constexpr bool v3_is_order()
 static_assert(v3_is_order<V3_ORDER_FULL>() && v3_is_order<V3_ORDER_PARITY>(),
               "a hop order lists each of the hops 0..7 once");
 
-// Columns along t (stencil_v3_col, stencil_v3_full_dot_col; run 100): a full-mode thread
+// Columns along t (stencil_v3_col, stencil_v3_full_dot_col): a full-mode thread
 // makes T = -parity sites along t, (x, y, z, t0 .. t0 + T - 1) with t0 a multiple of T (the
 // host picks T, a power of two dividing LT: stencil.rs full_column). Between two sites of
 // a column the t link U_t(x, t) is read once, for site t's forward hop and site t + 1's
@@ -251,7 +251,7 @@ static_assert(v3_is_order<V3_ORDER_FULL>() && v3_is_order<V3_ORDER_PARITY>(),
 // the spinor psi(x, t + 1) is read once, for site t's forward half spinor h- and site t +
 // 2's backward one h+ (kept in registers). So the t hops read (T + 2) / T spinors and
 // (T + 1) / T links a site instead of 2 and 2, and the data a column reads again is in
-// registers, not wherever L1 or L2 left it (run 91: the t hop read 1.6x its DRAM floor).
+// registers, not wherever L1 or L2 left it (measured: the t hop read 1.6x its DRAM floor).
 // Slot s of a parity's warps is the column (r, q) = (s % S, s / S), S the checkerboard
 // sites of a time slice, starting at checkerboard index r + S q T; warps still alternate
 // parity, which flips from one site of a column to the next.
@@ -397,7 +397,7 @@ __device__ __forceinline__ void v3_stencil(const v3_spinor* __restrict__ inp, co
     // by one site's forward hop and by its neighbour's backward hop, and a spinor read by
     // its neighbours of the other parity, are fetched at about the same time and hit in
     // L1 or L2. (Even sites first, then odd ones, read every link twice from DRAM: 2.1-2.4x
-    // of the floor, run 7.)
+    // of the floor, measured.)
     const int w = t >> 5;
     const int p = full ? (w & 1) : parity;
     const int slot = full ? ((w >> 1) << 5) + (t & 31) : t;
@@ -497,12 +497,12 @@ __device__ __forceinline__ void v3_stencil(const v3_spinor* __restrict__ inp, co
 // The link hint variants of the full mode without the dot, which the tuner chooses between
 // (stencil.rs V3_LINK_HINTS, in this order): the default (V3_FULL_STREAM_MASK, the t links
 // past L1), every link through L1, the z and t links past L1. No one mask is best for
-// every row (runs 136-137, H100, the full dslash against its floor): at 16^3x32 double r12
+// every row (measured, H100, the full dslash against its floor): at 16^3x32 double r12
 // took 1.309-1.313 with the default and 1.293-1.303 with every link through L1 (double
 // r18 1.211-1.215 against 1.275-1.277), single r12 1.318-1.340 against 1.286-1.301 with
 // the z and t links past L1, which at 32^3x64 made single r12 1.305 (default 1.260-1.262).
 // The dot entries keep the default: the full fused CR rows at 16^3x32 were 0.8-2% slower
-// with the others (run 137).
+// with the others.
 V3_FULL_ENTRIES(, V3_FULL_STREAM_MASK)
 V3_FULL_ENTRIES(_l1all, 0)
 V3_FULL_ENTRIES(_l1xy, 12)

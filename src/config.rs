@@ -34,7 +34,7 @@ pub struct Config {
     pub parallel: ParallelConfig,
 }
 
-/// How the lattice is split over ranks (issue 11): `grid = [gx, gy, gz, gt]` ranks per
+/// How the lattice is split over ranks: `grid = [gx, gy, gz, gt]` ranks per
 /// direction, each holding a local sub-lattice. `gpus` (default: the grid's product)
 /// must equal the product. On the CPU the ranks are threads of this process; under a
 /// launcher (RANK, WORLD_SIZE) each process is one rank. `read` says who reads a gauge

@@ -91,7 +91,7 @@ pub struct AblateReport {
     /// The methods on kernel 3.0 (empty when 3.0 is not among the versions).
     pub methods: Vec<MethodRow>,
     /// `--upload-dims`: the lattice of the link upload bench (none: not run) and its rows,
-    /// each against `upload_pinned_gbytes_per_second` (issue 13, item 4).
+    /// each against `upload_pinned_gbytes_per_second`.
     pub link_upload_lattice: Option<[usize; 4]>,
     pub link_uploads: Vec<crate::backend::cuda::UploadBenchRow>,
 }

@@ -15,11 +15,11 @@
 //! - one fused CR iteration on the full lattice: a dslash plus two BLAS passes of six
 //!   spinors each (xr: x, p, r, Ap read, x, r written; p: r, Ar, p, Ap read, p, Ap
 //!   written): 960 + 2 * 6 * 192 = 3264 B/site in double;
-//! - one fused CR iteration even-odd (the seed problem's fastest options iterate so, issue
-//!   13 item 5): the Schur operator plus the same two passes over half-lattice spinors:
+//! - one fused CR iteration even-odd (the seed problem's fastest options iterate so): the
+//!   Schur operator plus the same two passes over half-lattice spinors:
 //!   624 + 6 * 96 = 1200 B/site (of the full lattice) in single with 12 reals;
-//! - one fused BiCGStab iteration even-odd (the seed problem's fastest solve, issue 13
-//!   item 5): two Schur operators and its five passes over half-lattice spinors (alpha:
+//! - one fused BiCGStab iteration even-odd (the seed problem's fastest solve): two Schur
+//!   operators and its five passes over half-lattice spinors (alpha:
 //!   r0, v read; s: r, v read, r written; omega: t, r read; update: x, p, r, t, r0 read,
 //!   x, r written; p: p, r, v read, p written: 18, i.e. 9 full-lattice spinors):
 //!   2 * 624 + 9 * 96 = 2112 B/site in single with 12 reals.
@@ -60,7 +60,7 @@ pub fn bicgstab_iteration_eo_floor(reconstruct: usize, precision: Precision) -> 
     2.0 * schur_floor(reconstruct, precision) + 9.0 * spinor_bytes(precision)
 }
 
-/// The rows `floor` times (`target` says which bound issue 13 item 1 sets on each).
+/// The rows `floor` times (`target` says which bound each has, if any).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RowKind {
     Dslash,
@@ -70,10 +70,10 @@ pub enum RowKind {
     BicgstabEvenOdd,
 }
 
-/// Issue 13 item 1's bound on a row's ratio to its floor: full dslash <= 1.25 with 18
+/// The bound on a row's ratio to its floor: full dslash <= 1.25 with 18
 /// reals per link and <= 1.3 with 12 (double and single), the Schur operator <= 1.2,
 /// a fused CR iteration (on the full lattice or even-odd) <= 1.15; none for half
-/// precision, 8-real links or BiCGStab, which the item does not bound.
+/// precision, 8-real links or BiCGStab, which are not bounded.
 pub fn target(kind: RowKind, reconstruct: usize, precision: Precision) -> Option<f64> {
     if precision == Precision::Half || !matches!(reconstruct, 12 | 18) {
         return None;
@@ -110,7 +110,7 @@ pub struct FloorRow {
     pub microseconds: f64,
     pub floor_microseconds: f64,
     pub ratio: f64,
-    /// The issue's bound on the ratio, where there is one.
+    /// The bound on the ratio, where there is one.
     pub target: Option<f64>,
     /// What the row chose (the full dslash: its link hint), or empty.
     pub note: String,
@@ -118,10 +118,10 @@ pub struct FloorRow {
 
 /// The warm-up of the stream-launched rows (dslash, Schur): past the launch books'
 /// `TIME_FIRST` launches of each kernel, which carry two timing events each (about 4 us
-/// a launch, validate/RESULTS.md run 109), so that the timed calls see the steady state
+/// a launch, validate/RESULTS.md), so that the timed calls see the steady state
 /// of a long solve (one timed launch in `TIME_EVERY`). With one warm-up call, 15 of a
-/// dslash row's 200 timed launches carried them (run 142: 0.5-0.7 us a launch at
-/// 16^3x32). The graph rows have no events and warm up once.
+/// dslash row's 200 timed launches carried them (0.5-0.7 us a launch at 16^3x32;
+/// validate/RESULTS.md). The graph rows have no events and warm up once.
 const STREAM_WARM: usize = crate::backend::cuda::TIME_FIRST as usize + 1;
 
 /// The directions whose links skip L1 under a geometry's link hint ("t", "none", "z,t";
@@ -167,7 +167,7 @@ pub fn measure(
     let psi = SpinorField::random(l.volume(), 5, 0);
     let kappa = 0.124;
     // The triad before and after the rows; B is the faster of the two, so that a slow
-    // first reading (run 80: 2513 GB/s against 2870 in the next process) cannot put
+    // first reading (measured: 2513 GB/s against 2870 in the next process) cannot put
     // rows below their floor.
     let triad_first = crate::backend::cuda::triad_bandwidth(TRIAD_BYTES)?;
     // (row, floor bytes per site, seconds, target): made FloorRows once B is known.
@@ -411,7 +411,7 @@ fn time_cr_iteration(
     Ok(t)
 }
 
-/// The decomposition's cost on this one GPU (issue 11): the full double D split in two
+/// The decomposition's cost on this one GPU: the full double D split in two
 /// along t (both halves on the GPU as threads, faces by device copies), against the
 /// undecomposed operator in the same run, r18 and r12; target <= 1.10. Needs an even
 /// half t extent.
@@ -539,7 +539,7 @@ mod tests {
 
     #[test]
     fn floors_are_the_issue_s_numbers() {
-        // issue: 960 B/site dslash and 3264 B/site CR iteration, double, 18 reals.
+        // 960 B/site dslash and 3264 B/site CR iteration, double, 18 reals.
         assert_eq!(dslash_floor(18, Precision::Double), 960.0);
         assert_eq!(cr_iteration_floor(18, Precision::Double), 3264.0);
         assert_eq!(dslash_floor(12, Precision::Single), 384.0);

@@ -1,4 +1,4 @@
-//! The main job on a split lattice (`[parallel] grid`, issue 11): the problem is built
+//! The main job on a split lattice (`[parallel] grid`): the problem is built
 //! once (the read and verification of the gauge file happen once, as rank 0's), scattered
 //! into one sub-lattice per rank, solved by every rank at once through the same solver
 //! code as one GPU (communication only in the operator's apply and the reductions), and

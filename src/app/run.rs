@@ -232,7 +232,7 @@ pub fn solve_on_rank<B: Backend>(
     let mut upload = t.elapsed().as_secs_f64();
     // Split lattice: the ranks start the solve's clock together (their uploads end at
     // different times; the first global sum would otherwise hold the difference inside
-    // rank 0's solve time: on 4 GPUs in run 125 the ranks' solves started up to 18 ms
+    // rank 0's solve time: on 4 GPUs the ranks' solves started up to 18 ms
     // apart, and 14 ms of rank 0's 71.8 ms Schur system were in no timed step). Nothing
     // on one rank.
     timed("wait for every rank", || backend.barrier())?;

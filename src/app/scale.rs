@@ -281,7 +281,7 @@ fn undecomposed_solve(c: &LoadedConfig, problem: &Problem) -> Result<(f64, usize
 /// starts with the undecomposed solve on one device, and every speed-up and efficiency of
 /// the series is against it: the split code on one rank carries its machinery (a halo,
 /// the global sums' all-gathers and their kernels) and ran 1.1-2.5% slower than the
-/// undecomposed solve on one H200 (validate/RESULTS.md runs 147 and 152), so a series
+/// undecomposed solve on one H200 (validate/RESULTS.md), so a series
 /// against it read high by that much.
 pub fn measure_ranks(
     cfg: &LoadedConfig,

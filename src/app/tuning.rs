@@ -114,7 +114,7 @@ pub fn start_options(version: StencilVersion, base: &CudaOptions, mode: TuneMode
 
 /// The cache's name for the fields a solve iterates on: "double", "single", "double-eo",
 /// "single-eo" (the geometry is tuned on that operator, since the best block of the full
-/// double operator is not the best of the even-odd single one: runs 8 and 11).
+/// double operator is not the best of the even-odd single one: validate/RESULTS.md).
 pub fn layout_name(layout: Layout) -> String {
     let p = layout.precision.name();
     match layout.subset {
@@ -387,7 +387,7 @@ mod tests {
     #[test]
     fn each_solve_layout_has_its_own_cache_name() {
         // Six layouts, six names: an even-odd single solve never reuses the full double
-        // operator's block (the issue-6 note: 384 from the full double sweep cost the
+        // operator's block (measured: 384 from the full double sweep cost the
         // even-odd single r12 graphs 2.9 -> 3.8 ms).
         let names: Vec<String> = [Subset::Full, Subset::Even]
             .into_iter()

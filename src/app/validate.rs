@@ -354,7 +354,7 @@ pub const HALF_TOL: f64 = 1e-4;
 /// `precision`, the CPU having taken `cpu_iterations`. Half: the roundings differ by a
 /// step here and there, which moves the reliable updates (and the restarts' CR directions)
 /// far more than single's: a quarter of the iterations (at least SINGLE_ITERATION_SLACK;
-/// measured on an H100, RESULTS run 31: CR even-odd on the seed's 16^3x32 problem 58-59
+/// measured on an H100, validate/RESULTS.md: CR even-odd on the seed's 16^3x32 problem 58-59
 /// GPU against 70 CPU iterations, both converged, operators 1.6e-5 apart); histories not
 /// judged.
 fn tolerances(precision: Precision, cpu_iterations: usize) -> (f64, f64, usize) {

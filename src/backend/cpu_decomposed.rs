@@ -1,4 +1,4 @@
-//! The CPU backend on one rank of a decomposed lattice (issue 11): the same domain
+//! The CPU backend on one rank of a decomposed lattice: the same domain
 //! decomposition the GPUs run over NCCL, written plainly so the tests can check it against
 //! the undecomposed `CpuBackend` with ranks as threads (`comms::threads`).
 //!

@@ -1,4 +1,4 @@
-//! Where this process stands in a multi-process launch (issue 11): its rank, the number of
+//! Where this process stands in a multi-process launch: its rank, the number of
 //! ranks, its rank on its node (which GPU it takes) and the address of the rendezvous
 //! (`QCD_SOLVE_MASTER`, where rank 0 hands NCCL's unique id to the others).
 //!

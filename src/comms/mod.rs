@@ -1,4 +1,4 @@
-//! Communication between the ranks of a decomposed lattice (issue 11). It enters the
+//! Communication between the ranks of a decomposed lattice. It enters the
 //! solvers at two places only (docs/architecture.md): an operator's apply exchanges the
 //! faces of its sub-lattice with the neighbours (`Comms::exchange`), and a space's
 //! reductions combine per-rank partial sums (`global_sum`).

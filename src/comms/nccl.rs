@@ -1,4 +1,4 @@
-//! NCCL between processes, one GPU each (issue 11): `NcclComms` implements `Comms` (host
+//! NCCL between processes, one GPU each: `NcclComms` implements `Comms` (host
 //! slices, staged through device buffers) and `DeviceExchange` (device buffers, enqueued on
 //! the caller's stream), plus `global_sum_on`, the deterministic global sum on the device.
 //!
@@ -68,7 +68,7 @@ extern "C" __global__ void sum_in_rank_order(const double* __restrict__ parts,
 /// rank's NCCL work never overlaps: the graphs' exchanges and all-gathers, and the
 /// uncaptured ones of the reliable updates and of the reductions' sums, follow each other
 /// through the rank's streams and events, and each host read of a sum waits for them.
-/// Measured on 2 and 4 H200s (validate/RESULTS.md runs 127, 129): the fused CR's graphs
+/// Measured on 2 and 4 H200s (validate/RESULTS.md): the fused CR's graphs
 /// 1.2-2.8% faster.
 /// Set it to 1 to restore NCCL's default. Call before any thread starts (main does), as it
 /// writes the environment.

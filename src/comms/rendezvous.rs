@@ -1,4 +1,4 @@
-//! A small TCP rendezvous (issue 11): rank 0 listens at `QCD_SOLVE_MASTER`, every other
+//! A small TCP rendezvous: rank 0 listens at `QCD_SOLVE_MASTER`, every other
 //! rank connects and says who it is, and rank 0 checks them (each rank once, all in
 //! range, all agreeing on the number of ranks) and sends every one the same bytes (NCCL's
 //! 128-byte unique id). The connections then stay open for a host barrier.

@@ -1,6 +1,6 @@
 //! Ranks as threads of one process: messages are copied over channels. The CPU backend
 //! runs the same decomposition as the GPUs through it, so the decomposed operator and the
-//! solvers are tested without a GPU (issue 11, item 6).
+//! solvers are tested without a GPU.
 
 use super::{check_len, Comms, CommsStats, Incoming, Outgoing};
 use crate::{Error, Result};

@@ -305,7 +305,7 @@ mod tests {
             worst_d = worst_d.max(d);
             worst_s = worst_s.max(f);
         }
-        // Typical links: most |U00|, |U20| are O(1); the stated tolerances of the issue.
+        // Typical links: most |U00|, |U20| are O(1); the stated tolerances.
         let mut typical = Stream::new(8, 2);
         for _ in 0..1000 {
             let u = Su3::random(&mut typical);

@@ -269,7 +269,7 @@ mod tests {
         // The bounds are analytic: 24 reals a site under i32::MAX (2147483647 / 24 =
         // 89478485 sites), and u32::MAX sites on the host.
         assert_eq!(DEVICE_MAX_SITES, 89_478_485);
-        let big = [96, 96, 96, 192]; // 169869312 sites: issue 16's production lattice
+        let big = [96, 96, 96, 192]; // 169869312 sites: the production lattice
         let l = Lattice::new(big, DEFAULT_BOUNDARY).unwrap();
         assert_eq!(l.volume(), 169_869_312);
         let e = check_device_volume(big, "lattice", true)

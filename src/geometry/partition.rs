@@ -2,7 +2,7 @@
 //! [gx, gy, gz, gt], each rank holding a local sub-lattice (`Lattice` with `global` and
 //! `offset` set) and exchanging the faces of the split directions with its neighbours.
 //! One rank (grid all ones) is today's single-GPU case; a multi-GPU version fills in the
-//! rest of the grid (README, "Layout"; issue 11) without touching the kernels, which
+//! rest of the grid (README, "Layout") without touching the kernels, which
 //! already index local sites and take parity and boundary phases from global coordinates.
 
 use super::lattice::{Boundary, Lattice, NDIM};
@@ -159,7 +159,7 @@ impl Partition {
         // Each site's global index once, then element by element over the threads,
         // collected in place: the copy and the first touch of the new pages run in
         // parallel (one thread a rank before; a 96^3x192 process on four GPUs took 153 s
-        // with it and 122 s with this, validate/RESULTS.md runs 156 and 158).
+        // with it and 122 s with this, validate/RESULTS.md).
         let sites: Vec<usize> = (0..local)
             .into_par_iter()
             .map(|x| self.global_site(x))

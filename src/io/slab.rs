@@ -1,4 +1,4 @@
-//! Each rank reads its own part of a gauge file (issue 11, item 5): `read_gauge_slab`
+//! Each rank reads its own part of a gauge file: `read_gauge_slab`
 //! returns the rank's sub-lattice of the field (`Partition`), the same bits as
 //! `scatter_gauge(read_gauge(file))` on that rank, having read only the rows of its
 //! sub-lattice (plus one layer forward in each split direction) from the file, and the

@@ -101,7 +101,7 @@ pub struct SolveReport {
     pub residual_history: Vec<f64>,
 }
 
-/// What a solve on a split lattice adds to the report (issue 11).
+/// What a solve on a split lattice adds to the report.
 #[derive(Clone, Debug, Serialize)]
 pub struct ParallelReport {
     pub grid: [usize; 4],

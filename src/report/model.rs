@@ -1,4 +1,4 @@
-//! The multi-GPU performance model (issue 11, README "Multi-GPU"): the time of one solver
+//! The multi-GPU performance model (README "Multi-GPU"): the time of one solver
 //! iteration on a decomposed lattice, predicted from times measured on ONE GPU (the
 //! undecomposed iteration, and the decomposed operator's interior, exterior and face
 //! packing) and the bandwidth and latency of the links between GPUs.

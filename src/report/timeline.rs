@@ -1,4 +1,4 @@
-//! The main job's time line (issue 13, item 4): the wall time of the whole process split
+//! The main job's time line: the wall time of the whole process split
 //! into the phases a user waits for, each measured with a wall clock around the work
 //! itself: read/generate (gauge field read or generated, its plaquette, the source),
 //! upload (the backend's construction: device context, kernel compilation, allocation,

@@ -180,7 +180,7 @@ static GRAPH_KEY: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::n
 /// Iterations per recorded graph: a batch of k iterations launches k / 2 graphs of two
 /// iterations (and one of one for an odd k). Recording and instantiating a graph costs
 /// more per node the larger it is (0.39-0.74 ms for 10-16 iterations, 0.14-0.27 ms for two:
-/// validate/RESULTS.md run 58), and the launches cost no measurable device time.
+/// validate/RESULTS.md), and the launches cost no measurable device time.
 const GRAPH_ITERATIONS: usize = 2;
 
 /// The backend's fused iteration: scalars where the backend computes, batches replayed

@@ -72,7 +72,7 @@ pub fn solve<S: Space, A: LinearOperator<S>, I: Iterate<S>>(
         }
         // A stalled inner run is restarted once from the true residual (a fresh Krylov
         // space): in half precision the inner CR can stall by itself, far above the
-        // format's resolution (validate/RESULTS.md run 32). The solve stops as stagnated
+        // format's resolution (validate/RESULTS.md). The solve stops as stagnated
         // only when the restart's true residual did not improve on the last one by 1%.
         let stalled = run.verdict == Verdict::Stop(StopReason::Stagnation);
         match run.verdict {

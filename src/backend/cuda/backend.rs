@@ -223,7 +223,7 @@ impl CudaBackend {
         let mut setup = SetupTimes::default();
 
         // The construction's parts are steps of the time line: at 96^3x192 on four GPUs a
-        // rank's construction took 23 s (RESULTS run 159).
+        // rank's construction took 23 s (validate/RESULTS.md).
         let ctx = crate::clock::timed("GPU context", || open_context(opts.device))?;
         let device_name = ctx.name().map_err(err("reading the device name"))?;
         // The set-up's own peak (the run has checked its whole plan before).
@@ -786,7 +786,7 @@ mod tests {
     /// it is exactly the device probe's Error::Cuda (the same message, not merely some
     /// error), never a panic; with a GPU and libnvrtc it succeeds; with a GPU but no
     /// libnvrtc it is an Error::Cuda naming libnvrtc. (It used to accept Ok and any
-    /// non-empty Err alike, so it could not fail: issue 10.)
+    /// non-empty Err alike, so it could not fail.)
     #[test]
     fn construction_without_a_gpu_is_a_cuda_error() {
         let l = Lattice::new([2, 2, 2, 2], DEFAULT_BOUNDARY).unwrap();

@@ -262,8 +262,7 @@ fn nvrtc_runs() -> &'static Mutex<Vec<CacheKey>> {
 /// build their backends at the same moment; without it each compiled every program, and
 /// they wrote the same disk entry through one temporary name (the process id's), so one
 /// could rename another's half-written file. It saves CPU, not wall time: a cold start on
-/// four GPUs spent 11.4 s in the module loads with and without it (validate/RESULTS.md
-/// run 161).
+/// four GPUs spent 11.4 s in the module loads with and without it (validate/RESULTS.md).
 fn program_lock(key: &CacheKey) -> std::sync::Arc<Mutex<()>> {
     type Locks = Mutex<HashMap<CacheKey, std::sync::Arc<Mutex<()>>>>;
     static LOCKS: OnceLock<Locks> = OnceLock::new();
@@ -323,7 +322,7 @@ pub(crate) fn compile(program: &Program, arch: &str) -> Result<Ptx> {
 /// The folder of the on-disk PTX cache: `QCD_SOLVE_PTX_CACHE` (a folder, or `off`), else
 /// `~/.cache/qcd-solve/ptx`. A process that finds its programs there skips NVRTC (the
 /// warm-up, context included, took 0.52-0.54 s without it and 0.25 s with it on an H100
-/// host: RESULTS runs 35-36).
+/// host: validate/RESULTS.md).
 fn disk_cache_dir() -> Option<std::path::PathBuf> {
     match std::env::var_os("QCD_SOLVE_PTX_CACHE") {
         Some(v) if v == "off" => None,

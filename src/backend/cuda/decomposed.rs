@@ -1,4 +1,4 @@
-//! `CudaBackend` on a decomposed lattice (issue 11): `new_decomposed` builds a rank's
+//! `CudaBackend` on a decomposed lattice: `new_decomposed` builds a rank's
 //! backend (version 3.0 only) around its sub-lattice, a `DeviceExchange` for the faces and
 //! a host `Comms` for the global sums; the halo books (`HaloTimings`); the helpers that cut
 //! a rank's sub-lattice out of global fields and put it back (tests, single-process runs);

@@ -84,10 +84,10 @@ pub(crate) fn open_context(ordinal: usize) -> Result<Arc<CudaContext>> {
 /// synchronisation). Kept memory makes a later allocation a suballocation instead of a
 /// new mapping: a solve's fields are freed and allocated again between its phases (the
 /// mixed solver's restarts, the even-odd reconstruction) and from one solve to the next
-/// (validate/RESULTS.md run 69). What goes back at a synchronisation is unmapped there,
+/// (validate/RESULTS.md). What goes back at a synchronisation is unmapped there,
 /// and with ranks as threads on several GPUs those unmappings queue behind each other
-/// (our reading, not traced; the times are measured): with 1 GiB kept (the default until
-/// run 127) the 32^3x64-per-GPU solve took 55.2 ms on one GPU, 61.8 on two and 71.4 on
+/// (our reading, not traced; the times are measured): with 1 GiB kept (the former
+/// default) the 32^3x64-per-GPU solve took 55.2 ms on one GPU, 61.8 on two and 71.4 on
 /// four, keeping everything 48.7, 54.8 and 55.7. The free-memory checks trim the pool
 /// first (`trim_pool`), so what it keeps is never counted as taken.
 pub const POOL_KEEP_ALL: u64 = u64::MAX;
@@ -480,8 +480,8 @@ pub fn upload_bandwidth(bytes: usize) -> Result<(f64, f64)> {
     Ok((p, q))
 }
 
-/// What the host offers an upload beside the pinned copy of `upload_bandwidth` (issue 13,
-/// item 4): how fast it copies memory itself, and what registering pageable memory in
+/// What the host offers an upload beside the pinned copy of `upload_bandwidth`:
+/// how fast it copies memory itself, and what registering pageable memory in
 /// place costs and then gives. Benchmark figures, not checks.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
 pub struct HostUploadPaths {

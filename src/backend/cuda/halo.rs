@@ -1,4 +1,4 @@
-//! Version 3.0 on a decomposed lattice (issue 11): a rank's operator application as
+//! Version 3.0 on a decomposed lattice: a rank's operator application as
 //! pack -> exchange -> interior -> exterior (kernels/halo.cu, stencil_v3's split_mask),
 //! with the exchange on a communication stream overlapping the interior kernel:
 //!
@@ -158,7 +158,7 @@ pub(crate) fn peer_sums_bytes(ranks: usize) -> u64 {
 /// `cr_peer_sum` (the all-gather and the sum in one kernel, over peer memory) instead of
 /// NCCL's all-gather and `cr_global`: on unless `QCD_SOLVE_PEER_SUMS=0` (the ablation;
 /// read once per process). The same sums in the same order: the same bits (tests/
-/// gpu_nccl.rs). Run 166 (four H200, 32^3x64 a GPU): the main job 1.4-2.1% faster an
+/// gpu_nccl.rs). Measured (four H200, 32^3x64 a GPU): the main job 1.4-2.1% faster an
 /// iteration as z-t, 1.0-2.7% along t (validate/RESULTS.md).
 pub fn peer_sums_requested() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
@@ -222,7 +222,7 @@ const TIMED_FOLD: usize = 16;
 /// `QCD_SOLVE_COMM_PRIORITY=0`, the ablation; read once per process). The exchange's
 /// kernels (NCCL's) and copies become ready with the interior kernel, at the end of the
 /// pack, and at the default priority would wait behind the interior's blocks (the reason
-/// it was tried; not traced). Run 118: weak scaling on two GPUs 78% -> 83%.
+/// it was tried; not traced). Measured: weak scaling on two GPUs 78% -> 83%.
 pub(crate) fn comm_priority() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| super::timing::on_unless("QCD_SOLVE_COMM_PRIORITY", "0"))
@@ -231,11 +231,11 @@ pub(crate) fn comm_priority() -> bool {
 /// The timing ablations of the split solve, `QCD_SOLVE_ABLATE_COMM`: a comma-separated
 /// list (read once per process; unset: none). Each leaves everything else as it is, so
 /// the graphs' time shows what the ablated part costs them:
-/// - `exchange`: the faces are not sent (the ghosts keep what they held; validate/RESULTS.md
-///   run 126: 10-23 us an iteration). The answers are wrong.
+/// - `exchange`: the faces are not sent (the ghosts keep what they held; validate/RESULTS.md:
+///   10-23 us an iteration). The answers are wrong.
 /// - `gather2`: every all-gather of the fused CR's reductions is issued twice (the same
 ///   partials into the same buffer): the answers are unchanged, one all-gather's cost more
-///   (run 155). Only where the reductions all-gather: with the sums over peer memory
+///   (validate/RESULTS.md). Only where the reductions all-gather: with the sums over peer memory
 ///   (`peer_sums_requested`, the default for ranks as threads over NCCL) there is none,
 ///   so it needs `QCD_SOLVE_PEER_SUMS=0` there.
 /// - `exterior`: no exterior launch (the faces' hops are not added). The answers are wrong.
@@ -272,7 +272,7 @@ pub(crate) fn ablated(what: &str) -> bool {
 /// `halo_exterior` launch per direction (the default; read once per process). The same
 /// additions in the same order (checked on the CPU by validate/emu/run_halo.sh, every
 /// grid both ways); one launch a hop fewer for each further split direction. On four GPUs
-/// it gained nothing that repeated (validate/RESULTS.md runs 147 and 149), hence not the
+/// it gained nothing that repeated (validate/RESULTS.md), hence not the
 /// default.
 pub(crate) fn exterior_all() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
@@ -366,7 +366,7 @@ fn upper_face_links(gauge: &GaugeField, mu: usize, elems: usize) -> Vec<f64> {
     // The upper face's sites only (c[mu] = L - 1), the other three coordinates x fastest,
     // not all 42.5 M sites of a rank of 96^3x192 on four GPUs for each split direction
     // (the ghost links' step, this walk and the exchange, took 2.8-4.1 s a rank there,
-    // validate/RESULTS.md runs 160-161; not measured since).
+    // validate/RESULTS.md; not measured with this walk).
     let others: Vec<usize> = (0..NDIM).filter(|&nu| nu != mu).collect();
     for f in 0..2 * fh {
         let mut c = [0; NDIM];
@@ -513,8 +513,8 @@ impl Halo {
     /// One exchange of every face buffer, whole, in both directions, now (waits for it):
     /// NCCL connects lazily, at a pair's first message in a direction, and on four ranks
     /// along t (the set-up's ghost links go forward only) the backward direction was first
-    /// used inside the solve (run 122: rank 0 waited 36.5 ms a solve; with this, 8.9 ms,
-    /// run 123; the cause is our reading, not traced). Every rank calls it at construction.
+    /// used inside the solve (rank 0 waited 36.5 ms a solve; with this, 8.9 ms; the cause is
+    /// our reading, not traced; validate/RESULTS.md). Every rank calls it at construction.
     fn warm_up(&mut self, stream: &Arc<CudaStream>) -> Result<()> {
         let (sends, recvs) =
             self.face_messages_of(stream, |f| f.send_lo.len() * std::mem::size_of::<f64>());
@@ -536,7 +536,7 @@ impl Halo {
     /// `stream`, an all-gather on `stream`), never launched. The first graph a rank
     /// records pays a one-time cost that later ones do not: on four H200s the first CR
     /// graph took 0.8-1.4 ms to record and the next 0.1-0.3 ms for half the work,
-    /// whichever of the two came first (validate/RESULTS.md runs 138-139). Paid here, at
+    /// whichever of the two came first (validate/RESULTS.md). Paid here, at
     /// construction, as NCCL's connections are by the exchange above.
     fn warm_up_capture(
         &mut self,
@@ -553,7 +553,7 @@ impl Halo {
         let dst = raw(&self.gathered, stream);
         let src = dst + (self.exchange.rank() * bytes) as u64;
         // NCCL connects a collective's peers at its first call, which a capture refuses
-        // ("operation not permitted when stream is capturing", run 140): one all-gather
+        // ("operation not permitted when stream is capturing"): one all-gather
         // outside it first.
         self.exchange.all_gather_on(stream, src, dst, bytes)?;
         stream.synchronize().map_err(err("the first all-gather"))?;
@@ -953,7 +953,7 @@ impl Halo {
     /// device buffer, then one read of every rank's values (waits for the stream), added in
     /// rank order (`comms::sum_in_rank_order`, as `comms::global_sum` adds: the same bits). One wait
     /// for the host instead of three (the local read, then the host communicator's gather
-    /// of the lengths and of the values; runs 138-139: the four-GPU reliable updates
+    /// of the lengths and of the values; measured: the four-GPU reliable updates
     /// 6.7-7.0 -> 6.1 ms a solve).
     pub fn global_sum_device<const N: usize>(
         &mut self,

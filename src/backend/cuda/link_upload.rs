@@ -1,5 +1,5 @@
 //! Version 3.0's links (r18 and r12) uploaded as whole sites of the canonical field and laid
-//! out on the device (issue 13, item 4). The host layout (`fast_layout::links_chunk_to_soa`
+//! out on the device. The host layout (`fast_layout::links_chunk_to_soa`
 //! into the pinned staging buffers) bounded the upload at ~10-13 GB/s on a 16-core host
 //! against 54 GB/s of pinned bandwidth; here the host only copies, and the permutation to
 //! the parity-major rows is kernel `links_from_sites` (kernels/layout.cu), run on each
@@ -12,8 +12,8 @@
 //!   the 12 of 18 reals kept), copies it into its own pinned buffers
 //!   (`StageShape::lane_values`, 3 MiB), small so that they can stay in the caches, and
 //!   sends it on its own stream into its own slot of the scratch buffer, where the kernel
-//!   lays it out: 1.2-1.7x the `device` upload's rate in validate/RESULTS.md runs 47-49,
-//!   84-86% of the pinned rate in run 54;
+//!   lays it out: 1.2-1.7x the `device` upload's rate in validate/RESULTS.md,
+//!   84-86% of the pinned rate;
 //! - `device`: chunk k of whole sites is copied (by all threads in parallel) into one of
 //!   the shared pinned staging buffers while chunk k - 1 is copied to the scratch buffer
 //!   and laid out by the kernel;
@@ -53,7 +53,7 @@ pub enum LinkUpload {
     /// device.
     Registered,
     /// As `Device`, but every worker thread with its own buffers, stream and scratch slot
-    /// (the default: validate/RESULTS.md runs 47-49).
+    /// (the default: validate/RESULTS.md).
     #[default]
     Workers,
 }

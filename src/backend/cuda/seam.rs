@@ -164,9 +164,9 @@ impl Space for CudaBackend {
     /// With `QCD_SOLVE_RECORD_UPDATES=1` (or `set_record_updates`), a CUDA graph where
     /// `FusedCr::repeat` records
     /// (kernel 3.0; on a decomposed lattice an exchange that can be captured); by default
-    /// the body runs as it comes. Run 168 (four H200, the main job at 32^3x64 a GPU, the
+    /// the body runs as it comes. Measured (four H200, the main job at 32^3x64 a GPU, the
     /// reliable updates' x_d += x_s and A x_d): no gain on four GPUs (z-t 0.2-0.9% slower,
-    /// t from 0.4% faster to 4.9% slower), 0.3-1.1% on one: not the default.
+    /// t from 0.4% faster to 4.9% slower), 0.3-1.1% on one: not the default (validate/RESULTS.md).
     fn queue_recorded(
         &mut self,
         key: u64,

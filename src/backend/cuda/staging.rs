@@ -1,4 +1,4 @@
-//! Host-device transfers through small pinned staging buffers (issue 13, item 4).
+//! Host-device transfers through small pinned staging buffers.
 //! Uploads: the host lays chunk k out in one buffer (in parallel, in the device's order)
 //! while the copy engine reads chunk k - 1 from another, so the layout and the transfer
 //! overlap and no pinned buffer the size of the field is ever allocated (pinning gigabytes
@@ -33,8 +33,7 @@ pub const STAGE_MIB_ENV: &str = "QCD_SOLVE_STAGE_MIB";
 pub const STAGE_BUFFERS_ENV: &str = "QCD_SOLVE_STAGE_BUFFERS";
 /// Bytes of each worker thread's staging buffers in the `workers` link upload by default,
 /// small so that a worker's buffers can stay in the caches (`QCD_SOLVE_LANE_MIB`; 3 MiB x2
-/// was the fastest shape once the workers took their chunks from a queue, validate/RESULTS.md
-/// session 10).
+/// was the fastest shape once the workers took their chunks from a queue, validate/RESULTS.md).
 pub(crate) const LANE_BYTES: usize = 3 << 20;
 /// The environment variable of the size in MiB of each worker's buffers (`StageShape`).
 pub const LANE_MIB_ENV: &str = "QCD_SOLVE_LANE_MIB";
@@ -51,7 +50,7 @@ pub const STAGE_STORES_ENV: &str = "QCD_SOLVE_STAGE_STORES";
 /// link upload cycles through, so that the host may copy ahead of the copies by
 /// `buffers - 1` chunks, and the stores of its host copies; and each worker's buffers in
 /// the `workers` link upload. `ablate --upload-dims` times the shapes against each other
-/// (validate/RESULTS.md, sessions 8 and 9).
+/// (validate/RESULTS.md).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StageShape {
     pub values: usize,
@@ -233,7 +232,7 @@ pub(crate) struct StagedTimes {
 }
 
 /// Pinned host buffers kept for the rest of the process once made, so that staging pays
-/// the pinning (about 2 GB/s of fresh memory on the H100 host, validate/RESULTS.md run 36)
+/// the pinning (about 2 GB/s of fresh memory on the H100 host, validate/RESULTS.md)
 /// once, ahead of time (`prepin`, in the GPU warm-up), and not per transfer. A
 /// `StagingBuffers` takes its buffers from here and gives them back when dropped.
 fn pool() -> &'static Mutex<Vec<PinnedHostSlice<f64>>> {

@@ -220,7 +220,7 @@ impl V3Launch {
 /// The fewest threads per block of a launch with the (y|out) epilogue: its last block sums
 /// one partial per block with its own threads (`cr_reduce_last`): with the tuner's
 /// smallest blocks (32) at 32^3x64 (32768 blocks, 1024 loads a thread) the launch took 732
-/// us, with 256 threads 363 us (validate/RESULTS.md runs 65-66).
+/// us, with 256 threads 363 us (validate/RESULTS.md).
 pub(crate) const DOT_MIN_BLOCK: usize = 256;
 // The dot launches' entry points (stencil_v3_full_dot, stencil_v3_parity) take up to
 // V3_MAX_BLOCK threads a block.
@@ -323,8 +323,8 @@ impl V3Kernels {
     }
 }
 
-/// Sites a full-mode column makes along t (kernels/stencil_v3.cu's columns), from runs 100
-/// and 103 (H100, `floor`, ratios to the DRAM floor, 32^3x64 and 16^3x32):
+/// Sites a full-mode column makes along t (kernels/stencil_v3.cu's columns), as measured
+/// (H100, `floor`, ratios to the DRAM floor, 32^3x64 and 16^3x32):
 /// - double, 18 or 12 reals: 4. Dslash r18 1.31x -> 1.15x and 1.62x -> 1.33x (columns of
 ///   2: 1.17x, 1.47x); the full fused CR iteration 1.11x -> 1.06x and 1.22x -> 1.14x.
 /// - single, 18 or 12 reals: 2. Dslash r18 1.25x -> 1.18x and 1.70x -> 1.46x (columns of
@@ -917,7 +917,7 @@ mod tests {
     /// error must name the missing library (asserted), but the compile itself was not
     /// tested: that is said loudly (SKIPPED on stderr) and is a failure under CI=true,
     /// where .ci/run puts libnvrtc on the loader path before the tests. (It used to pass
-    /// quietly without libnvrtc: issue 10.)
+    /// quietly without libnvrtc.)
     #[test]
     fn compile_all_kernels_compiles_or_names_the_missing_library() {
         // SAFETY: only tries to dlopen the library by its usual names.

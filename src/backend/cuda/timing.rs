@@ -3,7 +3,7 @@
 //! time) from a reusable pool: each kernel's first `TIME_FIRST` launches (since the books
 //! were last reset) and then one in `TIME_EVERY`. A kernel's time is its timed launches'
 //! time scaled by its bytes over theirs (`KernelStat::millis`). Two event records cost a
-//! short kernel about 4 us (run 109: the 16^3x32 dslash in single r18 27.7 us a launch
+//! short kernel about 4 us (measured: the 16^3x32 dslash in single r18 27.7 us a launch
 //! without them, 32.1 with them), so timing every launch would make every stream-launched
 //! operator that much slower; `QCD_SOLVE_LAUNCH_EVENTS=all` still does (and `0` times
 //! none). The events are read only after the stream has been synchronised anyway (a
@@ -456,11 +456,11 @@ pub(crate) fn launch_events() -> LaunchEvents {
 
 /// Whether `launch_values!` launches with programmatic dependent launch (common.cuh
 /// `qcd_pdl_wait`): on unless `QCD_SOLVE_PDL=0` (the ablation); read once per process.
-/// Runs 113 and 115 (H100, `floor` at 16^3x32): with the stencil and the fused CR passes
+/// Measured (H100, `floor` at 16^3x32): with the stencil and the fused CR passes
 /// letting the next launch start once their elements are written (V3_PDL_TRIGGER and
 /// CR_PDL_TRIGGER 2) the full dslash took 3-8% less time (double r18 1.25x -> 1.21x,
 /// single r12 1.41x -> 1.31x of its floor), the Schur operator 3-7% less, the fused CR
-/// iteration from 0.6% more to 1.6% less; 32^3x64 within 1% (runs 110-113).
+/// iteration from 0.6% more to 1.6% less; 32^3x64 within 1% (validate/RESULTS.md).
 /// Off while the graphs' time line is recorded (its event nodes sit between kernels).
 pub(crate) fn pdl() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();

@@ -38,7 +38,7 @@ pub const V3_MAX_BLOCK: usize = 512;
 /// Largest block of 3.0's full-mode entry point without the dot epilogue (`stencil_v3`,
 /// V3_FULL_MAX_BLOCK in kernels/stencil_v3.cu): its launch bound leaves the double builds
 /// the registers they want (146-166, no spill) where 512 held them to 128.
-/// `stencil::launch_block` clamps those launches to it (validate/RESULTS.md runs 96-99).
+/// `stencil::launch_block` clamps those launches to it (validate/RESULTS.md).
 pub const V3_FULL_MAX_BLOCK: usize = 128;
 
 /// Reals stored and read per gauge link by 3.0's link array (`[backend] reconstruct`):
@@ -176,7 +176,7 @@ impl StencilVersion {
             StencilVersion::V3_0 => V3_MAX_BLOCK,
             // 1.0 keeps its private tmp arrays in registers: 1024 threads per block ask
             // for more registers than an SM has (CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES on an
-            // H100, validate/RESULTS.md run 3).
+            // H100, validate/RESULTS.md).
             StencilVersion::V1_0 => 512,
             _ => 1024,
         }
@@ -300,7 +300,7 @@ impl StencilVersion {
             return Err(Error::invalid(
                 "multiple",
                 format!(
-                    "version {self} runs 12 * multiple threads per block: multiple must be 1..={MAX_MULTIPLE}, got {multiple}"
+                    "version {self} uses 12 * multiple threads per block: multiple must be 1..={MAX_MULTIPLE}, got {multiple}"
                 ),
             ));
         }
