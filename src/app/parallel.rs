@@ -13,7 +13,9 @@
 
 use super::device::choose_device;
 use super::footprint;
-use super::run::{build_problem, finish_run, solve_on_rank, SolvePlan};
+use super::plan::SolvePlan;
+use super::problem::build_problem;
+use super::solve::{finish_run, solve_on_rank};
 use crate::backend::cpu_decomposed::{self, DecomposedCpu};
 use crate::backend::prelude::*;
 use crate::clock::{timed, timed_seconds};
@@ -100,7 +102,7 @@ fn warm_up(cfg: &LoadedConfig, device: usize) -> Option<std::thread::JoinHandle<
     if c.backend.device == crate::config::Device::Cpu {
         return None;
     }
-    let opts = super::run::cuda_options(cfg).ok()?;
+    let opts = super::plan::cuda_options(cfg).ok()?;
     if !opts.version.is_fast_path() {
         return None;
     }
@@ -317,7 +319,7 @@ fn run_cpu(cfg: &LoadedConfig, problem: &Problem, parts: &[Partition]) -> Result
     let per_rank_threads = (rayon::current_num_threads() / parts.len()).max(1);
     let per_rank = run_ranks(parts.len(), |comms| {
         let rank = comms.rank();
-        let pool = super::run::thread_pool(per_rank_threads as i64)?;
+        let pool = super::problem::thread_pool(per_rank_threads as i64)?;
         logged(rank, cpu_rank(problem, parts, &plan, &pool, comms))
     })?;
     finish_ranks(parts, per_rank)
@@ -327,7 +329,7 @@ fn run_cpu(cfg: &LoadedConfig, problem: &Problem, parts: &[Partition]) -> Result
 /// sums over ranks then stay on the device).
 fn cuda_plan(cfg: &LoadedConfig) -> Result<(crate::backend::cuda::CudaOptions, SolvePlan)> {
     let c = &cfg.config;
-    let opts = super::run::cuda_options(cfg)?;
+    let opts = super::plan::cuda_options(cfg)?;
     if !opts.version.is_fast_path() {
         return Err(Error::invalid(
             "parallel.grid",
@@ -841,12 +843,12 @@ pub fn read_slabs(
     let c = &cfg.config;
     let lattice = cfg.lattice()?;
     let p = &parts[rank];
-    let (path, format, opts) = super::run::gauge_file(cfg)?;
+    let (path, format, opts) = super::problem::gauge_file(cfg)?;
     let (gauge, info) = crate::io::read_gauge_slab(&path, format, p, lattice.boundary, opts, io)?;
     let description = format!("file {} (each rank read its slab)", path.display());
     let note = info
         .reunitarised
-        .then(|| super::run::reunitarisation_note(&info));
+        .then(|| super::problem::reunitarisation_note(&info));
     if rank != 0 {
         // Two exchanges, each one-directional as in `distribute` and `collect_solution`
         // (rank 0 posts the matching receives, then the sends).
@@ -903,8 +905,8 @@ pub fn read_slabs(
         lattice: lattice.clone(),
         links,
     };
-    let built =
-        super::run::problem_with(cfg, lattice, whole, description, note, t0).and_then(|problem| {
+    let built = super::problem::problem_with(cfg, lattice, whole, description, note, t0).and_then(
+        |problem| {
             let sources: Vec<Vec<f64>> = parts[1..]
                 .iter()
                 .map(|q| {
@@ -915,7 +917,8 @@ pub fn read_slabs(
                 })
                 .collect::<Result<_>>()?;
             Ok((problem, sources))
-        });
+        },
+    );
     let (problem, sources) = match built {
         Ok(b) => b,
         Err(e) => {

@@ -4,7 +4,7 @@
 //! hold full double fields only (any method, plain), and kernel 3.0 has everything.
 
 use crate::backend::{Capabilities, Precision};
-use crate::config::{Iteration, Preconditioning};
+use crate::config::{Iteration, LoadedConfig, Preconditioning};
 use crate::solver::{CrParams, Method, SolveSpec};
 use crate::{Error, Result};
 
@@ -131,4 +131,26 @@ impl SolvePlan {
             ),
         ))
     }
+}
+
+/// The CUDA options a config asks for.
+pub fn cuda_options(cfg: &LoadedConfig) -> Result<crate::backend::cuda::CudaOptions> {
+    let b = &cfg.config.backend;
+    let version: crate::backend::cuda::StencilVersion = b
+        .kernel
+        .parse()
+        .map_err(|e: Error| Error::invalid("backend.kernel", e.to_string()))?;
+    Ok(crate::backend::cuda::CudaOptions {
+        version,
+        multiple: b.multiple as usize,
+        reconstruct: crate::backend::cuda::Reconstruct::from_reals(b.reconstruct).ok_or_else(
+            || {
+                Error::invalid(
+                    "backend.reconstruct",
+                    format!("must be 18, 12 or 8; got {}", b.reconstruct),
+                )
+            },
+        )?,
+        ..Default::default()
+    })
 }

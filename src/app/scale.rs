@@ -246,7 +246,7 @@ fn undecomposed_solve(c: &LoadedConfig, problem: &Problem) -> Result<(f64, usize
             use crate::app::tuning::{plan_layout, tune_backend};
             let opts = crate::app::run::cuda_options(c)?;
             let plan = SolvePlan::from_config(&c.config, opts.version.is_fast_path());
-            let opts = crate::app::run::backend_options(c, opts, &plan)?;
+            let opts = crate::app::solve::backend_options(c, opts, &plan)?;
             let mut be =
                 crate::backend::cuda::CudaBackend::new(&problem.gauge, problem.kappa, &opts)?;
             if c.config.backend.tune {

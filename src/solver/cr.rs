@@ -23,8 +23,8 @@
 //! stay on the device, checked every `check_every` iterations and replayed as a graph.
 
 use super::monitor::{Iterate, Monitor, Run, Verdict};
-use crate::linalg::engines::{CrScalars, FusedCr};
 use crate::field::C64;
+use crate::linalg::engines::{CrScalars, FusedCr};
 use crate::linalg::{LinearOperator, Operator, Space};
 use crate::Result;
 

@@ -20,8 +20,8 @@ pub(crate) fn micros_since(t: &std::time::Instant) -> u64 {
     t.elapsed().as_micros() as u64
 }
 
-use crate::linalg::engines::FusedCr;
 use crate::field::C64;
+use crate::linalg::engines::FusedCr;
 use crate::linalg::{Form, LinearOperator, Operator, Precision, Space, WilsonKernels};
 use crate::{Error, Result};
 use serde::Serialize;
