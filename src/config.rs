@@ -4,6 +4,7 @@
 //! Relative input paths (gauge and source files) resolve against the config file's folder;
 //! output paths resolve against the current directory.
 
+use crate::backend::cuda::{Reconstruct, StencilVersion};
 use crate::error::{Error, Result};
 use crate::field::gamma::GammaBasis;
 use crate::geometry::lattice::{Boundary, Lattice, DEFAULT_BOUNDARY, NDIM};
@@ -347,9 +348,9 @@ impl std::str::FromStr for Device {
 pub struct BackendConfig {
     #[serde(default)]
     pub device: Device,
-    /// GPU stencil version: "1.0" .. "2.0" (stencil-versions.md).
+    /// GPU stencil version: "1.0" .. "2.0" (stencil-versions.md), or our "3.0".
     #[serde(default = "default_kernel")]
-    pub kernel: String,
+    pub kernel: StencilVersion,
     /// Workgroup multiple of versions 1.2 and later (12 * multiple threads per block).
     #[serde(default = "default_multiple")]
     pub multiple: i64,
@@ -357,8 +358,8 @@ pub struct BackendConfig {
     /// third rebuilt as conj(row0 x row1) in registers) or 8 (U01, U02, U10 and the phases
     /// of U00 and U20, the rest rebuilt from unitarity and det = 1); 12 and 8: version 3.0
     /// only, SU(3) fields.
-    #[serde(default = "default_reconstruct")]
-    pub reconstruct: i64,
+    #[serde(default)]
+    pub reconstruct: Reconstruct,
     /// CPU threads; 0 = all cores.
     #[serde(default)]
     pub threads: i64,
@@ -373,14 +374,11 @@ fn default_tune() -> bool {
     true
 }
 
-fn default_kernel() -> String {
-    "1.6.1".into()
+fn default_kernel() -> StencilVersion {
+    StencilVersion::V1_6_1
 }
 fn default_multiple() -> i64 {
     16
-}
-fn default_reconstruct() -> i64 {
-    18
 }
 
 impl Default for BackendConfig {
@@ -389,7 +387,7 @@ impl Default for BackendConfig {
             device: Device::Auto,
             kernel: default_kernel(),
             multiple: default_multiple(),
-            reconstruct: default_reconstruct(),
+            reconstruct: Reconstruct::R18,
             threads: 0,
             tune: default_tune(),
         }
@@ -410,33 +408,76 @@ pub struct OutputConfig {
     pub gauge: Option<PathBuf>,
 }
 
-/// Command-line values that override the config.
-#[derive(Clone, Debug, Default)]
+/// Command-line values that override the config (the main job's flags, and those of the
+/// subcommands that read a config).
+#[derive(clap::Args, Clone, Debug, Default)]
 pub struct Overrides {
+    /// auto, cpu or cuda (overrides [backend] device).
+    #[arg(long)]
     pub device: Option<Device>,
-    pub kernel: Option<String>,
+    /// GPU stencil version, e.g. 1.3 or 3.0 (overrides [backend] kernel).
+    #[arg(long)]
+    pub kernel: Option<StencilVersion>,
+    /// Workgroup multiple of versions 1.2+ (overrides [backend] multiple).
+    #[arg(long, allow_negative_numbers = true)]
     pub multiple: Option<i64>,
-    pub reconstruct: Option<i64>,
+    /// Reals per link the stencil reads: 18, or 12 (two-row compression) or 8 (the SU(3)
+    /// 8-parameter form), kernel 3.0 only (overrides [backend] reconstruct).
+    #[arg(long)]
+    pub reconstruct: Option<Reconstruct>,
+    /// CPU threads, 0 = all (overrides [backend] threads).
+    #[arg(long, allow_negative_numbers = true)]
     pub threads: Option<i64>,
+    /// Hopping parameter, > 0 (overrides [dirac] kappa).
+    #[arg(long, allow_negative_numbers = true)]
     pub kappa: Option<f64>,
+    /// Relative residual tolerance (overrides [solver] tolerance).
+    #[arg(long, allow_negative_numbers = true)]
     pub tol: Option<f64>,
+    /// Maximum iterations of the solver (overrides [solver] max_iterations).
+    #[arg(long = "max-iter", allow_negative_numbers = true)]
     pub max_iter: Option<i64>,
+    /// none or even-odd (overrides [solver] preconditioning).
+    #[arg(long, value_enum)]
     pub preconditioning: Option<Preconditioning>,
+    /// double, single-double or half-double (overrides [solver] precision).
+    #[arg(long, value_enum)]
     pub precision: Option<SolverPrecision>,
+    /// seed, fused or auto (overrides [solver] iteration).
+    #[arg(long, value_enum)]
     pub iteration: Option<Iteration>,
+    /// Fused iteration: host residual check every N iterations (overrides [solver]
+    /// check_every).
+    #[arg(long = "check-every", allow_negative_numbers = true)]
     pub check_every: Option<i64>,
+    /// Mixed precision: recompute the true residual in double when the iterated one has
+    /// dropped by this factor, 0 < delta < 1 (overrides [solver] reliable_delta).
+    #[arg(long = "reliable-delta", allow_negative_numbers = true)]
     pub reliable_delta: Option<f64>,
+    /// Krylov method: cr, bicgstab, gcr or cgne (overrides [solver] method).
+    #[arg(long)]
     pub method: Option<Method>,
+    /// GCR restart length (overrides [solver] restart).
+    #[arg(long)]
     pub restart: Option<i64>,
-    /// Folder that receives the report and the solution (their file names are kept).
+    /// Folder for the report and the solution (keeps their file names).
+    #[arg(long)]
     pub output: Option<PathBuf>,
-    /// `--reunitarise`: sets `[gauge] reunitarise = true` for a file gauge.
+    /// Accept gauge links off SU(3) beyond the file's precision and project them onto
+    /// SU(3) (sets [gauge] reunitarise = true); without it such a file is refused (exit 4).
+    #[arg(long)]
     pub reunitarise: bool,
-    /// `--grid 1,1,1,2`: [parallel] grid.
-    pub grid: Option<[i64; NDIM]>,
-    /// `--gpus N`: [parallel] gpus.
+    /// Ranks per direction gx,gy,gz,gt: the lattice split into sub-lattices (overrides
+    /// [parallel] grid). On the CPU the ranks are threads of this process.
+    #[arg(long, value_delimiter = ',', num_args = 1, value_parser = clap::value_parser!(i64))]
+    pub grid: Option<Vec<i64>>,
+    /// GPUs (ranks) to use; must equal the grid's product (overrides [parallel] gpus).
+    #[arg(long, allow_negative_numbers = true)]
     pub gpus: Option<i64>,
-    /// `--read slab`: [parallel] read.
+    /// Who reads a gauge file on a split lattice: rank0 (reads and verifies it, sends the
+    /// shares) or slab (each rank reads and verifies its own part) (overrides [parallel]
+    /// read).
+    #[arg(long, value_enum)]
     pub read: Option<ReadMode>,
 }
 
@@ -493,8 +534,8 @@ impl LoadedConfig {
             c.backend.device = d;
             flags.push(("backend.device", "--device"));
         }
-        if let Some(k) = &o.kernel {
-            c.backend.kernel = k.clone();
+        if let Some(k) = o.kernel {
+            c.backend.kernel = k;
             flags.push(("backend.kernel", "--kernel"));
         }
         if let Some(m) = o.multiple {
@@ -549,8 +590,13 @@ impl LoadedConfig {
             c.solver.restart = m;
             flags.push(("solver.restart", "--restart"));
         }
-        if let Some(g) = o.grid {
-            c.parallel.grid = g;
+        if let Some(g) = &o.grid {
+            c.parallel.grid = <[i64; NDIM]>::try_from(g.as_slice()).map_err(|_| {
+                Error::invalid(
+                    "--grid",
+                    format!("needs 4 entries gx,gy,gz,gt, got {}", g.len()),
+                )
+            })?;
             flags.push(("parallel.grid", "--grid"));
         }
         if let Some(n) = o.gpus {
@@ -586,8 +632,7 @@ impl LoadedConfig {
                 *p = dir.join(name);
             }
         }
-        self.validate()?;
-        self.check_device_lattice()
+        self.validate()
     }
 
     /// The line of `key` in `[section]` of the config text, for error messages.
@@ -608,7 +653,8 @@ impl LoadedConfig {
         None
     }
 
-    fn bad(&self, section: &str, key: &str, message: String) -> Error {
+    /// The error of a bad value: the flag that set it, or the config's line.
+    pub fn bad(&self, section: &str, key: &str, message: String) -> Error {
         let full = format!("{section}.{key}");
         if let Some((_, flag)) = self.flags.iter().rev().find(|(k, _)| *k == full) {
             return Error::InvalidValue {
@@ -743,61 +789,6 @@ impl LoadedConfig {
             };
             return Err(self.bad("backend", "threads", msg));
         }
-        match c
-            .backend
-            .kernel
-            .parse::<crate::backend::cuda::StencilVersion>()
-        {
-            Err(e) => {
-                let msg = match e {
-                    Error::InvalidValue { message, .. } => message,
-                    other => other.to_string(),
-                };
-                return Err(self.bad("backend", "kernel", msg));
-            }
-            Ok(v) => {
-                let supported =
-                    crate::backend::cuda::Reconstruct::from_reals(c.backend.reconstruct)
-                        .is_some_and(|r| v.supports_reconstruct(r));
-                if !supported {
-                    return Err(self.bad(
-                        "backend",
-                        "reconstruct",
-                        format!(
-                            "must be 18, or 12 or 8 with kernel 3.0; got {} with kernel {v}",
-                            c.backend.reconstruct
-                        ),
-                    ));
-                }
-                if let Err(e) = v.check_multiple(c.backend.multiple as usize) {
-                    let msg = match e {
-                        Error::InvalidValue { message, .. } => message,
-                        other => other.to_string(),
-                    };
-                    return Err(self.bad("backend", "multiple", msg));
-                }
-                // On an explicit GPU the fast path's options need 3.0 (with device = "auto"
-                // the run may fall back to the CPU, which has them all; run.rs checks then).
-                if c.backend.device == Device::Cuda {
-                    let key = crate::backend::Capabilities::of_stencil(v)
-                        .missing(
-                            c.solver.preconditioning != Preconditioning::None,
-                            c.solver.precision.inner(),
-                            c.solver.iteration == Iteration::Fused,
-                        )
-                        .map(|(key, _)| key);
-                    if let Some(key) = key {
-                        return Err(self.bad(
-                            "solver",
-                            key,
-                            format!(
-                                "runs on the GPU with backend.kernel = \"3.0\" only, not the seed version {v}"
-                            ),
-                        ));
-                    }
-                }
-            }
-        }
         self.check_parallel()?;
         let dims = self.dims();
         match &c.source {
@@ -819,34 +810,6 @@ impl LoadedConfig {
             _ => {}
         }
         Ok(())
-    }
-
-    /// What one GPU holds (its kernels' 32-bit indices): the whole lattice, or each rank's
-    /// part of a split one; checked after the command line's overrides (`apply`), since a
-    /// file's lattice may be too large for one GPU but not for the grid or device the
-    /// command line gives. The CPU holds any lattice `Lattice::new` takes.
-    fn check_device_lattice(&self) -> Result<()> {
-        if self.config.backend.device == Device::Cpu {
-            return Ok(());
-        }
-        let p = &self.config.parallel;
-        let (dims, grid) = (self.dims(), p.grid());
-        let local = std::array::from_fn(|mu| dims[mu] / grid[mu]);
-        let whole = !p.is_decomposed();
-        match crate::geometry::lattice::check_device_volume(local, "", whole) {
-            Ok(()) => Ok(()),
-            Err(e) => {
-                let message = match e {
-                    Error::InvalidValue { message, .. } => message,
-                    other => other.to_string(),
-                };
-                Err(if whole {
-                    self.bad("lattice", "LT", message)
-                } else {
-                    self.bad("parallel", "grid", message)
-                })
-            }
-        }
     }
 
     /// The grid: positive entries, dividing the lattice into sub-lattices with even
@@ -888,48 +851,6 @@ impl LoadedConfig {
                 other => other.to_string(),
             };
             return Err(self.bad("parallel", "grid", msg));
-        }
-        if p.is_decomposed() {
-            let v = self
-                .config
-                .backend
-                .kernel
-                .parse::<crate::backend::cuda::StencilVersion>();
-            if self.config.backend.device == Device::Cuda && v.is_ok_and(|v| !v.is_fast_path()) {
-                return Err(self.bad(
-                    "parallel",
-                    "grid",
-                    format!(
-                        "a split lattice runs on the GPU with backend.kernel = \"3.0\" only; the seed version {} is single-GPU",
-                        self.config.backend.kernel
-                    ),
-                ));
-            }
-            // The GPU halo kernels (kernels/halo.cu) have no half build; the CPU's
-            // decomposed backend rounds half fields like the single-GPU one.
-            if self.config.solver.precision == SolverPrecision::HalfDouble
-                && self.config.backend.device != Device::Cpu
-            {
-                return Err(self.bad(
-                    "solver",
-                    "precision",
-                    "half-double on a split lattice runs on the CPU only (device = \"cpu\"): the GPU halo kernels have no half-precision build; use single-double"
-                        .to_string(),
-                ));
-            }
-            // The fused BiCGStab's sums do not cross ranks on the GPU (kernel 3.0 on
-            // one GPU only); on the CPU its passes are the host loop's anyway.
-            if self.config.solver.method == Method::Bicgstab
-                && self.config.solver.iteration == Iteration::Fused
-                && self.config.backend.device != Device::Cpu
-            {
-                return Err(self.bad(
-                    "solver",
-                    "iteration",
-                    "the fused BiCGStab runs on one GPU; a split lattice takes iteration = \"auto\" or \"seed\" (the host-driven BiCGStab)"
-                        .to_string(),
-                ));
-            }
         }
         Ok(())
     }

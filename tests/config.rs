@@ -2,8 +2,22 @@
 //! the message its first line `# expect: ...` names, and with the line number where the
 //! problem is a value.
 
-use qcd_solve::config::LoadedConfig;
+use qcd_solve::config::{LoadedConfig, Overrides};
 use std::path::Path;
+
+/// A config as the program takes it: parsed, validated, and checked by the plan against
+/// what the backends run.
+fn load(p: &Path) -> qcd_solve::Result<LoadedConfig> {
+    let c = LoadedConfig::from_file(p)?;
+    qcd_solve::app::plan::check(&c)?;
+    Ok(c)
+}
+
+/// Command-line overrides applied, then the plan's check (as `cli::load_config` does).
+fn apply(c: &mut LoadedConfig, o: &Overrides) -> qcd_solve::Result<()> {
+    c.apply(o)?;
+    qcd_solve::app::plan::check(c)
+}
 
 fn dir(kind: &str) -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -16,7 +30,7 @@ fn good_configs_load() {
     let mut n = 0;
     for e in std::fs::read_dir(dir("good")).unwrap() {
         let p = e.unwrap().path();
-        LoadedConfig::from_file(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        load(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
         n += 1;
     }
     assert!(n >= 2);
@@ -33,7 +47,7 @@ fn bad_configs_give_their_documented_error() {
             .next()
             .and_then(|l| l.strip_prefix("# expect: "))
             .unwrap_or_else(|| panic!("{} has no `# expect:` line", p.display()));
-        let err = LoadedConfig::from_file(&p).expect_err(&p.display().to_string());
+        let err = load(&p).expect_err(&p.display().to_string());
         let msg = err.to_string();
         assert!(
             msg.contains(expect),
@@ -60,7 +74,7 @@ fn repository_configs_load() {
     for e in std::fs::read_dir(root).unwrap() {
         let p = e.unwrap().path();
         if p.extension().is_some_and(|x| x == "toml") {
-            LoadedConfig::from_file(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+            load(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
         }
     }
 }
@@ -86,16 +100,18 @@ fn production_lattice() -> LoadedConfig {
 
 #[test]
 fn a_lattice_past_one_gpu_needs_a_grid_or_the_cpu() {
-    use qcd_solve::config::{Device, Overrides};
+    use qcd_solve::config::Device;
     // On one GPU (device "auto" or "cuda"): refused by name, at the file's LT line, exit 2.
     for device in [None, Some(Device::Cuda)] {
         let mut c = production_lattice();
-        let e = c
-            .apply(&Overrides {
+        let e = apply(
+            &mut c,
+            &Overrides {
                 device,
                 ..Default::default()
-            })
-            .unwrap_err();
+            },
+        )
+        .unwrap_err();
         let msg = e.to_string();
         assert!(
             msg.contains("lattice.LT") && msg.contains("line 8") && msg.contains("169869312 sites"),
@@ -105,31 +121,39 @@ fn a_lattice_past_one_gpu_needs_a_grid_or_the_cpu() {
     }
     // Split 1,1,2,2 (42467328 sites a GPU), or on the CPU: accepted.
     let mut c = production_lattice();
-    c.apply(&Overrides {
-        device: Some(Device::Cuda),
-        kernel: Some("3.0".into()),
-        grid: Some([1, 1, 2, 2]),
-        ..Default::default()
-    })
+    apply(
+        &mut c,
+        &Overrides {
+            device: Some(Device::Cuda),
+            kernel: Some(qcd_solve::backend::cuda::StencilVersion::V3_0),
+            grid: Some(vec![1, 1, 2, 2]),
+            ..Default::default()
+        },
+    )
     .unwrap();
     let mut c = production_lattice();
-    c.apply(&Overrides {
-        device: Some(Device::Cpu),
-        ..Default::default()
-    })
+    apply(
+        &mut c,
+        &Overrides {
+            device: Some(Device::Cpu),
+            ..Default::default()
+        },
+    )
     .unwrap();
     // A grid whose sub-lattices are still too large: 96x96x96x384 on 1,1,1,2 leaves
     // 96x96x96x192 a GPU, refused at the flag that set the grid.
     let mut c = production_lattice();
     c.config.lattice.lt = 384;
-    let e = c
-        .apply(&Overrides {
+    let e = apply(
+        &mut c,
+        &Overrides {
             device: Some(Device::Cuda),
-            kernel: Some("3.0".into()),
-            grid: Some([1, 1, 1, 2]),
+            kernel: Some(qcd_solve::backend::cuda::StencilVersion::V3_0),
+            grid: Some(vec![1, 1, 1, 2]),
             ..Default::default()
-        })
-        .unwrap_err();
+        },
+    )
+    .unwrap_err();
     let msg = e.to_string();
     assert!(
         msg.contains("--grid") && msg.contains("each GPU's sub-lattice 96x96x96x192"),

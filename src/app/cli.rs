@@ -36,114 +36,7 @@ pub struct RunArgs {
     /// The TOML config; without one, the embedded configs/16x16x16x32.toml runs.
     pub config: Option<PathBuf>,
     #[command(flatten)]
-    pub overrides: OverrideArgs,
-}
-
-#[derive(Args, Debug, Default, Clone)]
-pub struct OverrideArgs {
-    /// auto, cpu or cuda (overrides [backend] device).
-    #[arg(long)]
-    pub device: Option<Device>,
-    /// GPU stencil version, e.g. 1.3 (overrides [backend] kernel).
-    #[arg(long)]
-    pub kernel: Option<String>,
-    /// Workgroup multiple of versions 1.2+ (overrides [backend] multiple).
-    #[arg(long, allow_negative_numbers = true)]
-    pub multiple: Option<i64>,
-    /// Reals per link the stencil reads: 18, or 12 (two-row compression) or 8 (the SU(3)
-    /// 8-parameter form), kernel 3.0 only (overrides [backend] reconstruct).
-    #[arg(long, allow_negative_numbers = true)]
-    pub reconstruct: Option<i64>,
-    /// CPU threads, 0 = all (overrides [backend] threads).
-    #[arg(long, allow_negative_numbers = true)]
-    pub threads: Option<i64>,
-    /// Hopping parameter, > 0 (overrides [dirac] kappa).
-    #[arg(long, allow_negative_numbers = true)]
-    pub kappa: Option<f64>,
-    /// Relative residual tolerance (overrides [solver] tolerance).
-    #[arg(long, allow_negative_numbers = true)]
-    pub tol: Option<f64>,
-    /// Maximum CR iterations (overrides [solver] max_iterations).
-    #[arg(long = "max-iter", allow_negative_numbers = true)]
-    pub max_iter: Option<i64>,
-    /// none or even-odd (overrides [solver] preconditioning).
-    #[arg(long, value_enum)]
-    pub preconditioning: Option<crate::config::Preconditioning>,
-    /// double, single-double or half-double (overrides [solver] precision).
-    #[arg(long, value_enum)]
-    pub precision: Option<crate::config::SolverPrecision>,
-    /// seed, fused or auto (overrides [solver] iteration).
-    #[arg(long, value_enum)]
-    pub iteration: Option<crate::config::Iteration>,
-    /// Fused iteration: host residual check every N iterations (overrides [solver]
-    /// check_every).
-    #[arg(long = "check-every", allow_negative_numbers = true)]
-    pub check_every: Option<i64>,
-    /// Mixed precision: recompute the true residual in double when the iterated one has
-    /// dropped by this factor, 0 < delta < 1 (overrides [solver] reliable_delta).
-    #[arg(long = "reliable-delta", allow_negative_numbers = true)]
-    pub reliable_delta: Option<f64>,
-    /// Krylov method: cr, bicgstab, gcr or cgne (overrides [solver] method).
-    #[arg(long)]
-    pub method: Option<crate::solver::Method>,
-    /// GCR restart length (overrides [solver] restart).
-    #[arg(long)]
-    pub restart: Option<i64>,
-    /// Folder for the report and the solution (keeps their file names).
-    #[arg(long)]
-    pub output: Option<PathBuf>,
-    /// Accept gauge links off SU(3) beyond the file's precision and project them onto
-    /// SU(3) (sets [gauge] reunitarise = true); without it such a file is refused (exit 4).
-    #[arg(long)]
-    pub reunitarise: bool,
-    /// Ranks per direction gx,gy,gz,gt: the lattice split into sub-lattices (overrides
-    /// [parallel] grid). On the CPU the ranks are threads of this process.
-    #[arg(long, value_delimiter = ',', num_args = 1, value_parser = clap::value_parser!(i64))]
-    pub grid: Option<Vec<i64>>,
-    /// GPUs (ranks) to use; must equal the grid's product (overrides [parallel] gpus).
-    #[arg(long, allow_negative_numbers = true)]
-    pub gpus: Option<i64>,
-    /// Who reads a gauge file on a split lattice: rank0 (reads and verifies it, sends the
-    /// shares) or slab (each rank reads and verifies its own part) (overrides [parallel]
-    /// read).
-    #[arg(long, value_enum)]
-    pub read: Option<crate::config::ReadMode>,
-}
-
-impl OverrideArgs {
-    fn to_overrides(&self) -> crate::Result<Overrides> {
-        let grid = match &self.grid {
-            None => None,
-            Some(g) => Some(<[i64; 4]>::try_from(g.as_slice()).map_err(|_| {
-                crate::Error::invalid(
-                    "--grid",
-                    format!("needs 4 entries gx,gy,gz,gt, got {}", g.len()),
-                )
-            })?),
-        };
-        Ok(Overrides {
-            device: self.device,
-            kernel: self.kernel.clone(),
-            multiple: self.multiple,
-            reconstruct: self.reconstruct,
-            threads: self.threads,
-            kappa: self.kappa,
-            tol: self.tol,
-            max_iter: self.max_iter,
-            preconditioning: self.preconditioning,
-            precision: self.precision,
-            iteration: self.iteration,
-            check_every: self.check_every,
-            reliable_delta: self.reliable_delta,
-            method: self.method,
-            restart: self.restart,
-            output: self.output.clone(),
-            reunitarise: self.reunitarise,
-            grid,
-            gpus: self.gpus,
-            read: self.read,
-        })
-    }
+    pub overrides: Overrides,
 }
 
 #[derive(Subcommand, Debug)]
@@ -230,7 +123,7 @@ pub enum Command {
         #[arg(long, value_delimiter = ',')]
         upload_dims: Option<Vec<usize>>,
         #[command(flatten)]
-        overrides: Box<OverrideArgs>,
+        overrides: Box<Overrides>,
     },
     /// Compile every GPU kernel with NVRTC (no GPU needed; CI runs this).
     Kernels {
@@ -329,7 +222,7 @@ pub fn init_logging(quiet: bool) {
         .try_init();
 }
 
-pub fn load_config(path: Option<&PathBuf>, o: &OverrideArgs) -> Result<LoadedConfig> {
+pub fn load_config(path: Option<&PathBuf>, o: &Overrides) -> Result<LoadedConfig> {
     let mut cfg = match path {
         Some(p) => LoadedConfig::from_file(p)?,
         None => {
@@ -337,7 +230,8 @@ pub fn load_config(path: Option<&PathBuf>, o: &OverrideArgs) -> Result<LoadedCon
             LoadedConfig::embedded_default()
         }
     };
-    cfg.apply(&o.to_overrides()?)?;
+    cfg.apply(o)?;
+    crate::app::plan::check(&cfg)?;
     Ok(cfg)
 }
 
@@ -478,9 +372,9 @@ pub fn dispatch(cli: Cli) -> Result<()> {
             repeat,
             out,
         }) => {
-            let o = OverrideArgs {
+            let o = Overrides {
                 device,
-                ..OverrideArgs::default()
+                ..Overrides::default()
             };
             let cfg = load_config(Some(&config), &o)?;
             if let Some(gpus) = gpus {
@@ -503,7 +397,7 @@ pub fn parse_versions(s: &str) -> Result<Vec<crate::backend::cuda::StencilVersio
 }
 
 fn validate(config: &std::path::Path, kernel: &str, seed: u64) -> Result<()> {
-    let cfg = load_config(Some(&config.to_path_buf()), &OverrideArgs::default())?;
+    let cfg = load_config(Some(&config.to_path_buf()), &Overrides::default())?;
     let versions = parse_versions(kernel)?;
     let c = &cfg.config;
     let lattice = cfg.lattice()?;

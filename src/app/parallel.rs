@@ -171,7 +171,7 @@ fn exchange_wiring(value: Option<&str>) -> Result<Wiring> {
 /// Ranks as threads of this process, each with the decomposed 3.0 backend.
 fn run_cuda(cfg: &LoadedConfig, problem: &Problem, parts: &[Partition]) -> Result<SplitSolve> {
     use crate::backend::cuda;
-    let (opts, plan) = cuda_plan(cfg)?;
+    let (opts, plan) = super::plan::split_gpu_plan(cfg)?;
     let ranks = parts.len();
     let gpus = cuda::device_count()?;
     let wiring = if gpus >= ranks {
@@ -323,35 +323,6 @@ fn run_cpu(cfg: &LoadedConfig, problem: &Problem, parts: &[Partition]) -> Result
         logged(rank, cpu_rank(problem, parts, &plan, &pool, comms))
     })?;
     finish_ranks(parts, per_rank)
-}
-
-/// The CUDA options and the solve plan of a split lattice: kernel 3.0 (the fused CR's
-/// sums over ranks then stay on the device).
-fn cuda_plan(cfg: &LoadedConfig) -> Result<(crate::backend::cuda::CudaOptions, SolvePlan)> {
-    let c = &cfg.config;
-    let opts = super::plan::cuda_options(cfg)?;
-    if !opts.version.is_fast_path() {
-        return Err(Error::invalid(
-            "parallel.grid",
-            format!(
-                "a split lattice runs on the GPU with backend.kernel = \"3.0\" only; the seed version {} is single-GPU",
-                opts.version
-            ),
-        ));
-    }
-    let mut plan = SolvePlan::from_config(c, true);
-    if plan.method == crate::solver::Method::Bicgstab && plan.fused {
-        // The fused BiCGStab's sums stay on one GPU: a split lattice runs the host loop.
-        if c.solver.iteration == crate::config::Iteration::Fused {
-            return Err(Error::invalid(
-                "solver.iteration",
-                "the fused BiCGStab runs on one GPU; a split lattice takes iteration = \"seed\" or \"auto\" (the host-driven BiCGStab)",
-            ));
-        }
-        plan.fused = false;
-    }
-    plan.check(crate::backend::Capabilities::of_stencil(opts.version))?;
-    Ok((opts, plan))
 }
 
 /// A rank's error logged where it happens: the others then fail waiting for it, and
@@ -626,7 +597,7 @@ pub fn run_launched(
             "one process per rank needs a GPU per process (NCCL); on the CPU the ranks are threads of one process: run without the launcher",
         ));
     }
-    let (opts, plan) = cuda_plan(cfg)?;
+    let (opts, plan) = super::plan::split_gpu_plan(cfg)?;
     let opts = cuda::CudaOptions {
         device: launch.local_rank,
         ..opts

@@ -3,8 +3,9 @@
 //! single-double). Every option runs on the CPU; on the GPU the seed versions 1.0-2.0
 //! hold full double fields only (any method, plain), and kernel 3.0 has everything.
 
+use crate::backend::cuda::CudaOptions;
 use crate::backend::{Capabilities, Precision};
-use crate::config::{Iteration, LoadedConfig, Preconditioning};
+use crate::config::{Device, Iteration, LoadedConfig, Preconditioning, SolverPrecision};
 use crate::solver::{CrParams, Method, SolveSpec};
 use crate::{Error, Result};
 
@@ -133,24 +134,144 @@ impl SolvePlan {
     }
 }
 
-/// The CUDA options a config asks for.
-pub fn cuda_options(cfg: &LoadedConfig) -> Result<crate::backend::cuda::CudaOptions> {
+/// The CUDA options a config asks for (the plan's check has passed: the kernel, link form
+/// and multiple go together).
+pub fn cuda_options(cfg: &LoadedConfig) -> Result<CudaOptions> {
     let b = &cfg.config.backend;
-    let version: crate::backend::cuda::StencilVersion = b
-        .kernel
-        .parse()
-        .map_err(|e: Error| Error::invalid("backend.kernel", e.to_string()))?;
-    Ok(crate::backend::cuda::CudaOptions {
-        version,
+    Ok(CudaOptions {
+        version: b.kernel,
         multiple: b.multiple as usize,
-        reconstruct: crate::backend::cuda::Reconstruct::from_reals(b.reconstruct).ok_or_else(
-            || {
-                Error::invalid(
-                    "backend.reconstruct",
-                    format!("must be 18, 12 or 8; got {}", b.reconstruct),
-                )
-            },
-        )?,
+        reconstruct: b.reconstruct,
         ..Default::default()
     })
+}
+
+/// The one check of a loaded config against what the backends can run, after the command
+/// line's overrides and before any work: the kernel's link forms and launch multiple, the
+/// fast path's options on an explicit GPU, what a split lattice runs on the GPU, and what
+/// one GPU holds. Every command that reads a config runs it (`cli::load_config`); each
+/// error names the key (and its line, or the flag that set it).
+pub fn check(cfg: &LoadedConfig) -> Result<()> {
+    check_kernel(cfg)?;
+    check_split(cfg, cfg.config.backend.device == Device::Cuda)?;
+    check_device_lattice(cfg)
+}
+
+fn message(e: Error) -> String {
+    match e {
+        Error::InvalidValue { message, .. } => message,
+        other => other.to_string(),
+    }
+}
+
+/// The kernel's link forms and multiple; on an explicit GPU, the plan's options against
+/// the kernel's capabilities (with device = "auto" the run may fall back to the CPU, which
+/// has them all; `SolvePlan::check` checks again once the device is chosen).
+fn check_kernel(cfg: &LoadedConfig) -> Result<()> {
+    let c = &cfg.config;
+    let v = c.backend.kernel;
+    if !v.supports_reconstruct(c.backend.reconstruct) {
+        return Err(cfg.bad(
+            "backend",
+            "reconstruct",
+            format!(
+                "must be 18, or 12 or 8 with kernel 3.0; got {} with kernel {v}",
+                c.backend.reconstruct
+            ),
+        ));
+    }
+    if let Err(e) = v.check_multiple(c.backend.multiple as usize) {
+        return Err(cfg.bad("backend", "multiple", message(e)));
+    }
+    if c.backend.device == Device::Cuda {
+        let missing = Capabilities::of_stencil(v).missing(
+            c.solver.preconditioning != Preconditioning::None,
+            c.solver.precision.inner(),
+            c.solver.iteration == Iteration::Fused,
+        );
+        if let Some((key, _)) = missing {
+            return Err(cfg.bad(
+                "solver",
+                key,
+                format!(
+                    "runs on the GPU with backend.kernel = \"3.0\" only, not the seed version {v}"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// What a split lattice runs on the GPU: kernel 3.0, single or double fields (the halo
+/// kernels have no half build; the CPU's decomposed backend rounds half fields like the
+/// single-GPU one), and the host-driven BiCGStab (the fused one's sums do not cross ranks).
+/// `on_gpu`: the device is known to be a GPU (an explicit one, or "auto" once it found
+/// one); with "auto" before that, the seed kernels may still fall back to the CPU.
+fn check_split(cfg: &LoadedConfig, on_gpu: bool) -> Result<()> {
+    let c = &cfg.config;
+    if !c.parallel.is_decomposed() || c.backend.device == Device::Cpu {
+        return Ok(());
+    }
+    if on_gpu && !c.backend.kernel.is_fast_path() {
+        return Err(cfg.bad(
+            "parallel",
+            "grid",
+            format!(
+                "a split lattice runs on the GPU with backend.kernel = \"3.0\" only; the seed version {} is single-GPU",
+                c.backend.kernel
+            ),
+        ));
+    }
+    if c.solver.precision == SolverPrecision::HalfDouble {
+        return Err(cfg.bad(
+            "solver",
+            "precision",
+            "half-double on a split lattice runs on the CPU only (device = \"cpu\"): the GPU halo kernels have no half-precision build; use single-double"
+                .to_string(),
+        ));
+    }
+    if c.solver.method == Method::Bicgstab && c.solver.iteration == Iteration::Fused {
+        return Err(cfg.bad(
+            "solver",
+            "iteration",
+            "the fused BiCGStab runs on one GPU; a split lattice takes iteration = \"auto\" or \"seed\" (the host-driven BiCGStab)"
+                .to_string(),
+        ));
+    }
+    Ok(())
+}
+
+/// What one GPU holds (its kernels' 32-bit indices): the whole lattice, or each rank's
+/// part of a split one; checked after the command line's overrides, since a file's
+/// lattice may be too large for one GPU but not for the grid or device the command line
+/// gives. The CPU holds any lattice `Lattice::new` takes.
+fn check_device_lattice(cfg: &LoadedConfig) -> Result<()> {
+    if cfg.config.backend.device == Device::Cpu {
+        return Ok(());
+    }
+    let p = &cfg.config.parallel;
+    let (dims, grid) = (cfg.dims(), p.grid());
+    let local = std::array::from_fn(|mu| dims[mu] / grid[mu]);
+    let whole = !p.is_decomposed();
+    crate::geometry::lattice::check_device_volume(local, "", whole).map_err(|e| {
+        if whole {
+            cfg.bad("lattice", "LT", message(e))
+        } else {
+            cfg.bad("parallel", "grid", message(e))
+        }
+    })
+}
+
+/// The CUDA options and the solve plan of a split lattice on GPUs: kernel 3.0 (the fused
+/// CR's sums over ranks stay on the device), and BiCGStab's host loop where "auto" would
+/// pick the fused one (its sums stay on one GPU).
+pub fn split_gpu_plan(cfg: &LoadedConfig) -> Result<(CudaOptions, SolvePlan)> {
+    check_split(cfg, true)?;
+    let opts = cuda_options(cfg)?;
+    let mut plan = SolvePlan::from_config(&cfg.config, true);
+    if plan.method == Method::Bicgstab {
+        plan.fused = false;
+    }
+    plan.check(Capabilities::of_stencil(opts.version))?;
+    Ok((opts, plan))
 }

@@ -307,7 +307,7 @@ pub fn build(
         gbytes_per_second_model: apps
             * v
             * iteration_model_bytes_per_site(
-                cfg.config.backend.reconstruct as u64,
+                cfg.config.backend.reconstruct.reals() as u64,
                 cfg.config.solver.precision.inner(),
             ) as f64
             / solve

@@ -97,6 +97,46 @@ impl Reconstruct {
     }
 }
 
+impl fmt::Display for Reconstruct {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.reals())
+    }
+}
+
+impl FromStr for Reconstruct {
+    type Err = Error;
+
+    /// "18", "12" or "8" (the command line's `--reconstruct`).
+    fn from_str(s: &str) -> Result<Self> {
+        s.trim()
+            .parse::<i64>()
+            .ok()
+            .and_then(Reconstruct::from_reals)
+            .ok_or_else(|| {
+                Error::invalid(
+                    "reconstruct",
+                    format!("must be 18, 12 or 8 reals per link, got `{}`", s.trim()),
+                )
+            })
+    }
+}
+
+/// A config's `reconstruct = 18 | 12 | 8`: the number of reals.
+impl serde::Serialize for Reconstruct {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_i64(self.reals() as i64)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Reconstruct {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let n = i64::deserialize(d)?;
+        Reconstruct::from_reals(n).ok_or_else(|| {
+            serde::de::Error::custom(format!("must be 18, 12 or 8 reals per link, got {n}"))
+        })
+    }
+}
+
 /// Where a version reads its links from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LinkLayout {
