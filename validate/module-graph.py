@@ -34,6 +34,17 @@ LAYERS = {
         ["problem", "report"],
         ["app"],
     ],
+    "app": [
+        ["device", "memory", "outputs", "plan"],
+        ["footprint", "generate"],
+        ["problem", "tuning"],
+        ["solve"],
+        ["parallel"],
+        ["run"],
+        ["ablate", "bench", "floor", "scale"],
+        ["validate"],
+        ["cli"],
+    ],
     "backend/cuda": [
         ["core"],
         ["dirac", "heatbath"],
