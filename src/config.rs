@@ -32,13 +32,14 @@ pub struct Config {
     pub output: OutputConfig,
     #[serde(default)]
     pub parallel: ParallelConfig,
+    #[serde(default)]
+    pub tuning: crate::backend::TuningOptions,
 }
 
 /// How the lattice is split over ranks (issue 11): `grid = [gx, gy, gz, gt]` ranks per
-/// direction, each holding a local sub-lattice. `gpus` (default: the grid's product)
-/// must equal the product. On the CPU the ranks are threads of this process; under a
-/// launcher (RANK, WORLD_SIZE) each process is one rank. `read` says who reads a gauge
-/// file on a split lattice.
+/// direction, each holding a local sub-lattice. `gpus` (default: the grid's product) must equal
+/// the product. On the CPU the ranks are threads of this process; under a launcher (RANK,
+/// WORLD_SIZE) each process is one rank. `read` says who reads a gauge file on a split lattice.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ParallelConfig {
@@ -58,9 +59,8 @@ pub enum ReadMode {
     #[default]
     #[value(name = "rank0")]
     Rank0,
-    /// Each rank reads and verifies its own slab (`io::read_gauge_slab`, the checks
-    /// combined over the ranks); rank 0 gathers the field for the final CPU check and the
-    /// outputs.
+    /// Each rank reads and verifies its own slab (`io::read_gauge_slab`, the checks combined
+    /// over the ranks); rank 0 gathers the field for the final CPU check and the outputs.
     #[value(name = "slab")]
     Slab,
 }
@@ -362,9 +362,8 @@ pub struct BackendConfig {
     /// CPU threads; 0 = all cores.
     #[serde(default)]
     pub threads: i64,
-    /// GPU: take the stencil's launch geometry (block, multiple) from the autotuner's
-    /// cache, sweeping and storing it on first use; false: `multiple` and the default
-    /// block as given.
+    /// GPU: take the stencil's launch geometry (block, multiple) from the autotuner's cache,
+    /// sweeping and storing it on first use; false: `multiple` and the default block as given.
     #[serde(default = "default_tune")]
     pub tune: bool,
 }
@@ -628,6 +627,7 @@ impl LoadedConfig {
 
     fn validate(&self) -> Result<()> {
         let c = &self.config;
+        c.tuning.validate()?;
         for (key, v) in [
             ("LX", c.lattice.lx),
             ("LY", c.lattice.ly),

@@ -108,6 +108,9 @@ pub struct OverrideArgs {
     /// read).
     #[arg(long, value_enum)]
     pub read: Option<crate::config::ReadMode>,
+    /// A [tuning] setting, KEY=VALUE (repeatable; docs/tuning.md lists the keys).
+    #[arg(long = "tuning", value_name = "KEY=VALUE")]
+    pub tuning: Vec<String>,
 }
 
 impl OverrideArgs {
@@ -338,6 +341,9 @@ pub fn load_config(path: Option<&PathBuf>, o: &OverrideArgs) -> Result<LoadedCon
         }
     };
     cfg.apply(&o.to_overrides()?)?;
+    for setting in &o.tuning {
+        cfg.config.tuning = cfg.config.tuning.with_setting(setting)?;
+    }
     Ok(cfg)
 }
 

@@ -24,6 +24,8 @@ pub struct SolvePlan {
     pub check_every: usize,
     /// GCR's restart length.
     pub restart: usize,
+    /// The fused BiCGStab's recorded graphs (`[tuning] bicgstab_graphs`).
+    pub bicgstab_graphs: bool,
 }
 
 impl SolvePlan {
@@ -38,6 +40,7 @@ impl SolvePlan {
             reliable_delta: 0.1,
             check_every: 1,
             restart: 10,
+            bicgstab_graphs: true,
         }
     }
 
@@ -68,6 +71,7 @@ impl SolvePlan {
             reliable_delta: s.reliable_delta,
             check_every: s.check_every as usize,
             restart: s.restart as usize,
+            bicgstab_graphs: c.tuning.bicgstab_graphs,
         }
     }
 
@@ -80,6 +84,7 @@ impl SolvePlan {
             delta: self.reliable_delta,
             even_odd: self.preconditioning == Preconditioning::EvenOdd,
             restart: self.restart,
+            bicgstab_graphs: self.bicgstab_graphs,
             ..SolveSpec::new(self.method, self.cr.clone())
         }
     }

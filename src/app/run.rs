@@ -546,6 +546,7 @@ pub fn cuda_options(cfg: &LoadedConfig) -> Result<crate::backend::cuda::CudaOpti
                 )
             },
         )?,
+        tuning: cfg.config.tuning,
         ..Default::default()
     })
 }

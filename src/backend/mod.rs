@@ -11,10 +11,13 @@ pub mod cpu_decomposed;
 pub mod cuda;
 pub mod host_cr;
 pub mod ledger;
+pub mod tuning;
 
 pub use crate::linalg::{
     layout_mismatch, Layout, Operator, Precision, Space, Subset, WilsonKernels,
 };
+
+pub use tuning::TuningOptions;
 
 use crate::field::C64;
 use crate::Result;
