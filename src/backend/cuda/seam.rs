@@ -406,7 +406,7 @@ impl Prepare for CudaBackend {
     /// (device::POOL_KEEP_ALL; where `QCD_SOLVE_POOL_KEEP_MIB` sets less, a larger
     /// reserve would be released again, so it is skipped).
     fn reserve(&mut self, bytes: u64) -> Result<()> {
-        if bytes == 0 || bytes > super::device::pool_keep_bytes() {
+        if bytes == 0 || bytes > super::device::pool_keep_bytes()? {
             return Ok(());
         }
         let block = self
