@@ -78,12 +78,11 @@ pub struct SetupTimes {
     /// Gauge field to the device through the pinned staging buffers: pinning them and
     /// the time the copies were not hidden behind the host's layout.
     pub upload_ms: f64,
-    /// Laying the links out: 3.0 with the host upload (`LinkUpload::Host`, always r8),
-    /// on the host into the staging buffers (overlapped with the copies); 3.0 with the
-    /// device or registered upload, the layout kernels' event-timed device time (they
-    /// overlap the host's copies of the next chunk; `upload_ms` is the rest of the
-    /// upload's wall time); the seed versions, on the device (their host copy into the
-    /// staging buffers is in `upload_ms`).
+    /// Laying the links out: 3.0 with the host upload (`LinkUpload::Host`, always r8), on the
+    /// host into the staging buffers (overlapped with the copies); 3.0 with the device or
+    /// registered upload, the layout kernels' event-timed device time (they overlap the host's
+    /// copies of the next chunk; `upload_ms` is the rest of the upload's wall time); the seed
+    /// versions, on the device (their host copy into the staging buffers is in `upload_ms`).
     pub layout_ms: f64,
     /// Bytes of the gauge field uploaded at construction (3.0: of the final device link
     /// array, whatever the path moved), and the staged upload's whole wall time (pinning
@@ -157,9 +156,8 @@ fn check_geometry(version: StencilVersion, g: Geometry) -> Result<()> {
 }
 
 /// Refuse, before any allocation, a lattice whose backend set-up (for `version` with its
-/// default options) would not fit in the free memory of GPU `device`
-/// (Error::DeviceMemory with both numbers). A run checks its whole plan before this
-/// (`app::footprint`).
+/// default options) would not fit in the free memory of GPU `device` (Error::DeviceMemory with
+/// both numbers). A run checks its whole plan before this (`app::footprint`).
 pub fn check_device_memory(
     lattice: &Lattice,
     version: StencilVersion,
@@ -184,10 +182,9 @@ impl CudaBackend {
         Self::new_with_link_upload(gauge, kappa, opts, LinkUpload::default(), stage)
     }
 
-    /// `new` with version 3.0's link upload and the staging shape (`StageShape`) given
-    /// instead of the default and `opts.tuning`'s (the GPU tests' knob: several chunks on a
-    /// small lattice). The memory books then follow these, not
-    /// `footprint::construction`.
+    /// `new` with version 3.0's link upload and the staging shape (`StageShape`) given instead
+    /// of the default and `opts.tuning`'s (the GPU tests' knob: several chunks on a small
+    /// lattice). The memory books then follow these, not `footprint::construction`.
     #[doc(hidden)]
     pub fn new_with_link_upload(
         gauge: &GaugeField,
