@@ -67,7 +67,7 @@
 // streaming all its links made it slower (1.54x to 1.68x), so only its t links skip L1
 // (V3_FULL_STREAM_MASK). The modes are entry points of one body, so that each gets its
 // own registers (one body choosing at run time spilled more: 48 bytes against 8,
-// double r18). Through QCD_SOLVE_KERNEL_DEFINES, V3_STREAM_LINKS=0 turns the parity
+// double r18). Defined at compile time, V3_STREAM_LINKS=0 turns the parity
 // launch's hint off and V3_FULL_STREAM_MASK=0 the full mode's (the ablations).
 #ifndef V3_STREAM_LINKS
 #define V3_STREAM_LINKS 1
@@ -126,7 +126,7 @@
 // the fused CR launches with 256 or more threads (a full-mode dot at 128 threads made the
 // single-double fused CR take 440 iterations in gpu_decomposed's test where it takes
 // ~100; a fresh backend converges normally at 128: not
-// understood). Through QCD_SOLVE_KERNEL_DEFINES, 512 is the
+// understood). Defined at compile time, 512 is the
 // ablation (the host still launches at most 128; a value below 128 makes launches fail).
 #ifndef V3_FULL_MAX_BLOCK
 #define V3_FULL_MAX_BLOCK 128
@@ -137,7 +137,7 @@
 // site's t neighbours are read about one plane's data later, not a time slice's. Measured,
 // 32^3x64: dslash full double r18 1.49x -> 1.43x with T = 8 (4: 1.44x, 16: 1.45x, 32:
 // 1.53x), 16^3x32 unchanged; the parity launches were 1-3% slower with it, so they keep
-// the plain order. 0 turns it off (through QCD_SOLVE_KERNEL_DEFINES, the ablation).
+// the plain order. 0 turns it off (defined at compile time, the ablation).
 #ifndef V3_TILE_T
 #define V3_TILE_T 8
 #endif

@@ -33,6 +33,8 @@ pub struct Config {
     pub output: OutputConfig,
     #[serde(default)]
     pub parallel: ParallelConfig,
+    #[serde(default)]
+    pub tuning: crate::backend::TuningOptions,
 }
 
 /// How the lattice is split over ranks: `grid = [gx, gy, gz, gt]` ranks per
@@ -479,6 +481,9 @@ pub struct Overrides {
     /// read).
     #[arg(long, value_enum)]
     pub read: Option<ReadMode>,
+    /// A [tuning] setting, KEY=VALUE (repeatable; docs/tuning.md lists the keys).
+    #[arg(long = "tuning", value_name = "KEY=VALUE")]
+    pub tuning: Vec<String>,
 }
 
 /// A parsed and validated configuration, with the text it came from (for line numbers)
@@ -607,6 +612,9 @@ impl LoadedConfig {
             c.parallel.read = r;
             flags.push(("parallel.read", "--read"));
         }
+        for setting in &o.tuning {
+            c.tuning = c.tuning.with_setting(setting)?;
+        }
         if o.reunitarise {
             match &mut c.gauge {
                 GaugeConfig::File { reunitarise, .. } => *reunitarise = true,
@@ -674,6 +682,7 @@ impl LoadedConfig {
 
     fn validate(&self) -> Result<()> {
         let c = &self.config;
+        c.tuning.validate()?;
         for (key, v) in [
             ("LX", c.lattice.lx),
             ("LY", c.lattice.ly),

@@ -62,6 +62,7 @@ fn operator_matches_reference(dims: [usize; 4]) {
                     coarse_block,
                     device: 0,
                     reconstruct: Reconstruct::R18,
+                    ..CudaOptions::default()
                 };
                 if version == StencilVersion::V3_0 && dims.iter().any(|d| d % 2 == 1) {
                     // 3.0 stores fields by parity: odd extents are refused by name.
@@ -379,38 +380,40 @@ fn kernel_books_count_the_launches() {
 fn a_sample_of_the_launches_is_timed_and_the_rest_estimated_from_it() {
     require_gpu();
     // timing.rs: each kernel's first 16 launches, then launches 64, 128, ... are event-
-    // timed (`QCD_SOLVE_LAUNCH_EVENTS=all`: every one; `0`: none).
+    // timed (`[tuning] launch_events = "all"`: every one; `"none"`: none).
+    use qcd_solve::backend::tuning::LaunchEvents;
     let l = lattice([8, 8, 8, 8]);
     let gauge = GaugeField::random(&l, 1);
-    let opts = CudaOptions {
-        version: StencilVersion::V3_0,
-        ..CudaOptions::default()
-    };
-    let mut gpu = CudaBackend::new(&gauge, 0.1, &opts).unwrap();
-    let x = gpu.upload(&SpinorField::random(l.volume(), 1, 0)).unwrap();
-    let mut y = gpu.alloc().unwrap();
-    gpu.reset_stats().unwrap();
-    for _ in 0..100 {
-        gpu.apply(Operator::D, &mut y, &x).unwrap();
-    }
-    let st = gpu.stencil_stats();
-    assert_eq!(st.launches, 100);
-    let mode = std::env::var("QCD_SOLVE_LAUNCH_EVENTS").unwrap_or_default();
-    let want = match mode.trim() {
-        "all" => 100,
-        "0" | "none" => 0,
-        _ => 17, // 0..16 and 64
-    };
-    assert_eq!(st.timed, want, "QCD_SOLVE_LAUNCH_EVENTS={mode:?}");
-    if want > 0 {
-        // The estimate is a time per launch of the timed ones times 100: between the
-        // fastest plausible launch (1 us) and a slow one (10 ms).
-        assert!(
-            st.millis > 100.0 * 1e-3 && st.millis < 100.0 * 10.0,
-            "{st:?}"
-        );
-    } else {
-        assert_eq!(st.millis, 0.0);
+    for (mode, want) in [
+        (LaunchEvents::Sample, 17), // 0..16 and 64
+        (LaunchEvents::All, 100),
+        (LaunchEvents::None, 0),
+    ] {
+        let mut opts = CudaOptions {
+            version: StencilVersion::V3_0,
+            ..CudaOptions::default()
+        };
+        opts.tuning.launch_events = mode;
+        let mut gpu = CudaBackend::new(&gauge, 0.1, &opts).unwrap();
+        let x = gpu.upload(&SpinorField::random(l.volume(), 1, 0)).unwrap();
+        let mut y = gpu.alloc().unwrap();
+        gpu.reset_stats().unwrap();
+        for _ in 0..100 {
+            gpu.apply(Operator::D, &mut y, &x).unwrap();
+        }
+        let st = gpu.stencil_stats();
+        assert_eq!(st.launches, 100);
+        assert_eq!(st.timed, want, "launch_events = {mode:?}");
+        if want > 0 {
+            // The estimate is a time per launch of the timed ones times 100: between the
+            // fastest plausible launch (1 us) and a slow one (10 ms).
+            assert!(
+                st.millis > 100.0 * 1e-3 && st.millis < 100.0 * 10.0,
+                "{st:?}"
+            );
+        } else {
+            assert_eq!(st.millis, 0.0);
+        }
     }
 }
 

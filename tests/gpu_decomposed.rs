@@ -416,7 +416,8 @@ fn solves_split_in_x_and_t_follow_the_undecomposed_ones() {
 }
 
 /// Rank r on GPU r of this process, faces and the fused CR's sums on the copy engines
-/// (qcd-solve's `QCD_SOLVE_EXCHANGE=copies`): the same checks as on one GPU.
+/// (a library capability; the app wires ranks on several GPUs through NCCL): the same
+/// checks as on one GPU.
 #[test]
 #[ignore = "needs 2 GPUs: run with --ignored on a machine of two GPUs"]
 fn solves_split_in_t_over_two_gpus_by_copies_follow_the_undecomposed_ones() {

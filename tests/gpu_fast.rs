@@ -10,7 +10,7 @@
 
 use qcd_solve::backend::cpu::CpuBackend;
 use qcd_solve::backend::cuda::{
-    CudaBackend, CudaOptions, Deal, LinkUpload, Reconstruct, StageShape, StencilVersion,
+    CudaBackend, CudaOptions, LinkUpload, Reconstruct, StageShape, StencilVersion,
 };
 use qcd_solve::backend::prelude::*;
 use qcd_solve::backend::{CrScalars, Layout, Operator, Precision, Subset};
@@ -654,11 +654,11 @@ fn mixed_layouts_and_seed_versions_are_refused_not_panics() {
     assert_eq!(seed.layout(&x), Layout::FULL);
 }
 
-/// 3.0's link array laid out on the device from whole sites (the device, registered and
-/// workers link uploads, `QCD_SOLVE_LINK_UPLOAD`) is the host layout's bit for bit, r18 and
-/// r12, on both test lattices (6x4x8x4, 4x4x4x8), in one chunk and in several (50 or 74
-/// sites a chunk, the last partial; 2 sites a chunk, through 2 or 3 staging buffers in
-/// turn, shared or each worker's); r8 keeps the host layout whatever is asked.
+/// 3.0's link array laid out on the device from whole sites (the workers link upload) is
+/// the host layout's bit for bit, r18 and r12, on both test lattices (6x4x8x4, 4x4x4x8),
+/// in one chunk and in several (50 or 74 sites a chunk, the last partial; 2 sites a chunk,
+/// through 2 or 3 of each worker's staging buffers); r8 keeps the host layout whatever is
+/// asked.
 #[test]
 fn device_laid_links_are_the_host_layout_bit_for_bit() {
     require_gpu();
@@ -673,20 +673,12 @@ fn device_laid_links_are_the_host_layout_bit_for_bit() {
                 reconstruct: r,
                 ..CudaOptions::default()
             };
-            // The shared buffers' shape (`device`), and each worker's (`workers`); the
-            // workers take chunks from the queue (the default), or in turns with 3
-            // buffers.
+            // The shared buffers' shape and each worker's.
             let shape = |values, buffers| StageShape {
                 values,
                 buffers,
                 lane_values: values,
                 lane_buffers: buffers,
-                lane_deal: if buffers == 3 {
-                    Deal::Turns
-                } else {
-                    Deal::Queue
-                },
-                ..StageShape::default()
             };
             let mut host = CudaBackend::new_with_link_upload(
                 &g,
@@ -699,16 +691,12 @@ fn device_laid_links_are_the_host_layout_bit_for_bit() {
             assert_eq!(host.setup_times().links_upload, "host");
             let want = host.download_links().unwrap().expect("3.0 has links");
             assert_eq!(want.len(), 2 * 4 * r.elems() * v);
-            for mode in [
-                LinkUpload::Device,
-                LinkUpload::Registered,
-                LinkUpload::Workers,
-            ] {
+            for mode in [LinkUpload::Workers] {
                 for (chunk_values, buffers) in
                     [(whole, 2), (72 * 50, 2), (72 * 2 + 1, 2), (72 * 2 + 1, 3)]
                 {
                     let label = format!(
-                        "{} {r:?} {mode:?} chunk {chunk_values}, {buffers} buffers (3: workers in turns)",
+                        "{} {r:?} {mode:?} chunk {chunk_values}, {buffers} buffers",
                         l.dims_string()
                     );
                     let mut b = CudaBackend::new_with_link_upload(

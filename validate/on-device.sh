@@ -19,20 +19,20 @@
 #   MODE=seam: issue 10 (the solver seam): the GPU tests, validate --kernel all, ablate
 #   (with the per-method table), and every method's time to solution with kernel 3.0 on the
 #   seed's problem and on the thermalised beta 6.0 16^3x32 field at kappa 0.155.
-#   MODE=s6: issue 13 in session 6: every GPU test, floors with the r8 and half rows, the
+#   MODE=options-48: every GPU test, floors with the r8 and half rows, the
 #   3.0 ablation and validation (r8, half-double rows), the seed problem's best options, and
 #   the 48^3x96 whole process with its time line (empty tune cache, then filled).
-#   MODE=s7: issue 13 item 4 in session 7: the host, and the time lines with their steps of
-#   the seed problem and the 48^3x96 whole process (S7_LINKS: link-upload variants too;
-#   S7_ABLATE=1: the 3.0 ablation, floor and validation).
-#   MODE=s8: issue 13 items 4 and 5 in sessions 8-9: the 48^3x96 whole process with each
-#   staging shape (S8_STAGES, MiB:buffers:stores[:upload[:threads]]), the seed problem (S8_ABLATE=1: ablation;
-#   =full: with floor and validation), and the link uploads against the pinned bandwidth. TESTS="gpu-fast-tests"
+#   MODE=timelines: the host, and the time lines with their steps of the seed problem and
+#   the 48^3x96 whole process (TIMELINES_ABLATE=1: the 3.0 ablation, floor and validation).
+#   MODE=staging: the 48^3x96 whole process with each of the link upload workers' staging
+#   shapes (STAGING_SHAPES, MiB:buffers[:threads], as `--tuning lane_mib=... lane_buffers=...`),
+#   the seed problem (STAGING_ABLATE=1: ablation; =full: with floor and validation), and
+#   the link uploads against the pinned bandwidth. TESTS="gpu-fast-tests"
 #   limits the GPU test targets to those named (any mode).
 #   MODE=x2: issue 15 on nvidia-h200-x2 (two GPUs): equivalence 2 against 1 GPU, weak and
 #   strong scaling, 64^3x128 on two, the launched mode, scale --gpus 1,2 (TESTS= to pick).
 #   MODE=many: issue 16 on nvidia-h200-x4 or -x8 (every visible GPU): scale --gpus along t
-#   and along z and t (z-t also with QCD_SOLVE_EXTERIOR=all, and gpu-decomposed under it),
+#   and along z and t,
 #   the main job's weak and strong points, 96^3x192 on 8, N processes.
 #   MODE=memory: issue 13 item 3: the gpu-memory test target, then the main job
 #   at 48^3x96 and 64^3x128 (random gauge field, kernel 3.0, even-odd, single-double,
@@ -176,12 +176,10 @@ elif [ "${MODE:-full}" = x2 ]; then
     resize configs/32x32x32x64.toml 48x48x48x96 >"$big/48x48x48x96.toml"
     resize configs/32x32x32x64.toml 64x64x64x128 >"$big/64x64x64x128.toml"
     cp configs/32x32x32x64.toml "$big/32x32x32x64.toml"
-    # weak2c: weak2 with the faces and sums on the copy engines (QCD_SOLVE_EXCHANGE=copies).
-    for run in weak1:32x32x32x64:1,1,1,1 weak2:32x32x32x128:1,1,1,2 weak2c:32x32x32x128:1,1,1,2 \
+    for run in weak1:32x32x32x64:1,1,1,1 weak2:32x32x32x128:1,1,1,2 \
         strong1:48x48x48x96:1,1,1,1 strong2:48x48x48x96:1,1,1,2 big2:64x64x64x128:1,1,1,2; do
         IFS=: read -r id d g <<<"$run"
-        ex=; [ "$id" = weak2c ] && ex=copies
-        QCD_SOLVE_EXCHANGE=$ex step "$id" timeout 240 "$q" -q "$big/$d.toml" $fast --grid $g --output "$big/$id"
+        step "$id" timeout 240 "$q" -q "$big/$d.toml" $fast --grid $g --output "$big/$id"
         # The report is named by the config's [output] (the resized configs keep 32x32x32x64).
         cp "$big/$id"/*.json "$res/$id.json"
         rm -rf "$big/$id"
@@ -204,7 +202,7 @@ for f in sorted(glob.glob(res + "/eq-*-1111.json")):
     d = max(abs(x - y) for x, y in zip(a["residual_history"], b["residual_history"]))
     print(f"{n:34} {a['iterations']:6} {b['iterations']:6} {d:15.2e} {b['true_residual_of_d_cpu']:10.2e}  {(b.get('parallel') or {}).get('comms','')}")
 print(f"{'run':10} {'iter':>5} {'solve s':>8} {'ms/iter':>8} {'true res':>9}  halo per rank (pack, exchange, interior, exterior, wait s)")
-for n in ["weak1", "weak2", "weak2c", "strong1", "strong2", "big2", "launched"]:
+for n in ["weak1", "weak2", "strong1", "strong2", "big2", "launched"]:
     r = J(n)
     if not r: print(f"{n:10} missing"); continue
     par = r.get("parallel") or {}
@@ -214,9 +212,6 @@ w1, w2, s1, s2 = J("weak1"), J("weak2"), J("strong1"), J("strong2")
 if w1 and w2:
     a, b = w1['timings']['solve']/w1['iterations'], w2['timings']['solve']/w2['iterations']
     print(f"weak: time per iteration 2 GPUs / 1 GPU = {b/a:.3f} (target <= 1.11; README model 98.4% efficiency = 1.016)")
-    w2c = J("weak2c")
-    if w2c:
-        print(f"weak, copy engines: {w2c['timings']['solve']/w2c['iterations']/a:.3f}")
 if s1 and s2:
     print(f"strong 48^3x96: 1 GPU {s1['timings']['solve']:.4f} s, 2 GPUs {s2['timings']['solve']:.4f} s, speed-up {s1['timings']['solve']/s2['timings']['solve']:.2f} (target >= 1.6)")
 PY
@@ -235,12 +230,6 @@ elif [ "${MODE:-full}" = many ]; then
         step "scale-$sp" timeout 300 "$q" scale "$big/32x32x32x64-fast.toml" --gpus "$counts" --split $sp --device cuda \
             --repeat 3 --out "$res/scale-$sp"
     done
-    # The exteriors of every split direction in one launch (opt-in, session 19): its
-    # correctness on the GPUs, then z-t scaling with it.
-    [ -n "${SKIP_TESTS:-}" ] || QCD_SOLVE_EXTERIOR=all step gpu-decomposed-exterior-all timeout 300 \
-        "$bin/gpu-decomposed-tests" --test-threads=1 --include-ignored
-    QCD_SOLVE_EXTERIOR=all step "scale-zt-exterior-all" timeout 300 "$q" scale "$big/32x32x32x64-fast.toml" \
-        --gpus "$counts" --split zt --device cuda --repeat 3 --out "$res/scale-zt-exterior-all"
     runs="w1:32x32x32x64:1,1,1,1"
     for g in ${counts//,/ }; do
         [ "$g" = 1 ] && continue
@@ -282,7 +271,7 @@ elif [ "${MODE:-full}" = scale ]; then
         step "split-$d-${g//,/}" "$q" -q configs/$d.toml --device cuda --kernel 3.0 --method bicgstab $fast --grid $g --output "$big/sp-${g//,/}"
         cp "$big/sp-${g//,/}/$d.json" "$res/split-$d-${g//,/}.json"
     done
-elif [ "${MODE:-full}" = s6 ]; then
+elif [ "${MODE:-full}" = options-48 ]; then
     step floor-16 timeout 120 "$q" floor -q --dims 16,16,16,32 --repeat 200
     step floor-32 timeout 150 "$q" floor -q --dims 32,32,32,64 --repeat 30
     step validate-3.0 timeout 120 "$q" validate configs/16x16x16x32.toml --kernel 3.0
@@ -303,33 +292,31 @@ elif [ "${MODE:-full}" = s6 ]; then
         grep -E "^time|GPU set-up|tuned on|process wall|^result" "$res/whole-$d-$run.txt"
         cp "$big/whole-$run/$d.json" "$res/whole-$d-$run.json" 2>/dev/null
     done
-elif [ "${MODE:-full}" = s7 ]; then
-    # Issue 13 item 4 in session 7: the host (cores, memory, huge pages, disk), the seed
-    # problem's and the 48^3x96 whole process's time lines with their timed steps (empty
-    # tune cache, then filled; then the link-upload variants, if the binary has them).
-    # S7_ABLATE=1 adds the 3.0 ablation (pinned and host-copy bandwidths), the floor and the
+elif [ "${MODE:-full}" = timelines ]; then
+    # The host (cores, memory, huge pages, disk), the seed problem's and the 48^3x96 whole
+    # process's time lines with their timed steps (empty tune cache, then filled).
+    # TIMELINES_ABLATE=1 adds the 3.0 ablation (pinned and host-copy bandwidths), the floor and the
     # 3.0 validation.
     nproc; free -g | head -2; lscpu | grep -E "Model name|^CPU\(s\)|Thread|Socket|NUMA node\(s\)"
     echo "THP: $(cat /sys/kernel/mm/transparent_hugepage/enabled)"; df -h /tmp | tail -1
     seed_twice "step:|^time|^result"
     big48
-    for run in empty filled ${S7_LINKS:-}; do
-        case $run in empty|filled) lu=;; *) lu=$run;; esac
-        QCD_SOLVE_LINK_UPLOAD=$lu QCD_SOLVE_TUNE_CACHE="$big/tune-$d.tsv" RUST_LOG=info step "whole-$d-$run" timeout 150 \
+    for run in empty filled; do
+        QCD_SOLVE_TUNE_CACHE="$big/tune-$d.tsv" RUST_LOG=info step "whole-$d-$run" timeout 150 \
             /usr/bin/time -f "process wall %e s" "$q" "$big/$d.toml" $fast --output "$big/whole-$run" >"$res/whole-$d-$run.txt" 2>&1
         grep -E "step:|^time|GPU set-up|tuned on|process wall|^result" "$res/whole-$d-$run.txt" | sed -e 's/^.*INFO //'
         cp "$big/whole-$run/$d.json" "$res/whole-$d-$run.json" 2>/dev/null
         rm -rf "$big/whole-$run"
     done
-    if [ -n "${S7_ABLATE:-}" ]; then
+    if [ -n "${TIMELINES_ABLATE:-}" ]; then
         step ablate-3.0 timeout 200 "$q" -q ablate configs/16x16x16x32.toml --kernels 3.0 --repeat 5 --out "$res/ablation-3.0"
         step floor-16 timeout 120 "$q" floor -q --dims 16,16,16,32 --repeat 200
         step validate-3.0 timeout 150 "$q" validate configs/16x16x16x32.toml --kernel 3.0
     fi
-elif [ "${MODE:-full}" = s8 ]; then
-    # Issue 13 items 4 and 5 in sessions 8-9: the 48^3x96 whole process with the staging
-    # buffers pinned ahead (pool) and each staging shape of S8_STAGES (MiB:buffers:stores[:upload[:threads]]; the
-    # first run with an empty tune cache), the seed problem twice, then (S8_ABLATE=1) the
+elif [ "${MODE:-full}" = staging ]; then
+    # The 48^3x96 whole process with the staging buffers pinned ahead (pool) and each of the
+    # link upload workers' staging shapes of STAGING_SHAPES (MiB:buffers[:threads]; the
+    # first run with an empty tune cache), the seed problem twice, then (STAGING_ABLATE=1) the
     # 3.0 ablation (the pinned bandwidth of the ratio, the seed's median), floor and
     # validation. The ablation times the 48^3x96 link upload with each staging shape too
     # (--upload-dims). A table of the main job's link uploads against the pinned bandwidth
@@ -337,29 +324,22 @@ elif [ "${MODE:-full}" = s8 ]; then
     lscpu | grep -E "Model name|^CPU\(s\)|L3"
     seed_twice "links uploaded|^time |^result|^solver"
     big48
-    for st in ${S8_STAGES:-2:2:cached 2:2:cached}; do
-        # upload "workers" (the default): MiB and buffers are each worker's (QCD_SOLVE_LANE_*),
-        # stores unused; "device": the shared buffers' (QCD_SOLVE_STAGE_*).
-        IFS=: read -r mib nbuf stores upload threads <<<"$st"
-        upload=${upload:-workers}
-        n="whole-$d-$upload-${mib}x$nbuf-$stores${threads:+-t$threads}"; [ -e "$res/$n.txt" ] && n="$n-again"
-        (
-            export QCD_SOLVE_LINK_UPLOAD=$upload
-            if [ "$upload" = workers ]; then export QCD_SOLVE_LANE_MIB=$mib QCD_SOLVE_LANE_BUFFERS=$nbuf
-            else export QCD_SOLVE_STAGE_MIB=$mib QCD_SOLVE_STAGE_BUFFERS=$nbuf QCD_SOLVE_STAGE_STORES=$stores; fi
-            QCD_SOLVE_TUNE_CACHE="$big/tune-$d.tsv" RUST_LOG=info \
-                step "$n" timeout 150 /usr/bin/time -f "process wall %e s" "$q" "$big/$d.toml" $fast ${threads:+--threads $threads} --output "$big/whole" \
-                >"$res/$n.txt" 2>&1
-        )
+    for st in ${STAGING_SHAPES:-3:2 3:2}; do
+        # MiB and buffers of each worker of the link upload (`[tuning] lane_mib`, `lane_buffers`).
+        IFS=: read -r mib nbuf threads <<<"$st"
+        n="whole-$d-workers-${mib}x$nbuf${threads:+-t$threads}"; [ -e "$res/$n.txt" ] && n="$n-again"
+        QCD_SOLVE_TUNE_CACHE="$big/tune-$d.tsv" RUST_LOG=info \
+            step "$n" timeout 150 /usr/bin/time -f "process wall %e s" "$q" "$big/$d.toml" $fast ${threads:+--threads $threads} \
+            --tuning lane_mib=$mib --tuning lane_buffers=$nbuf --output "$big/whole" >"$res/$n.txt" 2>&1
         grep -E "links uploaded|^time |process wall|^result" "$res/$n.txt" | sed -e 's/^.*INFO //'
         cp "$big/whole/$d.json" "$res/$n.json" 2>/dev/null
         rm -rf "$big/whole"
     done
-    if [ -n "${S8_ABLATE:-}" ]; then
+    if [ -n "${STAGING_ABLATE:-}" ]; then
         step ablate-3.0 timeout 200 "$q" -q ablate configs/16x16x16x32.toml --kernels 3.0 --repeat 5 \
             --upload-dims 48,48,48,96 --out "$res/ablation-3.0"
     fi
-    if [ "${S8_ABLATE:-}" = full ]; then
+    if [ "${STAGING_ABLATE:-}" = full ]; then
         step floor-16 timeout 120 "$q" floor -q --dims 16,16,16,32 --repeat 200
         step validate-3.0 timeout 150 "$q" validate configs/16x16x16x32.toml --kernel 3.0
     fi

@@ -141,31 +141,6 @@ enum Wiring {
     OneGpu,
     /// Rank r on GPU r, NCCL between them (faces and global sums).
     Nccl,
-    /// Rank r on GPU r, faces and the fused CR's sums moved by the copy engines
-    /// (`PeerCopies::world_across_gpus`), host global sums over threads.
-    Copies,
-}
-
-/// The variable that picks how the ranks of one process on several GPUs reach each other:
-/// `nccl` (the default) or `copies`.
-pub const EXCHANGE_VAR: &str = "QCD_SOLVE_EXCHANGE";
-
-/// The wiring of ranks as threads on several GPUs (`EXCHANGE_VAR`).
-fn several_gpus_wiring() -> Result<Wiring> {
-    exchange_wiring(std::env::var(EXCHANGE_VAR).ok().as_deref())
-}
-
-/// `EXCHANGE_VAR`'s value (None: unset) as a wiring; anything else than nccl, copies or
-/// nothing is refused naming the variable (exit 2).
-fn exchange_wiring(value: Option<&str>) -> Result<Wiring> {
-    match value.map(str::trim) {
-        None | Some("") | Some("nccl") => Ok(Wiring::Nccl),
-        Some("copies") => Ok(Wiring::Copies),
-        Some(other) => Err(Error::invalid(
-            EXCHANGE_VAR,
-            format!("must be \"nccl\" or \"copies\", got {other:?}"),
-        )),
-    }
 }
 
 /// Ranks as threads of this process, each with the decomposed 3.0 backend.
@@ -175,7 +150,7 @@ fn run_cuda(cfg: &LoadedConfig, problem: &Problem, parts: &[Partition]) -> Resul
     let ranks = parts.len();
     let gpus = cuda::device_count()?;
     let wiring = if gpus >= ranks {
-        several_gpus_wiring()?
+        Wiring::Nccl
     } else if gpus == 1 {
         Wiring::OneGpu
     } else {
@@ -188,7 +163,7 @@ fn run_cuda(cfg: &LoadedConfig, problem: &Problem, parts: &[Partition]) -> Resul
         ));
     };
     let local_lattice = parts[0].local_lattice(problem.lattice.boundary)?;
-    // Ranks on NCCL whose fused CR sums go over peer memory (`cuda::peer_sums_requested`).
+    // Ranks on NCCL whose fused CR sums go over peer memory (`[tuning] peer_sums`).
     let mut peer_sums = false;
     match wiring {
         Wiring::OneGpu => {
@@ -208,23 +183,14 @@ fn run_cuda(cfg: &LoadedConfig, problem: &Problem, parts: &[Partition]) -> Resul
             );
             footprint::check_device(&what, &estimates, &dp, 0)?;
         }
-        Wiring::Nccl | Wiring::Copies => {
-            if wiring == Wiring::Nccl {
-                crate::comms::nccl::require_nccl()?;
-                if cuda::peer_sums_requested() {
-                    match cuda::enable_peer_access(ranks)?.first() {
-                        None => peer_sums = true,
-                        Some((a, b)) => tracing::warn!(
-                            "GPU {a} cannot reach GPU {b}'s memory: the fused CR's sums go through NCCL's all-gathers"
-                        ),
-                    }
-                }
-            } else {
-                if let Some((a, b)) = cuda::enable_peer_access(ranks)?.first() {
-                    return Err(Error::invalid(
-                        EXCHANGE_VAR,
-                        format!("copies need every GPU to reach the others' memory, but GPU {a} cannot reach GPU {b}'s (use nccl)"),
-                    ));
+        Wiring::Nccl => {
+            crate::comms::nccl::require_nccl()?;
+            if cfg.config.tuning.peer_sums {
+                match cuda::enable_peer_access(ranks)?.first() {
+                    None => peer_sums = true,
+                    Some((a, b)) => tracing::warn!(
+                        "GPU {a} cannot reach GPU {b}'s memory: the fused CR's sums go through NCCL's all-gathers"
+                    ),
                 }
             }
             for (g, p) in parts.iter().enumerate() {
@@ -245,16 +211,11 @@ fn run_cuda(cfg: &LoadedConfig, problem: &Problem, parts: &[Partition]) -> Resul
             .zip(crate::comms::threads::ThreadComms::world(ranks))
             .map(Some)
             .collect(),
-        Wiring::Copies => cuda::PeerCopies::world_across_gpus(ranks)
-            .into_iter()
-            .zip(crate::comms::threads::ThreadComms::world(ranks))
-            .map(Some)
-            .collect(),
         Wiring::Nccl => Vec::new(),
     });
     let id = match wiring {
         Wiring::Nccl => Some(crate::comms::nccl::new_unique_id()?),
-        Wiring::OneGpu | Wiring::Copies => None,
+        Wiring::OneGpu => None,
     };
     let per_rank = crate::comms::threads::on_threads(ranks, |rank| {
         logged(
@@ -294,7 +255,6 @@ fn run_cuda(cfg: &LoadedConfig, problem: &Problem, parts: &[Partition]) -> Resul
                 let wiring_name = match wiring {
                     Wiring::Nccl => format!("nccl {}", crate::comms::nccl::nccl_version()?),
                     Wiring::OneGpu => "device copies between sub-lattices of GPU 0 (PeerCopies), global sums over threads".to_string(),
-                    Wiring::Copies => format!("device copies between {ranks} GPU(s) (copy engines, {EXCHANGE_VAR}=copies), global sums over threads"),
                 };
                 let links = RankLinks {
                     comms,
@@ -959,18 +919,6 @@ pub fn collect_solution(
 mod tests {
     use super::*;
     use crate::comms::threads::run_ranks;
-
-    #[test]
-    fn the_exchange_variable_picks_nccl_or_the_copy_engines_and_names_itself() {
-        assert_eq!(exchange_wiring(None).unwrap(), Wiring::Nccl);
-        assert_eq!(exchange_wiring(Some("")).unwrap(), Wiring::Nccl);
-        assert_eq!(exchange_wiring(Some(" nccl ")).unwrap(), Wiring::Nccl);
-        assert_eq!(exchange_wiring(Some("copies")).unwrap(), Wiring::Copies);
-        let e = exchange_wiring(Some("shm")).unwrap_err();
-        assert_eq!(e.exit_code(), 2);
-        let m = e.to_string();
-        assert!(m.contains(EXCHANGE_VAR) && m.contains("\"shm\""), "{m}");
-    }
 
     #[test]
     fn rank_0_sends_every_share_and_gets_the_whole_field_back() {

@@ -25,6 +25,8 @@ pub struct SolvePlan {
     pub check_every: usize,
     /// GCR's restart length.
     pub restart: usize,
+    /// The fused BiCGStab's recorded graphs (`[tuning] bicgstab_graphs`).
+    pub bicgstab_graphs: bool,
 }
 
 impl SolvePlan {
@@ -39,6 +41,7 @@ impl SolvePlan {
             reliable_delta: 0.1,
             check_every: 1,
             restart: 10,
+            bicgstab_graphs: true,
         }
     }
 
@@ -69,6 +72,7 @@ impl SolvePlan {
             reliable_delta: s.reliable_delta,
             check_every: s.check_every as usize,
             restart: s.restart as usize,
+            bicgstab_graphs: c.tuning.bicgstab_graphs,
         }
     }
 
@@ -81,6 +85,7 @@ impl SolvePlan {
             delta: self.reliable_delta,
             even_odd: self.preconditioning == Preconditioning::EvenOdd,
             restart: self.restart,
+            bicgstab_graphs: self.bicgstab_graphs,
             ..SolveSpec::new(self.method, self.cr.clone())
         }
     }
@@ -142,6 +147,7 @@ pub fn cuda_options(cfg: &LoadedConfig) -> Result<CudaOptions> {
         version: b.kernel,
         multiple: b.multiple as usize,
         reconstruct: b.reconstruct,
+        tuning: cfg.config.tuning,
         ..Default::default()
     })
 }

@@ -91,6 +91,7 @@ pub fn candidates(version: StencilVersion, base: &CudaOptions) -> Vec<CudaOption
             coarse_block: g.coarse_block,
             device: base.device,
             reconstruct: version.reconstruct_or_18(base.reconstruct),
+            tuning: base.tuning,
         })
         .collect()
 }

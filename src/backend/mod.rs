@@ -10,10 +10,13 @@ pub mod cpu_decomposed;
 pub mod cuda;
 pub mod host_cr;
 pub mod ledger;
+pub mod tuning;
 
 pub use crate::linalg::{
     layout_mismatch, Layout, Operator, Precision, Space, Subset, WilsonKernels,
 };
+
+pub use tuning::TuningOptions;
 
 pub use crate::linalg::engines::{
     breakdown, cr_load_in_steps, unsupported, unsupported_described, Backend, BiScalars,

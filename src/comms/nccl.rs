@@ -912,10 +912,7 @@ mod tests {
     #[test]
     fn defaults_fill_only_what_the_environment_leaves_unset() {
         // Names of this test's own, so that no other test reads them.
-        let (set, unset) = (
-            "QCD_SOLVE_TEST_NCCL_DEFAULT_SET",
-            "QCD_SOLVE_TEST_NCCL_DEFAULT_UNSET",
-        );
+        let (set, unset) = ("NCCL_DEFAULTS_TEST_SET", "NCCL_DEFAULTS_TEST_UNSET");
         std::env::set_var(set, "1");
         std::env::remove_var(unset);
         set_unset(&[(set, "0"), (unset, "0")]);

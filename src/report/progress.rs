@@ -33,17 +33,22 @@ fn lines_enabled() -> bool {
     !QUIET.load(Ordering::Relaxed) && !std::io::stderr().is_terminal()
 }
 
-/// The interval between progress lines: `QCD_SOLVE_PROGRESS_SECS` (seconds, >= 0) or 5 s.
-pub fn line_interval() -> Duration {
-    match std::env::var(PROGRESS_SECS_ENV) {
-        Ok(v) => match v.trim().parse::<f64>() {
-            Ok(s) if s.is_finite() && s >= 0.0 => Duration::from_secs_f64(s),
-            _ => {
-                tracing::warn!("{PROGRESS_SECS_ENV}={v} is not a number of seconds >= 0; using {DEFAULT_PROGRESS_SECS}");
-                Duration::from_secs_f64(DEFAULT_PROGRESS_SECS)
-            }
+/// The interval between progress lines: `QCD_SOLVE_PROGRESS_SECS` (seconds, >= 0) or 5 s;
+/// any other value is an error naming the variable and the value.
+pub fn line_interval() -> crate::Result<Duration> {
+    interval_of(std::env::var(PROGRESS_SECS_ENV).ok().as_deref())
+}
+
+fn interval_of(value: Option<&str>) -> crate::Result<Duration> {
+    match value {
+        None => Ok(Duration::from_secs_f64(DEFAULT_PROGRESS_SECS)),
+        Some(v) => match v.trim().parse::<f64>() {
+            Ok(s) if s.is_finite() && (0.0..=1e9).contains(&s) => Ok(Duration::from_secs_f64(s)),
+            _ => Err(crate::Error::invalid(
+                PROGRESS_SECS_ENV,
+                format!("must be a number of seconds >= 0, got {v:?}"),
+            )),
         },
-        Err(_) => Duration::from_secs_f64(DEFAULT_PROGRESS_SECS),
     }
 }
 
@@ -56,16 +61,16 @@ pub struct Ticker {
 
 impl Ticker {
     /// A ticker when lines are enabled (stderr not a terminal, not quiet).
-    pub fn new() -> Option<Ticker> {
+    pub fn new() -> crate::Result<Option<Ticker>> {
         if !lines_enabled() {
-            return None;
+            return Ok(None);
         }
         let now = Instant::now();
-        Some(Ticker {
+        Ok(Some(Ticker {
             start: now,
-            interval: line_interval(),
+            interval: line_interval()?,
             last: Mutex::new(now),
-        })
+        }))
     }
 
     /// Seconds since the start, when a line is due now (and marks it written).
@@ -89,12 +94,12 @@ pub struct SolveProgress {
 }
 
 impl SolveProgress {
-    pub fn new(label: &str, tol: f64) -> Self {
+    pub fn new(label: &str, tol: f64) -> crate::Result<Self> {
         if !enabled() {
-            return SolveProgress {
+            return Ok(SolveProgress {
                 bar: None,
-                lines: Ticker::new().map(|t| (t, label.to_string(), tol)),
-            };
+                lines: Ticker::new()?.map(|t| (t, label.to_string(), tol)),
+            });
         }
         let len = (10.0 * (1.0 / tol).log10()).ceil().max(1.0) as u64;
         let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
@@ -104,10 +109,10 @@ impl SolveProgress {
                 .progress_chars("=> "),
         );
         bar.set_prefix(label.to_string());
-        SolveProgress {
+        Ok(SolveProgress {
             bar: Some(bar),
             lines: None,
-        }
+        })
     }
 
     /// No bar and no lines (the other ranks of a split lattice: rank 0 reports).
@@ -155,4 +160,26 @@ pub fn counter(label: &str, total: u64) -> Option<ProgressBar> {
     );
     bar.set_prefix(label.to_string());
     Some(bar)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_interval_is_seconds_at_least_0_and_anything_else_is_named() {
+        assert_eq!(interval_of(None).unwrap(), Duration::from_secs(5));
+        assert_eq!(interval_of(Some(" 0 ")).unwrap(), Duration::ZERO);
+        assert_eq!(
+            interval_of(Some("2.5")).unwrap(),
+            Duration::from_millis(2500)
+        );
+        for bad in ["-1", "soon", "", "NaN", "inf"] {
+            let m = interval_of(Some(bad)).unwrap_err().to_string();
+            assert!(
+                m.contains(PROGRESS_SECS_ENV) && m.contains(&format!("{bad:?}")),
+                "{m}"
+            );
+        }
+    }
 }

@@ -234,14 +234,14 @@ pub struct Fused<S: FusedCr> {
     key: u64,
     /// The last run's mean convergence rate (`batch_size`'s prior).
     rate: Option<f64>,
-    /// Replay each iteration as a recorded graph (`FusedCr::repeat`), unless
-    /// QCD_SOLVE_BI_GRAPHS=0: then the launches are queued one by one.
+    /// Replay each iteration as a recorded graph (`FusedCr::repeat`); false: the launches
+    /// are queued one by one.
     graphs: bool,
 }
 
 impl<S: FusedCr> Fused<S> {
-    /// The fused passes apply one Wilson form.
-    pub fn new<A: LinearOperator<S>>(op: &A, check_every: usize) -> Result<Self> {
+    /// The fused passes apply one Wilson form; `graphs`: replay recorded graphs.
+    pub fn new<A: LinearOperator<S>>(op: &A, check_every: usize, graphs: bool) -> Result<Self> {
         let form = op.wilson_form().ok_or_else(|| {
             crate::Error::internal(format!(
                 "the fused BiCGStab applies Wilson forms only, not {}",
@@ -257,7 +257,7 @@ impl<S: FusedCr> Fused<S> {
             layout: None,
             key: GRAPH_KEY.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             rate: None,
-            graphs: std::env::var("QCD_SOLVE_BI_GRAPHS").map_or(true, |v| v.trim() != "0"),
+            graphs,
         })
     }
 }

@@ -158,6 +158,9 @@ pub struct SolveSpec {
     pub even_odd: bool,
     /// GCR's restart length.
     pub restart: usize,
+    /// The fused BiCGStab replays each iteration as a recorded graph (else its launches
+    /// are queued one by one; `[tuning] bicgstab_graphs`).
+    pub bicgstab_graphs: bool,
 }
 
 impl SolveSpec {
@@ -171,6 +174,7 @@ impl SolveSpec {
             delta: 0.1,
             even_odd: false,
             restart: 10,
+            bicgstab_graphs: true,
         }
     }
 }
@@ -266,7 +270,7 @@ fn solve_system<B: FusedCr>(
             finish(space, spec, op, &mut inner, b, &mut monitor)
         }
         Method::Bicgstab if spec.fused => {
-            let mut inner = bicgstab::Fused::new(&op, spec.check_every)?;
+            let mut inner = bicgstab::Fused::new(&op, spec.check_every, spec.bicgstab_graphs)?;
             finish(space, spec, op, &mut inner, b, &mut monitor)
         }
         Method::Bicgstab => {

@@ -51,6 +51,8 @@ pub struct CudaOptions {
     /// rounding) 12 (rows 0 and 1, row 2 = conj(row0 x row1) rebuilt in registers) or 8
     /// (`Reconstruct`).
     pub reconstruct: Reconstruct,
+    /// The performance switches (`[tuning]`, docs/tuning.md).
+    pub tuning: crate::backend::TuningOptions,
 }
 
 impl Default for CudaOptions {
@@ -61,6 +63,7 @@ impl Default for CudaOptions {
             coarse_block: crate::backend::cuda::version::COARSE_BLOCK,
             device: 0,
             reconstruct: Reconstruct::R18,
+            tuning: Default::default(),
         }
     }
 }
@@ -75,12 +78,11 @@ pub struct SetupTimes {
     /// Gauge field to the device through the pinned staging buffers: pinning them and
     /// the time the copies were not hidden behind the host's layout.
     pub upload_ms: f64,
-    /// Laying the links out: 3.0 with the host upload (`LinkUpload::Host`, always r8),
-    /// on the host into the staging buffers (overlapped with the copies); 3.0 with the
-    /// device or registered upload, the layout kernels' event-timed device time (they
-    /// overlap the host's copies of the next chunk; `upload_ms` is the rest of the
-    /// upload's wall time); the seed versions, on the device (their host copy into the
-    /// staging buffers is in `upload_ms`).
+    /// Laying the links out: 3.0 with the host upload (`LinkUpload::Host`, always r8), on the
+    /// host into the staging buffers (overlapped with the copies); 3.0 with the device or
+    /// registered upload, the layout kernels' event-timed device time (they overlap the host's
+    /// copies of the next chunk; `upload_ms` is the rest of the upload's wall time); the seed
+    /// versions, on the device (their host copy into the staging buffers is in `upload_ms`).
     pub layout_ms: f64,
     /// Bytes of the gauge field uploaded at construction (3.0: of the final device link
     /// array, whatever the path moved), and the staged upload's whole wall time (pinning
@@ -108,8 +110,8 @@ pub struct CudaBackend {
     /// The fused BiCGStab's kernels (loaded on first use).
     pub(crate) bi_kernels: Option<super::bicgstab::BiKernels>,
     setup: SetupTimes,
-    /// Whether `Space::queue_recorded` records a CUDA graph (`QCD_SOLVE_RECORD_UPDATES=1`
-    /// at construction, or `set_record_updates`).
+    /// Whether `Space::queue_recorded` records a CUDA graph (`tuning.record_updates`, or
+    /// `set_record_updates`).
     pub(crate) record_updates: bool,
 }
 
@@ -154,9 +156,8 @@ fn check_geometry(version: StencilVersion, g: Geometry) -> Result<()> {
 }
 
 /// Refuse, before any allocation, a lattice whose backend set-up (for `version` with its
-/// default options) would not fit in the free memory of GPU `device`
-/// (Error::DeviceMemory with both numbers). A run checks its whole plan before this
-/// (`app::footprint`).
+/// default options) would not fit in the free memory of GPU `device` (Error::DeviceMemory with
+/// both numbers). A run checks its whole plan before this (`app::footprint`).
 pub fn check_device_memory(
     lattice: &Lattice,
     version: StencilVersion,
@@ -176,15 +177,14 @@ pub fn check_device_memory(
 
 impl CudaBackend {
     pub fn new(gauge: &GaugeField, kappa: f64, opts: &CudaOptions) -> Result<Self> {
-        let upload = LinkUpload::from_env()?;
-        Self::new_with_link_upload(gauge, kappa, opts, upload, StageShape::from_env()?)
+        opts.tuning.validate()?;
+        let stage = StageShape::of(&opts.tuning);
+        Self::new_with_link_upload(gauge, kappa, opts, LinkUpload::default(), stage)
     }
 
-    /// `new` with version 3.0's link upload and the staging shape (`StageShape`: the
-    /// shared buffers' and each worker's size and number) given, instead of
-    /// `QCD_SOLVE_LINK_UPLOAD` and the `QCD_SOLVE_STAGE_*` and `QCD_SOLVE_LANE_*` variables
-    /// (the GPU tests' knob: several chunks on a small lattice). The memory books then follow these, not
-    /// `footprint::construction`.
+    /// `new` with version 3.0's link upload and the staging shape (`StageShape`) given instead
+    /// of the default and `opts.tuning`'s (the GPU tests' knob: several chunks on a small
+    /// lattice). The memory books then follow these, not `footprint::construction`.
     #[doc(hidden)]
     pub fn new_with_link_upload(
         gauge: &GaugeField,
@@ -237,7 +237,7 @@ impl CudaBackend {
         // SAFETY: all work of this backend goes to its single stream.
         unsafe { ctx.disable_event_tracking() };
         let stream = ctx.new_stream().map_err(err("creating a stream"))?;
-        let mut gpu = GpuStream::new(ctx.clone(), stream.clone());
+        let mut gpu = GpuStream::new(ctx.clone(), stream.clone(), opts.tuning);
 
         // Kernels: compile on first use and load.
         let t = Instant::now();
@@ -555,12 +555,12 @@ impl CudaBackend {
             fused: Default::default(),
             bi_kernels: None,
             setup,
-            record_updates: super::timing::on_if("QCD_SOLVE_RECORD_UPDATES", "1"),
+            record_updates: opts.tuning.record_updates,
         })
     }
 
     /// Record the reliable updates' queued part as a CUDA graph (`Space::queue_recorded`)
-    /// or not, whatever `QCD_SOLVE_RECORD_UPDATES` said.
+    /// or not, whatever `tuning.record_updates` said.
     pub fn set_record_updates(&mut self, on: bool) {
         self.record_updates = on;
     }
@@ -669,10 +669,10 @@ impl CudaBackend {
     }
 
     /// The captured graphs' time line (each graph's third launch, else its last),
-    /// logged at info level one mark a line (`QCD_SOLVE_TIMELINE=1`, `timeline.rs`;
+    /// logged at info level one mark a line (`tuning.timeline`, `timeline.rs`;
     /// nothing otherwise). `who` names the backend in the lines ("rank 2").
     pub fn log_timeline(&self, who: &str) {
-        if !super::timeline::timeline_on() {
+        if !self.core.gpu.tuning.timeline {
             return;
         }
         match self.core.gpu.timeline() {

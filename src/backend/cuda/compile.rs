@@ -147,7 +147,6 @@ impl Program {
         ];
         o.extend(self.defines.iter().map(|(k, v)| format!("-D{k}={v}")));
         o.extend(self.flags.iter().map(|f| f.to_string()));
-        o.extend(extra_defines());
         o
     }
 
@@ -160,34 +159,6 @@ impl Program {
         splice(self.source.name, self.source.code, &mut done, &mut out);
         out
     }
-}
-
-/// Defines for experiments and ablation, added to every program's options:
-/// `QCD_SOLVE_KERNEL_DEFINES="V3_STREAM_LINKS=0 V3_TILE_T=0"` (space-separated
-/// NAME=VALUE; the on-disk PTX cache keys on the options, so such builds are cached
-/// apart).
-fn extra_defines() -> Vec<String> {
-    kernel_defines().iter().map(|d| format!("-D{d}")).collect()
-}
-
-/// QCD_SOLVE_KERNEL_DEFINES's NAME=VALUE items.
-fn kernel_defines() -> Vec<String> {
-    std::env::var("QCD_SOLVE_KERNEL_DEFINES")
-        .map(|v| v.split_whitespace().map(str::to_owned).collect())
-        .unwrap_or_default()
-}
-
-/// The value of one of those defines, NAME=VALUE as an integer (None when it is not set or
-/// not an integer); read once per process, as the programs are compiled once.
-pub(crate) fn extra_define(name: &str) -> Option<i64> {
-    static DEFINES: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
-    DEFINES
-        .get_or_init(kernel_defines)
-        .iter()
-        .rev()
-        .filter_map(|d| d.split_once('='))
-        .filter(|(n, _)| *n == name)
-        .find_map(|(_, v)| v.parse().ok())
 }
 
 /// The header an `#include "name"` line names, if it is one of ours.

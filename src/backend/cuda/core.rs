@@ -138,7 +138,7 @@ impl Core {
         let fresh = self.staging.is_none();
         if fresh {
             let field = 2 * self.n_complex();
-            let values = field.clamp(1, StageShape::from_env()?.values);
+            let values = field.clamp(1, StageShape::of(&self.gpu.tuning).values);
             let count = if field > values { 2 } else { 1 };
             self.staging = Some(StagingBuffers::new(&self.gpu.ctx, values, count)?);
         }

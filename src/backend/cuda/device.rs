@@ -92,16 +92,29 @@ pub(crate) fn open_context(ordinal: usize) -> Result<Arc<CudaContext>> {
 /// first (`trim_pool`), so what it keeps is never counted as taken.
 pub const POOL_KEEP_ALL: u64 = u64::MAX;
 
-pub(crate) fn pool_keep_bytes() -> u64 {
-    pool_keep_of(std::env::var("QCD_SOLVE_POOL_KEEP_MIB").ok().as_deref())
+/// The variable of `pool_keep_bytes` (MiB, a whole number).
+pub const POOL_KEEP_VAR: &str = "QCD_SOLVE_POOL_KEEP_MIB";
+
+pub(crate) fn pool_keep_bytes() -> Result<u64> {
+    pool_keep_of(std::env::var(POOL_KEEP_VAR).ok().as_deref())
 }
 
-/// `pool_keep_bytes` for the variable's value: MiB as bytes; unset or not a number:
-/// everything.
-fn pool_keep_of(value: Option<&str>) -> u64 {
-    value
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .map_or(POOL_KEEP_ALL, |mib| mib.saturating_mul(1 << 20))
+/// `pool_keep_bytes` for the variable's value: MiB as bytes; unset: everything; not a
+/// whole number: an error naming the variable and the value.
+fn pool_keep_of(value: Option<&str>) -> Result<u64> {
+    match value {
+        None => Ok(POOL_KEEP_ALL),
+        Some(v) => v
+            .trim()
+            .parse::<u64>()
+            .map(|mib| mib.saturating_mul(1 << 20))
+            .map_err(|_| {
+                Error::invalid(
+                    POOL_KEEP_VAR,
+                    format!("must be a whole number of MiB, got {v:?}"),
+                )
+            }),
+    }
 }
 
 pub(crate) fn default_pool(ctx: &CudaContext) -> Result<sys::CUmemoryPool> {
@@ -119,7 +132,7 @@ pub(crate) fn default_pool(ctx: &CudaContext) -> Result<sys::CUmemoryPool> {
 /// process is enough; repeating it is harmless).
 fn keep_pool(ctx: &CudaContext) -> Result<()> {
     let pool = default_pool(ctx)?;
-    let mut bytes: u64 = pool_keep_bytes();
+    let mut bytes: u64 = pool_keep_bytes()?;
     // SAFETY: the attribute takes a cuuint64_t, which `bytes` is.
     unsafe {
         sys::cuMemPoolSetAttribute(
@@ -603,11 +616,18 @@ mod tests {
 
     #[test]
     fn the_pool_keeps_everything_unless_the_variable_says_how_many_mib() {
-        assert_eq!(pool_keep_of(None), u64::MAX);
-        assert_eq!(pool_keep_of(Some("lots")), u64::MAX);
-        assert_eq!(pool_keep_of(Some("0")), 0);
-        assert_eq!(pool_keep_of(Some(" 1024 ")), 1 << 30);
+        assert_eq!(pool_keep_of(None).unwrap(), u64::MAX);
+        assert_eq!(pool_keep_of(Some("0")).unwrap(), 0);
+        assert_eq!(pool_keep_of(Some(" 1024 ")).unwrap(), 1 << 30);
         // Saturates instead of wrapping.
-        assert_eq!(pool_keep_of(Some(&u64::MAX.to_string())), u64::MAX);
+        assert_eq!(pool_keep_of(Some(&u64::MAX.to_string())).unwrap(), u64::MAX);
+        // Anything else is an error naming the variable and the value.
+        for bad in ["lots", "", "-1", "1.5"] {
+            let m = pool_keep_of(Some(bad)).unwrap_err().to_string();
+            assert!(
+                m.contains(POOL_KEEP_VAR) && m.contains(&format!("{bad:?}")),
+                "{m}"
+            );
+        }
     }
 }

@@ -56,17 +56,14 @@ pub fn v3_links(volume: usize, reconstruct: Reconstruct, precision: Precision) -
 }
 
 /// The set-up's allocations for `opts` on a (local) lattice of `volume` sites, with 3.0's
-/// link upload as `QCD_SOLVE_LINK_UPLOAD` picks it (the default when the value is not
-/// one; the backend then refuses it) and the staging chunks of `StageShape::from_env`
-/// (64 MiB by default; likewise the default when the values are not ones).
+/// link upload (the default) and the staging chunks of `opts.tuning` (`StageShape::of`).
 pub fn construction(volume: usize, opts: &CudaOptions) -> Construction {
-    let upload = LinkUpload::from_env().unwrap_or_default();
+    let upload = LinkUpload::default();
     construction_with(
         volume,
         opts,
         upload,
-        super::staging::StageShape::from_env()
-            .unwrap_or_default()
+        super::staging::StageShape::of(&opts.tuning)
             .link_chunk_values(upload.for_reconstruct(opts.reconstruct)),
     )
 }
@@ -262,23 +259,10 @@ mod tests {
         let c = construction_with(v, &r12, LinkUpload::Host, stage);
         assert_eq!(total(&c.peak), 384 * vv + 4 + red);
         assert_eq!(total(&c.resident), 384 * vv + red);
-        // The device link upload adds its scratch buffer to the set-up: one chunk of whole
-        // sites (rows 0 and 1 of each link, 384 B per site; this lattice is one chunk).
-        let c = construction_with(v, &r12, LinkUpload::Device, stage);
-        assert_eq!(total(&c.peak), 2 * 384 * vv + 4 + red);
-        assert_eq!(total(&c.resident), 384 * vv + red);
-        // Registered: whole links (576 B per site) in chunks of at most 64 MiB.
-        let big = 48 * 48 * 48 * 96;
-        let c = construction_with(big, &r12, LinkUpload::Registered, stage);
-        let red_big = reduce_buffer_bytes(reduce_blocks(big * 12));
-        assert_eq!(
-            total(&c.peak),
-            384 * big as u64 + 4 + red_big + 116508 * 576
-        );
         // r8 never stages on the device.
         let r8 = opts(StencilVersion::V3_0, Reconstruct::R8);
         assert_eq!(
-            construction_with(v, &r8, LinkUpload::Device, stage),
+            construction_with(v, &r8, LinkUpload::Workers, stage),
             construction_with(v, &r8, LinkUpload::Host, stage)
         );
         // The workers: a slot of one chunk per worker thread, 3 MiB of r12 sites each
@@ -290,12 +274,9 @@ mod tests {
             total(&c.peak),
             384 * vv + lanes as u64 * 8192 * 384 + 4 + red
         );
-        // Without arguments: as QCD_SOLVE_LINK_UPLOAD and the QCD_SOLVE_STAGE_* and
-        // QCD_SOLVE_LANE_* variables say.
-        let upload = LinkUpload::from_env().unwrap_or_default();
-        let values = crate::backend::cuda::StageShape::from_env()
-            .unwrap_or_default()
-            .link_chunk_values(upload);
+        // Without arguments: the default upload and the options' staging shape.
+        let upload = LinkUpload::default();
+        let values = crate::backend::cuda::StageShape::of(&r12.tuning).link_chunk_values(upload);
         assert_eq!(
             construction(v, &r12),
             construction_with(v, &r12, upload, values)

@@ -181,7 +181,7 @@ struct CachedGraph {
     graph: CudaGraph,
     /// The launches it holds (counted at capture).
     tally: CaptureTally,
-    /// Its number in the stream's time line (`QCD_SOLVE_TIMELINE=1`; else 0) and its
+    /// Its number in the stream's time line (`[tuning] timeline`; else 0) and its
     /// launches so far.
     timeline: u32,
     launches: u32,

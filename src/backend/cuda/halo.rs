@@ -6,7 +6,7 @@
 //! main stream:  record `packed` -> interior -----------------------------------> wait `exchanged` -> exterior (every split mu)
 //! comm stream:  wait `packed` -> pack (every split mu) -> DeviceExchange::exchange_on -> record `exchanged`
 //! (the pack on the communication stream, so the interior does not wait for it;
-//! `QCD_SOLVE_PACK_ON=main` puts it back on the main stream before `packed`, the ablation)
+//! `[tuning] pack_on = "main"` puts it back on the main stream before `packed`)
 //! ```
 //!
 //! `Halo` holds the partition, the exchange (also the global sums of dot and norm2:
@@ -154,17 +154,6 @@ pub(crate) fn peer_sums_bytes(ranks: usize) -> u64 {
     (8 * (2 * ranks * PEER_SLOT + 1) + 8 * ranks) as u64
 }
 
-/// Whether ranks as threads on several GPUs over NCCL end the fused CR's reductions with
-/// `cr_peer_sum` (the all-gather and the sum in one kernel, over peer memory) instead of
-/// NCCL's all-gather and `cr_global`: on unless `QCD_SOLVE_PEER_SUMS=0` (the ablation;
-/// read once per process). The same sums in the same order: the same bits (tests/
-/// gpu_nccl.rs). Measured (four H200, 32^3x64 a GPU): the main job 1.4-2.1% faster an
-/// iteration as z-t, 1.0-2.7% along t (validate/RESULTS.md).
-pub fn peer_sums_requested() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| super::timing::on_unless("QCD_SOLVE_PEER_SUMS", "0"))
-}
-
 /// A rank's part of `cr_peer_sum`: its slot buffer, which the other ranks write, and the
 /// ranks' buffer addresses in rank order (exchanged once through the host communicator:
 /// the ranks are threads of one process, so the addresses are valid in all of them).
@@ -218,103 +207,20 @@ impl PeerSums {
 const TIMED_PENDING: usize = 32;
 const TIMED_FOLD: usize = 16;
 
-/// Whether the communication stream takes the device's highest priority (on unless
-/// `QCD_SOLVE_COMM_PRIORITY=0`, the ablation; read once per process). The exchange's
-/// kernels (NCCL's) and copies become ready with the interior kernel, at the end of the
-/// pack, and at the default priority would wait behind the interior's blocks (the reason
-/// it was tried; not traced). Measured: weak scaling on two GPUs 78% -> 83%.
-pub(crate) fn comm_priority() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| super::timing::on_unless("QCD_SOLVE_COMM_PRIORITY", "0"))
-}
-
-/// The timing ablations of the split solve, `QCD_SOLVE_ABLATE_COMM`: a comma-separated
-/// list (read once per process; unset: none). Each leaves everything else as it is, so
-/// the graphs' time shows what the ablated part costs them:
-/// - `exchange`: the faces are not sent (the ghosts keep what they held; validate/RESULTS.md:
-///   10-23 us an iteration). The answers are wrong.
-/// - `gather2`: every all-gather of the fused CR's reductions is issued twice (the same
-///   partials into the same buffer): the answers are unchanged, one all-gather's cost more
-///   (validate/RESULTS.md). Only where the reductions all-gather: with the sums over peer memory
-///   (`peer_sums_requested`, the default for ranks as threads over NCCL) there is none,
-///   so it needs `QCD_SOLVE_PEER_SUMS=0` there.
-/// - `exterior`: no exterior launch (the faces' hops are not added). The answers are wrong.
-/// - `mask`: the interior kernel runs without the split directions' mask (every hop taken
-///   inside the sub-lattice, wrapping around, as on one GPU). The answers are wrong.
-///
-/// Replacing the all-gathers by each rank's own sums was tried too and cannot work: the
-/// ranks' `active` decisions then differ and one rank waits for faces the other no longer
-/// sends.
-pub(crate) fn ablated(what: &str) -> bool {
-    static SET: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
-    SET.get_or_init(|| {
-        let set: Vec<String> = std::env::var("QCD_SOLVE_ABLATE_COMM")
-            .unwrap_or_default()
-            .split(',')
-            .map(|v| v.trim().to_string())
-            .filter(|v| !v.is_empty())
-            .collect();
-        for v in &set {
-            if ["exchange", "gather2", "exterior", "mask"].contains(&v.as_str()) {
-                tracing::warn!("QCD_SOLVE_ABLATE_COMM={v}: a timing ablation of the split solve");
-            } else {
-                tracing::warn!("QCD_SOLVE_ABLATE_COMM: `{v}` is no ablation (exchange, gather2, exterior, mask); ignored");
-            }
-        }
-        set
-    })
-    .iter()
-    .any(|v| v == what)
-}
-
-/// Whether the exterior hops of every split direction go in one launch
-/// (`QCD_SOLVE_EXTERIOR=all`: kernels/halo.cu's `halo_exterior_all`) instead of one
-/// `halo_exterior` launch per direction (the default; read once per process). The same
-/// additions in the same order (checked on the CPU by validate/emu/run_halo.sh, every
-/// grid both ways); one launch a hop fewer for each further split direction. On four GPUs
-/// it gained nothing that repeated (validate/RESULTS.md), hence not the
-/// default.
-pub(crate) fn exterior_all() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| super::timing::on_if("QCD_SOLVE_EXTERIOR", "all"))
-}
-
-/// kernels/halo.cu's `HaloFaces` (a kernel argument by value): the face buffers and ghost
-/// links of up to four split directions, in the order of `Halo::faces`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-struct HaloFaces {
-    recv_lo: [u64; 4],
-    recv_hi: [u64; 4],
-    ghost: [u64; 4],
-    mu: [i32; 4],
-    count: i32,
-}
-
-// SAFETY: plain old data of the kernel's struct layout (pointers as u64, ints as i32).
-unsafe impl cudarc::driver::DeviceRepr for HaloFaces {}
-
 /// A precision's halo kernels.
 #[derive(Clone)]
 struct HaloKernels {
     pack: CudaFunction,
     exterior: CudaFunction,
-    exterior_all: CudaFunction,
 }
 
-/// Whether the faces are packed on the communication stream (the default) or on the main
-/// stream before the interior (`QCD_SOLVE_PACK_ON=main`, the ablation; read once per
-/// process). On the communication stream the interior starts as soon as the input is
-/// ready instead of after the pack kernels.
-pub(crate) fn pack_on_comm() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| super::timing::on_unless("QCD_SOLVE_PACK_ON", "main"))
-}
-
-/// The communication stream of `ctx`: at the device's highest priority (`comm_priority`).
-fn comm_stream(ctx: &Arc<CudaContext>) -> Result<Arc<CudaStream>> {
+/// The communication stream of `ctx`: at the device's highest priority unless
+/// `priority` is off (`TuningOptions::comm_priority`). The exchange's kernels and copies
+/// become ready with the interior kernel and at the default priority would wait behind
+/// its blocks (validate/RESULTS.md: weak scaling on two GPUs 78% -> 83%).
+fn comm_stream(ctx: &Arc<CudaContext>, priority: bool) -> Result<Arc<CudaStream>> {
     let what = "creating the communication stream";
-    if !comm_priority() {
+    if !priority {
         return ctx.new_stream().map_err(err(what));
     }
     ctx.bind_to_thread().map_err(err(what))?;
@@ -465,7 +371,7 @@ impl Halo {
             .map_err(err("uploading the ghost links"))?;
         crate::clock::record_since("halo: ghost links", step);
         let step = std::time::Instant::now();
-        let comm = comm_stream(&gpu.ctx)?;
+        let comm = comm_stream(&gpu.ctx, gpu.tuning.comm_priority)?;
         let event = || {
             gpu.ctx
                 .new_event(None)
@@ -621,7 +527,6 @@ impl Halo {
         Ok(HaloKernels {
             pack: function(&module, "halo_pack")?,
             exterior: function(&module, "halo_exterior")?,
-            exterior_all: function(&module, "halo_exterior_all")?,
         })
     }
 
@@ -689,11 +594,7 @@ impl Halo {
         if l.single {
             self.prepare_single(&gpu.ctx)?;
         }
-        let HaloKernels {
-            pack,
-            exterior,
-            exterior_all: exterior_merged,
-        } = if l.single {
+        let HaloKernels { pack, exterior } = if l.single {
             self.kernels_s.clone().unwrap()
         } else {
             self.kernels_d.clone()
@@ -730,10 +631,10 @@ impl Halo {
         };
         let complex_bytes = if l.single { 8 } else { 16 };
         // Pack: the input's parity is the other one of the output's. On the communication
-        // stream (after `packed`, which then marks the input ready) or, the ablation, on
+        // stream (after `packed`, which then marks the input ready) or (`pack_on = main`) on
         // the main stream (before `packed`, which then marks the faces packed).
         let pack_parity: i32 = l.parity.map_or(-1, |p| 1 - p as i32);
-        let on_comm = pack_on_comm();
+        let on_comm = gpu.tuning.pack_on == crate::backend::tuning::PackOn::Comm;
         if on_comm {
             self.packed
                 .record(&stream)
@@ -795,7 +696,7 @@ impl Halo {
         // Interior on the main stream, queued before the host waits for its neighbours
         // in the exchange, so it runs while the faces travel.
         let interior = V3Launch {
-            split_mask: if ablated("mask") { 0 } else { self.split_mask },
+            split_mask: self.split_mask,
             anti_lo: self.anti_lo,
             anti_hi: self.anti_hi,
             ..*l
@@ -813,10 +714,8 @@ impl Halo {
         }
         let (sends, recvs) = self.face_messages_of(&stream, |f| 6 * per_face(f) * complex_bytes);
         self.totals.bytes_exchanged += sends.iter().map(|m| m.bytes as u64).sum::<u64>();
-        if !ablated("exchange") {
-            self.exchange.exchange_on(&self.comm, &sends, &recvs)?;
-            gpu.mark_on(&self.comm, "exchange")?;
-        }
+        self.exchange.exchange_on(&self.comm, &sends, &recvs)?;
+        gpu.mark_on(&self.comm, "exchange")?;
         self.exchanged
             .record(&self.comm)
             .map_err(err("recording the halo exchange event"))?;
@@ -844,48 +743,7 @@ impl Halo {
             reconstruct: l.reconstruct,
             dot,
         };
-        let skip_exterior = ablated("exterior");
-        let merged = exterior_all() && self.faces.len() > 1;
-        if merged && !skip_exterior {
-            let mut faces = HaloFaces::default();
-            let mut n = 0;
-            for (k, f) in self.faces.iter().enumerate() {
-                faces.recv_lo[k] = raw(&f.recv_lo, &stream);
-                faces.recv_hi[k] = raw(&f.recv_hi, &stream);
-                faces.ghost[k] = f.ghost(l.single, &stream);
-                faces.mu[k] = f.mu as i32;
-                n += 2 * per_face(f);
-            }
-            faces.count = self.faces.len() as i32;
-            // Every face site's hop once, as the separate launches: the same books.
-            launch_values!(
-                gpu,
-                kernel,
-                n,
-                &exterior_merged,
-                cfg_1d(n, HALO_BLOCK, shared),
-                [
-                    &faces,
-                    &l.out,
-                    &l.links,
-                    &l.c,
-                    &g5,
-                    &out_parity,
-                    &self.anti_lo,
-                    &self.anti_hi,
-                    &volume,
-                    &lx,
-                    &ly,
-                    &lz,
-                    &lt,
-                    &l.y,
-                    &l.s,
-                    &l.partials,
-                    &l.ticket
-                ]
-            );
-        }
-        for f in self.faces.iter().filter(|_| !merged && !skip_exterior) {
+        for f in &self.faces {
             let mu = f.mu as i32;
             let n = 2 * per_face(f);
             let cfg = cfg_1d(n, HALO_BLOCK, shared);
@@ -1261,20 +1119,6 @@ impl DeviceExchange for PeerCopies {
 mod tests {
     use super::*;
     use crate::geometry::lattice::{Lattice, DEFAULT_BOUNDARY};
-
-    #[test]
-    fn halo_faces_has_the_kernels_struct_layout() {
-        // kernels/halo.cu's HaloFaces: three arrays of four 8-byte pointers, four ints and
-        // a count; 116 bytes, padded to the pointers' alignment.
-        use std::mem::{align_of, offset_of, size_of};
-        assert_eq!(offset_of!(HaloFaces, recv_lo), 0);
-        assert_eq!(offset_of!(HaloFaces, recv_hi), 32);
-        assert_eq!(offset_of!(HaloFaces, ghost), 64);
-        assert_eq!(offset_of!(HaloFaces, mu), 96);
-        assert_eq!(offset_of!(HaloFaces, count), 112);
-        assert_eq!(size_of::<HaloFaces>(), 120);
-        assert_eq!(align_of::<HaloFaces>(), 8);
-    }
 
     #[test]
     fn edge_masks_keep_the_global_edges_only() {

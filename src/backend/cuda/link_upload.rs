@@ -6,26 +6,18 @@
 //! chunk in a device scratch buffer (`Purpose::GaugeUpload`, one chunk per lane, set-up
 //! only).
 //!
-//! `QCD_SOLVE_LINK_UPLOAD` picks the path (`LinkUpload`):
-//! - `workers` (default): every worker thread of the pool takes the next chunk of whole
-//!   sites no worker has taken (`StageShape::lane_deal`; r12: rows 0 and 1 of each link,
-//!   the 12 of 18 reals kept), copies it into its own pinned buffers
-//!   (`StageShape::lane_values`, 3 MiB), small so that they can stay in the caches, and
-//!   sends it on its own stream into its own slot of the scratch buffer, where the kernel
-//!   lays it out: 1.2-1.7x the `device` upload's rate in validate/RESULTS.md,
-//!   84-86% of the pinned rate;
-//! - `device`: chunk k of whole sites is copied (by all threads in parallel) into one of
-//!   the shared pinned staging buffers while chunk k - 1 is copied to the scratch buffer
-//!   and laid out by the kernel;
-//! - `registered`: the gauge field's own memory is registered in place
-//!   (cuMemHostRegister) and each chunk copied straight from it (whole links: r12 moves 18
-//!   reals per link), then laid out; unregistered at the end;
-//! - `host`: the host layout, as before (and always for r8, whose packing is the host's).
+//! The path (`LinkUpload`): every worker thread of the pool takes the next chunk of whole
+//! sites no worker has taken (r12: rows 0 and 1 of each link, the 12 of 18 reals kept),
+//! copies it into its own pinned buffers (`StageShape::lane_values`, 3 MiB), small so that
+//! they can stay in the caches, and sends it on its own stream into its own slot of the
+//! scratch buffer, where the kernel lays it out (validate/RESULTS.md: 1.2-1.7x the rate of
+//! one shared pipeline, 84-86% of the pinned rate). r8 keeps the host layout (`Host`: its
+//! packing is host math).
 //!
 //! Every value is a copy: the array is the host layout's bit for bit (tests/gpu_fast.rs).
 
 use super::device::err;
-use super::staging::{Deal, StageShape, StagingBuffers};
+use super::staging::{StageShape, StagingBuffers};
 use super::version::Reconstruct;
 use crate::error::{Error, Result};
 use crate::field::Su3;
@@ -39,60 +31,25 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// The environment variable that picks 3.0's link upload (`LinkUpload::from_env`).
-pub const LINK_UPLOAD_ENV: &str = "QCD_SOLVE_LINK_UPLOAD";
-
 /// How version 3.0's r18 and r12 links reach the device (r8 always takes `Host`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum LinkUpload {
     /// Laid out on the host into the pinned staging buffers, copied in final order.
     Host,
-    /// Whole sites copied by the host into pinned staging, laid out on the device.
-    Device,
-    /// The gauge field registered in place and copied from directly, laid out on the
-    /// device.
-    Registered,
-    /// As `Device`, but every worker thread with its own buffers, stream and scratch slot
-    /// (the default: validate/RESULTS.md).
+    /// Whole sites copied by the host into pinned staging, laid out on the device, every
+    /// worker thread with its own buffers, stream and scratch slot (the default).
     #[default]
     Workers,
 }
 
 impl LinkUpload {
-    pub const ALL: [LinkUpload; 4] = [
-        LinkUpload::Host,
-        LinkUpload::Device,
-        LinkUpload::Registered,
-        LinkUpload::Workers,
-    ];
+    pub const ALL: [LinkUpload; 2] = [LinkUpload::Host, LinkUpload::Workers];
 
-    /// "host", "device", "registered", "workers" (the values of `QCD_SOLVE_LINK_UPLOAD`).
+    /// "host", "workers" (as the report names them).
     pub fn name(self) -> &'static str {
         match self {
             LinkUpload::Host => "host",
-            LinkUpload::Device => "device",
-            LinkUpload::Registered => "registered",
             LinkUpload::Workers => "workers",
-        }
-    }
-
-    pub fn parse(s: &str) -> Result<Self> {
-        Self::ALL
-            .into_iter()
-            .find(|m| m.name() == s.trim())
-            .ok_or_else(|| {
-                Error::invalid(
-                    LINK_UPLOAD_ENV,
-                    format!("must be host, device, registered or workers; got {s:?}"),
-                )
-            })
-    }
-
-    /// `QCD_SOLVE_LINK_UPLOAD`, the default when unset or empty.
-    pub fn from_env() -> Result<Self> {
-        match std::env::var(LINK_UPLOAD_ENV) {
-            Ok(s) if !s.trim().is_empty() => Self::parse(&s),
-            _ => Ok(Self::default()),
         }
     }
 
@@ -112,18 +69,16 @@ impl LinkUpload {
             LinkUpload::Workers => rayon::current_num_threads()
                 .min(volume.div_ceil(per_chunk.max(1)))
                 .max(1),
-            _ => 1,
+            LinkUpload::Host => 1,
         }
     }
 
     /// Complex numbers per link in the device scratch buffer (None: no scratch): the
-    /// stored elements for `Device` (the host drops row 2 for r12), whole links for
-    /// `Registered`.
+    /// stored elements (the host drops row 2 for r12).
     pub(crate) fn stride(self, reconstruct: Reconstruct) -> Option<usize> {
         match self.for_reconstruct(reconstruct) {
             LinkUpload::Host => None,
-            LinkUpload::Device | LinkUpload::Workers => Some(reconstruct.elems()),
-            LinkUpload::Registered => Some(9),
+            LinkUpload::Workers => Some(reconstruct.elems()),
         }
     }
 }
@@ -185,27 +140,6 @@ pub(crate) fn links_as_f64(links: &[Su3]) -> &[f64] {
     unsafe { std::slice::from_raw_parts(links.as_ptr() as *const f64, links.len() * 18) }
 }
 
-/// Links per task of `copy_sites` at least.
-const COPY_LINKS: usize = 1024;
-
-/// Chunk `c` of the canonical links (`links_as_f64`) into `buf`, `stride` complex per link
-/// (9: the links as they are; 6: the first 12 reals of each, rows 0 and 1), with `stores`,
-/// in parallel: two equal tasks per thread of at least `COPY_LINKS` links
-/// (`threads::par_copy_rows`). Copies only.
-pub(crate) fn copy_sites(
-    canonical: &[f64],
-    c: &SiteChunk,
-    stride: usize,
-    buf: &mut [f64],
-    stores: Stores,
-) {
-    let links = NDIM * c.sites;
-    let width = 2 * stride;
-    assert_eq!(buf.len(), links * width, "site chunk size");
-    let src = chunk_source(canonical, c);
-    crate::threads::par_copy_rows(buf, src, width, 18, stores, COPY_LINKS);
-}
-
 /// Chunk `c`'s sites of the canonical links (`links_as_f64`), whole links.
 fn chunk_source<'a>(canonical: &'a [f64], c: &SiteChunk) -> &'a [f64] {
     &canonical[18 * NDIM * c.first..18 * NDIM * (c.first + c.sites)]
@@ -214,21 +148,20 @@ fn chunk_source<'a>(canonical: &'a [f64], c: &SiteChunk) -> &'a [f64] {
 /// Where the device-side upload's wall time went, milliseconds, and what it moved.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub(crate) struct DeviceUploadTimes {
-    /// Taking the staging buffers from the pinned pool, pinning any it lacked (`Device`),
-    /// or registering the gauge field (`Registered`).
+    /// Taking the staging buffers from the pinned pool, pinning any it lacked.
     pub pin_ms: f64,
-    /// The host's copies into the staging buffers (`Device`).
+    /// The host's copies into the staging buffers.
     pub copy_ms: f64,
     /// Waiting for transfers and layout kernels the host's copies did not hide.
     pub wait_ms: f64,
-    /// Unregistering the gauge field, or giving the staging buffers back to the pool.
+    /// Giving the staging buffers back to the pool.
     pub unpin_ms: f64,
     /// The layout kernels, event-timed on the device (inside the waits or overlapped with
     /// the host's copies).
     pub kernel_ms: f64,
-    /// Queuing the chunks' copies, layouts and events (`Device` and `Workers`).
+    /// Queuing the chunks' copies, layouts and events.
     pub queue_ms: f64,
-    /// `Workers`: how much later than the mean the slowest worker finished.
+    /// How much later than the mean the slowest worker finished.
     pub spread_ms: f64,
     /// Bytes copied host to device.
     pub transfer_bytes: u64,
@@ -400,10 +333,9 @@ fn checked_chunks(
     Ok(site_chunks(volume, per_chunk))
 }
 
-/// Upload the links with `mode` (`Device`, `Workers` or `Registered`; `Host` is the
-/// backend's own path and refused here) in chunks of `stage`'s size for the mode
-/// (`StageShape::link_chunk_values`, as `scratch_values` sizes the scratch buffer):
-/// `upload_via_staging`, `upload_by_workers` or `upload_registered`.
+/// Upload the links with `mode` (`Workers`; `Host` is the backend's own path and refused
+/// here) in chunks of `stage`'s size for the mode (`StageShape::link_chunk_values`, as
+/// `scratch_values` sizes the scratch buffer): `upload_by_workers`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn upload(
     mode: LinkUpload,
@@ -427,8 +359,6 @@ pub(crate) fn upload(
         links,
     };
     match mode {
-        LinkUpload::Device => upload_via_staging(job),
-        LinkUpload::Registered => upload_registered(job),
         LinkUpload::Workers => upload_by_workers(job),
         LinkUpload::Host => Err(Error::internal(
             "the host link layout is not a device upload",
@@ -464,61 +394,6 @@ impl Job<'_> {
     }
 }
 
-/// `Device`: chunks of `per_chunk` sites of `links_host` (the canonical field,
-/// `links_as_f64`) copied by the host at the kernel's stride (with `stage.stores`) into
-/// `stage.buffers` pinned staging buffers in turn (from the process's pool), then each
-/// copied to `scratch` and laid out into `links` by the kernel: one `Lane`. The host
-/// copies chunk k while up to `stage.buffers - 1` earlier chunks wait for or take the copy
-/// engine: before refilling a buffer it waits only for the layout of the chunk that last
-/// used it (an event), never for the whole stream.
-fn upload_via_staging(job: Job<'_>) -> Result<DeviceUploadTimes> {
-    let chunks = job.chunks(1)?;
-    let Job {
-        ctx,
-        stream,
-        links_host,
-        kernel,
-        per_chunk,
-        stage,
-        scratch,
-        links,
-    } = job;
-    let mut times = DeviceUploadTimes::default();
-    let stride = kernel.stride;
-    let per_site = 2 * NDIM * stride;
-    let largest = per_chunk.min(kernel.lattice.volume()) * per_site;
-    if chunks.is_empty() {
-        return Ok(times);
-    }
-    let count = stage.buffers.max(1).min(chunks.len());
-    // Each buffer's values are written by `copy_sites` before a copy reads them.
-    let mut pinned = StagingBuffers::new(ctx, largest, count)?;
-    times.pin_ms = pinned.pin_ms;
-    let mut host = pinned.slices()?;
-    let (sptr, _sync) = scratch.device_ptr_mut(stream);
-    let (lptr, _lsync) = links.device_ptr_mut(stream);
-    let lane = Lane {
-        stream,
-        slot: sptr,
-        kernel,
-        links: lptr,
-        per_site,
-    };
-    let lt = lane.run(ctx, chunks.iter(), &mut host, |c, buf| {
-        copy_sites(links_host, c, stride, buf, stage.stores)
-    })?;
-    times.copy_ms = lt.copy_ms;
-    times.wait_ms = lt.wait_ms;
-    times.kernel_ms = lt.kernel_ms;
-    times.queue_ms = lt.queue_ms;
-    times.transfer_bytes = lt.bytes;
-    let t = Instant::now();
-    drop(host);
-    drop(pinned);
-    times.unpin_ms = 1e3 * t.elapsed().as_secs_f64();
-    Ok(times)
-}
-
 /// What one lane of a staged link upload did: milliseconds summed over its chunks, and
 /// the bytes it copied host to device.
 #[derive(Default)]
@@ -533,7 +408,7 @@ struct LaneTimes {
     bytes: u64,
 }
 
-/// One lane of a staged link upload (`Device`: the only one; `Workers`: one per worker
+/// One lane of a staged link upload (one per worker
 /// thread): its stream, its slot of the scratch buffer and the layout's destination.
 struct Lane<'a> {
     stream: &'a Arc<CudaStream>,
@@ -647,7 +522,7 @@ fn upload_by_workers(job: Job<'_>) -> Result<DeviceUploadTimes> {
     for (i, b) in host.drain(..).enumerate() {
         lane_buffers[i % lanes].push(b);
     }
-    // `Deal::Queue`: the next chunk no worker has taken.
+    // Each worker takes the next chunk no worker has taken.
     let next = std::sync::atomic::AtomicUsize::new(0);
     let done = lane_buffers
         .into_par_iter()
@@ -666,16 +541,8 @@ fn upload_by_workers(job: Job<'_>) -> Result<DeviceUploadTimes> {
                 let src = chunk_source(links_host, c);
                 crate::threads::copy_rows(buf, src, 2 * stride, 18, Stores::Cached)
             };
-            match stage.lane_deal {
-                Deal::Turns => {
-                    let mine = chunks.iter().skip(w).step_by(lanes);
-                    lane.run(ctx, mine, &mut bufs, copy)
-                }
-                Deal::Queue => {
-                    let mine = std::iter::from_fn(|| chunks.get(next.fetch_add(1, Relaxed)));
-                    lane.run(ctx, mine, &mut bufs, copy)
-                }
-            }
+            let mine = std::iter::from_fn(|| chunks.get(next.fetch_add(1, Relaxed)));
+            lane.run(ctx, mine, &mut bufs, copy)
         })
         .collect::<Vec<Result<LaneTimes>>>();
     // An error is returned once every worker has stopped; a worker that failed may leave
@@ -706,110 +573,10 @@ fn upload_by_workers(job: Job<'_>) -> Result<DeviceUploadTimes> {
     Ok(times)
 }
 
-/// Host memory registered with the driver for as long as it lives; unregistered (after
-/// `stream` has finished, so that no copy still reads it) when dropped.
-pub(crate) struct Registered<'a> {
-    ptr: *mut std::ffi::c_void,
-    stream: &'a Arc<CudaStream>,
-}
-
-impl<'a> Registered<'a> {
-    /// Register `host` in place (cuMemHostRegister, flags 0).
-    pub(crate) fn new(
-        ctx: &Arc<CudaContext>,
-        stream: &'a Arc<CudaStream>,
-        host: &[f64],
-    ) -> Result<Self> {
-        ctx.bind_to_thread()
-            .map_err(err("binding the context to register host memory"))?;
-        let ptr = host.as_ptr() as *mut std::ffi::c_void;
-        // SAFETY: `host` is a live allocation of this size; the driver only pins its
-        // pages (it is read, never written, by the copies made from it).
-        unsafe { sys::cuMemHostRegister_v2(ptr, std::mem::size_of_val(host), 0) }
-            .result()
-            .map_err(err("registering host memory (cuMemHostRegister)"))?;
-        Ok(Registered { ptr, stream })
-    }
-
-    /// Unregister now, returning the driver's answer.
-    pub(crate) fn release(mut self) -> Result<()> {
-        let r = self.unregister();
-        std::mem::forget(self);
-        r
-    }
-
-    fn unregister(&mut self) -> Result<()> {
-        self.stream
-            .synchronize()
-            .map_err(err("waiting before unregistering host memory"))?;
-        // SAFETY: registered by `new`, not yet unregistered; no copy reads it any more.
-        unsafe { sys::cuMemHostUnregister(self.ptr) }
-            .result()
-            .map_err(err("unregistering host memory"))
-    }
-}
-
-impl Drop for Registered<'_> {
-    fn drop(&mut self) {
-        let _ = self.unregister();
-    }
-}
-
-/// `Registered`: `links_host` (the canonical field, `links_as_f64`) registered in place;
-/// chunks of `per_chunk` whole sites copied from it to `scratch` and laid out into `links`
-/// (stride 9), one after another; unregistered at the end.
-fn upload_registered(job: Job<'_>) -> Result<DeviceUploadTimes> {
-    let mut times = DeviceUploadTimes::default();
-    if job.kernel.stride != 9 {
-        return Err(Error::internal(format!(
-            "the registered upload copies whole links (stride 9), not stride {}",
-            job.kernel.stride
-        )));
-    }
-    let chunks = job.chunks(1)?;
-    let Job {
-        ctx,
-        stream,
-        links_host,
-        kernel,
-        scratch,
-        links,
-        ..
-    } = job;
-    if chunks.is_empty() {
-        return Ok(times);
-    }
-    let t = Instant::now();
-    let registered = Registered::new(ctx, stream, links_host)?;
-    times.pin_ms = 1e3 * t.elapsed().as_secs_f64();
-    let mut timer = KernelTimer::new(ctx)?;
-    let (sptr, _sync) = scratch.device_ptr_mut(stream);
-    let (lptr, _lsync) = links.device_ptr_mut(stream);
-    for c in &chunks {
-        let src = chunk_source(links_host, c);
-        // The source is registered until `registered` is released, after the stream has
-        // finished.
-        times.transfer_bytes += copy_and_lay_out(stream, sptr, src, kernel, c, lptr, &mut timer)?;
-        // The scratch buffer is reused by the next chunk's copy, which the stream orders
-        // after this layout; the wait only lets the event be read.
-        let t = Instant::now();
-        stream
-            .synchronize()
-            .map_err(err("waiting for a link chunk"))?;
-        times.wait_ms += 1e3 * t.elapsed().as_secs_f64();
-        timer.collect()?;
-    }
-    let t = Instant::now();
-    registered.release()?;
-    times.unpin_ms = 1e3 * t.elapsed().as_secs_f64();
-    times.kernel_ms = timer.ms;
-    Ok(times)
-}
-
 /// One way of uploading 3.0's links, timed by `bench`.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct UploadBenchRow {
-    /// "device 64 MiB x2 streaming", "registered".
+    /// "workers 3 MiB x2 each".
     pub variant: String,
     /// Bytes of the device link array.
     pub bytes: u64,
@@ -840,16 +607,13 @@ impl UploadBenchRow {
 
 /// Upload the double links of `gauge` (3.0's layout, `reconstruct` 18 or 12) with each of
 /// `variants` on GPU 0, `repeat` times each after a warm-up, the variants interleaved (so
-/// that a change of the host's load meets them all alike), into one device array; and,
-/// interleaved with them, the host copies of each shape of `alone` by themselves (a row
-/// each, "host copy alone": its wall time, no transfer). The
+/// that a change of the host's load meets them all alike), into one device array. The
 /// staging buffers come from the pinned pool, pinned before the first timing (as the main
 /// job's warm-up does). What the main job's construction does for its links, alone.
 pub fn bench(
     gauge: &crate::field::GaugeField,
     reconstruct: Reconstruct,
     variants: &[(LinkUpload, StageShape)],
-    alone: &[StageShape],
     repeat: usize,
 ) -> Result<Vec<UploadBenchRow>> {
     let lattice = &gauge.lattice;
@@ -882,43 +646,12 @@ pub fn bench(
     // SAFETY: as above.
     let mut scratch = unsafe { stream.alloc::<f64>(scratch_n.max(1)) }
         .map_err(err("allocating the bench's scratch buffer"))?;
-    let alone_shapes = alone.iter().map(|&st| (LinkUpload::Device, st));
-    for (mode, st) in variants.iter().copied().chain(alone_shapes) {
+    for &(mode, st) in variants {
         super::staging::prepin_all(&ctx, &st.pins(mode, volume))?;
     }
     let host = links_as_f64(&gauge.links);
-    // Each shape of `alone`: its host copies by themselves, every chunk into its buffers,
-    // no transfer, so that the host copy's own pace is seen beside the uploads'.
-    let mut runs: Vec<Vec<(f64, DeviceUploadTimes)>> =
-        vec![Vec::new(); variants.len() + alone.len()];
+    let mut runs: Vec<Vec<(f64, DeviceUploadTimes)>> = vec![Vec::new(); variants.len()];
     for rep in 0..=repeat.max(1) {
-        for (a, st) in alone.iter().enumerate() {
-            let stride = reconstruct.elems();
-            let per_chunk = chunk_sites(volume, stride, st.values);
-            let chunks = site_chunks(volume, per_chunk);
-            let count = st.buffers.min(chunks.len()).max(1);
-            let per_site = 2 * NDIM * stride;
-            let t = Instant::now();
-            let mut pinned = StagingBuffers::new(&ctx, per_chunk.min(volume) * per_site, count)?;
-            let mut bufs = pinned.slices()?;
-            for (k, c) in chunks.iter().enumerate() {
-                copy_sites(
-                    host,
-                    c,
-                    stride,
-                    &mut bufs[k % count][..c.sites * per_site],
-                    st.stores,
-                );
-            }
-            let wall = 1e3 * t.elapsed().as_secs_f64();
-            if rep > 0 {
-                let times = DeviceUploadTimes {
-                    copy_ms: wall,
-                    ..Default::default()
-                };
-                runs[variants.len() + a].push((wall, times));
-            }
-        }
         for (i, &(mode, stage)) in variants.iter().enumerate() {
             let stride = mode.stride(reconstruct).ok_or_else(|| {
                 Error::invalid("link upload bench", "the host upload is not benched")
@@ -949,15 +682,7 @@ pub fn bench(
             }
         }
     }
-    let names = variants
-        .iter()
-        .map(|&(mode, st)| variant_name(mode, st))
-        .chain(alone.iter().map(|&st| {
-            format!(
-                "host copy alone ({})",
-                variant_name(LinkUpload::Device, st).trim_start_matches("device ")
-            )
-        }));
+    let names = variants.iter().map(|&(mode, st)| variant_name(mode, st));
     Ok(names
         .zip(runs)
         .map(|(variant, mut r)| {
@@ -980,30 +705,16 @@ pub fn bench(
         .collect())
 }
 
-/// "device 64 MiB x2 streaming", or "registered 64 MiB chunks".
+/// "workers 3 MiB x2 each", or "host".
 pub fn variant_name(mode: LinkUpload, st: StageShape) -> String {
-    let mib = st.values * 8 / (1 << 20);
     match mode {
-        LinkUpload::Device => format!(
-            "{} {mib} MiB x{} {}",
-            mode.name(),
-            st.buffers,
-            match st.stores {
-                Stores::Streaming => "streaming",
-                Stores::Cached => "cached",
-            }
-        ),
         LinkUpload::Workers => format!(
-            "{} {} MiB x{} each{}",
+            "{} {} MiB x{} each",
             mode.name(),
             st.lane_values * 8 / (1 << 20),
-            st.lane_buffers,
-            match st.lane_deal {
-                Deal::Queue => "",
-                Deal::Turns => ", in turns",
-            }
+            st.lane_buffers
         ),
-        _ => format!("{} {mib} MiB chunks", mode.name()),
+        LinkUpload::Host => mode.name().to_string(),
     }
 }
 
@@ -1046,29 +757,19 @@ mod tests {
     }
 
     #[test]
-    fn modes_parse_and_r8_keeps_the_host_layout() {
-        for m in LinkUpload::ALL {
-            assert_eq!(LinkUpload::parse(m.name()).unwrap(), m);
-        }
-        assert_eq!(LinkUpload::parse(" device\n").unwrap(), LinkUpload::Device);
-        assert!(matches!(
-            LinkUpload::parse("pinned"),
-            Err(Error::InvalidValue { .. })
-        ));
+    fn r8_keeps_the_host_layout() {
         assert_eq!(LinkUpload::default(), LinkUpload::Workers);
         for m in LinkUpload::ALL {
             assert_eq!(m.for_reconstruct(Reconstruct::R8), LinkUpload::Host);
             assert_eq!(m.stride(Reconstruct::R8), None);
             assert_eq!(m.for_reconstruct(Reconstruct::R12), m);
         }
-        assert_eq!(LinkUpload::Device.stride(Reconstruct::R12), Some(6));
-        assert_eq!(LinkUpload::Device.stride(Reconstruct::R18), Some(9));
-        assert_eq!(LinkUpload::Registered.stride(Reconstruct::R12), Some(9));
         assert_eq!(LinkUpload::Workers.stride(Reconstruct::R12), Some(6));
+        assert_eq!(LinkUpload::Workers.stride(Reconstruct::R18), Some(9));
         assert_eq!(LinkUpload::Host.stride(Reconstruct::R18), None);
         // One lane but for the workers: one per pool thread, at most one per chunk.
         let threads = rayon::current_num_threads();
-        assert_eq!(LinkUpload::Device.lanes(1000, 10), 1);
+        assert_eq!(LinkUpload::Host.lanes(1000, 10), 1);
         assert_eq!(LinkUpload::Workers.lanes(1000, 10), threads.min(100));
         assert_eq!(LinkUpload::Workers.lanes(1000, 999), threads.min(2));
         assert_eq!(LinkUpload::Workers.lanes(1000, 1000), 1);
@@ -1085,24 +786,25 @@ mod tests {
         assert_eq!(chunk_sites(1000, 9, 1), 2);
         assert_eq!(chunk_sites(100, 9, max), 100);
         let v = 48 * 48 * 48 * 96;
+        let lanes = |per| LinkUpload::Workers.lanes(v, per);
         assert_eq!(
-            scratch_values(v, Reconstruct::R12, LinkUpload::Device, max),
-            174762 * 48
+            scratch_values(v, Reconstruct::R12, LinkUpload::Workers, max),
+            174762 * 48 * lanes(174762)
         );
         assert_eq!(
-            scratch_values(v, Reconstruct::R12, LinkUpload::Registered, max),
-            116508 * 72
+            scratch_values(v, Reconstruct::R18, LinkUpload::Workers, max),
+            116508 * 72 * lanes(116508)
         );
         assert_eq!(
             scratch_values(v, Reconstruct::R12, LinkUpload::Host, max),
             0
         );
         assert_eq!(
-            scratch_values(v, Reconstruct::R8, LinkUpload::Device, max),
+            scratch_values(v, Reconstruct::R8, LinkUpload::Workers, max),
             0
         );
         assert_eq!(
-            scratch_values(16, Reconstruct::R18, LinkUpload::Device, max),
+            scratch_values(16, Reconstruct::R18, LinkUpload::Workers, max),
             16 * 72
         );
         for (v, per) in [(768, 50), (768, 768), (768, 1000), (512, 2), (96, 94)] {
@@ -1133,7 +835,7 @@ mod tests {
                 let elems = r.elems();
                 let mut host = vec![f64::NAN; 2 * 4 * elems * v];
                 links_to_soa(&g, elems, &mut host);
-                for mode in [LinkUpload::Device, LinkUpload::Registered] {
+                for mode in [LinkUpload::Workers] {
                     let stride = mode.stride(r).unwrap();
                     for max_values in [2 * 4 * stride * 50, 2 * 4 * stride * 75, 1 << 30] {
                         let per = chunk_sites(v, stride, max_values);
@@ -1142,13 +844,10 @@ mod tests {
                         for c in site_chunks(v, per) {
                             let mut scratch = vec![f64::NAN; scratch_len];
                             let n = c.sites * 2 * 4 * stride;
-                            // Both kinds of store (alternating chunks) copy the same.
-                            let stores = if c.first % (2 * per) == 0 {
-                                Stores::Streaming
-                            } else {
-                                Stores::Cached
-                            };
-                            copy_sites(canonical, &c, stride, &mut scratch[..n], stores);
+                            // As a worker copies its chunk (`upload_by_workers`).
+                            let src = chunk_source(canonical, &c);
+                            let buf = &mut scratch[..n];
+                            crate::threads::copy_rows(buf, src, 2 * stride, 18, Stores::Cached);
                             kernel_emulation(&l, &c, elems, stride, &scratch, &mut device);
                         }
                         assert!(

@@ -9,7 +9,7 @@
 //! - `compile`: the embedded kernel sources and the NVRTC compile path and its cache;
 //! - `device`: opening the GPU, `device_info`, `triad_bandwidth`, memory checks;
 //! - `link_upload`: 3.0's links uploaded as whole sites and laid out on the device
-//!   (`QCD_SOLVE_LINK_UPLOAD`), its scratch buffer's size (read by `footprint`);
+//!   (`LinkUpload`), its scratch buffer's size (read by `footprint`);
 //! - `kernels`: per-kernel flop and byte counts; `timing`: event-timed books;
 //! - `field`: `DeviceSpinor`; `stencil`: the version -> kernel-program dispatch, the launch
 //!   of each version's kernels, `compile_all_kernels` (the CI check; libnvrtc only);
@@ -68,8 +68,8 @@ pub(crate) use stencil::V3_LINK_HINTS;
 
 /// Open GPU `opts.device`, compile what a backend with `opts` will need for a solve in
 /// `precision` (`fused`: with the fused CR) and pin the staging buffers of a (local)
-/// lattice of `volume` sites (`StageShape::pins` for the link upload `LinkUpload::from_env`
-/// picks, shaped by `StageShape::from_env`), on
+/// lattice of `volume` sites (`StageShape::pins` for the default link upload, shaped by
+/// `opts.tuning`), on
 /// background threads (`device::warm_up`): the caller overlaps this with its own work and
 /// joins the handle before building the backend. None without a driver.
 pub fn warm_up(
@@ -78,8 +78,8 @@ pub fn warm_up(
     fused: bool,
     volume: usize,
 ) -> Option<std::thread::JoinHandle<()>> {
-    let shape = staging::StageShape::from_env().unwrap_or_default();
-    let mode = LinkUpload::from_env().unwrap_or_default();
+    let shape = staging::StageShape::of(&opts.tuning);
+    let mode = LinkUpload::default();
     device::warm_up(
         opts.device,
         stencil::programs_for(opts.version, opts.reconstruct, precision, fused),
@@ -104,12 +104,11 @@ pub fn warm_up_split(
     )
 }
 pub use fused::GRAPH_STAT;
-pub use halo::{enable_peer_access, peer_sums_requested, HaloTimings, PeerCopies};
+pub use halo::{enable_peer_access, HaloTimings, PeerCopies};
 pub use link_upload::{
     bench as bench_link_upload, variant_name as link_upload_variant, LinkUpload, UploadBenchRow,
-    LINK_UPLOAD_ENV,
 };
-pub use staging::{Deal, StageShape, STAGE_BUFFERS_ENV, STAGE_MIB_ENV, STAGE_STORES_ENV};
+pub use staging::StageShape;
 pub use stencil::compile_all_kernels;
 pub use stencil_impl::Geometry;
 pub use timing::KernelStat;

@@ -161,7 +161,7 @@ impl Space for CudaBackend {
         crate::linalg::residual_converted_in_steps(self, b, r, low)
     }
 
-    /// With `QCD_SOLVE_RECORD_UPDATES=1` (or `set_record_updates`), a CUDA graph where
+    /// With `tuning.record_updates` (or `set_record_updates`), a CUDA graph where
     /// `FusedCr::repeat` records
     /// (kernel 3.0; on a decomposed lattice an exchange that can be captured); by default
     /// the body runs as it comes. Measured (four H200, the main job at 32^3x64 a GPU, the
@@ -236,14 +236,8 @@ impl CudaBackend {
         };
         let src = dptr(&state.scalars, &stream) + 8 * CR_LOCAL_RE as u64;
         let dst = dptr(gathered, &stream);
-        for _ in 0..if super::halo::ablated("gather2") {
-            2
-        } else {
-            1
-        } {
-            halo.exchange
-                .all_gather_on(&stream, src, dst, 8 * CR_GATHERED)?;
-        }
+        halo.exchange
+            .all_gather_on(&stream, src, dst, 8 * CR_GATHERED)?;
         self.core.gpu.mark("all-gather")?;
         self.fused.global(&mut self.core.gpu, state, which, None)
     }
@@ -412,7 +406,7 @@ impl Prepare for CudaBackend {
     /// (device::POOL_KEEP_ALL; where `QCD_SOLVE_POOL_KEEP_MIB` sets less, a larger
     /// reserve would be released again, so it is skipped).
     fn reserve(&mut self, bytes: u64) -> Result<()> {
-        if bytes == 0 || bytes > super::device::pool_keep_bytes() {
+        if bytes == 0 || bytes > super::device::pool_keep_bytes()? {
             return Ok(());
         }
         let block = self

@@ -14,8 +14,8 @@
 
 use super::device::err;
 use super::fast_layout::Segment;
+use crate::backend::TuningOptions;
 use crate::error::{Error, Result};
-use crate::threads::Stores;
 use cudarc::driver::{
     CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, PinnedHostSlice,
 };
@@ -23,136 +23,44 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 /// Bytes of each staging buffer by default (fewer when the largest chunk is smaller);
-/// `QCD_SOLVE_STAGE_MIB` replaces it (`StageShape`).
+/// `[tuning] stage_mib` replaces it (`StageShape`). (The tests' name for the default.)
+#[cfg(test)]
 pub(crate) const STAGE_BYTES: usize = 64 << 20;
-
-/// The environment variable of the staging buffers' size in MiB (`StageShape`).
-pub const STAGE_MIB_ENV: &str = "QCD_SOLVE_STAGE_MIB";
-/// The environment variable of the number of staging buffers the link upload cycles
-/// through (`StageShape`; the spinor transfers use two).
-pub const STAGE_BUFFERS_ENV: &str = "QCD_SOLVE_STAGE_BUFFERS";
-/// Bytes of each worker thread's staging buffers in the `workers` link upload by default,
-/// small so that a worker's buffers can stay in the caches (`QCD_SOLVE_LANE_MIB`; 3 MiB x2
-/// was the fastest shape once the workers took their chunks from a queue, validate/RESULTS.md).
+/// Bytes of each worker thread's staging buffers in the link upload by default, small so
+/// that a worker's buffers can stay in the caches (`[tuning] lane_mib`; 3 MiB x2 was the
+/// fastest shape once the workers took their chunks from a queue, validate/RESULTS.md).
+#[cfg(test)]
 pub(crate) const LANE_BYTES: usize = 3 << 20;
-/// The environment variable of the size in MiB of each worker's buffers (`StageShape`).
-pub const LANE_MIB_ENV: &str = "QCD_SOLVE_LANE_MIB";
-/// The environment variable of the number of buffers each worker cycles through.
-pub const LANE_BUFFERS_ENV: &str = "QCD_SOLVE_LANE_BUFFERS";
-/// The environment variable of how the `workers` link upload deals its chunks: `queue`
-/// (the default) or `turns` (`Deal`).
-pub const LANE_DEAL_ENV: &str = "QCD_SOLVE_LANE_DEAL";
-/// The environment variable of the stores the link upload's host copies make:
-/// `streaming` (the default) or `cached` (`StageShape`, `threads::Stores`).
-pub const STAGE_STORES_ENV: &str = "QCD_SOLVE_STAGE_STORES";
 
-/// The staging buffers' shape: f64 values per buffer (the largest chunk) and how many the
-/// link upload cycles through, so that the host may copy ahead of the copies by
-/// `buffers - 1` chunks, and the stores of its host copies; and each worker's buffers in
-/// the `workers` link upload. `ablate --upload-dims` times the shapes against each other
-/// (validate/RESULTS.md).
+/// The staging buffers' shape: f64 values per shared buffer (the spinor transfers') and
+/// how many there are; and each worker's buffers in the link upload (`[tuning]` stage_*
+/// and lane_*). `ablate --upload-dims` times the workers' shapes against each other.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StageShape {
     pub values: usize,
     pub buffers: usize,
-    /// How the `device` link upload's host copies store into the buffers.
-    pub stores: Stores,
-    /// The `workers` link upload: f64 values of each worker thread's buffers, and how many
-    /// each worker cycles through (its copies always use cached stores: the buffers are
-    /// small so that they can stay in the caches while the copy engine reads them).
+    /// The link upload: f64 values of each worker thread's buffers, and how many each
+    /// worker cycles through (its copies use cached stores: the buffers are small so that
+    /// they can stay in the caches while the copy engine reads them).
     pub lane_values: usize,
     pub lane_buffers: usize,
-    /// How the `workers` link upload deals its chunks: each worker takes the next chunk
-    /// not yet taken (`Deal::Queue`, the default) or every n-th chunk (`Deal::Turns`).
-    pub lane_deal: Deal,
-}
-
-/// How the `workers` link upload deals its chunks to the workers (`QCD_SOLVE_LANE_DEAL`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Deal {
-    /// A shared counter: a worker that finishes early takes more chunks.
-    Queue,
-    /// Worker w takes chunks w, w + n, w + 2n, ... whatever its pace.
-    Turns,
 }
 
 impl Default for StageShape {
     fn default() -> Self {
-        StageShape {
-            values: STAGE_BYTES / 8,
-            buffers: 2,
-            stores: Stores::Streaming,
-            lane_values: LANE_BYTES / 8,
-            lane_buffers: 2,
-            lane_deal: Deal::Queue,
-        }
+        Self::of(&TuningOptions::default())
     }
 }
 
 impl StageShape {
-    /// `QCD_SOLVE_STAGE_MIB` (1..=1024), `QCD_SOLVE_STAGE_BUFFERS` (2..=8),
-    /// `QCD_SOLVE_STAGE_STORES` (streaming, cached), `QCD_SOLVE_LANE_MIB` (1..=64) and
-    /// `QCD_SOLVE_LANE_BUFFERS` (2..=8), each the default when unset or empty.
-    pub fn from_env() -> Result<Self> {
-        let var = |name| std::env::var(name).ok();
-        let mut shape = Self::parse(
-            var(STAGE_MIB_ENV).as_deref(),
-            var(STAGE_BUFFERS_ENV).as_deref(),
-            var(STAGE_STORES_ENV).as_deref(),
-        )?;
-        shape.parse_lanes(
-            var(LANE_MIB_ENV).as_deref(),
-            var(LANE_BUFFERS_ENV).as_deref(),
-            var(LANE_DEAL_ENV).as_deref(),
-        )?;
-        Ok(shape)
-    }
-
-    fn parse_lanes(
-        &mut self,
-        mib: Option<&str>,
-        buffers: Option<&str>,
-        deal: Option<&str>,
-    ) -> Result<()> {
-        if let Some(m) = env_value(LANE_MIB_ENV, mib, 1..=64)? {
-            self.lane_values = (m << 20) / 8;
+    /// The shape `tuning` asks for (its bounds checked by `TuningOptions::validate`).
+    pub fn of(tuning: &TuningOptions) -> Self {
+        StageShape {
+            values: (tuning.stage_mib << 20) / 8,
+            buffers: tuning.stage_buffers,
+            lane_values: (tuning.lane_mib << 20) / 8,
+            lane_buffers: tuning.lane_buffers,
         }
-        if let Some(b) = env_value(LANE_BUFFERS_ENV, buffers, 2..=8)? {
-            self.lane_buffers = b;
-        }
-        match deal.map(str::trim) {
-            None | Some("") => {}
-            Some("queue") => self.lane_deal = Deal::Queue,
-            Some("turns") => self.lane_deal = Deal::Turns,
-            Some(other) => {
-                return Err(Error::invalid(
-                    LANE_DEAL_ENV,
-                    format!("'{other}' is not 'queue' or 'turns'"),
-                ))
-            }
-        }
-        Ok(())
-    }
-
-    fn parse(mib: Option<&str>, buffers: Option<&str>, stores: Option<&str>) -> Result<Self> {
-        let mut shape = StageShape::default();
-        if let Some(m) = env_value(STAGE_MIB_ENV, mib, 1..=1024)? {
-            shape.values = (m << 20) / 8;
-        }
-        if let Some(b) = env_value(STAGE_BUFFERS_ENV, buffers, 2..=8)? {
-            shape.buffers = b;
-        }
-        match stores.map(str::trim) {
-            None | Some("") | Some("streaming") => {}
-            Some("cached") => shape.stores = Stores::Cached,
-            Some(t) => {
-                return Err(Error::invalid(
-                    STAGE_STORES_ENV,
-                    format!("must be streaming or cached; got {t:?}"),
-                ))
-            }
-        }
-        Ok(shape)
     }
 
     /// f64 values of each buffer pinned ahead for a (local) lattice of `volume` sites: the
@@ -194,29 +102,6 @@ impl StageShape {
 /// most any link upload stages) is smaller; at least 1.
 fn capped(values: usize, volume: usize) -> usize {
     values.min(72 * volume).max(1)
-}
-
-/// The whole number in `range` that the environment variable `name` holds as `s` (None:
-/// unset or empty), or an error naming it.
-fn env_value(
-    name: &str,
-    s: Option<&str>,
-    range: std::ops::RangeInclusive<usize>,
-) -> Result<Option<usize>> {
-    match s.map(str::trim) {
-        None | Some("") => Ok(None),
-        Some(t) => match t.parse::<usize>() {
-            Ok(v) if range.contains(&v) => Ok(Some(v)),
-            _ => Err(Error::invalid(
-                name,
-                format!(
-                    "must be a whole number from {} to {}; got {t:?}",
-                    range.start(),
-                    range.end()
-                ),
-            )),
-        },
-    }
 }
 
 /// Where a staged upload's wall time went, milliseconds, and what it moved.
@@ -596,72 +481,34 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_stage_shape_reads_its_six_variables_and_refuses_other_values() {
-        // Unset or empty: 64 MiB (8 Mi f64), two buffers, streaming stores; 3 MiB (384 Ki
-        // f64) x2 for each worker, chunks from a shared queue.
-        let d = StageShape::parse(None, Some(" "), None).unwrap();
+    fn the_stage_shape_follows_the_tuning_options() {
+        // The defaults: 64 MiB (8 Mi f64), two buffers; 3 MiB (384 Ki f64) x2 for each
+        // worker.
         let want = StageShape {
             values: 1 << 23,
             buffers: 2,
-            stores: Stores::Streaming,
             lane_values: 3 << 17,
             lane_buffers: 2,
-            lane_deal: Deal::Queue,
         };
-        assert_eq!(d, want);
-        let mut s = StageShape::parse(Some("16"), Some("4"), Some("cached")).unwrap();
-        s.parse_lanes(Some("4"), Some(" 3"), Some("turns")).unwrap();
+        assert_eq!(StageShape::default(), want);
+        assert_eq!(
+            (want.values, want.lane_values),
+            (STAGE_BYTES / 8, LANE_BYTES / 8)
+        );
+        let t = TuningOptions {
+            stage_mib: 16,
+            stage_buffers: 4,
+            lane_mib: 4,
+            lane_buffers: 3,
+            ..TuningOptions::default()
+        };
         let want = StageShape {
             values: 2 << 20,
             buffers: 4,
-            stores: Stores::Cached,
             lane_values: 1 << 19,
             lane_buffers: 3,
-            lane_deal: Deal::Turns,
         };
-        assert_eq!(s, want);
-        for (mib, buffers, deal, name) in [
-            (Some("0"), None, None, LANE_MIB_ENV),
-            (Some("65"), None, None, LANE_MIB_ENV),
-            (None, Some("1"), None, LANE_BUFFERS_ENV),
-            (None, Some("x"), None, LANE_BUFFERS_ENV),
-            (None, None, Some("round-robin"), LANE_DEAL_ENV),
-        ] {
-            let e = StageShape::default()
-                .parse_lanes(mib, buffers, deal)
-                .unwrap_err();
-            assert!(e.to_string().contains(name), "{e}");
-        }
-        for (mib, buffers, stores, name) in [
-            (Some("0"), None, None, STAGE_MIB_ENV),
-            (Some("2048"), None, None, STAGE_MIB_ENV),
-            (Some("8 MiB"), None, None, STAGE_MIB_ENV),
-            (None, Some("1"), None, STAGE_BUFFERS_ENV),
-            (None, Some("9"), None, STAGE_BUFFERS_ENV),
-            (None, None, Some("nt"), STAGE_STORES_ENV),
-        ] {
-            let e = StageShape::parse(mib, buffers, stores).unwrap_err();
-            assert!(e.to_string().contains(name), "{e}");
-        }
-        // A lattice smaller than a buffer pins only what a whole field of links (72 f64 a
-        // site) needs.
-        assert_eq!(s.values_for(1000), 72_000);
-        assert_eq!(s.values_for(1 << 20), 2 << 20);
-        // The workers' buffers are pinned first (the pool's smallest fit), one set per
-        // worker thread, at most one per chunk: on 1000 sites the 72,000 values (capped to
-        // the field) hold every site, one chunk; on 2^22 sites chunks of 2^19 / 48 =
-        // 10922 r12 sites make 385 chunks.
-        use super::super::LinkUpload;
-        assert_eq!(s.pins(LinkUpload::Device, 1000), vec![(72_000, 4)]);
-        assert_eq!(
-            s.pins(LinkUpload::Workers, 1000),
-            vec![(72_000, 3), (72_000, 4)]
-        );
-        let lanes = rayon::current_num_threads().min(385);
-        assert_eq!(
-            s.pins(LinkUpload::Workers, 1 << 22),
-            vec![(1 << 19, 3 * lanes), (2 << 20, 4)]
-        );
+        assert_eq!(StageShape::of(&t), want);
     }
 
     /// Copies run at the two extremes a stream allows. Deferred: only at `wait`, reading

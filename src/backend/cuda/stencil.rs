@@ -10,7 +10,7 @@ use super::compile::{
 use super::device::function;
 use super::kernels::{Kernel, V3Mode, BLAS_BLOCK};
 use super::timing::{launch, launch_values, GpuStream};
-use super::version::{Reconstruct, StencilVersion, V3_FULL_MAX_BLOCK, V3_MAX_BLOCK};
+use super::version::{Reconstruct, StencilVersion, V3_FULL_MAX_BLOCK};
 #[cfg(test)]
 use crate::error::Error;
 use crate::error::Result;
@@ -338,32 +338,18 @@ impl V3Kernels {
 ///   each link once already).
 ///
 /// The largest power of two <= that dividing LT (the local LT on a sub-lattice).
-/// `QCD_SOLVE_KERNEL_DEFINES="V3_TCOL=T"` sets the columns' length for every full-mode
-/// launch instead (1: none), for ablation.
 pub(crate) fn full_column(a: &V3Launch) -> usize {
-    column_rule(a, host_define(&TCOL, "V3_TCOL"))
-}
-
-/// `full_column` with the override `tcol` (`V3_TCOL`) given.
-fn column_rule(a: &V3Launch, tcol: Option<i64>) -> usize {
     if a.parity.is_some() {
         return 1;
     }
-    let want = match tcol {
-        Some(t) => t.clamp(1, 64) as usize,
-        None if a.half || a.reconstruct == Reconstruct::R8 => 1,
-        None if a.single => COLUMN_SINGLE,
-        None => COLUMN_DOUBLE,
+    let want = if a.half || a.reconstruct == Reconstruct::R8 {
+        1
+    } else if a.single {
+        COLUMN_SINGLE
+    } else {
+        COLUMN_DOUBLE
     };
     column_dividing(want, a.dims[3].max(1) as usize)
-}
-
-/// The host-read experiment defines (`V3_TCOL`, `V3_DOT_BLOCK`), looked up once per
-/// process, not on every launch.
-static TCOL: std::sync::OnceLock<Option<i64>> = std::sync::OnceLock::new();
-static DOT_BLOCK: std::sync::OnceLock<Option<i64>> = std::sync::OnceLock::new();
-fn host_define(cell: &'static std::sync::OnceLock<Option<i64>>, name: &str) -> Option<i64> {
-    *cell.get_or_init(|| super::compile::extra_define(name))
 }
 
 /// Sites per full-mode column in double and in single (`full_column`).
@@ -400,16 +386,6 @@ pub(crate) fn launch_v3(gpu: &mut GpuStream, k: &V3Kernels, a: &V3Launch) -> Res
         DOT_MIN_BLOCK // stencil_v3_full_dot_col's bound
     } else {
         launch_block(a.block, dot, a.parity.is_none())
-    };
-    // `QCD_SOLVE_KERNEL_DEFINES="V3_DOT_BLOCK=b"` (read by the host, for experiments):
-    // every launch with the dot epilogue at b threads a block (32 to its entry's bound).
-    let block = match (dot, host_define(&DOT_BLOCK, "V3_DOT_BLOCK")) {
-        (true, Some(b)) => (b.max(32) as usize).min(if column > 1 {
-            DOT_MIN_BLOCK
-        } else {
-            V3_MAX_BLOCK
-        }),
-        _ => block,
     };
     let cfg = cfg_1d(threads, block, if dot { block * 16 } else { 0 });
     // Full mode: -1, or -column for the column entry points.
@@ -813,9 +789,6 @@ mod tests {
 
     #[test]
     fn columns_divide_lt_and_follow_precision_and_links() {
-        // The rule without QCD_SOLVE_KERNEL_DEFINES's override (column_rule's None), so
-        // that the test checks it whatever the environment.
-        let full_column = |a: &V3Launch| column_rule(a, None);
         // The largest power of two <= want dividing lt.
         assert_eq!(column_dividing(4, 64), 4);
         assert_eq!(column_dividing(4, 6), 2);
@@ -852,14 +825,6 @@ mod tests {
         assert_eq!(
             full_column(&full_launch(false, Reconstruct::R18, [4, 4, 4, 6], None)),
             2
-        );
-        // The override (V3_TCOL) wins over the rule, still dividing LT.
-        let d18 = full_launch(false, Reconstruct::R18, dims, None);
-        assert_eq!(column_rule(&d18, Some(1)), 1);
-        assert_eq!(column_rule(&d18, Some(8)), 8);
-        assert_eq!(
-            column_rule(&full_launch(true, Reconstruct::R8, dims, None), Some(4)),
-            4
         );
     }
 

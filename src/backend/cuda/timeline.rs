@@ -1,4 +1,4 @@
-//! The graphs' time line (`QCD_SOLVE_TIMELINE=1`, a diagnostic; the device host has no
+//! The graphs' time line (`TuningOptions::timeline`, a diagnostic; the device host has no
 //! Nsight Systems): while a CUDA graph is captured, every kernel launch and every
 //! collective of the decomposed operator is followed by an event record node
 //! (cuEventRecordWithFlags with CU_EVENT_RECORD_EXTERNAL, which capture turns into a node
@@ -6,7 +6,7 @@
 //! each graph is read at once (`fused::repeat` synchronises after it), the others are not.
 //! After the solve: the time of every mark from the graph's first one, on the main stream
 //! or the communication stream. The nodes sit between kernels, so programmatic
-//! dependent launch is off while the time line is on (`timing::pdl`): a graph with marks is
+//! dependent launch is off while the time line is on (`TuningOptions::pdl_on`): a graph with marks is
 //! somewhat slower than without, and its gaps are upper bounds.
 
 use super::device::driver_err;
@@ -21,12 +21,6 @@ pub(crate) const SNAPSHOT_AT: u32 = 3;
 
 /// Marks kept at most (a solve captures a few graphs of a few dozen launches each).
 const MAX_MARKS: usize = 4096;
-
-/// Whether the graphs' time line is recorded (`QCD_SOLVE_TIMELINE=1`; read once).
-pub(crate) fn timeline_on() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| super::timing::on_if("QCD_SOLVE_TIMELINE", "1"))
-}
 
 struct Mark {
     /// The capture it belongs to (1 for the first graph captured on this stream).

@@ -5,14 +5,15 @@
 //! time scaled by its bytes over theirs (`KernelStat::millis`). Two event records cost a
 //! short kernel about 4 us (measured: the 16^3x32 dslash in single r18 27.7 us a launch
 //! without them, 32.1 with them), so timing every launch would make every stream-launched
-//! operator that much slower; `QCD_SOLVE_LAUNCH_EVENTS=all` still does (and `0` times
-//! none). The events are read only after the stream has been synchronised anyway (a
+//! operator that much slower; `[tuning] launch_events = "all"` still does (and `none`
+//! times none). The events are read only after the stream has been synchronised anyway (a
 //! reduction returning its scalar), so timing adds no host synchronisation to the solver
 //! loop.
 
 use super::device::driver_err;
 use super::kernels::Kernel;
-use super::timeline::{timeline_on, Timeline, TimelineRow};
+use super::timeline::{Timeline, TimelineRow};
+use crate::backend::TuningOptions;
 use crate::error::Result;
 use cudarc::driver::{
     sys, CudaContext, CudaEvent, CudaFunction, CudaStream, DriverError, LaunchConfig,
@@ -105,14 +106,7 @@ impl Book {
     }
 }
 
-/// Which launches get timing events (`QCD_SOLVE_LAUNCH_EVENTS`: `all`, `0` for none, else
-/// the sample).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum LaunchEvents {
-    All,
-    Sample,
-    None,
-}
+pub(crate) use crate::backend::tuning::LaunchEvents;
 
 /// Each kernel's first launches that are timed (so that a tuner's blocks of a few
 /// applications after a reset are timed whole), then one in `TIME_EVERY`.
@@ -164,12 +158,14 @@ pub(crate) struct GpuStream {
     /// Some while the stream is being captured into a graph: launches are only counted
     /// here (events cannot be recorded and read inside a graph).
     capture: Option<CaptureTally>,
-    /// The graphs' time line (`QCD_SOLVE_TIMELINE=1`; empty otherwise).
+    /// The graphs' time line (`TuningOptions::timeline`; empty otherwise).
     timeline: Timeline,
+    /// The performance switches the launches follow (PDL, timing events, time line).
+    pub(crate) tuning: TuningOptions,
 }
 
 impl GpuStream {
-    pub fn new(ctx: Arc<CudaContext>, stream: Arc<CudaStream>) -> Self {
+    pub fn new(ctx: Arc<CudaContext>, stream: Arc<CudaStream>, tuning: TuningOptions) -> Self {
         GpuStream {
             ctx,
             stream,
@@ -179,13 +175,14 @@ impl GpuStream {
             index: HashMap::new(),
             capture: None,
             timeline: Timeline::default(),
+            tuning,
         }
     }
 
     /// Start counting launches instead of timing them (the stream is being captured).
     pub fn begin_capture(&mut self) {
         self.capture = Some(CaptureTally::default());
-        if timeline_on() {
+        if self.tuning.timeline {
             self.timeline.begin(&self.stream);
         }
     }
@@ -193,7 +190,7 @@ impl GpuStream {
     /// Under capture with the time line on, an event record node labelled `label` on
     /// `stream` (this stream or one joined to its capture); otherwise nothing.
     pub fn mark_on(&mut self, stream: &CudaStream, label: &str) -> Result<()> {
-        if self.capture.is_some() && timeline_on() {
+        if self.capture.is_some() && self.tuning.timeline {
             self.timeline.mark(&self.ctx, stream, label)?;
         }
         Ok(())
@@ -220,7 +217,7 @@ impl GpuStream {
     }
 
     /// The captured graphs' marks as of their kept or last replays (synchronises; empty
-    /// unless `QCD_SOLVE_TIMELINE=1`).
+    /// unless `TuningOptions::timeline`).
     pub fn timeline(&self) -> Result<Vec<TimelineRow>> {
         self.stream
             .synchronize()
@@ -276,7 +273,7 @@ impl GpuStream {
     /// Begin a launch (or a graph launch) booked under `name`.
     pub fn begin_named(&mut self, name: &str, stencil: bool) -> Result<Pending> {
         let stat = self.book_of(name, stencil);
-        if !timed_launch(launch_events(), self.books[stat].launches) {
+        if !timed_launch(self.tuning.launch_events, self.books[stat].launches) {
             return Ok(Pending {
                 stat: Some(stat),
                 events: None,
@@ -302,7 +299,7 @@ impl GpuStream {
             t.launches += 1;
             t.flops += kernel.flops(n);
             t.bytes += kernel.bytes(n);
-            if timeline_on() {
+            if self.tuning.timeline {
                 self.mark(&kernel.name())?;
             }
             return Ok(());
@@ -334,7 +331,7 @@ impl GpuStream {
 
     /// Launch `f` with its parameters given as pointers to their values, in the kernel's
     /// order (`launch_values!`), with the programmatic-serialisation attribute unless
-    /// `QCD_SOLVE_PDL=0` (the kernel must call common.cuh's `qcd_pdl_wait` before it
+    /// `TuningOptions::pdl` is off (the kernel must call common.cuh's `qcd_pdl_wait` before it
     /// touches memory).
     ///
     /// # Safety
@@ -347,7 +344,7 @@ impl GpuStream {
         params: &mut [*mut std::ffi::c_void],
     ) -> std::result::Result<(), DriverError> {
         self.ctx.bind_to_thread()?;
-        if !pdl() {
+        if !self.tuning.pdl_on() {
             return cudarc::driver::result::launch_kernel(
                 f.cu_function(),
                 cfg.grid_dim,
@@ -438,57 +435,6 @@ impl GpuStream {
     }
 }
 
-/// `QCD_SOLVE_LAUNCH_EVENTS`: `all` times every launch, `0` (or `none`) none; otherwise
-/// the sample (`timed_launch`). Read once per process.
-pub(crate) fn launch_events() -> LaunchEvents {
-    static MODE: std::sync::OnceLock<LaunchEvents> = std::sync::OnceLock::new();
-    *MODE.get_or_init(|| {
-        match std::env::var("QCD_SOLVE_LAUNCH_EVENTS")
-            .as_deref()
-            .map(str::trim)
-        {
-            Ok("all") => LaunchEvents::All,
-            Ok("0") | Ok("none") => LaunchEvents::None,
-            _ => LaunchEvents::Sample,
-        }
-    })
-}
-
-/// Whether `launch_values!` launches with programmatic dependent launch (common.cuh
-/// `qcd_pdl_wait`): on unless `QCD_SOLVE_PDL=0` (the ablation); read once per process.
-/// Measured (H100, `floor` at 16^3x32): with the stencil and the fused CR passes
-/// letting the next launch start once their elements are written (V3_PDL_TRIGGER and
-/// CR_PDL_TRIGGER 2) the full dslash took 3-8% less time (double r18 1.25x -> 1.21x,
-/// single r12 1.41x -> 1.31x of its floor), the Schur operator 3-7% less, the fused CR
-/// iteration from 0.6% more to 1.6% less; 32^3x64 within 1% (validate/RESULTS.md).
-/// Off while the graphs' time line is recorded (its event nodes sit between kernels).
-pub(crate) fn pdl() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| on_unless("QCD_SOLVE_PDL", "0") && !timeline_on())
-}
-
-/// An ablation switch of the environment (`QCD_SOLVE_PDL`, `QCD_SOLVE_COMM_PRIORITY`,
-/// `QCD_SOLVE_PACK_ON`): on unless the variable `name` is `off` (spaces trimmed). Each
-/// caller keeps the answer for the process.
-pub(crate) fn on_unless(name: &str, off: &str) -> bool {
-    switch_on(std::env::var(name).ok().as_deref(), off)
-}
-
-fn switch_on(value: Option<&str>, off: &str) -> bool {
-    value.is_none_or(|v| v.trim() != off)
-}
-
-/// An opt-in switch of the environment (`QCD_SOLVE_EXTERIOR`): on
-/// only when the variable `name` is `on` (spaces trimmed). Each caller keeps the answer
-/// for the process.
-pub(crate) fn on_if(name: &str, on: &str) -> bool {
-    switch_is(std::env::var(name).ok().as_deref(), on)
-}
-
-fn switch_is(value: Option<&str>, on: &str) -> bool {
-    value.is_some_and(|v| v.trim() == on)
-}
-
 /// As `launch!`, for kernels whose arguments are all plain values (device addresses as
 /// u64, scalars) and that call `qcd_pdl_wait` before touching memory: launched through
 /// `GpuStream::launch_values`, with programmatic dependent launch where it is on.
@@ -531,25 +477,6 @@ pub(crate) use launch;
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn an_opt_in_switch_is_on_only_at_its_value() {
-        assert!(!switch_is(None, "all"), "unset: off");
-        assert!(switch_is(Some("all"), "all"));
-        assert!(switch_is(Some(" exchange\n"), "exchange"), "spaces trimmed");
-        assert!(!switch_is(Some("1"), "all"));
-        assert!(!switch_is(Some(""), "all"), "empty is not the on value");
-    }
-
-    #[test]
-    fn an_ablation_switch_is_off_only_at_its_off_value() {
-        assert!(switch_on(None, "0"), "unset: on");
-        assert!(!switch_on(Some("0"), "0"));
-        assert!(!switch_on(Some(" main\n"), "main"), "spaces trimmed");
-        assert!(switch_on(Some("1"), "0"));
-        assert!(switch_on(Some("comm"), "main"));
-        assert!(switch_on(Some(""), "0"), "empty is not the off value");
-    }
 
     #[test]
     fn the_sample_times_the_first_launches_then_one_in_time_every() {
