@@ -6,7 +6,7 @@
 //! Usage: emu_dump LX LY LZ LT FILE
 
 use qcd_solve::backend::cpu::CpuBackend;
-use qcd_solve::backend::cuda::kernels::li_in_hop_order;
+use qcd_solve::backend::cuda::core::kernels::li_in_hop_order;
 use qcd_solve::backend::prelude::*;
 use qcd_solve::backend::Operator;
 use qcd_solve::dirac::apply_reference;

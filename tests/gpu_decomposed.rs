@@ -431,7 +431,7 @@ fn solves_split_in_t_over_two_gpus_by_copies_follow_the_undecomposed_ones() {
 /// global sums' buffer, on grids split in t, in x and t, in z and t (12 and 18 reals).
 #[test]
 fn a_rank_books_the_halo_its_estimate_names() {
-    use qcd_solve::backend::cuda::footprint;
+    use qcd_solve::backend::cuda::backend::footprint;
     use qcd_solve::backend::ledger::Purpose;
     require_gpu();
     let l = lattice([8, 8, 8, 16]);
@@ -493,7 +493,7 @@ fn a_seed_version_is_refused_by_name() {
 fn tuning_on_a_split_lattice_is_collective() {
     use qcd_solve::app::parallel::local_problem;
     use qcd_solve::app::tuning::{tune_live, TuneMode};
-    use qcd_solve::backend::cuda::tune::{TuneCache, PROGRAM_VERSION};
+    use qcd_solve::backend::cuda::core::tune::{TuneCache, PROGRAM_VERSION};
     use qcd_solve::config::LoadedConfig;
     require_gpu();
     let cfg = LoadedConfig::embedded_default();

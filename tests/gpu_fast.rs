@@ -116,7 +116,7 @@ fn every_link_hint_matches_the_cpu_and_the_default() {
         for r in [Reconstruct::R18, Reconstruct::R12, Reconstruct::R8] {
             let mut g = gpu(&gauge, r, 128);
             let base = g.geometry();
-            let hints = qcd_solve::backend::cuda::tune::link_hint_candidates(
+            let hints = qcd_solve::backend::cuda::core::tune::link_hint_candidates(
                 StencilVersion::V3_0,
                 base,
                 true,

@@ -47,8 +47,8 @@ LAYERS = {
     ],
     "backend/cuda": [
         ["core"],
-        ["dirac", "heatbath"],
-        ["halo"],
+        ["halo", "heatbath"],
+        ["dirac"],
         ["engines"],
         ["backend"],
     ],

@@ -10,7 +10,7 @@
 use super::tuning::{median_spread, start_options, tune_live};
 use crate::app::run::{build_problem, solve_on, thread_pool, Problem, SolvePlan};
 use crate::backend::cpu::CpuBackend;
-use crate::backend::cuda::tune::TuneCache;
+use crate::backend::cuda::core::tune::TuneCache;
 use crate::backend::cuda::{CudaBackend, CudaOptions, Reconstruct, StencilVersion};
 use crate::backend::prelude::*;
 use crate::backend::Layout;

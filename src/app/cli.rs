@@ -313,7 +313,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
             } else {
                 crate::app::ablate::TuneMode::Tune
             };
-            let cache = tune_cache.unwrap_or_else(crate::backend::cuda::tune::default_path);
+            let cache = tune_cache.unwrap_or_else(crate::backend::cuda::core::tune::default_path);
             crate::app::ablate::run(&cfg, &versions, repeat, mode, &cache, &out, upload_dims)
         }
         Some(Command::Kernels { check, arch }) => {

@@ -24,7 +24,7 @@
 //!   x, r written; p: p, r, v read, p written: 18, i.e. 9 full-lattice spinors):
 //!   2 * 624 + 9 * 96 = 2112 B/site in single with 12 reals.
 
-use crate::backend::cuda::tune;
+use crate::backend::cuda::core::tune;
 use crate::backend::cuda::V3_LINK_HINTS;
 use crate::backend::cuda::{CudaBackend, CudaOptions, Reconstruct, StencilVersion};
 use crate::backend::prelude::*;

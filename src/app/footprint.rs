@@ -31,7 +31,7 @@
 //! for a moment.
 
 use crate::app::plan::SolvePlan;
-use crate::backend::cuda::footprint::{self as cuda_fp, total};
+use crate::backend::cuda::backend::footprint::{self as cuda_fp, total};
 use crate::backend::cuda::CudaOptions;
 use crate::backend::ledger::{describe_lines, field_bytes, sorted_lines, MemoryLine, Purpose};
 use crate::config::Preconditioning;
@@ -297,7 +297,7 @@ pub fn estimate(plan: &DevicePlan) -> DeviceEstimate {
         coarse_block: plan.opts.coarse_block,
         link_hint: 0,
     };
-    let candidates = crate::backend::cuda::tune::geometry_candidates(plan.opts.version, base);
+    let candidates = crate::backend::cuda::core::tune::geometry_candidates(plan.opts.version, base);
     if plan.tune && candidates.len() > 1 {
         let tuner = if plan.layout == full {
             vec![fields(full, 2, v)]
@@ -512,7 +512,7 @@ mod tests {
         p.fused = true;
         let dp = DevicePlan::of_run(v, &opts(StencilVersion::V3_0, true), &p, false);
         let fields = (v as u64) * (2 * 96 + 2 * 96 + 48 + 6 * 48);
-        let state = crate::backend::cuda::footprint::bi_state(2000).bytes;
+        let state = crate::backend::cuda::backend::footprint::bi_state(2000).bytes;
         assert_eq!(solve_working_bytes(&dp), fields + state);
     }
 

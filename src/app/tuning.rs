@@ -3,11 +3,11 @@
 //! and byte counts; the tuner sets each candidate on the backend that will solve
 //! (`CudaBackend::set_geometry`: no new backend, no gauge re-upload), times the operator on
 //! a field uploaded once, and keeps the fastest in the tune cache
-//! (`crate::backend::cuda::tune`), keyed by device, compute capability, driver, kernel,
+//! (`crate::backend::cuda::core::tune`), keyed by device, compute capability, driver, kernel,
 //! dims, precision, program version and kernel-source hash. The tuning's wall time is
 //! logged next to the set-up's and kept in `SetupTimes::tune_ms`.
 
-use crate::backend::cuda::tune::{self, TuneCache, TuneKey};
+use crate::backend::cuda::core::tune::{self, TuneCache, TuneKey};
 use crate::backend::cuda::{CudaBackend, CudaOptions, Geometry, StencilVersion};
 use crate::backend::prelude::*;
 use crate::backend::{Layout, Operator, Subset};

@@ -5,8 +5,10 @@
 //! fixed order). Links stay on the GPU between sweeps; only saved configurations and the
 //! per-site plaquette sums come back.
 
-use super::compile::heatbath_program;
-use super::device::{driver_err, ensure_fits, function, load_module, open_context};
+use crate::backend::cuda::core::compile::heatbath_program;
+use crate::backend::cuda::core::device::{
+    driver_err, ensure_fits, function, load_module, open_context,
+};
 use crate::error::Result;
 use crate::field::gauge::Plaquette;
 use crate::field::{GaugeField, Su3, C64};

@@ -5,15 +5,15 @@
 //! and `norm2` its multi-pass tree reductions (deterministic). Half-lattice and single
 //! fields, conversions, hops and the fused CR are refused by name.
 
-use super::core::Core;
-use super::device::err;
-use super::fast_layout::SpinorOrder;
-use super::field::{DeviceData, DeviceSpinor};
-use super::fused::DeviceCrState;
-use super::kernels::Kernel;
-use super::stencil::{StencilArgs, StencilKernels};
-use super::stencil_impl::{Geometry, StencilImpl};
-use super::version::StencilVersion;
+use crate::backend::cuda::core::cr_state::DeviceCrState;
+use crate::backend::cuda::core::device::err;
+use crate::backend::cuda::core::fast_layout::SpinorOrder;
+use crate::backend::cuda::core::field::{DeviceData, DeviceSpinor};
+use crate::backend::cuda::core::kernels::Kernel;
+use crate::backend::cuda::core::stencil::{StencilArgs, StencilKernels};
+use crate::backend::cuda::core::version::StencilVersion;
+use crate::backend::cuda::dirac::blas::Core;
+use crate::backend::cuda::dirac::stencil_impl::{Geometry, StencilImpl};
 use crate::backend::ledger::{field_bytes, Booking, Purpose};
 use crate::backend::{unsupported_described, Capabilities};
 use crate::error::{Error, Result};
@@ -178,7 +178,7 @@ impl StencilImpl for SeedStencil {
             kappa: core.kappa,
             g5: op.gamma5(),
             antiperiodic_mask: core.antiperiodic_mask,
-            reconstruct: super::version::Reconstruct::R18,
+            reconstruct: crate::backend::cuda::core::version::Reconstruct::R18,
         };
         self.kernels
             .launch(&mut core.gpu, &args, inp.double()?, out.double_mut()?)?;

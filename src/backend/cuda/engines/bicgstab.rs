@@ -1,21 +1,21 @@
 //! BiCGStab's iteration with its scalars on the GPU (kernels/bicgstab_fused.cu), kernel 3.0
-//! on one GPU: `FusedBiCgStab` for `CudaBackend`. The element-wise passes between the
+//! on one GPU: the engine behind `FusedBiCgStab` for `CudaBackend` (backend::bicgstab). The element-wise passes between the
 //! operator's two applications update the device scalar block themselves, so an iteration
 //! needs no host read and `FusedCr::repeat` records it as a CUDA graph. The launch
 //! geometry and the reductions are the fused CR's (`cr_cfg`, cr_device.cuh).
 
-use super::backend::CudaBackend;
-use super::compile::bicgstab_fused_program;
-use super::device::{function, load_module};
-use super::field::DeviceSpinor;
-use super::fused::{
+use crate::backend::cuda::core::compile::bicgstab_fused_program;
+use crate::backend::cuda::core::device::{function, load_module};
+use crate::backend::cuda::core::field::DeviceSpinor;
+use crate::backend::cuda::core::kernels::BI_SCALARS;
+use crate::backend::cuda::core::kernels::{Kernel, CR_MAX_GRID};
+use crate::backend::cuda::core::timing::GpuStream;
+use crate::backend::cuda::engines::fused::{
     check_history, common_shape, cr_cfg, err, pick, ptr, ptr_mut, read_history, shape,
 };
-use super::kernels::{Kernel, CR_MAX_GRID};
-use super::timing::GpuStream;
-use crate::backend::ledger::{Booking, Purpose};
-use crate::backend::{unsupported, BiScalars, FusedBiCgStab, Precision};
-use crate::error::{Error, Result};
+use crate::backend::ledger::{Booking, Ledger, Purpose};
+use crate::backend::{BiScalars, Precision};
+use crate::error::Result;
 use crate::field::C64;
 use cudarc::driver::{CudaFunction, CudaSlice};
 
@@ -30,7 +30,6 @@ pub const BI_ITER: usize = 10;
 pub const BI_MAX_ITER: usize = 11;
 pub const BI_ACTIVE: usize = 12;
 pub const BI_BROKEN: usize = 13;
-pub const BI_SCALARS: usize = 14;
 pub const BI_TICKETS: usize = 4;
 
 /// Doubles of the partial sums: two double2 per block of cr_grid's largest grid.
@@ -125,44 +124,39 @@ fn check(s: &BiScalars, len: usize) -> Result<()> {
     check_history("bi_state", s.iter, s.max_iter, len)
 }
 
-impl CudaBackend {
-    /// The kernels (compiled and loaded on first use); refused where the fused path is
-    /// not (the seed versions) and on a decomposed lattice (the sums do not cross ranks).
-    fn bi_kernels(&mut self) -> Result<&BiKernels> {
-        if !self.caps.fused_cr {
-            return Err(unsupported(self, "the fused BiCGStab iteration"));
-        }
-        if self.core.halo.is_some() {
-            return Err(Error::invalid(
-                "solver.iteration",
-                "the fused BiCGStab runs on one GPU; a split lattice takes iteration = \"seed\" (the host-driven BiCGStab)",
-            ));
-        }
-        if self.bi_kernels.is_none() {
-            self.bi_kernels = Some(BiKernels::load(&self.core.gpu)?);
-        }
-        Ok(self.bi_kernels.as_ref().unwrap())
-    }
-
-    /// Load the kernels ahead of a solve (`Prepare`): none is compiled inside a capture.
-    pub(crate) fn prepare_bicgstab(&mut self) -> Result<()> {
-        if self.core.halo.is_none() {
-            self.bi_kernels()?;
-        }
-        Ok(())
-    }
+/// The engine: its kernels (compiled and loaded on first use) and the passes. The backend
+/// checks that it may run (kernel 3.0, one GPU) before it calls any of these.
+#[derive(Default)]
+pub(crate) struct BiEngine {
+    kernels: Option<BiKernels>,
 }
 
-impl FusedBiCgStab for CudaBackend {
-    type BiState = DeviceBiState;
+impl BiEngine {
+    /// Load the kernels ahead of a solve: none is compiled inside a capture.
+    pub fn prepare(&mut self, gpu: &GpuStream) -> Result<()> {
+        self.kernels(gpu).map(|_| ())
+    }
 
-    fn bi_state(&mut self, s: &BiScalars) -> Result<DeviceBiState> {
-        self.bi_kernels()?;
+    fn kernels(&mut self, gpu: &GpuStream) -> Result<&BiKernels> {
+        if self.kernels.is_none() {
+            self.kernels = Some(BiKernels::load(gpu)?);
+        }
+        Ok(self.kernels.as_ref().unwrap())
+    }
+
+    /// A new device state holding `s`, booked on `ledger`.
+    pub fn state(
+        &mut self,
+        gpu: &GpuStream,
+        ledger: &Ledger,
+        s: &BiScalars,
+    ) -> Result<DeviceBiState> {
+        self.kernels(gpu)?;
         let len = s.max_iter as usize + 1;
         check(s, len)?;
         let mut history = vec![f64::NAN; len];
         history[s.iter as usize] = s.nr;
-        let stream = self.core.gpu.stream.clone();
+        let stream = gpu.stream.clone();
         Ok(DeviceBiState {
             scalars: stream
                 .clone_htod(&to_block(s))
@@ -176,19 +170,16 @@ impl FusedBiCgStab for CudaBackend {
             tickets: stream
                 .alloc_zeros::<u32>(BI_TICKETS)
                 .map_err(err("allocating the BiCGStab tickets"))?,
-            _booking: self
-                .core
-                .ledger
-                .book(Purpose::CrState, bi_state_bytes(s.max_iter)),
+            _booking: ledger.book(Purpose::CrState, bi_state_bytes(s.max_iter)),
         })
     }
 
-    fn bi_set(&mut self, state: &mut DeviceBiState, s: &BiScalars) -> Result<()> {
+    pub fn set(gpu: &GpuStream, state: &mut DeviceBiState, s: &BiScalars) -> Result<()> {
         check(s, state.history.len())?;
         let block = to_block(s);
         let nr = [s.nr];
         let it = s.iter as usize;
-        let stream = &self.core.gpu.stream;
+        let stream = &gpu.stream;
         stream
             .memcpy_htod(&block, &mut state.scalars)
             .map_err(err("uploading the BiCGStab scalars"))?;
@@ -200,91 +191,88 @@ impl FusedBiCgStab for CudaBackend {
             .map_err(err("uploading a BiCGStab history entry"))
     }
 
-    fn bi_get(&mut self, state: &DeviceBiState) -> Result<BiScalars> {
+    pub fn get(gpu: &mut GpuStream, state: &DeviceBiState) -> Result<BiScalars> {
         let mut block = [0.0f64; BI_SCALARS];
-        self.core
-            .gpu
-            .stream
+        gpu.stream
             .memcpy_dtoh(&state.scalars, &mut block)
             .map_err(err("reading the BiCGStab scalars"))?;
-        self.core.gpu.sync()?;
+        gpu.sync()?;
         Ok(from_block(&block))
     }
 
-    fn bi_history_upto(&mut self, state: &DeviceBiState, iter: u64) -> Result<Vec<f64>> {
-        read_history(&mut self.core.gpu, &state.history, iter)
+    pub fn history_upto(gpu: &mut GpuStream, state: &DeviceBiState, iter: u64) -> Result<Vec<f64>> {
+        read_history(gpu, &state.history, iter)
     }
 
-    fn bi_start(
+    pub fn start(
         &mut self,
+        gpu: &mut GpuStream,
         state: &mut DeviceBiState,
         rhs: &DeviceSpinor,
-        x: &mut DeviceSpinor,
-        r: &mut DeviceSpinor,
-        r0: &mut DeviceSpinor,
-        p: &mut DeviceSpinor,
+        [x, r, r0, p]: [&mut DeviceSpinor; 4],
     ) -> Result<()> {
         use Arg::{In, Out};
         let fields = &mut [In(rhs), Out(x), Out(r), Out(r0), Out(p)];
-        self.pass(Kernel::BiStart, |k| &k.start, fields, Tail::Sums, state)
+        self.pass(
+            gpu,
+            Kernel::BiStart,
+            |k| &k.start,
+            fields,
+            Tail::Sums,
+            state,
+        )
     }
 
-    fn bi_alpha_s(
+    pub fn alpha_s(
         &mut self,
+        gpu: &mut GpuStream,
         state: &mut DeviceBiState,
         r0: &DeviceSpinor,
         v: &DeviceSpinor,
         r: &mut DeviceSpinor,
     ) -> Result<()> {
         use Arg::{In, Out};
-        self.pass(
-            Kernel::BiAlpha,
-            |k| &k.alpha,
-            &mut [In(r0), In(v)],
-            Tail::Sums,
-            state,
-        )?;
-        self.pass(
-            Kernel::BiS,
-            |k| &k.s,
-            &mut [Out(r), In(v)],
-            Tail::Scalars,
-            state,
-        )
+        let alpha = &mut [In(r0), In(v)];
+        self.pass(gpu, Kernel::BiAlpha, |k| &k.alpha, alpha, Tail::Sums, state)?;
+        let s = &mut [Out(r), In(v)];
+        self.pass(gpu, Kernel::BiS, |k| &k.s, s, Tail::Scalars, state)
     }
 
-    fn bi_omega(
+    pub fn omega(
         &mut self,
+        gpu: &mut GpuStream,
         state: &mut DeviceBiState,
         t: &DeviceSpinor,
         r: &DeviceSpinor,
     ) -> Result<()> {
         let fields = &mut [Arg::In(t), Arg::In(r)];
-        self.pass(Kernel::BiOmega, |k| &k.omega, fields, Tail::Sums, state)
+        self.pass(
+            gpu,
+            Kernel::BiOmega,
+            |k| &k.omega,
+            fields,
+            Tail::Sums,
+            state,
+        )
     }
 
-    fn bi_update(
+    pub fn update(
         &mut self,
+        gpu: &mut GpuStream,
         state: &mut DeviceBiState,
-        p: &DeviceSpinor,
-        t: &DeviceSpinor,
-        r0: &DeviceSpinor,
+        [p, t, r0]: [&DeviceSpinor; 3],
         x: &mut DeviceSpinor,
         r: &mut DeviceSpinor,
     ) -> Result<()> {
         use Arg::{In, Out};
         let fields = &mut [Out(x), Out(r), In(p), In(t), In(r0)];
-        self.pass(
-            Kernel::BiUpdate,
-            |k| &k.update,
-            fields,
-            Tail::HistorySums,
-            state,
-        )
+        let tail = Tail::HistorySums;
+        self.pass(gpu, Kernel::BiUpdate, |k| &k.update, fields, tail, state)
     }
 
-    fn bi_p(
+    pub fn p(
         &mut self,
+        gpu: &mut GpuStream,
         state: &mut DeviceBiState,
         r: &DeviceSpinor,
         v: &DeviceSpinor,
@@ -292,7 +280,7 @@ impl FusedBiCgStab for CudaBackend {
     ) -> Result<()> {
         use Arg::{In, Out};
         let fields = &mut [Out(p), In(r), In(v)];
-        self.pass(Kernel::BiP, |k| &k.p, fields, Tail::Scalars, state)
+        self.pass(gpu, Kernel::BiP, |k| &k.p, fields, Tail::Scalars, state)
     }
 }
 
@@ -311,11 +299,12 @@ enum Tail {
     HistorySums,
 }
 
-impl CudaBackend {
+impl BiEngine {
     /// One launch of the pass `kind` (`which` picks its kernel pair) over `fields`, all
     /// of one precision and length, with the state's `tail`; booked as `kind(precision)`.
     fn pass(
         &mut self,
+        gpu: &mut GpuStream,
         kind: fn(Precision) -> Kernel,
         which: fn(&BiKernels) -> &Pair,
         fields: &mut [Arg<'_>],
@@ -334,9 +323,8 @@ impl CudaBackend {
         let name = kernel.name();
         let (prec, n) = common_shape(&shapes, &name)?;
         let kernel = kind(prec);
-        let pair = which(self.bi_kernels()?);
+        let pair = which(self.kernels(gpu)?);
         let f = pick(prec, &pair.0, &pair.1, &name)?.clone();
-        let gpu = &mut self.core.gpu;
         let stream = gpu.stream.clone();
         // The guards live until the launch is queued (see `fused::ptr`).
         let (ptrs, _guards): (Vec<u64>, Vec<_>) = fields
@@ -366,8 +354,12 @@ impl CudaBackend {
         // for n (common_shape) or for cr_grid's blocks (BI_PARTIALS), and the kernels
         // guard their indices.
         let launched = unsafe { b.launch(cr_cfg(n)) };
-        launched
-            .map_err(|e| super::device::driver_err(&format!("launching {}", kernel.name()), e))?;
+        launched.map_err(|e| {
+            crate::backend::cuda::core::device::driver_err(
+                &format!("launching {}", kernel.name()),
+                e,
+            )
+        })?;
         gpu.end(pending, kernel, n)
     }
 }
@@ -379,7 +371,7 @@ mod tests {
     /// The indices are the kernel source's.
     #[test]
     fn scalar_indices_match_the_kernel_source() {
-        let src = include_str!("../../../kernels/bicgstab_fused.cu");
+        let src = include_str!("../../../../kernels/bicgstab_fused.cu");
         for (name, value) in [
             ("BI_RHO_RE", BI_RHO_RE),
             ("BI_ALPHA_RE", BI_ALPHA_RE),

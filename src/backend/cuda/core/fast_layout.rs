@@ -388,7 +388,7 @@ pub(crate) fn spinor_from_soa(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::cuda::version::Reconstruct;
+    use crate::backend::cuda::core::version::Reconstruct;
     use crate::geometry::lattice::DEFAULT_BOUNDARY;
 
     fn lat(d: [usize; 4]) -> Lattice {

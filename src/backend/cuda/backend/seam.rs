@@ -4,12 +4,13 @@
 //! single fields at allocation, the fused CR at every fused method (`repeat` then runs its
 //! body plainly).
 
-use super::backend::CudaBackend;
-use super::device::err;
-use super::field::{as_f64, as_f64_mut, DeviceData, DeviceSpinor};
-use super::fused::{CrReduction, DeviceCrState, Fused, CR_GATHERED, CR_LOCAL_RE};
-use super::kernels::{HalfOp, Kernel};
-use super::stencil::dptr;
+use crate::backend::cuda::backend::CudaBackend;
+use crate::backend::cuda::core::cr_state::{CrReduction, DeviceCrState, CR_GATHERED, CR_LOCAL_RE};
+use crate::backend::cuda::core::device::err;
+use crate::backend::cuda::core::field::{as_f64, as_f64_mut, DeviceData, DeviceSpinor};
+use crate::backend::cuda::core::kernels::{HalfOp, Kernel};
+use crate::backend::cuda::core::launch::dptr;
+use crate::backend::cuda::engines::fused::Fused;
 use crate::backend::{
     unsupported, CrScalars, FusedCr, Layout, Operator, Precision, Prepare, Space, Subset,
     WilsonKernels,
@@ -393,7 +394,13 @@ impl FusedCr for CudaBackend {
         if !self.caps.fused_cr || !capturable {
             return (0..times).try_for_each(|_| body(self));
         }
-        super::fused::repeat(self, |b| (&mut b.core.gpu, &mut b.fused), key, times, body)
+        crate::backend::cuda::engines::fused::repeat(
+            self,
+            |b| (&mut b.core.gpu, &mut b.fused),
+            key,
+            times,
+            body,
+        )
     }
 
     fn forget_graphs(&mut self) {
@@ -406,7 +413,7 @@ impl Prepare for CudaBackend {
     /// (device::POOL_KEEP_ALL; where `QCD_SOLVE_POOL_KEEP_MIB` sets less, a larger
     /// reserve would be released again, so it is skipped).
     fn reserve(&mut self, bytes: u64) -> Result<()> {
-        if bytes == 0 || bytes > super::device::pool_keep_bytes()? {
+        if bytes == 0 || bytes > crate::backend::cuda::core::device::pool_keep_bytes()? {
             return Ok(());
         }
         let block = self
@@ -414,7 +421,9 @@ impl Prepare for CudaBackend {
             .gpu
             .stream
             .alloc_zeros::<u8>(bytes as usize)
-            .map_err(|e| super::device::driver_err("reserving pool memory", e))?;
+            .map_err(|e| {
+                crate::backend::cuda::core::device::driver_err("reserving pool memory", e)
+            })?;
         drop(block);
         self.core.gpu.sync()
     }

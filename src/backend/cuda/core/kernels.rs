@@ -4,7 +4,7 @@
 //! kernels' own (what the code executes), not a model; the stencil versions' per-site
 //! counts live on `StencilVersion`.
 
-use super::version::{Reconstruct, StencilVersion};
+use crate::backend::cuda::core::version::{Reconstruct, StencilVersion};
 use crate::backend::Precision;
 use crate::dirac::reference::li_matrices;
 
@@ -188,7 +188,9 @@ pub(crate) const HALO_BLOCK: usize = 128;
 
 /// Blocks of a halo launch over n face sites: the grid halo.rs launches with.
 fn halo_grid(n: usize) -> u64 {
-    super::stencil::cfg_1d(n, HALO_BLOCK, 0).grid_dim.0 as u64
+    crate::backend::cuda::core::launch::cfg_1d(n, HALO_BLOCK, 0)
+        .grid_dim
+        .0 as u64
 }
 
 /// Inputs a reduction pass loads in its blocks' second halves, and its block count.
@@ -268,7 +270,7 @@ fn bi_bytes(p: Precision, n: usize, fields: u64, sums: u64) -> u64 {
     let grid = cr_grid(n) as u64;
     fields * complex_bytes(p == Precision::Single) * n as u64
         + sums * 32 * grid
-        + 8 * super::bicgstab::BI_SCALARS as u64
+        + 8 * crate::backend::cuda::core::kernels::BI_SCALARS as u64
 }
 
 impl Kernel {
@@ -621,6 +623,8 @@ pub fn v3_bytes_per_site(mode: V3Mode, single: bool, reconstruct: Reconstruct) -
         V3Mode::ParityXpay => 8 * link + 3 * spinor,
     }
 }
+
+pub const BI_SCALARS: usize = 14;
 
 #[cfg(test)]
 mod tests {

@@ -5,8 +5,8 @@
 //! and `time_decomposed_apply`, the decomposed operator's cost against the undecomposed
 //! one on the same GPU, for the app's `floor` / `scale` reports.
 
-use super::backend::{CudaBackend, CudaOptions};
-use super::halo::{Halo, HaloTimings, PeerCopies};
+use crate::backend::cuda::backend::{CudaBackend, CudaOptions};
+use crate::backend::cuda::halo::{Halo, HaloTimings, PeerCopies};
 use crate::comms::{Comms, DeviceExchange};
 use crate::error::{Error, Result};
 use crate::field::{GaugeField, SpinorField};

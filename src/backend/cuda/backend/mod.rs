@@ -8,24 +8,34 @@
 //! device; the only host-device traffic is the scalar each reduction returns.
 //! `set_geometry` changes the launch geometry of the live backend (the tuner's hook).
 
-use super::compile::{Program, BLAS1, LAYOUT, REDUCE};
-use super::core::{BlasKernels, Core, ReduceBuffers};
-use super::device::{ensure_fits, err, function, load_module, open_context, triad_on};
-use super::fast::FastStencil;
-use super::fast_layout::{check_even_lattice, link_chunks, links_chunk_to_soa, Segment};
-use super::field::as_f64;
-use super::footprint::{construction_bytes, construction_bytes_with};
-use super::fused::Fused;
-use super::kernels::{li_in_hop_order, reduce_blocks, Kernel, BLAS_BLOCK};
-use super::link_upload::{
+pub mod bicgstab;
+pub mod decomposed;
+pub mod footprint;
+pub mod seam;
+
+use crate::backend::cuda::backend::footprint::{construction_bytes, construction_bytes_with};
+use crate::backend::cuda::core::compile::{Program, BLAS1, LAYOUT, REDUCE};
+use crate::backend::cuda::core::device::{
+    ensure_fits, err, function, load_module, open_context, triad_on,
+};
+use crate::backend::cuda::core::fast_layout::{
+    check_even_lattice, link_chunks, links_chunk_to_soa, Segment,
+};
+use crate::backend::cuda::core::field::as_f64;
+use crate::backend::cuda::core::kernels::{li_in_hop_order, reduce_blocks, Kernel, BLAS_BLOCK};
+use crate::backend::cuda::core::options::CudaOptions;
+use crate::backend::cuda::core::staging::StageShape;
+use crate::backend::cuda::core::stencil::{self, cfg_1d, StencilKernels, StencilKind, V3Kernels};
+use crate::backend::cuda::core::timing::{launch, GpuStream, KernelStat};
+use crate::backend::cuda::core::version::{LinkLayout, StencilVersion};
+use crate::backend::cuda::dirac::blas::{BlasKernels, Core, ReduceBuffers};
+use crate::backend::cuda::dirac::fast::FastStencil;
+use crate::backend::cuda::dirac::link_upload::{
     links_as_f64, scratch_values, upload as upload_links, LayoutKernel, LinkUpload,
 };
-use super::seed::SeedStencil;
-use super::staging::StageShape;
-use super::stencil::{self, cfg_1d, StencilKernels, StencilKind, V3Kernels};
-use super::stencil_impl::{Geometry, StencilImpl};
-use super::timing::{launch, GpuStream, KernelStat};
-use super::version::{LinkLayout, Reconstruct, StencilVersion};
+use crate::backend::cuda::dirac::seed::SeedStencil;
+use crate::backend::cuda::dirac::stencil_impl::{Geometry, StencilImpl};
+use crate::backend::cuda::engines::fused::Fused;
 use crate::backend::ledger::{Ledger, MemoryBooks, Purpose};
 use crate::backend::Capabilities;
 use crate::error::{Error, Result};
@@ -33,40 +43,6 @@ use crate::field::GaugeField;
 use crate::geometry::lattice::{Boundary, Lattice, NDIM};
 use rayon::prelude::*;
 use std::time::Instant;
-
-/// How to run on the GPU.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CudaOptions {
-    /// The stencilCore version.
-    pub version: StencilVersion,
-    /// Sites per block of the fine-grain versions 1.2 to 1.6.1 and 2.0 (12 * multiple
-    /// threads); the seed used 16 (Fermi), 8 (Kepler 3.0) and 64 (Kepler 3.5).
-    pub multiple: usize,
-    /// Threads per block of the coarse-grain version 1.0 (one thread per site); the seed
-    /// chose 256, the autotuner sweeps 64..=512 (`StencilVersion::max_coarse_block`).
-    pub coarse_block: usize,
-    /// GPU ordinal.
-    pub device: usize,
-    /// Reals stored and read per link: 18, or (version 3.0 only, exact for SU(3) fields to
-    /// rounding) 12 (rows 0 and 1, row 2 = conj(row0 x row1) rebuilt in registers) or 8
-    /// (`Reconstruct`).
-    pub reconstruct: Reconstruct,
-    /// The performance switches (`[tuning]`, docs/tuning.md).
-    pub tuning: crate::backend::TuningOptions,
-}
-
-impl Default for CudaOptions {
-    fn default() -> Self {
-        CudaOptions {
-            version: StencilVersion::V1_5,
-            multiple: 16,
-            coarse_block: crate::backend::cuda::version::COARSE_BLOCK,
-            device: 0,
-            reconstruct: Reconstruct::R18,
-            tuning: Default::default(),
-        }
-    }
-}
 
 /// Wall-clock times of the set-up phases, in milliseconds.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
@@ -108,7 +84,7 @@ pub struct CudaBackend {
     /// The fused CR iteration's kernels (loaded on first use) and recorded graphs.
     pub(crate) fused: Fused,
     /// The fused BiCGStab's kernels (loaded on first use).
-    pub(crate) bi_kernels: Option<super::bicgstab::BiKernels>,
+    pub(crate) bi: crate::backend::cuda::engines::bicgstab::BiEngine,
     setup: SetupTimes,
     /// Whether `Space::queue_recorded` records a CUDA graph (`tuning.record_updates`, or
     /// `set_record_updates`).
@@ -367,9 +343,13 @@ impl CudaBackend {
                 let vh = volume / 2;
                 let chunks = link_chunks(vh, elems, staged_values);
                 let segments: Vec<_> = chunks.iter().map(|c| c.segments(vh, elems)).collect();
-                super::staging::upload_staged(&ctx, &stream, &mut seed, &segments, |k, buf| {
-                    links_chunk_to_soa(gauge, elems, &chunks[k], buf)
-                })?
+                crate::backend::cuda::core::staging::upload_staged(
+                    &ctx,
+                    &stream,
+                    &mut seed,
+                    &segments,
+                    |k, buf| links_chunk_to_soa(gauge, elems, &chunks[k], buf),
+                )?
             } else {
                 let per_chunk = (staged_values / 18).max(1);
                 let links = gauge.links.len();
@@ -386,13 +366,19 @@ impl CudaBackend {
                     Some((c, _)) => c,
                     None => &mut seed,
                 };
-                super::staging::upload_staged(&ctx, &stream, dst, &segments, |k, buf| {
-                    let first = k * per_chunk;
-                    let n = buf.len() / 18;
-                    buf.par_chunks_mut(18)
-                        .zip(&gauge.links[first..first + n])
-                        .for_each(|(b, u)| b.copy_from_slice(as_f64(u.0.as_flattened())));
-                })?
+                crate::backend::cuda::core::staging::upload_staged(
+                    &ctx,
+                    &stream,
+                    dst,
+                    &segments,
+                    |k, buf| {
+                        let first = k * per_chunk;
+                        let n = buf.len() / 18;
+                        buf.par_chunks_mut(18)
+                            .zip(&gauge.links[first..first + n])
+                            .for_each(|(b, u)| b.copy_from_slice(as_f64(u.0.as_flattened())));
+                    },
+                )?
             };
             // 3.0's layout is the host's share; the upload is pinning and the copies the
             // layout did not hide.
@@ -533,7 +519,7 @@ impl CudaBackend {
         // field) goes back to the device now: the pool keeps freed memory across
         // synchronisations (device::POOL_KEEP_ALL), and what is loaded later outside the
         // pool (the modules the solve's preparation loads) needs room on a nearly full GPU.
-        super::device::trim_pool(&gpu.ctx)?;
+        crate::backend::cuda::core::device::trim_pool(&gpu.ctx)?;
         let caps = stencil.capabilities();
         let core = Core {
             gpu,
@@ -553,7 +539,7 @@ impl CudaBackend {
             stencil,
             caps,
             fused: Default::default(),
-            bi_kernels: None,
+            bi: Default::default(),
             setup,
             record_updates: opts.tuning.record_updates,
         })
@@ -730,10 +716,10 @@ impl CudaBackend {
     /// are on the books (`Purpose::Measurement`) while it runs.
     pub fn triad_bandwidth(&mut self, bytes: usize) -> Result<f64> {
         self.core.gpu.sync()?;
-        let _booking = self
-            .core
-            .ledger
-            .book(Purpose::Measurement, super::footprint::triad(bytes).bytes);
+        let _booking = self.core.ledger.book(
+            Purpose::Measurement,
+            crate::backend::cuda::backend::footprint::triad(bytes).bytes,
+        );
         triad_on(&self.core.gpu.ctx, bytes)
     }
 
@@ -794,7 +780,7 @@ mod tests {
         let built = CudaBackend::new(&g, 0.1, &CudaOptions::default());
         // SAFETY: only tries to dlopen the library by its usual names.
         let nvrtc = unsafe { cudarc::nvrtc::sys::is_culib_present() };
-        match (super::super::device::device_info(), built) {
+        match (crate::backend::cuda::core::device::device_info(), built) {
             (Err(probe), Err(e)) => {
                 assert!(matches!(e, Error::Cuda(_)), "expected Error::Cuda, got {e}");
                 assert_eq!(e.to_string(), probe.to_string());

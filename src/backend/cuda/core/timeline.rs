@@ -9,7 +9,7 @@
 //! dependent launch is off while the time line is on (`TuningOptions::pdl_on`): a graph with marks is
 //! somewhat slower than without, and its gaps are upper bounds.
 
-use super::device::driver_err;
+use crate::backend::cuda::core::device::driver_err;
 use crate::error::Result;
 use cudarc::driver::{sys, CudaContext, CudaEvent, CudaStream};
 use std::collections::HashMap;

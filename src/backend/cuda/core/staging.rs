@@ -12,10 +12,12 @@
 //! chunk is written (or read) as several interleaved rows, which write-combined memory
 //! punishes.
 
-use super::device::err;
-use super::fast_layout::Segment;
+use crate::backend::cuda::core::device::err;
+use crate::backend::cuda::core::fast_layout::Segment;
+use crate::backend::cuda::core::version::Reconstruct;
 use crate::backend::TuningOptions;
 use crate::error::{Error, Result};
+use crate::geometry::lattice::NDIM;
 use cudarc::driver::{
     CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, PinnedHostSlice,
 };
@@ -24,6 +26,66 @@ use std::time::Instant;
 
 /// Bytes of each staging buffer by default (fewer when the largest chunk is smaller);
 /// `[tuning] stage_mib` replaces it (`StageShape`). (The tests' name for the default.)
+/// How version 3.0's r18 and r12 links reach the device (r8 always takes `Host`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LinkUpload {
+    /// Laid out on the host into the pinned staging buffers, copied in final order.
+    Host,
+    /// Whole sites copied by the host into pinned staging, laid out on the device, every
+    /// worker thread with its own buffers, stream and scratch slot (the default).
+    #[default]
+    Workers,
+}
+
+impl LinkUpload {
+    pub const ALL: [LinkUpload; 2] = [LinkUpload::Host, LinkUpload::Workers];
+
+    /// "host", "workers" (as the report names them).
+    pub fn name(self) -> &'static str {
+        match self {
+            LinkUpload::Host => "host",
+            LinkUpload::Workers => "workers",
+        }
+    }
+
+    /// The path taken for `reconstruct`: r8 keeps the host's (its packing is host math).
+    pub fn for_reconstruct(self, reconstruct: Reconstruct) -> Self {
+        if reconstruct == Reconstruct::R8 {
+            LinkUpload::Host
+        } else {
+            self
+        }
+    }
+
+    /// Chunks in flight side by side, each with its scratch slot: one, or for `Workers`
+    /// one per worker thread of the pool (at most one per chunk of `per_chunk` sites).
+    pub(crate) fn lanes(self, volume: usize, per_chunk: usize) -> usize {
+        match self {
+            LinkUpload::Workers => rayon::current_num_threads()
+                .min(volume.div_ceil(per_chunk.max(1)))
+                .max(1),
+            LinkUpload::Host => 1,
+        }
+    }
+
+    /// Complex numbers per link in the device scratch buffer (None: no scratch): the
+    /// stored elements (the host drops row 2 for r12).
+    pub(crate) fn stride(self, reconstruct: Reconstruct) -> Option<usize> {
+        match self.for_reconstruct(reconstruct) {
+            LinkUpload::Host => None,
+            LinkUpload::Workers => Some(reconstruct.elems()),
+        }
+    }
+}
+
+/// Sites per chunk: as many as `max_values` f64 hold at `stride` complex per link, an even
+/// number (each checkerboard index of the chunk then holds both its sites), at least 2
+/// and at most the volume.
+pub(crate) fn chunk_sites(volume: usize, stride: usize, max_values: usize) -> usize {
+    let per_site = 2 * NDIM * stride;
+    ((max_values / per_site) & !1).max(2).min(volume)
+}
+
 #[cfg(test)]
 pub(crate) const STAGE_BYTES: usize = 64 << 20;
 /// Bytes of each worker thread's staging buffers in the link upload by default, small so
@@ -72,9 +134,9 @@ impl StageShape {
 
     /// f64 values of each staged chunk of the link upload with `mode`: each worker's
     /// buffer for `Workers`, the shared buffers' otherwise.
-    pub fn link_chunk_values(&self, mode: super::LinkUpload) -> usize {
+    pub fn link_chunk_values(&self, mode: crate::backend::cuda::LinkUpload) -> usize {
         match mode {
-            super::LinkUpload::Workers => self.lane_values,
+            crate::backend::cuda::LinkUpload::Workers => self.lane_values,
             _ => self.values,
         }
     }
@@ -83,14 +145,18 @@ impl StageShape {
     /// (local) lattice of `volume` sites, as (f64 per buffer, buffers), the smaller
     /// buffers first (`prepin_all`): `buffers` of `values` (the spinors take two), and for
     /// `Workers` `lane_buffers` of `lane_values` for each worker thread.
-    pub fn pins(&self, mode: super::LinkUpload, volume: usize) -> Vec<(usize, usize)> {
+    pub fn pins(
+        &self,
+        mode: crate::backend::cuda::LinkUpload,
+        volume: usize,
+    ) -> Vec<(usize, usize)> {
         let mut pins = vec![(self.values_for(volume), self.buffers)];
-        if mode == super::LinkUpload::Workers {
+        if mode == crate::backend::cuda::LinkUpload::Workers {
             let values = capped(self.lane_values, volume);
             // Lanes as for r12 chunks (6 complex a link): an r18 upload's chunks hold fewer
             // sites, so it never has fewer lanes; on a lattice of fewer chunks than threads
             // it may take more, and pins those it lacks.
-            let per_chunk = super::link_upload::chunk_sites(volume, 6, values);
+            let per_chunk = crate::backend::cuda::core::staging::chunk_sites(volume, 6, values);
             pins.push((values, self.lane_buffers * mode.lanes(volume, per_chunk)));
         }
         pins.sort();

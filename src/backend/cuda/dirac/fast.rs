@@ -9,16 +9,16 @@
 //! `dot_partial_h`, `to_half`, `from_half` and the V3_HALF stencil with the
 //! single-precision links; reductions accumulate in double).
 
-use super::core::{reduce_cfg, Core};
-use super::device::{err, function, load_module};
-use super::fast_layout::{spinor_from_soa, SpinorOrder};
-use super::field::{DeviceData, DeviceSpinor};
-use super::fused::{DeviceCrState, CR_TICKET_APPLY};
-use super::kernels::{v3_bytes_per_site, HalfOp, Kernel, V3Mode, BLAS_BLOCK};
-use super::stencil::{self, cfg_1d, dptr, V3Kernels, V3Launch};
-use super::stencil_impl::{Geometry, StencilImpl};
-use super::timing::launch;
-use super::version::{Reconstruct, StencilVersion};
+use crate::backend::cuda::core::cr_state::{DeviceCrState, CR_TICKET_APPLY};
+use crate::backend::cuda::core::device::{err, function, load_module};
+use crate::backend::cuda::core::fast_layout::{spinor_from_soa, SpinorOrder};
+use crate::backend::cuda::core::field::{DeviceData, DeviceSpinor};
+use crate::backend::cuda::core::kernels::{v3_bytes_per_site, HalfOp, Kernel, V3Mode, BLAS_BLOCK};
+use crate::backend::cuda::core::stencil::{self, cfg_1d, dptr, V3Kernels, V3Launch};
+use crate::backend::cuda::core::timing::launch;
+use crate::backend::cuda::core::version::{Reconstruct, StencilVersion};
+use crate::backend::cuda::dirac::blas::{reduce_cfg, Core};
+use crate::backend::cuda::dirac::stencil_impl::{Geometry, StencilImpl};
 use crate::backend::ledger::{field_bytes, Booking, Purpose};
 use crate::backend::Capabilities;
 use crate::error::{Error, Result};

@@ -3,18 +3,20 @@
 //! switches, the split kernels of 2.0, or 3.0's spin-projected kernel); `program` gives the source and defines to
 //! compile, and `StencilKernels::launch` runs one operator application.
 
-use super::compile::{
+use crate::backend::cuda::core::compile::{
     bicgstab_fused_program, check_arch, compile, cr_fused_program, heatbath_program, require_nvrtc,
     Program, BLAS1, HALO, LAYOUT, REDUCE, STENCIL_COARSE, STENCIL_FINE, STENCIL_SPLIT, STENCIL_V3,
 };
-use super::device::function;
-use super::kernels::{Kernel, V3Mode, BLAS_BLOCK};
-use super::timing::{launch, launch_values, GpuStream};
-use super::version::{Reconstruct, StencilVersion, V3_FULL_MAX_BLOCK};
+use crate::backend::cuda::core::device::function;
+use crate::backend::cuda::core::kernels::{Kernel, V3Mode, BLAS_BLOCK};
+pub(crate) use crate::backend::cuda::core::launch::{cfg_1d, dptr, grid};
+use crate::backend::cuda::core::timing::{launch, launch_values, GpuStream};
+pub(crate) use crate::backend::cuda::core::version::V3_LINK_HINTS;
+use crate::backend::cuda::core::version::{Reconstruct, StencilVersion, V3_FULL_MAX_BLOCK};
 #[cfg(test)]
 use crate::error::Error;
 use crate::error::Result;
-use cudarc::driver::{CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, LaunchConfig};
+use cudarc::driver::{CudaFunction, CudaModule, CudaSlice, LaunchConfig};
 use std::sync::Arc;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,7 +66,10 @@ pub(crate) fn program(v: StencilVersion, reconstruct: Reconstruct, single: bool)
                 ("FEWER_BARRIERS", flag(v.fewer_barriers())),
                 (
                     "U_REORDERED",
-                    flag(v.link_layout() == super::version::LinkLayout::Reordered),
+                    flag(
+                        v.link_layout()
+                            == crate::backend::cuda::core::version::LinkLayout::Reordered,
+                    ),
                 ),
                 ("U_IN_SHARED", flag(v.links_in_shared())),
             ],
@@ -145,14 +150,6 @@ pub(crate) struct StencilArgs<'a> {
     pub reconstruct: Reconstruct,
 }
 
-/// The device address of an allocation (kernel pointer arguments that may be null or
-/// offset, and fields of either precision). The backend's stream is its only stream and
-/// event tracking is off, so no synchronisation is attached.
-pub(crate) fn dptr<T>(s: &CudaSlice<T>, stream: &CudaStream) -> u64 {
-    let (p, _sync) = s.device_ptr(stream);
-    p
-}
-
 /// One launch of 3.0's stencil (kernels/stencil_v3.cu `stencil_v3`, whose argument list
 /// this is): out = [g5] (y + c H inp) over the full lattice (`parity` None, y = inp) or
 /// over the sites of one parity (half fields; y may be 0 = null). `s` non-zero gates the
@@ -224,7 +221,7 @@ impl V3Launch {
 pub(crate) const DOT_MIN_BLOCK: usize = 256;
 // The dot launches' entry points (stencil_v3_full_dot, stencil_v3_parity) take up to
 // V3_MAX_BLOCK threads a block.
-const _: () = assert!(super::version::V3_MAX_BLOCK >= DOT_MIN_BLOCK);
+const _: () = assert!(crate::backend::cuda::core::version::V3_MAX_BLOCK >= DOT_MIN_BLOCK);
 
 /// Threads per block of a 3.0 stencil launch: the tuned block, at least `DOT_MIN_BLOCK`
 /// with the dot epilogue; a full-mode launch without it (`full`, the `stencil_v3` entry)
@@ -238,14 +235,6 @@ pub(crate) fn launch_block(tuned: usize, dot: bool, full: bool) -> usize {
         tuned
     }
 }
-
-/// The link hints of 3.0's full mode without the dot (kernels/stencil_v3.cu
-/// `V3_FULL_ENTRIES`), in the tuner's order: (entry-point suffix, the directions whose links
-/// skip L1, named for the report). Index 0 is the default (`V3_FULL_STREAM_MASK`, the t
-/// links unless a define changes it); "_l1all" keeps every link in L1, "_l1xy" only the x
-/// and y links (mask 12).
-pub(crate) const V3_LINK_HINTS: [(&str, &str); 3] =
-    [("", "t"), ("_l1all", "none"), ("_l1xy", "z,t")];
 
 /// 3.0's entry points (kernels/stencil_v3.cu), one body compiled once per entry so that
 /// each has its own registers, launch bound and link-load hints: `stencil_v3` for the full
@@ -426,19 +415,6 @@ pub(crate) fn launch_v3(gpu: &mut GpuStream, k: &V3Kernels, a: &V3Launch) -> Res
     Ok(())
 }
 
-fn grid(n: usize, per_block: usize) -> u32 {
-    n.div_ceil(per_block) as u32
-}
-
-/// A one-dimensional launch of `n` work items, `block` per block.
-pub(crate) fn cfg_1d(n: usize, block: usize, shared: usize) -> LaunchConfig {
-    LaunchConfig {
-        grid_dim: (grid(n, block).max(1), 1, 1),
-        block_dim: (block as u32, 1, 1),
-        shared_mem_bytes: shared as u32,
-    }
-}
-
 impl StencilKernels {
     /// Run out = A psi as the version's sequence of launches on `gpu`, booking each.
     pub(crate) fn launch(
@@ -610,7 +586,7 @@ pub fn compile_all_kernels(arch: &str) -> Result<Vec<(String, usize)>> {
     check_arch(arch)?;
     require_nvrtc()?;
     // A check compiles: the on-disk PTX cache is not read.
-    super::compile::bypass_disk_cache();
+    crate::backend::cuda::core::compile::bypass_disk_cache();
     all_programs()
         .iter()
         .map(|p| Ok((p.label(), compile(p, arch)?.to_src().len())))
@@ -626,7 +602,7 @@ pub(crate) fn programs_for(
     precision: crate::backend::Precision,
     fused: bool,
 ) -> Vec<Program> {
-    use super::compile::{BLAS1, LAYOUT, REDUCE};
+    use crate::backend::cuda::core::compile::{BLAS1, LAYOUT, REDUCE};
     use crate::backend::Precision;
     let mut v = vec![
         Program::plain(&BLAS1),
@@ -642,8 +618,8 @@ pub(crate) fn programs_for(
             v.push(v3_program(reconstruct, true, true));
         }
         if fused {
-            v.push(super::compile::cr_fused_program());
-            v.push(super::compile::bicgstab_fused_program());
+            v.push(crate::backend::cuda::core::compile::cr_fused_program());
+            v.push(crate::backend::cuda::core::compile::bicgstab_fused_program());
         }
     }
     v
@@ -684,7 +660,7 @@ mod tests {
                 program(StencilVersion::V3_0, r, true),
                 halo_program(r, false),
                 halo_program(r, true),
-                super::super::compile::cr_fused_program(),
+                crate::backend::cuda::core::compile::cr_fused_program(),
             ] {
                 assert!(got.contains(&key(&want)), "{r:?}: {}", want.label());
             }
@@ -711,7 +687,7 @@ mod tests {
         // enough for the fewer, larger blocks of the dot launches.
         let v: usize = 32 * 32 * 32 * 64;
         let blocks = (v / 2).div_ceil(launch_block(32, true, false));
-        assert!(2 * blocks <= super::super::fused::partials_len(v));
+        assert!(2 * blocks <= crate::backend::cuda::core::cr_state::partials_len(v));
     }
 
     #[test]
@@ -719,7 +695,7 @@ mod tests {
         // The kernel's default V3_FULL_MAX_BLOCK, stencil_v3's __launch_bounds__, must be
         // the block the host clamps full-mode launches without the dot to (a larger launch
         // fails on the GPU), and the dot's entry must keep the bound of its 256+ threads.
-        let src = include_str!("../../../kernels/stencil_v3.cu");
+        let src = include_str!("../../../../kernels/stencil_v3.cu");
         let line = src
             .lines()
             .find(|l| l.starts_with("#define V3_FULL_MAX_BLOCK "))
@@ -744,7 +720,7 @@ mod tests {
         // stencil_v3_full_dot_col is launched with exactly DOT_MIN_BLOCK threads: its
         // bound must be that (a smaller one fails the launch, a larger one caps the
         // double builds' registers at 128 and they spill).
-        let src = include_str!("../../../kernels/stencil_v3.cu");
+        let src = include_str!("../../../../kernels/stencil_v3.cu");
         let line = src
             .lines()
             .find(|l| l.starts_with("#define V3_DOT_COL_BLOCK "))

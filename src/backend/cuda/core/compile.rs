@@ -18,10 +18,10 @@ pub(crate) struct KernelSource {
     pub code: &'static str,
 }
 
-const COMMON: &str = include_str!("../../../kernels/common.cuh");
-const CR_DEVICE: &str = include_str!("../../../kernels/cr_device.cuh");
-const V3_CORE: &str = include_str!("../../../kernels/v3_core.cuh");
-const HALF: &str = include_str!("../../../kernels/half.cuh");
+const COMMON: &str = include_str!("../../../../kernels/common.cuh");
+const CR_DEVICE: &str = include_str!("../../../../kernels/cr_device.cuh");
+const V3_CORE: &str = include_str!("../../../../kernels/v3_core.cuh");
+const HALF: &str = include_str!("../../../../kernels/half.cuh");
 /// The embedded headers a source may `#include "..."`.
 const HEADERS: [(&str, &str); 4] = [
     ("common.cuh", COMMON),
@@ -32,36 +32,36 @@ const HEADERS: [(&str, &str); 4] = [
 
 pub(crate) static BLAS1: KernelSource = KernelSource {
     name: "blas1.cu",
-    code: include_str!("../../../kernels/blas1.cu"),
+    code: include_str!("../../../../kernels/blas1.cu"),
 };
 pub(crate) static REDUCE: KernelSource = KernelSource {
     name: "reduce.cu",
-    code: include_str!("../../../kernels/reduce.cu"),
+    code: include_str!("../../../../kernels/reduce.cu"),
 };
 pub(crate) static LAYOUT: KernelSource = KernelSource {
     name: "layout.cu",
-    code: include_str!("../../../kernels/layout.cu"),
+    code: include_str!("../../../../kernels/layout.cu"),
 };
 pub(crate) static STENCIL_COARSE: KernelSource = KernelSource {
     name: "stencil_coarse.cu",
-    code: include_str!("../../../kernels/stencil_coarse.cu"),
+    code: include_str!("../../../../kernels/stencil_coarse.cu"),
 };
 pub(crate) static STENCIL_FINE: KernelSource = KernelSource {
     name: "stencil_fine.cu",
-    code: include_str!("../../../kernels/stencil_fine.cu"),
+    code: include_str!("../../../../kernels/stencil_fine.cu"),
 };
 pub(crate) static STENCIL_V3: KernelSource = KernelSource {
     name: "stencil_v3.cu",
-    code: include_str!("../../../kernels/stencil_v3.cu"),
+    code: include_str!("../../../../kernels/stencil_v3.cu"),
 };
 /// 3.0's face exchange on a decomposed lattice: pack and exterior kernels.
 pub(crate) static HALO: KernelSource = KernelSource {
     name: "halo.cu",
-    code: include_str!("../../../kernels/halo.cu"),
+    code: include_str!("../../../../kernels/halo.cu"),
 };
 pub(crate) static HEATBATH: KernelSource = KernelSource {
     name: "heatbath.cu",
-    code: include_str!("../../../kernels/heatbath.cu"),
+    code: include_str!("../../../../kernels/heatbath.cu"),
 };
 
 /// The quenched generator's program: no FMA contraction, so + and * round as on the CPU.
@@ -77,7 +77,7 @@ pub(crate) fn heatbath_program() -> Program {
 /// round as the CPU backend's.
 pub(crate) static CR_FUSED: KernelSource = KernelSource {
     name: "cr_fused.cu",
-    code: include_str!("../../../kernels/cr_fused.cu"),
+    code: include_str!("../../../../kernels/cr_fused.cu"),
 };
 
 pub(crate) fn cr_fused_program() -> Program {
@@ -91,7 +91,7 @@ pub(crate) fn cr_fused_program() -> Program {
 /// BiCGStab's iteration with device scalars: no FMA contraction, as for the fused CR.
 pub(crate) static BICGSTAB_FUSED: KernelSource = KernelSource {
     name: "bicgstab_fused.cu",
-    code: include_str!("../../../kernels/bicgstab_fused.cu"),
+    code: include_str!("../../../../kernels/bicgstab_fused.cu"),
 };
 
 pub(crate) fn bicgstab_fused_program() -> Program {
@@ -104,7 +104,7 @@ pub(crate) fn bicgstab_fused_program() -> Program {
 
 pub(crate) static STENCIL_SPLIT: KernelSource = KernelSource {
     name: "stencil_split.cu",
-    code: include_str!("../../../kernels/stencil_split.cu"),
+    code: include_str!("../../../../kernels/stencil_split.cu"),
 };
 
 /// A source with one set of preprocessor defines: the unit that is compiled and cached.

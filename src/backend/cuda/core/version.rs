@@ -449,6 +449,14 @@ impl<'de> serde::Deserialize<'de> for StencilVersion {
     }
 }
 
+/// The link hints of 3.0's full mode without the dot (kernels/stencil_v3.cu
+/// `V3_FULL_ENTRIES`), in the tuner's order: (entry-point suffix, the directions whose links
+/// skip L1, named for the report). Index 0 is the default (`V3_FULL_STREAM_MASK`, the t
+/// links unless a define changes it); "_l1all" keeps every link in L1, "_l1xy" only the x
+/// and y links (mask 12).
+pub(crate) const V3_LINK_HINTS: [(&str, &str); 3] =
+    [("", "t"), ("_l1all", "none"), ("_l1xy", "z,t")];
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,9 +16,11 @@
 //!
 //! Every value is a copy: the array is the host layout's bit for bit (tests/gpu_fast.rs).
 
-use super::device::err;
-use super::staging::{StageShape, StagingBuffers};
-use super::version::Reconstruct;
+use crate::backend::cuda::core::device::err;
+use crate::backend::cuda::core::staging::chunk_sites;
+pub use crate::backend::cuda::core::staging::LinkUpload;
+use crate::backend::cuda::core::staging::{StageShape, StagingBuffers};
+use crate::backend::cuda::core::version::Reconstruct;
 use crate::error::{Error, Result};
 use crate::field::Su3;
 use crate::geometry::lattice::{Lattice, NDIM};
@@ -30,66 +32,6 @@ use cudarc::driver::{
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Instant;
-
-/// How version 3.0's r18 and r12 links reach the device (r8 always takes `Host`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum LinkUpload {
-    /// Laid out on the host into the pinned staging buffers, copied in final order.
-    Host,
-    /// Whole sites copied by the host into pinned staging, laid out on the device, every
-    /// worker thread with its own buffers, stream and scratch slot (the default).
-    #[default]
-    Workers,
-}
-
-impl LinkUpload {
-    pub const ALL: [LinkUpload; 2] = [LinkUpload::Host, LinkUpload::Workers];
-
-    /// "host", "workers" (as the report names them).
-    pub fn name(self) -> &'static str {
-        match self {
-            LinkUpload::Host => "host",
-            LinkUpload::Workers => "workers",
-        }
-    }
-
-    /// The path taken for `reconstruct`: r8 keeps the host's (its packing is host math).
-    pub fn for_reconstruct(self, reconstruct: Reconstruct) -> Self {
-        if reconstruct == Reconstruct::R8 {
-            LinkUpload::Host
-        } else {
-            self
-        }
-    }
-
-    /// Chunks in flight side by side, each with its scratch slot: one, or for `Workers`
-    /// one per worker thread of the pool (at most one per chunk of `per_chunk` sites).
-    pub(crate) fn lanes(self, volume: usize, per_chunk: usize) -> usize {
-        match self {
-            LinkUpload::Workers => rayon::current_num_threads()
-                .min(volume.div_ceil(per_chunk.max(1)))
-                .max(1),
-            LinkUpload::Host => 1,
-        }
-    }
-
-    /// Complex numbers per link in the device scratch buffer (None: no scratch): the
-    /// stored elements (the host drops row 2 for r12).
-    pub(crate) fn stride(self, reconstruct: Reconstruct) -> Option<usize> {
-        match self.for_reconstruct(reconstruct) {
-            LinkUpload::Host => None,
-            LinkUpload::Workers => Some(reconstruct.elems()),
-        }
-    }
-}
-
-/// Sites per chunk: as many as `max_values` f64 hold at `stride` complex per link, an even
-/// number (each checkerboard index of the chunk then holds both its sites), at least 2
-/// and at most the volume.
-pub(crate) fn chunk_sites(volume: usize, stride: usize, max_values: usize) -> usize {
-    let per_site = 2 * NDIM * stride;
-    ((max_values / per_site) & !1).max(2).min(volume)
-}
 
 /// f64 of the device scratch buffer of a 3.0 backend with `reconstruct` and `mode` on
 /// `volume` sites, staging `max_values` at most per chunk (0: none). The footprint's and
@@ -624,13 +566,15 @@ pub fn bench(
             "needs 18- or 12-real links and an even volume",
         ));
     }
-    let ctx = super::device::open_context(0)?;
+    let ctx = crate::backend::cuda::core::device::open_context(0)?;
     let stream = ctx.default_stream();
-    let (module, _) = super::device::load_module(
+    let (module, _) = crate::backend::cuda::core::device::load_module(
         &ctx,
-        &super::compile::Program::plain(&super::compile::LAYOUT),
+        &crate::backend::cuda::core::compile::Program::plain(
+            &crate::backend::cuda::core::compile::LAYOUT,
+        ),
     )?;
-    let func = super::device::function(&module, "links_from_sites")?;
+    let func = crate::backend::cuda::core::device::function(&module, "links_from_sites")?;
     let elems = reconstruct.elems();
     let n_links = 2 * NDIM * elems * volume;
     let scratch_n = variants
@@ -638,7 +582,11 @@ pub fn bench(
         .map(|&(m, st)| scratch_values(volume, reconstruct, m, st.link_chunk_values(m)))
         .max()
         .unwrap_or(0);
-    super::device::ensure_fits(&ctx, 8 * (n_links + scratch_n), "the link upload bench")?;
+    crate::backend::cuda::core::device::ensure_fits(
+        &ctx,
+        8 * (n_links + scratch_n),
+        "the link upload bench",
+    )?;
     // SAFETY: both are written (by the uploads' copies and layouts) before they are read,
     // and only the uploads touch them.
     let mut links =
@@ -647,7 +595,7 @@ pub fn bench(
     let mut scratch = unsafe { stream.alloc::<f64>(scratch_n.max(1)) }
         .map_err(err("allocating the bench's scratch buffer"))?;
     for &(mode, st) in variants {
-        super::staging::prepin_all(&ctx, &st.pins(mode, volume))?;
+        crate::backend::cuda::core::staging::prepin_all(&ctx, &st.pins(mode, volume))?;
     }
     let host = links_as_f64(&gauge.links);
     let mut runs: Vec<Vec<(f64, DeviceUploadTimes)>> = vec![Vec::new(); variants.len()];
@@ -721,7 +669,7 @@ pub fn variant_name(mode: LinkUpload, st: StageShape) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::cuda::fast_layout::links_to_soa;
+    use crate::backend::cuda::core::fast_layout::links_to_soa;
     use crate::field::GaugeField;
     use crate::geometry::lattice::DEFAULT_BOUNDARY;
 

@@ -10,9 +10,9 @@
 //! reduction returning its scalar), so timing adds no host synchronisation to the solver
 //! loop.
 
-use super::device::driver_err;
-use super::kernels::Kernel;
-use super::timeline::{Timeline, TimelineRow};
+use crate::backend::cuda::core::device::driver_err;
+use crate::backend::cuda::core::kernels::Kernel;
+use crate::backend::cuda::core::timeline::{Timeline, TimelineRow};
 use crate::backend::TuningOptions;
 use crate::error::Result;
 use cudarc::driver::{
@@ -448,7 +448,7 @@ macro_rules! launch_values {
         // kernel source), every address is a live device allocation of this context sized
         // for the launch, and the kernels guard their indices and call qcd_pdl_wait first.
         let launched = unsafe { $gpu.launch_values($func, $cfg, &mut params) };
-        launched.map_err(|e| $crate::backend::cuda::device::driver_err(&format!("launching {}", kernel.name()), e))?;
+        launched.map_err(|e| $crate::backend::cuda::core::device::driver_err(&format!("launching {}", kernel.name()), e))?;
         $gpu.end(pending, kernel, $n)?;
     }};
 }
@@ -468,7 +468,7 @@ macro_rules! launch {
         // kernel source), every buffer is a live device allocation of this context sized
         // for the launch, and the kernels guard their indices.
         let launched = unsafe { builder.launch($cfg) };
-        launched.map_err(|e| $crate::backend::cuda::device::driver_err(&format!("launching {}", kernel.name()), e))?;
+        launched.map_err(|e| $crate::backend::cuda::core::device::driver_err(&format!("launching {}", kernel.name()), e))?;
         $gpu.end(pending, kernel, $n)?;
     }};
 }

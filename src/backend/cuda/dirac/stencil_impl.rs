@@ -10,27 +10,17 @@
 //! `set_geometry`: nothing else depends on it, so a tuner can time candidates on the live
 //! backend), its tune-cache kernel name and its own flop and byte counts.
 
-use super::core::Core;
-use super::fast_layout::SpinorOrder;
-use super::field::DeviceSpinor;
-use super::fused::DeviceCrState;
-use super::version::StencilVersion;
+use crate::backend::cuda::core::cr_state::DeviceCrState;
+use crate::backend::cuda::core::fast_layout::SpinorOrder;
+use crate::backend::cuda::core::field::DeviceSpinor;
+pub use crate::backend::cuda::core::tune::Geometry;
+use crate::backend::cuda::core::version::StencilVersion;
+use crate::backend::cuda::dirac::blas::Core;
 use crate::backend::Capabilities;
 use crate::error::Result;
 use crate::field::C64;
 use crate::geometry::lattice::Lattice;
 use crate::linalg::{Layout, Operator};
-
-/// The free launch geometry of a stencil: `multiple` (sites per block of 1.2 to 2.0),
-/// `coarse_block` (threads per block of the one-thread-per-site 1.0 and 3.0) and
-/// `link_hint` (3.0's full mode without the dot: which directions' links skip L1, an index
-/// into `stencil::V3_LINK_HINTS`; 0, the default, for every other version and mode).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Geometry {
-    pub multiple: usize,
-    pub coarse_block: usize,
-    pub link_hint: usize,
-}
 
 pub(crate) trait StencilImpl {
     /// What this family holds and runs beyond full double fields (one source of truth:
@@ -55,7 +45,7 @@ pub(crate) trait StencilImpl {
     fn tune_kernel(&self) -> String;
     /// The launch geometries a tuner times (around the current one).
     fn candidates(&self) -> Vec<Geometry> {
-        super::tune::geometry_candidates(self.version(), self.geometry())
+        crate::backend::cuda::core::tune::geometry_candidates(self.version(), self.geometry())
     }
     /// The version's own executed flops and global-memory bytes per site and full
     /// application (see `StencilVersion`).

@@ -3,12 +3,12 @@
 //! made before anything is allocated (`app::footprint`) and for the construction's own
 //! check of free memory. tests/gpu_memory.rs sets them beside the books of live backends.
 
-use super::backend::CudaOptions;
-use super::fused::cr_state_bytes;
-use super::halo::{face_bytes, gathered_bytes};
-use super::kernels::{reduce_blocks, reduce_buffer_bytes};
-use super::link_upload::{scratch_values, LinkUpload};
-use super::version::{LinkLayout, Reconstruct, StencilVersion};
+use crate::backend::cuda::core::cr_state::cr_state_bytes;
+use crate::backend::cuda::core::kernels::{reduce_blocks, reduce_buffer_bytes};
+use crate::backend::cuda::core::options::CudaOptions;
+use crate::backend::cuda::core::version::{LinkLayout, Reconstruct, StencilVersion};
+use crate::backend::cuda::dirac::link_upload::{scratch_values, LinkUpload};
+use crate::backend::cuda::halo::{face_bytes, gathered_bytes};
 use crate::backend::ledger::{sorted_lines, MemoryLine, Purpose};
 use crate::geometry::lattice::NDIM;
 use crate::geometry::partition::Partition;
@@ -63,7 +63,7 @@ pub fn construction(volume: usize, opts: &CudaOptions) -> Construction {
         volume,
         opts,
         upload,
-        super::staging::StageShape::of(&opts.tuning)
+        crate::backend::cuda::core::staging::StageShape::of(&opts.tuning)
             .link_chunk_values(upload.for_reconstruct(opts.reconstruct)),
     )
 }
@@ -192,7 +192,10 @@ pub fn cr_state(volume: usize, max_iter: u64, ranks: Option<usize>) -> MemoryLin
 
 /// A fused BiCGStab solve's device state with room for `max_iter` iterations.
 pub fn bi_state(max_iter: u64) -> MemoryLine {
-    line(Purpose::CrState, super::bicgstab::bi_state_bytes(max_iter))
+    line(
+        Purpose::CrState,
+        crate::backend::cuda::engines::bicgstab::bi_state_bytes(max_iter),
+    )
 }
 
 /// A decomposed rank's halo: the face buffers and ghost links (one allocation set per split
@@ -255,7 +258,7 @@ mod tests {
         // (the GPU test every_plan_books_exactly_what_its_estimate_says caught it held in
         // the estimate's solve phase, 4 bytes over the books).
         let r12 = opts(StencilVersion::V3_0, Reconstruct::R12);
-        let stage = crate::backend::cuda::staging::STAGE_BYTES / 8;
+        let stage = crate::backend::cuda::core::staging::STAGE_BYTES / 8;
         let c = construction_with(v, &r12, LinkUpload::Host, stage);
         assert_eq!(total(&c.peak), 384 * vv + 4 + red);
         assert_eq!(total(&c.resident), 384 * vv + red);
@@ -267,7 +270,7 @@ mod tests {
         );
         // The workers: a slot of one chunk per worker thread, 3 MiB of r12 sites each
         // (8192 sites: 3 * 2^17 f64 / 48 per site), at most one per chunk (16 here).
-        let lane = crate::backend::cuda::staging::LANE_BYTES / 8;
+        let lane = crate::backend::cuda::core::staging::LANE_BYTES / 8;
         let lanes = rayon::current_num_threads().min(v.div_ceil(8192));
         let c = construction_with(v, &r12, LinkUpload::Workers, lane);
         assert_eq!(

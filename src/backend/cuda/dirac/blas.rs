@@ -4,14 +4,16 @@
 //! of the spinor uploads and downloads (`staging`). The stencil objects (`seed`, `fast`) take it by `&mut` in
 //! every call, so that `CudaBackend` holds the two side by side.
 
-use super::device::{err, function};
-use super::fast_layout::{Segment, SpinorChunk, SpinorOrder};
-use super::field::DeviceSpinor;
-use super::halo::Halo;
-use super::kernels::{reduce_blocks, Kernel, BLAS_BLOCK, REDUCE_BLOCK};
-use super::staging::{download_through, upload_through, StageShape, StagedTimes, StagingBuffers};
-use super::stencil::{cfg_1d, dptr, launch_v3, V3Kernels, V3Launch};
-use super::timing::{launch, GpuStream};
+use crate::backend::cuda::core::device::{err, function};
+use crate::backend::cuda::core::fast_layout::{Segment, SpinorChunk, SpinorOrder};
+use crate::backend::cuda::core::field::DeviceSpinor;
+use crate::backend::cuda::core::kernels::{reduce_blocks, Kernel, BLAS_BLOCK, REDUCE_BLOCK};
+use crate::backend::cuda::core::staging::{
+    download_through, upload_through, StageShape, StagedTimes, StagingBuffers,
+};
+use crate::backend::cuda::core::stencil::{cfg_1d, dptr, launch_v3, V3Kernels, V3Launch};
+use crate::backend::cuda::core::timing::{launch, GpuStream};
+use crate::backend::cuda::halo::Halo;
 use crate::backend::ledger::{Booking, Ledger, Purpose};
 use crate::error::{Error, Result};
 use crate::field::C64;
@@ -61,7 +63,7 @@ pub(crate) struct ReduceArgs {
 impl ReduceBuffers {
     /// Buffers for first passes of at most `blocks` blocks.
     pub fn new(stream: &Arc<CudaStream>, ledger: &Ledger, blocks: usize) -> Result<Self> {
-        let upper = super::kernels::climb_len(blocks).max(1);
+        let upper = crate::backend::cuda::core::kernels::climb_len(blocks).max(1);
         let alloc = |n| {
             stream
                 .alloc_zeros::<f64>(n)
@@ -76,7 +78,7 @@ impl ReduceBuffers {
             result: alloc(2)?,
             _booking: ledger.book(
                 Purpose::Reductions,
-                super::kernels::reduce_buffer_bytes(blocks),
+                crate::backend::cuda::core::kernels::reduce_buffer_bytes(blocks),
             ),
         })
     }
@@ -337,7 +339,8 @@ impl Core {
     /// side: `Halo::global_sum_device`), so that a caller never sums it again.
     pub fn read_reduction(&mut self, complex: bool) -> Result<(f64, f64)> {
         if let Some(h) = &mut self.halo {
-            let src = super::stencil::dptr(&self.reduce.result, &self.gpu.stream);
+            let src =
+                crate::backend::cuda::core::launch::dptr(&self.reduce.result, &self.gpu.stream);
             let [re, im] = h.global_sum_device::<2>(&self.gpu.stream, src)?;
             self.gpu.collect()?;
             return Ok((re, if complex { im } else { 0.0 }));
@@ -358,7 +361,7 @@ impl Core {
 
     /// A field's values as f64 pairs in its own order (widened from single).
     pub fn read_raw(&mut self, f: &DeviceSpinor) -> Result<Vec<f64>> {
-        use super::field::DeviceData;
+        use crate::backend::cuda::core::field::DeviceData;
         let stream = self.gpu.stream.clone();
         let v = match &f.data {
             DeviceData::Double(d) => stream

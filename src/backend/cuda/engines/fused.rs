@@ -11,63 +11,21 @@
 //! The operator with its (r|Ar) epilogue (`cr_apply_dot`) is the stencil's (stencil_v3.cu):
 //! it uses the same state (scalars, partials from index 0, tickets[CR_TICKET_APPLY]).
 
-use super::compile::cr_fused_program;
-use super::device::{driver_err, function, load_module};
-use super::field::{RawField, RawFieldMut};
-use super::kernels::Kernel;
-use super::stencil::dptr;
-use super::timing::{launch, launch_values, CaptureTally, GpuStream};
-use crate::backend::ledger::{Booking, Ledger, Purpose};
+use crate::backend::cuda::core::compile::cr_fused_program;
+use crate::backend::cuda::core::cr_state::*;
+use crate::backend::cuda::core::device::{driver_err, function, load_module};
+use crate::backend::cuda::core::field::{RawField, RawFieldMut};
+use crate::backend::cuda::core::kernels::Kernel;
+use crate::backend::cuda::core::launch::dptr;
+use crate::backend::cuda::core::timing::{launch, launch_values, CaptureTally, GpuStream};
+use crate::backend::ledger::{Ledger, Purpose};
 use crate::backend::{CrScalars, Precision};
 use crate::error::{Error, Result};
-use crate::field::C64;
 use cudarc::driver::{
     sys, CudaFunction, CudaGraph, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig,
     SyncOnDrop,
 };
 use std::collections::HashMap;
-
-/// Indices into the device scalar block (the same numbers as kernels/cr_device.cuh).
-pub const CR_RAR_RE: usize = 0;
-pub const CR_RAR_IM: usize = 1;
-pub const CR_APAP: usize = 2;
-pub const CR_NR: usize = 3;
-pub const CR_EPS: usize = 4;
-pub const CR_ALPHA_RE: usize = 5;
-pub const CR_ALPHA_IM: usize = 6;
-pub const CR_BETA_RE: usize = 7;
-pub const CR_BETA_IM: usize = 8;
-pub const CR_ITER: usize = 9;
-pub const CR_MAX_ITER: usize = 10;
-pub const CR_ACTIVE: usize = 11;
-/// The host's part of the block (`CrScalars`): indices below this.
-pub const CR_HOST_SCALARS: usize = 12;
-/// Set at creation: 1 on a decomposed lattice (the reducing kernels leave their sum in
-/// CR_LOCAL_RE/IM, xr its nr in CR_LOCAL_NR, for `cr_global`).
-pub const CR_SPLIT: usize = 12;
-pub const CR_LOCAL_RE: usize = 13;
-/// The imaginary part and xr's nr follow the real one (the all-gather moves the three,
-/// `CR_GATHERED`); kept in step with the header by a test.
-#[allow(dead_code)]
-pub const CR_LOCAL_IM: usize = 14;
-pub const CR_LOCAL_NR: usize = 15;
-/// CR_LOCAL_NR when no xr has left its nr for the next apply's `cr_global` (kept in step
-/// with the header by a test).
-pub const CR_NO_NR: f64 = -1.0;
-/// Doubles each rank contributes to a decomposed reduction's all-gather: CR_LOCAL_RE
-/// through CR_LOCAL_NR (the header derives it the same way).
-pub const CR_GATHERED: usize = CR_LOCAL_NR - CR_LOCAL_RE + 1;
-/// Ticket counters (kernels/cr_device.cuh CR_TICKET_*; the kernels pick their own, the
-/// host only allocates CR_TICKETS zeroed counters; kept in step with the header by a test).
-#[allow(dead_code)]
-pub const CR_TICKET_XR: usize = 0;
-#[allow(dead_code)]
-pub const CR_TICKET_APPLY: usize = 1;
-#[allow(dead_code)]
-pub const CR_TICKET_P: usize = 2;
-pub const CR_TICKETS: usize = 4;
-
-pub use super::kernels::{cr_grid, CR_BLOCK, CR_MAX_GRID, CR_SCALARS};
 
 /// The launch of cr_xr and cr_p over n complex numbers.
 pub(crate) fn cr_cfg(n: usize) -> LaunchConfig {
@@ -76,94 +34,6 @@ pub(crate) fn cr_cfg(n: usize) -> LaunchConfig {
         block_dim: (CR_BLOCK as u32, 1, 1),
         shared_mem_bytes: (CR_BLOCK * 16) as u32,
     }
-}
-
-/// Doubles of the partial-sum buffer for a lattice of `volume` sites: a double2 per block
-/// of any launch of at least 32 threads per block over the full lattice (one thread per
-/// site: the stencil's dot epilogue), and of cr_xr and cr_p.
-pub fn partials_len(volume: usize) -> usize {
-    2 * (volume / 32 + 1).max(CR_MAX_GRID)
-}
-
-/// `CrScalars` as the host part of the device block (iter and max_iter as exact doubles,
-/// active 1 or 0).
-pub fn scalars_to_block(s: &CrScalars) -> [f64; CR_HOST_SCALARS] {
-    let mut b = [0.0; CR_HOST_SCALARS];
-    b[CR_RAR_RE] = s.rar.re;
-    b[CR_RAR_IM] = s.rar.im;
-    b[CR_APAP] = s.apap;
-    b[CR_NR] = s.nr;
-    b[CR_EPS] = s.eps;
-    b[CR_ALPHA_RE] = s.alpha.re;
-    b[CR_ALPHA_IM] = s.alpha.im;
-    b[CR_BETA_RE] = s.beta.re;
-    b[CR_BETA_IM] = s.beta.im;
-    b[CR_ITER] = s.iter as f64;
-    b[CR_MAX_ITER] = s.max_iter as f64;
-    b[CR_ACTIVE] = if s.active { 1.0 } else { 0.0 };
-    b
-}
-
-/// The inverse of `scalars_to_block` (of the block's first CR_HOST_SCALARS entries).
-pub fn block_to_scalars(b: &[f64]) -> CrScalars {
-    CrScalars {
-        rar: C64::new(b[CR_RAR_RE], b[CR_RAR_IM]),
-        apap: b[CR_APAP],
-        nr: b[CR_NR],
-        eps: b[CR_EPS],
-        alpha: C64::new(b[CR_ALPHA_RE], b[CR_ALPHA_IM]),
-        beta: C64::new(b[CR_BETA_RE], b[CR_BETA_IM]),
-        iter: b[CR_ITER] as u64,
-        max_iter: b[CR_MAX_ITER] as u64,
-        active: b[CR_ACTIVE] != 0.0,
-    }
-}
-
-/// The device side of one fused CR solve.
-pub struct DeviceCrState {
-    /// CR_SCALARS doubles.
-    pub(crate) scalars: CudaSlice<f64>,
-    /// nr of iterations 0..=max_iter.
-    pub(crate) history: CudaSlice<f64>,
-    /// Per-block partial sums (double2 as pairs), `partials_len(volume)` doubles: room for
-    /// any launch of at least 32 threads per block over the full lattice, and for
-    /// cr_xr and cr_p.
-    pub(crate) partials: CudaSlice<f64>,
-    /// CR_TICKETS counters, zero between launches.
-    pub(crate) tickets: CudaSlice<u32>,
-    /// Decomposed lattice: every rank's (CR_LOCAL_RE, CR_LOCAL_IM, CR_LOCAL_NR), gathered
-    /// in rank order (CR_GATHERED doubles per rank); None on one GPU alone.
-    pub(crate) gathered: Option<CudaSlice<f64>>,
-    /// All of it on the backend's books (`Purpose::CrState`).
-    _booking: Booking,
-}
-
-/// Bytes of a fused CR state on a lattice of `volume` sites with room for `max_iter`
-/// iterations (`ranks`: Some(n) on a decomposed lattice): the scalar block, the history,
-/// the partial sums, the tickets and the gathered sums.
-pub fn cr_state_bytes(volume: usize, max_iter: u64, ranks: Option<usize>) -> u64 {
-    let doubles = CR_SCALARS
-        + max_iter as usize
-        + 1
-        + partials_len(volume)
-        + ranks.map_or(0, |n| CR_GATHERED * n.max(1));
-    (doubles * 8 + CR_TICKETS * 4) as u64
-}
-
-impl DeviceCrState {
-    /// Ranks whose sums this state adds (1 when undecomposed).
-    pub fn ranks(&self) -> usize {
-        self.gathered.as_ref().map_or(1, |g| g.len() / CR_GATHERED)
-    }
-}
-
-/// The reductions of the fused iteration that end over the ranks (`cr_global`'s
-/// `which`): apply's (r|Ar) with xr's nr (nr is first read by p, so xr needs no
-/// all-gather of its own), and p's (Ap|Ap).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CrReduction {
-    Apply = 1,
-    P = 2,
 }
 
 struct FusedKernels {
@@ -643,7 +513,7 @@ fn launch_graph(gpu: &mut GpuStream, g: &mut CachedGraph) -> Result<()> {
     g.graph.launch().map_err(err("launching a CUDA graph"))?;
     gpu.end_work(pending, g.tally.flops, g.tally.bytes)?;
     g.launches += 1;
-    if g.timeline != 0 && g.launches == super::timeline::SNAPSHOT_AT {
+    if g.timeline != 0 && g.launches == crate::backend::cuda::core::timeline::SNAPSHOT_AT {
         gpu.timeline_snapshot(g.timeline)?;
     }
     Ok(())
@@ -729,7 +599,8 @@ pub(crate) fn repeat<B>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::cuda::kernels::CR_PER_THREAD;
+    use crate::backend::cuda::core::kernels::CR_PER_THREAD;
+    use crate::field::C64;
 
     #[test]
     fn scalars_round_trip_through_the_block() {
@@ -760,7 +631,7 @@ mod tests {
 
     #[test]
     fn indices_match_the_device_header() {
-        let header = include_str!("../../../kernels/cr_device.cuh");
+        let header = include_str!("../../../../kernels/cr_device.cuh");
         for (name, value) in [
             ("CR_RAR_RE", CR_RAR_RE),
             ("CR_RAR_IM", CR_RAR_IM),
@@ -784,7 +655,7 @@ mod tests {
             ("CR_TICKET_APPLY", CR_TICKET_APPLY),
             ("CR_TICKET_P", CR_TICKET_P),
             ("CR_TICKETS", CR_TICKETS),
-            ("CR_PEER_SLOT", super::super::halo::PEER_SLOT),
+            ("CR_PEER_SLOT", crate::backend::cuda::halo::PEER_SLOT),
         ] {
             let line = format!("#define {name} {value}\n");
             assert!(

@@ -17,13 +17,13 @@
 //! one-GPU `DeviceExchange`: ranks as threads of one process on the same GPU, faces moved
 //! by device-to-device copies ordered by CUDA events (NCCL refuses two ranks on one GPU).
 
-use super::device::{err, function, load_module};
-use super::fast_layout::stored_link;
-use super::kernels::Kernel;
-use super::kernels::HALO_BLOCK;
-use super::stencil::{cfg_1d, halo_program, launch_v3, V3Kernels, V3Launch};
-use super::timing::{launch, launch_values, GpuStream};
-use super::version::Reconstruct;
+use crate::backend::cuda::core::device::{err, function, load_module};
+use crate::backend::cuda::core::fast_layout::stored_link;
+use crate::backend::cuda::core::kernels::Kernel;
+use crate::backend::cuda::core::kernels::HALO_BLOCK;
+use crate::backend::cuda::core::stencil::{cfg_1d, halo_program, launch_v3, V3Kernels, V3Launch};
+use crate::backend::cuda::core::timing::{launch, launch_values, GpuStream};
+use crate::backend::cuda::core::version::Reconstruct;
 use crate::backend::ledger::{Booking, Ledger, Purpose};
 use crate::comms::{Comms, DeviceExchange, DeviceMessage};
 use crate::error::{Error, Result};
@@ -869,7 +869,7 @@ fn face_messages(p: &Partition, mu: usize) -> [(usize, u32, FaceBuffer); 4] {
 /// The device address of an allocation (the backend's streams are ordered by events, and
 /// event tracking is off).
 fn raw<T>(s: &CudaSlice<T>, stream: &CudaStream) -> u64 {
-    super::stencil::dptr(s, stream)
+    crate::backend::cuda::core::launch::dptr(s, stream)
 }
 
 /// Let each of GPUs 0..gpus reach the others' memory directly, for
@@ -880,7 +880,7 @@ fn raw<T>(s: &CudaSlice<T>, stream: &CudaStream) -> u64 {
 /// cannot reach each other (not supported: the caller refuses them).
 pub fn enable_peer_access(gpus: usize) -> Result<Vec<(usize, usize)>> {
     let ctxs = (0..gpus)
-        .map(super::device::open_context)
+        .map(crate::backend::cuda::core::device::open_context)
         .collect::<Result<Vec<_>>>()?;
     let mut without = Vec::new();
     for (i, a) in ctxs.iter().enumerate() {
@@ -908,7 +908,7 @@ pub fn enable_peer_access(gpus: usize) -> Result<Vec<(usize, usize)>> {
                     )))
                 }
             }
-            let pool = super::device::default_pool(b)?;
+            let pool = crate::backend::cuda::core::device::default_pool(b)?;
             let desc = sys::CUmemAccessDesc {
                 location: sys::CUmemLocation {
                     type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,

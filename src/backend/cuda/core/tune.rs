@@ -7,11 +7,21 @@
 //! other kernel sources are reported as stale and dropped. Never trusted blindly.
 //! `geometry_candidates` is what a stencil version's tuner times (no CUDA needed).
 
-use super::stencil_impl::Geometry;
-use super::version::StencilVersion;
+use crate::backend::cuda::core::version::StencilVersion;
 use crate::error::{Error, Result};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+
+/// The free launch geometry of a stencil: `multiple` (sites per block of 1.2 to 2.0),
+/// `coarse_block` (threads per block of the one-thread-per-site 1.0 and 3.0) and
+/// `link_hint` (3.0's full mode without the dot: which directions' links skip L1, an index
+/// into `stencil::V3_LINK_HINTS`; 0, the default, for every other version and mode).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Geometry {
+    pub multiple: usize,
+    pub coarse_block: usize,
+    pub link_hint: usize,
+}
 
 const HEADER: &str = "# qcd-solve tune cache v3";
 /// The first lines of the older formats (v1: no driver column; v2: no link-hint column):
@@ -190,10 +200,9 @@ fn parse_line(line: &str) -> Option<(TuneKey, Launch)> {
         block: f[8].parse().ok().filter(|&b| b > 0 && b <= 1024)?,
         multiple: f[9].parse().ok().filter(|&m| m > 0)?,
         // A hint past 3.0's variants (`V3_LINK_HINTS`) is corrupt, not one to clamp.
-        link_hint: f[10]
-            .parse()
-            .ok()
-            .filter(|&h: &u32| (h as usize) < super::stencil::V3_LINK_HINTS.len())?,
+        link_hint: f[10].parse().ok().filter(|&h: &u32| {
+            (h as usize) < crate::backend::cuda::core::version::V3_LINK_HINTS.len()
+        })?,
         millis: f[11]
             .parse()
             .ok()
@@ -267,7 +276,7 @@ pub fn distinct_launches(
     }
     cands
         .into_iter()
-        .filter(|g| g.coarse_block <= super::version::V3_FULL_MAX_BLOCK)
+        .filter(|g| g.coarse_block <= crate::backend::cuda::core::version::V3_FULL_MAX_BLOCK)
         .collect()
 }
 
@@ -278,7 +287,7 @@ pub fn link_hint_candidates(version: StencilVersion, best: Geometry, full: bool)
     if version != StencilVersion::V3_0 || !full {
         return Vec::new();
     }
-    (0..super::stencil::V3_LINK_HINTS.len())
+    (0..crate::backend::cuda::core::version::V3_LINK_HINTS.len())
         .filter(|&h| h != best.link_hint)
         .map(|link_hint| Geometry { link_hint, ..best })
         .collect()
@@ -585,8 +594,8 @@ mod tests {
             [32, 64, 96, 128]
         );
         assert_eq!(
-            crate::backend::cuda::stencil::launch_block(512, false, true),
-            super::super::version::V3_FULL_MAX_BLOCK
+            crate::backend::cuda::core::stencil::launch_block(512, false, true),
+            crate::backend::cuda::core::version::V3_FULL_MAX_BLOCK
         );
         // Even-odd (parity launches) and the other versions keep every candidate.
         assert_eq!(
@@ -608,7 +617,7 @@ mod tests {
             link_hint: 0,
         };
         let c = link_hint_candidates(StencilVersion::V3_0, best, true);
-        let n = crate::backend::cuda::stencil::V3_LINK_HINTS.len();
+        let n = crate::backend::cuda::core::version::V3_LINK_HINTS.len();
         // Every hint but the one already timed, at the best block.
         assert_eq!(
             c.iter().map(|g| g.link_hint).collect::<Vec<_>>(),
