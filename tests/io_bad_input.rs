@@ -2,19 +2,13 @@
 //! dimensions, missing paths, failed writes, and random corruptions never panic.
 
 mod common;
-use common::io::copy_modified;
-use common::io::format_error;
-use common::io::lattice;
-use common::replace;
-use common::shared;
+use common::io::{copy_modified, format_error, lattice};
+use common::{replace, shared};
 use qcd_solve::field::GaugeField;
 use qcd_solve::geometry::lattice::DEFAULT_BOUNDARY;
-use qcd_solve::io::read_gauge;
-use qcd_solve::io::read_spinor_npy;
-use qcd_solve::io::write_atomic;
-use qcd_solve::io::write_nersc;
-use qcd_solve::io::GaugeFormat;
-use qcd_solve::io::NerscWrite;
+use qcd_solve::io::{
+    read_gauge, read_spinor_npy, write_atomic, write_nersc, GaugeFormat, NerscWrite,
+};
 use qcd_solve::Error;
 use std::path::Path;
 

@@ -2,28 +2,17 @@
 //! reunitarisation is asked), and header tolerances that follow the printed digits.
 
 mod common;
-use common::io::copy_modified;
-use common::io::format_error;
-use common::io::lattice;
-use common::io::max_link_diff;
-use common::replace;
-use common::shared;
+use common::io::{copy_modified, format_error, lattice, max_link_diff};
+use common::{replace, shared};
 use qcd_solve::field::spinor::idx;
-use qcd_solve::field::GaugeField;
-use qcd_solve::field::SpinorField;
+use qcd_solve::field::{GaugeField, SpinorField};
 use qcd_solve::geometry::lattice::DEFAULT_BOUNDARY;
-use qcd_solve::io::header_tolerance;
-use qcd_solve::io::last_digit_unit;
-use qcd_solve::io::read_gauge;
-use qcd_solve::io::read_gauge_with;
-use qcd_solve::io::read_spinor_npy;
-use qcd_solve::io::write_nersc;
-use qcd_solve::io::write_spinor_npy;
-use qcd_solve::io::NerscWrite;
-use qcd_solve::io::ReadOptions;
+use qcd_solve::io::{
+    header_tolerance, last_digit_unit, read_gauge, read_gauge_with, read_spinor_npy, write_nersc,
+    write_spinor_npy, NerscWrite, ReadOptions,
+};
 use qcd_solve::Error;
-use std::path::Path;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 const FORCE: ReadOptions = ReadOptions { reunitarise: true };
 

@@ -2,15 +2,10 @@
 //! MANIFEST values, formats are detected and named, and the info block reports it all.
 
 mod common;
-use common::io::checksum;
-use common::io::max_link_diff;
-use common::io::read;
+use common::io::{checksum, max_link_diff, read};
 use common::shared;
 use qcd_solve::geometry::lattice::DEFAULT_BOUNDARY;
-use qcd_solve::io::parse_format;
-use qcd_solve::io::read_gauge;
-use qcd_solve::io::unitarity_tolerance;
-use qcd_solve::io::GaugeFormat;
+use qcd_solve::io::{parse_format, read_gauge, unitarity_tolerance, GaugeFormat};
 use qcd_solve::Error;
 
 /// One MANIFEST row. `plaq_rel` is the relative tolerance the brief sets (1e-9 for double

@@ -2,21 +2,14 @@
 //! with the documented index order, and write_atomic replaces or creates.
 
 mod common;
-use common::io::checksum;
-use common::io::lattice;
-use common::io::max_link_diff;
-use common::io::read;
+use common::io::{checksum, lattice, max_link_diff, read};
 use qcd_solve::field::spinor::idx;
-use qcd_solve::field::GaugeField;
-use qcd_solve::field::SpinorField;
+use qcd_solve::field::{GaugeField, SpinorField};
 use qcd_solve::geometry::lattice::DEFAULT_BOUNDARY;
-use qcd_solve::io::read_gauge;
-use qcd_solve::io::read_spinor_npy;
-use qcd_solve::io::write_atomic;
-use qcd_solve::io::write_nersc;
-use qcd_solve::io::write_spinor_npy;
-use qcd_solve::io::GaugeFormat;
-use qcd_solve::io::NerscWrite;
+use qcd_solve::io::{
+    read_gauge, read_spinor_npy, write_atomic, write_nersc, write_spinor_npy, GaugeFormat,
+    NerscWrite,
+};
 use qcd_solve::Error;
 
 #[test]

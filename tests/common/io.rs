@@ -3,13 +3,10 @@
 
 use super::shared;
 use qcd_solve::field::GaugeField;
-use qcd_solve::geometry::lattice::Lattice;
-use qcd_solve::geometry::lattice::DEFAULT_BOUNDARY;
-use qcd_solve::io::read_gauge;
-use qcd_solve::io::GaugeFileInfo;
+use qcd_solve::geometry::lattice::{Lattice, DEFAULT_BOUNDARY};
+use qcd_solve::io::{read_gauge, GaugeFileInfo};
 use qcd_solve::Error;
-use std::path::Path;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 pub fn read(name: &str) -> (GaugeField, GaugeFileInfo) {
     read_gauge(&shared(name), None, None, DEFAULT_BOUNDARY)
