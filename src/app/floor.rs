@@ -518,7 +518,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn targets_are_issue_13_item_1_s() {
+    fn targets_are_the_stated_bounds() {
         use Precision::*;
         // "full dslash double r18 <= 1.25x, single r18 <= 1.25x, r12 (double and single)
         // <= 1.3x, Schur <= 1.2x, fused CR iteration <= 1.15x".
@@ -538,7 +538,7 @@ mod tests {
     }
 
     #[test]
-    fn floors_are_the_issue_s_numbers() {
+    fn floors_are_the_byte_model() {
         // 960 B/site dslash and 3264 B/site CR iteration, double, 18 reals.
         assert_eq!(dslash_floor(18, Precision::Double), 960.0);
         assert_eq!(cr_iteration_floor(18, Precision::Double), 3264.0);

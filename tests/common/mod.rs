@@ -18,3 +18,6 @@ pub fn replace(b: &mut Vec<u8>, from: &str, to: &str) {
         .unwrap_or_else(|| panic!("{from:?} not in file"));
     b.splice(at..at + from.len(), to.bytes());
 }
+
+/// Helpers of the file-format tests (tests/io_*.rs).
+pub mod io;
