@@ -5,6 +5,9 @@
 # Stages: qcd-solve (release, debug info stripped) and the GPU test binaries gpu-tests,
 # gpu-decomposed-tests, gpu-nccl-tests, gpu-fast-tests, gpu-fused-tests,
 # gpu-memory-tests, gpu-solvers-tests, gpu-half-tests (tests/gpu*.rs, --features gpu-tests).
+# BASE=<a checkout with target/release/qcd-solve built> also stages that binary as the
+# baseline .device/base/qcd-solve of MODE=regression (kept from an earlier staging when
+# BASE is not set); .device/commit and .device/base/commit name the commits.
 set -euo pipefail
 root=$(git rev-parse --show-toplevel)
 cd "$root"
@@ -35,7 +38,16 @@ objcopy --strip-debug target/release/qcd-solve "$dest/qcd-solve"
 while read -r name exe; do
     objcopy --strip-debug "$exe" "$dest/${name//_/-}-tests"
 done <"$root/target/gpu-tests.list"
-chmod +x "$dest"/*
+git describe --always --dirty >"$dest/commit"
+if [ -n "${BASE:-}" ]; then
+    mkdir -p "$dest/base"
+    objcopy --strip-debug "$BASE/target/release/qcd-solve" "$dest/base/qcd-solve"
+    chmod +x "$dest/base/qcd-solve"
+    git -C "$BASE" describe --always --dirty >"$dest/base/commit" 2>/dev/null || echo "$BASE" >"$dest/base/commit"
+fi
+chmod +x "$dest"/*-tests "$dest/qcd-solve"
 git check-ignore -q "$dest/qcd-solve" || { echo "$dest is not git-ignored" >&2; exit 1; }
 du -sh "$dest"
+size=$(du -sm "$dest" | cut -f1)
+[ "$size" -lt 60 ] || echo "warning: $dest holds $size MiB; a device call carries at most 64 MiB with the working tree" >&2
 echo 'run: command "bash validate/on-device.sh"  carry [".device"]'

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs ON the device machine (repository root, binaries in .device/ from validate/device.sh):
 # every GPU check and measurement of the project in one call, a short table last.
-#   1. nvidia-smi; the GPU test target (tests/gpu.rs)
+#   1. nvidia-smi; every GPU test target (tests/gpu*.rs)
 #   2. NVRTC compile of every kernel there
 #   3. validate every stencil version on 16x16x16x32, 6x6x6x10, 12x12x12x24
 #   4. the main job on the GPU with every version (16x16x16x32, tol 1e-10)
@@ -11,14 +11,21 @@
 #   7. the CPU bench and scaling on the host's cores
 # Everything lands in /tmp/qcd-out, packed into $OUT/results.tar.gz (the tool returns at
 # most 8 files), with the full log in $OUT/log.txt.
+# MODE= picks what runs (default full: all of the above); an unknown MODE stops at once.
 #   MODE=quick: only the GPU tests and a fresh 16x16x16x32 ablation (tuned) plus its reuse.
-#   MODE=fast: the GPU tests and issue 6's fast path: floors, validate, the options' ablation
-#   and the main job with each option.
-#   MODE=multi: issue 11: the GPU tests (gpu-decomposed, gpu-nccl among them), floor, and the
+#   MODE=fast-path: the GPU tests and the fast path (kernel 3.0, even-odd, single-double,
+#   12-real links): floors, validate, the options' ablation and the main job with each option.
+#   MODE=split-one-gpu: the GPU tests (gpu-decomposed, gpu-nccl among them), floor, and the
 #   main job split over sub-lattices of one GPU (t and xt grids) with CR and BiCGStab.
-#   MODE=seam: issue 10 (the solver seam): the GPU tests, validate --kernel all, ablate
-#   (with the per-method table), and every method's time to solution with kernel 3.0 on the
-#   seed's problem and on the thermalised beta 6.0 16^3x32 field at kappa 0.155.
+#   MODE=scale: the scaling model's inputs at 32^3x64 (floor, halo cost) and scale --gpus 1,2
+#   on one GPU.
+#   MODE=methods: the GPU tests, validate --kernel all, ablate (with the per-method table),
+#   the refusal of a plan that cannot fit, and every method's time to solution with kernel
+#   3.0 on the seed's problem and on the thermalised beta 6.0 16^3x32 field at kappa 0.155.
+#   MODE=methods-on-d: BiCGStab and GCR on D itself, and the live tuner's cost against the
+#   set-up at 32^3x64 and 48^3x96 with an empty tune cache.
+#   MODE=tune-cache: the tune key carries the solve's layout: the options' ablation, then the
+#   fast main job twice (the first sweeps, the second reads the cache).
 #   MODE=options-48: every GPU test, floors with the r8 and half rows, the
 #   3.0 ablation and validation (r8, half-double rows), the seed problem's best options, and
 #   the 48^3x96 whole process with its time line (empty tune cache, then filled).
@@ -27,18 +34,34 @@
 #   MODE=staging: the 48^3x96 whole process with each of the link upload workers' staging
 #   shapes (STAGING_SHAPES, MiB:buffers[:threads], as `--tuning lane_mib=... lane_buffers=...`),
 #   the seed problem (STAGING_ABLATE=1: ablation; =full: with floor and validation), and
-#   the link uploads against the pinned bandwidth. TESTS="gpu-fast-tests"
-#   limits the GPU test targets to those named (any mode).
-#   MODE=x2: issue 15 on nvidia-h200-x2 (two GPUs): equivalence 2 against 1 GPU, weak and
-#   strong scaling, 64^3x128 on two, the launched mode, scale --gpus 1,2 (TESTS= to pick).
-#   MODE=many: issue 16 on nvidia-h200-x4 or -x8 (every visible GPU): scale --gpus along t
-#   and along z and t,
-#   the main job's weak and strong points, 96^3x192 on 8, N processes.
-#   MODE=memory: issue 13 item 3: the gpu-memory test target, then the main job
+#   the link uploads against the pinned bandwidth.
+#   MODE=two-gpus (nvidia-h200-x2 or nvidia-h100-x2): equivalence 2 against 1 GPU, weak and
+#   strong scaling, 64^3x128 on two, the launched mode, scale --gpus 1,2 (TESTS= to pick;
+#   SCALING_ONLY=1: the scaling runs only).
+#   MODE=many-gpus (nvidia-h200-x4 or -x8, every visible GPU): scale --gpus along t and along
+#   z and t, the main job's weak and strong points, 96^3x192 on 8, N processes.
+#   MODE=memory: the gpu-memory test target, then the main job
 #   at 48^3x96 and 64^3x128 (random gauge field, kernel 3.0, even-odd, single-double,
 #   12-real links; CR and BiCGStab), each with its device-memory estimate and books (the
 #   summary's lines) and its time to solution, and the refusal of a plan that cannot fit.
+#   MODE=regression: the check after a change that must not alter behaviour: the current
+#   binary (.device/qcd-solve, "new") against a baseline (.device/base/qcd-solve, "base",
+#   staged by `BASE=<built checkout> bash validate/device.sh`): every GPU test, validate
+#   --kernel all on 16x16x16x32 and 6x6x6x10 with both (every row's checks identical),
+#   floor on 16x16x16x32 and 32x32x32x64 with both, interleaved base, new, base, new
+#   (FLOOR_ROUNDS pairs, default 2; ratios to the floor, new/base), and the main job
+#   (3.0 fast path, 1.6.1, BiCGStab on 3.0) with both (iterations, true residual);
+#   validate/compare_runs.py compares, a table last. Should the whole run pass a call's
+#   600 s, split it: SKIP_TESTS=1 in one call, TESTS=... (some targets) in another.
+# Any mode: TESTS="gpu-fast-tests gpu-tests" limits the GPU test targets to those named;
+# SKIP_TESTS=1 skips them; TEST_ARGS="--include-ignored" also runs those needing two GPUs.
 set -uo pipefail
+mode=${MODE:-full}
+case $mode in
+full | quick | fast-path | split-one-gpu | scale | methods | methods-on-d | tune-cache | options-48 | \
+    timelines | staging | two-gpus | many-gpus | memory | regression) ;;
+*) echo "unknown MODE=$mode (see the header of validate/on-device.sh)" >&2; exit 2 ;;
+esac
 bin=$PWD/.device
 res=/tmp/qcd-out
 big=/tmp/qcd-big   # solutions and gauge files: not sent back
@@ -116,16 +139,16 @@ nproc
 for t in "$bin"/gpu*-tests; do
     [ -n "${SKIP_TESTS:-}" ] && break  # SKIP_TESTS=1: the measurements only
     # MODE=memory: its own test target only (the big solves need the time).
-    [ "${MODE:-full}" = memory ] && [ "$(basename "$t")" != gpu-memory-tests ] && continue
+    [ "$mode" = memory ] && [ "$(basename "$t")" != gpu-memory-tests ] && continue
     # TESTS="gpu-fast-tests gpu-tests": only those targets.
     [ -n "${TESTS:-}" ] && [[ " $TESTS " != *" $(basename "$t") "* ]] && continue
     # TEST_ARGS="--include-ignored": also the tests that need two GPUs.
     step "$(basename "$t")" timeout 400 "$t" --test-threads=1 --nocapture ${TEST_ARGS:-}
 done
 step kernels "$q" kernels --check --arch sm_90
-if [ "${MODE:-full}" = multi ]; then
-    # Issue 11: the split lattice on one GPU (sub-lattices, device copies), its cost, and
-    # the undecomposed 3.0 unchanged (floor).
+if [ "$mode" = split-one-gpu ]; then
+    # The split lattice on one GPU (sub-lattices, device copies), its cost, and the
+    # undecomposed 3.0 unchanged (floor).
     step floor "$q" floor --dims 16,16,16,32 --repeat 200
     step floor-halo-32 "$q" floor --dims 32,32,32,64 --repeat 200 --halo
     fast="--preconditioning even-odd --precision single-double --reconstruct 12"
@@ -147,8 +170,8 @@ for n, r in runs.items():
     d = max(abs(a - b) for a, b in zip(r["residual_history"], ref["residual_history"])) if ref else float("nan")
     print(f"{n:34} {r['iterations']:5} {r['timings']['solve']:8.4f} {r['true_residual_of_d_cpu']:10.2e} {d:22.2e} {r['stop_reason']}")
 PY
-elif [ "${MODE:-full}" = x2 ]; then
-    # Issue 15 on nvidia-h200-x2: two GPUs of one host. Topology and NCCL version; the
+elif [ "$mode" = two-gpus ]; then
+    # Two GPUs of one host (nvidia-h200-x2 or nvidia-h100-x2). Topology and NCCL version; the
     # split solve on 2 GPUs against 1 (same iterations, histories) for CR and BiCGStab,
     # full and even-odd, double and single-double; weak scaling (32^3x64 per GPU), strong
     # scaling (48^3x96), 64^3x128 on 2 GPUs; one process per GPU with the rendezvous; and
@@ -156,8 +179,8 @@ elif [ "${MODE:-full}" = x2 ]; then
     nvidia-smi topo -m
     ls -l "$nccl_lib" 2>/dev/null
     ver=16x16x16x32
-    # X2_ONLY_SCALING=1: the scaling runs only (the equivalence and scale --gpus skipped).
-    for m in $([ -n "${X2_ONLY_SCALING:-}" ] || echo cr bicgstab); do
+    # SCALING_ONLY=1: the scaling runs only (the equivalence and scale --gpus skipped).
+    for m in $([ -n "${SCALING_ONLY:-}" ] || echo cr bicgstab); do
         for o in "full-double:" "eo-double:--preconditioning even-odd" \
             "full-single:--precision single-double" \
             "eo-single-r12:--preconditioning even-odd --precision single-double --reconstruct 12"; do
@@ -189,7 +212,7 @@ elif [ "${MODE:-full}" = x2 ]; then
     echo "launched ranks: $(cat "$res"/launched-*.txt | head -20)"
     cp "$big/launched/$ver.json" "$res/launched.json" 2>/dev/null
     fast_config
-    [ -z "${X2_ONLY_SCALING:-}" ] && step scale-x2 timeout 300 "$q" scale "$big/32x32x32x64-fast.toml" --gpus 1,2 --device cuda --repeat 5 --out "$res/scale-x2"
+    [ -z "${SCALING_ONLY:-}" ] && step scale-x2 timeout 300 "$q" scale "$big/32x32x32x64-fast.toml" --gpus 1,2 --device cuda --repeat 5 --out "$res/scale-x2"
     python3 - "$res" <<'PY'
 import json, sys, glob, os
 res = sys.argv[1]
@@ -215,12 +238,11 @@ if w1 and w2:
 if s1 and s2:
     print(f"strong 48^3x96: 1 GPU {s1['timings']['solve']:.4f} s, 2 GPUs {s2['timings']['solve']:.4f} s, speed-up {s1['timings']['solve']/s2['timings']['solve']:.2f} (target >= 1.6)")
 PY
-elif [ "${MODE:-full}" = many ]; then
-    # Issue 16 on nvidia-h200-x4 or -x8 (N = the visible GPUs): topology; `scale --gpus
-    # 1,2,..,N` split along t and along z and t; the main job's weak points (32^3x64 per
-    # GPU, grids 1,1,1,n and the zt grid), strong 64^3x128 on 2..N, 96^3x192 on 8; one
-    # process per GPU on N GPUs (the launcher's variables by hand). Runs 122-123's scripts
-    # in results/2026-11-26-h200x4-s16 were its first form.
+elif [ "$mode" = many-gpus ]; then
+    # nvidia-h200-x4 or -x8 (N = the visible GPUs): topology; `scale --gpus 1,2,..,N` split
+    # along t and along z and t; the main job's weak points (32^3x64 per GPU, grids 1,1,1,n
+    # and the zt grid), strong 64^3x128 on 2..N, 96^3x192 on 8; one process per GPU on N
+    # GPUs (the launcher's variables by hand).
     nvidia-smi topo -m
     n=$(nvidia-smi -L | wc -l)
     counts=1; k=2; while [ $k -le "$n" ]; do counts="$counts,$k"; k=$((k * 2)); done
@@ -258,8 +280,8 @@ for f in sorted(glob.glob(res + "/*.json")):
     print(f"{n:8} {','.join(map(str, par.get('grid', [1, 1, 1, 1]))):>8} {r['iterations']:5} {r['timings']['solve']:8.4f} "
           f"{1e3 * r['timings']['solve'] / max(1, r['iterations']):8.3f} {r['true_residual_of_d_cpu']:9.2e}  {ranks}")
 PY
-elif [ "${MODE:-full}" = scale ]; then
-    # Issue 11: the model's inputs at 32^3x64 (floor, halo cost) and scale --gpus on the one
+elif [ "$mode" = scale ]; then
+    # The scaling model's inputs at 32^3x64 (floor, halo cost) and scale --gpus on the one
     # GPU (both ranks share it: the mechanism, not a speed-up).
     step floor-32 "$q" floor --dims 32,32,32,64 --repeat 50
     d=32x32x32x64
@@ -271,7 +293,7 @@ elif [ "${MODE:-full}" = scale ]; then
         step "split-$d-${g//,/}" "$q" -q configs/$d.toml --device cuda --kernel 3.0 --method bicgstab $fast --grid $g --output "$big/sp-${g//,/}"
         cp "$big/sp-${g//,/}/$d.json" "$res/split-$d-${g//,/}.json"
     done
-elif [ "${MODE:-full}" = options-48 ]; then
+elif [ "$mode" = options-48 ]; then
     step floor-16 timeout 120 "$q" floor -q --dims 16,16,16,32 --repeat 200
     step floor-32 timeout 150 "$q" floor -q --dims 32,32,32,64 --repeat 30
     step validate-3.0 timeout 120 "$q" validate configs/16x16x16x32.toml --kernel 3.0
@@ -292,7 +314,7 @@ elif [ "${MODE:-full}" = options-48 ]; then
         grep -E "^time|GPU set-up|tuned on|process wall|^result" "$res/whole-$d-$run.txt"
         cp "$big/whole-$run/$d.json" "$res/whole-$d-$run.json" 2>/dev/null
     done
-elif [ "${MODE:-full}" = timelines ]; then
+elif [ "$mode" = timelines ]; then
     # The host (cores, memory, huge pages, disk), the seed problem's and the 48^3x96 whole
     # process's time lines with their timed steps (empty tune cache, then filled).
     # TIMELINES_ABLATE=1 adds the 3.0 ablation (pinned and host-copy bandwidths), the floor and the
@@ -313,7 +335,7 @@ elif [ "${MODE:-full}" = timelines ]; then
         step floor-16 timeout 120 "$q" floor -q --dims 16,16,16,32 --repeat 200
         step validate-3.0 timeout 150 "$q" validate configs/16x16x16x32.toml --kernel 3.0
     fi
-elif [ "${MODE:-full}" = staging ]; then
+elif [ "$mode" = staging ]; then
     # The 48^3x96 whole process with the staging buffers pinned ahead (pool) and each of the
     # link upload workers' staging shapes of STAGING_SHAPES (MiB:buffers[:threads]; the
     # first run with an empty tune cache), the seed problem twice, then (STAGING_ABLATE=1) the
@@ -363,8 +385,8 @@ for f in sorted(glob.glob(res + "/whole-*.txt"), key=os.path.getmtime):
     print(f"{os.path.basename(f)[:-4]:30} {g('bytes')/1e9:5.2f} {g('wall_ms'):8.1f} {gbs:6.1f} {100*gbs/pinned:8.1f} "
           f"{g('pin_ms'):6.1f} {g('copy_ms'):6.1f} {g('wait_ms'):6.1f} {g('unpin_ms'):6.1f} {g('kernel_ms'):6.1f} {tot.group(1) if tot else '?':>8}")
 PY
-elif [ "${MODE:-full}" = memory ]; then
-    # Issue 13 item 3: what 64^3x128 (33554432 sites) needs with every option (about 1345
+elif [ "$mode" = memory ]; then
+    # What 64^3x128 (33554432 sites) needs with every option (about 1345
     # B/site, 45 GB: one 80 GB H100), the estimate printed before the solve (RUST_LOG=info)
     # beside the books after it. Solutions and reports stay in $big; the JSON reports and
     # the summaries come back.
@@ -392,8 +414,8 @@ for f in sorted(glob.glob(sys.argv[1] + "/mem-*.json")):
           f"{m.get('estimate_bytes_per_site', float('nan')):10.1f} {m.get('peak_bytes_per_site', float('nan')):11.1f} "
           f"{m.get('peak_bytes', 0) / 1e9:8.2f} {r['stop_reason']}")
 PY
-elif [ "${MODE:-full}" = fast ]; then
-    # Issue 6: the fast path. Floors, validation of every option, options' time to solution.
+elif [ "$mode" = fast-path ]; then
+    # The fast path: floors, validation of every option, options' time to solution.
     step floor "$q" floor --dims 16,16,16,32 --repeat 300
     step validate-fast-16 "$q" validate configs/16x16x16x32.toml --kernel 1.6.1,3.0
     step validate-fast-6 "$q" validate configs/6x6x6x10.toml --kernel 3.0
@@ -404,15 +426,15 @@ elif [ "${MODE:-full}" = fast ]; then
         cp "$big/s$n/16x16x16x32.json" "$res/solve-3.0$n.json" 2>/dev/null
     done
     step floor-32 "$q" floor --dims 32,32,32,64 --repeat 50
-elif [ "${MODE:-full}" = seam ]; then
+elif [ "$mode" = methods ]; then
     step validate-all-16 "$q" validate configs/16x16x16x32.toml --kernel all
     step validate-6 "$q" validate configs/6x6x6x10.toml --kernel 3.0
     step ablate-16 "$q" -q ablate configs/16x16x16x32.toml --kernels 1.6.1,3.0 --repeat 5 --out "$res/ablation-16x16x16x32"
     step floor "$q" floor --dims 16,16,16,32 --repeat 200
     step floor-halo-32 "$q" floor --dims 32,32,32,64 --repeat 200 --halo
-    # Issue 12: 64^3x128 with a seed kernel must be refused before any tuning (exit 6).
-    # Since issue 13's exact per-plan estimate, 1.6.1's seed plan (2304 B/site, 77.3e9
-    # bytes) fits an 80 GB H100; 2.0's (2688 B/site, 90.2e9) does not.
+    # 64^3x128 with a seed kernel must be refused before any tuning (exit 6). By the exact
+    # per-plan estimate 1.6.1's seed plan (2304 B/site, 77.3e9 bytes) fits an 80 GB H100;
+    # 2.0's (2688 B/site, 90.2e9) does not.
     sed -e 's/^LX = .*/LX = 64/; s/^LY = .*/LY = 64/; s/^LZ = .*/LZ = 64/; s/^LT = .*/LT = 128/' \
         configs/32x32x32x64.toml >"$big/64x64x64x128.toml"
     step memory-refusal-64 timeout 90 "$q" "$big/64x64x64x128.toml" --device cuda --kernel 2.0 --output "$big/m64"
@@ -433,7 +455,7 @@ for f in sorted(glob.glob(sys.argv[1] + "/seed-*.json") + glob.glob(sys.argv[1] 
     r = json.load(open(f))
     print(f"{os.path.basename(f)[:-5]:34} {r['solver'][:52]:52} {r['iterations']:6} {r['operator_applications']:6} {r['timings']['solve']:8.4f} {r['true_residual_of_d_cpu']:10.2e} {r['stop_reason']}")
 PY
-elif [ "${MODE:-full}" = seam-d ]; then
+elif [ "$mode" = methods-on-d ]; then
     # BiCGStab and GCR on D itself (the shipped configs name g5D), and the live tuner's
     # cost against the set-up at 32^3x64 and 48^3x96 with an empty tune cache.
     fast="--preconditioning even-odd --precision single-double --reconstruct 12"
@@ -466,7 +488,7 @@ for f in sorted(glob.glob(sys.argv[1] + "/tune-*.json")):
     setup = g["compile_ms"] + g["alloc_ms"] + g["upload_ms"] + g["layout_ms"]
     print(f"{os.path.basename(f)[:-5]:30} tune {g['tune_ms']:.1f} ms; set-up (compile+alloc+upload+layout) {setup:.1f} ms; ratio {g['tune_ms'] / setup:.2f}; upload {g['upload_ms']:.1f} ms")
 PY
-elif [ "${MODE:-full}" = tune ]; then
+elif [ "$mode" = tune-cache ]; then
     # The tune key carries the solve's layout: the options' ablation and the fast main job
     # (first call sweeps on the even-odd single operator, second reads the cache).
     step ablate-16 "$q" -q ablate configs/16x16x16x32.toml --kernels 1.6.1,3.0 --repeat 5 --out "$res/ablation-16x16x16x32"
@@ -475,9 +497,59 @@ elif [ "${MODE:-full}" = tune ]; then
             --preconditioning even-odd --precision single-double --reconstruct 12 --output "$big/fast-$i"
     done
     cat "$res/tune.tsv"
-elif [ "${MODE:-full}" = quick ]; then
+elif [ "$mode" = quick ]; then
     step ablate-16 "$q" -q ablate configs/16x16x16x32.toml --repeat 5 --out "$res/ablation-16x16x16x32"
     step ablate-reuse "$q" -q ablate configs/16x16x16x32.toml --kernels 1.0,1.6.1 --repeat 1 --out "$res/ablation-reuse"
+elif [ "$mode" = regression ]; then
+    # The current binary ("new") against the baseline ("base") on the same machine in one
+    # call: validate (every column a check: identical rows expected), floor (timings,
+    # interleaved so that drift hits both), the main job (iterations, true residual).
+    # Both share the tune cache: base tunes a key first and new reads it, so both launch
+    # with the same geometry (the same sums) unless the change altered the key's form.
+    # Each comparison is printed as soon as
+    # its runs are done; validate/compare_runs.py prints the table in the summary too.
+    qb="$bin/base/qcd-solve"
+    if [ ! -x "$qb" ]; then
+        echo "no baseline binary $qb: stage it with BASE=<built checkout> bash validate/device.sh"
+        echo "regression-base rc=2 0 ms" >>"$res/status.txt"
+    else
+        echo "new:  $("$q" --version) $(cat "$bin/commit" 2>/dev/null)"
+        echo "base: $("$qb" --version) $(cat "$bin/base/commit" 2>/dev/null)"
+        cfgs="16x16x16x32 6x6x6x10"
+        for c in $cfgs; do
+            for b in base new; do
+                exe=$q; [ $b = base ] && exe=$qb
+                step "validate-$c-$b" timeout 200 "$exe" validate "configs/$c.toml" --kernel all >"$res/validate-$c-$b.txt" 2>&1
+                tail -n +2 "$res/validate-$c-$b.txt"
+            done
+        done
+        python3 validate/compare_runs.py validate "$res" $cfgs
+        fdims=""
+        for fd in 16x16x16x32:200 32x32x32x64:100; do
+            d=${fd%%:*}; rep=${fd#*:}; fdims="$fdims $d"
+            for i in $(seq 1 "${FLOOR_ROUNDS:-2}"); do
+                for b in base new; do
+                    exe=$q; [ $b = base ] && exe=$qb
+                    step "floor-$d-$b-$i" timeout 180 "$exe" -q floor --dims "${d//x/,}" --repeat "$rep" >"$res/floor-$d-$b-$i.txt" 2>&1
+                done
+            done
+        done
+        python3 validate/compare_runs.py floor "$res" $fdims
+        # The main job: label, then its options (the report lands in --output, named by the
+        # config's [output] report: 16x16x16x32.json).
+        mains=("fast-path-3.0:$FAST_CUDA" "cr-1.6.1:--device cuda --kernel 1.6.1"
+            "bicgstab-3.0:--method bicgstab --kernel 3.0 --device cuda")
+        for m in "${mains[@]}"; do
+            label=${m%%:*}; opts=${m#*:}
+            for b in base new; do
+                exe=$q; [ $b = base ] && exe=$qb
+                rm -rf "$big/main-$label-$b"
+                step "main-$label-$b" timeout 150 "$exe" -q configs/16x16x16x32.toml $opts --output "$big/main-$label-$b"
+                cp "$big/main-$label-$b/16x16x16x32.json" "$res/main-$label-$b.json" 2>/dev/null
+            done
+        done
+        python3 validate/compare_runs.py main "$res" "${mains[@]%%:*}"
+    fi
 else
 for c in 16x16x16x32 6x6x6x10 12x12x12x24; do
     step "validate-$c" "$q" validate "configs/$c.toml" --kernel all
@@ -487,7 +559,8 @@ for v in 1.0 1.1 1.2 1.3 1.4 1.5 1.6 1.6.1 2.0; do
     cp "$big/solve-$v/16x16x16x32.json" "$res/solve-$v.json" 2>/dev/null
 done
 step ablate-16 "$q" -q ablate configs/16x16x16x32.toml --repeat 5 --out "$res/ablation-16x16x16x32"
-# Run 1's sweep chose multiple 8 for every version at 32^3x64 too (validate/RESULTS.md).
+# The tuning sweep chose multiple 8 for every version at 32^3x64 too (validate/RESULTS.md):
+# this ablation skips the sweep.
 step ablate-32 "$q" -q ablate configs/32x32x32x64.toml --repeat 3 --no-tune --multiple 8 --out "$res/ablation-32x32x32x64"
 step ablate-reuse "$q" -q ablate configs/16x16x16x32.toml --kernels 1.2,1.6.1 --repeat 1 --out "$res/ablation-reuse"
 step generate-16x4 "$q" generate --beta 6.0 --dims 16,16,16,16 --therm 200 --sweeps 1000 --every 500 \
@@ -503,10 +576,14 @@ step bench-cpu "$q" bench --dims 16,16,16,32 --repeat 20
 step bench-cpu-32 "$q" bench --dims 32,32,32,32 --repeat 10
 step scale-cpu "$q" -q scale configs/16x16x16x32.toml --threads 1,2,4,8,16 --out "$res/scale"
 fi
-} 2>&1 | tee "$res/log.txt"
+} 2>&1 | tee "$res/log.txt" "$out/log.txt"  # $out's copy grows as it runs: kept if the call times out
 
 cp "$res/log.txt" "$out/log.txt"
 tar -C /tmp -czf "$out/results.tar.gz" qcd-out
 echo; echo "===== summary"
 cat "$res/status.txt"
+if [ "$mode" = regression ]; then
+    python3 validate/compare_runs.py summary "$res" | tee -a "$out/log.txt"
+    exit 0
+fi
 grep -E "^ablation on|^(1\.|2\.|3\.)[0-9.]* |^(dslash|schur|CR iteration|cr iteration)|^time to solution|^(seed|b6)-|^run  " "$res/log.txt" | tail -n 60
