@@ -1,0 +1,302 @@
+//! A parsed and validated configuration: the TOML text parsed once into the schema's
+//! types, every value range-checked with its key and line (or the flag that set it).
+
+use super::*;
+use crate::error::{Error, Result};
+use crate::geometry::lattice::{Lattice, NDIM};
+use std::path::{Path, PathBuf};
+
+/// A parsed and validated configuration, with the text it came from (for line numbers)
+/// and the folder relative input paths resolve against.
+#[derive(Clone, Debug)]
+pub struct LoadedConfig {
+    pub config: Config,
+    pub source_name: String,
+    pub base_dir: PathBuf,
+    pub(super) text: String,
+    /// Keys set from the command line ("dirac.kappa", "--kappa"): errors about them name
+    /// the flag, not the config's line.
+    pub(super) flags: Vec<(String, String)>,
+}
+
+impl LoadedConfig {
+    pub fn from_file(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        Self::from_str(&text, &path.display().to_string(), base)
+    }
+
+    pub fn embedded_default() -> Self {
+        Self::from_str(
+            DEFAULT_CONFIG,
+            DEFAULT_CONFIG_NAME,
+            PathBuf::from("configs"),
+        )
+        .expect("the embedded default config is valid")
+    }
+
+    pub fn from_str(text: &str, name: &str, base_dir: PathBuf) -> Result<Self> {
+        let config: Config = toml::from_str(text).map_err(|e| Error::Config {
+            path: name.into(),
+            message: e.to_string().trim_end().to_string(),
+        })?;
+        let loaded = LoadedConfig {
+            config,
+            source_name: name.into(),
+            base_dir,
+            text: text.into(),
+            flags: Vec::new(),
+        };
+        loaded.validate()?;
+        Ok(loaded)
+    }
+
+    /// The line of `key` in `[section]` of the config text, for error messages.
+    fn line_of(&self, section: &str, key: &str) -> Option<usize> {
+        let mut current = String::new();
+        for (n, line) in self.text.lines().enumerate() {
+            let t = line.trim();
+            if let Some(rest) = t.strip_prefix('[') {
+                current = rest.trim_end_matches(']').trim().to_string();
+            } else if current == section {
+                if let Some((k, _)) = t.split_once('=') {
+                    if k.trim() == key {
+                        return Some(n + 1);
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// The error of a bad value: the flag that set it, or the config's line.
+    pub fn bad(&self, section: &str, key: &str, message: String) -> Error {
+        let full = format!("{section}.{key}");
+        if let Some((_, flag)) = self.flags.iter().rev().find(|(k, _)| *k == full) {
+            return Error::InvalidValue {
+                key: flag.clone(),
+                message: format!("{message} (command line; the flag overrides {full})"),
+            };
+        }
+        let at = match self.line_of(section, key) {
+            Some(n) => format!("{}, line {n}", self.source_name),
+            None => format!("{} (or the command line)", self.source_name),
+        };
+        Error::InvalidValue {
+            key: format!("{section}.{key}"),
+            message: format!("{message} ({at})"),
+        }
+    }
+
+    pub(super) fn validate(&self) -> Result<()> {
+        let c = &self.config;
+        c.tuning.validate()?;
+        for (key, v) in [
+            ("LX", c.lattice.lx),
+            ("LY", c.lattice.ly),
+            ("LZ", c.lattice.lz),
+            ("LT", c.lattice.lt),
+        ] {
+            if v < 1 {
+                return Err(self.bad("lattice", key, format!("must be at least 1, got {v}")));
+            }
+        }
+        let k = c.dirac.kappa;
+        if !(k.is_finite() && k > 0.0) {
+            return Err(self.bad("dirac", "kappa", format!("must be positive, got {k}")));
+        }
+        let tol = c.solver.tolerance;
+        if !(tol.is_finite() && tol > 0.0 && tol < 1.0) {
+            return Err(self.bad(
+                "solver",
+                "tolerance",
+                format!("must be in (0, 1), got {tol}"),
+            ));
+        }
+        if c.solver.max_iterations < 1 {
+            return Err(self.bad(
+                "solver",
+                "max_iterations",
+                format!("must be at least 1, got {}", c.solver.max_iterations),
+            ));
+        }
+        let d = c.solver.reliable_delta;
+        if !(d.is_finite() && d > 0.0 && d < 1.0) {
+            return Err(self.bad(
+                "solver",
+                "reliable_delta",
+                format!("must be in (0, 1), got {d}"),
+            ));
+        }
+        if c.solver.check_every < 1 {
+            return Err(self.bad(
+                "solver",
+                "check_every",
+                format!("must be at least 1, got {}", c.solver.check_every),
+            ));
+        }
+        if !(1..=64).contains(&c.solver.restart) {
+            return Err(self.bad(
+                "solver",
+                "restart",
+                format!("must be in 1..=64, got {}", c.solver.restart),
+            ));
+        }
+        let has_fused = matches!(c.solver.method, Method::Cr | Method::Bicgstab);
+        if !has_fused && c.solver.iteration == Iteration::Fused {
+            return Err(self.bad(
+                "solver",
+                "iteration",
+                format!(
+                    "the fused iterations are CR's and BiCGStab's; method = \"{}\" runs with iteration = \"auto\"",
+                    c.solver.method
+                ),
+            ));
+        }
+        let half = c.solver.precision == SolverPrecision::HalfDouble;
+        if half && c.solver.iteration == Iteration::Fused {
+            return Err(self.bad(
+                "solver",
+                "iteration",
+                "half-double runs on the generic iteration (the fused CR has no half-precision \
+                 kernels); set iteration = \"auto\" or \"seed\""
+                    .to_string(),
+            ));
+        }
+        let fast = c.solver.preconditioning != Preconditioning::None
+            || c.solver.precision != SolverPrecision::Double;
+        if fast && !half && c.solver.method == Method::Cr && c.solver.iteration == Iteration::Seed {
+            return Err(self.bad(
+                "solver",
+                "iteration",
+                "even-odd preconditioning and single-double run on the fused iteration; \
+                 set iteration = \"fused\" or \"auto\""
+                    .to_string(),
+            ));
+        }
+        if c.solver.preconditioning == Preconditioning::EvenOdd {
+            for (key, v) in [
+                ("LX", c.lattice.lx),
+                ("LY", c.lattice.ly),
+                ("LZ", c.lattice.lz),
+                ("LT", c.lattice.lt),
+            ] {
+                if v % 2 != 0 {
+                    return Err(self.bad(
+                        "lattice",
+                        key,
+                        format!(
+                            "even-odd preconditioning needs every extent even, got {key} = {v}"
+                        ),
+                    ));
+                }
+            }
+        }
+        if !(1..=1024).contains(&c.backend.multiple) {
+            return Err(self.bad(
+                "backend",
+                "multiple",
+                format!("must be in 1..=1024, got {}", c.backend.multiple),
+            ));
+        }
+        if let Err(e) = crate::threads::check(c.backend.threads, "backend.threads") {
+            let msg = match e {
+                Error::InvalidValue { message, .. } => message,
+                other => other.to_string(),
+            };
+            return Err(self.bad("backend", "threads", msg));
+        }
+        self.check_parallel()?;
+        let dims = self.dims();
+        match &c.source {
+            SourceConfig::Point { site, spin, colour } => {
+                for mu in 0..NDIM {
+                    if site[mu] < 0 || site[mu] as usize >= dims[mu] {
+                        return Err(self.bad(
+                            "source",
+                            "site",
+                            format!("{site:?} lies outside the {dims:?} lattice"),
+                        ));
+                    }
+                }
+                self.check_spin_colour(*spin, *colour)?;
+            }
+            SourceConfig::PlaneWave { spin, colour, .. } => {
+                self.check_spin_colour(*spin, *colour)?
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// The grid: positive entries, dividing the lattice into sub-lattices with even
+    /// local extents in every split direction, and as many ranks as `gpus` says.
+    fn check_parallel(&self) -> Result<()> {
+        let p = &self.config.parallel;
+        if let Some(g) = p.grid.iter().find(|&&g| g < 1) {
+            return Err(self.bad(
+                "parallel",
+                "grid",
+                format!("every entry must be at least 1, got {g} in {:?}", p.grid),
+            ));
+        }
+        if let Some(n) = p.gpus {
+            if n != p.ranks() as i64 {
+                return Err(self.bad(
+                    "parallel",
+                    "gpus",
+                    format!(
+                        "must equal the number of ranks of grid {:?} ({}), got {n}",
+                        p.grid,
+                        p.ranks()
+                    ),
+                ));
+            }
+        }
+        if p.read == ReadMode::Slab && !matches!(self.config.gauge, GaugeConfig::File { .. }) {
+            return Err(self.bad(
+                "parallel",
+                "read",
+                "\"slab\" has each rank read its part of a gauge file, but [gauge] is not a \
+                 file (type = \"file\")"
+                    .into(),
+            ));
+        }
+        if let Err(e) = crate::geometry::partition::Partition::new(self.dims(), p.grid(), 0) {
+            let msg = match e {
+                Error::InvalidValue { message, .. } => message,
+                other => other.to_string(),
+            };
+            return Err(self.bad("parallel", "grid", msg));
+        }
+        Ok(())
+    }
+
+    fn check_spin_colour(&self, spin: i64, colour: i64) -> Result<()> {
+        if !(0..4).contains(&spin) {
+            return Err(self.bad("source", "spin", format!("must be 0..3, got {spin}")));
+        }
+        if !(0..3).contains(&colour) {
+            return Err(self.bad("source", "colour", format!("must be 0..2, got {colour}")));
+        }
+        Ok(())
+    }
+
+    pub fn dims(&self) -> [usize; NDIM] {
+        let l = &self.config.lattice;
+        [l.lx as usize, l.ly as usize, l.lz as usize, l.lt as usize]
+    }
+
+    pub fn lattice(&self) -> Result<Lattice> {
+        Lattice::new(self.dims(), self.config.lattice.boundary)
+    }
+
+    /// An input path from the config, resolved against the config's folder.
+    pub fn input_path(&self, p: &Path) -> PathBuf {
+        if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            self.base_dir.join(p)
+        }
+    }
+}

@@ -1,0 +1,199 @@
+//! The command line's overrides of config keys (`Overrides`, the clap flags of the main
+//! job and of the subcommands that read a config) and their application.
+
+use super::*;
+use crate::backend::cuda::{Reconstruct, StencilVersion};
+use crate::error::{Error, Result};
+use crate::geometry::lattice::NDIM;
+use crate::solver::Method;
+use std::path::PathBuf;
+
+/// Command-line values that override the config (the main job's flags, and those of the
+/// subcommands that read a config).
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct Overrides {
+    /// auto, cpu or cuda (overrides [backend] device).
+    #[arg(long)]
+    pub device: Option<Device>,
+    /// GPU stencil version, e.g. 1.3 or 3.0 (overrides [backend] kernel).
+    #[arg(long)]
+    pub kernel: Option<StencilVersion>,
+    /// Workgroup multiple of versions 1.2+ (overrides [backend] multiple).
+    #[arg(long, allow_negative_numbers = true)]
+    pub multiple: Option<i64>,
+    /// Reals per link the stencil reads: 18, or 12 (two-row compression) or 8 (the SU(3)
+    /// 8-parameter form), kernel 3.0 only (overrides [backend] reconstruct).
+    #[arg(long)]
+    pub reconstruct: Option<Reconstruct>,
+    /// CPU threads, 0 = all (overrides [backend] threads).
+    #[arg(long, allow_negative_numbers = true)]
+    pub threads: Option<i64>,
+    /// Hopping parameter, > 0 (overrides [dirac] kappa).
+    #[arg(long, allow_negative_numbers = true)]
+    pub kappa: Option<f64>,
+    /// Relative residual tolerance (overrides [solver] tolerance).
+    #[arg(long, allow_negative_numbers = true)]
+    pub tol: Option<f64>,
+    /// Maximum iterations of the solver (overrides [solver] max_iterations).
+    #[arg(long = "max-iter", allow_negative_numbers = true)]
+    pub max_iter: Option<i64>,
+    /// none or even-odd (overrides [solver] preconditioning).
+    #[arg(long, value_enum)]
+    pub preconditioning: Option<Preconditioning>,
+    /// double, single-double or half-double (overrides [solver] precision).
+    #[arg(long, value_enum)]
+    pub precision: Option<SolverPrecision>,
+    /// seed, fused or auto (overrides [solver] iteration).
+    #[arg(long, value_enum)]
+    pub iteration: Option<Iteration>,
+    /// Fused iteration: host residual check every N iterations (overrides [solver]
+    /// check_every).
+    #[arg(long = "check-every", allow_negative_numbers = true)]
+    pub check_every: Option<i64>,
+    /// Mixed precision: recompute the true residual in double when the iterated one has
+    /// dropped by this factor, 0 < delta < 1 (overrides [solver] reliable_delta).
+    #[arg(long = "reliable-delta", allow_negative_numbers = true)]
+    pub reliable_delta: Option<f64>,
+    /// Krylov method: cr, bicgstab, gcr or cgne (overrides [solver] method).
+    #[arg(long)]
+    pub method: Option<Method>,
+    /// GCR restart length (overrides [solver] restart).
+    #[arg(long)]
+    pub restart: Option<i64>,
+    /// Folder for the report and the solution (keeps their file names).
+    #[arg(long)]
+    pub output: Option<PathBuf>,
+    /// Accept gauge links off SU(3) beyond the file's precision and project them onto
+    /// SU(3) (sets [gauge] reunitarise = true); without it such a file is refused (exit 4).
+    #[arg(long)]
+    pub reunitarise: bool,
+    /// Ranks per direction gx,gy,gz,gt: the lattice split into sub-lattices (overrides
+    /// [parallel] grid). On the CPU the ranks are threads of this process.
+    #[arg(long, value_delimiter = ',', num_args = 1, value_parser = clap::value_parser!(i64))]
+    pub grid: Option<Vec<i64>>,
+    /// GPUs (ranks) to use; must equal the grid's product (overrides [parallel] gpus).
+    #[arg(long, allow_negative_numbers = true)]
+    pub gpus: Option<i64>,
+    /// Who reads a gauge file on a split lattice: rank0 (reads and verifies it, sends the
+    /// shares) or slab (each rank reads and verifies its own part) (overrides [parallel]
+    /// read).
+    #[arg(long, value_enum)]
+    pub read: Option<ReadMode>,
+    /// A [tuning] setting, KEY=VALUE (repeatable; docs/tuning.md lists the keys).
+    #[arg(long = "tuning", value_name = "KEY=VALUE")]
+    pub tuning: Vec<String>,
+}
+
+impl LoadedConfig {
+    /// Apply command-line overrides and validate again.
+    pub fn apply(&mut self, o: &Overrides) -> Result<()> {
+        let mut flags: Vec<(&str, &str)> = Vec::new();
+        let c = &mut self.config;
+        if let Some(d) = o.device {
+            c.backend.device = d;
+            flags.push(("backend.device", "--device"));
+        }
+        if let Some(k) = o.kernel {
+            c.backend.kernel = k;
+            flags.push(("backend.kernel", "--kernel"));
+        }
+        if let Some(m) = o.multiple {
+            c.backend.multiple = m;
+            flags.push(("backend.multiple", "--multiple"));
+        }
+        if let Some(r) = o.reconstruct {
+            c.backend.reconstruct = r;
+            flags.push(("backend.reconstruct", "--reconstruct"));
+        }
+        if let Some(t) = o.threads {
+            c.backend.threads = t;
+            flags.push(("backend.threads", "--threads"));
+        }
+        if let Some(k) = o.kappa {
+            c.dirac.kappa = k;
+            flags.push(("dirac.kappa", "--kappa"));
+        }
+        if let Some(t) = o.tol {
+            c.solver.tolerance = t;
+            flags.push(("solver.tolerance", "--tol"));
+        }
+        if let Some(m) = o.max_iter {
+            c.solver.max_iterations = m;
+            flags.push(("solver.max_iterations", "--max-iter"));
+        }
+        if let Some(p) = o.preconditioning {
+            c.solver.preconditioning = p;
+            flags.push(("solver.preconditioning", "--preconditioning"));
+        }
+        if let Some(p) = o.precision {
+            c.solver.precision = p;
+            flags.push(("solver.precision", "--precision"));
+        }
+        if let Some(i) = o.iteration {
+            c.solver.iteration = i;
+            flags.push(("solver.iteration", "--iteration"));
+        }
+        if let Some(d) = o.reliable_delta {
+            c.solver.reliable_delta = d;
+            flags.push(("solver.reliable_delta", "--reliable-delta"));
+        }
+        if let Some(k) = o.check_every {
+            c.solver.check_every = k;
+            flags.push(("solver.check_every", "--check-every"));
+        }
+        if let Some(m) = o.method {
+            c.solver.method = m;
+            flags.push(("solver.method", "--method"));
+        }
+        if let Some(m) = o.restart {
+            c.solver.restart = m;
+            flags.push(("solver.restart", "--restart"));
+        }
+        if let Some(g) = &o.grid {
+            c.parallel.grid = <[i64; NDIM]>::try_from(g.as_slice()).map_err(|_| {
+                Error::invalid(
+                    "--grid",
+                    format!("needs 4 entries gx,gy,gz,gt, got {}", g.len()),
+                )
+            })?;
+            flags.push(("parallel.grid", "--grid"));
+        }
+        if let Some(n) = o.gpus {
+            c.parallel.gpus = Some(n);
+            flags.push(("parallel.gpus", "--gpus"));
+        }
+        if let Some(r) = o.read {
+            c.parallel.read = r;
+            flags.push(("parallel.read", "--read"));
+        }
+        for setting in &o.tuning {
+            c.tuning = c.tuning.with_setting(setting)?;
+        }
+        if o.reunitarise {
+            match &mut c.gauge {
+                GaugeConfig::File { reunitarise, .. } => *reunitarise = true,
+                _ => tracing::warn!(
+                    "--reunitarise applies to gauge files only; the [gauge] of {} is generated \
+                     (SU(3) by construction), so it changes nothing",
+                    self.source_name
+                ),
+            }
+        }
+        self.flags.extend(
+            flags
+                .into_iter()
+                .map(|(k, f)| (k.to_string(), f.to_string())),
+        );
+        let c = &mut self.config;
+        if let Some(dir) = &o.output {
+            for p in [&mut c.output.report, &mut c.output.solution]
+                .into_iter()
+                .flatten()
+            {
+                let name = p.file_name().map(PathBuf::from).unwrap_or_default();
+                *p = dir.join(name);
+            }
+        }
+        self.validate()
+    }
+}
