@@ -568,8 +568,12 @@ fn mutated_configs_never_panic() {
             match LoadedConfig::from_str(&text, "fuzz.toml", PathBuf::from(".")) {
                 Ok(cfg) => {
                     loaded.set(loaded.get() + 1);
-                    // A config that loads gives a lattice or a clear error.
+                    // A config that loads gives a lattice or a clear error, and the plan's
+                    // check accepts it or refuses it by key.
                     if let Err(e) = cfg.lattice() {
+                        prop_assert_eq!(e.exit_code(), 2, "{}", e);
+                    }
+                    if let Err(e) = qcd_solve::app::plan::check(&cfg) {
                         prop_assert_eq!(e.exit_code(), 2, "{}", e);
                     }
                 }

@@ -117,6 +117,7 @@ fn config(precision: &str, method: &str, pre: &str) -> LoadedConfig {
 fn refusal(solver: &str, backend: &str) -> String {
     let text = config_text("half-double", "cr", "none", solver, backend);
     LoadedConfig::from_str(&text, "test", PathBuf::from("."))
+        .and_then(|c| qcd_solve::app::plan::check(&c))
         .err()
         .map(|e| e.to_string())
         .unwrap_or_else(|| panic!("the config must be refused"))
