@@ -655,7 +655,10 @@ mod tests {
             ("CR_TICKET_APPLY", CR_TICKET_APPLY),
             ("CR_TICKET_P", CR_TICKET_P),
             ("CR_TICKETS", CR_TICKETS),
-            ("CR_PEER_SLOT", crate::backend::cuda::halo::PEER_SLOT),
+            (
+                "CR_PEER_SLOT",
+                crate::backend::cuda::halo::peer_sums::PEER_SLOT,
+            ),
         ] {
             let line = format!("#define {name} {value}\n");
             assert!(
