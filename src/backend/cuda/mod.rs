@@ -48,7 +48,8 @@ pub use self::dirac::link_upload::{
     bench as bench_link_upload, variant_name as link_upload_variant, UploadBenchRow,
 };
 pub use self::engines::fused::GRAPH_STAT;
-pub use self::halo::{enable_peer_access, HaloTimings, PeerCopies};
+pub use self::halo::peer::{enable_peer_access, PeerCopies};
+pub use self::halo::timings::HaloTimings;
 
 /// Open GPU `opts.device`, compile what a backend with `opts` will need for a solve in
 /// `precision` (`fused`: with the fused CR) and pin the staging buffers of a (local)

@@ -6,7 +6,9 @@
 //! one on the same GPU, for the app's `floor` / `scale` reports.
 
 use crate::backend::cuda::backend::{CudaBackend, CudaOptions};
-use crate::backend::cuda::halo::{Halo, HaloTimings, PeerCopies};
+use crate::backend::cuda::halo::peer::PeerCopies;
+use crate::backend::cuda::halo::rank::Halo;
+use crate::backend::cuda::halo::timings::HaloTimings;
 use crate::comms::{Comms, DeviceExchange};
 use crate::error::{Error, Result};
 use crate::field::{GaugeField, SpinorField};

@@ -13,7 +13,7 @@ use crate::backend::cuda::core::staging::{
 };
 use crate::backend::cuda::core::stencil::{cfg_1d, dptr, launch_v3, V3Kernels, V3Launch};
 use crate::backend::cuda::core::timing::{launch, GpuStream};
-use crate::backend::cuda::halo::Halo;
+use crate::backend::cuda::halo::rank::Halo;
 use crate::backend::ledger::{Booking, Ledger, Purpose};
 use crate::error::{Error, Result};
 use crate::field::C64;

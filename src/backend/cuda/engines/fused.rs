@@ -443,7 +443,7 @@ impl Fused {
     /// `peer` None, every rank's (CR_LOCAL_RE, CR_LOCAL_IM, CR_LOCAL_NR) must already be
     /// in `state.gathered` (rank order; `cr_global`); with Some((slots, rank)), the kernel
     /// gathers them itself over peer memory (`cr_peer_sum`: `slots` is the device address
-    /// of the ranks' slot-buffer addresses, `halo::PeerSums`, and every rank must launch
+    /// of the ranks' slot-buffer addresses, `halo::peer_sums::PeerSums`, and every rank must launch
     /// it at the same point of its sequence of reductions). A no-op for an undecomposed
     /// state.
     pub fn global(
@@ -655,7 +655,10 @@ mod tests {
             ("CR_TICKET_APPLY", CR_TICKET_APPLY),
             ("CR_TICKET_P", CR_TICKET_P),
             ("CR_TICKETS", CR_TICKETS),
-            ("CR_PEER_SLOT", crate::backend::cuda::halo::PEER_SLOT),
+            (
+                "CR_PEER_SLOT",
+                crate::backend::cuda::halo::peer_sums::PEER_SLOT,
+            ),
         ] {
             let line = format!("#define {name} {value}\n");
             assert!(
