@@ -38,7 +38,7 @@ pub use self::core::device::{
 pub use self::core::field::DeviceSpinor;
 pub use self::core::options::CudaOptions;
 pub use self::core::staging::{LinkUpload, StageShape};
-pub use self::core::stencil::compile_all_kernels;
+pub use self::core::stencil::programs::compile_all_kernels;
 pub use self::core::timing::KernelStat;
 pub(crate) use self::core::timing::TIME_FIRST;
 pub use self::core::tune::Geometry;
@@ -66,7 +66,12 @@ pub fn warm_up(
     let mode = LinkUpload::default();
     self::core::warm_up::warm_up(
         opts.device,
-        self::core::stencil::programs_for(opts.version, opts.reconstruct, precision, fused),
+        self::core::stencil::programs::programs_for(
+            opts.version,
+            opts.reconstruct,
+            precision,
+            fused,
+        ),
         shape.pins(mode, volume),
     )
 }
@@ -82,7 +87,7 @@ pub fn warm_up_split(
 ) -> Option<std::thread::JoinHandle<()>> {
     self::core::warm_up::warm_up(
         device,
-        self::core::stencil::programs_for_split(reconstruct, precision, fused),
+        self::core::stencil::programs::programs_for_split(reconstruct, precision, fused),
         Vec::new(),
     )
 }

@@ -23,9 +23,12 @@ use crate::backend::cuda::core::fast_layout::{
 };
 use crate::backend::cuda::core::field::as_f64;
 use crate::backend::cuda::core::kernels::{li_in_hop_order, reduce_blocks, Kernel, BLAS_BLOCK};
+use crate::backend::cuda::core::launch::cfg_1d;
 use crate::backend::cuda::core::options::CudaOptions;
 use crate::backend::cuda::core::staging::StageShape;
-use crate::backend::cuda::core::stencil::{self, cfg_1d, StencilKernels, StencilKind, V3Kernels};
+use crate::backend::cuda::core::stencil::programs::{self, StencilKind};
+use crate::backend::cuda::core::stencil::v3::V3Kernels;
+use crate::backend::cuda::core::stencil::StencilKernels;
 use crate::backend::cuda::core::timing::{launch, GpuStream, KernelStat};
 use crate::backend::cuda::core::version::{LinkLayout, StencilVersion};
 use crate::backend::cuda::dirac::blas::{BlasKernels, Core, ReduceBuffers};
@@ -115,7 +118,7 @@ fn check_geometry(version: StencilVersion, g: Geometry) -> Result<()> {
         ));
     }
     let hints = if version == StencilVersion::V3_0 {
-        stencil::V3_LINK_HINTS.len()
+        crate::backend::cuda::core::version::V3_LINK_HINTS.len()
     } else {
         1
     };
@@ -221,8 +224,8 @@ impl CudaBackend {
         let (red_mod, _) = load_module(&ctx, &Program::plain(&REDUCE))?;
         let (layout_mod, _) = load_module(&ctx, &Program::plain(&LAYOUT))?;
         let (st_mod, fresh) =
-            load_module(&ctx, &stencil::program(version, opts.reconstruct, false))?;
-        if fresh && stencil::needs_li_constant(version) {
+            load_module(&ctx, &programs::program(version, opts.reconstruct, false))?;
+        if fresh && programs::needs_li_constant(version) {
             upload_li(&st_mod, &stream)?;
         }
         let blas = BlasKernels::load(&blas_mod, &red_mod)?;
@@ -470,7 +473,7 @@ impl CudaBackend {
         }
 
         let mut bookings = vec![table_booking];
-        let stencil = match stencil::kind(version) {
+        let stencil = match programs::kind(version) {
             StencilKind::Coarse => StencilKernels::Coarse(function(&st_mod, "stencil_v1_0")?),
             StencilKind::Fine => StencilKernels::Fine(function(&st_mod, "stencil_fine")?),
             StencilKind::Projected => StencilKernels::Projected(V3Kernels::load(&st_mod)?),

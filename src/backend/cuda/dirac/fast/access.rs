@@ -2,7 +2,7 @@
 //! and norms at a parity offset, and the lazily made state's accessor.
 
 use crate::backend::cuda::core::field::{DeviceData, DeviceSpinor};
-use crate::backend::cuda::core::stencil::dptr;
+use crate::backend::cuda::core::launch::dptr;
 use crate::backend::cuda::dirac::blas::Core;
 use crate::error::{Error, Result};
 use cudarc::driver::CudaStream;

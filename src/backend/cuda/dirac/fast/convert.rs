@@ -6,7 +6,7 @@ use super::FastStencil;
 use crate::backend::cuda::core::device::err;
 use crate::backend::cuda::core::field::DeviceSpinor;
 use crate::backend::cuda::core::kernels::{HalfOp, Kernel, BLAS_BLOCK};
-use crate::backend::cuda::core::stencil::cfg_1d;
+use crate::backend::cuda::core::launch::cfg_1d;
 use crate::backend::cuda::core::timing::launch;
 use crate::backend::cuda::dirac::blas::{reduce_cfg, Core};
 use crate::error::{Error, Result};

@@ -5,7 +5,9 @@ use super::access::{made, vh};
 use super::FastStencil;
 use crate::backend::cuda::core::device::{err, load_module};
 use crate::backend::cuda::core::kernels::{Kernel, BLAS_BLOCK};
-use crate::backend::cuda::core::stencil::{self, cfg_1d, dptr, V3Kernels, V3Launch};
+use crate::backend::cuda::core::launch::{cfg_1d, dptr};
+use crate::backend::cuda::core::stencil::programs;
+use crate::backend::cuda::core::stencil::v3::{V3Kernels, V3Launch};
 use crate::backend::cuda::core::timing::launch;
 use crate::backend::cuda::core::version::StencilVersion;
 use crate::backend::cuda::dirac::blas::Core;
@@ -19,7 +21,7 @@ impl FastStencil {
         if self.single.is_some() {
             return Ok(());
         }
-        let program = stencil::program(StencilVersion::V3_0, self.reconstruct, true);
+        let program = programs::program(StencilVersion::V3_0, self.reconstruct, true);
         let (module, _) = load_module(&core.gpu.ctx, &program)?;
         let f = V3Kernels::load(&module)?;
         let n = self.links.len() / 2;
@@ -54,7 +56,7 @@ impl FastStencil {
     pub(super) fn ensure_half(&mut self, core: &mut Core) -> Result<()> {
         self.ensure_single(core)?;
         if self.half.is_none() {
-            let program = stencil::v3_program(self.reconstruct, true, true);
+            let program = programs::v3_program(self.reconstruct, true, true);
             let (module, _) = load_module(&core.gpu.ctx, &program)?;
             self.half = Some(V3Kernels::load(&module)?);
         }
