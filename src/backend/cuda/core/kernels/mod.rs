@@ -2,10 +2,8 @@
 //! floating-point operations it executes and the global-memory bytes it moves in one
 //! launch, so that every timing prints GFLOP/s and GB/s (QUDA's habit). Counts are the
 //! kernels' own (what the code executes), not a model; the stencil versions' per-site
-//! counts live on `StencilVersion`.
-
-//! The flop and byte counts themselves, and the reduction shapes they rest on, are in
-//! `counts`.
+//! counts live on `StencilVersion`. The flop and byte counts themselves, and the models
+//! they are built from, are in `counts`.
 
 mod counts;
 
