@@ -44,7 +44,7 @@ pub(crate) use self::core::timing::TIME_FIRST;
 pub use self::core::tune::Geometry;
 pub(crate) use self::core::version::V3_LINK_HINTS;
 pub use self::core::version::{Reconstruct, StencilVersion};
-pub use self::dirac::link_upload::{
+pub use self::dirac::link_upload::bench::{
     bench as bench_link_upload, variant_name as link_upload_variant, UploadBenchRow,
 };
 pub use self::engines::fused::GRAPH_STAT;

@@ -33,9 +33,8 @@ use crate::backend::cuda::core::timing::{launch, GpuStream, KernelStat};
 use crate::backend::cuda::core::version::{LinkLayout, StencilVersion};
 use crate::backend::cuda::dirac::blas::{BlasKernels, Core, ReduceBuffers};
 use crate::backend::cuda::dirac::fast::FastStencil;
-use crate::backend::cuda::dirac::link_upload::{
-    links_as_f64, scratch_values, upload as upload_links, LayoutKernel, LinkUpload,
-};
+use crate::backend::cuda::dirac::link_upload::chunks::{links_as_f64, scratch_values};
+use crate::backend::cuda::dirac::link_upload::{upload as upload_links, LayoutKernel, LinkUpload};
 use crate::backend::cuda::dirac::seed::SeedStencil;
 use crate::backend::cuda::dirac::stencil_impl::{Geometry, StencilImpl};
 use crate::backend::cuda::engines::fused::Fused;
