@@ -38,13 +38,13 @@ pub use self::core::device::{
 pub use self::core::field::DeviceSpinor;
 pub use self::core::options::CudaOptions;
 pub use self::core::staging::{LinkUpload, StageShape};
-pub use self::core::stencil::compile_all_kernels;
+pub use self::core::stencil::programs::compile_all_kernels;
 pub use self::core::timing::KernelStat;
 pub(crate) use self::core::timing::TIME_FIRST;
 pub use self::core::tune::Geometry;
 pub(crate) use self::core::version::V3_LINK_HINTS;
 pub use self::core::version::{Reconstruct, StencilVersion};
-pub use self::dirac::link_upload::{
+pub use self::dirac::link_upload::bench::{
     bench as bench_link_upload, variant_name as link_upload_variant, UploadBenchRow,
 };
 pub use self::engines::fused::GRAPH_STAT;
@@ -67,7 +67,12 @@ pub fn warm_up(
     let mode = LinkUpload::default();
     self::core::warm_up::warm_up(
         opts.device,
-        self::core::stencil::programs_for(opts.version, opts.reconstruct, precision, fused),
+        self::core::stencil::programs::programs_for(
+            opts.version,
+            opts.reconstruct,
+            precision,
+            fused,
+        ),
         shape.pins(mode, volume),
     )
 }
@@ -83,7 +88,7 @@ pub fn warm_up_split(
 ) -> Option<std::thread::JoinHandle<()>> {
     self::core::warm_up::warm_up(
         device,
-        self::core::stencil::programs_for_split(reconstruct, precision, fused),
+        self::core::stencil::programs::programs_for_split(reconstruct, precision, fused),
         Vec::new(),
     )
 }

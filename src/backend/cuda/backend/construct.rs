@@ -11,16 +11,18 @@ use crate::backend::cuda::core::fast_layout::{
 };
 use crate::backend::cuda::core::field::as_f64;
 use crate::backend::cuda::core::kernels::{li_in_hop_order, reduce_blocks, Kernel, BLAS_BLOCK};
+use crate::backend::cuda::core::launch::cfg_1d;
 use crate::backend::cuda::core::options::CudaOptions;
 use crate::backend::cuda::core::staging::StageShape;
-use crate::backend::cuda::core::stencil::{self, cfg_1d, StencilKernels, StencilKind, V3Kernels};
+use crate::backend::cuda::core::stencil::programs::{self, StencilKind};
+use crate::backend::cuda::core::stencil::v3::V3Kernels;
+use crate::backend::cuda::core::stencil::StencilKernels;
 use crate::backend::cuda::core::timing::{launch, GpuStream};
 use crate::backend::cuda::core::version::{LinkLayout, StencilVersion};
 use crate::backend::cuda::dirac::blas::{BlasKernels, Core, ReduceBuffers};
 use crate::backend::cuda::dirac::fast::FastStencil;
-use crate::backend::cuda::dirac::link_upload::{
-    links_as_f64, scratch_values, upload as upload_links, LayoutKernel, LinkUpload,
-};
+use crate::backend::cuda::dirac::link_upload::chunks::{links_as_f64, scratch_values};
+use crate::backend::cuda::dirac::link_upload::{upload as upload_links, LayoutKernel, LinkUpload};
 use crate::backend::cuda::dirac::seed::SeedStencil;
 use crate::backend::cuda::dirac::stencil_impl::{Geometry, StencilImpl};
 use crate::backend::ledger::{Booking, Ledger, Purpose};
@@ -243,8 +245,8 @@ fn load_modules(
     let (blas_mod, _) = load_module(ctx, &Program::plain(&BLAS1))?;
     let (red_mod, _) = load_module(ctx, &Program::plain(&REDUCE))?;
     let (layout_mod, _) = load_module(ctx, &Program::plain(&LAYOUT))?;
-    let (st_mod, fresh) = load_module(ctx, &stencil::program(version, opts.reconstruct, false))?;
-    if fresh && stencil::needs_li_constant(version) {
+    let (st_mod, fresh) = load_module(ctx, &programs::program(version, opts.reconstruct, false))?;
+    if fresh && programs::needs_li_constant(version) {
         upload_li(&st_mod, stream)?;
     }
     let blas = BlasKernels::load(&blas_mod, &red_mod)?;
@@ -602,7 +604,7 @@ fn build_stencil(
 ) -> Result<(Box<dyn StencilImpl>, UnusedTable)> {
     let (opts, version, volume, geometry) = (req.opts, req.version, req.volume, req.geometry);
     let mut bookings = vec![table_booking];
-    let stencil = match stencil::kind(version) {
+    let stencil = match programs::kind(version) {
         StencilKind::Coarse => StencilKernels::Coarse(function(&modules.st_mod, "stencil_v1_0")?),
         StencilKind::Fine => StencilKernels::Fine(function(&modules.st_mod, "stencil_fine")?),
         StencilKind::Projected => StencilKernels::Projected(V3Kernels::load(&modules.st_mod)?),

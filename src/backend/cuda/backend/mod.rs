@@ -19,7 +19,6 @@ pub mod seam;
 use crate::backend::cuda::backend::footprint::construction_bytes;
 use crate::backend::cuda::core::device::{ensure_fits, err, open_context, triad_on};
 use crate::backend::cuda::core::options::CudaOptions;
-use crate::backend::cuda::core::stencil;
 use crate::backend::cuda::core::timing::KernelStat;
 use crate::backend::cuda::core::version::StencilVersion;
 use crate::backend::cuda::dirac::blas::Core;
@@ -103,7 +102,7 @@ fn check_geometry(version: StencilVersion, g: Geometry) -> Result<()> {
         ));
     }
     let hints = if version == StencilVersion::V3_0 {
-        stencil::V3_LINK_HINTS.len()
+        crate::backend::cuda::core::version::V3_LINK_HINTS.len()
     } else {
         1
     };

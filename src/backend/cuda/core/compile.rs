@@ -3,7 +3,7 @@
 //! from the embedded headers (each at most once, as `#pragma once` would), and
 //! NVRTC compiles them on first use for the device's architecture. PTX is cached per
 //! (source, architecture, options) for the life of the process; a compile error returns
-//! `Error::Cuda` with NVRTC's full log. `stencil::compile_all_kernels` runs every source with every
+//! `Error::Cuda` with NVRTC's full log. `stencil::programs::compile_all_kernels` runs every source with every
 //! define set the program uses through this same path, needing libnvrtc but no GPU.
 
 use crate::error::{Error, Result};

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 /// The free launch geometry of a stencil: `multiple` (sites per block of 1.2 to 2.0),
 /// `coarse_block` (threads per block of the one-thread-per-site 1.0 and 3.0) and
 /// `link_hint` (3.0's full mode without the dot: which directions' links skip L1, an index
-/// into `stencil::V3_LINK_HINTS`; 0, the default, for every other version and mode).
+/// into `version::V3_LINK_HINTS`; 0, the default, for every other version and mode).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Geometry {
     pub multiple: usize,
@@ -262,7 +262,7 @@ pub fn geometry_candidates(version: StencilVersion, base: Geometry) -> Vec<Geome
 
 /// The candidates of `cands` whose launches differ on the operator the tuner times: on
 /// 3.0's full operator (`full`) the launches without the dot go out at most
-/// `V3_FULL_MAX_BLOCK` threads a block (`stencil::launch_block`), so the larger blocks
+/// `V3_FULL_MAX_BLOCK` threads a block (`stencil::v3::launch_block`), so the larger blocks
 /// would time the same launch again and the sweep would keep one of them by noise (the
 /// dot launches, which take at least 256 threads, are not what it times). Every candidate
 /// otherwise.
@@ -281,7 +281,7 @@ pub fn distinct_launches(
 }
 
 /// The link hints the tuner times after the blocks, at the best block `best`: 3.0's
-/// other full-mode hints (`stencil::V3_LINK_HINTS`) when the tuned operator is the full
+/// other full-mode hints (`version::V3_LINK_HINTS`) when the tuned operator is the full
 /// one (`full`; the even-odd operators' parity launches have none), else nothing.
 pub fn link_hint_candidates(version: StencilVersion, best: Geometry, full: bool) -> Vec<Geometry> {
     if version != StencilVersion::V3_0 || !full {
@@ -594,7 +594,7 @@ mod tests {
             [32, 64, 96, 128]
         );
         assert_eq!(
-            crate::backend::cuda::core::stencil::launch_block(512, false, true),
+            crate::backend::cuda::core::stencil::v3::launch_block(512, false, true),
             crate::backend::cuda::core::version::V3_FULL_MAX_BLOCK
         );
         // Even-odd (parity launches) and the other versions keep every candidate.

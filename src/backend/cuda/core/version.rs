@@ -38,7 +38,7 @@ pub const V3_MAX_BLOCK: usize = 512;
 /// Largest block of 3.0's full-mode entry point without the dot epilogue (`stencil_v3`,
 /// V3_FULL_MAX_BLOCK in kernels/stencil_v3.cu): its launch bound leaves the double builds
 /// the registers they want (146-166, no spill) where 512 held them to 128.
-/// `stencil::launch_block` clamps those launches to it (validate/RESULTS.md).
+/// `stencil::v3::launch_block` clamps those launches to it (validate/RESULTS.md).
 pub const V3_FULL_MAX_BLOCK: usize = 128;
 
 /// Reals stored and read per gauge link by 3.0's link array (`[backend] reconstruct`):

@@ -8,10 +8,11 @@ use crate::backend::cuda::core::device::{err, function};
 use crate::backend::cuda::core::fast_layout::{Segment, SpinorChunk, SpinorOrder};
 use crate::backend::cuda::core::field::DeviceSpinor;
 use crate::backend::cuda::core::kernels::{reduce_blocks, Kernel, BLAS_BLOCK, REDUCE_BLOCK};
+use crate::backend::cuda::core::launch::{cfg_1d, dptr};
 use crate::backend::cuda::core::staging::{
     download_through, upload_through, StageShape, StagedTimes, StagingBuffers,
 };
-use crate::backend::cuda::core::stencil::{cfg_1d, dptr, launch_v3, V3Kernels, V3Launch};
+use crate::backend::cuda::core::stencil::v3::{launch_v3, V3Kernels, V3Launch};
 use crate::backend::cuda::core::timing::{launch, GpuStream};
 use crate::backend::cuda::halo::rank::Halo;
 use crate::backend::ledger::{Booking, Ledger, Purpose};

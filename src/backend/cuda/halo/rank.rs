@@ -5,7 +5,7 @@ use super::faces::Faces;
 use super::peer_sums::PeerSums;
 use super::timings::{HaloTimings, Timed};
 use crate::backend::cuda::core::device::{err, function, load_module};
-use crate::backend::cuda::core::stencil::halo_program;
+use crate::backend::cuda::core::stencil::programs::halo_program;
 use crate::backend::cuda::core::version::Reconstruct;
 use crate::backend::ledger::Booking;
 use crate::comms::{Comms, DeviceExchange};

@@ -9,12 +9,18 @@
 //! `dot_partial_h`, `to_half`, `from_half` and the V3_HALF stencil with the
 //! single-precision links; reductions accumulate in double).
 
+mod access;
+mod convert;
+mod lazy;
+
+use self::access::{addr, half_addr, vh};
 use crate::backend::cuda::core::cr_state::{DeviceCrState, CR_TICKET_APPLY};
-use crate::backend::cuda::core::device::{err, function, load_module};
+use crate::backend::cuda::core::device::{err, function};
 use crate::backend::cuda::core::fast_layout::{spinor_from_soa, SpinorOrder};
 use crate::backend::cuda::core::field::{DeviceData, DeviceSpinor};
 use crate::backend::cuda::core::kernels::{v3_bytes_per_site, HalfOp, Kernel, V3Mode, BLAS_BLOCK};
-use crate::backend::cuda::core::stencil::{self, cfg_1d, dptr, V3Kernels, V3Launch};
+use crate::backend::cuda::core::launch::{cfg_1d, dptr};
+use crate::backend::cuda::core::stencil::v3::V3Kernels;
 use crate::backend::cuda::core::timing::launch;
 use crate::backend::cuda::core::version::{Reconstruct, StencilVersion};
 use crate::backend::cuda::dirac::blas::{reduce_cfg, Core};
@@ -25,7 +31,7 @@ use crate::error::{Error, Result};
 use crate::field::C64;
 use crate::geometry::lattice::Lattice;
 use crate::linalg::{layout_mismatch as mismatch, Layout, Operator, Precision, Subset};
-use cudarc::driver::{CudaFunction, CudaModule, CudaSlice, CudaStream};
+use cudarc::driver::{CudaFunction, CudaModule, CudaSlice};
 use std::sync::Arc;
 
 /// 3.0's kernels, links and lazily built state.
@@ -69,42 +75,6 @@ struct HalfKernels {
     from_double: CudaFunction,
     to_double: CudaFunction,
 }
-
-/// Device addresses of a half field's integers and norms, offset to the parity block at
-/// complex index `off` (a multiple of 12 Vh).
-fn half_addr(f: &DeviceSpinor, stream: &CudaStream, off: usize) -> Result<(u64, u64)> {
-    match &f.data {
-        DeviceData::Half { q, norm } => Ok((
-            dptr(q, stream) + 4 * off as u64,
-            dptr(norm, stream) + 4 * (off / 12) as u64,
-        )),
-        _ => Err(Error::internal(format!(
-            "a half-precision kernel was given a {:?} field",
-            f.layout
-        ))),
-    }
-}
-
-/// The value an `ensure_*` call has just made, or an internal error naming it.
-fn made<'a, T>(v: &'a Option<T>, what: &str) -> Result<&'a T> {
-    v.as_ref()
-        .ok_or_else(|| Error::internal(format!("{what} was not made on first use")))
-}
-
-/// Device address of a field's data and its bytes per complex number.
-fn addr(f: &DeviceSpinor, stream: &CudaStream) -> (u64, u64) {
-    match &f.data {
-        DeviceData::Double(d) => (dptr(d, stream), 16),
-        DeviceData::Single(s) => (dptr(s, stream), 8),
-        // Half fields: the integers (4 bytes a complex); the norms from `half_addr`.
-        DeviceData::Half { q, .. } => (dptr(q, stream), 4),
-    }
-}
-
-fn vh(core: &Core) -> usize {
-    core.lattice.volume() / 2
-}
-
 impl FastStencil {
     pub const CAPABILITIES: Capabilities = Capabilities {
         name: "kernel 3.0",
@@ -151,317 +121,6 @@ impl FastStencil {
             tmp: None,
             tmp_norm: None,
         })
-    }
-
-    /// The single-precision stencil and links, built on first use from the double links.
-    fn ensure_single(&mut self, core: &mut Core) -> Result<()> {
-        if self.single.is_some() {
-            return Ok(());
-        }
-        let program = stencil::program(StencilVersion::V3_0, self.reconstruct, true);
-        let (module, _) = load_module(&core.gpu.ctx, &program)?;
-        let f = V3Kernels::load(&module)?;
-        let n = self.links.len() / 2;
-        let mut links = core
-            .gpu
-            .stream
-            .alloc_zeros::<f32>(2 * n)
-            .map_err(err("allocating the single-precision links"))?;
-        let nn = n as i64;
-        let cfg = cfg_1d(n, BLAS_BLOCK, 0);
-        launch!(
-            core.gpu,
-            Kernel::Setup("to_single (links)"),
-            n,
-            &self.to_single,
-            cfg,
-            [&self.links, &mut links, &nn]
-        );
-        let booking = core.ledger.book(
-            Purpose::Links {
-                precision: Precision::Single,
-                reals: self.reconstruct.reals() as u8,
-                per_site: 4,
-            },
-            (links.len() * 4) as u64,
-        );
-        self.single = Some((f, links, booking));
-        Ok(())
-    }
-
-    /// The half-precision stencil, built on first use (with the single links it reads).
-    fn ensure_half(&mut self, core: &mut Core) -> Result<()> {
-        self.ensure_single(core)?;
-        if self.half.is_none() {
-            let program = stencil::v3_program(self.reconstruct, true, true);
-            let (module, _) = load_module(&core.gpu.ctx, &program)?;
-            self.half = Some(V3Kernels::load(&module)?);
-        }
-        Ok(())
-    }
-
-    /// The norms of the Schur temporary as a half field (made on first use).
-    fn ensure_tmp_norm(&mut self, core: &mut Core) -> Result<u64> {
-        let stream = core.gpu.stream.clone();
-        if self.tmp_norm.is_none() {
-            let n = vh(core);
-            let t = stream
-                .alloc_zeros::<f32>(n)
-                .map_err(err("allocating the Schur temporary's norms"))?;
-            let b = core.ledger.book(Purpose::SchurTemporary, (n * 4) as u64);
-            self.tmp_norm = Some((t, b));
-        }
-        Ok(dptr(
-            &made(&self.tmp_norm, "the Schur temporary's norms")?.0,
-            &stream,
-        ))
-    }
-
-    /// The odd temporary of the Schur operator (made on first use), for either precision.
-    fn ensure_tmp(&mut self, core: &mut Core) -> Result<u64> {
-        let stream = core.gpu.stream.clone();
-        if self.tmp.is_none() {
-            let n = vh(core) * 24;
-            let t = stream
-                .alloc_zeros::<f64>(n)
-                .map_err(err("allocating the Schur temporary"))?;
-            let b = core.ledger.book(Purpose::SchurTemporary, (n * 8) as u64);
-            self.tmp = Some((t, b));
-        }
-        Ok(dptr(&made(&self.tmp, "the Schur temporary")?.0, &stream))
-    }
-
-    /// The stencil function and link address of a precision (single built if needed).
-    fn stencil_for(&mut self, core: &mut Core, precision: Precision) -> Result<(V3Kernels, u64)> {
-        let stream = core.gpu.stream.clone();
-        match precision {
-            Precision::Double => Ok((self.stencil_d.clone(), dptr(&self.links, &stream))),
-            Precision::Single => {
-                self.ensure_single(core)?;
-                let (f, l, _) = made(&self.single, "the single-precision stencil")?;
-                Ok((f.clone(), dptr(l, &stream)))
-            }
-            Precision::Half => {
-                self.ensure_half(core)?;
-                let (_, l, _) = made(&self.single, "the single-precision links")?;
-                let f = made(&self.half, "the half-precision stencil")?;
-                Ok((f.clone(), dptr(l, &stream)))
-            }
-        }
-    }
-
-    fn v3_launch(&self, core: &Core, links: u64, precision: Precision) -> V3Launch {
-        V3Launch {
-            parity: None,
-            single: precision != Precision::Double,
-            half: precision == Precision::Half,
-            inp_norm: 0,
-            y_norm: 0,
-            out_norm: 0,
-            reconstruct: self.reconstruct,
-            inp: 0,
-            y: 0,
-            out: 0,
-            links,
-            c: 0.0,
-            g5: false,
-            dims: core.dims(),
-            volume: core.lattice.volume(),
-            block: self.geometry.coarse_block,
-            link_hint: self.geometry.link_hint,
-            split_mask: 0,
-            anti_lo: core.antiperiodic_mask,
-            anti_hi: core.antiperiodic_mask,
-            s: 0,
-            partials: 0,
-            ticket: 0,
-        }
-    }
-
-    /// Convert n complex numbers between addresses (precisions given by the sizes).
-    fn convert_raw(
-        &mut self,
-        core: &mut Core,
-        src: u64,
-        src_size: u64,
-        dst: u64,
-        dst_size: u64,
-        n: usize,
-    ) -> Result<()> {
-        let nn = n as i64;
-        let cfg = cfg_1d(n, BLAS_BLOCK, 0);
-        if src_size == dst_size {
-            let k = if src_size == 16 {
-                Kernel::Copy
-            } else {
-                Kernel::CopySingle
-            };
-            let p = core.gpu.begin(&k)?;
-            // SAFETY: both ranges lie inside live allocations of this context (the callers
-            // check the layouts), on the backend's one stream.
-            unsafe {
-                cudarc::driver::result::memcpy_dtod_async(
-                    dst,
-                    src,
-                    n * src_size as usize,
-                    core.gpu.stream.cu_stream(),
-                )
-            }
-            .map_err(err("copying a field"))?;
-            return core.gpu.end(p, k, n);
-        }
-        if dst_size == 8 {
-            launch!(
-                core.gpu,
-                Kernel::Convert { to_single: true },
-                n,
-                &self.to_single,
-                cfg,
-                [&src, &dst, &nn]
-            );
-        } else {
-            launch!(
-                core.gpu,
-                Kernel::Convert { to_single: false },
-                n,
-                &self.to_double,
-                cfg,
-                [&src, &dst, &nn]
-            );
-        }
-        Ok(())
-    }
-}
-
-impl FastStencil {
-    /// `convert` where either side is half: n complex numbers (whole sites) from complex
-    /// index src_off of src to dst_off of dst; half to half is a copy of the integers and
-    /// the norms, double to half and back the site-wise kernels (which round as the host
-    /// does); half and single do not convert into each other (no solve needs it).
-    fn convert_half(
-        &mut self,
-        core: &mut Core,
-        dst: &mut DeviceSpinor,
-        src: &DeviceSpinor,
-        src_off: usize,
-        dst_off: usize,
-        n: usize,
-    ) -> Result<()> {
-        let stream = core.gpu.stream.clone();
-        let sites = n / 12;
-        let (ns, nvh) = (sites as i64, vh(core) as i64);
-        let cfg = cfg_1d(sites, BLAS_BLOCK, 0);
-        match (src.layout.precision, dst.layout.precision) {
-            (Precision::Half, Precision::Half) => {
-                let (sq, sn) = half_addr(src, &stream, src_off)?;
-                let (dq, dn) = half_addr(dst, &stream, dst_off)?;
-                let p = core.gpu.begin(&Kernel::Half(HalfOp::Copy))?;
-                for (d, s, bytes) in [(dq, sq, 4 * n), (dn, sn, 4 * sites)] {
-                    // SAFETY: both ranges lie inside live allocations of this context
-                    // (the caller checked the layouts), on the backend's one stream.
-                    unsafe {
-                        cudarc::driver::result::memcpy_dtod_async(d, s, bytes, stream.cu_stream())
-                    }
-                    .map_err(err("copying a field"))?;
-                }
-                core.gpu.end(p, Kernel::Half(HalfOp::Copy), sites)
-            }
-            (Precision::Double, Precision::Half) => {
-                let s = addr(src, &stream).0 + 16 * src_off as u64;
-                let (dq, dn) = half_addr(dst, &stream, dst_off)?;
-                launch!(
-                    core.gpu,
-                    Kernel::Half(HalfOp::FromDouble),
-                    sites,
-                    &self.half_k.from_double,
-                    cfg,
-                    [&s, &dq, &dn, &ns, &nvh]
-                );
-                Ok(())
-            }
-            (Precision::Half, Precision::Double) => {
-                let (sq, sn) = half_addr(src, &stream, src_off)?;
-                let d = addr(dst, &stream).0 + 16 * dst_off as u64;
-                launch!(
-                    core.gpu,
-                    Kernel::Half(HalfOp::ToDouble),
-                    sites,
-                    &self.half_k.to_double,
-                    cfg,
-                    [&sq, &sn, &d, &ns, &nvh]
-                );
-                Ok(())
-            }
-            _ => Err(Error::invalid(
-                "backend",
-                format!(
-                    "no conversion between {:?} and {:?} fields (half converts to and from double)",
-                    src.layout, dst.layout
-                ),
-            )),
-        }
-    }
-
-    /// y = y + a x (axpy) or y = x + a y (xpay) on half fields, site by site.
-    fn half_blas(
-        &mut self,
-        core: &mut Core,
-        op: HalfOp,
-        a: C64,
-        x: &DeviceSpinor,
-        y: &mut DeviceSpinor,
-    ) -> Result<()> {
-        let stream = core.gpu.stream.clone();
-        let (xq, xn) = half_addr(x, &stream, 0)?;
-        let (yq, yn) = half_addr(y, &stream, 0)?;
-        let sites = x.len() / 12;
-        let (ns, nvh) = (sites as i64, vh(core) as i64);
-        let f = if op == HalfOp::Axpy {
-            &self.half_k.axpy
-        } else {
-            &self.half_k.xpay
-        };
-        launch!(
-            core.gpu,
-            Kernel::Half(op),
-            sites,
-            f,
-            cfg_1d(sites, BLAS_BLOCK, 0),
-            [&xq, &xn, &yq, &yn, &a.re, &a.im, &ns, &nvh]
-        );
-        Ok(())
-    }
-
-    /// (x|y) of half fields (x = y: (x|x) in re), by sites, summed in double.
-    fn half_reduce(&mut self, core: &mut Core, x: &DeviceSpinor, y: &DeviceSpinor) -> Result<C64> {
-        let stream = core.gpu.stream.clone();
-        let (xq, xn) = half_addr(x, &stream, 0)?;
-        let (yq, yn) = half_addr(y, &stream, 0)?;
-        let sites = x.len() / 12;
-        let (ns, nvh) = (sites as i64, vh(core) as i64);
-        let norm = std::ptr::eq(x, y);
-        let r = core.reduce_args();
-        if norm {
-            launch!(
-                core.gpu,
-                Kernel::Half(HalfOp::Norm2Partial),
-                sites,
-                &self.half_k.norm2,
-                reduce_cfg(sites),
-                [&xq, &xn, &ns, &nvh, &r.level0, &r.upper, &r.tickets, &r.result]
-            );
-        } else {
-            launch!(
-                core.gpu,
-                Kernel::Half(HalfOp::DotPartial),
-                sites,
-                &self.half_k.dot,
-                reduce_cfg(sites),
-                [&xq, &xn, &yq, &yn, &ns, &nvh, &r.level0, &r.upper, &r.tickets, &r.result]
-            );
-        }
-        let (re, im) = core.read_reduction(!norm)?;
-        Ok(C64::new(re, if norm { 0.0 } else { im }))
     }
 }
 

@@ -16,13 +16,15 @@
 //!
 //! Every value is a copy: the array is the host layout's bit for bit (tests/gpu_fast.rs).
 
+pub mod bench;
+pub mod chunks;
+
+use self::chunks::{chunk_source, site_chunks, SiteChunk};
 use crate::backend::cuda::core::device::err;
 use crate::backend::cuda::core::staging::chunk_sites;
 pub use crate::backend::cuda::core::staging::LinkUpload;
 use crate::backend::cuda::core::staging::{StageShape, StagingBuffers};
-use crate::backend::cuda::core::version::Reconstruct;
 use crate::error::{Error, Result};
-use crate::field::Su3;
 use crate::geometry::lattice::{Lattice, NDIM};
 use crate::threads::Stores;
 use cudarc::driver::{
@@ -32,60 +34,6 @@ use cudarc::driver::{
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Instant;
-
-/// f64 of the device scratch buffer of a 3.0 backend with `reconstruct` and `mode` on
-/// `volume` sites, staging `max_values` at most per chunk (0: none). The footprint's and
-/// the backend's one formula.
-pub(crate) fn scratch_values(
-    volume: usize,
-    reconstruct: Reconstruct,
-    mode: LinkUpload,
-    max_values: usize,
-) -> usize {
-    match mode.stride(reconstruct) {
-        None => 0,
-        Some(stride) => {
-            let per_chunk = chunk_sites(volume, stride, max_values);
-            per_chunk * 2 * NDIM * stride * mode.lanes(volume, per_chunk)
-        }
-    }
-}
-
-/// The lexicographic sites `first..first + sites` of the canonical field (`first` and, but
-/// for a whole odd volume, `sites` even).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct SiteChunk {
-    pub first: usize,
-    pub sites: usize,
-}
-
-/// The volume cut into chunks of `per_chunk` sites, the last one shorter.
-pub(crate) fn site_chunks(volume: usize, per_chunk: usize) -> Vec<SiteChunk> {
-    (0..volume)
-        .step_by(per_chunk.max(1))
-        .map(|first| SiteChunk {
-            first,
-            sites: per_chunk.min(volume - first),
-        })
-        .collect()
-}
-
-const _: () = assert!(
-    std::mem::size_of::<Su3>() == 144 && std::mem::offset_of!(Su3, 0) == 0,
-    "Su3 must be its 9 complex numbers and nothing else"
-);
-
-/// The canonical links as f64: [site][mu][row][col][re, im].
-pub(crate) fn links_as_f64(links: &[Su3]) -> &[f64] {
-    // SAFETY: Su3 is repr(transparent) over [[C64; 3]; 3] (size and offset asserted above),
-    // C64 two f64 (repr(C)), so a slice of n links is 18 n f64, aligned for f64.
-    unsafe { std::slice::from_raw_parts(links.as_ptr() as *const f64, links.len() * 18) }
-}
-
-/// Chunk `c`'s sites of the canonical links (`links_as_f64`), whole links.
-fn chunk_source<'a>(canonical: &'a [f64], c: &SiteChunk) -> &'a [f64] {
-    &canonical[18 * NDIM * c.first..18 * NDIM * (c.first + c.sites)]
-}
 
 /// Where the device-side upload's wall time went, milliseconds, and what it moved.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -515,161 +463,12 @@ fn upload_by_workers(job: Job<'_>) -> Result<DeviceUploadTimes> {
     Ok(times)
 }
 
-/// One way of uploading 3.0's links, timed by `bench`.
-#[derive(Clone, Debug, serde::Serialize)]
-pub struct UploadBenchRow {
-    /// "workers 3 MiB x2 each".
-    pub variant: String,
-    /// Bytes of the device link array.
-    pub bytes: u64,
-    /// Wall time of each repetition (taking the buffers to the last layout), ms.
-    pub wall_ms: Vec<f64>,
-    /// The median repetition's breakdown, ms: taking the buffers, the host's copies, the
-    /// waits, giving them back (or registering and unregistering), the layout kernels.
-    pub pin_ms: f64,
-    pub copy_ms: f64,
-    pub wait_ms: f64,
-    pub unpin_ms: f64,
-    pub kernel_ms: f64,
-    pub queue_ms: f64,
-    pub spread_ms: f64,
-}
-
-impl UploadBenchRow {
-    /// The median wall time's rate, GB/s (1e9 B/s) of device link bytes.
-    pub fn gbytes_per_second(&self) -> f64 {
-        let mut w = self.wall_ms.clone();
-        w.sort_by(f64::total_cmp);
-        match w.get(w.len() / 2) {
-            Some(&ms) => self.bytes as f64 / ms / 1e6,
-            None => f64::NAN,
-        }
-    }
-}
-
-/// Upload the double links of `gauge` (3.0's layout, `reconstruct` 18 or 12) with each of
-/// `variants` on GPU 0, `repeat` times each after a warm-up, the variants interleaved (so
-/// that a change of the host's load meets them all alike), into one device array. The
-/// staging buffers come from the pinned pool, pinned before the first timing (as the main
-/// job's warm-up does). What the main job's construction does for its links, alone.
-pub fn bench(
-    gauge: &crate::field::GaugeField,
-    reconstruct: Reconstruct,
-    variants: &[(LinkUpload, StageShape)],
-    repeat: usize,
-) -> Result<Vec<UploadBenchRow>> {
-    let lattice = &gauge.lattice;
-    let volume = lattice.volume();
-    if reconstruct == Reconstruct::R8 || !volume.is_multiple_of(2) {
-        return Err(Error::invalid(
-            "link upload bench",
-            "needs 18- or 12-real links and an even volume",
-        ));
-    }
-    let ctx = crate::backend::cuda::core::device::open_context(0)?;
-    let stream = ctx.default_stream();
-    let (module, _) = crate::backend::cuda::core::device::load_module(
-        &ctx,
-        &crate::backend::cuda::core::compile::Program::plain(
-            &crate::backend::cuda::core::compile::LAYOUT,
-        ),
-    )?;
-    let func = crate::backend::cuda::core::device::function(&module, "links_from_sites")?;
-    let elems = reconstruct.elems();
-    let n_links = 2 * NDIM * elems * volume;
-    let scratch_n = variants
-        .iter()
-        .map(|&(m, st)| scratch_values(volume, reconstruct, m, st.link_chunk_values(m)))
-        .max()
-        .unwrap_or(0);
-    crate::backend::cuda::core::device::ensure_fits(
-        &ctx,
-        8 * (n_links + scratch_n),
-        "the link upload bench",
-    )?;
-    // SAFETY: both are written (by the uploads' copies and layouts) before they are read,
-    // and only the uploads touch them.
-    let mut links =
-        unsafe { stream.alloc::<f64>(n_links) }.map_err(err("allocating the bench's links"))?;
-    // SAFETY: as above.
-    let mut scratch = unsafe { stream.alloc::<f64>(scratch_n.max(1)) }
-        .map_err(err("allocating the bench's scratch buffer"))?;
-    for &(mode, st) in variants {
-        crate::backend::cuda::core::staging::prepin_all(&ctx, &st.pins(mode, volume))?;
-    }
-    let host = links_as_f64(&gauge.links);
-    let mut runs: Vec<Vec<(f64, DeviceUploadTimes)>> = vec![Vec::new(); variants.len()];
-    for rep in 0..=repeat.max(1) {
-        for (i, &(mode, stage)) in variants.iter().enumerate() {
-            let stride = mode.stride(reconstruct).ok_or_else(|| {
-                Error::invalid("link upload bench", "the host upload is not benched")
-            })?;
-            let kernel = LayoutKernel {
-                func: &func,
-                lattice,
-                elems,
-                stride,
-            };
-            let t = Instant::now();
-            let times = upload(
-                mode,
-                &ctx,
-                &stream,
-                host,
-                &kernel,
-                stage,
-                &mut scratch,
-                &mut links,
-            )?;
-            stream
-                .synchronize()
-                .map_err(err("waiting for the bench's upload"))?;
-            let wall = 1e3 * t.elapsed().as_secs_f64();
-            if rep > 0 {
-                runs[i].push((wall, times));
-            }
-        }
-    }
-    let names = variants.iter().map(|&(mode, st)| variant_name(mode, st));
-    Ok(names
-        .zip(runs)
-        .map(|(variant, mut r)| {
-            let wall_ms: Vec<f64> = r.iter().map(|x| x.0).collect();
-            r.sort_by(|a, b| a.0.total_cmp(&b.0));
-            let m = r.get(r.len() / 2).map(|x| x.1).unwrap_or_default();
-            UploadBenchRow {
-                variant,
-                bytes: (n_links * 8) as u64,
-                wall_ms,
-                pin_ms: m.pin_ms,
-                copy_ms: m.copy_ms,
-                wait_ms: m.wait_ms,
-                unpin_ms: m.unpin_ms,
-                kernel_ms: m.kernel_ms,
-                queue_ms: m.queue_ms,
-                spread_ms: m.spread_ms,
-            }
-        })
-        .collect())
-}
-
-/// "workers 3 MiB x2 each", or "host".
-pub fn variant_name(mode: LinkUpload, st: StageShape) -> String {
-    match mode {
-        LinkUpload::Workers => format!(
-            "{} {} MiB x{} each",
-            mode.name(),
-            st.lane_values * 8 / (1 << 20),
-            st.lane_buffers
-        ),
-        LinkUpload::Host => mode.name().to_string(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::chunks::{links_as_f64, scratch_values};
     use super::*;
     use crate::backend::cuda::core::fast_layout::links_to_soa;
+    use crate::backend::cuda::core::version::Reconstruct;
     use crate::field::GaugeField;
     use crate::geometry::lattice::DEFAULT_BOUNDARY;
 

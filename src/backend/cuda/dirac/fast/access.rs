@@ -1,0 +1,43 @@
+//! Field addresses for 3.0's launches: the data of any precision, a half field's integers
+//! and norms at a parity offset, and the lazily made state's accessor.
+
+use crate::backend::cuda::core::field::{DeviceData, DeviceSpinor};
+use crate::backend::cuda::core::launch::dptr;
+use crate::backend::cuda::dirac::blas::Core;
+use crate::error::{Error, Result};
+use cudarc::driver::CudaStream;
+
+/// Device addresses of a half field's integers and norms, offset to the parity block at
+/// complex index `off` (a multiple of 12 Vh).
+pub(super) fn half_addr(f: &DeviceSpinor, stream: &CudaStream, off: usize) -> Result<(u64, u64)> {
+    match &f.data {
+        DeviceData::Half { q, norm } => Ok((
+            dptr(q, stream) + 4 * off as u64,
+            dptr(norm, stream) + 4 * (off / 12) as u64,
+        )),
+        _ => Err(Error::internal(format!(
+            "a half-precision kernel was given a {:?} field",
+            f.layout
+        ))),
+    }
+}
+
+/// The value an `ensure_*` call has just made, or an internal error naming it.
+pub(super) fn made<'a, T>(v: &'a Option<T>, what: &str) -> Result<&'a T> {
+    v.as_ref()
+        .ok_or_else(|| Error::internal(format!("{what} was not made on first use")))
+}
+
+/// Device address of a field's data and its bytes per complex number.
+pub(super) fn addr(f: &DeviceSpinor, stream: &CudaStream) -> (u64, u64) {
+    match &f.data {
+        DeviceData::Double(d) => (dptr(d, stream), 16),
+        DeviceData::Single(s) => (dptr(s, stream), 8),
+        // Half fields: the integers (4 bytes a complex); the norms from `half_addr`.
+        DeviceData::Half { q, .. } => (dptr(q, stream), 4),
+    }
+}
+
+pub(super) fn vh(core: &Core) -> usize {
+    core.lattice.volume() / 2
+}

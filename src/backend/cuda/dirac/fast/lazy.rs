@@ -1,0 +1,147 @@
+//! 3.0's state built on first use: the single-precision links and stencil, the half
+//! stencil, the Schur temporary and its norms, and the launch description of a precision.
+
+use super::access::{made, vh};
+use super::FastStencil;
+use crate::backend::cuda::core::device::{err, load_module};
+use crate::backend::cuda::core::kernels::{Kernel, BLAS_BLOCK};
+use crate::backend::cuda::core::launch::{cfg_1d, dptr};
+use crate::backend::cuda::core::stencil::programs;
+use crate::backend::cuda::core::stencil::v3::{V3Kernels, V3Launch};
+use crate::backend::cuda::core::timing::launch;
+use crate::backend::cuda::core::version::StencilVersion;
+use crate::backend::cuda::dirac::blas::Core;
+use crate::backend::ledger::Purpose;
+use crate::error::Result;
+use crate::linalg::Precision;
+
+impl FastStencil {
+    /// The single-precision stencil and links, built on first use from the double links.
+    pub(super) fn ensure_single(&mut self, core: &mut Core) -> Result<()> {
+        if self.single.is_some() {
+            return Ok(());
+        }
+        let program = programs::program(StencilVersion::V3_0, self.reconstruct, true);
+        let (module, _) = load_module(&core.gpu.ctx, &program)?;
+        let f = V3Kernels::load(&module)?;
+        let n = self.links.len() / 2;
+        let mut links = core
+            .gpu
+            .stream
+            .alloc_zeros::<f32>(2 * n)
+            .map_err(err("allocating the single-precision links"))?;
+        let nn = n as i64;
+        let cfg = cfg_1d(n, BLAS_BLOCK, 0);
+        launch!(
+            core.gpu,
+            Kernel::Setup("to_single (links)"),
+            n,
+            &self.to_single,
+            cfg,
+            [&self.links, &mut links, &nn]
+        );
+        let booking = core.ledger.book(
+            Purpose::Links {
+                precision: Precision::Single,
+                reals: self.reconstruct.reals() as u8,
+                per_site: 4,
+            },
+            (links.len() * 4) as u64,
+        );
+        self.single = Some((f, links, booking));
+        Ok(())
+    }
+
+    /// The half-precision stencil, built on first use (with the single links it reads).
+    pub(super) fn ensure_half(&mut self, core: &mut Core) -> Result<()> {
+        self.ensure_single(core)?;
+        if self.half.is_none() {
+            let program = programs::v3_program(self.reconstruct, true, true);
+            let (module, _) = load_module(&core.gpu.ctx, &program)?;
+            self.half = Some(V3Kernels::load(&module)?);
+        }
+        Ok(())
+    }
+
+    /// The norms of the Schur temporary as a half field (made on first use).
+    pub(super) fn ensure_tmp_norm(&mut self, core: &mut Core) -> Result<u64> {
+        let stream = core.gpu.stream.clone();
+        if self.tmp_norm.is_none() {
+            let n = vh(core);
+            let t = stream
+                .alloc_zeros::<f32>(n)
+                .map_err(err("allocating the Schur temporary's norms"))?;
+            let b = core.ledger.book(Purpose::SchurTemporary, (n * 4) as u64);
+            self.tmp_norm = Some((t, b));
+        }
+        Ok(dptr(
+            &made(&self.tmp_norm, "the Schur temporary's norms")?.0,
+            &stream,
+        ))
+    }
+
+    /// The odd temporary of the Schur operator (made on first use), for either precision.
+    pub(super) fn ensure_tmp(&mut self, core: &mut Core) -> Result<u64> {
+        let stream = core.gpu.stream.clone();
+        if self.tmp.is_none() {
+            let n = vh(core) * 24;
+            let t = stream
+                .alloc_zeros::<f64>(n)
+                .map_err(err("allocating the Schur temporary"))?;
+            let b = core.ledger.book(Purpose::SchurTemporary, (n * 8) as u64);
+            self.tmp = Some((t, b));
+        }
+        Ok(dptr(&made(&self.tmp, "the Schur temporary")?.0, &stream))
+    }
+
+    /// The stencil function and link address of a precision (single built if needed).
+    pub(super) fn stencil_for(
+        &mut self,
+        core: &mut Core,
+        precision: Precision,
+    ) -> Result<(V3Kernels, u64)> {
+        let stream = core.gpu.stream.clone();
+        match precision {
+            Precision::Double => Ok((self.stencil_d.clone(), dptr(&self.links, &stream))),
+            Precision::Single => {
+                self.ensure_single(core)?;
+                let (f, l, _) = made(&self.single, "the single-precision stencil")?;
+                Ok((f.clone(), dptr(l, &stream)))
+            }
+            Precision::Half => {
+                self.ensure_half(core)?;
+                let (_, l, _) = made(&self.single, "the single-precision links")?;
+                let f = made(&self.half, "the half-precision stencil")?;
+                Ok((f.clone(), dptr(l, &stream)))
+            }
+        }
+    }
+
+    pub(super) fn v3_launch(&self, core: &Core, links: u64, precision: Precision) -> V3Launch {
+        V3Launch {
+            parity: None,
+            single: precision != Precision::Double,
+            half: precision == Precision::Half,
+            inp_norm: 0,
+            y_norm: 0,
+            out_norm: 0,
+            reconstruct: self.reconstruct,
+            inp: 0,
+            y: 0,
+            out: 0,
+            links,
+            c: 0.0,
+            g5: false,
+            dims: core.dims(),
+            volume: core.lattice.volume(),
+            block: self.geometry.coarse_block,
+            link_hint: self.geometry.link_hint,
+            split_mask: 0,
+            anti_lo: core.antiperiodic_mask,
+            anti_hi: core.antiperiodic_mask,
+            s: 0,
+            partials: 0,
+            ticket: 0,
+        }
+    }
+}
