@@ -7,6 +7,9 @@ use crate::app::footprint;
 use crate::app::plan::SolvePlan;
 use crate::app::solve::solve_on_rank;
 use crate::clock::timed_seconds;
+use crate::comms::nccl::communicator::NcclComms;
+use crate::comms::nccl::library::{nccl_version, new_unique_id, require_nccl};
+use crate::comms::nccl::shared::SharedNccl;
 use crate::comms::Comms;
 use crate::config::LoadedConfig;
 use crate::geometry::partition::Partition;
@@ -84,7 +87,7 @@ pub(super) fn run_cuda(
             footprint::check_device(&what, &estimates, &dp, 0)?;
         }
         Wiring::Nccl => {
-            crate::comms::nccl::require_nccl()?;
+            require_nccl()?;
             if cfg.config.tuning.peer_sums {
                 match cuda::enable_peer_access(ranks)?.first() {
                     None => peer_sums = true,
@@ -114,7 +117,7 @@ pub(super) fn run_cuda(
         Wiring::Nccl => Vec::new(),
     });
     let id = match wiring {
-        Wiring::Nccl => Some(crate::comms::nccl::new_unique_id()?),
+        Wiring::Nccl => Some(new_unique_id()?),
         Wiring::OneGpu => None,
     };
     let per_rank = crate::comms::threads::on_threads(ranks, |rank| {
@@ -130,11 +133,11 @@ pub(super) fn run_cuda(
                     match &id {
                         Some(id) => {
                             let stream = cuda::stream_on(o.device)?;
-                            let nccl = crate::comms::nccl::NcclComms::new(stream, rank, ranks, id)?;
+                            let nccl = NcclComms::new(stream, rank, ranks, id)?;
                             if peer_sums {
-                                crate::comms::nccl::SharedNccl::in_one_process(nccl).handles()
+                                SharedNccl::in_one_process(nccl).handles()
                             } else {
-                                crate::comms::nccl::SharedNccl::new(nccl).handles()
+                                SharedNccl::new(nccl).handles()
                             }
                         }
                         None => {
@@ -153,7 +156,7 @@ pub(super) fn run_cuda(
                 });
                 let local = local?;
                 let wiring_name = match wiring {
-                    Wiring::Nccl => format!("nccl {}", crate::comms::nccl::nccl_version()?),
+                    Wiring::Nccl => format!("nccl {}", nccl_version()?),
                     Wiring::OneGpu => "device copies between sub-lattices of GPU 0 (PeerCopies), global sums over threads".to_string(),
                 };
                 let links = RankLinks {

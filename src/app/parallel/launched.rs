@@ -21,7 +21,7 @@ pub fn run_launched(
     launch: &crate::comms::launch::Launch,
 ) -> Result<SolveReport> {
     use crate::backend::cuda;
-    use crate::comms::nccl::{NcclComms, SharedNccl};
+    use crate::comms::nccl::{communicator::NcclComms, shared::SharedNccl};
     let c = &cfg.config;
     let grid = c.parallel.grid();
     let ranks: usize = grid.iter().product();
@@ -82,7 +82,7 @@ pub fn run_launched(
     };
     let wiring = format!(
         "nccl {} ({} processes, {})",
-        crate::comms::nccl::nccl_version()?,
+        crate::comms::nccl::library::nccl_version()?,
         launch.size,
         launch.launcher
     );
