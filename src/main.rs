@@ -7,7 +7,7 @@ use qcd_solve::app::cli::{self, Cli};
 fn main() {
     qcd_solve::report::timeline::mark_process_start();
     // Before any thread: it writes the environment NCCL reads.
-    qcd_solve::comms::nccl::set_process_defaults();
+    qcd_solve::comms::nccl::library::set_process_defaults();
     let cli = Cli::parse();
     cli::init_logging(cli.quiet);
     if let Err(e) = cli::dispatch(cli) {

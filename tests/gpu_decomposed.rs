@@ -491,7 +491,7 @@ fn a_seed_version_is_refused_by_name() {
 /// rank.
 #[test]
 fn tuning_on_a_split_lattice_is_collective() {
-    use qcd_solve::app::parallel::local_problem;
+    use qcd_solve::app::parallel::shares::local_problem;
     use qcd_solve::app::tuning::{tune_live, TuneMode};
     use qcd_solve::backend::cuda::core::tune::{TuneCache, PROGRAM_VERSION};
     use qcd_solve::config::LoadedConfig;

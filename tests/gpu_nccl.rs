@@ -23,7 +23,8 @@
 
 use cudarc::driver::{sys, CudaContext, CudaSlice, CudaStream, DevicePtr};
 use qcd_solve::comms::launch::Launch;
-use qcd_solve::comms::nccl::{nccl_version, require_nccl, NcclComms, ID_BYTES};
+use qcd_solve::comms::nccl::communicator::NcclComms;
+use qcd_solve::comms::nccl::library::{nccl_version, require_nccl, ID_BYTES};
 use qcd_solve::comms::{global_sum, Comms, DeviceExchange, DeviceMessage, Incoming, Outgoing};
 use std::sync::Arc;
 
@@ -54,7 +55,7 @@ fn gpu() -> Arc<CudaStream> {
 }
 
 fn one_rank(stream: &Arc<CudaStream>) -> NcclComms {
-    let id = qcd_solve::comms::nccl::new_unique_id().unwrap();
+    let id = qcd_solve::comms::nccl::library::new_unique_id().unwrap();
     NcclComms::new(stream.clone(), 0, 1, &id).unwrap()
 }
 
@@ -379,10 +380,10 @@ impl FusedCase {
     /// one rank on GPU 0 (`peer`: `SharedNccl::in_one_process`, the sums over peer memory).
     fn split(&self, peer: bool) -> qcd_solve::backend::cuda::CudaBackend {
         use qcd_solve::backend::cuda::{local_gauge, stream_on, CudaBackend};
-        use qcd_solve::comms::nccl::SharedNccl;
+        use qcd_solve::comms::nccl::shared::SharedNccl;
         use qcd_solve::geometry::partition::Partition;
         let p = Partition::new(self.gauge.lattice.dims, [1, 1, 1, 1], 0).unwrap();
-        let id = qcd_solve::comms::nccl::new_unique_id().unwrap();
+        let id = qcd_solve::comms::nccl::library::new_unique_id().unwrap();
         let nccl = NcclComms::new(stream_on(0).unwrap(), 0, 1, &id).unwrap();
         let shared = if peer {
             SharedNccl::in_one_process(nccl)

@@ -6,7 +6,8 @@ use qcd_solve::backend::cpu::CpuBackend;
 use qcd_solve::backend::prelude::*;
 use qcd_solve::backend::Operator;
 use qcd_solve::dirac::fast::Epilogue;
-use qcd_solve::dirac::simd::{self, Isa, LaneGauge, LaneSpinor};
+use qcd_solve::dirac::simd::layout::{LaneGauge, LaneSpinor};
+use qcd_solve::dirac::simd::{self, Isa};
 use qcd_solve::dirac::{self, Sites};
 use qcd_solve::field::{GaugeField, SpinorField, C64};
 use qcd_solve::geometry::lattice::{Boundary, Lattice, DEFAULT_BOUNDARY};
@@ -47,7 +48,7 @@ fn vectorised_operator_equals_reference() {
         Lattice::new([8, 4, 2, 3], anti).unwrap(),
     ];
     for l in cases {
-        assert!(simd::supported(&l));
+        assert!(simd::lanes::supported(&l));
         let g = GaugeField::random(&l, 21);
         let lg = LaneGauge::new(&g).unwrap();
         let psi = SpinorField::random(l.volume(), 4, 0);
@@ -83,7 +84,7 @@ fn lx_not_multiple_of_four_falls_back_to_scalar() {
     // 5x3x1x3 has a volume that is not a multiple of 4 (a zero-padded last block).
     for dims in [[3, 5, 2, 6], [6, 4, 4, 8], [5, 3, 1, 3]] {
         let l = lat(dims);
-        assert!(!simd::supported(&l));
+        assert!(!simd::lanes::supported(&l));
         let g = GaugeField::random(&l, 17);
         assert!(LaneGauge::new(&g).is_none());
         let psi = SpinorField::random(l.volume(), 3, 0);
@@ -128,7 +129,7 @@ fn layout_round_trips_are_bit_exact() {
         // Padding lanes of a partial last block are zero.
         let padded = lp.data.len() * 4 / 24 - l.volume();
         assert!(padded < 4);
-        if simd::supported(&l) {
+        if simd::lanes::supported(&l) {
             let g = GaugeField::random(&l, 10);
             let lg = LaneGauge::new(&g).unwrap();
             for x in 0..l.volume() {

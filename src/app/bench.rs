@@ -3,7 +3,8 @@
 //! comparison, and a triad a = b + s c over the same number of bytes measured in the same
 //! run, interleaved with the operators. The ratio is the figure of merit (target >= 0.5).
 
-use crate::dirac::simd::{Isa, LaneGauge, LaneSpinor};
+use crate::dirac::simd::layout::{LaneGauge, LaneSpinor};
+use crate::dirac::simd::Isa;
 use crate::dirac::{self, simd};
 use crate::error::Result;
 use crate::field::{GaugeField, SpinorField};

@@ -28,7 +28,7 @@ pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
     }
     let pool = thread_pool(c.backend.threads)?;
     if let Some(launch) = launch {
-        return pool.install(|| crate::app::parallel::run_launched(cfg, &launch));
+        return pool.install(|| crate::app::parallel::launched::run_launched(cfg, &launch));
     }
     if c.parallel.is_decomposed() {
         return pool.install(|| crate::app::parallel::run(cfg));

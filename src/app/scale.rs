@@ -335,8 +335,8 @@ pub fn measure_ranks(
             c.config.parallel.grid = grid.map(|g| g as i64);
             c.config.parallel.gpus = None;
             let problem = build_problem(&c)?;
-            let parts =
-                crate::app::parallel::partitions(problem.lattice.dims, grid).map_err(|e| {
+            let parts = crate::app::parallel::shares::partitions(problem.lattice.dims, grid)
+                .map_err(|e| {
                     Error::invalid("--gpus", format!("{kind} scaling on {n} ranks: {e}"))
                 })?;
             let (seconds, graphs, s) = medians(repeat, || {

@@ -4,7 +4,9 @@
 //! the same for any count (fixed chunking, see `crate::reduce`).
 
 use super::{layout_mismatch as mismatch, Layout, Operator, Prepare, Space, Subset, WilsonKernels};
-use crate::dirac::simd::{self, Isa, Lane, LaneGauge, LaneSpinor, W};
+use crate::dirac::simd::lanes::{Lane, W};
+use crate::dirac::simd::layout::{LaneGauge, LaneSpinor};
+use crate::dirac::simd::{self, Isa};
 use crate::field::{GaugeField, SpinorField, C64};
 use crate::reduce::det_sum2;
 use crate::{Error, Result};

@@ -5,7 +5,8 @@
 //!
 //! Implementations: `Single` (one rank, no communication), `threads::ThreadComms` (ranks
 //! as threads of one process, messages over channels: the CPU tests of the decomposition),
-//! and NCCL (`nccl::NcclComms`), which moves device buffers between GPUs and processes.
+//! and NCCL (`nccl::communicator::NcclComms`), which moves device buffers between GPUs
+//! and processes.
 //!
 //! Global sums are deterministic: every rank gathers every rank's partials and adds them
 //! in rank order, so the result is the same bits on every rank and from run to run (an
