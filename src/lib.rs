@@ -2,15 +2,18 @@
 //! Conjugate Residual, BiCGStab, GCR, CGNE) on NVIDIA GPUs (every historical stencil
 //! version of the seed report, and our own) and on the CPU.
 //!
-//! Layers, each importing only from those below it:
-//! - `app`: the commands (main job, ablate, validate, bench, floor, scale, generate);
-//! - `report`: reports, tables, charts, progress; `problem`: a problem and a solve's result;
-//! - `config`: the TOML schema;
-//! - `solver`: the methods and wrappers, over `linalg`;
-//! - `backend`: the CPU and CUDA implementations of `linalg`'s space and Wilson kernels;
-//! - `linalg`: the vector space and linear operators; `dirac`: the CPU operators;
-//! - `io`, `gauge_gen`, `field`, `geometry`, and the small `rng`, `reduce`,
-//!   `threads`, `error`, `clock` (the process clock and timed steps).
+//! Layers, each importing only from those below it (docs/architecture.md; CI's
+//! validate/module-graph.py checks every depth):
+//! - `app`: the commands, and `app::plan`, the one check of a run's options;
+//! - `report`, `problem`: reports, tables, charts, progress; a problem and a solve's result;
+//! - `config`: the TOML schema, parsed once into typed values, and the flags' overrides;
+//! - `solver`: the methods and wrappers, over `linalg` only;
+//! - `backend`: the CPU and CUDA implementations of `linalg`'s space, Wilson kernels and
+//!   engines; the `[tuning]` options;
+//! - `linalg`: the vector space, linear operators and the engines' traits; `dirac`: the
+//!   CPU operators;
+//! - `io`, `gauge_gen`; `comms`; `field`; `geometry`; and the small `error`, `clock`,
+//!   `rng`, `reduce`, `threads`.
 
 pub mod app;
 pub mod backend;
