@@ -696,11 +696,15 @@ impl LoadedConfig {
                 format!("must be in (0, 1), got {tol}"),
             ));
         }
-        if c.solver.max_iterations < 1 {
+        let max_iter = crate::solver::monitor::MAX_ITERATIONS;
+        if !(1..=max_iter).contains(&c.solver.max_iterations) {
             return Err(self.bad(
                 "solver",
                 "max_iterations",
-                format!("must be at least 1, got {}", c.solver.max_iterations),
+                format!(
+                    "must be in 1..={max_iter} (docs/reliability.md), got {}",
+                    c.solver.max_iterations
+                ),
             ));
         }
         let d = c.solver.reliable_delta;

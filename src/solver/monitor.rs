@@ -182,3 +182,33 @@ pub trait Iterate<S: crate::linalg::Space> {
     /// Free the workspace (and anything recorded on it).
     fn release(&mut self, space: &mut S);
 }
+
+/// The most iterations a solve may be asked for (`[solver] max_iterations`,
+/// `--max-iter`): 10^7. Host histories grow as the solve goes, but a GPU engine keeps
+/// its residual history in device memory sized up front (8 bytes an iteration: 80 MB at
+/// this bound), and no Wilson solve that needs more than a few 10^5 iterations is worth
+/// running (docs/reliability.md).
+pub const MAX_ITERATIONS: i64 = 10_000_000;
+
+/// Store `nr` as entry `iter` of a residual history that grows as the solve goes (gaps
+/// are NaN). The growth is fallible: a history that cannot grow is out of host memory
+/// (exit 6), never an abort.
+pub fn record(history: &mut Vec<f64>, iter: u64, nr: f64) -> crate::Result<()> {
+    let k = usize::try_from(iter)
+        .map_err(|_| crate::Error::HostMemory(format!("iteration {iter} has no history slot")))?;
+    if history.len() <= k {
+        let more = k + 1 - history.len();
+        // Doubling keeps the amortised cost per iteration constant.
+        let want = more.max(history.len());
+        if history.try_reserve(want).is_err() && history.try_reserve_exact(more).is_err() {
+            return Err(crate::Error::HostMemory(format!(
+                "a residual history of {} entries ({} bytes) cannot be allocated",
+                k + 1,
+                (k as u64 + 1) * 8
+            )));
+        }
+        history.resize(k + 1, f64::NAN);
+    }
+    history[k] = nr;
+    Ok(())
+}
