@@ -487,6 +487,8 @@ pub struct Overrides {
 pub struct LoadedConfig {
     pub config: Config,
     pub source_name: String,
+    /// The config file read (`None` for the embedded default): an input no output may name.
+    pub config_file: Option<PathBuf>,
     pub base_dir: PathBuf,
     text: String,
     /// Keys set from the command line ("dirac.kappa", "--kappa"): errors about them name
@@ -498,7 +500,9 @@ impl LoadedConfig {
     pub fn from_file(path: &Path) -> Result<Self> {
         let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
         let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
-        Self::from_str(&text, &path.display().to_string(), base)
+        let mut loaded = Self::from_str(&text, &path.display().to_string(), base)?;
+        loaded.config_file = Some(path.to_path_buf());
+        Ok(loaded)
     }
 
     pub fn embedded_default() -> Self {
@@ -518,6 +522,7 @@ impl LoadedConfig {
         let loaded = LoadedConfig {
             config,
             source_name: name.into(),
+            config_file: None,
             base_dir,
             text: text.into(),
             flags: Vec::new(),
@@ -689,11 +694,15 @@ impl LoadedConfig {
             return Err(self.bad("dirac", "kappa", format!("must be positive, got {k}")));
         }
         let tol = c.solver.tolerance;
-        if !(tol.is_finite() && tol > 0.0 && tol < 1.0) {
+        let floor = crate::solver::monitor::MIN_TOLERANCE;
+        if !(tol.is_finite() && tol >= floor && tol < 1.0) {
             return Err(self.bad(
                 "solver",
                 "tolerance",
-                format!("must be in (0, 1), got {tol}"),
+                format!(
+                    "must be in (0, 1) and at least {floor:e} (double rounding sets the \
+                     floor, docs/reliability.md), got {tol}"
+                ),
             ));
         }
         let max_iter = crate::solver::monitor::MAX_ITERATIONS;
@@ -702,7 +711,7 @@ impl LoadedConfig {
                 "solver",
                 "max_iterations",
                 format!(
-                    "must be in 1..={max_iter} (docs/reliability.md), got {}",
+                    "must be at least 1 and at most {max_iter} (docs/reliability.md), got {}",
                     c.solver.max_iterations
                 ),
             ));

@@ -17,6 +17,7 @@ pub mod floor;
 pub mod footprint;
 pub mod generate;
 pub mod memory;
+pub mod output_set;
 pub mod outputs;
 pub mod parallel;
 pub mod plan;

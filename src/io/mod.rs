@@ -10,6 +10,7 @@ pub mod nersc;
 pub mod npy;
 mod payload;
 pub mod slab;
+pub mod staged;
 mod verify;
 
 pub(crate) use bytes::*;
@@ -27,8 +28,8 @@ use crate::geometry::lattice::{Boundary, NDIM};
 use serde::Serialize;
 use std::fmt;
 use std::fs::File;
-use std::io::{BufWriter, Read, Write};
-use std::path::{Path, PathBuf};
+use std::io::{Read, Write};
+use std::path::Path;
 use std::str::FromStr;
 
 /// The gauge file containers the program reads. ILDG and SciDAC files are both LIME.
@@ -355,19 +356,12 @@ pub(crate) fn describe(
     }
 }
 
-/// Writes `path` atomically: the bytes go to `path.tmp-<pid>`, are fsynced, and the temp is
-/// renamed over `path`, so a reader never sees a half-written file. Parent directories are
-/// created. On any error the temp is removed and `path` is left as it was.
+/// Writes `path` atomically (`staged`: an exclusive temporary beside it, fsynced, renamed
+/// over `path`, the folder fsynced), so a reader never sees a half-written file. Parent
+/// directories are created. On any error the temporary is removed and `path` is left as
+/// it was.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     write_atomic_with(path, |w| w.write_all(bytes))
-}
-
-/// The temporary an output is staged in before its rename: `<file>.tmp-<pid>` (the pid
-/// lets `app::outputs` tell a dead process's leftovers from a live one's).
-pub fn staging_path(dest: &Path) -> PathBuf {
-    let mut name = dest.file_name().unwrap_or_default().to_os_string();
-    name.push(format!(".tmp-{}", std::process::id()));
-    dest.with_file_name(name)
 }
 
 /// `write_atomic` for output produced piece by piece, so a large file need not be built
@@ -376,51 +370,7 @@ pub fn write_atomic_with(
     path: &Path,
     fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> Result<()> {
-    staged_write(path, |file| {
-        let mut w = BufWriter::with_capacity(1 << 20, file);
-        fill(&mut w)?;
-        w.flush()
-    })
-}
-
-/// The staging of `write_atomic_with` and `write_atomic_blocks`: `write` fills the
-/// temporary, which is then fsynced and renamed over `path`.
-fn staged_write(path: &Path, write: impl FnOnce(&File) -> std::io::Result<()>) -> Result<()> {
-    if path.file_name().is_none() {
-        return Err(Error::invalid(
-            "output path",
-            format!("{} does not name a file", path.display()),
-        ));
-    }
-    if let Some(parent) = path.parent() {
-        if !parent.as_os_str().is_empty() {
-            std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
-        }
-    }
-    let tmp = staging_path(path);
-    let result = (|| -> std::io::Result<()> {
-        let file = File::create(&tmp)?;
-        write(&file)?;
-        crate::clock::timed("fsync", || file.sync_all())?;
-        drop(file);
-        std::fs::rename(&tmp, path)
-    })();
-    if let Err(e) = result {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(Error::io(path, e));
-    }
-    // Make the rename itself durable; best effort, some filesystems refuse directory fsync.
-    if let Some(parent) = path.parent() {
-        let dir = if parent.as_os_str().is_empty() {
-            Path::new(".")
-        } else {
-            parent
-        };
-        if let Ok(d) = File::open(dir) {
-            let _ = d.sync_all();
-        }
-    }
-    Ok(())
+    staged::commit_one(staged::stage_with(path, fill)?)
 }
 
 /// Bytes per block of the parallel writer (`write_atomic_blocks`) and checksum
@@ -437,9 +387,19 @@ pub fn write_atomic_blocks(
     body_len: u64,
     fill: impl Fn(u64, &mut [u8]) + Sync,
 ) -> Result<()> {
+    staged::commit_one(stage_blocks(path, header, body_len, fill)?)
+}
+
+/// `write_atomic_blocks` up to the rename: the file staged for `Staged::commit`.
+pub fn stage_blocks(
+    path: &Path,
+    header: &[u8],
+    body_len: u64,
+    fill: impl Fn(u64, &mut [u8]) + Sync,
+) -> Result<staged::Staged> {
     use rayon::prelude::*;
     use std::os::unix::fs::FileExt;
-    staged_write(path, |file| {
+    staged::stage(path, |file| {
         file.set_len(header.len() as u64 + body_len)?;
         file.write_all_at(header, 0)?;
         let blocks = body_len.div_ceil(BLOCK_BYTES as u64);

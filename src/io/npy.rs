@@ -1,7 +1,7 @@
 //! NumPy `.npy` (format 1.0) files for spinor solutions: dtype `<c16`, shape
 //! `(LT, LZ, LY, LX, 4, 3)`, C order, so `numpy.load` gives psi[t, z, y, x, spin, colour].
 
-use super::{open, read_exact_at, stream_units, write_atomic_blocks};
+use super::{open, read_exact_at, stream_units};
 use crate::error::{Error, Result};
 use crate::field::spinor::SITE_LEN;
 use crate::field::{SpinorField, C64};
@@ -25,6 +25,15 @@ fn shape_string(s: &[usize]) -> String {
 
 /// Writes `psi` as a `.npy` file, atomically.
 pub fn write_spinor_npy(path: &Path, lattice: &Lattice, psi: &SpinorField) -> Result<()> {
+    super::staged::commit_one(stage_spinor_npy(path, lattice, psi)?)
+}
+
+/// `write_spinor_npy` up to the rename: the file staged for `Staged::commit`.
+pub fn stage_spinor_npy(
+    path: &Path,
+    lattice: &Lattice,
+    psi: &SpinorField,
+) -> Result<super::staged::Staged> {
     if psi.data.len() != lattice.volume() * SITE_LEN {
         return Err(Error::invalid(
             "spinor",
@@ -56,7 +65,7 @@ pub fn write_spinor_npy(path: &Path, lattice: &Lattice, psi: &SpinorField) -> Re
     // Blocks of whole complex numbers (BLOCK_BYTES is a multiple of 16), encoded and
     // written in parallel.
     let body = (psi.data.len() * 16) as u64;
-    write_atomic_blocks(path, &head, body, |at, block| {
+    super::stage_blocks(path, &head, body, |at, block| {
         let first = (at / 16) as usize;
         for (b, z) in block.chunks_exact_mut(16).zip(&psi.data[first..]) {
             b[..8].copy_from_slice(&z.re.to_le_bytes());

@@ -212,3 +212,11 @@ pub fn record(history: &mut Vec<f64>, iter: u64, nr: f64) -> crate::Result<()> {
     history[k] = nr;
     Ok(())
 }
+
+/// The smallest tolerance a solve may be asked for: 1e-14, about 45 units of double
+/// rounding (2.2e-16). Every precision's residual is computed and updated in double
+/// (mixed precision restarts from a double residual), and the rounding of one Wilson
+/// operator application and of the norms over a lattice's sums leaves a floor of a few
+/// 1e-15 on ||r|| / ||b||; below it a solve can only run to `max_iterations` or stagnate
+/// (docs/reliability.md).
+pub const MIN_TOLERANCE: f64 = 1e-14;
