@@ -498,7 +498,7 @@ pub struct LoadedConfig {
 
 impl LoadedConfig {
     pub fn from_file(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        let text = crate::io::read_config_text(path)?;
         let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
         let mut loaded = Self::from_str(&text, &path.display().to_string(), base)?;
         loaded.config_file = Some(path.to_path_buf());

@@ -10,7 +10,8 @@ fn main() {
     qcd_solve::comms::nccl::set_process_defaults();
     let cli = Cli::parse();
     cli::init_logging(cli.quiet);
-    if let Err(e) = cli::dispatch(cli) {
+    // RAYON_NUM_THREADS is bounded like --threads before any pool is built.
+    if let Err(e) = qcd_solve::threads::check_env().and_then(|()| cli::dispatch(cli)) {
         eprintln!("error: {e}");
         std::process::exit(e.exit_code());
     }

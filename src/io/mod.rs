@@ -14,6 +14,7 @@ pub mod staged;
 mod verify;
 
 pub(crate) use bytes::*;
+pub use bytes::{open_regular, read_config_text, MAX_CONFIG_BYTES};
 pub(crate) use verify::*;
 pub use verify::{header_tolerance, last_digit_unit};
 
@@ -27,7 +28,6 @@ use crate::field::GaugeField;
 use crate::geometry::lattice::{Boundary, NDIM};
 use serde::Serialize;
 use std::fmt;
-use std::fs::File;
 use std::io::{Read, Write};
 use std::path::Path;
 use std::str::FromStr;
@@ -47,7 +47,7 @@ const MILC_MAGIC: i32 = 20103;
 impl GaugeFormat {
     /// Decide the format from the file's first bytes (never from its name).
     pub fn detect(path: &Path) -> Result<GaugeFormat> {
-        let mut file = File::open(path).map_err(|e| Error::io(path, e))?;
+        let (mut file, _) = open_regular(path, "gauge file")?;
         let mut head = Vec::with_capacity(64);
         Read::by_ref(&mut file)
             .take(64)
