@@ -131,6 +131,10 @@ pub enum GaugeConfig {
         format: String,
         #[serde(default)]
         reunitarise: bool,
+        /// Read a LIME file that lacks its scidac-checksum record or whose record flags
+        /// are inconsistent (refused otherwise, exit 4; docs/reliability.md).
+        #[serde(default)]
+        accept_unchecked: bool,
     },
     /// A thermalised quenched field (beta, therm, sweeps, overrelax, seed, hot_start),
     /// generated on first use and cached in lattices/ under a name made from them.
@@ -467,6 +471,10 @@ pub struct Overrides {
     /// SU(3) (sets [gauge] reunitarise = true); without it such a file is refused (exit 4).
     #[arg(long)]
     pub reunitarise: bool,
+    /// Read a LIME gauge file without its checksum record or with inconsistent record
+    /// flags (sets [gauge] accept_unchecked = true); without it such a file is refused.
+    #[arg(long)]
+    pub accept_unchecked: bool,
     /// Ranks per direction gx,gy,gz,gt: the lattice split into sub-lattices (overrides
     /// [parallel] grid). On the CPU the ranks are threads of this process.
     #[arg(long, value_delimiter = ',', num_args = 1, value_parser = clap::value_parser!(i64))]
@@ -502,6 +510,7 @@ impl LoadedConfig {
         let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
         let mut loaded = Self::from_str(&text, &path.display().to_string(), base)?;
         loaded.config_file = Some(path.to_path_buf());
+        crate::io::checks::record("config", path, crate::io::config_checks(text.len()));
         Ok(loaded)
     }
 
@@ -517,7 +526,7 @@ impl LoadedConfig {
     pub fn from_str(text: &str, name: &str, base_dir: PathBuf) -> Result<Self> {
         let config: Config = toml::from_str(text).map_err(|e| Error::Config {
             path: name.into(),
-            message: e.to_string().trim_end().to_string(),
+            message: crate::io::bounded_message(e.to_string().trim_end()),
         })?;
         let loaded = LoadedConfig {
             config,
@@ -611,6 +620,14 @@ impl LoadedConfig {
         if let Some(r) = o.read {
             c.parallel.read = r;
             flags.push(("parallel.read", "--read"));
+        }
+        if o.accept_unchecked {
+            if let GaugeConfig::File {
+                accept_unchecked, ..
+            } = &mut c.gauge
+            {
+                *accept_unchecked = true;
+            }
         }
         if o.reunitarise {
             match &mut c.gauge {

@@ -12,7 +12,8 @@ fn main() {
     cli::init_logging(cli.quiet);
     // RAYON_NUM_THREADS is bounded like --threads before any pool is built.
     if let Err(e) = qcd_solve::threads::check_env().and_then(|()| cli::dispatch(cli)) {
-        eprintln!("error: {e}");
+        // Bounded: an error quoting a huge bad value stays readable.
+        eprintln!("error: {}", qcd_solve::io::bounded_message(&e.to_string()));
         std::process::exit(e.exit_code());
     }
 }

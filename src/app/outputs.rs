@@ -146,6 +146,10 @@ pub fn write_run(
         records.insert("gauge_file".into(), file_record(p, s.temp_path())?);
         staged.push((s, "gauge field (NERSC 3x3 IEEE64BIG)"));
     }
+    records.insert(
+        "input_checks".into(),
+        serde_json::to_value(crate::io::checks::recorded()).expect("checks serialise"),
+    );
     // The time line closes here: the report's own bytes are the only ones after it.
     rep.time.write = t.elapsed().as_secs_f64();
     rep.time.finish(crate::report::timeline::process_seconds());

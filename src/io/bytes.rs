@@ -97,6 +97,40 @@ pub fn open_regular(path: &Path, what: &str) -> Result<(File, u64)> {
 /// The largest config file read: 1 MiB (the shipped configs are under 2 KiB).
 pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 
+/// The longest error message quoted from an input (4 KiB): a 1 MiB bad value quoted
+/// whole, with its line, would be a message of megabytes.
+pub const MAX_MESSAGE: usize = 4096;
+
+/// `message` cut to `MAX_MESSAGE` bytes (at a character boundary), saying how much was cut.
+pub fn bounded_message(message: &str) -> String {
+    if message.len() <= MAX_MESSAGE {
+        return message.to_string();
+    }
+    let mut end = MAX_MESSAGE;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{}... ({} more bytes of the message cut)",
+        &message[..end],
+        message.len() - end
+    )
+}
+
+/// The checks a config of `len` bytes passed, for `checks::record`.
+pub fn config_checks(len: usize) -> Vec<super::checks::Check> {
+    use super::checks::Check;
+    vec![
+        Check::new("regular file", "ok"),
+        Check::new(
+            "size",
+            format!("ok: {len} bytes, at most {MAX_CONFIG_BYTES}"),
+        ),
+        Check::new("UTF-8", "ok"),
+        Check::new("TOML keys and values", "ok: parsed and validated"),
+    ]
+}
+
 /// The text of a config file: a regular file (`open_regular`) of at most
 /// `MAX_CONFIG_BYTES` (else an I/O error, exit 3), in UTF-8 (else a config error naming
 /// the first bad byte's offset, exit 2).

@@ -4,6 +4,7 @@
 //! that `qcd-solve info` prints, and `write_atomic` used for every output file.
 
 mod bytes;
+pub mod checks;
 pub mod lime;
 pub mod milc;
 pub mod nersc;
@@ -14,7 +15,7 @@ pub mod staged;
 mod verify;
 
 pub(crate) use bytes::*;
-pub use bytes::{open_regular, read_config_text, MAX_CONFIG_BYTES};
+pub use bytes::{bounded_message, config_checks, open_regular, read_config_text, MAX_CONFIG_BYTES};
 pub(crate) use verify::*;
 pub use verify::{header_tolerance, last_digit_unit};
 
@@ -183,6 +184,8 @@ pub struct GaugeFileInfo {
     pub links_forced_onto_su3: usize,
     /// Other header entries worth showing (creator, ensemble, time stamp, LIME records).
     pub metadata: Vec<(String, String)>,
+    /// Every check made on the file and its result (docs/reliability.md).
+    pub checks: Vec<checks::Check>,
 }
 
 impl fmt::Display for GaugeFileInfo {
@@ -273,6 +276,10 @@ impl fmt::Display for GaugeFileInfo {
         for (k, v) in &self.metadata {
             writeln!(f, "  {k} = {v}")?;
         }
+        writeln!(f, "checks:")?;
+        for c in &self.checks {
+            writeln!(f, "  {:<22} {}", c.check, c.result)?;
+        }
         Ok(())
     }
 }
@@ -321,6 +328,10 @@ pub fn read_gauge(
 }
 
 /// `read_gauge` with options (`reunitarise`: accept links off SU(3) and project them).
+/// This library entry reads a LIME file it cannot verify (no checksum record,
+/// inconsistent flags) with a warning, so that tools and tests can reach the value
+/// checks of such a file; the program (`info`, the main job) reads through
+/// `read_gauge_checked`, which refuses it unless asked.
 pub fn read_gauge_with(
     path: &Path,
     format: Option<GaugeFormat>,
@@ -328,14 +339,31 @@ pub fn read_gauge_with(
     boundary: [Boundary; NDIM],
     opts: ReadOptions,
 ) -> Result<(GaugeField, GaugeFileInfo)> {
+    read_gauge_checked(path, format, expected_dims, boundary, opts, true)
+}
+
+/// `read_gauge_with`, where `accept_unchecked` reads a LIME file that lacks its
+/// checksum record or whose record flags are inconsistent (refused otherwise, exit 4).
+/// The checks made are recorded for the report (`checks::record`).
+pub fn read_gauge_checked(
+    path: &Path,
+    format: Option<GaugeFormat>,
+    expected_dims: Option<[usize; NDIM]>,
+    boundary: [Boundary; NDIM],
+    opts: ReadOptions,
+    accept_unchecked: bool,
+) -> Result<(GaugeField, GaugeFileInfo)> {
     let header = describe(path, format, expected_dims)?;
+    check_unchecked(path, &header, accept_unchecked, true)?;
     for w in &header.warnings {
         tracing::warn!("{w}");
     }
     let (mut file, _) = open(path)?;
     let (links, sums) = payload::read_all(path, &mut file, &header.payload, header.volume())?;
     let checksums = payload::compare_sums(path, &header.stored_sums, sums)?;
-    finish(path, header, links, checksums, boundary, opts)
+    let read = finish(path, header, links, checksums, boundary, opts)?;
+    checks::record("gauge file", path, read.1.checks.clone());
+    Ok(read)
 }
 
 /// What a gauge file (of `format`, detected when `None`) says about itself and where its

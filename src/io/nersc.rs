@@ -139,6 +139,8 @@ pub(crate) fn describe(path: &Path, expected_dims: Option<[usize; NDIM]>) -> Res
             what: "payload".into(),
         },
         warnings,
+        unchecked: Vec::new(),
+        container_checks: Vec::new(),
     })
 }
 

@@ -112,6 +112,13 @@ pub fn read_spinor_npy(path: &Path, lattice: &Lattice) -> Result<SpinorField> {
             ))
         }
     };
+    // numpy itself reads at most 10000 header bytes unless told otherwise.
+    if header_len > MAX_HEADER {
+        return Err(Error::format(
+            path,
+            format!("npy header declares {header_len} bytes, more than the {MAX_HEADER} read"),
+        ));
+    }
     if header_start + header_len > file_len {
         return Err(Error::format(
             path,
@@ -131,6 +138,17 @@ pub fn read_spinor_npy(path: &Path, lattice: &Lattice) -> Result<SpinorField> {
     let header =
         String::from_utf8(raw).map_err(|_| Error::format(path, "npy header is not text"))?;
 
+    // A key twice is ambiguous (numpy takes the last, a first-match reader the first).
+    for key in ["descr", "fortran_order", "shape"] {
+        let n = header.matches(&format!("'{key}'")).count()
+            + header.matches(&format!("\"{key}\"")).count();
+        if n > 1 {
+            return Err(Error::format(
+                path,
+                format!("npy header names '{key}' {n} times"),
+            ));
+        }
+    }
     let descr = dict_value(&header, "descr")
         .ok_or_else(|| Error::format(path, format!("npy header has no 'descr': {header}")))?;
     let descr = descr.trim_matches(|c| c == '\'' || c == '"');
@@ -237,8 +255,24 @@ pub fn read_spinor_npy(path: &Path, lattice: &Lattice) -> Result<SpinorField> {
             ),
         ));
     }
+    super::checks::record(
+        "source file",
+        path,
+        vec![
+            super::checks::Check::new("regular file", "ok"),
+            super::checks::Check::new(
+                "npy header",
+                "ok: '<c16', C order, shape of the lattice, each key once",
+            ),
+            super::checks::Check::new("length", "ok: the data fills the file exactly"),
+            super::checks::Check::new("finite values", "ok: no NaN or infinity"),
+        ],
+    );
     Ok(SpinorField { data })
 }
+
+/// The largest npy header read (numpy's own default limit is 10000 bytes).
+pub const MAX_HEADER: u64 = 65536;
 
 /// The raw text of `key`'s value in the Python dict literal of an npy header: a quoted
 /// string, a parenthesised tuple, or a bare word (True/False).
