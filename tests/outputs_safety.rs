@@ -213,3 +213,35 @@ fn two_runs_on_one_output_set_never_mix_their_pair() {
     }
     eprintln!("{refused} of 12 runs found the other's lock");
 }
+
+/// `generate --out dir/` is refused (exit 2): the stem would make dotfiles `dir/.N`.
+#[test]
+fn generate_out_must_be_a_stem_not_a_folder() {
+    let d = tempfile::tempdir().unwrap();
+    let out = format!("{}/", d.path().display());
+    let (code, err) = run(bin().args([
+        "generate", "--beta", "6.0", "--dims", "2,2,2,2", "--sweeps", "1", "--therm", "0", "--out",
+        &out,
+    ]));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("takes a file stem"), "{err}");
+    assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0);
+}
+
+/// No lock file outlives its run: the output folder holds the outputs alone.
+#[test]
+fn a_finished_run_leaves_only_its_outputs() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("out");
+    let cfg = write_config(
+        d.path(),
+        &small_outputs(&out.join("r.json"), &out.join("x.npy")),
+    );
+    assert_eq!(run(bin().arg(&cfg)).0, 0);
+    let mut names: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["r.json", "x.npy"]);
+}

@@ -16,6 +16,7 @@ pub mod device;
 pub mod floor;
 pub mod footprint;
 pub mod generate;
+pub mod heatbath_cache;
 pub mod memory;
 pub mod output_set;
 pub mod outputs;

@@ -92,10 +92,14 @@ pub fn run_inputs(cfg: &LoadedConfig) -> Vec<Input> {
             path: cfg.input_path(path),
         }),
         GaugeConfig::Heatbath(params) => {
-            if let Ok(l) = cfg.lattice() {
+            if let Some(path) = cfg
+                .lattice()
+                .ok()
+                .and_then(|l| crate::app::generate::cache_path(&l, params).ok())
+            {
                 v.push(Input {
                     what: "heatbath cache",
-                    path: crate::app::generate::cache_path(&l, params),
+                    path,
                 });
             }
         }
@@ -178,11 +182,22 @@ pub fn check_clashes(outputs: &[Output], inputs: &[Input]) -> Result<()> {
 
 /// An advisory lock (flock) on one output, released when dropped or when the process
 /// ends. The lock file sits beside the output as `.qcd-solve-<crc32 of the name>.lock`
-/// and holds the holder's pid; it is left in place (removing a flock file races with a
-/// run about to lock it).
+/// and holds the holder's pid; the holder removes it before it lets go, and a run that
+/// locked a file no longer at that name (removed by the holder meanwhile) tries again, so
+/// the lock is never held twice and no lock file outlives its run.
 #[derive(Debug)]
 pub struct OutputLock {
-    _file: File,
+    file: File,
+    path: PathBuf,
+}
+
+impl Drop for OutputLock {
+    fn drop(&mut self) {
+        // Still locked here: a run that opens the name now makes a new file, and one that
+        // opened this one finds it gone after locking and tries again.
+        let _ = std::fs::remove_file(&self.path);
+        let _ = self.file.unlock();
+    }
 }
 
 /// The lock file of an output.
@@ -192,61 +207,79 @@ pub fn lock_path(output: &Path) -> PathBuf {
     folder_of(output).join(format!(".qcd-solve-{crc:08x}.lock"))
 }
 
+/// Whether `file` is still the file at `path` (same device and inode).
+fn still_at(file: &File, path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (file.metadata(), std::fs::symlink_metadata(path)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
+
 /// Take the lock of `output` at once or fail (exit 3) naming the holder.
 pub fn lock_output(output: &Path, what: &str) -> Result<OutputLock> {
     use std::io::{Read, Seek};
     use std::os::unix::fs::OpenOptionsExt;
     let path = lock_path(output);
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o644)
-        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-        .open(&path)
-        .map_err(|e| Error::io(&path, e))?;
-    match file.try_lock() {
-        Ok(()) => {}
-        Err(std::fs::TryLockError::WouldBlock) => {
-            // The holder writes its pid right after locking: give it a moment.
-            let mut holder = String::new();
-            for _ in 0..50 {
-                holder.clear();
-                let _ = file.rewind();
-                let _ = file.read_to_string(&mut holder);
-                if !holder.trim().is_empty() {
-                    break;
+    for _ in 0..100 {
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o644)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .open(&path)
+            .map_err(|e| Error::io(&path, e))?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                // The holder writes its pid right after locking: give it a moment.
+                let mut holder = String::new();
+                for _ in 0..50 {
+                    holder.clear();
+                    let _ = file.rewind();
+                    let _ = file.read_to_string(&mut holder);
+                    if !holder.trim().is_empty() {
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(2));
                 }
-                std::thread::sleep(std::time::Duration::from_millis(2));
-            }
-            let holder = holder.trim();
-            let holder = if holder.is_empty() {
-                "a process that has not written its pid".to_string()
-            } else {
-                format!("process {holder}")
-            };
-            return Err(Error::io(
-                output,
-                std::io::Error::new(
-                    std::io::ErrorKind::WouldBlock,
-                    format!(
-                        "the {what} is being written by another run ({holder}, lock {}); two \
-                         runs may not share an output",
-                        path.display()
+                let holder = holder.trim();
+                let holder = if holder.is_empty() {
+                    "a process that has not written its pid".to_string()
+                } else {
+                    format!("process {holder}")
+                };
+                return Err(Error::io(
+                    output,
+                    std::io::Error::new(
+                        std::io::ErrorKind::WouldBlock,
+                        format!(
+                            "the {what} is being written by another run ({holder}, lock {}); \
+                             two runs may not share an output",
+                            path.display()
+                        ),
                     ),
-                ),
-            ));
+                ));
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(Error::io(&path, e)),
         }
-        Err(std::fs::TryLockError::Error(e)) => return Err(Error::io(&path, e)),
+        if !still_at(&file, &path) {
+            continue; // the holder removed it between our open and our lock
+        }
+        // One fixed-width write at offset 0: a reader sees the old pid or the new one whole.
+        let _ = std::os::unix::fs::FileExt::write_all_at(
+            &file,
+            format!("{:>10}\n", std::process::id()).as_bytes(),
+            0,
+        );
+        return Ok(OutputLock { file, path });
     }
-    // One fixed-width write at offset 0: a reader sees the old pid or the new one whole.
-    let _ = std::os::unix::fs::FileExt::write_all_at(
-        &file,
-        format!("{:>10}\n", std::process::id()).as_bytes(),
-        0,
-    );
-    Ok(OutputLock { _file: file })
+    Err(Error::io(
+        &path,
+        std::io::Error::other("the lock file keeps being replaced; another run is churning it"),
+    ))
 }
 
 /// Free bytes for an unprivileged writer in the filesystem of `folder`.
