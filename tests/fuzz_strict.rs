@@ -137,7 +137,7 @@ proptest! {
             header.push_str(", ");
         }
         header.push('}');
-        while (10 + header.len() + 1) % 64 != 0 {
+        while !(10 + header.len() + 1).is_multiple_of(64) {
             header.push(' ');
         }
         header.push('\n');

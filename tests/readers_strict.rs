@@ -175,7 +175,7 @@ fn an_npy_header_with_a_key_twice_is_refused() {
     let mut header = "{'descr': '<c16', 'descr': '<f8', 'fortran_order': False, \
                       'shape': (4, 4, 4, 4, 4, 3), }"
         .to_string();
-    while (10 + header.len() + 1) % 64 != 0 {
+    while !(10 + header.len() + 1).is_multiple_of(64) {
         header.push(' ');
     }
     header.push('\n');
