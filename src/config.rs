@@ -718,7 +718,7 @@ impl LoadedConfig {
                 "tolerance",
                 format!(
                     "must be in (0, 1) and at least {floor:e} (double rounding sets the \
-                     floor, docs/reliability.md), got {tol}"
+                     floor, docs/reliability.md), got {tol:e}"
                 ),
             ));
         }
