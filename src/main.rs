@@ -10,8 +10,10 @@ fn main() {
     qcd_solve::comms::nccl::library::set_process_defaults();
     let cli = Cli::parse();
     cli::init_logging(cli.quiet);
-    if let Err(e) = cli::dispatch(cli) {
-        eprintln!("error: {e}");
+    // RAYON_NUM_THREADS is bounded like --threads before any pool is built.
+    if let Err(e) = qcd_solve::threads::check_env().and_then(|()| cli::dispatch(cli)) {
+        // Bounded: an error quoting a huge bad value stays readable.
+        eprintln!("error: {}", qcd_solve::io::bounded_message(&e.to_string()));
         std::process::exit(e.exit_code());
     }
 }

@@ -43,6 +43,28 @@ pub fn check(requested: i64, name: &str) -> Result<usize> {
     Ok(requested as usize)
 }
 
+/// The variable through which rayon takes a thread count when none is given.
+pub const RAYON_ENV: &str = "RAYON_NUM_THREADS";
+
+/// Check `RAYON_NUM_THREADS` (when set) against the same bound as `--threads`: rayon
+/// reads it for every pool built without a count, so it would bypass the cap. A value
+/// that is not a number is refused too (rayon would ignore it silently).
+pub fn check_env() -> Result<()> {
+    match std::env::var(RAYON_ENV) {
+        Ok(v) => {
+            let n: i64 = v.trim().parse().map_err(|_| {
+                Error::invalid(RAYON_ENV, format!("must be a thread count, got \"{v}\""))
+            })?;
+            check(n, RAYON_ENV).map(|_| ())
+        }
+        Err(std::env::VarError::NotPresent) => Ok(()),
+        Err(std::env::VarError::NotUnicode(_)) => Err(Error::invalid(
+            RAYON_ENV,
+            "must be a thread count, got bytes that are not text",
+        )),
+    }
+}
+
 /// "1 thread", "4 threads".
 pub fn count(n: usize) -> String {
     plural(n, "thread", "threads")

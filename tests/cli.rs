@@ -500,7 +500,14 @@ fn links_off_su3_exit_4_unless_reunitarise_is_asked() {
     // Issue 12 item 6: such a file was silently reunitarised.
     let d = tempfile::tempdir().unwrap();
     let f = milc_ildg_flipped(d.path());
-    let out = bin().arg("info").arg(&f).output().unwrap();
+    // The checksum record is renamed away, so --accept-unchecked is needed to reach the
+    // link check (without it the file is refused for the missing checksum).
+    let out = bin()
+        .arg("info")
+        .arg(&f)
+        .arg("--accept-unchecked")
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(4));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -510,6 +517,7 @@ fn links_off_su3_exit_4_unless_reunitarise_is_asked() {
     let out = bin()
         .arg("info")
         .arg("--reunitarise")
+        .arg("--accept-unchecked")
         .arg(&f)
         .output()
         .unwrap();
@@ -527,9 +535,14 @@ fn links_off_su3_exit_4_unless_reunitarise_is_asked() {
     let rep = d.path().join("r.json");
     // keyed.toml sets the config key; run.toml (written second) does not.
     let keyed = d.path().join("keyed.toml");
-    let with_key = config_for(d.path(), [4, 4, 4, 4], &f, "reunitarise = true\n");
+    let with_key = config_for(
+        d.path(),
+        [4, 4, 4, 4],
+        &f,
+        "reunitarise = true\naccept_unchecked = true\n",
+    );
     std::fs::rename(with_key, &keyed).unwrap();
-    let cfg = config_for(d.path(), [4, 4, 4, 4], &f, "");
+    let cfg = config_for(d.path(), [4, 4, 4, 4], &f, "accept_unchecked = true\n");
     let out = bin().arg(&cfg).output().unwrap();
     assert_eq!(out.status.code(), Some(4));
     assert!(!rep.exists());

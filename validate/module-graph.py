@@ -35,9 +35,10 @@ LAYERS = {
         ["app"],
     ],
     "app": [
-        ["device", "memory", "outputs", "plan"],
+        ["device", "memory", "output_set", "plan"],
         ["footprint", "generate"],
-        ["problem", "tuning"],
+        ["heatbath_cache"],
+        ["outputs", "problem", "tuning"],
         ["solve"],
         ["parallel"],
         ["run"],

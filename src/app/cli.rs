@@ -51,6 +51,10 @@ pub enum Command {
         /// result, instead of refusing the file (exit 4).
         #[arg(long)]
         reunitarise: bool,
+        /// Read a LIME file without its checksum record or with inconsistent record flags
+        /// (refused otherwise, exit 4).
+        #[arg(long)]
+        accept_unchecked: bool,
     },
     /// Benchmark the fast CPU operator against a triad over the same bytes.
     Bench {
@@ -245,14 +249,16 @@ pub fn dispatch(cli: Cli) -> Result<()> {
             file,
             format,
             reunitarise,
+            accept_unchecked,
         }) => {
             let fmt = crate::io::parse_format(&format)?;
-            let (_, info) = crate::io::read_gauge_with(
+            let (_, info) = crate::io::read_gauge_checked(
                 &file,
                 fmt,
                 None,
                 crate::geometry::lattice::DEFAULT_BOUNDARY,
                 crate::io::ReadOptions { reunitarise },
+                accept_unchecked,
             )?;
             println!("{info}");
             Ok(())

@@ -2,7 +2,8 @@
 //! the GPU. Saves every K-th configuration after M thermalisation sweeps as NERSC 3x3
 //! IEEE64BIG (atomic writes), the plaquette history as JSON and a chart, and prints the
 //! mean plaquette with an autocorrelation-aware error and the link-update rate. Also the
-//! `[gauge] type = "heatbath"` source of configs: generated once, cached in lattices/.
+//! `[gauge] type = "heatbath"` source of configs: generated once, cached per user
+//! (`heatbath_cache`).
 
 use crate::config::Device;
 use crate::error::{Error, Result};
@@ -151,9 +152,20 @@ pub fn run(dims: [usize; 4], params: &HeatbathParams, device: Device, out: &Path
         &lattice.dims_string(),
         lattice.volume() as u64,
     ))?;
+    // A stem, not a folder: "dir/" would make dotfiles "dir/.100".
+    let stem_name = out.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    if out.as_os_str().as_encoded_bytes().ends_with(b"/") || stem_name.is_empty() || out.is_dir() {
+        return Err(Error::invalid(
+            "--out",
+            format!(
+                "{} is a folder; --out takes a file stem (dir/name writes dir/name.<sweep>)",
+                out.display()
+            ),
+        ));
+    }
     let config_path = |sweep: usize| PathBuf::from(format!("{}.{}", out.display(), sweep));
     let last = config_path(params.therm + params.sweeps);
-    crate::app::outputs::prepare_folders(&[&last])?;
+    crate::app::output_set::prepare_folders(&[&last])?;
     let (final_field, mut rep) = generate_with(&lattice, params, device, |r, f| {
         let p = config_path(r.sweep + 1);
         write_nersc(&p, f, NerscWrite::default())?;
@@ -221,55 +233,6 @@ pub fn run(dims: [usize; 4], params: &HeatbathParams, device: Device, out: &Path
     }
     println!("wrote {stem}.history.json");
     Ok(())
-}
-
-/// The cache file of a `[gauge] type = "heatbath"` field, named from its parameters.
-pub fn cache_path(lattice: &Lattice, p: &HeatbathParams) -> PathBuf {
-    PathBuf::from("lattices").join(format!(
-        "heatbath_b{}_{}_therm{}_sweeps{}_or{}_seed{}_{}.nersc",
-        p.beta,
-        lattice.dims_string(),
-        p.therm,
-        p.sweeps,
-        p.overrelax,
-        p.seed,
-        if p.hot_start { "hot" } else { "cold" }
-    ))
-}
-
-/// The field of a `heatbath` gauge source: read from its cache file when present and valid
-/// (the NERSC reader verifies checksum, plaquette and link trace), otherwise generated
-/// (GPU when usable per `device`) and stored there.
-pub fn cached_field(
-    lattice: &Lattice,
-    params: &HeatbathParams,
-    device: Device,
-) -> Result<GaugeField> {
-    let path = cache_path(lattice, params);
-    if path.exists() {
-        match crate::io::read_gauge(&path, None, Some(lattice.dims), lattice.boundary) {
-            Ok((mut g, _)) => {
-                tracing::info!(path = %path.display(), "heatbath field reused from the cache");
-                g.lattice = lattice.clone();
-                return Ok(g);
-            }
-            Err(e) => tracing::warn!("cached heatbath field unusable ({e}); generating it again"),
-        }
-    }
-    let mut p = params.clone();
-    // Only the final field is used; no intermediate configurations.
-    p.every = usize::MAX;
-    tracing::info!(path = %path.display(), "generating the heatbath field (first use)");
-    let (field, rep) = generate_with(lattice, &p, device, |_, _| Ok(None))?;
-    tracing::info!(
-        plaquette = field.plaquette().total,
-        sweeps_per_second = 1.0 / rep.median_sweep_seconds,
-        "heatbath field generated"
-    );
-    write_nersc(&path, &field, NerscWrite::default())?;
-    let mut field = field;
-    field.lattice = lattice.clone();
-    Ok(field)
 }
 
 /// Parse "LX,LY,LZ,LT".

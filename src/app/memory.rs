@@ -98,6 +98,28 @@ fn cgroup_remaining() -> Option<(u64, String)> {
     None
 }
 
+/// What the address-space limit (`ulimit -v`, RLIMIT_AS) leaves: the soft limit of
+/// /proc/self/limits minus VmSize of /proc/self/status. None without a limit.
+fn address_space_remaining() -> Option<(u64, String)> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max address space"))?;
+    let soft: u64 = line
+        .trim_start_matches("Max address space")
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let vm = status.lines().find(|l| l.starts_with("VmSize:"))?;
+    let kb: u64 = vm.split_whitespace().nth(1)?.parse().ok()?;
+    Some((
+        soft.saturating_sub(kb * 1024),
+        "the address-space limit (ulimit -v) minus VmSize".to_string(),
+    ))
+}
+
 fn mem_available() -> Option<u64> {
     let s = std::fs::read_to_string("/proc/meminfo").ok()?;
     let line = s.lines().find(|l| l.starts_with("MemAvailable:"))?;
@@ -121,10 +143,10 @@ pub fn host_available() -> Result<Option<Available>> {
         }));
     }
     let meminfo = mem_available().map(|b| (b, "/proc/meminfo MemAvailable".to_string()));
-    let best = match (meminfo, cgroup_remaining()) {
-        (Some(a), Some(b)) => Some(if b.0 < a.0 { b } else { a }),
-        (a, b) => a.or(b),
-    };
+    let best = [meminfo, cgroup_remaining(), address_space_remaining()]
+        .into_iter()
+        .flatten()
+        .min_by_key(|(b, _)| *b);
     Ok(best.map(|(bytes, source)| Available { bytes, source }))
 }
 

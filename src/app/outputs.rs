@@ -1,144 +1,101 @@
-//! The main job's outputs as a pair: writable folders checked before the work, every
-//! output written to a temporary first, then renamed into place solution first and
-//! report last. The report records each file it describes with its length and CRC-32
-//! (`solution_file`, `gauge_file`), so a report always names the bytes it belongs to: a
-//! report whose `solution_file.crc32` differs from the `.npy` beside it was left by a run
-//! killed between the two renames (the solution is then the newer one).
-//!
-//! Temporaries are named `<file>.tmp-<pid>`; one whose process is gone (no
-//! `/proc/<pid>`) is removed from the output folders before the work and after a
-//! successful write.
+//! The main job's outputs as a pair: claimed before the work (`output_set::claim`:
+//! clashes with inputs refused, each output locked and probed, free space checked), every
+//! output written to an exclusive temporary first (`io::staged`), then renamed into place
+//! solution first and report last, the folders fsynced after the renames. The report
+//! records each file it describes with its length and CRC-32 (`solution_file`,
+//! `gauge_file`), so a report always names the bytes it belongs to: a report whose
+//! `solution_file.crc32` differs from the `.npy` beside it was left by a run killed
+//! between the two renames (the solution is then the newer one). A solve that did not
+//! converge, or whose solution holds a NaN or infinity, writes no solution (an earlier
+//! one stays), and its report says why (`solution_withheld`).
 
+pub use super::output_set::prepare_folders;
+use super::output_set::{claim, Input, Output, OutputSet, REPORT_BYTES};
+pub use super::output_set::{remove_stale_temporaries, resolve_entry};
 use crate::config::LoadedConfig;
-use crate::error::{Error, Result};
+use crate::config::{GaugeConfig, SourceConfig};
+use crate::error::Result;
+use crate::io::staged::{folder_of, sync_folder, Staged};
 use crate::problem::{Problem, SolveResult};
 use crate::report::timeline::timed;
 use crate::report::SolveReport;
+use crate::solver::StopReason;
 use std::path::{Path, PathBuf};
 
-/// The folder a path is written into ("." for a bare file name).
-fn folder_of(path: &Path) -> PathBuf {
-    match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    }
+/// Claim the main job's report, solution and gauge outputs (module doc): the returned
+/// set holds their locks until it is dropped, after the last rename.
+pub fn prepare(cfg: &LoadedConfig) -> Result<OutputSet> {
+    claim(&run_outputs(cfg), &run_inputs(cfg))
 }
 
-use crate::io::staging_path;
-
-/// The pid of a `*.tmp-<pid>` name.
-fn temp_pid(name: &str) -> Option<u32> {
-    let (_, pid) = name.rsplit_once(".tmp-")?;
-    if pid.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
+/// The run's inputs: the config file, the gauge file or heatbath cache, the source file.
+pub fn run_inputs(cfg: &LoadedConfig) -> Vec<Input> {
+    let c = &cfg.config;
+    let mut v = Vec::new();
+    if let Some(p) = &cfg.config_file {
+        v.push(Input {
+            what: "config",
+            path: p.clone(),
+        });
     }
-    pid.parse().ok()
-}
-
-/// Remove `*.tmp-<pid>` files of processes that no longer exist from `folder`. Returns
-/// the files removed. Does nothing where /proc is absent (liveness unknown).
-pub fn remove_stale_temporaries(folder: &Path) -> Vec<PathBuf> {
-    let mut removed = Vec::new();
-    if !Path::new("/proc/self").exists() {
-        return removed;
-    }
-    let own = std::process::id();
-    let Ok(entries) = std::fs::read_dir(folder) else {
-        return removed;
-    };
-    for e in entries.flatten() {
-        let name = e.file_name();
-        let Some(pid) = name.to_str().and_then(temp_pid) else {
-            continue;
-        };
-        if pid == own || Path::new("/proc").join(pid.to_string()).exists() {
-            continue;
+    match &c.gauge {
+        GaugeConfig::File { path, .. } => v.push(Input {
+            what: "gauge file",
+            path: cfg.input_path(path),
+        }),
+        GaugeConfig::Heatbath(params) => {
+            if let Some(path) = cfg
+                .lattice()
+                .ok()
+                .and_then(|l| crate::app::heatbath_cache::cache_path(&l, params).ok())
+            {
+                v.push(Input {
+                    what: "heatbath cache",
+                    path,
+                });
+            }
         }
-        let is_file = e.file_type().map(|t| t.is_file()).unwrap_or(false);
-        if is_file && std::fs::remove_file(e.path()).is_ok() {
-            tracing::info!(path = %e.path().display(), "removed a stale temporary of process {pid}");
-            removed.push(e.path());
-        }
+        _ => {}
     }
-    removed
+    if let SourceConfig::File { path } = &c.source {
+        v.push(Input {
+            what: "source file",
+            path: cfg.input_path(path),
+        });
+    }
+    v
 }
 
-/// Make sure each output's folder exists and takes a file (create it, write a probe,
-/// remove the probe), then clear stale temporaries there. An unwritable folder is an I/O
-/// error (exit 3) naming it, before any work is done.
-pub fn prepare_folders(outputs: &[&Path]) -> Result<()> {
-    let mut folders: Vec<PathBuf> = outputs.iter().map(|p| folder_of(p)).collect();
-    folders.sort();
-    folders.dedup();
-    for dir in folders {
-        std::fs::create_dir_all(&dir).map_err(|e| {
-            Error::io(
-                &dir,
-                std::io::Error::new(
-                    e.kind(),
-                    format!("the output folder cannot be created ({e})"),
-                ),
-            )
-        })?;
-        let probe = dir.join(format!(".qcd-solve-probe.tmp-{}", std::process::id()));
-        let written = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&probe)
-            .and_then(|mut f| std::io::Write::write_all(&mut f, b"probe"));
-        let _ = std::fs::remove_file(&probe);
-        written.map_err(|e| {
-            Error::io(
-                &dir,
-                std::io::Error::new(e.kind(), format!("the output folder is not writable ({e})")),
-            )
-        })?;
-        remove_stale_temporaries(&dir);
-    }
-    Ok(())
-}
-
-/// The main job's output paths.
-fn run_outputs(cfg: &LoadedConfig) -> Vec<&Path> {
+/// The run's outputs with the bytes each will take.
+pub fn run_outputs(cfg: &LoadedConfig) -> Vec<Output> {
     let o = &cfg.config.output;
-    [&o.report, &o.solution, &o.gauge]
-        .into_iter()
-        .flatten()
-        .map(PathBuf::as_path)
-        .collect()
-}
-
-/// `prepare_folders` for the main job's report, solution and gauge outputs.
-pub fn prepare(cfg: &LoadedConfig) -> Result<()> {
-    prepare_folders(&run_outputs(cfg))
-}
-
-/// Length and CRC-32 (IEEE, as zlib and `crc32` compute it) of a file: blocks of
-/// `io::BLOCK_BYTES` read and hashed in parallel, their CRCs combined in order.
-pub fn file_crc32(path: &Path) -> Result<(u64, u32)> {
-    use rayon::prelude::*;
-    use std::os::unix::fs::FileExt;
-    let f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-    let len = f.metadata().map_err(|e| Error::io(path, e))?.len();
-    let block = crate::io::BLOCK_BYTES as u64;
-    let parts: Vec<crc32fast::Hasher> = (0..len.div_ceil(block))
-        .into_par_iter()
-        .map(|b| {
-            let at = b * block;
-            let mut buf = vec![0u8; (len - at).min(block) as usize];
-            f.read_exact_at(&mut buf, at)?;
-            let mut h = crc32fast::Hasher::new();
-            h.update(&buf);
-            Ok(h)
-        })
-        .collect::<std::io::Result<_>>()
-        .map_err(|e| Error::io(path, e))?;
-    let mut h = crc32fast::Hasher::new();
-    for p in &parts {
-        h.combine(p);
+    let volume: u64 = cfg.dims().iter().map(|&d| d as u64).product();
+    let mut v = Vec::new();
+    if let Some(p) = &o.solution {
+        v.push(Output {
+            what: "solution",
+            path: p.clone(),
+            bytes: 128 + volume * 12 * 16,
+        });
     }
-    Ok((len, h.finalize()))
+    if let Some(p) = &o.gauge {
+        v.push(Output {
+            what: "gauge output",
+            path: p.clone(),
+            bytes: 4096 + volume * 4 * 18 * 8,
+        });
+    }
+    if let Some(p) = &o.report {
+        v.push(Output {
+            what: "report",
+            path: p.clone(),
+            bytes: REPORT_BYTES,
+        });
+    }
+    v
 }
+
+pub use crate::io::staged::file_crc32;
 
 fn file_record(dest: &Path, staged: &Path) -> Result<serde_json::Value> {
     let (bytes, crc) = file_crc32(staged)?;
@@ -147,6 +104,24 @@ fn file_record(dest: &Path, staged: &Path) -> Result<serde_json::Value> {
         "bytes": bytes,
         "crc32": format!("{crc:08x}"),
     }))
+}
+
+/// Why a solution is not written, when it is not: a solve that stopped without
+/// converging, or a solution holding a non-finite value, never replaces an earlier one.
+pub fn withheld(result: &SolveResult) -> Option<String> {
+    if result.reason != StopReason::Converged {
+        return Some(format!(
+            "the solve did not converge ({})",
+            result.reason.describe()
+        ));
+    }
+    let bad = result
+        .solution
+        .data
+        .iter()
+        .filter(|z| !(z.re.is_finite() && z.im.is_finite()))
+        .count();
+    (bad > 0).then(|| format!("the solution holds {bad} non-finite values"))
 }
 
 /// Write the main job's outputs as described in the module doc.
@@ -158,71 +133,69 @@ pub fn write_run(
 ) -> Result<()> {
     let o = &cfg.config.output;
     let t = std::time::Instant::now();
-    // (temporary, destination, what), in rename order: the report last.
-    let mut staged: Vec<(PathBuf, PathBuf, &str)> = Vec::new();
-    let written = (|| -> Result<()> {
-        let mut records = serde_json::Map::new();
-        if let Some(p) = &o.solution {
-            let tmp = staging_path(p);
-            staged.push((tmp.clone(), p.clone(), "solution"));
-            timed("write the solution", || {
-                crate::io::npy::write_spinor_npy(&tmp, &problem.lattice, &result.solution)
-            })?;
-            records.insert(
-                "solution_file".into(),
-                timed("CRC of the solution file", || file_record(p, &tmp))?,
-            );
-        }
-        if let Some(p) = &o.gauge {
-            let tmp = staging_path(p);
-            staged.push((tmp.clone(), p.clone(), "gauge field (NERSC 3x3 IEEE64BIG)"));
-            timed("write the gauge field", || {
-                crate::io::nersc::write_nersc(
-                    &tmp,
-                    &problem.gauge,
-                    crate::io::nersc::NerscWrite {
-                        two_row: false,
-                        double: true,
-                        big_endian: true,
-                    },
-                )
-            })?;
-            records.insert("gauge_file".into(), file_record(p, &tmp)?);
-        }
-        // The time line closes here: the report's own bytes are the only ones after it.
-        rep.time.write = t.elapsed().as_secs_f64();
-        rep.time.finish(crate::report::timeline::process_seconds());
-        if let Some(p) = &o.report {
-            let tmp = staging_path(p);
-            staged.push((tmp.clone(), p.clone(), "report"));
-            let mut v = serde_json::to_value(rep).expect("report serialises");
-            if let Some(obj) = v.as_object_mut() {
-                obj.extend(records);
+    // In rename order: the report last. Dropping an uncommitted one removes its temporary.
+    let mut staged: Vec<(Staged, &str)> = Vec::new();
+    let mut records = serde_json::Map::new();
+    if let Some(p) = &o.solution {
+        match withheld(result) {
+            Some(why) => {
+                tracing::warn!(path = %p.display(), "no solution written: {why}");
+                records.insert("solution_file".into(), serde_json::Value::Null);
+                records.insert("solution_withheld".into(), why.into());
             }
-            let json = serde_json::to_vec_pretty(&v).expect("report serialises");
-            crate::io::write_atomic(&tmp, &json)?;
+            None => {
+                let s = timed("write the solution", || {
+                    crate::io::npy::stage_spinor_npy(p, &problem.lattice, &result.solution)
+                })?;
+                records.insert(
+                    "solution_file".into(),
+                    timed("CRC of the solution file", || file_record(p, s.temp_path()))?,
+                );
+                staged.push((s, "solution"));
+            }
         }
-        let mut done = 0;
-        for (tmp, dest, what) in &staged {
-            std::fs::rename(tmp, dest).map_err(|e| Error::io(dest, e))?;
-            done += 1;
-            tracing::info!(path = %dest.display(), "{what} written");
-        }
-        staged.drain(..done);
-        Ok(())
-    })();
-    for (tmp, _, _) in &staged {
-        let _ = std::fs::remove_file(tmp);
     }
-    written?;
-    let mut folders: Vec<PathBuf> = run_outputs(cfg).iter().map(|p| folder_of(p)).collect();
+    if let Some(p) = &o.gauge {
+        let s = timed("write the gauge field", || {
+            crate::io::nersc::stage_nersc(
+                p,
+                &problem.gauge,
+                crate::io::nersc::NerscWrite {
+                    two_row: false,
+                    double: true,
+                    big_endian: true,
+                },
+            )
+        })?;
+        records.insert("gauge_file".into(), file_record(p, s.temp_path())?);
+        staged.push((s, "gauge field (NERSC 3x3 IEEE64BIG)"));
+    }
+    records.insert(
+        "input_checks".into(),
+        serde_json::to_value(crate::io::checks::recorded()).expect("checks serialise"),
+    );
+    // The time line closes here: the report's own bytes are the only ones after it.
+    rep.time.write = t.elapsed().as_secs_f64();
+    rep.time.finish(crate::report::timeline::process_seconds());
+    if let Some(p) = &o.report {
+        let mut v = serde_json::to_value(&*rep).expect("report serialises");
+        if let Some(obj) = v.as_object_mut() {
+            obj.extend(records);
+        }
+        let json = serde_json::to_vec_pretty(&v).expect("report serialises");
+        let s = crate::io::staged::stage_with(p, |w| std::io::Write::write_all(w, &json))?;
+        staged.push((s, "report"));
+    }
+    let mut folders: Vec<PathBuf> = staged.iter().map(|(s, _)| folder_of(s.dest())).collect();
     folders.sort();
     folders.dedup();
+    for (s, what) in staged {
+        let dest = s.dest().to_path_buf();
+        s.commit()?;
+        tracing::info!(path = %dest.display(), "{what} written");
+    }
     for dir in folders {
-        // Make the renames durable; best effort, some filesystems refuse directory fsync.
-        if let Ok(d) = std::fs::File::open(&dir) {
-            let _ = d.sync_all();
-        }
+        sync_folder(&dir);
         remove_stale_temporaries(&dir);
     }
     Ok(())
@@ -231,30 +204,6 @@ pub fn write_run(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn temp_names_give_their_pid() {
-        assert_eq!(temp_pid("x.npy.tmp-123"), Some(123));
-        assert_eq!(temp_pid("x.npy.tmp-123.tmp-123"), Some(123));
-        assert_eq!(temp_pid("x.npy"), None);
-        assert_eq!(temp_pid("x.tmp-12a"), None);
-        assert_eq!(temp_pid("x.tmp-"), None);
-    }
-
-    #[test]
-    fn stale_temporaries_of_dead_processes_go_and_live_ones_stay() {
-        let d = tempfile::tempdir().unwrap();
-        // A pid above the kernel's pid_max (4194304 at most) belongs to no process.
-        let dead = d.path().join("r.json.tmp-4194305");
-        let own = d.path().join(format!("r.json.tmp-{}", std::process::id()));
-        let other = d.path().join("r.json");
-        for p in [&dead, &own, &other] {
-            std::fs::write(p, b"x").unwrap();
-        }
-        let removed = remove_stale_temporaries(d.path());
-        assert_eq!(removed, vec![dead.clone()]);
-        assert!(!dead.exists() && own.exists() && other.exists());
-    }
 
     #[test]
     fn crc32_is_zlibs() {

@@ -20,16 +20,22 @@ pub fn build_problem(cfg: &LoadedConfig) -> Result<Problem> {
             format!("random SU(3), seed {seed}"),
         ),
         GaugeConfig::Heatbath(params) => (
-            crate::app::generate::cached_field(&lattice, params, c.backend.device)?,
+            crate::app::heatbath_cache::cached_field(&lattice, params, c.backend.device)?,
             format!(
                 "quenched heatbath, beta {}, {} + {} sweeps, seed {}",
                 params.beta, params.therm, params.sweeps, params.seed
             ),
         ),
         GaugeConfig::File { .. } => {
-            let (path, fmt, opts) = gauge_file(cfg)?;
-            let (g, info) =
-                crate::io::read_gauge_with(&path, fmt, Some(lattice.dims), lattice.boundary, opts)?;
+            let (path, fmt, opts, unchecked) = gauge_file(cfg)?;
+            let (g, info) = crate::io::read_gauge_checked(
+                &path,
+                fmt,
+                Some(lattice.dims),
+                lattice.boundary,
+                opts,
+                unchecked,
+            )?;
             if info.reunitarised {
                 gauge_reunitarised = Some(reunitarisation_note(&info));
             }
@@ -53,18 +59,21 @@ pub fn build_problem(cfg: &LoadedConfig) -> Result<Problem> {
 }
 
 /// The gauge file a config names (resolved against the config's folder), its format
-/// (`None`: detect) and the read options; an error when `[gauge]` is not a file.
+/// (`None`: detect), the read options and `accept_unchecked`; an error when `[gauge]`
+/// is not a file.
 pub(crate) fn gauge_file(
     cfg: &LoadedConfig,
 ) -> Result<(
     std::path::PathBuf,
     Option<crate::io::GaugeFormat>,
     crate::io::ReadOptions,
+    bool,
 )> {
     let GaugeConfig::File {
         path,
         format,
         reunitarise,
+        accept_unchecked,
     } = &cfg.config.gauge
     else {
         return Err(Error::invalid("gauge", "the gauge field is not a file"));
@@ -79,6 +88,7 @@ pub(crate) fn gauge_file(
         crate::io::ReadOptions {
             reunitarise: *reunitarise,
         },
+        *accept_unchecked,
     ))
 }
 

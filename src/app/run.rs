@@ -22,9 +22,13 @@ pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
     let launch = crate::comms::launch::Launch::from_env()?.filter(|l| l.size > 1);
     // Under a launcher only rank 0 holds the whole problem and writes the outputs; the
     // others hold their share (checked on the GPU by the launched mode).
+    // The outputs' locks are held until this returns, after the last rename.
+    let mut _outputs = None;
     if launch.as_ref().is_none_or(|l| l.rank == 0) {
         timed("host memory check", || crate::app::memory::check_run(cfg))?;
-        timed("output folders", || crate::app::outputs::prepare(cfg))?;
+        _outputs = Some(timed("output folders", || {
+            crate::app::outputs::prepare(cfg)
+        })?);
     }
     let pool = thread_pool(c.backend.threads)?;
     if let Some(launch) = launch {

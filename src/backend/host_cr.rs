@@ -7,6 +7,7 @@
 
 use super::{breakdown, BiScalars, CrScalars, FusedBiCgStab, FusedCr, Operator, WilsonKernels};
 use crate::field::C64;
+use crate::linalg::engines::record;
 use crate::Result;
 
 /// A backend whose fused CR is the host loop below.
@@ -22,21 +23,29 @@ pub struct HostState<S> {
 impl<S: Copy> HostState<S> {
     /// A state holding `s`, whose iteration count and residual are `iter` and `nr`, with
     /// room for `max_iter` iterations.
-    fn new(s: S, iter: u64, nr: f64, max_iter: u64) -> Self {
-        let mut history = vec![f64::NAN; max_iter as usize + 1];
-        history[iter as usize] = nr;
-        HostState { s, history }
+    /// The history grows as the solve goes (`monitor::record`), so `max_iterations`
+    /// costs nothing up front.
+    fn new(s: S, iter: u64, nr: f64) -> Result<Self> {
+        let mut state = HostState {
+            s,
+            history: Vec::new(),
+        };
+        record(&mut state.history, iter, nr)?;
+        Ok(state)
     }
 
     /// Replace the scalars (a restart at iteration `iter` with residual `nr`).
-    fn set(&mut self, s: S, iter: u64, nr: f64) {
+    fn set(&mut self, s: S, iter: u64, nr: f64) -> Result<()> {
         self.s = s;
-        self.history[iter as usize] = nr;
+        record(&mut self.history, iter, nr)
     }
 
-    /// The history up to and including iteration `iter`.
+    /// The history up to and including iteration `iter` (NaN past what was recorded).
     fn upto(&self, iter: u64) -> Vec<f64> {
-        self.history[..=iter as usize].to_vec()
+        let n = iter as usize + 1;
+        let mut h = self.history[..n.min(self.history.len())].to_vec();
+        h.resize(n, f64::NAN);
+        h
     }
 }
 
@@ -53,11 +62,11 @@ impl<B: HostFusedCr> FusedCr for B {
     }
 
     fn cr_state(&mut self, s: &CrScalars) -> Result<HostCrState> {
-        Ok(HostState::new(*s, s.iter, s.nr, s.max_iter))
+        HostState::new(*s, s.iter, s.nr)
     }
 
     fn cr_set(&mut self, state: &mut HostCrState, s: &CrScalars) -> Result<()> {
-        state.set(*s, s.iter, s.nr);
+        state.set(*s, s.iter, s.nr)?;
         Ok(())
     }
 
@@ -86,7 +95,7 @@ impl<B: HostFusedCr> FusedCr for B {
         let s = &mut state.s;
         s.nr = self.norm2(r)?;
         s.iter += 1;
-        state.history[s.iter as usize] = s.nr;
+        record(&mut state.history, s.iter, s.nr)?;
         Ok(())
     }
 
@@ -147,11 +156,11 @@ impl<B: HostFusedCr> FusedBiCgStab for B {
     type BiState = HostBiState;
 
     fn bi_state(&mut self, s: &BiScalars) -> Result<HostBiState> {
-        Ok(HostState::new(*s, s.iter, s.nr, s.max_iter))
+        HostState::new(*s, s.iter, s.nr)
     }
 
     fn bi_set(&mut self, state: &mut HostBiState, s: &BiScalars) -> Result<()> {
-        state.set(*s, s.iter, s.nr);
+        state.set(*s, s.iter, s.nr)?;
         Ok(())
     }
 
@@ -239,7 +248,7 @@ impl<B: HostFusedCr> FusedBiCgStab for B {
         let s = &mut state.s;
         s.nr = nr;
         s.iter += 1;
-        state.history[s.iter as usize] = nr;
+        record(&mut state.history, s.iter, nr)?;
         if !s.still_active() {
             s.active = false;
         } else if omega == C64::new(0.0, 0.0) || breakdown(rho_new) {

@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 pub struct LoadedConfig {
     pub config: Config,
     pub source_name: String,
+    /// The config file read (`None` for the embedded default): an input no output may name.
+    pub config_file: Option<PathBuf>,
     pub base_dir: PathBuf,
     pub(super) text: String,
     /// Keys set from the command line ("dirac.kappa", "--kappa"): errors about them name
@@ -21,9 +23,12 @@ pub struct LoadedConfig {
 
 impl LoadedConfig {
     pub fn from_file(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        let text = crate::io::read_config_text(path)?;
         let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
-        Self::from_str(&text, &path.display().to_string(), base)
+        let mut loaded = Self::from_str(&text, &path.display().to_string(), base)?;
+        loaded.config_file = Some(path.to_path_buf());
+        crate::io::checks::record("config", path, crate::io::config_checks(text.len()));
+        Ok(loaded)
     }
 
     pub fn embedded_default() -> Self {
@@ -38,11 +43,12 @@ impl LoadedConfig {
     pub fn from_str(text: &str, name: &str, base_dir: PathBuf) -> Result<Self> {
         let config: Config = toml::from_str(text).map_err(|e| Error::Config {
             path: name.into(),
-            message: e.to_string().trim_end().to_string(),
+            message: crate::io::bounded_message(e.to_string().trim_end()),
         })?;
         let loaded = LoadedConfig {
             config,
             source_name: name.into(),
+            config_file: None,
             base_dir,
             text: text.into(),
             flags: Vec::new(),
@@ -106,18 +112,26 @@ impl LoadedConfig {
             return Err(self.bad("dirac", "kappa", format!("must be positive, got {k}")));
         }
         let tol = c.solver.tolerance;
-        if !(tol.is_finite() && tol > 0.0 && tol < 1.0) {
+        let floor = crate::solver::monitor::MIN_TOLERANCE;
+        if !(tol.is_finite() && tol >= floor && tol < 1.0) {
             return Err(self.bad(
                 "solver",
                 "tolerance",
-                format!("must be in (0, 1), got {tol}"),
+                format!(
+                    "must be in (0, 1) and at least {floor:e} (double rounding sets the \
+                     floor, docs/reliability.md), got {tol:e}"
+                ),
             ));
         }
-        if c.solver.max_iterations < 1 {
+        let max_iter = crate::solver::monitor::MAX_ITERATIONS;
+        if !(1..=max_iter).contains(&c.solver.max_iterations) {
             return Err(self.bad(
                 "solver",
                 "max_iterations",
-                format!("must be at least 1, got {}", c.solver.max_iterations),
+                format!(
+                    "must be at least 1 and at most {max_iter} (docs/reliability.md), got {}",
+                    c.solver.max_iterations
+                ),
             ));
         }
         let d = c.solver.reliable_delta;

@@ -133,6 +133,10 @@ pub enum GaugeConfig {
         format: String,
         #[serde(default)]
         reunitarise: bool,
+        /// Read a LIME file that lacks its scidac-checksum record or whose record flags
+        /// are inconsistent (refused otherwise, exit 4; docs/reliability.md).
+        #[serde(default)]
+        accept_unchecked: bool,
     },
     /// A thermalised quenched field (beta, therm, sweeps, overrelax, seed, hot_start),
     /// generated on first use and cached in lattices/ under a name made from them.

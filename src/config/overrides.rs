@@ -67,6 +67,10 @@ pub struct Overrides {
     /// SU(3) (sets [gauge] reunitarise = true); without it such a file is refused (exit 4).
     #[arg(long)]
     pub reunitarise: bool,
+    /// Read a LIME gauge file without its checksum record or with inconsistent record
+    /// flags (sets [gauge] accept_unchecked = true); without it such a file is refused.
+    #[arg(long)]
+    pub accept_unchecked: bool,
     /// Ranks per direction gx,gy,gz,gt: the lattice split into sub-lattices (overrides
     /// [parallel] grid). On the CPU the ranks are threads of this process.
     #[arg(long, value_delimiter = ',', num_args = 1, value_parser = clap::value_parser!(i64))]
@@ -168,6 +172,14 @@ impl LoadedConfig {
         }
         for setting in &o.tuning {
             c.tuning = c.tuning.with_setting(setting)?;
+        }
+        if o.accept_unchecked {
+            if let GaugeConfig::File {
+                accept_unchecked, ..
+            } = &mut c.gauge
+            {
+                *accept_unchecked = true;
+            }
         }
         if o.reunitarise {
             match &mut c.gauge {

@@ -51,11 +51,118 @@ pub(crate) fn parse_hex_u32(s: &str) -> Option<u32> {
     u32::from_str_radix(t, 16).ok()
 }
 
-/// Opens a file for reading and returns it with its length.
+/// Opens a file for reading and returns it with its length; anything but a regular file
+/// is refused at once (`open_regular`).
 pub(crate) fn open(path: &Path) -> Result<(File, u64)> {
-    let file = File::open(path).map_err(|e| Error::io(path, e))?;
-    let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
-    Ok((file, len))
+    open_regular(path, "input")
+}
+
+/// Opens `path` for reading only if it is a regular file (a link to one is followed):
+/// a FIFO, device, socket or directory is refused at once (exit 3), never read (a FIFO
+/// would block forever, `/dev/zero` never ends). The open itself does not block
+/// (`O_NONBLOCK`, which changes nothing for a regular file), and the type is taken from
+/// the opened file, so nothing can be swapped in between. Returns the file and its length.
+pub fn open_regular(path: &Path, what: &str) -> Result<(File, u64)> {
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(path)
+        .map_err(|e| Error::io(path, e))?;
+    let meta = file.metadata().map_err(|e| Error::io(path, e))?;
+    let t = meta.file_type();
+    if !t.is_file() {
+        let kind = if t.is_dir() {
+            "a directory"
+        } else if t.is_fifo() {
+            "a FIFO"
+        } else if t.is_char_device() || t.is_block_device() {
+            "a device"
+        } else if t.is_socket() {
+            "a socket"
+        } else {
+            "not a regular file"
+        };
+        return Err(Error::io(
+            path,
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("the {what} is {kind}; only regular files are read"),
+            ),
+        ));
+    }
+    Ok((file, meta.len()))
+}
+
+/// The largest config file read: 1 MiB (the shipped configs are under 2 KiB).
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+/// The longest error message quoted from an input (4 KiB): a 1 MiB bad value quoted
+/// whole, with its line, would be a message of megabytes.
+pub const MAX_MESSAGE: usize = 4096;
+
+/// `message` cut to `MAX_MESSAGE` bytes (at a character boundary), saying how much was cut.
+pub fn bounded_message(message: &str) -> String {
+    if message.len() <= MAX_MESSAGE {
+        return message.to_string();
+    }
+    let mut end = MAX_MESSAGE;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{}... ({} more bytes of the message cut)",
+        &message[..end],
+        message.len() - end
+    )
+}
+
+/// The checks a config of `len` bytes passed, for `checks::record`.
+pub fn config_checks(len: usize) -> Vec<super::checks::Check> {
+    use super::checks::Check;
+    vec![
+        Check::new("regular file", "ok"),
+        Check::new(
+            "size",
+            format!("ok: {len} bytes, at most {MAX_CONFIG_BYTES}"),
+        ),
+        Check::new("UTF-8", "ok"),
+        Check::new("TOML keys and values", "ok: parsed and validated"),
+    ]
+}
+
+/// The text of a config file: a regular file (`open_regular`) of at most
+/// `MAX_CONFIG_BYTES` (else an I/O error, exit 3), in UTF-8 (else a config error naming
+/// the first bad byte's offset, exit 2).
+pub fn read_config_text(path: &Path) -> Result<String> {
+    let (file, len) = open_regular(path, "config")?;
+    let too_big = |n: u64| {
+        Error::io(
+            path,
+            std::io::Error::new(
+                std::io::ErrorKind::FileTooLarge,
+                format!("the config is {n} bytes or more; at most {MAX_CONFIG_BYTES} are read"),
+            ),
+        )
+    };
+    if len > MAX_CONFIG_BYTES {
+        return Err(too_big(len));
+    }
+    let mut bytes = Vec::new();
+    Read::by_ref(&mut &file)
+        .take(MAX_CONFIG_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| Error::io(path, e))?;
+    if bytes.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(too_big(bytes.len() as u64));
+    }
+    String::from_utf8(bytes).map_err(|e| Error::Config {
+        path: path.to_path_buf(),
+        message: format!(
+            "not UTF-8 text (TOML must be): invalid byte at offset {}",
+            e.utf8_error().valid_up_to()
+        ),
+    })
 }
 
 /// Reads exactly `len` bytes at `offset`; running out is a truncated file, named by `what`.

@@ -96,6 +96,42 @@ pub fn records(path: &Path) -> Result<Vec<LimeRecord>> {
     Ok(out)
 }
 
+/// Where the message flags of a LIME file's records disagree with the LIME framing, or
+/// `None` when they agree: the first record begins a message (MB), the last ends one
+/// (ME), and a record after a message's end begins the next. (A record that begins a
+/// message before the previous one ended is accepted: tmLQCD writes its checksum so.) A
+/// file cut after a record that does not end its message, the binary record of most
+/// writers, fails here.
+pub fn flag_problem(recs: &[LimeRecord]) -> Option<String> {
+    let first = recs.first()?;
+    if !first.message_begin {
+        return Some(format!(
+            "LIME record 1 (\"{}\") does not begin a message (MB flag clear)",
+            first.type_name
+        ));
+    }
+    for (i, w) in recs.windows(2).enumerate() {
+        if w[0].message_end && !w[1].message_begin {
+            return Some(format!(
+                "LIME record {} (\"{}\") follows the end of a message without beginning one \
+                 (MB flag clear)",
+                i + 2,
+                w[1].type_name
+            ));
+        }
+    }
+    let last = recs.last()?;
+    if !last.message_end {
+        return Some(format!(
+            "the last LIME record (\"{}\", record {}) does not end its message (ME flag \
+             clear): records are missing after it",
+            last.type_name,
+            recs.len()
+        ));
+    }
+    None
+}
+
 /// The text between `<tag>` and `</tag>` (attributes on the opening tag allowed), trimmed.
 fn xml_tag<'a>(xml: &'a str, tag: &str) -> Option<&'a str> {
     let open = format!("<{tag}");
@@ -279,7 +315,16 @@ pub(crate) fn describe(path: &Path, expected_dims: Option<[usize; NDIM]>) -> Res
 
     // The checksum record belonging to the payload is the first one after it.
     let mut stored_sums = Vec::new();
-    let mut warnings = Vec::new();
+    let warnings = Vec::new();
+    let mut unchecked = Vec::new();
+    let mut container_checks = Vec::new();
+    match flag_problem(&recs) {
+        Some(p) => unchecked.push(p),
+        None => container_checks.push((
+            "LIME record flags".to_string(),
+            format!("ok: {} records in consistent messages", recs.len()),
+        )),
+    }
     let ck_idx = recs
         .iter()
         .enumerate()
@@ -302,9 +347,9 @@ pub(crate) fn describe(path: &Path, expected_dims: Option<[usize; NDIM]>) -> Res
                 stored_sums.push((tag.to_string(), stored));
             }
         }
-        None => warnings.push(format!(
-            "{}: no scidac-checksum record after the gauge data; nothing to verify it against",
-            path.display()
+        None => unchecked.push(format!(
+            "no scidac-checksum record after the {} record",
+            bin.type_name
         )),
     }
 
@@ -359,6 +404,8 @@ pub(crate) fn describe(path: &Path, expected_dims: Option<[usize; NDIM]>) -> Res
             what: bin.type_name.clone(),
         },
         warnings,
+        unchecked,
+        container_checks,
     })
 }
 

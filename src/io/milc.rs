@@ -93,5 +93,7 @@ pub(crate) fn describe(path: &Path, expected_dims: Option<[usize; NDIM]>) -> Res
             what: "payload".into(),
         },
         warnings: Vec::new(),
+        unchecked: Vec::new(),
+        container_checks: Vec::new(),
     })
 }

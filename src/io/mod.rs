@@ -4,15 +4,18 @@
 //! that `qcd-solve info` prints, and `write_atomic` used for every output file.
 
 mod bytes;
+pub mod checks;
 pub mod lime;
 pub mod milc;
 pub mod nersc;
 pub mod npy;
 mod payload;
 pub mod slab;
+pub mod staged;
 mod verify;
 
 pub(crate) use bytes::*;
+pub use bytes::{bounded_message, config_checks, open_regular, read_config_text, MAX_CONFIG_BYTES};
 pub(crate) use verify::*;
 pub use verify::{header_tolerance, last_digit_unit};
 
@@ -26,9 +29,8 @@ use crate::field::GaugeField;
 use crate::geometry::lattice::{Boundary, NDIM};
 use serde::Serialize;
 use std::fmt;
-use std::fs::File;
-use std::io::{BufWriter, Read, Write};
-use std::path::{Path, PathBuf};
+use std::io::{Read, Write};
+use std::path::Path;
 use std::str::FromStr;
 
 /// The gauge file containers the program reads. ILDG and SciDAC files are both LIME.
@@ -46,7 +48,7 @@ const MILC_MAGIC: i32 = 20103;
 impl GaugeFormat {
     /// Decide the format from the file's first bytes (never from its name).
     pub fn detect(path: &Path) -> Result<GaugeFormat> {
-        let mut file = File::open(path).map_err(|e| Error::io(path, e))?;
+        let (mut file, _) = open_regular(path, "gauge file")?;
         let mut head = Vec::with_capacity(64);
         Read::by_ref(&mut file)
             .take(64)
@@ -182,6 +184,8 @@ pub struct GaugeFileInfo {
     pub links_forced_onto_su3: usize,
     /// Other header entries worth showing (creator, ensemble, time stamp, LIME records).
     pub metadata: Vec<(String, String)>,
+    /// Every check made on the file and its result (docs/reliability.md).
+    pub checks: Vec<checks::Check>,
 }
 
 impl fmt::Display for GaugeFileInfo {
@@ -272,6 +276,10 @@ impl fmt::Display for GaugeFileInfo {
         for (k, v) in &self.metadata {
             writeln!(f, "  {k} = {v}")?;
         }
+        writeln!(f, "checks:")?;
+        for c in &self.checks {
+            writeln!(f, "  {:<22} {}", c.check, c.result)?;
+        }
         Ok(())
     }
 }
@@ -320,6 +328,10 @@ pub fn read_gauge(
 }
 
 /// `read_gauge` with options (`reunitarise`: accept links off SU(3) and project them).
+/// This library entry reads a LIME file it cannot verify (no checksum record,
+/// inconsistent flags) with a warning, so that tools and tests can reach the value
+/// checks of such a file; the program (`info`, the main job) reads through
+/// `read_gauge_checked`, which refuses it unless asked.
 pub fn read_gauge_with(
     path: &Path,
     format: Option<GaugeFormat>,
@@ -327,14 +339,31 @@ pub fn read_gauge_with(
     boundary: [Boundary; NDIM],
     opts: ReadOptions,
 ) -> Result<(GaugeField, GaugeFileInfo)> {
+    read_gauge_checked(path, format, expected_dims, boundary, opts, true)
+}
+
+/// `read_gauge_with`, where `accept_unchecked` reads a LIME file that lacks its
+/// checksum record or whose record flags are inconsistent (refused otherwise, exit 4).
+/// The checks made are recorded for the report (`checks::record`).
+pub fn read_gauge_checked(
+    path: &Path,
+    format: Option<GaugeFormat>,
+    expected_dims: Option<[usize; NDIM]>,
+    boundary: [Boundary; NDIM],
+    opts: ReadOptions,
+    accept_unchecked: bool,
+) -> Result<(GaugeField, GaugeFileInfo)> {
     let header = describe(path, format, expected_dims)?;
+    check_unchecked(path, &header, accept_unchecked, true)?;
     for w in &header.warnings {
         tracing::warn!("{w}");
     }
     let (mut file, _) = open(path)?;
     let (links, sums) = payload::read_all(path, &mut file, &header.payload, header.volume())?;
     let checksums = payload::compare_sums(path, &header.stored_sums, sums)?;
-    finish(path, header, links, checksums, boundary, opts)
+    let read = finish(path, header, links, checksums, boundary, opts)?;
+    checks::record("gauge file", path, read.1.checks.clone());
+    Ok(read)
 }
 
 /// What a gauge file (of `format`, detected when `None`) says about itself and where its
@@ -355,19 +384,12 @@ pub(crate) fn describe(
     }
 }
 
-/// Writes `path` atomically: the bytes go to `path.tmp-<pid>`, are fsynced, and the temp is
-/// renamed over `path`, so a reader never sees a half-written file. Parent directories are
-/// created. On any error the temp is removed and `path` is left as it was.
+/// Writes `path` atomically (`staged`: an exclusive temporary beside it, fsynced, renamed
+/// over `path`, the folder fsynced), so a reader never sees a half-written file. Parent
+/// directories are created. On any error the temporary is removed and `path` is left as
+/// it was.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     write_atomic_with(path, |w| w.write_all(bytes))
-}
-
-/// The temporary an output is staged in before its rename: `<file>.tmp-<pid>` (the pid
-/// lets `app::outputs` tell a dead process's leftovers from a live one's).
-pub fn staging_path(dest: &Path) -> PathBuf {
-    let mut name = dest.file_name().unwrap_or_default().to_os_string();
-    name.push(format!(".tmp-{}", std::process::id()));
-    dest.with_file_name(name)
 }
 
 /// `write_atomic` for output produced piece by piece, so a large file need not be built
@@ -376,51 +398,7 @@ pub fn write_atomic_with(
     path: &Path,
     fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> Result<()> {
-    staged_write(path, |file| {
-        let mut w = BufWriter::with_capacity(1 << 20, file);
-        fill(&mut w)?;
-        w.flush()
-    })
-}
-
-/// The staging of `write_atomic_with` and `write_atomic_blocks`: `write` fills the
-/// temporary, which is then fsynced and renamed over `path`.
-fn staged_write(path: &Path, write: impl FnOnce(&File) -> std::io::Result<()>) -> Result<()> {
-    if path.file_name().is_none() {
-        return Err(Error::invalid(
-            "output path",
-            format!("{} does not name a file", path.display()),
-        ));
-    }
-    if let Some(parent) = path.parent() {
-        if !parent.as_os_str().is_empty() {
-            std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
-        }
-    }
-    let tmp = staging_path(path);
-    let result = (|| -> std::io::Result<()> {
-        let file = File::create(&tmp)?;
-        write(&file)?;
-        crate::clock::timed("fsync", || file.sync_all())?;
-        drop(file);
-        std::fs::rename(&tmp, path)
-    })();
-    if let Err(e) = result {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(Error::io(path, e));
-    }
-    // Make the rename itself durable; best effort, some filesystems refuse directory fsync.
-    if let Some(parent) = path.parent() {
-        let dir = if parent.as_os_str().is_empty() {
-            Path::new(".")
-        } else {
-            parent
-        };
-        if let Ok(d) = File::open(dir) {
-            let _ = d.sync_all();
-        }
-    }
-    Ok(())
+    staged::commit_one(staged::stage_with(path, fill)?)
 }
 
 /// Bytes per block of the parallel writer (`write_atomic_blocks`) and checksum
@@ -437,9 +415,19 @@ pub fn write_atomic_blocks(
     body_len: u64,
     fill: impl Fn(u64, &mut [u8]) + Sync,
 ) -> Result<()> {
+    staged::commit_one(stage_blocks(path, header, body_len, fill)?)
+}
+
+/// `write_atomic_blocks` up to the rename: the file staged for `Staged::commit`.
+pub fn stage_blocks(
+    path: &Path,
+    header: &[u8],
+    body_len: u64,
+    fill: impl Fn(u64, &mut [u8]) + Sync,
+) -> Result<staged::Staged> {
     use rayon::prelude::*;
     use std::os::unix::fs::FileExt;
-    staged_write(path, |file| {
+    staged::stage(path, |file| {
         file.set_len(header.len() as u64 + body_len)?;
         file.write_all_at(header, 0)?;
         let blocks = body_len.div_ceil(BLOCK_BYTES as u64);

@@ -4,10 +4,7 @@
 //! complete header and the links atomically.
 
 use super::payload::{LinkEncoding, Payload, SumKind};
-use super::{
-    byte_len, check_dims, check_payload, open, read_exact_at, write_atomic_with, GaugeHeader,
-    HeaderValue,
-};
+use super::{byte_len, check_dims, check_payload, open, read_exact_at, GaugeHeader, HeaderValue};
 use crate::error::{Error, Result};
 use crate::field::{GaugeField, Su3};
 use crate::geometry::lattice::NDIM;
@@ -142,6 +139,8 @@ pub(crate) fn describe(path: &Path, expected_dims: Option<[usize; NDIM]>) -> Res
             what: "payload".into(),
         },
         warnings,
+        unchecked: Vec::new(),
+        container_checks: Vec::new(),
     })
 }
 
@@ -223,6 +222,15 @@ impl Default for NerscWrite {
 /// Writes `field` as a NERSC file with a full header (plaquette and link trace computed
 /// from `field`, CHECKSUM of the stored reals), atomically.
 pub fn write_nersc(path: &Path, field: &GaugeField, opts: NerscWrite) -> Result<()> {
+    super::staged::commit_one(stage_nersc(path, field, opts)?)
+}
+
+/// `write_nersc` up to the rename: the file staged for `Staged::commit`.
+pub fn stage_nersc(
+    path: &Path,
+    field: &GaugeField,
+    opts: NerscWrite,
+) -> Result<super::staged::Staged> {
     let lattice = &field.lattice;
     if field.links.len() != lattice.volume() * NDIM {
         return Err(Error::invalid(
@@ -294,7 +302,7 @@ pub fn write_nersc(path: &Path, field: &GaugeField, opts: NerscWrite) -> Result<
     header.push_str("CREATOR = qcd-solve\n");
     header.push_str("END_HEADER\n");
 
-    write_atomic_with(path, |w: &mut dyn Write| {
+    super::staged::stage_with(path, |w: &mut dyn Write| {
         w.write_all(header.as_bytes())?;
         let mut buf = Vec::with_capacity(1 << 20);
         for chunk in field.links.chunks(4096) {

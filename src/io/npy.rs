@@ -1,7 +1,7 @@
 //! NumPy `.npy` (format 1.0) files for spinor solutions: dtype `<c16`, shape
 //! `(LT, LZ, LY, LX, 4, 3)`, C order, so `numpy.load` gives psi[t, z, y, x, spin, colour].
 
-use super::{open, read_exact_at, stream_units, write_atomic_blocks};
+use super::{open, read_exact_at, stream_units};
 use crate::error::{Error, Result};
 use crate::field::spinor::SITE_LEN;
 use crate::field::{SpinorField, C64};
@@ -25,6 +25,15 @@ fn shape_string(s: &[usize]) -> String {
 
 /// Writes `psi` as a `.npy` file, atomically.
 pub fn write_spinor_npy(path: &Path, lattice: &Lattice, psi: &SpinorField) -> Result<()> {
+    super::staged::commit_one(stage_spinor_npy(path, lattice, psi)?)
+}
+
+/// `write_spinor_npy` up to the rename: the file staged for `Staged::commit`.
+pub fn stage_spinor_npy(
+    path: &Path,
+    lattice: &Lattice,
+    psi: &SpinorField,
+) -> Result<super::staged::Staged> {
     if psi.data.len() != lattice.volume() * SITE_LEN {
         return Err(Error::invalid(
             "spinor",
@@ -56,7 +65,7 @@ pub fn write_spinor_npy(path: &Path, lattice: &Lattice, psi: &SpinorField) -> Re
     // Blocks of whole complex numbers (BLOCK_BYTES is a multiple of 16), encoded and
     // written in parallel.
     let body = (psi.data.len() * 16) as u64;
-    write_atomic_blocks(path, &head, body, |at, block| {
+    super::stage_blocks(path, &head, body, |at, block| {
         let first = (at / 16) as usize;
         for (b, z) in block.chunks_exact_mut(16).zip(&psi.data[first..]) {
             b[..8].copy_from_slice(&z.re.to_le_bytes());
@@ -103,6 +112,13 @@ pub fn read_spinor_npy(path: &Path, lattice: &Lattice) -> Result<SpinorField> {
             ))
         }
     };
+    // numpy itself reads at most 10000 header bytes unless told otherwise.
+    if header_len > MAX_HEADER {
+        return Err(Error::format(
+            path,
+            format!("npy header declares {header_len} bytes, more than the {MAX_HEADER} read"),
+        ));
+    }
     if header_start + header_len > file_len {
         return Err(Error::format(
             path,
@@ -122,6 +138,17 @@ pub fn read_spinor_npy(path: &Path, lattice: &Lattice) -> Result<SpinorField> {
     let header =
         String::from_utf8(raw).map_err(|_| Error::format(path, "npy header is not text"))?;
 
+    // A key twice is ambiguous (numpy takes the last, a first-match reader the first).
+    for key in ["descr", "fortran_order", "shape"] {
+        let n = header.matches(&format!("'{key}'")).count()
+            + header.matches(&format!("\"{key}\"")).count();
+        if n > 1 {
+            return Err(Error::format(
+                path,
+                format!("npy header names '{key}' {n} times"),
+            ));
+        }
+    }
     let descr = dict_value(&header, "descr")
         .ok_or_else(|| Error::format(path, format!("npy header has no 'descr': {header}")))?;
     let descr = descr.trim_matches(|c| c == '\'' || c == '"');
@@ -228,8 +255,24 @@ pub fn read_spinor_npy(path: &Path, lattice: &Lattice) -> Result<SpinorField> {
             ),
         ));
     }
+    super::checks::record(
+        "source file",
+        path,
+        vec![
+            super::checks::Check::new("regular file", "ok"),
+            super::checks::Check::new(
+                "npy header",
+                "ok: '<c16', C order, shape of the lattice, each key once",
+            ),
+            super::checks::Check::new("length", "ok: the data fills the file exactly"),
+            super::checks::Check::new("finite values", "ok: no NaN or infinity"),
+        ],
+    );
     Ok(SpinorField { data })
 }
+
+/// The largest npy header read (numpy's own default limit is 10000 bytes).
+pub const MAX_HEADER: u64 = 65536;
 
 /// The raw text of `key`'s value in the Python dict literal of an npy header: a quoted
 /// string, a parenthesised tuple, or a bare word (True/False).

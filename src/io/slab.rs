@@ -25,8 +25,8 @@
 
 use super::payload::SiteSums;
 use super::verify::{
-    check_header, check_projected, check_stored, file_info, projection_failures, LinkSurvey,
-    Verified, SURVEY_REALS,
+    check_header, check_projected, check_stored, check_unchecked, file_info, projection_failures,
+    LinkSurvey, Verified, SURVEY_REALS,
 };
 use super::{describe, open, unitarity_tolerance, GaugeFileInfo, GaugeFormat, GaugeHeader};
 use super::{payload, ReadOptions};
@@ -141,6 +141,20 @@ pub fn read_gauge_slab(
     opts: ReadOptions,
     comms: &mut dyn Comms,
 ) -> Result<(GaugeField, GaugeFileInfo)> {
+    read_gauge_slab_checked(path, format, partition, boundary, (opts, true), comms)
+}
+
+/// `read_gauge_slab` with the read options and `accept_unchecked`
+/// (`io::read_gauge_checked`); `read_gauge_slab` accepts unverifiable files with a
+/// warning, as `read_gauge_with` does.
+pub fn read_gauge_slab_checked(
+    path: &Path,
+    format: Option<GaugeFormat>,
+    partition: &Partition,
+    boundary: [Boundary; NDIM],
+    (opts, accept_unchecked): (ReadOptions, bool),
+    comms: &mut dyn Comms,
+) -> Result<(GaugeField, GaugeFileInfo)> {
     if comms.size() != partition.ranks() || comms.rank() != partition.rank() {
         return Err(Error::internal(format!(
             "slab read: rank {} of {} ranks given the partition of rank {} of grid {:?}",
@@ -175,6 +189,8 @@ pub fn read_gauge_slab(
         return Err(failed_elsewhere(path, r, p[1] as i32));
     }
     let header = &local.header;
+    // The same header on every rank: all refuse alike.
+    check_unchecked(path, header, accept_unchecked, rank == 0)?;
     if rank == 0 {
         for w in &header.warnings {
             tracing::warn!("{w}");
@@ -266,6 +282,9 @@ pub fn read_gauge_slab(
             forced,
         },
     );
+    if rank == 0 {
+        super::checks::record("gauge file", path, info.checks.clone());
+    }
     Ok((field, info))
 }
 

@@ -4,6 +4,7 @@
 //! combine over ranks (`LinkSurvey`, plaquette sums), so the whole-file reader (`finish`)
 //! and the per-rank slab reader (`slab`) refuse a file with the same words.
 
+use super::checks::Check;
 use super::payload::Payload;
 use super::{unitarity_tolerance, ChecksumInfo, GaugeFileInfo, ReadOptions};
 use crate::error::{Error, Result};
@@ -33,6 +34,42 @@ pub(crate) struct GaugeHeader {
     pub payload: Payload,
     /// What the file lacks (no checksum, no header plaquette), for the caller to log once.
     pub warnings: Vec<String>,
+    /// Integrity checks the file does not allow (no checksum record, inconsistent LIME
+    /// record flags): the file is refused unless `accept_unchecked` (`check_unchecked`).
+    pub unchecked: Vec<String>,
+    /// Checks made on the container before the links (LIME record flags, ...), as
+    /// (check, result) for `GaugeFileInfo::checks`.
+    pub container_checks: Vec<(String, String)>,
+}
+
+/// Refuse a file with integrity checks it does not allow (`GaugeHeader::unchecked`)
+/// unless `accept_unchecked`; when accepted, warn (when `warn`) and return the notes.
+pub(crate) fn check_unchecked(
+    path: &Path,
+    header: &GaugeHeader,
+    accept_unchecked: bool,
+    warn: bool,
+) -> Result<()> {
+    if header.unchecked.is_empty() {
+        return Ok(());
+    }
+    let what = header.unchecked.join("; ");
+    if !accept_unchecked {
+        return Err(Error::format(
+            path,
+            format!(
+                "{what}: the data cannot be verified (truncated or damaged file?); to read it \
+                 anyway pass --accept-unchecked (or set accept_unchecked = true in [gauge])"
+            ),
+        ));
+    }
+    if warn {
+        tracing::warn!(
+            "{}: {what}; read unverified as asked (accept_unchecked)",
+            path.display()
+        );
+    }
+    Ok(())
 }
 
 impl GaugeHeader {
@@ -96,7 +133,16 @@ pub fn last_digit_unit(text: &str) -> Option<f64> {
 /// times the rounding of the print, for writers that sum in another order), but no tighter
 /// than `floor`, what the stored precision allows (see `finish`). Text that is not a plain
 /// decimal gets `floor` alone.
+///
+/// A whole number ("0", "1", "-1") states the value exactly, not to a unit of 1: it gets
+/// `floor` alone (a unit field's plaquette is exactly 1; a tolerance of 2 would let any
+/// plaquette pass).
 pub fn header_tolerance(text: &str, floor: f64) -> f64 {
+    let t = text.trim();
+    let digits = t.strip_prefix(['-', '+']).unwrap_or(t);
+    if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+        return floor;
+    }
     last_digit_unit(text).map_or(floor, |u| (2.0 * u).max(floor))
 }
 
@@ -364,9 +410,77 @@ pub(crate) struct Verified {
     pub forced: usize,
 }
 
+/// The checks a verified file passed (or was let through), for `GaugeFileInfo::checks`.
+fn checks_made(header: &GaugeHeader, v: &Verified) -> Vec<Check> {
+    let mut out: Vec<Check> = header
+        .container_checks
+        .iter()
+        .map(|(c, r)| Check::new(c, r))
+        .collect();
+    for u in &header.unchecked {
+        out.push(Check::new(
+            "unverifiable",
+            format!("accepted unchecked: {u}"),
+        ));
+    }
+    if v.checksums.is_empty() {
+        out.push(Check::new("checksum", "none stored"));
+    }
+    for c in &v.checksums {
+        out.push(Check::new(
+            format!("checksum {}", c.name),
+            format!("ok: stored {:08x} = computed", c.stored),
+        ));
+    }
+    out.push(Check::new("finite values", "ok: no NaN or infinity"));
+    let tol = unitarity_tolerance(header.precision_bits);
+    let worst = v.survey.worst.map_or(0.0, |w| w.1);
+    out.push(Check::new(
+        "SU(3) as stored",
+        if v.forced > 0 {
+            format!(
+                "{} links beyond {tol:.0e} projected as asked (reunitarise)",
+                v.forced
+            )
+        } else {
+            format!("ok: worst deviation {worst:.2e} within {tol:.0e}")
+        },
+    ));
+    let floor = if header.precision_bits == 32 {
+        1e-5
+    } else {
+        1e-10
+    };
+    for (name, h, computed) in [
+        (
+            "header plaquette",
+            &header.header_plaquette,
+            v.plaquette.total,
+        ),
+        ("header link trace", &header.header_link_trace, v.link_trace),
+    ] {
+        out.push(Check::new(
+            name,
+            match h {
+                Some(h) => format!(
+                    "ok: {} = {}, difference {:.2e} within {:.1e}",
+                    h.key,
+                    h.text,
+                    (h.value - computed).abs(),
+                    header_tolerance(&h.text, floor)
+                ),
+                None => "none stated".to_string(),
+            },
+        ));
+    }
+    out
+}
+
 pub(crate) fn file_info(path: &Path, header: GaugeHeader, v: Verified) -> GaugeFileInfo {
     let (worst_idx, unitarity_as_stored) = v.survey.worst.unwrap_or((0, 0.0));
+    let checks = checks_made(&header, &v);
     GaugeFileInfo {
+        checks,
         path: path.display().to_string(),
         format: header.format,
         datatype: header.datatype,

@@ -330,3 +330,26 @@ pub fn unsupported_described(described: &str, what: &str) -> crate::Error {
         ),
     )
 }
+
+/// Store `nr` as entry `iter` of a residual history that grows as the solve goes (gaps
+/// are NaN). The growth is fallible: a history that cannot grow is out of host memory
+/// (exit 6), never an abort.
+pub fn record(history: &mut Vec<f64>, iter: u64, nr: f64) -> crate::Result<()> {
+    let k = usize::try_from(iter)
+        .map_err(|_| crate::Error::HostMemory(format!("iteration {iter} has no history slot")))?;
+    if history.len() <= k {
+        let more = k + 1 - history.len();
+        // Doubling keeps the amortised cost per iteration constant.
+        let want = more.max(history.len());
+        if history.try_reserve(want).is_err() && history.try_reserve_exact(more).is_err() {
+            return Err(crate::Error::HostMemory(format!(
+                "a residual history of {} entries ({} bytes) cannot be allocated",
+                k + 1,
+                (k as u64 + 1) * 8
+            )));
+        }
+        history.resize(k + 1, f64::NAN);
+    }
+    history[k] = nr;
+    Ok(())
+}

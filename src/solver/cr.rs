@@ -114,13 +114,8 @@ impl<A> HostEngine<A> {
 
 impl<S: Space, A: LinearOperator<S>> CrEngine<S> for HostEngine<A> {
     fn set(&mut self, _space: &mut S, s: &CrScalars) -> Result<()> {
-        let n = s.max_iter as usize + 1;
-        if self.history.len() < n {
-            self.history.resize(n, f64::NAN);
-        }
         self.s = *s;
-        self.history[s.iter as usize] = s.nr;
-        Ok(())
+        super::monitor::record(&mut self.history, s.iter, s.nr)
     }
 
     fn get(&mut self, _space: &mut S) -> Result<CrScalars> {
@@ -149,7 +144,7 @@ impl<S: Space, A: LinearOperator<S>> CrEngine<S> for HostEngine<A> {
             space.axpy(-alpha, &w.ap, &mut w.r)?;
             self.s.nr = space.norm2(&w.r)?;
             self.s.iter += 1;
-            self.history[self.s.iter as usize] = self.s.nr;
+            super::monitor::record(&mut self.history, self.s.iter, self.s.nr)?;
             // apply
             self.apply_dot(space, &w.r, &mut w.ar)?;
             // p

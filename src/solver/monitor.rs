@@ -182,3 +182,20 @@ pub trait Iterate<S: crate::linalg::Space> {
     /// Free the workspace (and anything recorded on it).
     fn release(&mut self, space: &mut S);
 }
+
+/// The most iterations a solve may be asked for (`[solver] max_iterations`,
+/// `--max-iter`): 10^7. Host histories grow as the solve goes, but a GPU engine keeps
+/// its residual history in device memory sized up front (8 bytes an iteration: 80 MB at
+/// this bound), and no Wilson solve that needs more than a few 10^5 iterations is worth
+/// running (docs/reliability.md).
+pub const MAX_ITERATIONS: i64 = 10_000_000;
+
+pub use crate::linalg::engines::record;
+
+/// The smallest tolerance a solve may be asked for: 1e-14, about 45 units of double
+/// rounding (2.2e-16). Every precision's residual is computed and updated in double
+/// (mixed precision restarts from a double residual), and the rounding of one Wilson
+/// operator application and of the norms over a lattice's sums leaves a floor of a few
+/// 1e-15 on ||r|| / ||b||; below it a solve can only run to `max_iterations` or stagnate
+/// (docs/reliability.md).
+pub const MIN_TOLERANCE: f64 = 1e-14;

@@ -187,8 +187,15 @@ pub fn read_slabs(
     let c = &cfg.config;
     let lattice = cfg.lattice()?;
     let p = &parts[rank];
-    let (path, format, opts) = crate::app::problem::gauge_file(cfg)?;
-    let (gauge, info) = crate::io::read_gauge_slab(&path, format, p, lattice.boundary, opts, io)?;
+    let (path, format, opts, unchecked) = crate::app::problem::gauge_file(cfg)?;
+    let (gauge, info) = crate::io::slab::read_gauge_slab_checked(
+        &path,
+        format,
+        p,
+        lattice.boundary,
+        (opts, unchecked),
+        io,
+    )?;
     let description = format!("file {} (each rank read its slab)", path.display());
     let note = info
         .reunitarised
