@@ -245,3 +245,28 @@ fn a_finished_run_leaves_only_its_outputs() {
     names.sort();
     assert_eq!(names, ["r.json", "x.npy"]);
 }
+
+/// A side output of `ablate` or `scale` (their tables, JSON and charts in `--out`) at the
+/// config's own path is refused before any measurement (exit 2) naming both, and the
+/// config is untouched.
+#[test]
+fn side_outputs_over_the_config_are_refused() {
+    for (command, name) in [("ablate", "ablation.csv"), ("scale", "scale.json")] {
+        let d = tempfile::tempdir().unwrap();
+        let cfg_path = d.path().join(name);
+        let body = small("");
+        std::fs::write(&cfg_path, &body).unwrap();
+        let mut cmd = bin();
+        cmd.arg(command).arg(&cfg_path).arg("--out").arg(d.path());
+        if command == "scale" {
+            cmd.args(["--threads", "1"]);
+        }
+        let (code, err) = run(&mut cmd);
+        assert_eq!(code, 2, "{command}: {err}");
+        assert!(
+            err.contains("config") && err.contains(name),
+            "{command}: {err}"
+        );
+        assert_eq!(bytes(&cfg_path), body.as_bytes(), "{command}");
+    }
+}

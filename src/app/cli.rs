@@ -308,6 +308,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
                 None => None,
             };
             let cfg = load_config(Some(&config), &overrides)?;
+            crate::app::outputs::prepare_side(&cfg, &crate::app::ablate::side_outputs(&out))?;
             if cfg.config.backend.device == Device::Cpu {
                 return Err(crate::Error::Cuda(
                     "nothing to ablate with device = cpu: the study compares GPU stencil versions against the CPU; use --device cuda or auto on a machine with an NVIDIA GPU".into(),

@@ -95,6 +95,24 @@ pub fn run_outputs(cfg: &LoadedConfig) -> Vec<Output> {
     v
 }
 
+/// The side outputs of a command that reads a config (`ablate`, `scale`: tables, JSON,
+/// charts), checked before the work: none may be one of the config's inputs (the config,
+/// gauge file, heatbath cache or source; exit 2 naming both), and each folder must take
+/// a file (exit 3).
+pub fn prepare_side(cfg: &LoadedConfig, outputs: &[PathBuf]) -> Result<()> {
+    let side: Vec<Output> = outputs
+        .iter()
+        .map(|p| Output {
+            what: "output",
+            path: p.clone(),
+            bytes: 0,
+        })
+        .collect();
+    super::output_set::check_clashes(&side, &run_inputs(cfg))?;
+    let refs: Vec<&Path> = outputs.iter().map(PathBuf::as_path).collect();
+    prepare_folders(&refs)
+}
+
 pub use crate::io::staged::file_crc32;
 
 fn file_record(dest: &Path, staged: &Path) -> Result<serde_json::Value> {

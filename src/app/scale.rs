@@ -97,7 +97,8 @@ pub fn csv(rows: &[ScaleRow]) -> String {
 
 /// Print the table and write `scale.csv`, `scale.json` and the `scale.svg/.png` chart.
 pub fn run(cfg: &LoadedConfig, threads: &[usize], repeat: usize, out: &Path) -> Result<()> {
-    crate::app::outputs::prepare_folders(&[&out.join("scale.csv")])?;
+    let names = ["scale.csv", "scale.json", "scale.svg", "scale.png"];
+    crate::app::outputs::prepare_side(cfg, &names.map(|n| out.join(n)))?;
     let rows = measure(cfg, threads, repeat)?;
     // --quiet: nothing on stdout, the results are the files.
     let loud = !crate::report::progress::is_quiet();
@@ -474,7 +475,15 @@ pub fn run_ranks(
     split: Split,
     out: &Path,
 ) -> Result<()> {
-    crate::app::outputs::prepare_folders(&[&out.join("scale-ranks.csv")])?;
+    let names = [
+        "scale-ranks.csv",
+        "scale-ranks.json",
+        "scale-strong.svg",
+        "scale-strong.png",
+        "scale-weak.svg",
+        "scale-weak.png",
+    ];
+    crate::app::outputs::prepare_side(cfg, &names.map(|n| out.join(n)))?;
     let rows = measure_ranks(cfg, counts, repeat, split)?;
     let loud = !crate::report::progress::is_quiet();
     if loud {

@@ -227,12 +227,53 @@ pub fn draw(stem: &Path, chart: &Chart) -> Result<Vec<PathBuf>> {
     .map_err(|e| chart_err(&svg, e))?;
     crate::io::write_atomic(&svg, text.as_bytes())?;
 
-    let tmp = PathBuf::from(format!("{}.tmp-{}.png", stem.display(), std::process::id()));
-    let drawn = draw_on(BitMapBackend::new(&tmp, SIZE).into_drawing_area(), chart);
-    if let Err(e) = drawn {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(chart_err(&png, e));
-    }
-    std::fs::rename(&tmp, &png).map_err(|e| Error::io(&png, e))?;
+    // Drawn into memory and written like every other output (an exclusive temporary in
+    // the target's folder, renamed over the target: `io::staged`), never by the plotting
+    // library under a name of its own.
+    let (w, h) = SIZE;
+    let mut rgb = vec![0u8; w as usize * h as usize * 3];
+    draw_on(
+        BitMapBackend::with_buffer(&mut rgb, SIZE).into_drawing_area(),
+        chart,
+    )
+    .map_err(|e| chart_err(&png, e))?;
+    let mut encoded = Vec::new();
+    image::ImageEncoder::write_image(
+        image::codecs::png::PngEncoder::new(&mut encoded),
+        &rgb,
+        w,
+        h,
+        image::ColorType::Rgb8,
+    )
+    .map_err(|e| chart_err(&png, e.to_string()))?;
+    crate::io::write_atomic(&png, &encoded)?;
     Ok(vec![svg, png])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The PNG is a whole image of `SIZE` (decoded back by the `image` crate), and the
+    /// folder holds the two charts and nothing else: no temporary is left behind.
+    #[test]
+    fn charts_are_whole_files_with_no_temporary_left() {
+        let d = tempfile::tempdir().unwrap();
+        let bars = [("a".to_string(), 1.0, false), ("b".to_string(), 2.0, true)];
+        let chart = Chart::Bars {
+            title: "t",
+            y_label: "y",
+            bars: &bars,
+        };
+        let files = draw(&d.path().join("c"), &chart).unwrap();
+        assert_eq!(files.len(), 2);
+        let png = image::load_from_memory(&std::fs::read(&files[1]).unwrap()).unwrap();
+        assert_eq!((png.width(), png.height()), SIZE);
+        let mut names: Vec<String> = std::fs::read_dir(d.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["c.png", "c.svg"]);
+    }
 }

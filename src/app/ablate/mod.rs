@@ -204,6 +204,17 @@ pub fn measure(
     };
     Ok((report, cpu.history))
 }
+/// Every file `run` writes in `out` (tables, JSON, charts), checked before the work.
+pub fn side_outputs(out: &Path) -> Vec<std::path::PathBuf> {
+    let mut outputs: Vec<_> = ["ablation.csv", "ablation-methods.csv", "ablation.json"]
+        .iter()
+        .map(|n| out.join(n))
+        .collect();
+    for chart in ["speedup", "gflops", "gflops_own", "residuals"] {
+        outputs.extend(["svg", "png"].map(|e| out.join(format!("{chart}.{e}"))));
+    }
+    outputs
+}
 
 pub fn run(
     cfg: &LoadedConfig,
@@ -214,6 +225,7 @@ pub fn run(
     out: &Path,
     upload_dims: Option<[usize; 4]>,
 ) -> Result<()> {
+    crate::app::outputs::prepare_side(cfg, &side_outputs(out))?;
     let (r, cpu_history) = measure(cfg, versions, repeat, mode, cache_path, upload_dims)?;
     print!("{}", table(&r));
     crate::io::write_atomic(&out.join("ablation.csv"), csv(&r).as_bytes())?;
