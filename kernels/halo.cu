@@ -17,9 +17,6 @@
 //   the sign -1 where the edge is a global antiperiodic one (anti_hi / anti_lo, bit mu).
 //   One launch per split direction, one after another on a stream: a corner site gets
 //   the hops of each of its directions without races.
-// - halo_exterior_all: halo_exterior for every split direction in one launch (a site on
-//   several directions' faces belongs to the first, whose thread adds all its hops in the
-//   launches' order); src/backend/cuda/halo.rs uses it with QCD_SOLVE_EXTERIOR=all.
 // - The fused CR's (y|out) on a decomposed lattice (s, partials non-null): the interior
 //   kernel's epilogue sums conj(y) out over every site of its (partial) output and leaves
 //   the rank's sum in CR_LOCAL_RE/IM (cr_device.cuh); each exterior launch adds
@@ -210,94 +207,5 @@ extern "C" __global__ void __launch_bounds__(V3_MAX_BLOCK)
     if (halo_site(mu, parity, d, hs))
         halo_exterior_site(hs, recv_lo, recv_hi, out, links, ghost_links, c, g5, parity < 0, mu, anti_lo, anti_hi,
                            (size_t)volume / 2, partials ? y : nullptr, dot);
-    halo_dot_finish(dot, s, partials, ticket);
-}
-
-// Every split direction's exterior in one launch (halo_exterior_all): the face buffers and
-// ghost links of up to four directions, in the order the separate launches take them.
-struct HaloFaces {
-    const real2* recv_lo[4];
-    const real2* recv_hi[4];
-    const real2* ghost[4];
-    int mu[4];
-    int count;
-};
-
-// a[i] for a runtime i by selects (no local-memory copy of a, as an indexed load would
-// make).
-__device__ __forceinline__ int halo_pick(const int a[4], int i)
-{
-    return i == 0 ? a[0] : i == 1 ? a[1] : i == 2 ? a[2] : a[3];
-}
-
-// Whether the site at c is on a face perpendicular to nu (its lower or upper slice).
-__device__ __forceinline__ bool halo_on_face(const int c[4], int nu, const Dims& d, bool& upper)
-{
-    const int x = halo_pick(c, nu), l = halo_pick(d.l, nu);
-    upper = x == l - 1;
-    return x == 0 || upper;
-}
-
-// halo_exterior for faces.count directions in one launch: the threads of direction k's
-// faces follow those of directions 0..k-1 (each as halo_exterior's). A site on the faces of
-// several directions (an edge or corner of the sub-lattice) belongs to the first of them,
-// whose thread adds the hops of each of its directions in the launches' order, so `out`
-// gets the same additions in the same order as from the separate launches, and no two
-// threads write one site; the other directions' threads at that site do nothing. The
-// (y|out) part, with partials, as halo_exterior's (one sum for the launch). The loops over
-// the faces are unrolled, so that each face's pointers are read with a constant index.
-extern "C" __global__ void __launch_bounds__(V3_MAX_BLOCK)
-    halo_exterior_all(const HaloFaces faces, real2* __restrict__ out, const real2* __restrict__ links, double c,
-                      int g5, int parity, int anti_lo, int anti_hi, int volume, int lx, int ly, int lz, int lt,
-                      const real2* __restrict__ y, double* __restrict__ s, double2* __restrict__ partials,
-                      unsigned* __restrict__ ticket)
-{
-    qcd_pdl_wait(); // before the first read (launched with PDL after the interior)
-    if (s && !cr_active(s))
-        return; // uniform: every thread of every block
-    const Dims d = make_dims(lx, ly, lz, lt);
-    const bool full = parity < 0;
-    const size_t vh = (size_t)volume / 2;
-    const real2* yy = partials ? y : nullptr;
-    double2 dot = c_zero();
-    int t = blockIdx.x * blockDim.x + threadIdx.x;
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-        if (k >= faces.count)
-            break;
-        const int mu = faces.mu[k];
-        const int threads = (full ? 2 : 1) * v3_face_sites(mu, d);
-        if (t >= threads) {
-            t -= threads;
-            continue;
-        }
-        HaloSite hs;
-        if (halo_site_of(mu, parity, d, t, hs)) {
-            bool owned = true, upper;
-#pragma unroll
-            for (int j = 0; j < k; ++j)
-                owned = owned && !halo_on_face(hs.c, faces.mu[j], d, upper);
-            if (owned) {
-                halo_exterior_site(hs, faces.recv_lo[k], faces.recv_hi[k], out, links, faces.ghost[k], c, g5, full, mu,
-                                   anti_lo, anti_hi, vh, yy, dot);
-#pragma unroll
-                for (int j = k + 1; j < 4; ++j) {
-                    if (j >= faces.count)
-                        break;
-                    const int nu = faces.mu[j];
-                    // A split local extent is at least 2: a site is on one of the two faces.
-                    if (!halo_on_face(hs.c, nu, d, upper))
-                        continue;
-                    HaloSite hj = hs;
-                    hj.upper = upper;
-                    hj.fh = v3_face_sites(nu, d) / 2;
-                    hj.fcb = v3_face_cb(nu, hs.c, d);
-                    halo_exterior_site(hj, faces.recv_lo[j], faces.recv_hi[j], out, links, faces.ghost[j], c, g5,
-                                       full, nu, anti_lo, anti_hi, vh, yy, dot);
-                }
-            }
-        }
-        break;
-    }
     halo_dot_finish(dot, s, partials, ticket);
 }

@@ -19,7 +19,7 @@ compile() { # name source defines...
     local name=$1 src=$2
     shift 2
     local extra=()
-    for d in ${QCD_SOLVE_KERNEL_DEFINES:-}; do extra+=("-D$d"); done # as qcd-solve takes them
+    for d in ${EMU_DEFINES:-}; do extra+=("-D$d"); done # EMU_DEFINES="NAME=VALUE ...": the emulation's own knob
     $cxx $inc "$@" "${extra[@]}" -c "$root/kernels/$src" -o "$build/$name.o"
     objs+=("$build/$name.o")
 }

@@ -4,12 +4,11 @@
 // "exchange" (face buffers copied on the host: recv_lo of a rank = send_hi of its backward
 // neighbour, recv_hi = send_lo of its forward one), stencil_v3 with split_mask (interior;
 // D also through stencil_v3_col, in columns of 2 and 4 along t) and halo_exterior per
-// split direction, as src/backend/cuda (halo.rs) launches them (EMU_EXTERIOR_ALL set:
-// halo_exterior_all once over every split direction instead). The
-// gathered result is compared with the undecomposed kernel run here on the whole lattice
-// (same code, so to rounding: 1e-15 double, 1e-6 single) and with the CPU backend's
-// oracle of emu_v3eo_dump (1e-13 / 1e-6): D and g5D (full), M_ee and g5 M_ee (even; two
-// exchanges each), both hop_xpay forms, double, single, 12- and 8-real links, over several
+// split direction, as src/backend/cuda (halo.rs) launches them. The gathered result is
+// compared with the undecomposed kernel run here on the whole lattice (same code, so to
+// rounding: 1e-15 double, 1e-6 single) and with the CPU backend's oracle of
+// emu_v3eo_dump (1e-13 / 1e-6): D and g5D (full), M_ee and g5 M_ee (even; two exchanges
+// each), both hop_xpay forms, double, single, 12- and 8-real links, over several
 // process grids (2, 3 and 4 ranks; x and t split, whose global edges are antiperiodic in
 // the dump, and y, z periodic). Exit 1 on failure. Run by validate/emu/run_halo.sh.
 #include "emu_util.h"
@@ -22,17 +21,6 @@
 #define EXT(name, T)                                                                                                  \
     void name(const T*, const T*, T*, const T*, const T*, double, int, int, int, int, int, int, int, int, int, int,     \
               const T*, double*, double2*, unsigned*);
-// halo.cu's HaloFaces for a precision's real2 (the same layout).
-template <class T> struct HaloFacesT {
-    const T* recv_lo[4];
-    const T* recv_hi[4];
-    const T* ghost[4];
-    int mu[4];
-    int count;
-};
-#define EXT_ALL(name, T)                                                                                              \
-    void name(const HaloFacesT<T>, T*, const T*, double, int, int, int, int, int, int, int, int, int, const T*,         \
-              double*, double2*, unsigned*);
 extern "C" {
 void to_single(const double2*, float2*, long long);
 V3(stencil_v3_d, double2) V3(stencil_v3_d12, double2) V3(stencil_v3_d8, double2) V3(stencil_v3_s, float2)
@@ -45,13 +33,7 @@ PACK(halo_pack_d, double2) PACK(halo_pack_d12, double2) PACK(halo_pack_d8, doubl
 PACK(halo_pack_s12, float2) PACK(halo_pack_s8, float2)
 EXT(halo_exterior_d, double2) EXT(halo_exterior_d12, double2) EXT(halo_exterior_d8, double2)
 EXT(halo_exterior_s, float2) EXT(halo_exterior_s12, float2) EXT(halo_exterior_s8, float2)
-EXT_ALL(halo_exterior_all_d, double2) EXT_ALL(halo_exterior_all_d12, double2) EXT_ALL(halo_exterior_all_d8, double2)
-EXT_ALL(halo_exterior_all_s, float2) EXT_ALL(halo_exterior_all_s12, float2) EXT_ALL(halo_exterior_all_s8, float2)
 }
-
-// EMU_EXTERIOR_ALL set: every application's exterior as one halo_exterior_all launch over
-// the split directions (ascending mu) instead of one halo_exterior launch per direction.
-static const bool exterior_all_mode = std::getenv("EMU_EXTERIOR_ALL") != nullptr;
 
 // The face-checkerboard index of a site on a face perpendicular to mu (v3_core.cuh).
 static int face_cb(const Geo& g, int mu, const int c[4])
@@ -196,7 +178,7 @@ int main(int argc, char** argv)
         char gname[64];
         std::snprintf(gname, sizeof gname, "grid %dx%dx%dx%d ", grid[0], grid[1], grid[2], grid[3]);
 
-        auto run = [&](const char* name, auto stencil, auto pack, auto exterior, auto exterior_all, auto zero, int prec,
+        auto run = [&](const char* name, auto stencil, auto pack, auto exterior, auto zero, int prec,
                        bool single, int v, auto* whole_links) {
             using T = decltype(zero);
             const double tol = prec == 0 ? 1e-13 : 1e-6;
@@ -279,33 +261,17 @@ int main(int argc, char** argv)
                     tickets_ok = tickets_ok && ticket == 0;
                     // Rank r's split directions (ascending mu): the received faces (its
                     // neighbours' sends) and ghost links, as halo.rs passes them.
-                    HaloFacesT<T> faces{};
-                    size_t threads[4], all = 0;
                     for (int mu = 0; mu < 4; ++mu) {
                         if (grid[mu] == 1)
                             continue;
-                        const int k = faces.count++;
-                        faces.recv_lo[k] = send_hi[R[r].bwd[mu]][mu].data();
-                        faces.recv_hi[k] = send_lo[R[r].fwd[mu]][mu].data();
-                        faces.ghost[k] = single ? (const T*)R[r].ghost_s[v][mu].data()
+                        const T* recv_lo = send_hi[R[r].bwd[mu]][mu].data();
+                        const T* recv_hi = send_lo[R[r].fwd[mu]][mu].data();
+                        const T* ghost = single ? (const T*)R[r].ghost_s[v][mu].data()
                                                 : (const T*)R[r].ghost_d[v][mu].data();
-                        faces.mu[k] = mu;
-                        threads[k] = 2 * (send_lo[R[r].fwd[mu]][mu].size() / 6);
-                        all += threads[k];
-                    }
-                    if (exterior_all_mode) {
-                        emu_launch(blocks(all, block), block, dot ? block * 16 : 0, dot, [&] {
-                            exterior_all(faces, out[r].data() + out_off, links, c, g5, par, R[r].anti_lo, R[r].anti_hi,
-                                         L.V, ll[0], ll[1], ll[2], ll[3], yr, sc, pp, tk);
-                        });
-                        tickets_ok = tickets_ok && ticket == 0;
-                        continue;
-                    }
-                    for (int k = 0; k < faces.count; ++k) {
-                        emu_launch(blocks(threads[k], block), block, dot ? block * 16 : 0, dot, [&] {
-                            exterior(faces.recv_lo[k], faces.recv_hi[k], out[r].data() + out_off, links, faces.ghost[k],
-                                     c, g5, par, faces.mu[k], R[r].anti_lo, R[r].anti_hi, L.V, ll[0], ll[1], ll[2],
-                                     ll[3], yr, sc, pp, tk);
+                        const size_t threads = 2 * (send_lo[R[r].fwd[mu]][mu].size() / 6);
+                        emu_launch(blocks(threads, block), block, dot ? block * 16 : 0, dot, [&] {
+                            exterior(recv_lo, recv_hi, out[r].data() + out_off, links, ghost, c, g5, par, mu,
+                                     R[r].anti_lo, R[r].anti_hi, L.V, ll[0], ll[1], ll[2], ll[3], yr, sc, pp, tk);
                         });
                         tickets_ok = tickets_ok && ticket == 0;
                     }
@@ -459,12 +425,12 @@ int main(int argc, char** argv)
             wl_d[v] = soa_links(G, canon.data(), dump.pack8.data(), elems[v]);
             wl_s[v] = single(wl_d[v]);
         }
-        run("double", v3_entry(stencil_v3_d, stencil_v3_parity_d, decltype(&stencil_v3_d)(), stencil_v3_col_d), halo_pack_d, halo_exterior_d, halo_exterior_all_d, double2{}, 0, false, 0, wl_d[0].data());
-        run("double r12", v3_entry(stencil_v3_d12, stencil_v3_parity_d12, decltype(&stencil_v3_d12)(), stencil_v3_col_d12), halo_pack_d12, halo_exterior_d12, halo_exterior_all_d12, double2{}, 0, false, 1, wl_d[1].data());
-        run("double r8", v3_entry(stencil_v3_d8, stencil_v3_parity_d8, decltype(&stencil_v3_d8)(), stencil_v3_col_d8), halo_pack_d8, halo_exterior_d8, halo_exterior_all_d8, double2{}, 0, false, 2, wl_d[2].data());
-        run("single", v3_entry(stencil_v3_s, stencil_v3_parity_s, decltype(&stencil_v3_s)(), stencil_v3_col_s), halo_pack_s, halo_exterior_s, halo_exterior_all_s, float2{}, 1, true, 0, wl_s[0].data());
-        run("single r12", v3_entry(stencil_v3_s12, stencil_v3_parity_s12, decltype(&stencil_v3_s12)(), stencil_v3_col_s12), halo_pack_s12, halo_exterior_s12, halo_exterior_all_s12, float2{}, 1, true, 1, wl_s[1].data());
-        run("single r8", v3_entry(stencil_v3_s8, stencil_v3_parity_s8, decltype(&stencil_v3_s8)(), stencil_v3_col_s8), halo_pack_s8, halo_exterior_s8, halo_exterior_all_s8, float2{}, 1, true, 2, wl_s[2].data());
+        run("double", v3_entry(stencil_v3_d, stencil_v3_parity_d, decltype(&stencil_v3_d)(), stencil_v3_col_d), halo_pack_d, halo_exterior_d, double2{}, 0, false, 0, wl_d[0].data());
+        run("double r12", v3_entry(stencil_v3_d12, stencil_v3_parity_d12, decltype(&stencil_v3_d12)(), stencil_v3_col_d12), halo_pack_d12, halo_exterior_d12, double2{}, 0, false, 1, wl_d[1].data());
+        run("double r8", v3_entry(stencil_v3_d8, stencil_v3_parity_d8, decltype(&stencil_v3_d8)(), stencil_v3_col_d8), halo_pack_d8, halo_exterior_d8, double2{}, 0, false, 2, wl_d[2].data());
+        run("single", v3_entry(stencil_v3_s, stencil_v3_parity_s, decltype(&stencil_v3_s)(), stencil_v3_col_s), halo_pack_s, halo_exterior_s, float2{}, 1, true, 0, wl_s[0].data());
+        run("single r12", v3_entry(stencil_v3_s12, stencil_v3_parity_s12, decltype(&stencil_v3_s12)(), stencil_v3_col_s12), halo_pack_s12, halo_exterior_s12, float2{}, 1, true, 1, wl_s[1].data());
+        run("single r8", v3_entry(stencil_v3_s8, stencil_v3_parity_s8, decltype(&stencil_v3_s8)(), stencil_v3_col_s8), halo_pack_s8, halo_exterior_s8, float2{}, 1, true, 2, wl_s[2].data());
     }
     std::printf("%s\n", failures ? "FAILED" : "all checks passed");
     return failures ? 1 : 0;

@@ -6,7 +6,8 @@ working tree and for a git revision (default HEAD) side by side, so a kernel cha
 show it costs no registers.
 
 Usage: LD_LIBRARY_PATH=.nvrtc/nvidia/cu13/lib python3 validate/emu/v3_registers.py [REV]
-(QCD_SOLVE_KERNEL_DEFINES="NAME=VALUE ..." adds defines to the working tree's builds.)
+(EMU_DEFINES="NAME=VALUE ..." adds defines to the working tree's builds: this script's own
+knob, as for validate/emu/common.sh; qcd-solve does not read it.)
 """
 import ctypes, glob, os, struct, subprocess, sys, tempfile
 
@@ -69,8 +70,8 @@ def attributes(elf):
 
 def main():
     rev = sys.argv[1] if len(sys.argv) > 1 else "HEAD"
-    # QCD_SOLVE_KERNEL_DEFINES (as for qcd-solve) applies to the working tree's column.
-    extra = [tuple(x.split("=", 1)) for x in os.environ.get("QCD_SOLVE_KERNEL_DEFINES", "").split()]
+    # EMU_DEFINES (the emulation's own knob, as in common.sh) applies to the working tree's column.
+    extra = [tuple(x.split("=", 1)) for x in os.environ.get("EMU_DEFINES", "").split()]
     with tempfile.TemporaryDirectory() as old:
         names = subprocess.run(["git", "-C", ROOT, "ls-tree", "--name-only", rev, "kernels/"],
                                capture_output=True, text=True, check=True).stdout.split()
