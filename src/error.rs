@@ -87,6 +87,15 @@ impl Error {
         Error::Internal(message.into())
     }
 
+    /// The message of a bad value without its key (to be re-keyed where the caller knows
+    /// which config key or flag set it); any other error as it displays.
+    pub fn value_message(self) -> String {
+        match self {
+            Error::InvalidValue { message, .. } => message,
+            other => other.to_string(),
+        }
+    }
+
     pub fn invalid(key: impl Into<String>, message: impl Into<String>) -> Self {
         Error::InvalidValue {
             key: key.into(),

@@ -141,15 +141,15 @@ impl SolvePlan {
 
 /// The CUDA options a config asks for (the plan's check has passed: the kernel, link form
 /// and multiple go together).
-pub fn cuda_options(cfg: &LoadedConfig) -> Result<CudaOptions> {
+pub fn cuda_options(cfg: &LoadedConfig) -> CudaOptions {
     let b = &cfg.config.backend;
-    Ok(CudaOptions {
+    CudaOptions {
         version: b.kernel,
         multiple: b.multiple as usize,
         reconstruct: b.reconstruct,
         tuning: cfg.config.tuning,
         ..Default::default()
-    })
+    }
 }
 
 /// The one check of a loaded config against what the backends can run, after the command
@@ -161,13 +161,6 @@ pub fn check(cfg: &LoadedConfig) -> Result<()> {
     check_kernel(cfg)?;
     check_split(cfg, cfg.config.backend.device == Device::Cuda)?;
     check_device_lattice(cfg)
-}
-
-fn message(e: Error) -> String {
-    match e {
-        Error::InvalidValue { message, .. } => message,
-        other => other.to_string(),
-    }
 }
 
 /// The kernel's link forms and multiple; on an explicit GPU, the plan's options against
@@ -187,7 +180,7 @@ fn check_kernel(cfg: &LoadedConfig) -> Result<()> {
         ));
     }
     if let Err(e) = v.check_multiple(c.backend.multiple as usize) {
-        return Err(cfg.bad("backend", "multiple", message(e)));
+        return Err(cfg.bad("backend", "multiple", e.value_message()));
     }
     if c.backend.device == Device::Cuda {
         let missing = Capabilities::of_stencil(v).missing(
@@ -261,9 +254,9 @@ fn check_device_lattice(cfg: &LoadedConfig) -> Result<()> {
     let whole = !p.is_decomposed();
     crate::geometry::lattice::check_device_volume(local, "", whole).map_err(|e| {
         if whole {
-            cfg.bad("lattice", "LT", message(e))
+            cfg.bad("lattice", "LT", e.value_message())
         } else {
-            cfg.bad("parallel", "grid", message(e))
+            cfg.bad("parallel", "grid", e.value_message())
         }
     })
 }
@@ -273,7 +266,7 @@ fn check_device_lattice(cfg: &LoadedConfig) -> Result<()> {
 /// pick the fused one (its sums stay on one GPU).
 pub fn split_gpu_plan(cfg: &LoadedConfig) -> Result<(CudaOptions, SolvePlan)> {
     check_split(cfg, true)?;
-    let opts = cuda_options(cfg)?;
+    let opts = cuda_options(cfg);
     let mut plan = SolvePlan::from_config(&cfg.config, true);
     if plan.method == Method::Bicgstab {
         plan.fused = false;

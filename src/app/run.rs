@@ -42,11 +42,12 @@ pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
         // builds the problem (joined before the backend is built).
         let mut warm = match c.backend.device {
             Device::Cpu => None,
-            _ => cuda_options(cfg).ok().and_then(|opts| {
+            _ => {
+                let opts = cuda_options(cfg);
                 let plan = SolvePlan::from_config(c, opts.version.is_fast_path());
                 let volume = cfg.dims().iter().product();
                 crate::backend::cuda::warm_up(&opts, plan.precision, plan.fused, volume)
-            }),
+            }
         };
         let problem = build_problem(cfg)?;
         tracing::info!(
@@ -59,7 +60,7 @@ pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
         let device = timed("choose the device", || choose_device(c.backend.device))?;
         let (result, backend_description, gpu) = match device {
             Device::Cuda => {
-                let opts = cuda_options(cfg)?;
+                let opts = cuda_options(cfg);
                 // The plan's device memory, estimated before anything is allocated:
                 // printed, then checked against the GPU's free memory (exit 6).
                 let params = SolvePlan::from_config(c, opts.version.is_fast_path());

@@ -245,7 +245,7 @@ fn undecomposed_solve(c: &LoadedConfig, problem: &Problem) -> Result<(f64, usize
     match choose_device(c.config.backend.device)? {
         Device::Cuda => {
             use crate::app::tuning::{plan_layout, tune_backend};
-            let opts = crate::app::run::cuda_options(c)?;
+            let opts = crate::app::run::cuda_options(c);
             let plan = SolvePlan::from_config(&c.config, opts.version.is_fast_path());
             let opts = crate::app::solve::backend_options(c, opts, &plan)?;
             let mut be =

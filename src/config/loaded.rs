@@ -214,11 +214,7 @@ impl LoadedConfig {
             ));
         }
         if let Err(e) = crate::threads::check(c.backend.threads, "backend.threads") {
-            let msg = match e {
-                Error::InvalidValue { message, .. } => message,
-                other => other.to_string(),
-            };
-            return Err(self.bad("backend", "threads", msg));
+            return Err(self.bad("backend", "threads", e.value_message()));
         }
         self.check_parallel()?;
         let dims = self.dims();
@@ -277,11 +273,7 @@ impl LoadedConfig {
             ));
         }
         if let Err(e) = crate::geometry::partition::Partition::new(self.dims(), p.grid(), 0) {
-            let msg = match e {
-                Error::InvalidValue { message, .. } => message,
-                other => other.to_string(),
-            };
-            return Err(self.bad("parallel", "grid", msg));
+            return Err(self.bad("parallel", "grid", e.value_message()));
         }
         Ok(())
     }

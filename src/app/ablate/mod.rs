@@ -85,7 +85,7 @@ pub fn measure(
         if let Some(b) = &bar {
             b.set_message(format!("version {v}"));
         }
-        let base = crate::app::run::cuda_options(cfg)?;
+        let base = crate::app::run::cuda_options(cfg);
         let opts = start_options(v, &base, mode);
         let tuning = Tuning {
             cache: &mut cache,
@@ -108,7 +108,7 @@ pub fn measure(
     }
     // The fast path's options, on 3.0's tuned geometry.
     if versions.contains(&StencilVersion::V3_0) {
-        let base = crate::app::run::cuda_options(cfg)?;
+        let base = crate::app::run::cuda_options(cfg);
         let fast = SolvePlan {
             check_every: c.solver.check_every as usize,
             reliable_delta: c.solver.reliable_delta,
@@ -143,7 +143,7 @@ pub fn measure(
     // The methods on 3.0's tuned geometry, each with the config's options.
     let mut methods = Vec::new();
     if versions.contains(&StencilVersion::V3_0) {
-        let base = crate::app::run::cuda_options(cfg)?;
+        let base = crate::app::run::cuda_options(cfg);
         let configured = problem.operator;
         let mut opened = CudaBackend::new(
             &problem.gauge,

@@ -24,7 +24,7 @@ pub(super) fn warm_up(cfg: &LoadedConfig, device: usize) -> Option<std::thread::
     if c.backend.device == crate::config::Device::Cpu {
         return None;
     }
-    let opts = crate::app::plan::cuda_options(cfg).ok()?;
+    let opts = crate::app::plan::cuda_options(cfg);
     if !opts.version.is_fast_path() {
         return None;
     }
