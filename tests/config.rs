@@ -5,12 +5,10 @@
 use qcd_solve::config::{LoadedConfig, Overrides};
 use std::path::Path;
 
-/// A config as the program takes it: parsed, validated, and checked by the plan against
-/// what the backends run.
+/// A config as the program takes it (`cli::load_config`): parsed, validated, and checked
+/// by the plan against what the backends run.
 fn load(p: &Path) -> qcd_solve::Result<LoadedConfig> {
-    let c = LoadedConfig::from_file(p)?;
-    qcd_solve::app::plan::check(&c)?;
-    Ok(c)
+    qcd_solve::app::cli::load_config(Some(&p.to_path_buf()), &Overrides::default())
 }
 
 /// Command-line overrides applied, then the plan's check (as `cli::load_config` does).
