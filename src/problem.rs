@@ -19,11 +19,25 @@ pub struct Problem {
     pub plaquette: Plaquette,
     pub link_trace: f64,
     pub kappa: f64,
+    /// The clover coefficient and the twisted mass (0: none; `action`).
+    pub csw: f64,
+    pub mu: f64,
     pub operator: Operator,
     /// The right-hand side b of D x = b.
     pub source: SpinorField,
     pub source_description: String,
     pub setup_seconds: f64,
+}
+
+impl Problem {
+    /// The operator's parameters.
+    pub fn action(&self) -> crate::dirac::Action {
+        crate::dirac::Action {
+            kappa: self.kappa,
+            csw: self.csw,
+            mu: self.mu,
+        }
+    }
 }
 
 /// What one solve on one backend produced.

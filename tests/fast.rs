@@ -178,6 +178,8 @@ fn problem(dims: [usize; 4], kappa: f64) -> Problem {
         gauge_reunitarised: None,
         plaquette: p,
         kappa,
+        csw: 0.0,
+        mu: 0.0,
         operator: Operator::G5D,
         source: SpinorField::random(l.volume(), 4, 0),
         source_description: "random".into(),

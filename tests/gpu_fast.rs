@@ -253,6 +253,8 @@ fn reconstruct_8_cr_solves_reach_the_true_residual() {
         gauge_description: "random".into(),
         gauge_reunitarised: None,
         kappa: KAPPA,
+        csw: 0.0,
+        mu: 0.0,
         operator: Operator::G5D,
         source: source.clone(),
         source_description: "random".into(),

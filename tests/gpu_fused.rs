@@ -414,6 +414,8 @@ fn fused_solve_follows_the_seed_history_and_repeats_bitwise() {
             gauge_description: "random".into(),
             gauge_reunitarised: None,
             kappa: 0.124,
+            csw: 0.0,
+            mu: 0.0,
             operator: Operator::G5D,
             source,
             source_description: "random".into(),

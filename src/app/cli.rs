@@ -308,6 +308,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
                 None => None,
             };
             let cfg = load_config(Some(&config), &overrides)?;
+            crate::app::plan::require_wilson(&cfg, "ablate")?;
             crate::app::outputs::prepare_side(&cfg, &crate::app::ablate::side_outputs(&out))?;
             if cfg.config.backend.device == Device::Cpu {
                 return Err(crate::Error::Cuda(
@@ -384,6 +385,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
                 ..Overrides::default()
             };
             let cfg = load_config(Some(&config), &o)?;
+            crate::app::plan::require_wilson(&cfg, "scale")?;
             if let Some(gpus) = gpus {
                 return crate::app::scale::run_ranks(&cfg, &gpus, repeat, split, &out);
             }
@@ -405,6 +407,7 @@ pub fn parse_versions(s: &str) -> Result<Vec<crate::backend::cuda::StencilVersio
 
 fn validate(config: &std::path::Path, kernel: &str, seed: u64) -> Result<()> {
     let cfg = load_config(Some(&config.to_path_buf()), &Overrides::default())?;
+    crate::app::plan::require_wilson(&cfg, "validate")?;
     let versions = parse_versions(kernel)?;
     let c = &cfg.config;
     let lattice = cfg.lattice()?;

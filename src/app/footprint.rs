@@ -728,6 +728,8 @@ mod tests {
             gauge_description: "random".into(),
             gauge_reunitarised: None,
             kappa: 0.12,
+            csw: 0.0,
+            mu: 0.0,
             operator: Operator::G5D,
             source_description: "random".into(),
             setup_seconds: 0.0,

@@ -158,9 +158,78 @@ pub fn cuda_options(cfg: &LoadedConfig) -> CudaOptions {
 /// one GPU holds. Every command that reads a config runs it (`cli::load_config`); each
 /// error names the key (and its line, or the flag that set it).
 pub fn check(cfg: &LoadedConfig) -> Result<()> {
+    check_action(cfg, cfg.config.backend.device == Device::Cuda)?;
     check_kernel(cfg)?;
     check_split(cfg, cfg.config.backend.device == Device::Cuda)?;
     check_device_lattice(cfg)
+}
+
+/// What runs the clover term and the twisted mass: the CPU's operators, full and even-odd,
+/// every precision; the seed kernels stay Wilson-only. A twisted g5 D is not Hermitian,
+/// so the methods that need it (CR, and CGNE, which runs on g5 D) are refused for it.
+/// `on_gpu`: the run is known to go to a GPU (an explicit device, or "auto" once it found
+/// one).
+pub fn check_action(cfg: &LoadedConfig, on_gpu: bool) -> Result<()> {
+    let c = &cfg.config;
+    let action = c.dirac.action();
+    let key = if action.csw != 0.0 { "csw" } else { "mu" };
+    if action.mu != 0.0 && matches!(c.solver.method, Method::Cr | Method::Cgne) {
+        return Err(cfg.bad(
+            "solver",
+            "method",
+            format!(
+                "{} needs a Hermitian g5 D, and with the twisted mass (dirac.mu = {}) g5 D is \
+                 not Hermitian: use method = \"bicgstab\" or \"gcr\"",
+                c.solver.method.label(),
+                action.mu
+            ),
+        ));
+    }
+    if action.has_site_term() && c.parallel.is_decomposed() {
+        return Err(cfg.bad(
+            "parallel",
+            "grid",
+            format!(
+                "{} runs on one device; a split lattice runs the Wilson operator only",
+                action.describe()
+            ),
+        ));
+    }
+    if !action.has_site_term() || !on_gpu {
+        return Ok(());
+    }
+    let v = c.backend.kernel;
+    let why = if v.is_fast_path() {
+        "the GPU kernels do not have the clover term and twisted mass yet".to_string()
+    } else {
+        format!("the seed stencil version {v} is Wilson-only")
+    };
+    Err(cfg.bad(
+        "dirac",
+        key,
+        format!(
+            "{} runs on the CPU (backend.device = \"cpu\"): {why}",
+            action.describe()
+        ),
+    ))
+}
+
+/// Refuse the clover term and the twisted mass for a command that studies the Wilson
+/// kernels only (`validate`, `ablate`, `scale`), naming the key.
+pub fn require_wilson(cfg: &LoadedConfig, command: &str) -> Result<()> {
+    let action = cfg.config.dirac.action();
+    if !action.has_site_term() {
+        return Ok(());
+    }
+    let key = if action.csw != 0.0 { "csw" } else { "mu" };
+    Err(cfg.bad(
+        "dirac",
+        key,
+        format!(
+            "`{command}` studies the Wilson operator; {} is solved by the main job",
+            action.describe()
+        ),
+    ))
 }
 
 /// The kernel's link forms and multiple; on an explicit GPU, the plan's options against

@@ -153,6 +153,8 @@ pub(crate) fn problem_with(
         plaquette,
         link_trace,
         kappa: c.dirac.kappa,
+        csw: c.dirac.csw,
+        mu: c.dirac.mu,
         operator: c.solver.operator(),
         source,
         source_description,

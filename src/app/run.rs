@@ -60,6 +60,7 @@ pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
         let device = timed("choose the device", || choose_device(c.backend.device))?;
         let (result, backend_description, gpu) = match device {
             Device::Cuda => {
+                crate::app::plan::check_action(cfg, true)?;
                 let opts = cuda_options(cfg);
                 // The plan's device memory, estimated before anything is allocated:
                 // printed, then checked against the GPU's free memory (exit 6).
@@ -143,7 +144,7 @@ pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
                 }
                 let params = SolvePlan::from_config(c, false);
                 let t = Instant::now();
-                let mut be = CpuBackend::new(&problem.gauge, problem.kappa);
+                let mut be = CpuBackend::with_action(&problem.gauge, &problem.action())?;
                 wall.construct = t.elapsed().as_secs_f64();
                 let d = be.describe();
                 (solve_on(&mut be, &problem, &params)?, d, None)

@@ -145,10 +145,24 @@ pub fn solve_on_rank<B: Backend>(
 
 /// ||b - D x|| / ||b|| recomputed on the CPU with the fast operator: the residual of the
 /// original system, whichever operator and backend solved.
+/// With a clover term or a twist, D = A - kappa H with A built here (NaN if it cannot be:
+/// the backend that solved would have refused it first).
 pub fn cpu_residual_of_d(problem: &Problem, x: &SpinorField) -> f64 {
     let mut dx = SpinorField::zeros(problem.lattice.volume());
-    dirac::apply(Operator::D, &problem.gauge, problem.kappa, x, &mut dx);
-    dx.rel_diff(&problem.source)
+    let action = problem.action();
+    if !action.has_site_term() {
+        dirac::apply(Operator::D, &problem.gauge, problem.kappa, x, &mut dx);
+        return dx.rel_diff(&problem.source);
+    }
+    let Ok(terms) = dirac::clover::SiteTerms::new(&problem.gauge, &action) else {
+        return f64::NAN;
+    };
+    dirac::fast::hop(&problem.gauge, x, &mut dx, dirac::Sites::All);
+    let mut ax = terms.apply(&problem.lattice, x, None, false);
+    for (a, h) in ax.data.iter_mut().zip(&dx.data) {
+        *a -= problem.kappa * *h;
+    }
+    ax.rel_diff(&problem.source)
 }
 
 /// Everything after the solve: the CPU check of D x = b, the report (with the split

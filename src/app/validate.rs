@@ -263,6 +263,8 @@ fn problem_of(t: &CpuTruth, kappa: f64, op: Operator) -> Problem {
         plaquette: t.gauge.plaquette(),
         link_trace: t.gauge.link_trace(),
         kappa,
+        csw: 0.0,
+        mu: 0.0,
         operator: op,
         source: t.b.clone(),
         source_description: "random".into(),

@@ -145,6 +145,14 @@ impl<B: WilsonKernels> WilsonKernels for Counted<B> {
         self.inner
             .hop_xpay(&mut out.inner, &inp.inner, &y.inner, c, gamma5)
     }
+
+    fn has_site_term(&self) -> bool {
+        self.inner.has_site_term()
+    }
+
+    fn site_inverse(&mut self, out: &mut Self::Field, inp: &Self::Field) -> Result<()> {
+        self.inner.site_inverse(&mut out.inner, &inp.inner)
+    }
 }
 
 impl<B: WilsonKernels> HostFusedCr for Counted<B> {}

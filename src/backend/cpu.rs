@@ -4,9 +4,11 @@
 //! the same for any count (fixed chunking, see `crate::reduce`).
 
 use super::{layout_mismatch as mismatch, Layout, Operator, Prepare, Space, Subset, WilsonKernels};
+use crate::dirac::clover::SiteTerms;
 use crate::dirac::simd::lanes::{Lane, W};
 use crate::dirac::simd::layout::{LaneGauge, LaneSpinor};
 use crate::dirac::simd::{self, Isa};
+use crate::dirac::{Action, Sites};
 use crate::field::{GaugeField, SpinorField, C64};
 use crate::reduce::det_sum2;
 use crate::{Error, Result};
@@ -20,15 +22,29 @@ pub struct CpuBackend<'g> {
     pub kappa: f64,
     /// The links in the blocked layout, built once; None when LX % 4 != 0 (scalar path).
     blocked: Option<LaneGauge>,
+    /// The clover term and twist, when the action has them (applied through the
+    /// spin-projected operator on canonical fields).
+    site: Option<SiteTerms>,
 }
 
 impl<'g> CpuBackend<'g> {
+    /// The plain Wilson operator.
     pub fn new(gauge: &'g GaugeField, kappa: f64) -> Self {
         CpuBackend {
             gauge,
             kappa,
             blocked: LaneGauge::new(gauge),
+            site: None,
         }
+    }
+
+    /// Any action: plain Wilson exactly as `new`, or with its site term built here.
+    pub fn with_action(gauge: &'g GaugeField, action: &Action) -> Result<Self> {
+        let mut be = CpuBackend::new(gauge, action.kappa);
+        if action.has_site_term() {
+            be.site = Some(SiteTerms::new(gauge, action)?);
+        }
+        Ok(be)
     }
 
     /// Whether `apply` runs the vectorised kernel (else the scalar fallback).
@@ -241,17 +257,48 @@ impl CpuBackend<'_> {
         self.lattice().require_even("even-odd preconditioning")
     }
 
-    /// The Schur operator M_ee = 1 - kappa^2 H_eo H_oe (times g5) on an even field, in
-    /// double through full-lattice temporaries.
+    /// D or g5 D on a full canonical field: the fast operator, plus the site term when
+    /// there is one (A psi - kappa H psi).
+    fn full_apply(&self, op: Operator, full: &SpinorField) -> SpinorField {
+        let mut r = SpinorField::zeros(full.volume());
+        let Some(terms) = &self.site else {
+            crate::dirac::apply(op, self.gauge, self.kappa, full, &mut r);
+            return r;
+        };
+        crate::dirac::fast::hop(self.gauge, full, &mut r, Sites::All);
+        let mut out = terms.apply(self.lattice(), full, None, false);
+        for (o, h) in out.data.iter_mut().zip(&r.data) {
+            *o -= self.kappa * *h;
+        }
+        if op.gamma5() {
+            out.gamma5()
+        } else {
+            out
+        }
+    }
+
+    /// The Schur operator M_ee = A_ee - kappa^2 H_eo A_oo^-1 H_oe (A = 1 without a site
+    /// term; times g5 for the Hermitian form) on an even field, in double through
+    /// full-lattice temporaries.
     fn schur(&self, gamma5: bool, inp: &SpinorField) -> SpinorField {
         let v = self.lattice().volume();
         let mut odd = SpinorField::zeros(v);
-        crate::dirac::fast::hop(self.gauge, inp, &mut odd, crate::dirac::Sites::Parity(1));
+        crate::dirac::fast::hop(self.gauge, inp, &mut odd, Sites::Parity(1));
+        if let Some(terms) = &self.site {
+            odd = terms.apply(self.lattice(), &odd, Some(1), true);
+        }
         let mut even = SpinorField::zeros(v);
-        crate::dirac::fast::hop(self.gauge, &odd, &mut even, crate::dirac::Sites::Parity(0));
+        crate::dirac::fast::hop(self.gauge, &odd, &mut even, Sites::Parity(0));
         let k2 = self.kappa * self.kappa;
-        for (o, i) in even.data.iter_mut().zip(&inp.data) {
-            *o = *i - k2 * *o;
+        if let Some(terms) = &self.site {
+            let a = terms.apply(self.lattice(), inp, Some(0), false);
+            for (o, i) in even.data.iter_mut().zip(&a.data) {
+                *o = *i - k2 * *o;
+            }
+        } else {
+            for (o, i) in even.data.iter_mut().zip(&inp.data) {
+                *o = *i - k2 * *o;
+            }
         }
         if gamma5 {
             even.gamma5()
@@ -402,7 +449,7 @@ impl WilsonKernels for CpuBackend<'_> {
         if out.layout != inp.layout {
             return Err(mismatch("apply", out.layout, inp.layout));
         }
-        if let (Repr::Lanes(o), Repr::Lanes(i)) = (&mut out.repr, &inp.repr) {
+        if let (Repr::Lanes(o), Repr::Lanes(i), None) = (&mut out.repr, &inp.repr, &self.site) {
             if op.is_schur() {
                 return Err(Error::internal(
                     "the Schur operator acts on even-site fields, not full ones",
@@ -424,9 +471,7 @@ impl WilsonKernels for CpuBackend<'_> {
                     "operator {op} acts on full-lattice fields"
                 )));
             }
-            let mut r = SpinorField::zeros(full.volume());
-            crate::dirac::apply(op, self.gauge, self.kappa, &full, &mut r);
-            r
+            self.full_apply(op, &full)
         };
         self.assign(out, &result);
         Ok(())
@@ -443,13 +488,31 @@ impl WilsonKernels for CpuBackend<'_> {
         let p = crate::linalg::hop_xpay_parity(out.layout, inp.layout, y.layout)?;
         let full = self.canonical(inp);
         let mut h = SpinorField::zeros(full.volume());
-        crate::dirac::fast::hop(self.gauge, &full, &mut h, crate::dirac::Sites::Parity(p));
+        crate::dirac::fast::hop(self.gauge, &full, &mut h, Sites::Parity(p));
         let yf = self.canonical(y);
         for (o, yv) in h.data.iter_mut().zip(&yf.data) {
             *o = *yv + c * *o;
         }
         let h = if gamma5 { h.gamma5() } else { h };
         self.assign(out, &h);
+        Ok(())
+    }
+
+    fn has_site_term(&self) -> bool {
+        self.site.is_some()
+    }
+
+    fn site_inverse(&mut self, out: &mut CpuField, inp: &CpuField) -> Result<()> {
+        let (Some(terms), Some(p)) = (&self.site, inp.layout.subset.parity()) else {
+            return Err(Error::internal(
+                "site_inverse needs a site term and a half field",
+            ));
+        };
+        if out.layout != inp.layout {
+            return Err(mismatch("site_inverse", out.layout, inp.layout));
+        }
+        let r = terms.apply(self.lattice(), &self.canonical(inp), Some(p), true);
+        self.assign(out, &r);
         Ok(())
     }
 }

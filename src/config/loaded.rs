@@ -111,6 +111,22 @@ impl LoadedConfig {
         if !(k.is_finite() && k > 0.0) {
             return Err(self.bad("dirac", "kappa", format!("must be positive, got {k}")));
         }
+        let csw = c.dirac.csw;
+        if !(csw.is_finite() && csw >= 0.0) {
+            return Err(self.bad(
+                "dirac",
+                "csw",
+                format!("must be a finite number >= 0 (0: no clover term), got {csw}"),
+            ));
+        }
+        let mu = c.dirac.mu;
+        if !mu.is_finite() {
+            return Err(self.bad(
+                "dirac",
+                "mu",
+                format!("must be a finite number (0: no twist), got {mu}"),
+            ));
+        }
         let tol = c.solver.tolerance;
         let floor = crate::solver::monitor::MIN_TOLERANCE;
         if !(tol.is_finite() && tol >= floor && tol < 1.0) {

@@ -151,8 +151,26 @@ fn default_format() -> String {
 #[serde(deny_unknown_fields)]
 pub struct DiracConfig {
     pub kappa: f64,
+    /// The clover coefficient c_sw >= 0 (0: no clover term). From MILC's clov_c and
+    /// tadpole factor u0: c_sw = clov_c / u0^3.
+    #[serde(default)]
+    pub csw: f64,
+    /// The twisted mass mu of D + 2 i kappa mu g5 (0: no twist).
+    #[serde(default)]
+    pub mu: f64,
     #[serde(default)]
     pub gamma_basis: GammaBasis,
+}
+
+impl DiracConfig {
+    /// The operator's parameters.
+    pub fn action(&self) -> crate::dirac::Action {
+        crate::dirac::Action {
+            kappa: self.kappa,
+            csw: self.csw,
+            mu: self.mu,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]

@@ -31,6 +31,12 @@ pub struct Overrides {
     /// Hopping parameter, > 0 (overrides [dirac] kappa).
     #[arg(long, allow_negative_numbers = true)]
     pub kappa: Option<f64>,
+    /// Clover coefficient c_sw >= 0, 0 = none (overrides [dirac] csw).
+    #[arg(long, allow_negative_numbers = true)]
+    pub csw: Option<f64>,
+    /// Twisted mass mu of D + 2 i kappa mu g5, 0 = none (overrides [dirac] mu).
+    #[arg(long, allow_negative_numbers = true)]
+    pub mu: Option<f64>,
     /// Relative residual tolerance (overrides [solver] tolerance).
     #[arg(long, allow_negative_numbers = true)]
     pub tol: Option<f64>,
@@ -116,6 +122,14 @@ impl LoadedConfig {
         if let Some(k) = o.kappa {
             c.dirac.kappa = k;
             flags.push(("dirac.kappa", "--kappa"));
+        }
+        if let Some(v) = o.csw {
+            c.dirac.csw = v;
+            flags.push(("dirac.csw", "--csw"));
+        }
+        if let Some(v) = o.mu {
+            c.dirac.mu = v;
+            flags.push(("dirac.mu", "--mu"));
         }
         if let Some(t) = o.tol {
             c.solver.tolerance = t;

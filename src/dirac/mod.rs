@@ -9,7 +9,11 @@
 //! flops/site); `simd` is the same algorithm vectorised over 4 sites on a site-blocked
 //! layout, which the CPU backend runs. Even-odd: D = [[1, -kappa H_eo], [-kappa H_oe, 1]]
 //! where H_eo is H restricted to even output sites (it reads odd sites only).
+//!
+//! The clover term and the twisted mass add a site-local term A (`clover`):
+//! D = A - kappa H, with A = 1 for plain Wilson (`Action`).
 
+pub mod clover;
 pub mod fast;
 pub mod reference;
 pub mod simd;
@@ -22,6 +26,55 @@ use crate::linalg::Operator;
 pub const HOP_FLOPS_PER_SITE: u64 = 1320;
 /// With the fused psi - kappa * H.
 pub const DSLASH_FLOPS_PER_SITE: u64 = 1368;
+
+/// The parameters of the operator: the hopping parameter, the clover coefficient c_sw
+/// and the twisted mass mu (kappa normalisation; docs: conventions.md). c_sw = mu = 0 is
+/// plain Wilson, run by exactly the code that runs it without these keys.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct Action {
+    pub kappa: f64,
+    pub csw: f64,
+    pub mu: f64,
+}
+
+impl Action {
+    pub fn wilson(kappa: f64) -> Action {
+        Action {
+            kappa,
+            csw: 0.0,
+            mu: 0.0,
+        }
+    }
+
+    /// Whether A differs from 1 (a clover term or a twist).
+    pub fn has_site_term(&self) -> bool {
+        self.csw != 0.0 || self.mu != 0.0
+    }
+
+    /// Whether g5 D is Hermitian (no twist).
+    pub fn gamma5_hermitian(&self) -> bool {
+        self.mu == 0.0
+    }
+
+    /// The twist 2 kappa mu of `D + 2 i kappa mu g5`.
+    pub fn twist(&self) -> f64 {
+        2.0 * self.kappa * self.mu
+    }
+
+    /// "Wilson", "Wilson-clover (c_sw = 1)", "twisted mass (mu = 0.01)", "twisted-mass
+    /// clover (c_sw = 1, mu = 0.01)".
+    pub fn describe(&self) -> String {
+        match (self.csw != 0.0, self.mu != 0.0) {
+            (false, false) => "Wilson".into(),
+            (true, false) => format!("Wilson-clover (c_sw = {})", self.csw),
+            (false, true) => format!("twisted mass (mu = {})", self.mu),
+            (true, true) => format!(
+                "twisted-mass clover (c_sw = {}, mu = {})",
+                self.csw, self.mu
+            ),
+        }
+    }
+}
 
 /// Which sites of the output a hopping term is computed on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,6 +113,31 @@ pub fn apply_reference(
     let mut out = SpinorField::zeros(inp.volume());
     for k in 0..inp.data.len() {
         out.data[k] = inp.data[k] - kappa * h.data[k];
+    }
+    if op.gamma5() {
+        out.gamma5()
+    } else {
+        out
+    }
+}
+
+/// A psi - kappa H psi (times g5 for the Hermitian form) with the reference hopping term
+/// and the site term `terms` (None: A = 1): the test oracle of the clover and
+/// twisted-mass operators.
+pub fn apply_reference_with(
+    op: Operator,
+    gauge: &GaugeField,
+    kappa: f64,
+    terms: Option<&clover::SiteTerms>,
+    inp: &SpinorField,
+) -> SpinorField {
+    let Some(terms) = terms else {
+        return apply_reference(op, gauge, kappa, inp);
+    };
+    let h = reference::hop(gauge, inp);
+    let mut out = terms.apply(&gauge.lattice, inp, None, false);
+    for (o, hv) in out.data.iter_mut().zip(&h.data) {
+        *o -= kappa * *hv;
     }
     if op.gamma5() {
         out.gamma5()

@@ -99,6 +99,20 @@ pub trait WilsonKernels: Space {
         c: f64,
         gamma5: bool,
     ) -> Result<()>;
+    /// Whether D = A - kappa H has a site-local A other than 1 (the clover term, a
+    /// twist): the even-odd preparation and reconstruction then apply A_oo^-1
+    /// (`site_inverse`), and the Schur forms are A_ee - kappa^2 H_eo A_oo^-1 H_oe.
+    fn has_site_term(&self) -> bool {
+        false
+    }
+    /// out = A^-1 inp on a half field (out of inp's layout); called only when
+    /// `has_site_term`.
+    fn site_inverse(&mut self, out: &mut Self::Field, inp: &Self::Field) -> Result<()> {
+        let _ = (out, inp);
+        Err(crate::Error::internal(
+            "site_inverse: this operator has no site term",
+        ))
+    }
 }
 
 /// A linear operator A acting on fields of a space.

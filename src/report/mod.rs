@@ -62,6 +62,11 @@ pub struct SolveReport {
     pub plaquette_temporal: f64,
     pub link_trace: f64,
     pub kappa: f64,
+    /// The clover coefficient and the twisted mass (0: none).
+    pub csw: f64,
+    pub mu: f64,
+    /// "Wilson", "Wilson-clover (c_sw = 1)", ...
+    pub action: String,
     pub operator: String,
     pub source: String,
     pub backend: String,
@@ -274,6 +279,9 @@ pub fn build(
         plaquette_temporal: p.plaquette.temporal,
         link_trace: p.link_trace,
         kappa: p.kappa,
+        csw: p.csw,
+        mu: p.mu,
+        action: p.action().describe(),
         operator: p.operator.to_string(),
         source: p.source_description.clone(),
         backend: backend.into(),
@@ -340,6 +348,7 @@ pub fn summary(r: &SolveReport) -> String {
         ),
     );
     line("kappa", format!("{}", r.kappa));
+    line("action", r.action.clone());
     line("operator", r.operator.clone());
     line("source", r.source.clone());
     line("backend", r.backend.clone());
