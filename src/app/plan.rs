@@ -166,21 +166,20 @@ pub fn check(cfg: &LoadedConfig) -> Result<()> {
 
 /// What runs the clover term and the twisted mass: the CPU's operators, full and even-odd,
 /// every precision; the seed kernels stay Wilson-only. A twisted g5 D is not Hermitian,
-/// so the methods that need it (CR, and CGNE, which runs on g5 D) are refused for it.
+/// so CR, which needs it to be, is refused (CGNE takes the adjoint from the backend).
 /// `on_gpu`: the run is known to go to a GPU (an explicit device, or "auto" once it found
 /// one).
 pub fn check_action(cfg: &LoadedConfig, on_gpu: bool) -> Result<()> {
     let c = &cfg.config;
     let action = c.dirac.action();
     let key = if action.csw != 0.0 { "csw" } else { "mu" };
-    if action.mu != 0.0 && matches!(c.solver.method, Method::Cr | Method::Cgne) {
+    if action.mu != 0.0 && c.solver.method == Method::Cr {
         return Err(cfg.bad(
             "solver",
             "method",
             format!(
-                "{} needs a Hermitian g5 D, and with the twisted mass (dirac.mu = {}) g5 D is \
-                 not Hermitian: use method = \"bicgstab\" or \"gcr\"",
-                c.solver.method.label(),
+                "CR needs a Hermitian g5 D, and with the twisted mass (dirac.mu = {}) g5 D is \
+                 not Hermitian: use method = \"bicgstab\", \"gcr\" or \"cgne\"",
                 action.mu
             ),
         ));

@@ -158,7 +158,7 @@ pub fn cpu_residual_of_d(problem: &Problem, x: &SpinorField) -> f64 {
         return f64::NAN;
     };
     dirac::fast::hop(&problem.gauge, x, &mut dx, dirac::Sites::All);
-    let mut ax = terms.apply(&problem.lattice, x, None, false);
+    let mut ax = terms.apply(&problem.lattice, x, None, false, false);
     for (a, h) in ax.data.iter_mut().zip(&dx.data) {
         *a -= problem.kappa * *h;
     }

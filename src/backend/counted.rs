@@ -150,6 +150,15 @@ impl<B: WilsonKernels> WilsonKernels for Counted<B> {
         self.inner.has_site_term()
     }
 
+    fn apply_adjoint(
+        &mut self,
+        op: Operator,
+        out: &mut Self::Field,
+        inp: &Self::Field,
+    ) -> Result<()> {
+        self.inner.apply_adjoint(op, &mut out.inner, &inp.inner)
+    }
+
     fn site_inverse(&mut self, out: &mut Self::Field, inp: &Self::Field) -> Result<()> {
         self.inner.site_inverse(&mut out.inner, &inp.inner)
     }

@@ -259,14 +259,14 @@ impl CpuBackend<'_> {
 
     /// D or g5 D on a full canonical field: the fast operator, plus the site term when
     /// there is one (A psi - kappa H psi).
-    fn full_apply(&self, op: Operator, full: &SpinorField) -> SpinorField {
+    fn full_apply(&self, op: Operator, full: &SpinorField, adjoint: bool) -> SpinorField {
         let mut r = SpinorField::zeros(full.volume());
         let Some(terms) = &self.site else {
             crate::dirac::apply(op, self.gauge, self.kappa, full, &mut r);
             return r;
         };
         crate::dirac::fast::hop(self.gauge, full, &mut r, Sites::All);
-        let mut out = terms.apply(self.lattice(), full, None, false);
+        let mut out = terms.apply(self.lattice(), full, None, false, adjoint);
         for (o, h) in out.data.iter_mut().zip(&r.data) {
             *o -= self.kappa * *h;
         }
@@ -280,18 +280,18 @@ impl CpuBackend<'_> {
     /// The Schur operator M_ee = A_ee - kappa^2 H_eo A_oo^-1 H_oe (A = 1 without a site
     /// term; times g5 for the Hermitian form) on an even field, in double through
     /// full-lattice temporaries.
-    fn schur(&self, gamma5: bool, inp: &SpinorField) -> SpinorField {
+    fn schur(&self, gamma5: bool, inp: &SpinorField, adjoint: bool) -> SpinorField {
         let v = self.lattice().volume();
         let mut odd = SpinorField::zeros(v);
         crate::dirac::fast::hop(self.gauge, inp, &mut odd, Sites::Parity(1));
         if let Some(terms) = &self.site {
-            odd = terms.apply(self.lattice(), &odd, Some(1), true);
+            odd = terms.apply(self.lattice(), &odd, Some(1), true, adjoint);
         }
         let mut even = SpinorField::zeros(v);
         crate::dirac::fast::hop(self.gauge, &odd, &mut even, Sites::Parity(0));
         let k2 = self.kappa * self.kappa;
         if let Some(terms) = &self.site {
-            let a = terms.apply(self.lattice(), inp, Some(0), false);
+            let a = terms.apply(self.lattice(), inp, Some(0), false, adjoint);
             for (o, i) in even.data.iter_mut().zip(&a.data) {
                 *o = *i - k2 * *o;
             }
@@ -305,6 +305,37 @@ impl CpuBackend<'_> {
         } else {
             even
         }
+    }
+}
+
+impl CpuBackend<'_> {
+    /// `apply` through canonical fields (every layout but the full double one of plain
+    /// Wilson); `adjoint`: with the site term's adjoint (`WilsonKernels::apply_adjoint`).
+    fn apply_canonical(
+        &mut self,
+        op: Operator,
+        out: &mut CpuField,
+        inp: &CpuField,
+        adjoint: bool,
+    ) -> Result<()> {
+        let full = self.canonical(inp);
+        let result = if op.is_schur() {
+            if inp.layout.subset != Subset::Even {
+                return Err(Error::internal(
+                    "the Schur operator acts on even-site fields",
+                ));
+            }
+            self.schur(op.gamma5(), &full, adjoint)
+        } else {
+            if inp.layout.subset != Subset::Full {
+                return Err(Error::internal(format!(
+                    "operator {op} acts on full-lattice fields"
+                )));
+            }
+            self.full_apply(op, &full, adjoint)
+        };
+        self.assign(out, &result);
+        Ok(())
     }
 }
 
@@ -457,24 +488,17 @@ impl WilsonKernels for CpuBackend<'_> {
             }
             return self.lane_apply(op, o, i);
         }
-        let full = self.canonical(inp);
-        let result = if op.is_schur() {
-            if inp.layout.subset != Subset::Even {
-                return Err(Error::internal(
-                    "the Schur operator acts on even-site fields",
-                ));
-            }
-            self.schur(op.gamma5(), &full)
-        } else {
-            if inp.layout.subset != Subset::Full {
-                return Err(Error::internal(format!(
-                    "operator {op} acts on full-lattice fields"
-                )));
-            }
-            self.full_apply(op, &full)
-        };
-        self.assign(out, &result);
-        Ok(())
+        self.apply_canonical(op, out, inp, false)
+    }
+
+    fn apply_adjoint(&mut self, op: Operator, out: &mut CpuField, inp: &CpuField) -> Result<()> {
+        if self.site.as_ref().is_none_or(|t| t.twist == 0.0) {
+            return self.apply(op, out, inp);
+        }
+        if out.layout != inp.layout {
+            return Err(mismatch("apply_adjoint", out.layout, inp.layout));
+        }
+        self.apply_canonical(op, out, inp, true)
     }
 
     fn hop_xpay(
@@ -511,7 +535,7 @@ impl WilsonKernels for CpuBackend<'_> {
         if out.layout != inp.layout {
             return Err(mismatch("site_inverse", out.layout, inp.layout));
         }
-        let r = terms.apply(self.lattice(), &self.canonical(inp), Some(p), true);
+        let r = terms.apply(self.lattice(), &self.canonical(inp), Some(p), true, false);
         self.assign(out, &r);
         Ok(())
     }

@@ -208,6 +208,11 @@ pub fn invert(m: &Block) -> Option<Block> {
     Some(inv)
 }
 
+/// The conjugate transpose of a block.
+pub fn adjoint_of(m: &Block) -> Block {
+    std::array::from_fn(|i| std::array::from_fn(|j| m[j][i].conj()))
+}
+
 /// out = m v for a block and a 6-vector.
 #[inline]
 pub fn block_mul(m: &Block, v: &[C64]) -> [C64; 6] {
@@ -296,26 +301,31 @@ impl SiteTerms {
         m
     }
 
-    /// out = A psi on one site's 12 values (inverse: A^-1 psi).
-    pub fn apply_site(&self, x: usize, psi: &[C64], out: &mut [C64], inverse: bool) {
+    /// out = A psi on one site's 12 values (`inverse`: A^-1 psi; `adjoint`: with A^dag,
+    /// which is A with the twist negated, and whose inverse is the inverse's adjoint).
+    pub fn apply_site(&self, x: usize, psi: &[C64], out: &mut [C64], inverse: bool, adjoint: bool) {
         for b in 0..2 {
-            let r = if inverse {
-                block_mul(&self.inverse[x][b], &psi[6 * b..6 * b + 6])
-            } else {
-                block_mul(&self.block(x, b), &psi[6 * b..6 * b + 6])
+            let v = &psi[6 * b..6 * b + 6];
+            let r = match (inverse, adjoint) {
+                (false, false) => block_mul(&self.block(x, b), v),
+                (true, false) => block_mul(&self.inverse[x][b], v),
+                (false, true) => block_mul(&adjoint_of(&self.block(x, b)), v),
+                (true, true) => block_mul(&adjoint_of(&self.inverse[x][b]), v),
             };
             out[6 * b..6 * b + 6].copy_from_slice(&r);
         }
     }
 
-    /// A psi (or A^-1 psi) on the sites of a full field of `lattice`; with `parity`, only
-    /// the sites of that parity are written (the others are zero).
+    /// A psi (or A^-1 psi, and with `adjoint` A^dag) on the sites of a full field of
+    /// `lattice`; with `parity`, only the sites of that parity are written (the others are
+    /// zero).
     pub fn apply(
         &self,
         lattice: &Lattice,
         psi: &SpinorField,
         parity: Option<usize>,
         inverse: bool,
+        adjoint: bool,
     ) -> SpinorField {
         let mut out = SpinorField::zeros(psi.volume());
         out.data
@@ -324,7 +334,7 @@ impl SiteTerms {
             .enumerate()
             .for_each(|(x, (o, p))| {
                 if parity.is_none_or(|par| lattice.parity(x) == par) {
-                    self.apply_site(x, p, o, inverse);
+                    self.apply_site(x, p, o, inverse, adjoint);
                 }
             });
         out

@@ -135,7 +135,7 @@ pub fn apply_reference_with(
         return apply_reference(op, gauge, kappa, inp);
     };
     let h = reference::hop(gauge, inp);
-    let mut out = terms.apply(&gauge.lattice, inp, None, false);
+    let mut out = terms.apply(&gauge.lattice, inp, None, false, false);
     for (o, hv) in out.data.iter_mut().zip(&h.data) {
         *o -= kappa * *hv;
     }

@@ -99,6 +99,17 @@ pub trait WilsonKernels: Space {
         c: f64,
         gamma5: bool,
     ) -> Result<()>;
+    /// out = B^dag inp for the Hermitian-looking form B = g5 D or g5 M_ee (`op.gamma5()`):
+    /// the same form with the site term A replaced by A^dag. With a twist g5 D is not
+    /// Hermitian and this differs from `apply`; without one it is `apply` (the default).
+    fn apply_adjoint(
+        &mut self,
+        op: Operator,
+        out: &mut Self::Field,
+        inp: &Self::Field,
+    ) -> Result<()> {
+        self.apply(op, out, inp)
+    }
     /// Whether D = A - kappa H has a site-local A other than 1 (the clover term, a
     /// twist): the even-odd preparation and reconstruction then apply A_oo^-1
     /// (`site_inverse`), and the Schur forms are A_ee - kappa^2 H_eo A_oo^-1 H_oe.
@@ -123,6 +134,17 @@ pub trait LinearOperator<S: Space> {
     fn domain(&self) -> Subset;
     /// Whether A = A^dag.
     fn hermitian(&self) -> bool;
+    /// out = A^dag inp. The default serves a Hermitian A; the Wilson forms ask the
+    /// backend, which knows whether its g5 D is Hermitian (not with a twist).
+    fn apply_dagger(&mut self, space: &mut S, out: &mut S::Field, inp: &S::Field) -> Result<()> {
+        if !self.hermitian() {
+            return Err(crate::Error::internal(format!(
+                "{}: no adjoint for a non-Hermitian operator",
+                self.name()
+            )));
+        }
+        self.apply(space, out, inp)
+    }
     /// "g5D", "Mee", "(g5D)^2".
     fn name(&self) -> String;
     /// Applications of the Wilson stencil per apply (for the reports' counts).
@@ -197,6 +219,15 @@ macro_rules! wilson_linear_operator {
             }
             fn hermitian(&self) -> bool {
                 self.form().gamma5()
+            }
+            fn apply_dagger(&mut self, space: &mut S, out: &mut S::Field, inp: &S::Field) -> Result<()> {
+                if !self.form().gamma5() {
+                    return Err(crate::Error::internal(format!(
+                        "{}: the adjoint of a Wilson form is served for its g5 forms only",
+                        self.form()
+                    )));
+                }
+                space.apply_adjoint(self.form(), out, inp)
             }
             fn name(&self) -> String {
                 self.form().to_string()

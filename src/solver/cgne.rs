@@ -7,8 +7,9 @@
 //! loop: w = A p; alpha = zz / (w|w); x += alpha p; r -= alpha w
 //!       z = A^dag r; zz' = (z|z); beta = zz'/zz; p = z + beta p
 //! ```
-//! A must be Hermitian here (A^dag = A: g5 D or g5 M_ee), so A^dag A is the `Normal`
-//! operator and D^dag D = (g5 D)^2: for D x = b it is run on g5 D x = g5 b. Two
+//! A is g5 D or g5 M_ee: for D x = b it is run on g5 D x = g5 b. Without a twist A is
+//! Hermitian (A^dag A = A^2); with one, A^dag is the backend's adjoint form
+//! (`WilsonKernels::apply_adjoint`). Two
 //! applications per iteration; converges for any non-singular A (A^dag A is positive
 //! definite), at the square of A's condition number.
 
@@ -56,7 +57,7 @@ impl<S: Space, A: LinearOperator<S>> Iterate<S> for Cgne<S, A> {
             unreachable!("the workspace gives the fields asked for")
         };
         space.copy(r, b)?;
-        self.op.apply(space, z, r)?;
+        self.op.apply_dagger(space, z, r)?;
         let mut applications = cost;
         space.copy(p, z)?;
         let mut zz = space.norm2(z)?;
@@ -74,7 +75,7 @@ impl<S: Space, A: LinearOperator<S>> Iterate<S> for Cgne<S, A> {
             space.axpy(a, p, x)?;
             space.axpy(-a, w, r)?;
             nr = space.norm2(r)?;
-            self.op.apply(space, z, r)?;
+            self.op.apply_dagger(space, z, r)?;
             applications += 2 * cost;
             let zz_new = space.norm2(z)?;
             let beta = crate::field::C64::new(zz_new / zz, 0.0);
