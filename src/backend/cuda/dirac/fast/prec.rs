@@ -7,12 +7,12 @@
 //! precision, one implementation and one arm of `ops_for`. Operations between two
 //! precisions dispatch on the pair, once, in `convert`.
 
-use super::access::{half_addr, single, single_mut, vh};
+use super::access::{half_addr, single, single_mut, vh, wrong_field};
 use crate::backend::cuda::core::device::{err, function};
 use crate::backend::cuda::core::field::{DeviceData, DeviceSpinor};
 use crate::backend::cuda::core::kernels::{HalfOp, Kernel, BLAS_BLOCK};
 use crate::backend::cuda::core::launch::{cfg_1d, dptr};
-use crate::backend::cuda::core::timing::launch;
+use crate::backend::cuda::core::timing::{launch, GpuStream};
 use crate::backend::cuda::dirac::blas::{reduce_cfg, Core};
 use crate::error::Result;
 use crate::field::C64;
@@ -132,6 +132,8 @@ impl FastBlas {
 pub(crate) trait FieldOps: Sync {
     /// The zeroed storage of a field of `sites` sites.
     fn alloc(&self, stream: &Arc<CudaStream>, sites: usize) -> Result<DeviceData>;
+    /// x = 0 (device memsets, booked as the precision's zero).
+    fn zero(&self, gpu: &mut GpuStream, x: &mut DeviceSpinor) -> Result<()>;
     /// n complex numbers (whole sites) from complex index `src_off` of src to `dst_off` of
     /// dst, both of this precision (device-to-device copies).
     fn copy(
@@ -189,6 +191,19 @@ struct SingleOps;
 /// Half fields: 16-bit integers and a norm per site, the site-wise kernels.
 struct HalfOps;
 
+/// Book device memsets as `kernel` over `items`.
+fn timed_zero(
+    gpu: &mut GpuStream,
+    kernel: Kernel,
+    items: usize,
+    zero: impl FnOnce(&Arc<CudaStream>) -> Result<()>,
+) -> Result<()> {
+    let stream = gpu.stream.clone();
+    let p = gpu.begin(&kernel)?;
+    zero(&stream)?;
+    gpu.end(p, kernel, items)
+}
+
 /// Device-to-device copies, each (dst, src, bytes), booked together as `kernel` over `n`.
 fn timed_copy(
     core: &mut Core,
@@ -214,6 +229,14 @@ impl FieldOps for DoubleOps {
                 .alloc_zeros::<f64>(sites * 24)
                 .map_err(err("allocating a spinor field"))?,
         ))
+    }
+
+    fn zero(&self, gpu: &mut GpuStream, x: &mut DeviceSpinor) -> Result<()> {
+        let n = x.len();
+        let d = x.double_mut()?;
+        timed_zero(gpu, Kernel::Zero { single: false }, n, |s| {
+            s.memset_zeros(d).map_err(err("zeroing a field"))
+        })
     }
 
     fn copy(
@@ -278,6 +301,14 @@ impl FieldOps for SingleOps {
                 .alloc_zeros::<f32>(sites * 24)
                 .map_err(err("allocating a spinor field"))?,
         ))
+    }
+
+    fn zero(&self, gpu: &mut GpuStream, x: &mut DeviceSpinor) -> Result<()> {
+        let n = x.len();
+        let d = single_mut(x)?;
+        timed_zero(gpu, Kernel::Zero { single: true }, n, |s| {
+            s.memset_zeros(d).map_err(err("zeroing a field"))
+        })
     }
 
     fn copy(
@@ -388,6 +419,17 @@ impl FieldOps for HalfOps {
             norm: stream
                 .alloc_zeros::<f32>(sites)
                 .map_err(err("allocating a spinor field"))?,
+        })
+    }
+
+    fn zero(&self, gpu: &mut GpuStream, x: &mut DeviceSpinor) -> Result<()> {
+        let (sites, layout) = (x.len() / 12, x.layout);
+        let DeviceData::Half { q, norm } = &mut x.data else {
+            return Err(wrong_field(layout, "half"));
+        };
+        timed_zero(gpu, Kernel::Half(HalfOp::Zero), sites, |s| {
+            s.memset_zeros(q).map_err(err("zeroing a field"))?;
+            s.memset_zeros(norm).map_err(err("zeroing a field"))
         })
     }
 
