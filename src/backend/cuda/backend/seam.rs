@@ -7,9 +7,9 @@
 use crate::backend::cuda::backend::CudaBackend;
 use crate::backend::cuda::core::cr_state::{CrReduction, DeviceCrState, CR_GATHERED, CR_LOCAL_RE};
 use crate::backend::cuda::core::device::err;
-use crate::backend::cuda::core::field::{as_f64, as_f64_mut, DeviceData, DeviceSpinor};
-use crate::backend::cuda::core::kernels::{HalfOp, Kernel};
+use crate::backend::cuda::core::field::{as_f64, as_f64_mut, DeviceSpinor};
 use crate::backend::cuda::core::launch::dptr;
+use crate::backend::cuda::dirac::fast::prec::ops;
 use crate::backend::cuda::engines::fused::Fused;
 use crate::backend::{
     unsupported, CrScalars, FusedCr, Layout, Operator, Precision, Prepare, Space, Subset,
@@ -88,24 +88,7 @@ impl Space for CudaBackend {
     }
 
     fn set_zero(&mut self, x: &mut DeviceSpinor) -> Result<()> {
-        let n = x.len();
-        let gpu = &mut self.core.gpu;
-        let stream = gpu.stream.clone();
-        let (kernel, items) = match &x.data {
-            DeviceData::Double(_) => (Kernel::Zero { single: false }, n),
-            DeviceData::Single(_) => (Kernel::Zero { single: true }, n),
-            DeviceData::Half { .. } => (Kernel::Half(HalfOp::Zero), n / 12),
-        };
-        let p = gpu.begin(&kernel)?;
-        match &mut x.data {
-            DeviceData::Double(d) => stream.memset_zeros(d).map_err(err("zeroing a field"))?,
-            DeviceData::Single(s) => stream.memset_zeros(s).map_err(err("zeroing a field"))?,
-            DeviceData::Half { q, norm } => {
-                stream.memset_zeros(q).map_err(err("zeroing a field"))?;
-                stream.memset_zeros(norm).map_err(err("zeroing a field"))?;
-            }
-        }
-        gpu.end(p, kernel, items)
+        ops(x).zero(&mut self.core.gpu, x)
     }
 
     fn copy(&mut self, dst: &mut DeviceSpinor, src: &DeviceSpinor) -> Result<()> {

@@ -36,7 +36,7 @@ impl FastStencil {
             core.gpu,
             Kernel::Setup("to_single (links)"),
             n,
-            &self.to_single,
+            &self.blas.to_single,
             cfg,
             [&self.links, &mut links, &nn]
         );

@@ -2,28 +2,30 @@
 //! parity, double or single precision) in the parity-major structure of arrays of
 //! kernels/stencil_v3.cu (`fast_layout`), the even-odd operators, conversions, the
 //! hop_xpay of the even-odd source and reconstruction, the (r|Ar) epilogue of the fused CR
-//! iteration, and BLAS-1 and reductions on every layout (double fields: the seed's kernels,
-//! as for the seed versions; float fields: `xaxpy_f`, `xpay_f`, `norm2_partial_f`,
-//! `dot_partial_f`; the reliable update's fused `add_widened` and `residual_norm2`; half
-//! fields, kernels/half.cuh: the site-wise `xaxpy_h`, `xpay_h`, `norm2_partial_h`,
-//! `dot_partial_h`, `to_half`, `from_half` and the V3_HALF stencil with the
-//! single-precision links; reductions accumulate in double).
+//! iteration (the V3_HALF stencil of half fields reads the single-precision links), and
+//! BLAS-1 and reductions on every layout, dispatched on the precision in one place (`prec`:
+//! double fields the seed's kernels, as for the seed versions; float fields `xaxpy_f`,
+//! `xpay_f`, `norm2_partial_f`, `dot_partial_f`; half fields, kernels/half.cuh, the
+//! site-wise `xaxpy_h`, `xpay_h`, `norm2_partial_h`, `dot_partial_h`; reductions
+//! accumulate in double) and on the pair of precisions in another (`convert`:
+//! `to_single`, `to_double`, `to_half`, `from_half`, the reliable update's fused
+//! `add_widened` and `residual_norm2`).
 
 mod access;
 mod convert;
 mod lazy;
+pub(crate) mod prec;
 
-use self::access::{addr, half_addr, vh};
+use self::access::{addr, half_addr};
+use self::prec::{ops, ops_for, FastBlas};
 use crate::backend::cuda::core::cr_state::{DeviceCrState, CR_TICKET_APPLY};
-use crate::backend::cuda::core::device::{err, function};
 use crate::backend::cuda::core::fast_layout::{spinor_from_soa, SpinorOrder};
-use crate::backend::cuda::core::field::{DeviceData, DeviceSpinor};
-use crate::backend::cuda::core::kernels::{v3_bytes_per_site, HalfOp, Kernel, V3Mode, BLAS_BLOCK};
-use crate::backend::cuda::core::launch::{cfg_1d, dptr};
+use crate::backend::cuda::core::field::DeviceSpinor;
+use crate::backend::cuda::core::kernels::{v3_bytes_per_site, V3Mode};
+use crate::backend::cuda::core::launch::dptr;
 use crate::backend::cuda::core::stencil::v3::V3Kernels;
-use crate::backend::cuda::core::timing::launch;
 use crate::backend::cuda::core::version::{Reconstruct, StencilVersion};
-use crate::backend::cuda::dirac::blas::{reduce_cfg, Core};
+use crate::backend::cuda::dirac::blas::Core;
 use crate::backend::cuda::dirac::stencil_impl::{Geometry, StencilImpl};
 use crate::backend::ledger::{field_bytes, Booking, Purpose};
 use crate::backend::Capabilities;
@@ -31,7 +33,7 @@ use crate::error::{Error, Result};
 use crate::field::C64;
 use crate::geometry::lattice::Lattice;
 use crate::linalg::{layout_mismatch as mismatch, Layout, Operator, Precision, Subset};
-use cudarc::driver::{CudaFunction, CudaModule, CudaSlice};
+use cudarc::driver::{CudaModule, CudaSlice};
 use std::sync::Arc;
 
 /// 3.0's kernels, links and lazily built state.
@@ -41,17 +43,8 @@ pub(crate) struct FastStencil {
     /// The double links (4 per site, parity-major), and their booking.
     links: CudaSlice<f64>,
     _links_booking: Booking,
-    xaxpy_f: CudaFunction,
-    xpay_f: CudaFunction,
-    norm2_f: CudaFunction,
-    dot_f: CudaFunction,
-    /// The reliable update's fused steps (blas1.cu add_widened, reduce.cu residual_norm2).
-    add_widened: CudaFunction,
-    residual_norm2: CudaFunction,
-    to_single: CudaFunction,
-    to_double: CudaFunction,
-    /// The site-wise kernels of half fields.
-    half_k: HalfKernels,
+    /// The BLAS-1, reduction and conversion kernels of single and half fields.
+    blas: FastBlas,
     /// The double-precision stencil (the module loaded at construction).
     stencil_d: V3Kernels,
     /// The single-precision stencil and links (float2, same layout), built on first use.
@@ -66,15 +59,6 @@ pub(crate) struct FastStencil {
     tmp_norm: Option<(CudaSlice<f32>, Booking)>,
 }
 
-/// kernels/half.cuh's site-wise kernels (in blas1.cu, reduce.cu and layout.cu).
-struct HalfKernels {
-    axpy: CudaFunction,
-    xpay: CudaFunction,
-    norm2: CudaFunction,
-    dot: CudaFunction,
-    from_double: CudaFunction,
-    to_double: CudaFunction,
-}
 impl FastStencil {
     pub const CAPABILITIES: Capabilities = Capabilities {
         name: "kernel 3.0",
@@ -99,22 +83,7 @@ impl FastStencil {
             reconstruct,
             links,
             _links_booking,
-            xaxpy_f: function(blas, "xaxpy_f")?,
-            xpay_f: function(blas, "xpay_f")?,
-            norm2_f: function(reduce, "norm2_partial_f")?,
-            dot_f: function(reduce, "dot_partial_f")?,
-            add_widened: function(blas, "add_widened")?,
-            residual_norm2: function(reduce, "residual_norm2")?,
-            to_single: function(layout, "to_single")?,
-            to_double: function(layout, "to_double")?,
-            half_k: HalfKernels {
-                axpy: function(blas, "xaxpy_h")?,
-                xpay: function(blas, "xpay_h")?,
-                norm2: function(reduce, "norm2_partial_h")?,
-                dot: function(reduce, "dot_partial_h")?,
-                from_double: function(layout, "to_half")?,
-                to_double: function(layout, "from_half")?,
-            },
+            blas: FastBlas::load(blas, reduce, layout)?,
             stencil_d,
             single: None,
             half: None,
@@ -161,31 +130,8 @@ impl StencilImpl for FastStencil {
     }
 
     fn alloc(&mut self, core: &mut Core, layout: Layout) -> Result<DeviceSpinor> {
-        let n = layout.subset.sites(core.lattice.volume()) * 12 * 2;
-        let stream = &core.gpu.stream;
-        let data = match layout.precision {
-            Precision::Double => DeviceData::Double(
-                stream
-                    .alloc_zeros::<f64>(n)
-                    .map_err(err("allocating a spinor field"))?,
-            ),
-            Precision::Single => DeviceData::Single(
-                stream
-                    .alloc_zeros::<f32>(n)
-                    .map_err(err("allocating a spinor field"))?,
-            ),
-            Precision::Half => {
-                let sites = layout.subset.sites(core.lattice.volume());
-                DeviceData::Half {
-                    q: stream
-                        .alloc_zeros::<i16>(24 * sites)
-                        .map_err(err("allocating a spinor field"))?,
-                    norm: stream
-                        .alloc_zeros::<f32>(sites)
-                        .map_err(err("allocating a spinor field"))?,
-                }
-            }
-        };
+        let sites = layout.subset.sites(core.lattice.volume());
+        let data = ops_for(layout.precision).alloc(&core.gpu.stream, sites)?;
         let bytes = field_bytes(layout, core.lattice.volume());
         Ok(DeviceSpinor {
             data,
@@ -215,38 +161,14 @@ impl StencilImpl for FastStencil {
         self.convert(core, dst, src)
     }
 
-    /// dst = src across precisions, gathering a parity from a full field or scattering a
-    /// half field into a full one (with the parity-major layout these are offset copies).
+    /// dst = src across precisions (`FastBlas::convert`).
     fn convert(
         &mut self,
         core: &mut Core,
         dst: &mut DeviceSpinor,
         src: &DeviceSpinor,
     ) -> Result<()> {
-        let (ds, ss) = (dst.layout.subset, src.layout.subset);
-        let half = vh(core) * 12;
-        let (src_off, dst_off, n) = match (ds.parity(), ss.parity()) {
-            (None, None) => (0, 0, 2 * half),
-            (Some(p), Some(q)) if p == q => (0, 0, half),
-            (Some(p), None) => (p * half, 0, half),
-            (None, Some(q)) => (0, q * half, half),
-            _ => return Err(mismatch("convert", dst.layout, src.layout)),
-        };
-        let stream = core.gpu.stream.clone();
-        let (sp, dp) = (src.layout.precision, dst.layout.precision);
-        if sp == Precision::Half || dp == Precision::Half {
-            return self.convert_half(core, dst, src, src_off, dst_off, n);
-        }
-        let (s, s_size) = addr(src, &stream);
-        let (d, d_size) = addr(dst, &stream);
-        self.convert_raw(
-            core,
-            s + src_off as u64 * s_size,
-            s_size,
-            d + dst_off as u64 * d_size,
-            d_size,
-            n,
-        )
+        self.blas.convert(core, dst, src)
     }
 
     fn axpy(
@@ -259,25 +181,7 @@ impl StencilImpl for FastStencil {
         if x.layout != y.layout {
             return Err(mismatch("axpy", x.layout, y.layout));
         }
-        let n = x.len();
-        let ni = n as i32;
-        let cfg = cfg_1d(n, BLAS_BLOCK, 0);
-        match (&x.data, &mut y.data) {
-            (DeviceData::Double(xd), DeviceData::Double(yd)) => core.axpy_d(a, xd, yd, n)?,
-            (DeviceData::Single(xs), DeviceData::Single(ys)) => launch!(
-                core.gpu,
-                Kernel::XaxpyF,
-                n,
-                &self.xaxpy_f,
-                cfg,
-                [xs, ys, &a.re, &a.im, &ni]
-            ),
-            (DeviceData::Half { .. }, DeviceData::Half { .. }) => {
-                self.half_blas(core, HalfOp::Axpy, a, x, y)?
-            }
-            _ => return Err(mismatch("axpy", x.layout, y.layout)),
-        }
-        Ok(())
+        ops(x).axpy(&self.blas, core, a, x, y)
     }
 
     fn xpay(
@@ -290,73 +194,18 @@ impl StencilImpl for FastStencil {
         if x.layout != y.layout {
             return Err(mismatch("xpay", x.layout, y.layout));
         }
-        let n = x.len();
-        let ni = n as i32;
-        let cfg = cfg_1d(n, BLAS_BLOCK, 0);
-        match (&x.data, &mut y.data) {
-            // The seed's way, as for full fields: y = a y, then y = y + x.
-            (DeviceData::Double(xd), DeviceData::Double(yd)) => core.xpay_d(xd, a, yd, n)?,
-            (DeviceData::Single(xs), DeviceData::Single(ys)) => launch!(
-                core.gpu,
-                Kernel::XpayF,
-                n,
-                &self.xpay_f,
-                cfg,
-                [xs, ys, &a.re, &a.im, &ni]
-            ),
-            (DeviceData::Half { .. }, DeviceData::Half { .. }) => {
-                self.half_blas(core, HalfOp::Xpay, a, x, y)?
-            }
-            _ => return Err(mismatch("xpay", x.layout, y.layout)),
-        }
-        Ok(())
+        ops(x).xpay(&self.blas, core, x, a, y)
     }
 
     fn dot(&mut self, core: &mut Core, x: &DeviceSpinor, y: &DeviceSpinor) -> Result<C64> {
         if x.layout != y.layout {
             return Err(mismatch("dot", x.layout, y.layout));
         }
-        let n = x.len();
-        let ni = n as i32;
-        match (&x.data, &y.data) {
-            (DeviceData::Double(xd), DeviceData::Double(yd)) => core.dot_d(xd, yd, n),
-            (DeviceData::Single(xs), DeviceData::Single(ys)) => {
-                let r = core.reduce_args();
-                launch!(
-                    core.gpu,
-                    Kernel::DotPartialF,
-                    n,
-                    &self.dot_f,
-                    reduce_cfg(n),
-                    [xs, ys, &ni, &r.level0, &r.upper, &r.tickets, &r.result]
-                );
-                let (re, im) = core.read_reduction(true)?;
-                Ok(C64::new(re, im))
-            }
-            (DeviceData::Half { .. }, DeviceData::Half { .. }) => self.half_reduce(core, x, y),
-            _ => Err(mismatch("dot", x.layout, y.layout)),
-        }
+        ops(x).dot(&self.blas, core, x, y)
     }
 
     fn norm2(&mut self, core: &mut Core, x: &DeviceSpinor) -> Result<f64> {
-        let n = x.len();
-        let ni = n as i32;
-        match &x.data {
-            DeviceData::Double(xd) => core.norm2_d(xd, n),
-            DeviceData::Single(xs) => {
-                let r = core.reduce_args();
-                launch!(
-                    core.gpu,
-                    Kernel::Norm2PartialF,
-                    n,
-                    &self.norm2_f,
-                    reduce_cfg(n),
-                    [xs, &ni, &r.level0, &r.upper, &r.tickets, &r.result]
-                );
-                Ok(core.read_reduction(false)?.0)
-            }
-            DeviceData::Half { .. } => Ok(self.half_reduce(core, x, x)?.re),
-        }
+        ops(x).norm2(&self.blas, core, x)
     }
 
     /// y += x in one pass for a single x and a double y of one subset.
@@ -366,25 +215,7 @@ impl StencilImpl for FastStencil {
         x: &DeviceSpinor,
         y: &mut DeviceSpinor,
     ) -> Result<bool> {
-        let n = x.len();
-        if x.layout.subset != y.layout.subset || y.len() != n {
-            return Ok(false);
-        }
-        let ni = n as i32;
-        match (&x.data, &mut y.data) {
-            (DeviceData::Single(xs), DeviceData::Double(yd)) => {
-                launch!(
-                    core.gpu,
-                    Kernel::AddWidened,
-                    n,
-                    &self.add_widened,
-                    cfg_1d(n, BLAS_BLOCK, 0),
-                    [xs, yd, &ni]
-                );
-                Ok(true)
-            }
-            _ => Ok(false),
-        }
+        self.blas.add_converted(core, x, y)
     }
 
     /// r = b - r, low = r and (r|r) in one launch for double b and r and a single low of
@@ -396,26 +227,7 @@ impl StencilImpl for FastStencil {
         r: &mut DeviceSpinor,
         low: &mut DeviceSpinor,
     ) -> Result<Option<f64>> {
-        let n = r.len();
-        if b.layout != r.layout || low.layout.subset != r.layout.subset || low.len() != n {
-            return Ok(None);
-        }
-        let ni = n as i32;
-        match (&b.data, &mut r.data, &mut low.data) {
-            (DeviceData::Double(bd), DeviceData::Double(rd), DeviceData::Single(ls)) => {
-                let a = core.reduce_args();
-                launch!(
-                    core.gpu,
-                    Kernel::ResidualNorm2,
-                    n,
-                    &self.residual_norm2,
-                    reduce_cfg(n),
-                    [bd, rd, ls, &ni, &a.level0, &a.upper, &a.tickets, &a.result]
-                );
-                Ok(Some(core.read_reduction(false)?.0))
-            }
-            _ => Ok(None),
-        }
+        self.blas.residual_converted(core, b, r, low)
     }
 
     /// out = A inp for every operator (D, G5D on full fields; Schur, G5Schur on even
