@@ -44,7 +44,7 @@ pub enum Command {
     /// Read a gauge file, verify it and print format, dims, plaquette, link trace, checksums.
     Info {
         file: PathBuf,
-        /// auto, nersc, ildg, scidac or milc.
+        /// auto, nersc, ildg, scidac, milc or openqcd.
         #[arg(long, default_value = "auto")]
         format: String,
         /// Project links off SU(3) beyond the file's precision onto SU(3) and report the

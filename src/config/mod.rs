@@ -124,7 +124,8 @@ pub enum GaugeConfig {
     Unit,
     /// Random SU(3) links from a seed (a "hot" field).
     Random { seed: u64 },
-    /// A gauge file; `format` is "auto" (default), "nersc", "ildg", "scidac" or "milc".
+    /// A gauge file; `format` is "auto" (default), "nersc", "ildg", "scidac", "milc" or
+    /// "openqcd".
     /// `reunitarise = true` projects links that are off SU(3) beyond the file's precision
     /// onto SU(3) (with a warning) instead of refusing the file (exit 4).
     File {

@@ -3,7 +3,7 @@
 //! order), its dims and precision, and the scidac-checksum (suma/sumb) and xlf-info
 //! plaquette to verify.
 
-use super::payload::{LinkEncoding, Payload, SumKind};
+use super::payload::{LinkEncoding, LinkOrder, Payload, SumKind};
 use super::{byte_len, c_string, check_dims, open, read_exact_at, GaugeHeader, HeaderValue};
 use crate::error::{Error, Result};
 use crate::geometry::lattice::NDIM;
@@ -402,6 +402,7 @@ pub(crate) fn describe(path: &Path, expected_dims: Option<[usize; NDIM]>) -> Res
             encoding,
             sums: SumKind::Scidac,
             what: bin.type_name.clone(),
+            order: LinkOrder::SiteMajor,
         },
         warnings,
         unchecked,

@@ -1,7 +1,7 @@
 //! MILC binary gauge files (version 20103): the 96-byte header (`describe`), 32-bit links
 //! in either byte order, and the sum29/sum31 checksums to verify.
 
-use super::payload::{LinkEncoding, Payload, SumKind};
+use super::payload::{LinkEncoding, LinkOrder, Payload, SumKind};
 use super::{
     byte_len, c_string, check_dims, check_payload, open, read_exact_at, u32_at, GaugeHeader,
     MILC_MAGIC,
@@ -91,6 +91,7 @@ pub(crate) fn describe(path: &Path, expected_dims: Option<[usize; NDIM]>) -> Res
             },
             sums: SumKind::Milc,
             what: "payload".into(),
+            order: LinkOrder::SiteMajor,
         },
         warnings: Vec::new(),
         unchecked: Vec::new(),

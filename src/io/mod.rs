@@ -9,6 +9,7 @@ pub mod lime;
 pub mod milc;
 pub mod nersc;
 pub mod npy;
+pub mod openqcd;
 mod payload;
 pub mod slab;
 pub mod staged;
@@ -40,15 +41,21 @@ pub enum GaugeFormat {
     Nersc,
     Lime,
     Milc,
+    /// openQCD's `export_cnfg` format (the CLS ensembles).
+    OpenQcd,
 }
 
 const LIME_MAGIC: [u8; 4] = [0x45, 0x67, 0x89, 0xab];
 const MILC_MAGIC: i32 = 20103;
 
 impl GaugeFormat {
-    /// Decide the format from the file's first bytes (never from its name).
+    /// Decide the format from the file's first bytes (never from its name). openQCD files
+    /// have no magic: one is recognised by its 24-byte header, four even extents from 2 to
+    /// 2^16 and a finite plaquette within [-1.5, 3] (the range of Re tr of an SU(3)
+    /// matrix), and a length of exactly the header and 576 bytes a site. Bytes of any
+    /// other kind meet all of that by chance with a probability far below 2^-64.
     pub fn detect(path: &Path) -> Result<GaugeFormat> {
-        let (mut file, _) = open_regular(path, "gauge file")?;
+        let (mut file, file_len) = open_regular(path, "gauge file")?;
         let mut head = Vec::with_capacity(64);
         Read::by_ref(&mut file)
             .take(64)
@@ -70,6 +77,9 @@ impl GaugeFormat {
                 return Ok(GaugeFormat::Milc);
             }
         }
+        if looks_like_openqcd(&head, file_len) {
+            return Ok(GaugeFormat::OpenQcd);
+        }
         if head.is_empty() {
             return Err(Error::format(
                 path,
@@ -81,7 +91,9 @@ impl GaugeFormat {
             path,
             format!(
                 "unrecognised gauge file format: the first bytes [{}] match neither NERSC \
-                 (BEGIN_HEADER), LIME/ILDG/SciDAC (magic 456789ab) nor MILC (magic 20103)",
+                 (BEGIN_HEADER), LIME/ILDG/SciDAC (magic 456789ab), MILC (magic 20103) nor an \
+                 openQCD header whose extents and plaquette fit the file's {file_len} bytes \
+                 (a damaged openQCD file is named as such with format = \"openqcd\")",
                 shown.join(" ")
             ),
         ))
@@ -92,6 +104,7 @@ impl GaugeFormat {
             GaugeFormat::Nersc => "nersc",
             GaugeFormat::Lime => "lime",
             GaugeFormat::Milc => "milc",
+            GaugeFormat::OpenQcd => "openqcd",
         }
     }
 }
@@ -115,20 +128,22 @@ pub fn parse_format(s: &str) -> Result<Option<GaugeFormat>> {
 impl FromStr for GaugeFormat {
     type Err = Error;
 
-    /// "nersc", "ildg" / "scidac" / "lime", "milc" (case-insensitive). "auto" is refused here
+    /// "nersc", "ildg" / "scidac" / "lime", "milc", "openqcd" (case-insensitive). "auto" is
+    /// refused here
     /// because it is not a format; `parse_format` maps it to `None`.
     fn from_str(s: &str) -> Result<Self> {
         match s.trim().to_ascii_lowercase().as_str() {
             "nersc" => Ok(GaugeFormat::Nersc),
             "ildg" | "scidac" | "lime" => Ok(GaugeFormat::Lime),
             "milc" => Ok(GaugeFormat::Milc),
+            "openqcd" => Ok(GaugeFormat::OpenQcd),
             "auto" => Err(Error::invalid(
                 "format",
                 "\"auto\" is not a format: it means detect from the file (use io::parse_format)",
             )),
             other => Err(Error::invalid(
                 "format",
-                format!("unknown gauge format \"{other}\"; expected nersc, ildg, scidac, lime, milc or auto"),
+                format!("unknown gauge format \"{other}\"; expected nersc, ildg, scidac, lime, milc, openqcd or auto"),
             )),
         }
     }
@@ -147,7 +162,7 @@ pub struct ChecksumInfo {
 #[derive(Clone, Debug, Serialize)]
 pub struct GaugeFileInfo {
     pub path: String,
-    /// "NERSC", "ILDG", "SciDAC" or "MILC".
+    /// "NERSC", "ILDG", "SciDAC", "MILC" or "openQCD".
     pub format: String,
     /// The format's own name for the payload (DATATYPE, the SciDAC datatype, ...).
     pub datatype: String,
@@ -359,7 +374,12 @@ pub fn read_gauge_checked(
         tracing::warn!("{w}");
     }
     let (mut file, _) = open(path)?;
-    let (links, sums) = payload::read_all(path, &mut file, &header.payload, header.volume())?;
+    let (links, sums) = match header.payload.order {
+        payload::LinkOrder::SiteMajor => {
+            payload::read_all(path, &mut file, &header.payload, header.volume())?
+        }
+        payload::LinkOrder::OpenQcd => (openqcd::read_all(path, &mut file, &header)?, [0, 0]),
+    };
     let checksums = payload::compare_sums(path, &header.stored_sums, sums)?;
     let read = finish(path, header, links, checksums, boundary, opts)?;
     checks::record("gauge file", path, read.1.checks.clone());
@@ -381,6 +401,7 @@ pub(crate) fn describe(
         GaugeFormat::Nersc => nersc::describe(path, expected_dims),
         GaugeFormat::Lime => lime::describe(path, expected_dims),
         GaugeFormat::Milc => milc::describe(path, expected_dims),
+        GaugeFormat::OpenQcd => openqcd::describe(path, expected_dims),
     }
 }
 
@@ -438,6 +459,25 @@ pub fn stage_blocks(
             file.write_all_at(&buf, header.len() as u64 + at)
         })
     })
+}
+
+/// Whether `head` (a file's first bytes) and the file's length `file_len` are those of an
+/// openQCD file (`GaugeFormat::detect`).
+fn looks_like_openqcd(head: &[u8], file_len: u64) -> bool {
+    let Some(dims) = openqcd::header_dims(head) else {
+        return false;
+    };
+    if dims.iter().any(|&n| n > 1 << 16) {
+        return false;
+    }
+    let plaquette = openqcd::header_plaquette(head);
+    let sites = dims.iter().map(|&n| n as u64).product::<u64>();
+    // A margin for rounding: a unit field's sum may land a few ulps above 3.
+    (-1.5 - 1e-9..=3.0 + 1e-9).contains(&plaquette)
+        && sites
+            .checked_mul(576)
+            .and_then(|b| b.checked_add(openqcd::HEADER_LEN as u64))
+            == Some(file_len)
 }
 
 /// The text of a NUL-padded byte string (LIME types, MILC time stamps, XML records).

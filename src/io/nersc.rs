@@ -3,7 +3,7 @@
 //! CHECKSUM, PLAQUETTE and LINK_TRACE to verify); and `write_nersc`, which writes a
 //! complete header and the links atomically.
 
-use super::payload::{LinkEncoding, Payload, SumKind};
+use super::payload::{LinkEncoding, LinkOrder, Payload, SumKind};
 use super::{byte_len, check_dims, check_payload, open, read_exact_at, GaugeHeader, HeaderValue};
 use crate::error::{Error, Result};
 use crate::field::{GaugeField, Su3};
@@ -137,6 +137,7 @@ pub(crate) fn describe(path: &Path, expected_dims: Option<[usize; NDIM]>) -> Res
             encoding: layout,
             sums: SumKind::Nersc,
             what: "payload".into(),
+            order: LinkOrder::SiteMajor,
         },
         warnings,
         unchecked: Vec::new(),

@@ -95,6 +95,8 @@ pub(crate) enum SumKind {
     /// MILC sum29/sum31: each 32-bit word w_k of the payload (file byte order), k its
     /// index in the whole payload, rotated left by k mod 29 / k mod 31 and XORed.
     Milc,
+    /// No checksum stored (openQCD): nothing is summed.
+    None,
 }
 
 impl SumKind {
@@ -103,6 +105,7 @@ impl SumKind {
         match self {
             SumKind::Nersc => [a[0].wrapping_add(b[0]), a[1].wrapping_add(b[1])],
             SumKind::Scidac | SumKind::Milc => [a[0] ^ b[0], a[1] ^ b[1]],
+            SumKind::None => [0, 0],
         }
     }
 }
@@ -148,19 +151,31 @@ impl SiteSums {
                     v[1] ^= word.rotate_left((k % 31) as u32);
                 }
             }
+            SumKind::None => {}
         }
     }
+}
+
+/// The order of the links in a payload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LinkOrder {
+    /// This program's: sites x fastest, each site's links mu = x, y, z, t (NERSC, LIME,
+    /// MILC), read by `read_all` and by offset in `slab`.
+    SiteMajor,
+    /// openQCD's: the eight links (+mu, -mu) of each odd point (`openqcd`).
+    OpenQcd,
 }
 
 /// Where the links lie in the file and how they are stored.
 #[derive(Clone, Debug)]
 pub(crate) struct Payload {
-    /// File offset of site 0's first link.
+    /// File offset of the first link.
     pub offset: u64,
     pub encoding: LinkEncoding,
     pub sums: SumKind,
     /// What truncation errors call the payload ("payload", a LIME record's type).
     pub what: String,
+    pub order: LinkOrder,
 }
 
 /// The stored checksums (name, value) paired in order with the computed `values`

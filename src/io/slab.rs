@@ -4,10 +4,12 @@
 //! sub-lattice (plus one layer forward in each split direction) from the file, and the
 //! whole file verified by all ranks together.
 //!
-//! Every format the program reads stores its links as one site-major array (NERSC after
+//! NERSC, ILDG/SciDAC and MILC store their links as one site-major array (NERSC after
 //! END_HEADER, ILDG/SciDAC in the ildg-/scidac-binary-data record, MILC after its
 //! header), so a rank's sites are found by offset: each contiguous x-run of its box is one
-//! read (runs that are adjacent in the file are read together, up to 4 MiB).
+//! read (runs that are adjacent in the file are read together, up to 4 MiB). openQCD
+//! stores the links of each odd point, so a rank reads the odd points that hold its box's
+//! links (`openqcd::read_sites`).
 //!
 //! Verification, per rank then combined over `Comms` (one all-gather per stage, ranks
 //! added in rank order, so every rank takes the same decision and refuses a bad file with
@@ -23,7 +25,8 @@
 //! A rank that cannot read (missing or truncated file, bad header) still takes part in the
 //! gather, so the other ranks fail at once (naming that rank) instead of waiting for it.
 
-use super::payload::SiteSums;
+use super::openqcd;
+use super::payload::{LinkOrder, SiteSums};
 use super::verify::{
     check_header, check_projected, check_stored, check_unchecked, file_info, projection_failures,
     LinkSurvey, Verified, SURVEY_REALS,
@@ -348,6 +351,13 @@ fn plan_own_links(plan: &SlabPlan, box_links: &[Su3], local_volume: usize) -> Ve
 /// Reads the box's links (box order) and the checksum partials over the rank's own sites.
 fn read_box(path: &Path, header: &GaugeHeader, plan: &SlabPlan) -> Result<(Vec<Su3>, [u32; 2])> {
     let p = &header.payload;
+    if p.order == LinkOrder::OpenQcd {
+        // No checksum; the links of a site lie at two odd points, not in one run.
+        let sites: Vec<usize> = (0..plan.box_volume())
+            .map(|i| plan.global_site(plan.box_coords(i)))
+            .collect();
+        return Ok((openqcd::read_sites(path, header, &sites)?, [0, 0]));
+    }
     let enc = p.encoding;
     let site_bytes = enc.site_bytes();
     let (mut file, _) = open(path)?;

@@ -84,6 +84,8 @@ pub(crate) struct HeaderValue {
     pub key: String,
     pub text: String,
     pub value: f64,
+    /// Appended to a mismatch's message: what else a mismatch can mean for this format.
+    pub note: Option<String>,
 }
 
 impl HeaderValue {
@@ -103,6 +105,7 @@ impl HeaderValue {
             key: key.to_string(),
             text: text.to_string(),
             value,
+            note: None,
         })
     }
 }
@@ -393,7 +396,15 @@ pub(crate) fn check_header(
     ] {
         if let Some(h) = h {
             let tol = header_tolerance(&h.text, floor);
-            check_close(path, &h.key, &h.text, h.value, computed, tol)?;
+            check_close(path, &h.key, &h.text, h.value, computed, tol).map_err(|e| {
+                match (&h.note, e) {
+                    (Some(note), Error::Format { path, message }) => Error::Format {
+                        path,
+                        message: format!("{message}; {note}"),
+                    },
+                    (_, e) => e,
+                }
+            })?;
         }
     }
     Ok(())
