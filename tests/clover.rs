@@ -117,7 +117,7 @@ fn site_matrix(t: &SiteTerms, x: usize, inverse: bool) -> M12 {
         let mut e = [C64::new(0.0, 0.0); 12];
         e[j] = C64::new(1.0, 0.0);
         let mut out = [C64::new(0.0, 0.0); 12];
-        t.apply_site(x, &e, &mut out, inverse);
+        t.apply_site(x, &e, &mut out, inverse, false);
         for i in 0..12 {
             m[i][j] = out[i];
         }
@@ -392,7 +392,7 @@ fn schur_operator_is_the_asymmetric_complement_of_the_reference() {
         };
         let d_oe = restrict(&d(&psi), &l, 1);
         let t = match &terms {
-            Some(t) => t.apply(&l, &d_oe, Some(1), true),
+            Some(t) => t.apply(&l, &d_oe, Some(1), true, false),
             None => d_oe,
         };
         let mut want = restrict(&d(&psi), &l, 0);
@@ -535,9 +535,10 @@ fn bad_clover_and_twist_input_exits_2_naming_the_key() {
         .unwrap();
         p
     };
-    let cases: [(&str, &str, &[&str], &[&str]); 9] = [
+    let cases: [(&str, &str, &[&str], &[&str]); 10] = [
         ("", "", &["--csw=-1"], &["--csw", "dirac.csw"]),
         ("", "", &["--csw", "nan"], &["--csw", "dirac.csw"]),
+        ("", "", &["--csw", "inf"], &["--csw", "dirac.csw"]),
         ("", "", &["--mu", "nan"], &["--mu", "dirac.mu"]),
         (
             "",
@@ -548,8 +549,8 @@ fn bad_clover_and_twist_input_exits_2_naming_the_key() {
         (
             "",
             "",
-            &["--mu", "0.01", "--method", "cgne"],
-            &["--method", "solver.method"],
+            &["--csw", "1.0", "--grid", "1,1,1,2"],
+            &["--grid", "parallel.grid", "c_sw"],
         ),
         (
             "",

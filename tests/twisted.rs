@@ -105,7 +105,8 @@ fn free_field_twisted_operator_on_plane_waves() {
 #[test]
 fn free_field_twisted_solve_matches_the_analytic_inverse() {
     // A source of five plane waves with random spin-colour vectors; x = sum of
-    // e^{ipx} M(p)^-1 u. BiCGStab (plain and even-odd) and GCR through app::run::solve_on
+    // e^{ipx} M(p)^-1 u. BiCGStab (plain and even-odd), GCR and CGNE (its adjoint is
+    // g5 D(-mu): plain and even-odd) through app::run::solve_on
     // to 1e-12: |x - x_analytic| / |x| <= cond(D) 1e-12 with cond(D) = max|M| / min|M|
     // < 2 / 0.058 (a at the smallest momentum, kappa 0.12): 3.5e-11, asserted 1e-9.
     let l = lattice(DIMS);
@@ -142,6 +143,8 @@ fn free_field_twisted_solve_matches_the_analytic_inverse() {
             (Method::Bicgstab, Preconditioning::None),
             (Method::Bicgstab, Preconditioning::EvenOdd),
             (Method::Gcr, Preconditioning::None),
+            (Method::Cgne, Preconditioning::None),
+            (Method::Cgne, Preconditioning::EvenOdd),
         ] {
             let r = solve(&mut p, method, pre, false, 1e-12);
             let err = r.solution.rel_diff(&want);
