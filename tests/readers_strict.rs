@@ -7,6 +7,7 @@
 mod safety_common;
 use safety_common::*;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 /// (offset of the header, flags, data length, type) of each LIME record.
 fn lime_records(b: &[u8]) -> Vec<(usize, u16, u64, String)> {
@@ -70,14 +71,27 @@ fn lime_files_without_their_checksum_or_with_bad_flags_are_refused() {
         write(d.path(), "atb-cut.lime", &atb[..arecs[abin + 1].0]),
         "no scidac-checksum record",
     ));
-    // The last record's message-end flag cleared.
-    let mut no_me = atb.clone();
-    let last = arecs.last().unwrap().0;
-    no_me[last + 6] &= !0x40;
+    // The first record's message-begin flag cleared.
+    let mut no_mb = atb.clone();
+    no_mb[arecs[0].0 + 6] &= !0x80;
     cases.push((
-        write(d.path(), "no-me.lime", &no_me),
-        "does not end its message",
+        write(d.path(), "no-mb.lime", &no_mb),
+        "does not begin a message",
     ));
+    // The last record's message-end flag cleared, where the last record is the binary
+    // data's scidac-checksum (as tmLQCD 5.1 writes its files): nothing the reader needs
+    // is missing, the checksums verify, and the file is taken without --accept-unchecked.
+    assert_eq!(arecs.last().unwrap().3, "scidac-checksum");
+    let mut no_me = atb.clone();
+    no_me[arecs.last().unwrap().0 + 6] &= !0x40;
+    let (code, err) = run(Command::new(env!("CARGO_BIN_EXE_qcd-solve"))
+        .arg("info")
+        .arg(write(d.path(), "no-me.lime", &no_me)));
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("does not end its message") && err.contains("accepted"),
+        "{err}"
+    );
     for (file, said) in &cases {
         let (code, err) = run(bin().arg("info").arg(file));
         assert_eq!(code, 4, "{file:?}: {err}");

@@ -133,6 +133,17 @@ fn gauge_file_is_tmlqcds_and_verifies() {
         "{:?}",
         info.plaquette
     );
+    // The program's strict reader takes it without --accept-unchecked: the flag is clear
+    // on the scidac-checksum record that closes the file, after the binary data it checks.
+    let strict = qcd_solve::io::read_gauge_checked(
+        &path,
+        None,
+        Some(DIMS),
+        qcd_solve::geometry::lattice::DEFAULT_BOUNDARY,
+        qcd_solve::io::ReadOptions::default(),
+        false,
+    );
+    assert!(strict.is_ok(), "{:?}", strict.err());
 }
 
 #[test]
@@ -225,7 +236,7 @@ fn config_text(boundary_t: &str, mu: f64, pre: &str) -> String {
     format!(
         "[lattice]\nLX = 4\nLY = 4\nLZ = 4\nLT = 8\n\
          boundary = [\"periodic\", \"periodic\", \"periodic\", \"{boundary_t}\"]\n\
-         [gauge]\ntype = \"file\"\npath = {:?}\nformat = \"ildg\"\naccept_unchecked = true\n\
+         [gauge]\ntype = \"file\"\npath = {:?}\nformat = \"ildg\"\n\
          [dirac]\nkappa = {KAPPA}\nmu = {mu}\n\
          [source]\ntype = \"point\"\nsite = [0, 0, 0, 0]\nspin = 0\ncolour = 0\n\
          [solver]\nmethod = \"bicgstab\"\ntolerance = 1e-10\nmax_iterations = 1000\n\
@@ -235,11 +246,9 @@ fn config_text(boundary_t: &str, mu: f64, pre: &str) -> String {
 }
 
 /// tmLQCD's gauge field through our ILDG reader on a lattice with the given fermion
-/// boundary in t. `accept_unchecked`: the file's last record (scidac-checksum) has the
-/// LIME message-end flag clear, as tmLQCD 5.1.1 wrote it (in `shared/lattices/ahmidas_conf.48`
-/// a ranluxd-state record follows and ends the message), so the program's check of the
-/// flags reads it as truncated. The checksum and plaquette are verified all the same
-/// (`gauge_file_is_tmlqcds_and_verifies`).
+/// boundary in t, read by the program's strict reader (the open message-end flag of the
+/// file's closing checksum record is accepted with a warning:
+/// `gauge_file_is_tmlqcds_and_verifies`).
 fn problem(boundary_t: &str, mu: f64, pre: &str) -> (LoadedConfig, Problem) {
     let cfg = LoadedConfig::from_str(
         &config_text(boundary_t, mu, pre),

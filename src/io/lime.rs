@@ -132,6 +132,23 @@ pub fn flag_problem(recs: &[LimeRecord]) -> Option<String> {
     None
 }
 
+/// Whether the records' only flag problem is a clear ME flag on the last record, and that
+/// record is the scidac-checksum that follows the binary data (record `bin_idx`).
+fn ends_with_open_checksum(recs: &[LimeRecord], bin_idx: usize) -> bool {
+    let Some((last, rest)) = recs.split_last() else {
+        return false;
+    };
+    if last.message_end || last.type_name != "scidac-checksum" || recs.len() <= bin_idx + 1 {
+        return false;
+    }
+    let mut closed = rest.to_vec();
+    closed.push(LimeRecord {
+        message_end: true,
+        ..last.clone()
+    });
+    flag_problem(&closed).is_none()
+}
+
 /// The text between `<tag>` and `</tag>` (attributes on the opening tag allowed), trimmed.
 fn xml_tag<'a>(xml: &'a str, tag: &str) -> Option<&'a str> {
     let open = format!("<{tag}");
@@ -315,10 +332,17 @@ pub(crate) fn describe(path: &Path, expected_dims: Option<[usize; NDIM]>) -> Res
 
     // The checksum record belonging to the payload is the first one after it.
     let mut stored_sums = Vec::new();
-    let warnings = Vec::new();
+    let mut warnings = Vec::new();
     let mut unchecked = Vec::new();
     let mut container_checks = Vec::new();
     match flag_problem(&recs) {
+        // tmLQCD (5.1) leaves the ME flag of its closing checksum record clear. When that
+        // record is the checksum of the binary data and the file ends with it, nothing the
+        // reader needs is missing: the checksums below verify the links.
+        Some(p) if ends_with_open_checksum(&recs, bin_idx) => warnings.push(format!(
+            "{p}; accepted, since the file ends with the scidac-checksum record of its \
+             binary data, which is verified"
+        )),
         Some(p) => unchecked.push(p),
         None => container_checks.push((
             "LIME record flags".to_string(),
