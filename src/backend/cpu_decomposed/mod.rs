@@ -19,6 +19,12 @@
 //! backward one uses the ghost link U_mu(x - mu)^dagger, exchanged once at construction).
 //! Boundary phases are taken where a hop crosses the GLOBAL edge (global coordinates).
 //!
+//! With the clover term or a twist (`with_site_terms`) a rank holds its sites' part of the
+//! site term A built on the whole lattice (its construction reads links of neighbouring
+//! ranks) and applies D = A - kappa H, the Schur form A_ee - kappa^2 H_eo A_oo^-1 H_oe,
+//! A_oo^-1 and A^dag as the single-device `CpuBackend` does; A is site-local, so it adds
+//! no exchange.
+//!
 //! Reductions are a deterministic local sum, then `comms::global_sum` (rank order), so
 //! every rank sees the same bits.
 //!

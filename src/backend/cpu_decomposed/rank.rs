@@ -4,6 +4,7 @@
 
 use crate::backend::{Layout, Prepare};
 use crate::comms::{global_sum, Comms};
+use crate::dirac::clover::SiteTerms;
 use crate::field::su3::{Colour, ZERO};
 use crate::field::{GaugeField, Su3};
 use crate::geometry::lattice::{Lattice, NDIM};
@@ -100,7 +101,8 @@ pub(super) fn face_index(dims: &[usize; NDIM], mu: usize, c: &[usize; NDIM]) -> 
 }
 
 /// The CPU backend on one rank: its sub-lattice's links, the ghost links of the split
-/// directions, and the communicator to its neighbours.
+/// directions, the communicator to its neighbours, and the site term of its sites when
+/// the action has one (`with_site_terms`).
 pub struct DecomposedCpu<C: Comms> {
     pub(super) partition: Partition,
     pub(super) gauge: GaugeField,
@@ -109,6 +111,9 @@ pub struct DecomposedCpu<C: Comms> {
     /// One per split direction, in increasing mu.
     pub(super) faces: Vec<Face>,
     pub(super) stats: HaloStats,
+    /// The clover term and twist on the local sites (None: plain Wilson, the operator
+    /// without them, unchanged).
+    pub(super) site: Option<SiteTerms>,
 }
 
 impl<C: Comms> DecomposedCpu<C> {
@@ -176,9 +181,29 @@ impl<C: Comms> DecomposedCpu<C> {
             comms,
             faces,
             stats: HaloStats::default(),
+            site: None,
         };
         be.exchange_ghost_links()?;
         Ok(be)
+    }
+
+    /// With the site term A of D = A - kappa H (the clover term, a twist) on this rank's
+    /// sites: `SiteTerms::restrict` of the one built on the whole lattice (building it
+    /// needs links of the neighbouring ranks). The kernels then apply A, A_oo^-1 and
+    /// A^dag as the single-device `CpuBackend` does. Needs no communication.
+    pub fn with_site_terms(mut self, terms: SiteTerms) -> Result<Self> {
+        if terms.volume() != self.gauge.lattice.volume() || terms.kappa != self.kappa {
+            return Err(Error::internal(format!(
+                "decomposed backend: a site term of {} sites at kappa {} for rank {} of {} sites at kappa {}",
+                terms.volume(),
+                terms.kappa,
+                self.partition.rank(),
+                self.gauge.lattice.volume(),
+                self.kappa
+            )));
+        }
+        self.site = Some(terms);
+        Ok(self)
     }
 
     pub fn partition(&self) -> &Partition {
