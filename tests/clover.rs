@@ -517,8 +517,10 @@ fn zero_csw_and_mu_are_bitwise_the_wilson_operator() {
 #[test]
 fn bad_clover_and_twist_input_exits_2_naming_the_key() {
     // The README's exit code 2 for a bad config, with the key (and the flag that set it)
-    // in the message; nothing written. The CUDA case is refused by the plan's check before
-    // any device is looked for (it passes on a machine without a GPU).
+    // in the message; nothing written. The CUDA cases (one GPU with a seed kernel, a split
+    // lattice on GPUs) are refused by the plan's check before any device is looked for
+    // (they pass on a machine without a GPU); a split lattice on the CPU runs
+    // (tests/clover_split.rs).
     let d = tempfile::tempdir().unwrap();
     let report = d.path().join("r.json");
     let config = |extra_dirac: &str, extra: &str| {
@@ -549,8 +551,8 @@ fn bad_clover_and_twist_input_exits_2_naming_the_key() {
         (
             "",
             "",
-            &["--csw", "1.0", "--grid", "1,1,1,2"],
-            &["--grid", "parallel.grid", "c_sw"],
+            &["--csw", "1.0", "--grid", "1,1,1,2", "--device", "cuda"],
+            &["--grid", "parallel.grid", "c_sw", "cpu"],
         ),
         (
             "",

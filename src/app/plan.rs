@@ -165,10 +165,14 @@ pub fn check(cfg: &LoadedConfig) -> Result<()> {
 }
 
 /// What runs the clover term and the twisted mass: the CPU's operators, full and even-odd,
-/// every precision; the seed kernels stay Wilson-only. A twisted g5 D is not Hermitian,
-/// so CR, which needs it to be, is refused (CGNE takes the adjoint from the backend).
-/// `on_gpu`: the run is known to go to a GPU (an explicit device, or "auto" once it found
-/// one).
+/// every precision, on one device or on a split lattice with ranks as threads (the
+/// decomposed CPU backend, the site term built once on the whole lattice and restricted
+/// to each rank); the GPU kernels and the seed kernels stay Wilson-only, so a split
+/// lattice on the GPU (`backend.device = "cuda"`, or "auto" once it found one) and
+/// launched ranks (one process per GPU) are refused by `parallel.grid`, and one GPU by
+/// the key of the term. A twisted g5 D is not Hermitian, so CR, which needs it to be, is
+/// refused (CGNE takes the adjoint from the backend). `on_gpu`: the run is known to go
+/// to a GPU (an explicit device, or "auto" once it found one).
 pub fn check_action(cfg: &LoadedConfig, on_gpu: bool) -> Result<()> {
     let c = &cfg.config;
     let action = c.dirac.action();
@@ -184,12 +188,14 @@ pub fn check_action(cfg: &LoadedConfig, on_gpu: bool) -> Result<()> {
             ),
         ));
     }
-    if action.has_site_term() && c.parallel.is_decomposed() {
+    if action.has_site_term() && c.parallel.is_decomposed() && (on_gpu || launched()) {
         return Err(cfg.bad(
             "parallel",
             "grid",
             format!(
-                "{} runs on one device; a split lattice runs the Wilson operator only",
+                "{} on a split lattice runs on the CPU only (backend.device = \"cpu\", the \
+                 ranks as threads of one process, no launcher): the GPU kernels, which \
+                 launched ranks run, have the Wilson operator only",
                 action.describe()
             ),
         ));
@@ -211,6 +217,15 @@ pub fn check_action(cfg: &LoadedConfig, on_gpu: bool) -> Result<()> {
             action.describe()
         ),
     ))
+}
+
+/// Whether this process is one of several started by a launcher (its ranks run on GPUs
+/// only; a malformed launch is refused later, by `run`).
+fn launched() -> bool {
+    crate::comms::launch::Launch::from_env()
+        .ok()
+        .flatten()
+        .is_some_and(|l| l.size > 1)
 }
 
 /// Refuse the clover term and the twisted mass for a command that studies the Wilson
@@ -331,8 +346,11 @@ fn check_device_lattice(cfg: &LoadedConfig) -> Result<()> {
 
 /// The CUDA options and the solve plan of a split lattice on GPUs: kernel 3.0 (the fused
 /// CR's sums over ranks stay on the device), and BiCGStab's host loop where "auto" would
-/// pick the fused one (its sums stay on one GPU).
+/// pick the fused one (its sums stay on one GPU). The clover term and the twisted mass
+/// are refused here too (`check_action`; reached with "auto", which found a GPU, or by a
+/// launched rank).
 pub fn split_gpu_plan(cfg: &LoadedConfig) -> Result<(CudaOptions, SolvePlan)> {
+    check_action(cfg, true)?;
     check_split(cfg, true)?;
     let opts = cuda_options(cfg);
     let mut plan = SolvePlan::from_config(&cfg.config, true);

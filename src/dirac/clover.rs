@@ -24,6 +24,7 @@ use crate::field::gamma::{gamma, SpinMatrix};
 use crate::field::su3::{Su3, C64, ONE, ZERO};
 use crate::field::{GaugeField, SpinorField};
 use crate::geometry::lattice::Lattice;
+use crate::geometry::partition::Partition;
 use crate::{Error, Result};
 use rayon::prelude::*;
 
@@ -283,6 +284,34 @@ impl SiteTerms {
             twist,
             clover,
             inverse,
+        })
+    }
+
+    /// The restriction to one rank's sites of a split lattice: `self` built on the whole
+    /// `global` lattice, the result holding the same blocks and inverses (the same bits)
+    /// for the rank's local sites in local order (local site x is global site
+    /// `partition.global_site(x)`). The clover term is site-local, but building it needs
+    /// the links around a site, some of them on neighbouring ranks: building once on the
+    /// whole lattice and restricting needs no ghost links.
+    pub fn restrict(&self, global: &Lattice, partition: &Partition) -> Result<SiteTerms> {
+        if global.dims != partition.global
+            || global.offset != [0; crate::geometry::lattice::NDIM]
+            || self.volume() != global.volume()
+        {
+            return Err(Error::internal(format!(
+                "restrict: a site term of {} sites on {} (offset {:?}), but the partition splits {:?}",
+                self.volume(),
+                global.dims_string(),
+                global.offset,
+                partition.global
+            )));
+        }
+        Ok(SiteTerms {
+            kappa: self.kappa,
+            csw: self.csw,
+            twist: self.twist,
+            clover: partition.scatter_sites(&self.clover, 1)?,
+            inverse: partition.scatter_sites(&self.inverse, 1)?,
         })
     }
 

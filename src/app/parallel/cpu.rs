@@ -1,5 +1,7 @@
 //! Ranks as threads of this process on the CPU, each with the decomposed CPU backend and
-//! its own share of the thread pool.
+//! its own share of the thread pool. With the clover term or a twist the site term is
+//! built once on the whole lattice (its construction reads the links around each site)
+//! and each rank takes the restriction to its sites (`SiteTerms::restrict`).
 
 use super::outcome::{finish_ranks, logged, RankOutcome, SplitSolve};
 use super::shares::local_problem;
@@ -7,9 +9,10 @@ use crate::app::plan::SolvePlan;
 use crate::app::solve::solve_on_rank;
 use crate::backend::cpu_decomposed::DecomposedCpu;
 use crate::backend::prelude::*;
-use crate::clock::timed_seconds;
+use crate::clock::{timed, timed_seconds};
 use crate::comms::{threads::run_ranks, Comms};
 use crate::config::LoadedConfig;
+use crate::dirac::clover::SiteTerms;
 use crate::geometry::partition::Partition;
 use crate::problem::Problem;
 use crate::report::RankTimes;
@@ -22,6 +25,15 @@ pub(super) fn run_cpu(
     parts: &[Partition],
 ) -> Result<SplitSolve> {
     let plan = SolvePlan::from_config(&cfg.config, false);
+    let action = problem.action();
+    let terms = action
+        .has_site_term()
+        .then(|| {
+            timed("the site term on the whole lattice", || {
+                SiteTerms::new(&problem.gauge, &action)
+            })
+        })
+        .transpose()?;
     // Each rank its own pool, the threads shared out: a rank blocks in its exchanges, so
     // ranks sharing one pool could hold every worker while the rank they wait for has
     // none (a deadlock).
@@ -29,7 +41,10 @@ pub(super) fn run_cpu(
     let per_rank = run_ranks(parts.len(), |comms| {
         let rank = comms.rank();
         let pool = crate::app::problem::thread_pool(per_rank_threads as i64)?;
-        logged(rank, cpu_rank(problem, parts, &plan, &pool, comms))
+        logged(
+            rank,
+            cpu_rank(problem, parts, terms.as_ref(), &plan, &pool, comms),
+        )
     })?;
     finish_ranks(parts, per_rank)
 }
@@ -37,6 +52,7 @@ pub(super) fn run_cpu(
 fn cpu_rank(
     problem: &Problem,
     parts: &[Partition],
+    terms: Option<&SiteTerms>,
     plan: &SolvePlan,
     pool: &rayon::ThreadPool,
     comms: crate::comms::threads::ThreadComms,
@@ -50,6 +66,9 @@ fn cpu_rank(
         let local = local?;
         pool.install(|| {
             let mut be = DecomposedCpu::new(p.clone(), local.gauge.clone(), local.kappa, comms)?;
+            if let Some(terms) = terms {
+                be = be.with_site_terms(terms.restrict(&problem.lattice, p)?)?;
+            }
             let r = solve_on_rank(&mut be, &local, plan, rank)?;
             let halo = be.halo_stats();
             let stats = be.comms().stats();

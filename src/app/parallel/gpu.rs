@@ -18,10 +18,11 @@ use crate::report::RankTimes;
 use crate::{Error, Result};
 
 /// The GPU warm-up of a split run on GPU `device` (`cuda::warm_up_split`); None on the
-/// CPU, for a seed kernel (refused later by name) or without a driver.
+/// CPU, for a seed kernel or the clover term or a twist (refused later by name) or
+/// without a driver.
 pub(super) fn warm_up(cfg: &LoadedConfig, device: usize) -> Option<std::thread::JoinHandle<()>> {
     let c = &cfg.config;
-    if c.backend.device == crate::config::Device::Cpu {
+    if c.backend.device == crate::config::Device::Cpu || c.dirac.action().has_site_term() {
         return None;
     }
     let opts = crate::app::plan::cuda_options(cfg);
