@@ -204,8 +204,12 @@ pub fn check_action(cfg: &LoadedConfig, on_gpu: bool) -> Result<()> {
         return Ok(());
     }
     let v = c.backend.kernel;
+    let caps = Capabilities::of_stencil(v);
+    if caps.site_term {
+        return Ok(());
+    }
     let why = if v.is_fast_path() {
-        "the GPU kernels do not have the clover term and twisted mass yet".to_string()
+        format!("{} has no clover term or twisted mass", caps.name)
     } else {
         format!("the seed stencil version {v} is Wilson-only")
     };

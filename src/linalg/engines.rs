@@ -260,6 +260,9 @@ pub struct Capabilities {
     /// The fused CR and BiCGStab iterations (`FusedCr`, `FusedBiCgStab` with
     /// device-resident scalars).
     pub fused_cr: bool,
+    /// A site-local term beside the hopping term: the clover term and the twisted mass
+    /// (`dirac::Action`; `WilsonKernels::site_inverse`, `apply_adjoint`).
+    pub site_term: bool,
 }
 
 impl Capabilities {
@@ -269,6 +272,7 @@ impl Capabilities {
         single: true,
         half: true,
         fused_cr: true,
+        site_term: true,
     };
 
     /// The first of the asked options this backend lacks, as ([solver] key, what is

@@ -39,6 +39,7 @@ impl SeedStencil {
         single: false,
         half: false,
         fused_cr: false,
+        site_term: false,
     };
 
     fn refuse(&self, core: &Core, what: &str) -> Error {

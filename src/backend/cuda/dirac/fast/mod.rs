@@ -66,6 +66,7 @@ impl FastStencil {
         single: true,
         half: true,
         fused_cr: true,
+        site_term: false,
     };
 
     pub(crate) fn new(
