@@ -1,4 +1,5 @@
-//! The main job on a split lattice (`[parallel] grid`): the problem is built
+//! The main job as a decomposition of the lattice (`[parallel] grid`; none: one rank on
+//! one device, `one`). A split lattice's problem is built
 //! once (the read and verification of the gauge file happen once, as rank 0's), scattered
 //! into one sub-lattice per rank, solved by every rank at once through the same solver
 //! code as one GPU (communication only in the operator's apply and the reductions), and
@@ -18,6 +19,7 @@
 mod cpu;
 mod gpu;
 pub mod launched;
+mod one;
 pub mod outcome;
 pub mod shares;
 
@@ -38,11 +40,16 @@ use shares::{partitions, read_slabs};
 pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
     let c = &cfg.config;
     let grid = c.parallel.grid();
+    let one_rank = !c.parallel.is_decomposed();
     // The kernels' compiles, in the background while the host builds the problem and the
     // ranks construct their backends (a rank that needs a program still compiling waits
     // for it: `compile::program_lock`; a failure here is the ranks' to report).
-    let warm = warm_up(cfg, 0);
-    let problem = if c.parallel.read == ReadMode::Slab {
+    let warm = if one_rank {
+        one::warm_up(cfg)
+    } else {
+        warm_up(cfg, 0)
+    };
+    let problem = if !one_rank && c.parallel.read == ReadMode::Slab {
         // The ranks read their slabs at once; the solve's set-up below cuts the shares
         // again from the gathered field (one process holds it anyway).
         let parts = partitions(cfg.lattice()?.dims, grid)?;
@@ -57,6 +64,16 @@ pub fn run(cfg: &LoadedConfig) -> Result<SolveReport> {
         build_problem(cfg)?
     };
     let parts = partitions(problem.lattice.dims, grid)?;
+    if let [_] = parts[..] {
+        tracing::info!(
+            lattice = %problem.lattice.dims_string(),
+            gauge = %problem.gauge_description,
+            plaquette = problem.plaquette.total,
+            "problem ready"
+        );
+        let s = one::solve_one(cfg, &problem, warm)?;
+        return finish_run(cfg, &problem, &s.result, &s.described, s.gpu, None, s.wall);
+    }
     tracing::info!(
         lattice = %problem.lattice.dims_string(),
         grid = ?grid,
