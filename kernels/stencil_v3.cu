@@ -59,6 +59,27 @@
 #include "cr_device.cuh"
 #include "v3_core.cuh"
 
+// CLOVER=1: the clover term and twisted mass as epilogues (clover.cuh): every entry point
+// takes four more arguments, (clover, clover_inv, twist, inverse), and with clover
+// non-null ends in out = [g5] (A y + c H inp) (inverse 0) or [g5] A^-1 (y + c H inp)
+// (inverse 1) instead of out = [g5] (y + c H inp); clover null is the Wilson epilogue.
+// The build adds the site kernel stencil_v3_clover_inv (out = A^-1 inp). CLOVER=0 (the
+// Wilson builds) compiles none of it: V3_CL_PARAM and V3_CL are empty.
+#ifndef CLOVER
+#define CLOVER 0
+#endif
+#if CLOVER
+#include "clover.cuh"
+#define V3_CL_PARAM , const V3Clover& cl
+#define V3_CL , cl
+// V3_CL_AT(p): the arrays offset to the output parity p, for v3_finish_site.
+#define V3_CL_AT(p) , v3_clover_at(cl, p, vh)
+#else
+#define V3_CL_PARAM
+#define V3_CL
+#define V3_CL_AT(p)
+#endif
+
 // Link loads and L1 (validate/RESULTS.md). A parity launch (stencil_v3_parity)
 // reads every link once, so its link loads skip L1 (ld.global.nc.L1::no_allocate), which
 // then keeps the spinors that a block's neighbouring sites read again: the Schur operator
@@ -262,8 +283,14 @@ static_assert(v3_is_order<V3_ORDER_FULL>() && v3_is_order<V3_ORDER_PARITY>(),
 __device__ __forceinline__ void v3_finish_site(real2 acc[4][3], const v3_spinor* __restrict__ y_h,
                                                const float* __restrict__ y_n, v3_spinor* __restrict__ out_h,
                                                float* __restrict__ out_n, int vh, int cb, double c, int g5,
-                                               const double2* __restrict__ partials, double2& dot)
+                                               const double2* __restrict__ partials, double2& dot V3_CL_PARAM)
 {
+#if CLOVER
+    if (cl.a) {
+        v3_clover_finish_site(acc, y_h, y_n, out_h, out_n, vh, cb, c, g5, partials, dot, cl);
+        return;
+    }
+#endif
     const real cr = (real)c;
     const real y_step = y_h ? v3_site_step(y_n, cb) : (real)0;
 #pragma unroll
@@ -308,7 +335,7 @@ __device__ __forceinline__ void v3_column(const v3_spinor* __restrict__ inp, con
                                           int g5, int p, int tt, int slot, int vh, const Dims& d, int split_mask,
                                           int anti_lo, int anti_hi, const double2* partials, double2& dot,
                                           const float* __restrict__ inp_norm, const float* __restrict__ y_norm,
-                                          float* __restrict__ out_norm)
+                                          float* __restrict__ out_norm V3_CL_PARAM)
 {
     constexpr int hint_t = v3_hint<STREAM, 3>();
     const int slice = vh / d.l[3]; // checkerboard sites of a time slice
@@ -358,7 +385,7 @@ __device__ __forceinline__ void v3_column(const v3_spinor* __restrict__ inp, con
                                            anti_hi, acc);
         }
         v3_finish_site(acc, y ? y + (size_t)pk * half : nullptr, y_norm ? y_norm + (size_t)pk * vh : nullptr,
-                       out_h, out_n, vh, cb, c, g5, partials, dot);
+                       out_h, out_n, vh, cb, c, g5, partials, dot V3_CL_AT(pk));
     }
 }
 
@@ -375,7 +402,7 @@ __device__ __forceinline__ void v3_stencil(const v3_spinor* __restrict__ inp, co
                                            int split_mask, int anti_lo, int anti_hi, double* __restrict__ s,
                                            double2* __restrict__ partials, unsigned* __restrict__ ticket,
                                            const float* __restrict__ inp_norm, const float* __restrict__ y_norm,
-                                           float* __restrict__ out_norm)
+                                           float* __restrict__ out_norm V3_CL_PARAM)
 {
     // Before the first read (s, inp, y) or write (V3_PDL_TRIGGER 1: the next launch may
     // start now).
@@ -407,7 +434,7 @@ __device__ __forceinline__ void v3_stencil(const v3_spinor* __restrict__ inp, co
         const int tt = -parity;
         if (slot < vh / tt)
             v3_column<stream>(inp, y, out, links, c, g5, p, tt, slot, vh, d, split_mask, anti_lo, anti_hi, partials,
-                              dot, inp_norm, y_norm, out_norm);
+                              dot, inp_norm, y_norm, out_norm V3_CL);
     } else {
 #if V3_TILE_T
         const int cb = full && slot < vh ? v3_tiled_cb(slot, lx, ly, lz, lt) : slot;
@@ -457,7 +484,7 @@ __device__ __forceinline__ void v3_stencil(const v3_spinor* __restrict__ inp, co
                                                        anti_lo, anti_hi, acc);
 #endif
             // acc becomes the output site, then is stored whole (half: with its norm).
-            v3_finish_site(acc, y_h, y_n, out_h, out_n, vh, cb, c, g5, partials, dot);
+            v3_finish_site(acc, y_h, y_n, out_h, out_n, vh, cb, c, g5, partials, dot V3_CL_AT(p));
         }
     }
     if (V3_PDL_TRIGGER == 2)
@@ -470,15 +497,24 @@ __device__ __forceinline__ void v3_stencil(const v3_spinor* __restrict__ inp, co
     }
 }
 
+#if CLOVER
+// The CLOVER build's four more arguments (the arrays' bases, both parities).
+#define V3_CLOVER_ARGS                                                                                                \
+    , const real2 *__restrict__ clover, const real2 *__restrict__ clover_inv, double twist, int inverse
+#define V3_CLOVER_CALL , V3Clover{clover, clover_inv, (real)twist, inverse}
+#else
+#define V3_CLOVER_ARGS
+#define V3_CLOVER_CALL
+#endif
 #define V3_STENCIL_ARGS                                                                                               \
     const v3_spinor *__restrict__ inp, const v3_spinor *__restrict__ y, v3_spinor *__restrict__ out,                 \
         const real2 *__restrict__ links, double c, int g5, int parity, int volume, int lx, int ly, int lz, int lt,     \
         int split_mask, int anti_lo, int anti_hi, double *__restrict__ s, double2 *__restrict__ partials,              \
         unsigned *__restrict__ ticket, const float *__restrict__ inp_norm, const float *__restrict__ y_norm,           \
-        float *__restrict__ out_norm
+        float *__restrict__ out_norm V3_CLOVER_ARGS
 #define V3_STENCIL_CALL                                                                                               \
     inp, y, out, links, c, g5, parity, volume, lx, ly, lz, lt, split_mask, anti_lo, anti_hi, s, partials, ticket,     \
-        inp_norm, y_norm, out_norm
+        inp_norm, y_norm, out_norm V3_CLOVER_CALL
 
 // The full mode (parity -1) without the dot epilogue (partials null; the host launches
 // it with at most V3_FULL_MAX_BLOCK threads a block): stencil_v3SUFFIX, and
@@ -531,3 +567,27 @@ extern "C" __global__ void __launch_bounds__(V3_MAX_BLOCK) stencil_v3_parity(V3_
 {
     v3_stencil<false, false>(V3_STENCIL_CALL);
 }
+
+#if CLOVER
+// The site kernel out = A^-1 inp (the Schur source's A_oo^-1 b_o): over the half fields of
+// parity `parity` (0 or 1; inp, out and their norms at that half) or, with parity -1, over
+// full fields (V threads, site t of parity t / Vh). One thread a site.
+extern "C" __global__ void __launch_bounds__(V3_MAX_BLOCK)
+    stencil_v3_clover_inv(const v3_spinor* __restrict__ inp, v3_spinor* __restrict__ out,
+                          const real2* __restrict__ clover, const real2* __restrict__ clover_inv, double twist,
+                          int parity, int volume, const float* __restrict__ inp_norm, float* __restrict__ out_norm)
+{
+    qcd_pdl_wait();
+    const int vh = volume / 2;
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t < (parity < 0 ? 2 * vh : vh)) {
+        const int p = parity < 0 ? t / vh : parity;
+        const int cb = parity < 0 ? t - p * vh : t;
+        const size_t off = parity < 0 ? (size_t)p * 12 * vh : 0, noff = parity < 0 ? (size_t)p * vh : 0;
+        const V3Clover cl = v3_clover_at(V3Clover{clover, clover_inv, (real)twist, 1}, p, vh);
+        v3_clover_inv_site(inp + off, inp_norm ? inp_norm + noff : nullptr, out + off, out_norm ? out_norm + noff : nullptr,
+                           vh, cb, cl);
+    }
+    qcd_pdl_trigger();
+}
+#endif

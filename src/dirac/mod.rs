@@ -14,6 +14,7 @@
 //! D = A - kappa H, with A = 1 for plain Wilson (`Action`).
 
 pub mod clover;
+pub mod clover_pack;
 pub mod fast;
 pub mod reference;
 pub mod simd;

@@ -22,12 +22,14 @@ const COMMON: &str = include_str!("../../../../kernels/common.cuh");
 const CR_DEVICE: &str = include_str!("../../../../kernels/cr_device.cuh");
 const V3_CORE: &str = include_str!("../../../../kernels/v3_core.cuh");
 const HALF: &str = include_str!("../../../../kernels/half.cuh");
+const CLOVER: &str = include_str!("../../../../kernels/clover.cuh");
 /// The embedded headers a source may `#include "..."`.
-const HEADERS: [(&str, &str); 4] = [
+const HEADERS: [(&str, &str); 5] = [
     ("common.cuh", COMMON),
     ("cr_device.cuh", CR_DEVICE),
     ("v3_core.cuh", V3_CORE),
     ("half.cuh", HALF),
+    ("clover.cuh", CLOVER),
 ];
 
 pub(crate) static BLAS1: KernelSource = KernelSource {
@@ -376,7 +378,7 @@ fn write_disk_ptx(path: &std::path::Path, preamble: &str, ptx: &str) {
 /// Every kernel source and the shared header, for fingerprinting (the tune cache keys its
 /// entries by a hash of these: any kernel edit makes old launch timings stale).
 pub fn all_sources() -> Vec<&'static str> {
-    let mut v = vec![COMMON, CR_DEVICE, V3_CORE, HALF];
+    let mut v = vec![COMMON, CR_DEVICE, V3_CORE, HALF, CLOVER];
     v.extend(
         [
             &CR_FUSED,

@@ -82,6 +82,20 @@ pub(crate) fn v3_program(reconstruct: Reconstruct, single: bool, half: bool) -> 
     }
 }
 
+/// 3.0's stencil with the clover term and twisted mass as epilogues (CLOVER=1,
+/// kernels/clover.cuh): the entry points of `v3_program` with four more arguments (clover,
+/// clover_inv, twist, inverse) and the site kernel `CLOVER_INV_ENTRY`.
+pub(crate) fn v3_clover_program(reconstruct: Reconstruct, single: bool, half: bool) -> Program {
+    let mut p = v3_program(reconstruct, single, half);
+    p.defines.push(("CLOVER", "1"));
+    p
+}
+
+/// The CLOVER build's site kernel, out = A^-1 inp (named by the compile check; the
+/// backend's clover launches are not wired yet).
+#[cfg_attr(not(test), allow(dead_code))]
+pub(crate) const CLOVER_INV_ENTRY: &str = "stencil_v3_clover_inv";
+
 /// 3.0's halo kernels (kernels/halo.cu) with the defines of the stencil module they pair
 /// with.
 pub(crate) fn halo_program(reconstruct: Reconstruct, single: bool) -> Program {
@@ -134,6 +148,11 @@ pub(crate) fn all_programs() -> Vec<Program> {
     }
     for r in Reconstruct::ALL {
         programs.push(v3_program(r, true, true));
+    }
+    for (single, half) in [(false, false), (true, false), (true, true)] {
+        for r in Reconstruct::ALL {
+            programs.push(v3_clover_program(r, single, half));
+        }
     }
     programs
 }
@@ -281,8 +300,8 @@ mod tests {
         // support (3) + heatbath + fused CR + fused BiCGStab + coarse + fine (1.1/1.2
         // share; 1.3, 1.4, 1.5, 1.6, 1.6.1) + split + 3.0 (18, 12 and 8 reals per link,
         // double and single) + its halo kernels (the same six define sets) + 3.0 half (18,
-        // 12 and 8)
-        assert_eq!(all.len(), 3 + 1 + 1 + 1 + 1 + 6 + 1 + 6 + 6 + 3);
+        // 12 and 8) + 3.0 with the clover term (double, single and half, each 18, 12, 8)
+        assert_eq!(all.len(), 3 + 1 + 1 + 1 + 1 + 6 + 1 + 6 + 6 + 3 + 9);
     }
 
     /// With libnvrtc on the loader path every program compiles for sm_90. Without it the
@@ -307,7 +326,10 @@ mod tests {
                     .filter(|p| p.source.name == STENCIL_V3.name)
                 {
                     let ptx = compile(program, "sm_90").unwrap().to_src();
-                    let names = V3Kernels::all_names();
+                    let mut names = V3Kernels::all_names();
+                    if program.defines.contains(&("CLOVER", "1")) {
+                        names.push(CLOVER_INV_ENTRY.to_string());
+                    }
                     for name in &names {
                         assert!(
                             ptx.contains(&format!(".entry {name}(")),
