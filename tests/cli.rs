@@ -232,6 +232,7 @@ fn every_real_gauge_config_solves_with_its_manifest_plaquette() {
         ("milc-l4448", 0.5690557244),
         ("scidac-l4448", 0.5690557244),
         ("ildg-tmlqcd", 0.6350055722),
+        ("clover-weak-field", 0.9948041323),
     ];
     let d = tempfile::tempdir().unwrap();
     for (name, plaq) in cases {
