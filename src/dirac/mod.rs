@@ -52,11 +52,6 @@ impl Action {
         self.csw != 0.0 || self.mu != 0.0
     }
 
-    /// Whether g5 D is Hermitian (no twist).
-    pub fn gamma5_hermitian(&self) -> bool {
-        self.mu == 0.0
-    }
-
     /// The twist 2 kappa mu of `D + 2 i kappa mu g5`.
     pub fn twist(&self) -> f64 {
         2.0 * self.kappa * self.mu

@@ -102,6 +102,28 @@ pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 pub const MAX_MESSAGE: usize = 4096;
 
 /// `message` cut to `MAX_MESSAGE` bytes (at a character boundary), saying how much was cut.
+/// Fill `buf` from `at` in `file` (the chunked slab reads: `read_exact_at` with a buffer
+/// kept across chunks). A short read is a format error saying what ended early (`ended`:
+/// "... ends before ..."); the readers checked the length first, so only a file that
+/// shrank since gets there.
+pub(crate) fn fill_exact_at(
+    file: &mut File,
+    path: &Path,
+    at: u64,
+    buf: &mut [u8],
+    ended: impl FnOnce() -> String,
+) -> Result<()> {
+    file.seek(SeekFrom::Start(at))
+        .map_err(|e| Error::io(path, e))?;
+    file.read_exact(buf).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            Error::format(path, format!("truncated: {}", ended()))
+        } else {
+            Error::io(path, e)
+        }
+    })
+}
+
 pub fn bounded_message(message: &str) -> String {
     if message.len() <= MAX_MESSAGE {
         return message.to_string();

@@ -24,7 +24,6 @@ use crate::error::{Error, Result};
 use crate::field::Su3;
 use crate::geometry::lattice::NDIM;
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
 /// Four int32 extents and the plaquette double.
@@ -303,25 +302,14 @@ pub(crate) fn read_sites(path: &Path, header: &GaugeHeader, sites: &[usize]) -> 
         let last = wanted[end].0;
         buf.resize((last - first + 1) * POINT_BYTES, 0);
         let at = header.payload.offset + (first * POINT_BYTES) as u64;
-        file.seek(SeekFrom::Start(at))
-            .map_err(|e| Error::io(path, e))?;
-        if let Err(e) = file.read_exact(&mut buf) {
-            // The header's check saw the whole length, so only a file that shrank since
-            // gets here.
-            return Err(if e.kind() == std::io::ErrorKind::UnexpectedEof {
-                Error::format(
-                    path,
-                    format!(
-                        "truncated: {} ends before odd point {} of {}",
-                        header.payload.what,
-                        last + 1,
-                        header.volume() / 2
-                    ),
-                )
-            } else {
-                Error::io(path, e)
-            });
-        }
+        super::bytes::fill_exact_at(&mut file, path, at, &mut buf, || {
+            format!(
+                "{} ends before odd point {} of {}",
+                header.payload.what,
+                last + 1,
+                header.volume() / 2
+            )
+        })?;
         for &(point, slot, dest) in &wanted[i..=end] {
             let off = (point - first) * POINT_BYTES + slot * LINK_BYTES;
             let u = LINK.decode(&buf[off..]);

@@ -40,7 +40,6 @@ use crate::field::{GaugeField, Su3};
 use crate::geometry::lattice::{Boundary, Lattice, NDIM};
 use crate::geometry::partition::Partition;
 use crate::reduce::det_sum;
-use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
 /// The box of sites a rank reads: its sub-lattice and, in every split direction, the layer
@@ -367,25 +366,15 @@ fn read_box(path: &Path, header: &GaugeHeader, plan: &SlabPlan) -> Result<(Vec<S
     let mut next = 0usize;
     for (first, n) in plan.reads(((4 << 20) / site_bytes).max(1)) {
         buf.resize(n * site_bytes, 0);
-        file.seek(SeekFrom::Start(p.offset + (first * site_bytes) as u64))
-            .map_err(|e| Error::io(path, e))?;
-        if let Err(e) = file.read_exact(&mut buf) {
-            // The reader checked the file's length, so only a file that shrank since
-            // gets here.
-            return Err(if e.kind() == std::io::ErrorKind::UnexpectedEof {
-                Error::format(
-                    path,
-                    format!(
-                        "truncated: {} ends before site {} of {} ({site_bytes} bytes per site)",
-                        p.what,
-                        first + n,
-                        header.volume()
-                    ),
-                )
-            } else {
-                Error::io(path, e)
-            });
-        }
+        let at = p.offset + (first * site_bytes) as u64;
+        super::bytes::fill_exact_at(&mut file, path, at, &mut buf, || {
+            format!(
+                "{} ends before site {} of {} ({site_bytes} bytes per site)",
+                p.what,
+                first + n,
+                header.volume()
+            )
+        })?;
         for site in buf.chunks_exact(site_bytes) {
             let c = plan.box_coords(next);
             if plan.owns(c) {
