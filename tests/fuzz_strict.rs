@@ -157,14 +157,7 @@ proptest! {
             header.push_str(", ");
         }
         header.push('}');
-        while !(10 + header.len() + 1).is_multiple_of(64) {
-            header.push(' ');
-        }
-        header.push('\n');
-        let mut b = b"\x93NUMPY\x01\x00".to_vec();
-        b.extend_from_slice(&(header.len() as u16).to_le_bytes());
-        b.extend_from_slice(header.as_bytes());
-        b.resize(b.len() + 16 * 12 * 16, 0);
+        let b = safety_common::npy_bytes(&header, 16 * 12 * 16);
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("s.npy");
         std::fs::write(&p, &b).unwrap();

@@ -186,17 +186,11 @@ fn whole_number_header_plaquettes_get_the_precision_tolerance() {
 #[test]
 fn an_npy_header_with_a_key_twice_is_refused() {
     let d = tempfile::tempdir().unwrap();
-    let mut header = "{'descr': '<c16', 'descr': '<f8', 'fortran_order': False, \
-                      'shape': (4, 4, 4, 4, 4, 3), }"
-        .to_string();
-    while !(10 + header.len() + 1).is_multiple_of(64) {
-        header.push(' ');
-    }
-    header.push('\n');
-    let mut b = b"\x93NUMPY\x01\x00".to_vec();
-    b.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    b.extend_from_slice(header.as_bytes());
-    b.resize(b.len() + 256 * 12 * 16, 0);
+    let b = npy_bytes(
+        "{'descr': '<c16', 'descr': '<f8', 'fortran_order': False, \
+         'shape': (4, 4, 4, 4, 4, 3), }",
+        256 * 12 * 16,
+    );
     let src = write(d.path(), "s.npy", &b);
     let cfg = write_config(
         d.path(),

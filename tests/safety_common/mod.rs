@@ -54,3 +54,18 @@ pub fn code_and_err(out: &Output) -> (i32, String) {
 pub fn run(cmd: &mut Command) -> (i32, String) {
     code_and_err(&cmd.output().unwrap())
 }
+
+/// An npy (1.0) file: the magic, `header` padded so the data starts on a 64-byte boundary,
+/// then `data_bytes` zero bytes.
+pub fn npy_bytes(header: &str, data_bytes: usize) -> Vec<u8> {
+    let mut header = header.to_string();
+    while !(10 + header.len() + 1).is_multiple_of(64) {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut b = b"\x93NUMPY\x01\x00".to_vec();
+    b.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    b.extend_from_slice(header.as_bytes());
+    b.resize(b.len() + data_bytes, 0);
+    b
+}
