@@ -4,7 +4,9 @@
 #   bash validate/device.sh        then:  run  command "bash validate/on-device.sh"  carry [".device"]
 # Stages: qcd-solve (release, debug info stripped) and the GPU test binaries gpu-tests,
 # gpu-decomposed-tests, gpu-nccl-tests, gpu-fast-tests, gpu-fused-tests,
-# gpu-memory-tests, gpu-solvers-tests, gpu-half-tests (tests/gpu*.rs, --features gpu-tests).
+# gpu-memory-tests, gpu-solvers-tests, gpu-half-tests, gpu-clover-tests (tests/gpu*.rs,
+# --features gpu-tests). TARGETS="gpu_clover gpu_fast" stages only those test targets (a
+# device call carries at most 64 MiB; the others are removed from .device/).
 # BASE=<a checkout with target/release/qcd-solve built> also stages that binary as the
 # baseline .device/base/qcd-solve of MODE=regression (kept from an earlier staging when
 # BASE is not set); .device/commit and .device/base/commit name the commits.
@@ -24,16 +26,21 @@ LD_LIBRARY_PATH=$nvrtc_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} ./target/release
 # operators), gpu_fused.rs (the fused CR kernels and graphs), gpu_solvers.rs (the four
 # Krylov methods against the CPU), gpu_memory.rs (the device-memory books against the
 # estimate and the free-memory drop), gpu_half.rs (half precision against the CPU, half-double
-# solves).
+# solves), gpu_clover.rs (the clover term and twisted mass against the CPU, their solves).
 cargo test --release --features gpu-tests --no-run --message-format=json 2>/dev/null |
     python3 -c 'import json,sys
 for line in sys.stdin:
     m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m["target"]["name"] in ("gpu", "gpu_fast", "gpu_fused", "gpu_solvers", "gpu_decomposed", "gpu_nccl", "gpu_memory", "gpu_half") and m.get("executable"):
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] in ("gpu", "gpu_fast", "gpu_fused", "gpu_solvers", "gpu_decomposed", "gpu_nccl", "gpu_memory", "gpu_half", "gpu_clover") and m.get("executable"):
         print(m["target"]["name"], m["executable"])' >"$root/target/gpu-tests.list"
 grep -q '^gpu ' "$root/target/gpu-tests.list" || { echo "gpu test binary not found" >&2; exit 1; }
 
 mkdir -p "$dest"
+if [ -n "${TARGETS:-}" ]; then
+    rm -f "$dest"/*-tests
+    grep -E "^($(echo $TARGETS | tr ' ' '|')) " "$root/target/gpu-tests.list" >"$root/target/gpu-tests.pick"
+    mv "$root/target/gpu-tests.pick" "$root/target/gpu-tests.list"
+fi
 objcopy --strip-debug target/release/qcd-solve "$dest/qcd-solve"
 while read -r name exe; do
     objcopy --strip-debug "$exe" "$dest/${name//_/-}-tests"

@@ -68,9 +68,9 @@ pub enum Command {
         #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
         threads: i64,
     },
-    /// Kernel 3.0 against its DRAM floors (dslash, Schur operator, fused CR iteration, in
-    /// double and single, 18 and 12 reals per link), as ratios to the triad of the same
-    /// run.
+    /// Kernel 3.0 against its DRAM floors (dslash, Schur operator, fused CR and BiCGStab
+    /// iterations, in double, single and half, 18, 12 and 8 reals per link; then the
+    /// clover and twisted-clover rows, 18 and 12), as ratios to the triad of the same run.
     Floor {
         /// Lattice dims LX,LY,LZ,LT.
         #[arg(long, default_value = "16,16,16,32", value_delimiter = ',')]
@@ -86,6 +86,9 @@ pub enum Command {
         /// threads, faces by device copies) against the undecomposed D, target <= 1.10.
         #[arg(long)]
         halo: bool,
+        /// Only the Wilson rows (no clover or twisted-clover rows).
+        #[arg(long)]
+        wilson: bool,
     },
     /// Prove GPU stencil versions against the CPU reference: operator, CR history, true
     /// residual (random gauge and source on the config's lattice, kappa, tolerance).
@@ -278,8 +281,9 @@ pub fn dispatch(cli: Cli) -> Result<()> {
             repeat,
             block,
             halo,
+            wilson,
         }) => {
-            let (triad, rows) = crate::app::floor::measure(&dims, repeat, block)?;
+            let (triad, rows) = crate::app::floor::measure(&dims, repeat, block, !wilson)?;
             print!("{}", crate::app::floor::table(&dims, triad, &rows));
             if halo {
                 let halo_rows = crate::app::floor::halo_rows(&dims, repeat)?;

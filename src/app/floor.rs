@@ -60,6 +60,31 @@ pub fn bicgstab_iteration_eo_floor(reconstruct: usize, precision: Precision) -> 
     2.0 * schur_floor(reconstruct, precision) + 9.0 * spinor_bytes(precision)
 }
 
+/// The clover rows' c_sw (about the non-perturbative value at beta 6.0) and the twisted
+/// rows' mu.
+pub const CLOVER_CSW: f64 = 1.77;
+pub const CLOVER_MU: f64 = 0.05;
+
+/// Reals of the clover arrays (72 a site each, kernels/clover.cuh) a row reads per
+/// full-lattice site: D reads A once a site (72); the Schur operator A_oo^-1 on the odd
+/// half (the inverse's factor, 72 reals a site; both arrays with a twist) and A_ee on the
+/// even half: 72 a full-lattice site, 108 with a twist; a BiCGStab iteration two Schur
+/// operators, a CR iteration one.
+pub fn clover_reals(kind: RowKind, twist: bool) -> f64 {
+    let schur = if twist { 108.0 } else { 72.0 };
+    match kind {
+        RowKind::Dslash | RowKind::CloverDslash | RowKind::CrFull => 72.0,
+        RowKind::Schur | RowKind::CloverSchur | RowKind::CrEvenOdd => schur,
+        RowKind::BicgstabEvenOdd => 2.0 * schur,
+    }
+}
+
+/// A row's floor with the clover term: the Wilson row's and the clover arrays, stored in
+/// the precision of the links the row reads (float for single and half fields).
+pub fn clover_floor(wilson: f64, kind: RowKind, twist: bool, precision: Precision) -> f64 {
+    wilson + clover_reals(kind, twist) * link_real_bytes(precision) as f64
+}
+
 /// The rows `floor` times (`target` says which bound each has, if any).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RowKind {
@@ -68,17 +93,22 @@ pub enum RowKind {
     CrFull,
     CrEvenOdd,
     BicgstabEvenOdd,
+    /// The dslash and Schur operator with the clover term (no twist).
+    CloverDslash,
+    CloverSchur,
 }
 
 /// The bound on a row's ratio to its floor: full dslash <= 1.25 with 18
 /// reals per link and <= 1.3 with 12 (double and single), the Schur operator <= 1.2,
-/// a fused CR iteration (on the full lattice or even-odd) <= 1.15; none for half
-/// precision, 8-real links or BiCGStab, which are not bounded.
+/// a fused CR iteration (on the full lattice or even-odd) <= 1.15, the clover dslash and
+/// Schur operator <= 1.25; none for half precision, 8-real links or BiCGStab, which are
+/// not bounded (nor are the twisted rows and the iterations with the clover term).
 pub fn target(kind: RowKind, reconstruct: usize, precision: Precision) -> Option<f64> {
     if precision == Precision::Half || !matches!(reconstruct, 12 | 18) {
         return None;
     }
     match kind {
+        RowKind::CloverDslash | RowKind::CloverSchur => Some(1.25),
         RowKind::Dslash if reconstruct == 18 => Some(1.25),
         RowKind::Dslash => Some(1.3),
         RowKind::Schur => Some(1.2),
@@ -154,6 +184,7 @@ pub fn measure(
     dims: &[usize],
     repeat: usize,
     block: Option<usize>,
+    clover: bool,
 ) -> Result<(f64, Vec<FloorRow>)> {
     if dims.len() != 4 {
         return Err(Error::invalid(
@@ -290,6 +321,9 @@ pub fn measure(
             );
         }
     }
+    if clover {
+        clover_rows(&gauge, &psi, kappa, repeat, block, &mut push)?;
+    }
     let triad = triad_first.max(crate::backend::cuda::triad_bandwidth(TRIAD_BYTES)?);
     let rows = timed
         .into_iter()
@@ -307,6 +341,117 @@ pub fn measure(
         })
         .collect();
     Ok((triad, rows))
+}
+
+/// The clover rows (`clover_floor`), 18 and 12 real links, every precision: the dslash and
+/// Schur operator with the clover term (c_sw `CLOVER_CSW`) and with the twisted clover
+/// (mu `CLOVER_MU` as well), and, with the clover term, the fused CR and BiCGStab
+/// iterations even-odd (double and single). At the backend's default launch geometry.
+fn clover_rows(
+    gauge: &GaugeField,
+    psi: &SpinorField,
+    kappa: f64,
+    repeat: usize,
+    block: Option<usize>,
+    push: &mut dyn FnMut(String, f64, f64, Option<f64>, String),
+) -> Result<()> {
+    for (ri, reconstruct) in [Reconstruct::R18, Reconstruct::R12].into_iter().enumerate() {
+        let mut opts = CudaOptions {
+            version: StencilVersion::V3_0,
+            reconstruct,
+            ..CudaOptions::default()
+        };
+        if let Some(b) = block {
+            opts.coarse_block = b;
+        }
+        let mut be = CudaBackend::new(gauge, kappa, &opts)?;
+        let rec = reconstruct.reals();
+        let full = be.upload(psi)?;
+        for mu in [0.0, CLOVER_MU] {
+            let action = crate::dirac::Action {
+                kappa,
+                csw: CLOVER_CSW,
+                mu,
+            };
+            be.set_action(gauge, &action)?;
+            let twist = mu != 0.0;
+            let name = if twist { "twisted-clover" } else { "clover" };
+            for prec in [Precision::Double, Precision::Single, Precision::Half] {
+                let lf = Layout::new(Subset::Full, prec);
+                let mut inp = be.alloc_layout(lf)?;
+                be.convert(&mut inp, &full)?;
+                let mut out = be.alloc_layout(lf)?;
+                let t = time_batch(&mut be, repeat, STREAM_WARM, &mut |be| {
+                    be.apply(Operator::G5D, &mut out, &inp)
+                })?;
+                let kinds = if twist {
+                    (None, None)
+                } else {
+                    (
+                        target(RowKind::CloverDslash, rec, prec),
+                        target(RowKind::CloverSchur, rec, prec),
+                    )
+                };
+                let wilson = dslash_floor(rec, prec);
+                push(
+                    format!("dslash {name} full {prec:?} r{rec}").to_lowercase(),
+                    clover_floor(wilson, RowKind::CloverDslash, twist, prec),
+                    t,
+                    kinds.0,
+                    String::new(),
+                );
+                let le = Layout::new(Subset::Even, prec);
+                let mut ein = be.alloc_layout(le)?;
+                be.convert(&mut ein, &full)?;
+                let mut eout = be.alloc_layout(le)?;
+                let t = time_batch(&mut be, repeat, STREAM_WARM, &mut |be| {
+                    be.apply(Operator::G5Schur, &mut eout, &ein)
+                })?;
+                let wilson = schur_floor(rec, prec);
+                push(
+                    format!("schur {name} even-odd {prec:?} r{rec}").to_lowercase(),
+                    clover_floor(wilson, RowKind::CloverSchur, twist, prec),
+                    t,
+                    kinds.1,
+                    String::new(),
+                );
+                if twist || prec == Precision::Half {
+                    continue;
+                }
+                let single = (prec == Precision::Single) as u64;
+                let key = 0xF300 + 2 * ri as u64 + single;
+                let t = time_cr_iteration(&mut be, Operator::G5Schur, &ein, key, repeat)?;
+                push(
+                    format!("CR iteration fused even-odd {name} {prec:?} r{rec}").to_lowercase(),
+                    clover_floor(
+                        cr_iteration_eo_floor(rec, prec),
+                        RowKind::CrEvenOdd,
+                        twist,
+                        prec,
+                    ),
+                    t,
+                    None,
+                    String::new(),
+                );
+                let key = 0xF400 + 2 * ri as u64 + single;
+                let t = time_bicgstab_iteration(&mut be, &ein, key, repeat)?;
+                push(
+                    format!("bicgstab iteration fused even-odd {name} {prec:?} r{rec}")
+                        .to_lowercase(),
+                    clover_floor(
+                        bicgstab_iteration_eo_floor(rec, prec),
+                        RowKind::BicgstabEvenOdd,
+                        twist,
+                        prec,
+                    ),
+                    t,
+                    None,
+                    String::new(),
+                );
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Iterations per timed batch of the fused BiCGStab row; each batch starts afresh from
@@ -535,6 +680,32 @@ mod tests {
         }
         assert_eq!(target(RowKind::Dslash, 18, Half), None);
         assert_eq!(target(RowKind::Schur, 12, Half), None);
+    }
+
+    #[test]
+    fn clover_floors_add_the_arrays_each_row_reads() {
+        use Precision::*;
+        // D reads one clover array a site: 960 + 72 x 8 in double with 18 reals.
+        let d = clover_floor(
+            dslash_floor(18, Double),
+            RowKind::CloverDslash,
+            false,
+            Double,
+        );
+        assert_eq!(d, 960.0 + 576.0);
+        // The Schur operator reads A_oo^-1 on odd and A_ee on even sites (72 reals a
+        // full-lattice site; float arrays in single): 624 + 288 with 12 reals.
+        let s = clover_floor(schur_floor(12, Single), RowKind::CloverSchur, false, Single);
+        assert_eq!(s, 624.0 + 288.0);
+        // With a twist the odd inverse reads both arrays: 108 reals a site.
+        let t = clover_floor(schur_floor(18, Double), RowKind::CloverSchur, true, Double);
+        assert_eq!(t, 1632.0 + 864.0);
+        // A BiCGStab iteration has two Schur operators.
+        assert_eq!(clover_reals(RowKind::BicgstabEvenOdd, false), 144.0);
+        assert_eq!(target(RowKind::CloverDslash, 12, Single), Some(1.25));
+        assert_eq!(target(RowKind::CloverSchur, 18, Double), Some(1.25));
+        assert_eq!(target(RowKind::CloverSchur, 8, Double), None);
+        assert_eq!(target(RowKind::CloverDslash, 18, Half), None);
     }
 
     #[test]

@@ -63,6 +63,8 @@ pub struct DevicePlan {
     pub partition: Option<Partition>,
     /// The report's triad after the solve (the single-GPU main job).
     pub triad: bool,
+    /// A site term (the clover term, a twist): its arrays stay resident (3.0).
+    pub site_term: bool,
 }
 
 impl DevicePlan {
@@ -79,6 +81,7 @@ impl DevicePlan {
             tune,
             partition: None,
             triad: true,
+            site_term: false,
         }
     }
 
@@ -275,14 +278,20 @@ pub fn estimate(plan: &DevicePlan) -> DeviceEstimate {
     if let Some(p) = &plan.partition {
         resident.push(cuda_fp::halo(p, plan.opts.reconstruct));
     }
+    if fast && plan.site_term {
+        resident.push(cuda_fp::clover_term(v, Precision::Double));
+    }
     let mut prepared = resident.clone();
-    // Single and half iterations read the single-precision links.
+    // Single and half iterations read the single-precision links (and clover term).
     if fast && plan.layout.precision != Precision::Double {
         prepared.push(cuda_fp::v3_links(
             v,
             plan.opts.reconstruct,
             Precision::Single,
         ));
+        if plan.site_term {
+            prepared.push(cuda_fp::clover_term(v, Precision::Single));
+        }
     }
     if fast && plan.layout.subset != Subset::Full {
         prepared.push(cuda_fp::schur_temporary(v));

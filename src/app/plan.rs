@@ -167,10 +167,11 @@ pub fn check(cfg: &LoadedConfig) -> Result<()> {
 /// What runs the clover term and the twisted mass: the CPU's operators, full and even-odd,
 /// every precision, on one device or on a split lattice with ranks as threads (the
 /// decomposed CPU backend, the site term built once on the whole lattice and restricted
-/// to each rank); the GPU kernels and the seed kernels stay Wilson-only, so a split
-/// lattice on the GPU (`backend.device = "cuda"`, or "auto" once it found one) and
-/// launched ranks (one process per GPU) are refused by `parallel.grid`, and one GPU by
-/// the key of the term. A twisted g5 D is not Hermitian, so CR, which needs it to be, is
+/// to each rank), and kernel 3.0 on one GPU (`Capabilities::site_term`); the GPU's halo
+/// kernels and the seed kernels stay Wilson-only, so a split lattice on the GPU
+/// (`backend.device = "cuda"`, or "auto" once it found one) and launched ranks (one
+/// process per GPU) are refused by `parallel.grid`, and a seed kernel by the key of the
+/// term. A twisted g5 D is not Hermitian, so CR, which needs it to be, is
 /// refused (CGNE takes the adjoint from the backend). `on_gpu`: the run is known to go
 /// to a GPU (an explicit device, or "auto" once it found one).
 pub fn check_action(cfg: &LoadedConfig, on_gpu: bool) -> Result<()> {
@@ -194,8 +195,9 @@ pub fn check_action(cfg: &LoadedConfig, on_gpu: bool) -> Result<()> {
             "grid",
             format!(
                 "{} on a split lattice runs on the CPU only (backend.device = \"cpu\", the \
-                 ranks as threads of one process, no launcher): the GPU kernels, which \
-                 launched ranks run, have the Wilson operator only",
+                 ranks as threads of one process, no launcher): the GPU's halo kernels, \
+                 which split and launched ranks run, have the Wilson operator only (one \
+                 GPU runs it without a grid)",
                 action.describe()
             ),
         ));
@@ -217,7 +219,8 @@ pub fn check_action(cfg: &LoadedConfig, on_gpu: bool) -> Result<()> {
         "dirac",
         key,
         format!(
-            "{} runs on the CPU (backend.device = \"cpu\"): {why}",
+            "{} runs on the CPU (backend.device = \"cpu\") or kernel 3.0 (backend.kernel = \
+             \"3.0\"): {why}",
             action.describe()
         ),
     ))

@@ -29,6 +29,9 @@ pub enum Purpose {
         reals: u8,
         per_site: u8,
     },
+    /// The clover term's device arrays (the clover part and the inverse's factor, 72
+    /// reals a site each) in one precision.
+    CloverTerm(Precision),
     /// The seed's displacement table (bufMove, 1.0-1.3; one word otherwise).
     MoveTable,
     /// Version 2.0's per-product temporaries (tmp1, tmp2).
@@ -63,6 +66,7 @@ impl Purpose {
                 reals,
                 per_site,
             } => (1, prec(precision), reals, per_site),
+            Purpose::CloverTerm(p) => (1, prec(p), 100, 0),
             Purpose::MoveTable => (2, 0, 0, 0),
             Purpose::StencilTemporaries => (3, 0, 0, 0),
             Purpose::SchurTemporary => (4, 0, 0, 0),
@@ -97,6 +101,7 @@ impl Purpose {
                 }
                 s
             }
+            Purpose::CloverTerm(p) => format!("clover term {}", prec(p)),
             Purpose::MoveTable => "displacement table".into(),
             Purpose::StencilTemporaries => "stencil temporaries".into(),
             Purpose::SchurTemporary => "Schur temporary".into(),

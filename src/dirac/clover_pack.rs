@@ -44,20 +44,47 @@ pub fn inverse_factor(h: &Block, twist: f64) -> Option<Block> {
 /// The device form of a site term on every site, canonical order: (the packed clover
 /// parts H_b, the packed P_b), 72 reals a site each.
 pub fn device_clover(terms: &SiteTerms) -> Result<(PackedSites, PackedSites)> {
-    let mut inverse = Vec::with_capacity(terms.volume());
-    for (x, site) in terms.clover.iter().enumerate() {
-        let mut p = [0.0; PACKED_SITE];
-        for b in 0..2 {
-            let range = b * PACKED_BLOCK..(b + 1) * PACKED_BLOCK;
-            let h = unpack(&site[range.clone()]);
-            let inv = inverse_factor(&h, terms.twist).ok_or_else(|| {
-                Error::internal(format!("the clover block {b} of site {x} is singular"))
-            })?;
-            p[range].copy_from_slice(&pack(&inv));
-        }
-        inverse.push(p);
-    }
+    let inverse = (terms.clover.iter().enumerate())
+        .map(|(x, site)| inverse_site(x, site, terms.twist))
+        .collect::<Result<_>>()?;
     Ok((terms.clover.clone(), inverse))
+}
+
+/// The packed P_b of both blocks of site x (its packed clover part `site`).
+fn inverse_site(x: usize, site: &[f64; PACKED_SITE], twist: f64) -> Result<[f64; PACKED_SITE]> {
+    let mut p = [0.0; PACKED_SITE];
+    for b in 0..2 {
+        let range = b * PACKED_BLOCK..(b + 1) * PACKED_BLOCK;
+        let h = unpack(&site[range.clone()]);
+        let inv = inverse_factor(&h, twist).ok_or_else(|| {
+            Error::internal(format!("the clover block {b} of site {x} is singular"))
+        })?;
+        p[range].copy_from_slice(&pack(&inv));
+    }
+    Ok(p)
+}
+
+/// Both device arrays of `device_clover` straight in 3.0's parity-major structure of
+/// arrays (`to_parity_soa`'s order), built site by site without the canonical copies:
+/// (clover, inverse factor), 72 V reals each.
+pub fn device_clover_soa(lattice: &Lattice, terms: &SiteTerms) -> Result<(Vec<f64>, Vec<f64>)> {
+    let v = lattice.volume();
+    if terms.volume() != v {
+        return Err(Error::internal("the site terms are not of this lattice"));
+    }
+    let vh = v / 2;
+    let mut clover = vec![0.0; PACKED_SITE * v];
+    let mut inverse = vec![0.0; PACKED_SITE * v];
+    for (x, site) in terms.clover.iter().enumerate() {
+        let p = inverse_site(x, site, terms.twist)?;
+        let base = lattice.parity(x) * PAIRS_PER_SITE * vh + x / 2;
+        for e in 0..PAIRS_PER_SITE {
+            let at = 2 * (base + e * vh);
+            clover[at..at + 2].copy_from_slice(&site[2 * e..2 * e + 2]);
+            inverse[at..at + 2].copy_from_slice(&p[2 * e..2 * e + 2]);
+        }
+    }
+    Ok((clover, inverse))
 }
 
 /// One packed array ([site][72], canonical order on `lattice`) in 3.0's parity-major
@@ -122,6 +149,17 @@ mod tests {
             }
         }
         worst
+    }
+
+    #[test]
+    fn the_direct_parity_arrays_are_the_reordered_canonical_ones() {
+        for mu in [0.0, 0.05] {
+            let (lattice, t) = terms(mu);
+            let (clover, inverse) = device_clover(&t).unwrap();
+            let (c, i) = device_clover_soa(&lattice, &t).unwrap();
+            assert_eq!(c, to_parity_soa(&lattice, &clover), "mu {mu}");
+            assert_eq!(i, to_parity_soa(&lattice, &inverse), "mu {mu}");
+        }
     }
 
     #[test]

@@ -57,12 +57,15 @@ pub(super) fn solve_one(
             // The plan's device memory, estimated before anything is allocated:
             // printed, then checked against the GPU's free memory (exit 6).
             let params = SolvePlan::from_config(c, opts.version.is_fast_path());
-            let device_plan = crate::app::footprint::DevicePlan::of_run(
-                problem.lattice.volume(),
-                &opts,
-                &params,
-                c.backend.tune,
-            );
+            let device_plan = crate::app::footprint::DevicePlan {
+                site_term: problem.action().has_site_term(),
+                ..crate::app::footprint::DevicePlan::of_run(
+                    problem.lattice.volume(),
+                    &opts,
+                    &params,
+                    c.backend.tune,
+                )
+            };
             let estimate = crate::app::footprint::estimate(&device_plan);
             let what =
                 crate::app::footprint::run_name(&problem.lattice.dims_string(), &opts, &params);
@@ -82,6 +85,11 @@ pub(super) fn solve_one(
             }
             let mut be = timed("construct the GPU backend", || {
                 crate::backend::cuda::CudaBackend::new(&problem.gauge, problem.kappa, &opts)
+            })?;
+            // The clover term and twist (none for Wilson), before tuning: the tuner then
+            // times the kernels the solve launches.
+            timed("upload the site term", || {
+                be.set_action(&problem.gauge, &problem.action())
             })?;
             wall.construct = t.elapsed().as_secs_f64();
             let st = be.setup_times();

@@ -182,6 +182,17 @@ pub fn schur_temporary(volume: usize) -> MemoryLine {
     line(Purpose::SchurTemporary, (volume / 2 * 24 * 8) as u64)
 }
 
+/// The clover term's two device arrays (the clover part and the inverse's factor, 72 reals
+/// a site each) in double, or in float for single and half fields.
+pub fn clover_term(volume: usize, precision: Precision) -> MemoryLine {
+    let real = if precision == Precision::Double { 8 } else { 4 };
+    let reals = 2 * crate::dirac::clover::PACKED_SITE;
+    line(
+        Purpose::CloverTerm(precision),
+        (volume * reals * real) as u64,
+    )
+}
+
 /// The norms of the Schur temporary when it holds a half field (one f32 per odd site).
 pub fn schur_temporary_norms(volume: usize) -> MemoryLine {
     line(Purpose::SchurTemporary, (volume / 2 * 4) as u64)

@@ -187,6 +187,57 @@ impl WilsonKernels for CudaBackend {
         self.stencil
             .hop_xpay(&mut self.core, out, inp, y, c, gamma5)
     }
+
+    fn apply_adjoint(
+        &mut self,
+        op: Operator,
+        out: &mut DeviceSpinor,
+        inp: &DeviceSpinor,
+    ) -> Result<()> {
+        self.stencil.apply_adjoint(&mut self.core, op, out, inp)
+    }
+
+    fn has_site_term(&self) -> bool {
+        self.stencil.has_site_term()
+    }
+
+    fn site_inverse(&mut self, out: &mut DeviceSpinor, inp: &DeviceSpinor) -> Result<()> {
+        self.stencil.site_inverse(&mut self.core, out, inp)
+    }
+}
+
+impl CudaBackend {
+    /// Make the operator D = A - kappa H of `action` (the clover term of `gauge`, a twist):
+    /// the site terms built on the host (`dirac::clover::SiteTerms`), laid out for the
+    /// device and uploaded. A no-op for the Wilson action; refused by a stencil without
+    /// the site term (the seed versions) and for another kappa than the backend's.
+    pub fn set_action(
+        &mut self,
+        gauge: &crate::field::GaugeField,
+        action: &crate::dirac::Action,
+    ) -> Result<()> {
+        if !action.has_site_term() {
+            return Ok(());
+        }
+        if !self.caps.site_term {
+            return Err(unsupported(self, "the clover term and twisted mass"));
+        }
+        if action.kappa != self.core.kappa {
+            return Err(Error::internal(format!(
+                "an action of kappa {} for a backend built with kappa {}",
+                action.kappa, self.core.kappa
+            )));
+        }
+        let terms = crate::dirac::clover::SiteTerms::new(gauge, action)?;
+        let (clover, inverse) =
+            crate::dirac::clover_pack::device_clover_soa(&gauge.lattice, &terms)?;
+        let site = crate::backend::cuda::dirac::stencil_impl::HostSiteTerm {
+            clover,
+            inverse,
+            twist: terms.twist,
+        };
+        self.stencil.set_site_term(&mut self.core, &site)
+    }
 }
 
 impl CudaBackend {

@@ -145,4 +145,50 @@ pub(crate) trait StencilImpl {
     /// Build now what a solve iterating on fields of `layout` would otherwise make on
     /// first use.
     fn prepare(&mut self, core: &mut Core, layout: Layout) -> Result<()>;
+
+    /// Make D = A - kappa H with the site term A of `site` (the clover term, a twist);
+    /// refused by a stencil family without `Capabilities::site_term`.
+    fn set_site_term(&mut self, core: &mut Core, site: &HostSiteTerm) -> Result<()> {
+        let _ = site;
+        Err(crate::backend::unsupported_described(
+            &self.describe(&core.device_name),
+            "the clover term and twisted mass",
+        ))
+    }
+    /// Whether `set_site_term` installed a site term.
+    fn has_site_term(&self) -> bool {
+        false
+    }
+    /// out = A^-1 inp on a half field (only with a site term).
+    fn site_inverse(
+        &mut self,
+        core: &mut Core,
+        out: &mut DeviceSpinor,
+        inp: &DeviceSpinor,
+    ) -> Result<()> {
+        let _ = (core, out, inp);
+        Err(crate::Error::internal(
+            "site_inverse: this stencil has no site term",
+        ))
+    }
+    /// `apply` with the site term's adjoint (`WilsonKernels::apply_adjoint`); without a
+    /// twist, `apply`.
+    fn apply_adjoint(
+        &mut self,
+        core: &mut Core,
+        op: Operator,
+        out: &mut DeviceSpinor,
+        inp: &DeviceSpinor,
+    ) -> Result<()> {
+        self.apply(core, op, out, inp, None)
+    }
+}
+
+/// A site term on the host, in the device's order (`dirac::clover_pack::device_clover_soa`):
+/// the clover parts H_b and the inverse's factors P_b, 72 V reals each in 3.0's
+/// parity-major structure of arrays, and the twist 2 kappa mu.
+pub(crate) struct HostSiteTerm {
+    pub clover: Vec<f64>,
+    pub inverse: Vec<f64>,
+    pub twist: f64,
 }

@@ -4,7 +4,7 @@
 
 use super::{
     complex_bytes, cr_grid, reduce_blocks, reduce_shape, v3_bytes_per_site, v3_half_bytes_per_site,
-    HalfOp, Kernel, V3Mode, CR_BLOCK, CR_SCALARS, HALO_BLOCK, REDUCE_BLOCK,
+    HalfOp, Kernel, SiteEpilogue, V3Mode, CR_BLOCK, CR_SCALARS, HALO_BLOCK, REDUCE_BLOCK,
 };
 use crate::backend::Precision;
 
@@ -68,6 +68,12 @@ fn reduction_bytes(n: usize, complex: bool) -> u64 {
 /// Bytes of a fused BiCGStab launch over n complex numbers of precision `p`: `fields`
 /// field accesses per element, `sums` reduced values (partials written and read back),
 /// and the scalar block.
+/// Bytes of the clover arrays a site's epilogue reads (float arrays for single and half
+/// fields).
+fn clover_bytes(site: SiteEpilogue, single: bool) -> u64 {
+    site.reals() * if single { 4 } else { 8 }
+}
+
 fn bi_bytes(p: Precision, n: usize, fields: u64, sums: u64) -> u64 {
     let grid = cr_grid(n) as u64;
     fields * complex_bytes(p == Precision::Single) * n as u64
@@ -114,13 +120,18 @@ impl Kernel {
             // Two complex multiply-adds.
             Kernel::BiP(_) => 16 * nn,
             Kernel::Setup(_) => 0,
-            Kernel::V3 { mode, dot, .. } => {
+            Kernel::V3 {
+                mode, dot, site, ..
+            } => {
                 // 1320 for the hopping term; y + c*hop 48 (c*hop alone 24); the (y|out)
-                // epilogue 12 conj-multiply-adds of 8 (the block trees not counted).
+                // epilogue 12 conj-multiply-adds of 8 (the block trees not counted); the
+                // site term's (`SiteEpilogue::flops`).
                 let tail = if *mode == V3Mode::Parity { 24 } else { 48 };
                 let dot = if *dot { 96 } else { 0 };
-                (1320 + tail + dot) * nn
+                (1320 + tail + dot + site.flops()) * nn
             }
+            // The inverse's block products (and twist), as the epilogue's.
+            Kernel::CloverInv { twist, .. } => SiteEpilogue::Inverse { twist: *twist }.flops() * nn,
             Kernel::Half(op) => op.flops(n),
             Kernel::XaxpyF | Kernel::XpayF => 8 * nn,
             Kernel::Norm2PartialF => Kernel::Norm2Partial.flops(n),
@@ -187,14 +198,32 @@ impl Kernel {
                 single,
                 reconstruct,
                 half: false,
+                site,
                 ..
-            } => v3_bytes_per_site(*mode, *single, *reconstruct) * nn,
+            } => {
+                (v3_bytes_per_site(*mode, *single, *reconstruct) + clover_bytes(*site, *single))
+                    * nn
+            }
             Kernel::V3 {
                 mode,
                 reconstruct,
                 half: true,
+                site,
                 ..
-            } => v3_half_bytes_per_site(*mode, *reconstruct) * nn,
+            } => (v3_half_bytes_per_site(*mode, *reconstruct) + clover_bytes(*site, true)) * nn,
+            // The clover arrays it reads, a spinor read and one written.
+            Kernel::CloverInv {
+                single,
+                half,
+                twist,
+            } => {
+                let spinor = if *half {
+                    crate::linalg::half::SITE_BYTES
+                } else {
+                    24 * if *single { 4 } else { 8 }
+                };
+                (2 * spinor + clover_bytes(SiteEpilogue::Inverse { twist: *twist }, *single)) * nn
+            }
             Kernel::Half(op) => op.bytes(n),
             Kernel::XaxpyF => 24 * nn,
             Kernel::XpayF => 24 * nn,
@@ -312,6 +341,7 @@ mod tests {
             reconstruct: Reconstruct::R18,
             dot: false,
             half: false,
+            site: SiteEpilogue::None,
         };
         // The full double R=18 launch is the old 3.0 count, under the old name.
         assert_eq!(full.bytes(1), StencilVersion::V3_0.bytes_per_site());
@@ -373,6 +403,7 @@ mod tests {
             reconstruct: Reconstruct::R12,
             dot: true,
             half: false,
+            site: SiteEpilogue::None,
         };
         assert_eq!(eo.flops(10), (1344 + 96) * 10);
         assert_eq!(eo.name(), "stencilCore 3.0 [eo, single, r12, dot]");
@@ -384,6 +415,7 @@ mod tests {
             reconstruct: Reconstruct::R18,
             dot: false,
             half: true,
+            site: SiteEpilogue::None,
         };
         assert_eq!(half.bytes(1), 4 * 72 + 2 * 52);
         assert_eq!(half.flops(1), full.flops(1));
@@ -396,6 +428,51 @@ mod tests {
         assert_eq!(Kernel::Half(HalfOp::Axpy).bytes(10), 3 * 52 * 10);
         assert_eq!(Kernel::Half(HalfOp::Axpy).flops(10), 96 * 10);
         assert_eq!(Kernel::Half(HalfOp::FromDouble).name(), "to_half (half)");
+    }
+
+    #[test]
+    fn the_clover_epilogue_adds_its_blocks_and_arrays() {
+        // kernels/clover.cuh's header: a Hermitian 6x6 block product is 6 x 2 + 15 x 2 x 8
+        // = 252 flops, two blocks 504, reading 72 reals; the twist 48 more; the inverse
+        // with a twist two block products (both arrays, 144 reals) and the twist.
+        let of = |site, single, half| Kernel::V3 {
+            mode: V3Mode::ParityXpay,
+            single,
+            reconstruct: Reconstruct::R12,
+            dot: false,
+            half,
+            site,
+        };
+        let wilson = of(SiteEpilogue::None, false, false);
+        let cases = [
+            (SiteEpilogue::Apply { twist: false }, 504, 72),
+            (SiteEpilogue::Apply { twist: true }, 552, 72),
+            (SiteEpilogue::Inverse { twist: false }, 504, 72),
+            (SiteEpilogue::Inverse { twist: true }, 1056, 144),
+        ];
+        for (site, flops, reals) in cases {
+            let k = of(site, false, false);
+            assert_eq!(k.flops(1) - wilson.flops(1), flops, "{site:?}");
+            assert_eq!(k.bytes(1) - wilson.bytes(1), 8 * reals, "{site:?}");
+            let single =
+                of(site, true, false).bytes(1) - of(SiteEpilogue::None, true, false).bytes(1);
+            assert_eq!(single, 4 * reals, "{site:?}");
+            let half = of(site, true, true).bytes(1) - of(SiteEpilogue::None, true, true).bytes(1);
+            assert_eq!(half, 4 * reals, "{site:?}");
+        }
+        assert_eq!(
+            of(SiteEpilogue::Inverse { twist: true }, true, false).name(),
+            "stencilCore 3.0 [eo xpay, single, r12, clover inverse, twist]"
+        );
+        // The site kernel: a spinor in and out and the arrays.
+        let inv = Kernel::CloverInv {
+            single: false,
+            half: false,
+            twist: false,
+        };
+        assert_eq!(inv.bytes(1), 2 * 192 + 8 * 72);
+        assert_eq!(inv.flops(1), 504);
+        assert!(inv.is_stencil());
     }
 
     #[test]

@@ -63,6 +63,48 @@ pub enum V3Mode {
     ParityXpay,
 }
 
+/// The site term's part of a 3.0 launch (kernels/clover.cuh): none (the Wilson
+/// epilogue, out = y + c hop), out = A y + c hop, or out = A^-1 (y + c hop); `twist`: a
+/// twisted mass, which the inverse applies as (H - i s c) (H^2 + c^2)^-1, reading both
+/// clover arrays.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum SiteEpilogue {
+    #[default]
+    None,
+    Apply {
+        twist: bool,
+    },
+    Inverse {
+        twist: bool,
+    },
+}
+
+impl SiteEpilogue {
+    /// Flops a site beyond the Wilson epilogue's: a Hermitian 6x6 block product is 252,
+    /// two blocks 504 (QUDA's clover count); the twist's i s c v on 24 reals, 48; the
+    /// inverse with a twist two block products and the twist.
+    pub fn flops(self) -> u64 {
+        match self {
+            SiteEpilogue::None => 0,
+            SiteEpilogue::Apply { twist }
+            | SiteEpilogue::Inverse {
+                twist: twist @ false,
+            } => 504 + if twist { 48 } else { 0 },
+            SiteEpilogue::Inverse { twist: true } => 1008 + 48,
+        }
+    }
+
+    /// Reals of the clover arrays read a site: one array (72 reals), both for the inverse
+    /// with a twist.
+    pub fn reals(self) -> u64 {
+        match self {
+            SiteEpilogue::None => 0,
+            SiteEpilogue::Inverse { twist: true } => 144,
+            _ => 72,
+        }
+    }
+}
+
 /// Bytes per complex number of a field of this precision.
 pub fn complex_bytes(single: bool) -> u64 {
     if single {
@@ -130,6 +172,16 @@ pub enum Kernel {
         dot: bool,
         /// Half-precision spinors (then `single` too: float arithmetic and links).
         half: bool,
+        /// The clover term's and twist's epilogue (CLOVER builds).
+        site: SiteEpilogue,
+    },
+    /// The CLOVER builds' site kernel out = A^-1 inp over n sites (stencil_v3_clover_inv):
+    /// float arithmetic and arrays when `single` (single and half fields), half spinors,
+    /// and whether a twist makes it read both clover arrays.
+    CloverInv {
+        single: bool,
+        half: bool,
+        twist: bool,
     },
     /// A site-wise kernel on half-precision fields (kernels/half.cuh) over n sites.
     Half(HalfOp),
@@ -239,6 +291,7 @@ impl Kernel {
                 reconstruct,
                 dot,
                 half,
+                site,
             } => {
                 let mut tags = Vec::new();
                 match mode {
@@ -257,11 +310,33 @@ impl Kernel {
                 if *dot {
                     tags.push("dot");
                 }
+                match site {
+                    SiteEpilogue::None => {}
+                    SiteEpilogue::Apply { twist: false } => tags.push("clover"),
+                    SiteEpilogue::Apply { twist: true } => tags.push("clover, twist"),
+                    SiteEpilogue::Inverse { twist: false } => tags.push("clover inverse"),
+                    SiteEpilogue::Inverse { twist: true } => tags.push("clover inverse, twist"),
+                }
                 if tags.is_empty() {
                     "stencilCore 3.0".into()
                 } else {
                     format!("stencilCore 3.0 [{}]", tags.join(", "))
                 }
+            }
+            Kernel::CloverInv {
+                single,
+                half,
+                twist,
+            } => {
+                let p = if *half {
+                    "half"
+                } else if *single {
+                    "single"
+                } else {
+                    "double"
+                };
+                let t = if *twist { ", twist" } else { "" };
+                format!("clover inverse [{p}{t}]")
             }
             Kernel::Half(op) => format!("{} (half)", op.name()),
             Kernel::XaxpyF => "xaxpy (single)".into(),
@@ -307,6 +382,7 @@ impl Kernel {
             self,
             Kernel::Stencil(_)
                 | Kernel::V3 { .. }
+                | Kernel::CloverInv { .. }
                 | Kernel::Xgemm34x44
                 | Kernel::Xgemm33x34 { .. }
                 | Kernel::DslashCombine

@@ -131,6 +131,7 @@ impl StencilKernels {
                     inp_norm: 0,
                     y_norm: 0,
                     out_norm: 0,
+                    site: Default::default(),
                 };
                 launch_v3(gpu, f, &l)?;
             }

@@ -91,9 +91,7 @@ pub(crate) fn v3_clover_program(reconstruct: Reconstruct, single: bool, half: bo
     p
 }
 
-/// The CLOVER build's site kernel, out = A^-1 inp (named by the compile check; the
-/// backend's clover launches are not wired yet).
-#[cfg_attr(not(test), allow(dead_code))]
+/// The CLOVER build's site kernel, out = A^-1 inp (`V3Kernels::load_clover`).
 pub(crate) const CLOVER_INV_ENTRY: &str = "stencil_v3_clover_inv";
 
 /// 3.0's halo kernels (kernels/halo.cu) with the defines of the stencil module they pair

@@ -2,8 +2,9 @@
 //! (`V3Kernels`), the block and column choices, and `launch_v3`.
 
 use crate::backend::cuda::core::device::function;
-use crate::backend::cuda::core::kernels::{Kernel, V3Mode};
+use crate::backend::cuda::core::kernels::{Kernel, SiteEpilogue, V3Mode};
 use crate::backend::cuda::core::launch::cfg_1d;
+use crate::backend::cuda::core::stencil::programs;
 use crate::backend::cuda::core::timing::{launch_values, GpuStream};
 use crate::backend::cuda::core::version::{Reconstruct, V3_FULL_MAX_BLOCK, V3_LINK_HINTS};
 use crate::error::Result;
@@ -47,6 +48,32 @@ pub(crate) struct V3Launch {
     pub inp_norm: u64,
     pub y_norm: u64,
     pub out_norm: u64,
+    /// The site term's epilogue (the CLOVER builds' four more arguments; default: none,
+    /// the Wilson epilogue).
+    pub site: SiteArgs,
+}
+
+/// The CLOVER builds' epilogue arguments (kernels/clover.cuh `V3Clover`): the device
+/// addresses of the clover arrays (both parities; `clover` 0: the Wilson epilogue), the
+/// twist 2 kappa mu, and `inverse` (0: out = A y + c hop, 1: out = A^-1 (y + c hop)).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct SiteArgs {
+    pub clover: u64,
+    pub inv: u64,
+    pub twist: f64,
+    pub inverse: i32,
+}
+
+impl SiteArgs {
+    /// What the launch's epilogue computes, for its counts.
+    pub fn epilogue(&self) -> SiteEpilogue {
+        let twist = self.twist != 0.0;
+        match (self.clover, self.inverse) {
+            (0, _) => SiteEpilogue::None,
+            (_, 0) => SiteEpilogue::Apply { twist },
+            _ => SiteEpilogue::Inverse { twist },
+        }
+    }
 }
 
 impl V3Launch {
@@ -70,6 +97,7 @@ impl V3Launch {
             reconstruct: self.reconstruct,
             dot: self.partials != 0,
             half: self.half,
+            site: self.site.epilogue(),
         }
     }
 }
@@ -112,6 +140,9 @@ pub(crate) struct V3Kernels {
     pub full_dot: CudaFunction,
     pub full_dot_col: CudaFunction,
     pub parity: CudaFunction,
+    /// A CLOVER build's site kernel `stencil_v3_clover_inv` (None: a Wilson build, whose
+    /// entries take no site-term arguments).
+    pub clover_inv: Option<CudaFunction>,
 }
 
 impl V3Kernels {
@@ -156,7 +187,16 @@ impl V3Kernels {
             full_dot: function(module, Self::NAMES[0])?,
             full_dot_col: function(module, Self::NAMES[1])?,
             parity: function(module, Self::NAMES[2])?,
+            clover_inv: None,
         })
+    }
+
+    /// A CLOVER build's entry points (`programs::v3_clover_program`): the same names, each
+    /// with the site-term arguments, and the site kernel.
+    pub fn load_clover(module: &Arc<CudaModule>) -> Result<Self> {
+        let mut k = Self::load(module)?;
+        k.clover_inv = Some(function(module, programs::CLOVER_INV_ENTRY)?);
+        Ok(k)
     }
 
     /// The entry point of a launch's mode (`column`: `full_column`'s sites per thread).
@@ -185,13 +225,17 @@ impl V3Kernels {
 ///   threads to hide it.
 /// - parity launches: 1 (columns are a path of the full mode only; a parity launch reads
 ///   each link once already).
+/// - with the clover epilogue: double 4, as Wilson's (without columns the clover dslash
+///   double r12 took 1.14x longer at 32^3x64 and 16^3x32, r18 1.02x); single 1 (columns
+///   of 2 took 1.08x (r18) and 1.02x (r12) longer at 32^3x64, 1.25x and 1.21x at 16^3x32:
+///   the epilogue's registers leave a column too few threads). H200, validate/RESULTS.md.
 ///
 /// The largest power of two <= that dividing LT (the local LT on a sub-lattice).
 pub(crate) fn full_column(a: &V3Launch) -> usize {
     if a.parity.is_some() {
         return 1;
     }
-    let want = if a.half || a.reconstruct == Reconstruct::R8 {
+    let want = if a.half || a.reconstruct == Reconstruct::R8 || (a.single && a.site.clover != 0) {
         1
     } else if a.single {
         COLUMN_SINGLE
@@ -242,36 +286,79 @@ pub(crate) fn launch_v3(gpu: &mut GpuStream, k: &V3Kernels, a: &V3Launch) -> Res
     let g5 = a.g5 as i32;
     let volume = a.volume as i32;
     let [lx, ly, lz, lt] = a.dims;
-    launch_values!(
-        gpu,
-        a.kernel(),
-        n,
-        f,
-        cfg,
-        [
-            &a.inp,
-            &a.y,
-            &a.out,
-            &a.links,
-            &a.c,
-            &g5,
-            &parity,
-            &volume,
-            &lx,
-            &ly,
-            &lz,
-            &lt,
-            &a.split_mask,
-            &a.anti_lo,
-            &a.anti_hi,
-            &a.s,
-            &a.partials,
-            &a.ticket,
-            &a.inp_norm,
-            &a.y_norm,
-            &a.out_norm
-        ]
-    );
+    if k.clover_inv.is_none() {
+        if a.site.clover != 0 {
+            return Err(crate::Error::internal(
+                "a site-term launch of a Wilson build of 3.0",
+            ));
+        }
+        launch_values!(
+            gpu,
+            a.kernel(),
+            n,
+            f,
+            cfg,
+            [
+                &a.inp,
+                &a.y,
+                &a.out,
+                &a.links,
+                &a.c,
+                &g5,
+                &parity,
+                &volume,
+                &lx,
+                &ly,
+                &lz,
+                &lt,
+                &a.split_mask,
+                &a.anti_lo,
+                &a.anti_hi,
+                &a.s,
+                &a.partials,
+                &a.ticket,
+                &a.inp_norm,
+                &a.y_norm,
+                &a.out_norm
+            ]
+        );
+    } else {
+        let s = &a.site;
+        launch_values!(
+            gpu,
+            a.kernel(),
+            n,
+            f,
+            cfg,
+            [
+                &a.inp,
+                &a.y,
+                &a.out,
+                &a.links,
+                &a.c,
+                &g5,
+                &parity,
+                &volume,
+                &lx,
+                &ly,
+                &lz,
+                &lt,
+                &a.split_mask,
+                &a.anti_lo,
+                &a.anti_hi,
+                &a.s,
+                &a.partials,
+                &a.ticket,
+                &a.inp_norm,
+                &a.y_norm,
+                &a.out_norm,
+                &s.clover,
+                &s.inv,
+                &s.twist,
+                &s.inverse
+            ]
+        );
+    }
     Ok(())
 }
 
@@ -365,6 +452,7 @@ mod tests {
             inp_norm: 0,
             y_norm: 0,
             out_norm: 0,
+            site: SiteArgs::default(),
         }
     }
 
@@ -395,6 +483,12 @@ mod tests {
         let mut half = full_launch(true, Reconstruct::R18, dims, None);
         half.half = true;
         assert_eq!(full_column(&half), 1);
+        // With the clover epilogue: double keeps its columns, single has none.
+        for (single, want) in [(false, 4), (true, 1)] {
+            let mut clover = full_launch(single, Reconstruct::R12, dims, None);
+            clover.site.clover = 0x1000;
+            assert_eq!(full_column(&clover), want, "single {single}");
+        }
         // Each column starts on a t that is a multiple of its length, so it never wraps.
         for lt in [2, 4, 6, 8, 10, 12, 32, 64] {
             let t = full_column(&full_launch(false, Reconstruct::R18, [4, 4, 4, lt], None));

@@ -7,7 +7,7 @@ use crate::backend::cuda::core::device::{err, load_module};
 use crate::backend::cuda::core::kernels::{Kernel, BLAS_BLOCK};
 use crate::backend::cuda::core::launch::{cfg_1d, dptr};
 use crate::backend::cuda::core::stencil::programs;
-use crate::backend::cuda::core::stencil::v3::{V3Kernels, V3Launch};
+use crate::backend::cuda::core::stencil::v3::{SiteArgs, V3Kernels, V3Launch};
 use crate::backend::cuda::core::timing::launch;
 use crate::backend::cuda::core::version::StencilVersion;
 use crate::backend::cuda::dirac::blas::Core;
@@ -18,12 +18,17 @@ use crate::linalg::Precision;
 impl FastStencil {
     /// The single-precision stencil and links, built on first use from the double links.
     pub(super) fn ensure_single(&mut self, core: &mut Core) -> Result<()> {
+        self.ensure_site_single(core)?;
         if self.single.is_some() {
             return Ok(());
         }
-        let program = programs::program(StencilVersion::V3_0, self.reconstruct, true);
-        let (module, _) = load_module(&core.gpu.ctx, &program)?;
-        let f = V3Kernels::load(&module)?;
+        let f = if self.site_term() {
+            let program = programs::v3_clover_program(self.reconstruct, true, false);
+            V3Kernels::load_clover(&load_module(&core.gpu.ctx, &program)?.0)?
+        } else {
+            let program = programs::program(StencilVersion::V3_0, self.reconstruct, true);
+            V3Kernels::load(&load_module(&core.gpu.ctx, &program)?.0)?
+        };
         let n = self.links.len() / 2;
         let mut links = core
             .gpu
@@ -56,9 +61,13 @@ impl FastStencil {
     pub(super) fn ensure_half(&mut self, core: &mut Core) -> Result<()> {
         self.ensure_single(core)?;
         if self.half.is_none() {
-            let program = programs::v3_program(self.reconstruct, true, true);
-            let (module, _) = load_module(&core.gpu.ctx, &program)?;
-            self.half = Some(V3Kernels::load(&module)?);
+            self.half = Some(if self.site_term() {
+                let program = programs::v3_clover_program(self.reconstruct, true, true);
+                V3Kernels::load_clover(&load_module(&core.gpu.ctx, &program)?.0)?
+            } else {
+                let program = programs::v3_program(self.reconstruct, true, true);
+                V3Kernels::load(&load_module(&core.gpu.ctx, &program)?.0)?
+            });
         }
         Ok(())
     }
@@ -142,6 +151,7 @@ impl FastStencil {
             s: 0,
             partials: 0,
             ticket: 0,
+            site: SiteArgs::default(),
         }
     }
 }

@@ -15,6 +15,7 @@ mod access;
 mod convert;
 mod lazy;
 pub(crate) mod prec;
+mod site;
 
 use self::access::{addr, half_addr};
 use self::prec::{ops, ops_for, FastBlas};
@@ -26,7 +27,7 @@ use crate::backend::cuda::core::launch::dptr;
 use crate::backend::cuda::core::stencil::v3::V3Kernels;
 use crate::backend::cuda::core::version::{Reconstruct, StencilVersion};
 use crate::backend::cuda::dirac::blas::Core;
-use crate::backend::cuda::dirac::stencil_impl::{Geometry, StencilImpl};
+use crate::backend::cuda::dirac::stencil_impl::{Geometry, HostSiteTerm, StencilImpl};
 use crate::backend::ledger::{field_bytes, Booking, Purpose};
 use crate::backend::Capabilities;
 use crate::error::{Error, Result};
@@ -57,6 +58,8 @@ pub(crate) struct FastStencil {
     tmp: Option<(CudaSlice<f64>, Booking)>,
     /// The norms of the Schur temporary when it holds a half field (made on first use).
     tmp_norm: Option<(CudaSlice<f32>, Booking)>,
+    /// The site term (the clover term, a twist), once installed (`set_site_term`).
+    site: Option<site::SiteArrays>,
 }
 
 impl FastStencil {
@@ -66,7 +69,7 @@ impl FastStencil {
         single: true,
         half: true,
         fused_cr: true,
-        site_term: false,
+        site_term: true,
     };
 
     pub(crate) fn new(
@@ -90,6 +93,7 @@ impl FastStencil {
             half: None,
             tmp: None,
             tmp_norm: None,
+            site: None,
         })
     }
 }
@@ -242,80 +246,40 @@ impl StencilImpl for FastStencil {
         inp: &DeviceSpinor,
         cr: Option<&mut DeviceCrState>,
     ) -> Result<()> {
-        if out.layout != inp.layout {
-            return Err(mismatch("apply", out.layout, inp.layout));
-        }
-        let want = op.subset();
-        if inp.layout.subset != want {
+        self.apply_with(core, op, out, inp, cr, false)
+    }
+
+    fn apply_adjoint(
+        &mut self,
+        core: &mut Core,
+        op: Operator,
+        out: &mut DeviceSpinor,
+        inp: &DeviceSpinor,
+    ) -> Result<()> {
+        self.apply_with(core, op, out, inp, None, true)
+    }
+
+    fn set_site_term(&mut self, core: &mut Core, site: &HostSiteTerm) -> Result<()> {
+        if core.halo.is_some() {
             return Err(Error::invalid(
-                "backend",
-                if op.is_schur() {
-                    format!(
-                        "operator {op} acts on even-site fields, not {:?} ones",
-                        inp.layout.subset
-                    )
-                } else {
-                    format!(
-                        "operator {op} acts on full-lattice fields, not {:?} ones",
-                        inp.layout.subset
-                    )
-                },
+                "parallel.grid",
+                "the clover term and twisted mass on a split GPU lattice: the halo kernels have no site term; run on one GPU or the CPU",
             ));
         }
-        let precision = inp.layout.precision;
-        let (f, links) = self.stencil_for(core, precision)?;
-        let stream = core.gpu.stream.clone();
-        let (x, _) = addr(inp, &stream);
-        let (o, _) = addr(out, &stream);
-        let x_norm = half_addr(inp, &stream, 0).map_or(0, |a| a.1);
-        let o_norm = half_addr(out, &stream, 0).map_or(0, |a| a.1);
-        let (s, partials, ticket) = match &cr {
-            Some(st) => (
-                dptr(&st.scalars, &stream),
-                dptr(&st.partials, &stream),
-                dptr(&st.tickets, &stream) + 4 * CR_TICKET_APPLY as u64,
-            ),
-            None => (0, 0, 0),
-        };
-        let mut l = self.v3_launch(core, links, precision);
-        l.s = s;
-        if op.is_schur() {
-            let tmp = self.ensure_tmp(core)?;
-            let tmp_norm = if precision == Precision::Half {
-                self.ensure_tmp_norm(core)?
-            } else {
-                0
-            };
-            // tmp_o = H_oe x_e
-            l.parity = Some(1);
-            l.inp = x;
-            l.inp_norm = x_norm;
-            l.out = tmp;
-            l.out_norm = tmp_norm;
-            l.c = 1.0;
-            core.launch_v3(&f, &l)?;
-            // out_e = [g5] (x_e - kappa^2 H_eo tmp_o)
-            l.parity = Some(0);
-            l.inp = tmp;
-            l.inp_norm = tmp_norm;
-            l.y = x;
-            l.y_norm = x_norm;
-            l.c = -core.kappa * core.kappa;
-        } else {
-            l.inp = x;
-            l.inp_norm = x_norm;
-            l.y = x;
-            l.y_norm = x_norm;
-            l.c = -core.kappa;
-        }
-        l.out = o;
-        l.out_norm = o_norm;
-        l.g5 = op.gamma5();
-        l.partials = partials;
-        l.ticket = ticket;
-        core.launch_v3(&f, &l)?;
-        core.applications += 1;
-        Ok(())
+        self.install_site_term(core, site)
+    }
+
+    fn has_site_term(&self) -> bool {
+        self.site_term()
+    }
+
+    fn site_inverse(
+        &mut self,
+        core: &mut Core,
+        out: &mut DeviceSpinor,
+        inp: &DeviceSpinor,
+    ) -> Result<()> {
+        self.launch_site_inverse(core, out, inp)
     }
 
     /// out = [g5] (y + c H inp) on half fields (out, y of one parity; inp the other).
@@ -374,6 +338,99 @@ impl StencilImpl for FastStencil {
                 self.ensure_tmp_norm(core)?;
             }
         }
+        Ok(())
+    }
+}
+
+impl FastStencil {
+    /// `StencilImpl::apply` (`adjoint`: with A^dag, `apply_adjoint`). With a site term A
+    /// the full forms end in out = [g5] (A x - kappa H x), and the Schur forms run
+    /// tmp_o = A_oo^-1 H_oe x_e, then out_e = [g5] (A_ee x_e - kappa^2 H_eo tmp_o)
+    /// (kernels/clover.cuh's epilogues).
+    fn apply_with(
+        &mut self,
+        core: &mut Core,
+        op: Operator,
+        out: &mut DeviceSpinor,
+        inp: &DeviceSpinor,
+        cr: Option<&mut DeviceCrState>,
+        adjoint: bool,
+    ) -> Result<()> {
+        if out.layout != inp.layout {
+            return Err(mismatch("apply", out.layout, inp.layout));
+        }
+        let want = op.subset();
+        if inp.layout.subset != want {
+            return Err(Error::invalid(
+                "backend",
+                if op.is_schur() {
+                    format!(
+                        "operator {op} acts on even-site fields, not {:?} ones",
+                        inp.layout.subset
+                    )
+                } else {
+                    format!(
+                        "operator {op} acts on full-lattice fields, not {:?} ones",
+                        inp.layout.subset
+                    )
+                },
+            ));
+        }
+        let precision = inp.layout.precision;
+        let (f, links) = self.stencil_for(core, precision)?;
+        let stream = core.gpu.stream.clone();
+        let (x, _) = addr(inp, &stream);
+        let (o, _) = addr(out, &stream);
+        let x_norm = half_addr(inp, &stream, 0).map_or(0, |a| a.1);
+        let o_norm = half_addr(out, &stream, 0).map_or(0, |a| a.1);
+        let (s, partials, ticket) = match &cr {
+            Some(st) => (
+                dptr(&st.scalars, &stream),
+                dptr(&st.partials, &stream),
+                dptr(&st.tickets, &stream) + 4 * CR_TICKET_APPLY as u64,
+            ),
+            None => (0, 0, 0),
+        };
+        let mut l = self.v3_launch(core, links, precision);
+        l.s = s;
+        if op.is_schur() {
+            let tmp = self.ensure_tmp(core)?;
+            let tmp_norm = if precision == Precision::Half {
+                self.ensure_tmp_norm(core)?
+            } else {
+                0
+            };
+            // tmp_o = H_oe x_e
+            l.parity = Some(1);
+            l.inp = x;
+            l.inp_norm = x_norm;
+            l.out = tmp;
+            l.out_norm = tmp_norm;
+            l.c = 1.0;
+            l.site = self.site_args(core, precision, true, adjoint)?;
+            core.launch_v3(&f, &l)?;
+            // out_e = [g5] (x_e - kappa^2 H_eo tmp_o)
+            l.parity = Some(0);
+            l.inp = tmp;
+            l.inp_norm = tmp_norm;
+            l.y = x;
+            l.y_norm = x_norm;
+            l.c = -core.kappa * core.kappa;
+        } else {
+            l.inp = x;
+            l.inp_norm = x_norm;
+            l.y = x;
+            l.y_norm = x_norm;
+            l.c = -core.kappa;
+        }
+        l.site = self.site_args(core, precision, false, adjoint)?;
+        l.out = o;
+        l.out_norm = o_norm;
+        l.g5 = op.gamma5();
+        l.partials = partials;
+        l.ticket = ticket;
+        core.launch_v3(&f, &l)?;
+        core.applications += 1;
         Ok(())
     }
 }

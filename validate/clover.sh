@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Runs ON the device machine (repository root, binaries in .device/ from validate/device.sh):
+# the clover term and twisted mass on the GPU (kernel 3.0's CLOVER builds), a table last.
+#   1. nvidia-smi; the GPU test targets (default: gpu-clover, gpu-fast, gpu-half,
+#      gpu-solvers; TESTS= to pick, SKIP_TESTS=1 to skip)
+#   2. floor on 16x16x16x32 and 32x32x32x64: the Wilson rows, then the clover and
+#      twisted-clover rows (their floors with the clover arrays' reads)
+#   3. the main job on quenched beta 6.0 fields (generated on the GPU on first use) at
+#      16x16x16x32 and 32x32x32x64: Wilson (kappa 0.153) and Wilson-clover (c_sw 1.77,
+#      kappa 0.133) with the fused CR and the fused BiCGStab on the fast path (even-odd,
+#      single-double, 12-real links), twisted clover (mu 0.01) with BiCGStab, and at
+#      16x16x16x32 the twisted-clover CGNE, the clover CR in double and half-double, and the
+#      clover CR on the CPU (its iterations and true residual beside the GPU's)
+# Outputs in /tmp/qcd-out, packed into $OUT/results.tar.gz, the log in $OUT/log.txt.
+set -uo pipefail
+bin=$PWD/.device
+q=$bin/qcd-solve
+res=/tmp/qcd-out
+big=/tmp/qcd-big
+out=${OUT:-/tmp/qcd-return}
+mkdir -p "$res" "$big" "$out"
+export QCD_SOLVE_TUNE_CACHE=$res/tune.tsv RUST_LOG=${RUST_LOG:-warn}
+: >"$res/status.txt"
+
+step() { # name, command...: run it, record its exit code and seconds in status.txt
+    local name=$1; shift
+    echo; echo "===== $name: $*"
+    local t0=$(date +%s%N)
+    "$@"
+    local rc=$?
+    echo "$name rc=$rc $(( ($(date +%s%N) - t0) / 1000000 )) ms" >>"$res/status.txt"
+    return $rc
+}
+
+resize() { # config, dims (e.g. 32x32x32x64): the config with those extents and its report name
+    local l=(${2//x/ })
+    sed -e "s/^LX = .*/LX = ${l[0]}/; s/^LY = .*/LY = ${l[1]}/; s/^LZ = .*/LZ = ${l[2]}/; s/^LT = .*/LT = ${l[3]}/" \
+        -e "s|^report = .*|report = \"main.json\"|" "$1"
+}
+
+FAST="--kernel 3.0 --preconditioning even-odd --precision single-double --reconstruct 12"
+CLOVER="--csw 1.77 --kappa 0.133"
+
+main() { # label, config, options...: the main job, its report as $res/main-<label>.json
+    local label=$1 cfg=$2; shift 2
+    step "main-$label" timeout 300 "$q" -q "$cfg" "$@" --output "$big/$label" >"$res/main-$label.txt" 2>&1
+    cp "$big/$label/main.json" "$res/main-$label.json" 2>/dev/null
+    tail -n 4 "$res/main-$label.txt"
+}
+
+{
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
+echo "binary: $("$q" --version) $(cat "$bin/commit" 2>/dev/null)"
+if [ -z "${SKIP_TESTS:-}" ]; then
+    for t in ${TESTS:-gpu-clover-tests gpu-fast-tests gpu-half-tests gpu-solvers-tests}; do
+        step "$t" timeout 400 "$bin/$t" --test-threads=1 >"$res/$t.txt" 2>&1
+        grep -E "^test result|FAILED|panicked" "$res/$t.txt" | head -8
+    done
+fi
+for fd in ${FLOORS:-16x16x16x32:200 32x32x32x64:100}; do
+    d=${fd%%:*}; rep=${fd#*:}
+    step "floor-$d" timeout 300 "$q" -q floor --dims "${d//x/,}" --repeat "$rep" >"$res/floor-$d.txt" 2>&1
+    cat "$res/floor-$d.txt"
+done
+for d in ${MAIN_DIMS:-16x16x16x32 32x32x32x64}; do
+    resize configs/heatbath-b6-16x16x16x32.toml "$d" >"$big/b6-$d.toml"
+    cfg=$big/b6-$d.toml
+    main "$d-wilson-cr" "$cfg" --device cuda $FAST
+    main "$d-clover-cr" "$cfg" --device cuda $FAST $CLOVER
+    main "$d-wilson-bicgstab" "$cfg" --device cuda $FAST --method bicgstab
+    main "$d-clover-bicgstab" "$cfg" --device cuda $FAST $CLOVER --method bicgstab
+    main "$d-twisted-bicgstab" "$cfg" --device cuda $FAST $CLOVER --mu 0.01 --method bicgstab
+    if [ "$d" = 16x16x16x32 ]; then
+        main "$d-twisted-cgne" "$cfg" --device cuda $FAST $CLOVER --mu 0.01 --method cgne
+        main "$d-clover-cr-double" "$cfg" --device cuda --kernel 3.0 --preconditioning even-odd $CLOVER
+        main "$d-clover-cr-half" "$cfg" --device cuda --kernel 3.0 --preconditioning even-odd \
+            --precision half-double $CLOVER
+        main "$d-clover-cr-cpu" "$cfg" --device cpu --preconditioning even-odd --precision single-double $CLOVER
+    fi
+done
+} 2>&1 | tee "$res/log.txt" "$out/log.txt"
+
+tar -C /tmp -czf "$out/results.tar.gz" qcd-out
+echo; echo "===== summary"
+cat "$res/status.txt"
+python3 - "$res" <<'EOF'
+import glob, json, os, re, sys
+res = sys.argv[1]
+print("\nfloor rows with the clover term (ratio to the DRAM floor, bound):")
+for f in sorted(glob.glob(f"{res}/floor-*.txt")):
+    d = os.path.basename(f)[6:-4]
+    for line in open(f):
+        if "clover" in line:
+            print(f"  {d:12} {line.rstrip()}")
+print("\nmain job (iterations, true residual of D x = b on the CPU, solve s, s per iteration):")
+rows = {}
+for f in sorted(glob.glob(f"{res}/main-*.json")):
+    label = os.path.basename(f)[5:-5]
+    try:
+        j = json.load(open(f))
+    except ValueError:
+        continue
+    it, tr = j.get("iterations"), j.get("true_residual_of_d_cpu")
+    solve = (j.get("timings") or {}).get("solve")
+    per = solve / it if solve and it else float("nan")
+    rows[label] = per
+    print(f"  {label:32} {it!s:>6} {tr!s:>24} {solve!s:>22} {1e3 * per:9.4f} ms/it  {j.get('stop_reason')}")
+print("\nclover / Wilson time per iteration (same field, same options):")
+for label, per in rows.items():
+    if "-clover-" in label and not label.endswith(("-cpu", "-double", "-half")):
+        w = rows.get(label.replace("-clover-", "-wilson-"))
+        if w:
+            print(f"  {label:32} {per / w:.3f}")
+EOF
