@@ -517,10 +517,10 @@ fn zero_csw_and_mu_are_bitwise_the_wilson_operator() {
 #[test]
 fn bad_clover_and_twist_input_exits_2_naming_the_key() {
     // The README's exit code 2 for a bad config, with the key (and the flag that set it)
-    // in the message; nothing written. The CUDA cases (one GPU with a seed kernel, a split
-    // lattice on GPUs) are refused by the plan's check before any device is looked for
-    // (they pass on a machine without a GPU); a split lattice on the CPU runs
-    // (tests/clover_split.rs).
+    // in the message; nothing written. The CUDA case (one GPU with a seed kernel) is
+    // refused by the plan's check before any device is looked for (it passes on a machine
+    // without a GPU); a split lattice runs on the CPU (tests/clover_split.rs) and on GPUs
+    // (tests/gpu_clover.rs); launched ranks are refused (tests/clover_split.rs).
     let d = tempfile::tempdir().unwrap();
     let report = d.path().join("r.json");
     let config = |extra_dirac: &str, extra: &str| {
@@ -537,7 +537,7 @@ fn bad_clover_and_twist_input_exits_2_naming_the_key() {
         .unwrap();
         p
     };
-    let cases: [(&str, &str, &[&str], &[&str]); 10] = [
+    let cases: [(&str, &str, &[&str], &[&str]); 9] = [
         ("", "", &["--csw=-1"], &["--csw", "dirac.csw"]),
         ("", "", &["--csw", "nan"], &["--csw", "dirac.csw"]),
         ("", "", &["--csw", "inf"], &["--csw", "dirac.csw"]),
@@ -547,12 +547,6 @@ fn bad_clover_and_twist_input_exits_2_naming_the_key() {
             "",
             &["--mu", "0.01", "--method", "cr"],
             &["--method", "solver.method", "mu"],
-        ),
-        (
-            "",
-            "",
-            &["--csw", "1.0", "--grid", "1,1,1,2", "--device", "cuda"],
-            &["--grid", "parallel.grid", "c_sw", "cpu"],
         ),
         (
             "",

@@ -336,8 +336,9 @@ fn the_binary_solves_a_split_clover_problem_on_the_cpu() {
     assert!(res <= 1e-10, "{res:e}");
     assert!(r["parallel"].is_object(), "no split report: {r}");
 
-    // Launched ranks run on GPUs only, which have no clover term: refused by the plan's
-    // check (exit 2, the key named) before the rendezvous, even with device = "cpu".
+    // Launched ranks do not hold the whole lattice the site term is built on: refused by
+    // the plan's check (exit 2, the key named) before the rendezvous, even with device =
+    // "cpu".
     std::fs::remove_file(&report).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_qcd-solve"))
         .env("RANK", "0")

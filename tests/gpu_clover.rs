@@ -175,12 +175,24 @@ fn the_wilson_action_installs_nothing_and_the_seed_versions_refuse_the_clover_te
 
 /// A solve's config on a random gauge field on the GPU with kernel 3.0.
 fn config(csw: f64, mu: f64, method: &str, precision: &str, pre: &str) -> LoadedConfig {
+    config_with(csw, mu, method, precision, pre, "")
+}
+
+/// `config` with more text appended (e.g. a `[parallel]` table).
+fn config_with(
+    csw: f64,
+    mu: f64,
+    method: &str,
+    precision: &str,
+    pre: &str,
+    extra: &str,
+) -> LoadedConfig {
     let text = format!(
         "[lattice]\nLX = 4\nLY = 4\nLZ = 4\nLT = 8\n[gauge]\ntype = \"random\"\nseed = 5\n\
          [dirac]\nkappa = 0.124\ncsw = {csw}\nmu = {mu}\n\
          [source]\ntype = \"random\"\nseed = 7\n[solver]\nmethod = \"{method}\"\n\
          tolerance = 1e-10\nmax_iterations = 4000\nprecision = \"{precision}\"\n\
-         preconditioning = \"{pre}\"\n[backend]\ndevice = \"cuda\"\nkernel = \"3.0\"\n[output]\n"
+         preconditioning = \"{pre}\"\n[backend]\ndevice = \"cuda\"\nkernel = \"3.0\"\n{extra}[output]\n"
     );
     LoadedConfig::from_str(&text, "test", PathBuf::from(".")).unwrap()
 }
@@ -235,6 +247,49 @@ fn clover_and_twisted_solves_reach_tol_and_the_cpus_solution_by_every_method() {
                     // Both solutions within tol of the system's: their difference is
                     // bounded by the condition number (tens here) times 2 tol.
                     assert!(dx <= 1e-7, "{what}: solutions differ by {dx:.3e}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn split_clover_and_twisted_solves_follow_the_undecomposed_ones() {
+    // The main job with the lattice split in two along t and along x and t, the ranks as
+    // threads (on one GPU: sub-lattices exchanging faces by device copies), against the
+    // same solve on one GPU: the same iteration count within 3 (the split sums in another
+    // order), the CPU's true residual of D x = b <= 2 tol (as above).
+    require_gpu();
+    for (csw, mu) in [(1.77, 0.0), (1.77, 0.05)] {
+        let method = if mu == 0.0 { "cr" } else { "bicgstab" };
+        for pre in ["none", "even-odd"] {
+            for precision in ["double", "single-double"] {
+                let one = config(csw, mu, method, precision, pre);
+                let whole = qcd_solve::app::run::run(&one).unwrap();
+                for grid in ["[1, 1, 1, 2]", "[2, 1, 1, 2]"] {
+                    let what = format!("csw {csw} mu {mu} {method} {pre} {precision} grid {grid}");
+                    let cfg = config_with(
+                        csw,
+                        mu,
+                        method,
+                        precision,
+                        pre,
+                        &format!("[parallel]\ngrid = {grid}\n"),
+                    );
+                    let split = qcd_solve::app::run::run(&cfg).unwrap();
+                    eprintln!(
+                        "{what}: {} iterations (one GPU {}), true residual {:.2e}",
+                        split.iterations, whole.iterations, split.true_residual_of_d_cpu
+                    );
+                    assert!(split.parallel.is_some(), "{what}: not split");
+                    assert!(split.converged, "{what}");
+                    assert!(split.true_residual_of_d_cpu <= 2e-10, "{what}");
+                    assert!(
+                        split.iterations.abs_diff(whole.iterations) <= 3,
+                        "{what}: {} against {}",
+                        split.iterations,
+                        whole.iterations
+                    );
                 }
             }
         }

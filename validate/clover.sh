@@ -10,7 +10,9 @@
 #      kappa 0.133) with the fused CR and the fused BiCGStab on the fast path (even-odd,
 #      single-double, 12-real links), twisted clover (mu 0.01) with BiCGStab, and at
 #      16x16x16x32 the twisted-clover CGNE, the clover CR in double and half-double, and the
-#      clover CR on the CPU (its iterations and true residual beside the GPU's)
+#      clover CR on the CPU (its iterations and true residual beside the GPU's), and the
+#      clover CR and BiCGStab split along t and along x and t (ranks as threads; on one GPU,
+#      sub-lattices exchanging faces by device copies)
 # Outputs in /tmp/qcd-out, packed into $OUT/results.tar.gz, the log in $OUT/log.txt.
 set -uo pipefail
 bin=$PWD/.device
@@ -53,7 +55,9 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=c
 echo "binary: $("$q" --version) $(cat "$bin/commit" 2>/dev/null)"
 if [ -z "${SKIP_TESTS:-}" ]; then
     for t in ${TESTS:-gpu-clover-tests gpu-fast-tests gpu-half-tests gpu-solvers-tests}; do
-        step "$t" timeout 400 "$bin/$t" --test-threads=1 >"$res/$t.txt" 2>&1
+        # gpu-clover-tests prints its measured differences (--nocapture).
+        extra=""; [ "$t" = gpu-clover-tests ] && extra=--nocapture
+        step "$t" timeout 400 "$bin/$t" --test-threads=1 $extra >"$res/$t.txt" 2>&1
         grep -E "^test result|FAILED|panicked" "$res/$t.txt" | head -8
     done
 fi
@@ -76,6 +80,8 @@ for d in ${MAIN_DIMS:-16x16x16x32 32x32x32x64}; do
         main "$d-clover-cr-half" "$cfg" --device cuda --kernel 3.0 --preconditioning even-odd \
             --precision half-double $CLOVER
         main "$d-clover-cr-cpu" "$cfg" --device cpu --preconditioning even-odd --precision single-double $CLOVER
+        main "$d-clover-cr-split-t" "$cfg" --device cuda $FAST $CLOVER --grid 1,1,1,2
+        main "$d-clover-bicgstab-split-xt" "$cfg" --device cuda $FAST $CLOVER --method bicgstab --grid 2,1,1,2
     fi
 done
 } 2>&1 | tee "$res/log.txt" "$out/log.txt"
@@ -105,9 +111,20 @@ for f in sorted(glob.glob(f"{res}/main-*.json")):
     per = solve / it if solve and it else float("nan")
     rows[label] = per
     print(f"  {label:32} {it!s:>6} {tr!s:>24} {solve!s:>22} {1e3 * per:9.4f} ms/it  {j.get('stop_reason')}")
+print("\nGPU against the CPU backend (gpu-clover-tests: largest relative difference by precision):")
+worst = {}
+try:
+    for line in open(f"{res}/gpu-clover-tests.txt"):
+        m = re.match(r".* (Double|Single|Half) (\S+) adjoint \w+: ([\d.e+-]+)$", line.strip())
+        if m:
+            worst[m[1]] = max(worst.get(m[1], 0.0), float(m[3]))
+except OSError:
+    pass
+for k, v in worst.items():
+    print(f"  {k:8} {v:.2e}")
 print("\nclover / Wilson time per iteration (same field, same options):")
 for label, per in rows.items():
-    if "-clover-" in label and not label.endswith(("-cpu", "-double", "-half")):
+    if "-clover-" in label and not label.endswith(("-cpu", "-double", "-half", "-t", "-xt")):
         w = rows.get(label.replace("-clover-", "-wilson-"))
         if w:
             print(f"  {label:32} {per / w:.3f}")

@@ -295,6 +295,10 @@ pub fn estimate(plan: &DevicePlan) -> DeviceEstimate {
     }
     if fast && plan.layout.subset != Subset::Full {
         prepared.push(cuda_fp::schur_temporary(v));
+        // A split lattice's Schur operator with a site term: a second odd temporary.
+        if plan.site_term && plan.partition.is_some() {
+            prepared.push(cuda_fp::schur_temporary(v));
+        }
         if plan.layout.precision == Precision::Half {
             prepared.push(cuda_fp::schur_temporary_norms(v));
         }

@@ -167,11 +167,10 @@ pub fn check(cfg: &LoadedConfig) -> Result<()> {
 /// What runs the clover term and the twisted mass: the CPU's operators, full and even-odd,
 /// every precision, on one device or on a split lattice with ranks as threads (the
 /// decomposed CPU backend, the site term built once on the whole lattice and restricted
-/// to each rank), and kernel 3.0 on one GPU (`Capabilities::site_term`); the GPU's halo
-/// kernels and the seed kernels stay Wilson-only, so a split lattice on the GPU
-/// (`backend.device = "cuda"`, or "auto" once it found one) and launched ranks (one
-/// process per GPU) are refused by `parallel.grid`, and a seed kernel by the key of the
-/// term. A twisted g5 D is not Hermitian, so CR, which needs it to be, is
+/// to each rank), and kernel 3.0 (`Capabilities::site_term`) on one GPU or on a split
+/// lattice with ranks as threads (the same restriction); launched ranks (one process per
+/// GPU), which do not hold the whole lattice, are refused by `parallel.grid`, and a seed
+/// kernel by the key of the term. A twisted g5 D is not Hermitian, so CR, which needs it to be, is
 /// refused (CGNE takes the adjoint from the backend). `on_gpu`: the run is known to go
 /// to a GPU (an explicit device, or "auto" once it found one).
 pub fn check_action(cfg: &LoadedConfig, on_gpu: bool) -> Result<()> {
@@ -189,15 +188,14 @@ pub fn check_action(cfg: &LoadedConfig, on_gpu: bool) -> Result<()> {
             ),
         ));
     }
-    if action.has_site_term() && c.parallel.is_decomposed() && (on_gpu || launched()) {
+    if action.has_site_term() && c.parallel.is_decomposed() && launched() {
         return Err(cfg.bad(
             "parallel",
             "grid",
             format!(
-                "{} on a split lattice runs on the CPU only (backend.device = \"cpu\", the \
-                 ranks as threads of one process, no launcher): the GPU's halo kernels, \
-                 which split and launched ranks run, have the Wilson operator only (one \
-                 GPU runs it without a grid)",
+                "{} on a split lattice runs with the ranks as threads of one process (one \
+                 GPU each, or the CPU), not as processes started by a launcher: the site \
+                 term is built once on the whole lattice, which a launched rank does not hold",
                 action.describe()
             ),
         ));

@@ -67,6 +67,12 @@ pub(super) fn run_cuda(
         ));
     };
     let local_lattice = parts[0].local_lattice(problem.lattice.boundary)?;
+    // A rank's device memory plan (the site term's arrays resident with csw or mu).
+    let site_term = problem.action().has_site_term();
+    let rank_plan = |p: &Partition| footprint::DevicePlan {
+        site_term,
+        ..footprint::DevicePlan::of_rank(p, &opts, &plan)
+    };
     // Ranks on NCCL whose fused CR sums go over peer memory (`[tuning] peer_sums`).
     let mut peer_sums = false;
     match wiring {
@@ -77,9 +83,9 @@ pub(super) fn run_cuda(
             // Every rank's backend on GPU 0: their needs add.
             let estimates: Vec<_> = parts
                 .iter()
-                .map(|p| footprint::estimate(&footprint::DevicePlan::of_rank(p, &opts, &plan)))
+                .map(|p| footprint::estimate(&rank_plan(p)))
                 .collect();
-            let dp = footprint::DevicePlan::of_rank(&parts[0], &opts, &plan);
+            let dp = rank_plan(&parts[0]);
             let what = footprint::run_name(&problem.lattice.dims_string(), &opts, &plan);
             tracing::info!(
                 "device memory estimate per rank: {what}: {}",
@@ -98,7 +104,7 @@ pub(super) fn run_cuda(
                 }
             }
             for (g, p) in parts.iter().enumerate() {
-                let dp = footprint::DevicePlan::of_rank(p, &opts, &plan);
+                let dp = rank_plan(p);
                 let e = footprint::estimate(&dp);
                 let what = footprint::run_name(&local_lattice.dims_string(), &opts, &plan);
                 if g == 0 {
@@ -108,6 +114,18 @@ pub(super) fn run_cuda(
             }
         }
     }
+    // The clover term and twist, built once on the whole lattice (a site's term needs the
+    // links around it); each rank takes its sites (`SiteTerms::restrict`).
+    let action = problem.action();
+    let terms = if action.has_site_term() {
+        Some(timed_seconds("the site terms", || {
+            crate::dirac::clover::SiteTerms::new(&problem.gauge, &action)
+        }))
+    } else {
+        None
+    };
+    let site_seconds = terms.as_ref().map_or(0.0, |t| t.1);
+    let terms = terms.map(|t| t.0).transpose()?;
     // Built here, handed to the ranks: the one-GPU wiring's exchange and host comms.
     let one_gpu = std::sync::Mutex::new(match wiring {
         Wiring::OneGpu => cuda::PeerCopies::world(ranks)
@@ -165,8 +183,24 @@ pub(super) fn run_cuda(
                     exchange,
                     wiring: wiring_name,
                 };
-                let mut out = cuda_rank(&local, p, &o, &plan, links, cfg.config.backend.tune)?;
-                out.4.construct += share;
+                let site = match &terms {
+                    Some(t) => Some(t.restrict(&problem.lattice, p)?),
+                    None => None,
+                };
+                let rank_site = RankSite {
+                    terms: site.as_ref(),
+                    lattice: &local.gauge.lattice,
+                };
+                let mut out = cuda_rank(
+                    &local,
+                    p,
+                    &o,
+                    &plan,
+                    links,
+                    cfg.config.backend.tune,
+                    rank_site,
+                )?;
+                out.4.construct += share + site_seconds;
                 Ok(out)
             })(),
         )
@@ -183,6 +217,7 @@ pub(super) fn cuda_rank(
     plan: &SolvePlan,
     links: RankLinks,
     tune: bool,
+    site: RankSite,
 ) -> Result<RankOutcome> {
     let RankLinks {
         comms,
@@ -201,6 +236,9 @@ pub(super) fn cuda_rank(
         )
     });
     let mut be = be?;
+    if let Some(terms) = site.terms {
+        be.set_site_terms(site.lattice, terms)?;
+    }
     // Launch geometry: collective tuning (every rank, rank 0's cache), before the halo
     // books start.
     let (tuned, tune_seconds) = if tune {
@@ -251,6 +289,13 @@ pub(super) fn cuda_rank(
         o.device
     );
     Ok((r, times, described, wiring, wall))
+}
+
+/// A rank's site terms (the clover term, a twist; None: Wilson) and the local lattice
+/// they are of.
+pub(super) struct RankSite<'a> {
+    pub(super) terms: Option<&'a crate::dirac::clover::SiteTerms>,
+    pub(super) lattice: &'a crate::geometry::lattice::Lattice,
 }
 
 /// A rank's connections: the host communicator (global sums, set-up messages), the

@@ -98,6 +98,11 @@ pub fn run_launched(
             wiring,
         },
         c.backend.tune,
+        // Launched ranks run Wilson only (the plan refuses a site term for them).
+        super::gpu::RankSite {
+            terms: None,
+            lattice: &local.gauge.lattice,
+        },
     )?;
     if let Some(w) = warm {
         w.join().ok();

@@ -222,15 +222,28 @@ impl CudaBackend {
         if !self.caps.site_term {
             return Err(unsupported(self, "the clover term and twisted mass"));
         }
-        if action.kappa != self.core.kappa {
+        let terms = crate::dirac::clover::SiteTerms::new(gauge, action)?;
+        self.set_site_terms(&gauge.lattice, &terms)
+    }
+
+    /// Make the operator D = A - kappa H with the site terms `terms` of this backend's
+    /// `lattice` (a rank's: `SiteTerms::restrict` of the whole lattice's, whose
+    /// construction needs the links around each site).
+    pub fn set_site_terms(
+        &mut self,
+        lattice: &crate::geometry::lattice::Lattice,
+        terms: &crate::dirac::clover::SiteTerms,
+    ) -> Result<()> {
+        if !self.caps.site_term {
+            return Err(unsupported(self, "the clover term and twisted mass"));
+        }
+        if terms.kappa != self.core.kappa {
             return Err(Error::internal(format!(
-                "an action of kappa {} for a backend built with kappa {}",
-                action.kappa, self.core.kappa
+                "site terms of kappa {} for a backend built with kappa {}",
+                terms.kappa, self.core.kappa
             )));
         }
-        let terms = crate::dirac::clover::SiteTerms::new(gauge, action)?;
-        let (clover, inverse) =
-            crate::dirac::clover_pack::device_clover_soa(&gauge.lattice, &terms)?;
+        let (clover, inverse) = crate::dirac::clover_pack::device_clover_soa(lattice, terms)?;
         let site = crate::backend::cuda::dirac::stencil_impl::HostSiteTerm {
             clover,
             inverse,

@@ -260,12 +260,6 @@ impl StencilImpl for FastStencil {
     }
 
     fn set_site_term(&mut self, core: &mut Core, site: &HostSiteTerm) -> Result<()> {
-        if core.halo.is_some() {
-            return Err(Error::invalid(
-                "parallel.grid",
-                "the clover term and twisted mass on a split GPU lattice: the halo kernels have no site term; run on one GPU or the CPU",
-            ));
-        }
         self.install_site_term(core, site)
     }
 
@@ -337,6 +331,9 @@ impl StencilImpl for FastStencil {
             if layout.precision == Precision::Half {
                 self.ensure_tmp_norm(core)?;
             }
+            if self.site_term() && core.halo.is_some() {
+                self.ensure_tmp2(core)?;
+            }
         }
         Ok(())
     }
@@ -407,11 +404,18 @@ impl FastStencil {
             l.out = tmp;
             l.out_norm = tmp_norm;
             l.c = 1.0;
-            l.site = self.site_args(core, precision, true, adjoint)?;
-            core.launch_v3(&f, &l)?;
+            // With a site term: tmp_o = A_oo^-1 H_oe x_e (on a split lattice in a second
+            // temporary, `split_inverse_hop`).
+            let mut hop_out = tmp;
+            if self.site_term() && core.halo.is_some() {
+                hop_out = self.split_inverse_hop(core, &f, l, precision, adjoint)?;
+            } else {
+                l.site = self.site_args(core, precision, true, adjoint)?;
+                core.launch_v3(&f, &l)?;
+            }
             // out_e = [g5] (x_e - kappa^2 H_eo tmp_o)
             l.parity = Some(0);
-            l.inp = tmp;
+            l.inp = hop_out;
             l.inp_norm = tmp_norm;
             l.y = x;
             l.y_norm = x_norm;

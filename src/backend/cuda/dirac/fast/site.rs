@@ -11,7 +11,7 @@ use crate::backend::cuda::core::field::DeviceSpinor;
 use crate::backend::cuda::core::kernels::{Kernel, BLAS_BLOCK};
 use crate::backend::cuda::core::launch::{cfg_1d, dptr};
 use crate::backend::cuda::core::stencil::programs;
-use crate::backend::cuda::core::stencil::v3::{SiteArgs, V3Kernels};
+use crate::backend::cuda::core::stencil::v3::{SiteArgs, V3Kernels, V3Launch};
 use crate::backend::cuda::core::timing::{launch, launch_values};
 use crate::backend::cuda::dirac::blas::Core;
 use crate::backend::cuda::dirac::stencil_impl::HostSiteTerm;
@@ -27,6 +27,9 @@ pub(super) struct SiteArrays {
     twist: f64,
     double: [CudaSlice<f64>; 2],
     single: Option<[CudaSlice<f32>; 2]>,
+    /// A second odd temporary of the Schur operator on a split lattice (`split_inverse_hop`),
+    /// made on first use.
+    tmp2: Option<CudaSlice<f64>>,
     _bookings: Vec<Booking>,
 }
 
@@ -61,6 +64,7 @@ impl FastStencil {
             twist: site.twist,
             double,
             single: None,
+            tmp2: None,
             _bookings: vec![booking],
         });
         Ok(())
@@ -154,31 +158,98 @@ impl FastStencil {
         let precision = inp.layout.precision;
         let (f, _) = self.stencil_for(core, precision)?;
         let a = self.site_args(core, precision, true, false)?;
-        let func = f
-            .clover_inv
-            .as_ref()
-            .ok_or_else(|| Error::internal("site_inverse without a site term"))?;
         let stream = core.gpu.stream.clone();
-        let x = addr(inp, &stream).0;
-        let o = addr(out, &stream).0;
-        let x_norm = half_addr(inp, &stream, 0).map_or(0, |a| a.1);
-        let o_norm = half_addr(out, &stream, 0).map_or(0, |a| a.1);
-        let n = vh(core);
-        let parity = parity as i32;
-        let volume = core.lattice.volume() as i32;
-        let kernel = Kernel::CloverInv {
-            single: precision != Precision::Double,
-            half: precision == Precision::Half,
-            twist: a.twist != 0.0,
-        };
-        launch_values!(
-            core.gpu,
-            kernel,
-            n,
-            func,
-            cfg_1d(n, BLAS_BLOCK, 0),
-            [&x, &o, &a.clover, &a.inv, &a.twist, &parity, &volume, &x_norm, &o_norm]
+        let x = (
+            addr(inp, &stream).0,
+            half_addr(inp, &stream, 0).map_or(0, |a| a.1),
         );
-        Ok(())
+        let o = (
+            addr(out, &stream).0,
+            half_addr(out, &stream, 0).map_or(0, |a| a.1),
+        );
+        site_kernel(core, &f, &a, precision, parity, x, o)
     }
+
+    /// The first half of the Schur operator on a split lattice, tmp_o = A_oo^-1 H_oe x_e
+    /// (`adjoint`: with A^dag): the hop `l` (parity 1 into `l.out`, c = 1, no y) launched
+    /// with the Wilson epilogue, so that the faces' kernels add their hops before the
+    /// inverse (an inverse epilogue would apply to the interior's part alone), then the
+    /// site kernel into a second odd temporary, whose address it returns.
+    pub(super) fn split_inverse_hop(
+        &mut self,
+        core: &mut Core,
+        f: &V3Kernels,
+        mut l: V3Launch,
+        precision: Precision,
+        adjoint: bool,
+    ) -> Result<u64> {
+        if precision == Precision::Half {
+            return Err(Error::internal("half fields on a split lattice"));
+        }
+        l.site = SiteArgs::default();
+        core.launch_v3(f, &l)?;
+        let a = self.site_args(core, precision, true, adjoint)?;
+        let tmp2 = self.ensure_tmp2(core)?;
+        site_kernel(core, f, &a, precision, 1, (l.out, 0), (tmp2, 0))?;
+        Ok(tmp2)
+    }
+
+    /// The split Schur operator's second odd temporary (made on first use, or by
+    /// `prepare`, before any graph is recorded), its address.
+    pub(super) fn ensure_tmp2(&mut self, core: &mut Core) -> Result<u64> {
+        let stream = core.gpu.stream.clone();
+        let n = vh(core) * 24;
+        let Some(site) = self.site.as_mut() else {
+            return Err(Error::internal(
+                "a second Schur temporary without a site term",
+            ));
+        };
+        if site.tmp2.is_none() {
+            let t = stream.alloc_zeros::<f64>(n).map_err(err(
+                "allocating the split Schur operator's second temporary",
+            ))?;
+            site._bookings
+                .push(core.ledger.book(Purpose::SchurTemporary, (n * 8) as u64));
+            site.tmp2 = Some(t);
+        }
+        Ok(dptr(
+            made(&site.tmp2, "the second Schur temporary")?,
+            &stream,
+        ))
+    }
+}
+
+/// One launch of the site kernel out = A^-1 inp (`a`: the arrays and twist) on the half
+/// fields of `parity` at device addresses (data, norms; norms 0 but for half fields).
+fn site_kernel(
+    core: &mut Core,
+    f: &V3Kernels,
+    a: &SiteArgs,
+    precision: Precision,
+    parity: usize,
+    x: (u64, u64),
+    o: (u64, u64),
+) -> Result<()> {
+    let func = f
+        .clover_inv
+        .as_ref()
+        .ok_or_else(|| Error::internal("site_inverse without a site term"))?;
+    let n = vh(core);
+    let parity = parity as i32;
+    let volume = core.lattice.volume() as i32;
+    let kernel = Kernel::CloverInv {
+        single: precision != Precision::Double,
+        half: precision == Precision::Half,
+        twist: a.twist != 0.0,
+    };
+    let ((x, x_norm), (o, o_norm)) = (x, o);
+    launch_values!(
+        core.gpu,
+        kernel,
+        n,
+        func,
+        cfg_1d(n, BLAS_BLOCK, 0),
+        [&x, &o, &a.clover, &a.inv, &a.twist, &parity, &volume, &x_norm, &o_norm]
+    );
+    Ok(())
 }
