@@ -13,6 +13,9 @@
 #      clover CR on the CPU (its iterations and true residual beside the GPU's), and the
 #      clover CR and BiCGStab split along t and along x and t (ranks as threads; on one GPU,
 #      sub-lattices exchanging faces by device copies)
+#   4. TWO=1 (on nvidia-h100-x2 or nvidia-h200-x2): the 16x16x16x32 clover CR and BiCGStab
+#      and the twisted-clover BiCGStab on one GPU and split over two (NCCL; t, and z for the
+#      twisted one). With SKIP_TESTS=1 FLOORS=" " MAIN_DIMS=" " only this runs.
 # Outputs in /tmp/qcd-out, packed into $OUT/results.tar.gz, the log in $OUT/log.txt.
 set -uo pipefail
 bin=$PWD/.device
@@ -84,6 +87,18 @@ for d in ${MAIN_DIMS:-16x16x16x32 32x32x32x64}; do
         main "$d-clover-bicgstab-split-xt" "$cfg" --device cuda $FAST $CLOVER --method bicgstab --grid 2,1,1,2
     fi
 done
+if [ -n "${TWO:-}" ]; then
+    export NCCL_NVLS_ENABLE=0
+    resize configs/heatbath-b6-16x16x16x32.toml 16x16x16x32 >"$big/b6-16x16x16x32.toml"
+    cfg=$big/b6-16x16x16x32.toml
+    main "two-clover-cr-one" "$cfg" --device cuda $FAST $CLOVER
+    main "two-clover-cr-split-t" "$cfg" --device cuda $FAST $CLOVER --grid 1,1,1,2
+    main "two-clover-bicgstab-one" "$cfg" --device cuda $FAST $CLOVER --method bicgstab
+    main "two-clover-bicgstab-split-t" "$cfg" --device cuda $FAST $CLOVER --method bicgstab --grid 1,1,1,2
+    main "two-twisted-bicgstab-one" "$cfg" --device cuda $FAST $CLOVER --mu 0.01 --method bicgstab
+    main "two-twisted-bicgstab-split-z" "$cfg" --device cuda $FAST $CLOVER --mu 0.01 --method bicgstab --grid 1,1,2,1
+    grep -h "decomposition\|comms" "$res"/main-two-*.txt | sort | uniq -c | head -5
+fi
 } 2>&1 | tee "$res/log.txt" "$out/log.txt"
 
 tar -C /tmp -czf "$out/results.tar.gz" qcd-out
@@ -110,7 +125,8 @@ for f in sorted(glob.glob(f"{res}/main-*.json")):
     solve = (j.get("timings") or {}).get("solve")
     per = solve / it if solve and it else float("nan")
     rows[label] = per
-    print(f"  {label:32} {it!s:>6} {tr!s:>24} {solve!s:>22} {1e3 * per:9.4f} ms/it  {j.get('stop_reason')}")
+    grid = (j.get("parallel") or {}).get("grid")
+    print(f"  {label:32} {it!s:>6} {tr!s:>24} {solve!s:>22} {1e3 * per:9.4f} ms/it  {j.get('stop_reason')} {grid or ''}")
 print("\nGPU against the CPU backend (gpu-clover-tests: largest relative difference by precision):")
 worst = {}
 try:
