@@ -623,3 +623,35 @@ fn real_file_clover_solve_has_the_reference_residual() {
     );
     assert!(res < 1e-11, "{res:e}");
 }
+
+#[test]
+fn the_wilson_studies_refuse_the_clover_term_and_validate_takes_kernel_3_0_only() {
+    // `ablate` and `scale` study the Wilson kernels: refused with the term's key (exit 2).
+    // `validate` with the clover term validates kernel 3.0; naming a seed version is
+    // refused by the key, before any GPU is looked for (so this runs without one).
+    let d = tempfile::tempdir().unwrap();
+    let cfg = d.path().join("clover.toml");
+    std::fs::write(
+        &cfg,
+        "[lattice]\nLX = 4\nLY = 4\nLZ = 4\nLT = 4\n\n[gauge]\ntype = \"random\"\nseed = 3\n\n\
+         [dirac]\nkappa = 0.12\ncsw = 1.0\n\n[backend]\ndevice = \"cpu\"\n\n[output]\n",
+    )
+    .unwrap();
+    let cases: [(&[&str], &str); 3] = [
+        (&["validate", "--kernel", "1.6.1"], "Wilson-only"),
+        (&["ablate"], "studies the Wilson operator"),
+        (&["scale"], "studies the Wilson operator"),
+    ];
+    for (args, why) in cases {
+        let out = Command::new(env!("CARGO_BIN_EXE_qcd-solve"))
+            .arg("--quiet")
+            .args(args)
+            .arg(&cfg)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        eprintln!("{args:?}: exit {:?}: {}", out.status.code(), err.trim());
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("dirac.csw") && err.contains(why), "{args:?}: {err}");
+    }
+}

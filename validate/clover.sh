@@ -13,9 +13,11 @@
 #      clover CR on the CPU (its iterations and true residual beside the GPU's), and the
 #      clover CR and BiCGStab split along t and along x and t (ranks as threads; on one GPU,
 #      sub-lattices exchanging faces by device copies)
-#   4. TWO=1 (on nvidia-h100-x2 or nvidia-h200-x2): the 16x16x16x32 clover CR and BiCGStab
+#   4. validate (kernel 3.0 against the CPU) with the clover term on 6x6x6x10 and
+#      16x16x16x32 and with the twisted clover on 6x6x6x10 (VALIDATE=0 skips it)
+#   5. TWO=1 (on nvidia-h100-x2 or nvidia-h200-x2): the 16x16x16x32 clover CR and BiCGStab
 #      and the twisted-clover BiCGStab on one GPU and split over two (NCCL; t, and z for the
-#      twisted one). With SKIP_TESTS=1 FLOORS=" " MAIN_DIMS=" " only this runs.
+#      twisted one). With SKIP_TESTS=1 FLOORS=" " MAIN_DIMS=" " VALIDATE=0 only this runs.
 # Outputs in /tmp/qcd-out, packed into $OUT/results.tar.gz, the log in $OUT/log.txt.
 set -uo pipefail
 bin=$PWD/.device
@@ -87,6 +89,15 @@ for d in ${MAIN_DIMS:-16x16x16x32 32x32x32x64}; do
         main "$d-clover-bicgstab-split-xt" "$cfg" --device cuda $FAST $CLOVER --method bicgstab --grid 2,1,1,2
     fi
 done
+if [ "${VALIDATE:-1}" = 1 ]; then
+    for v in 6x6x6x10:1.77:0 16x16x16x32:1.77:0 6x6x6x10:1.77:0.05; do
+        IFS=: read -r d csw mu <<<"$v"
+        sed -e "s/^kappa = \(.*\)/kappa = \1\ncsw = $csw\nmu = $mu/" "configs/$d.toml" >"$big/validate-$d-$mu.toml"
+        step "validate-$d-clover-$mu" timeout 300 "$q" validate "$big/validate-$d-$mu.toml" --kernel all \
+            >"$res/validate-$d-clover-$mu.txt" 2>&1
+        cat "$res/validate-$d-clover-$mu.txt"
+    done
+fi
 if [ -n "${TWO:-}" ]; then
     export NCCL_NVLS_ENABLE=0
     resize configs/heatbath-b6-16x16x16x32.toml 16x16x16x32 >"$big/b6-16x16x16x32.toml"

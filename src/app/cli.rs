@@ -411,21 +411,44 @@ pub fn parse_versions(s: &str) -> Result<Vec<crate::backend::cuda::StencilVersio
 
 fn validate(config: &std::path::Path, kernel: &str, seed: u64) -> Result<()> {
     let cfg = load_config(Some(&config.to_path_buf()), &Overrides::default())?;
-    crate::app::plan::require_wilson(&cfg, "validate")?;
-    let versions = parse_versions(kernel)?;
+    let mut versions = parse_versions(kernel)?;
     let c = &cfg.config;
+    let action = c.dirac.action();
+    if action.has_site_term() {
+        // The clover term and twist: kernel 3.0 only ("all" means it; a seed version named
+        // is refused by the term's key).
+        if kernel.trim() == "all" {
+            versions = vec![crate::backend::cuda::StencilVersion::V3_0];
+        } else if let Some(v) = versions.iter().find(|v| !v.is_fast_path()) {
+            let key = if action.csw != 0.0 { "csw" } else { "mu" };
+            return Err(cfg.bad(
+                "dirac",
+                key,
+                format!(
+                    "`validate --kernel {v}`: the seed stencil version {v} is Wilson-only; {} \
+                     is validated on kernel 3.0",
+                    action.describe()
+                ),
+            ));
+        }
+    }
     let lattice = cfg.lattice()?;
     println!(
-        "validate {} on {}: operator {}, kappa {}, tol {:.1e}, random gauge and source (seed {seed})",
+        "validate {} on {}: operator {}, kappa {}{}, tol {:.1e}, random gauge and source (seed {seed})",
         cfg.source_name,
         lattice.dims_string(),
         c.solver.operator(),
         c.dirac.kappa,
+        if action.has_site_term() {
+            format!(", {}", action.describe())
+        } else {
+            String::new()
+        },
         c.solver.tolerance
     );
     let rows = crate::app::validate::validate(
         &lattice,
-        c.dirac.kappa,
+        &action,
         c.solver.tolerance,
         c.solver.max_iterations as usize,
         c.solver.operator(),
