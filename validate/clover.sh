@@ -90,9 +90,12 @@ for d in ${MAIN_DIMS:-16x16x16x32 32x32x32x64}; do
     fi
 done
 if [ "${VALIDATE:-1}" = 1 ]; then
-    for v in 6x6x6x10:1.77:0 16x16x16x32:1.77:0 6x6x6x10:1.77:0.05; do
+    for v in ${VALIDATE_CASES:-6x6x6x10:1.77:0 16x16x16x32:1.77:0 6x6x6x10:1.77:0.05}; do
         IFS=: read -r d csw mu <<<"$v"
-        sed -e "s/^kappa = \(.*\)/kappa = \1\ncsw = $csw\nmu = $mu/" "configs/$d.toml" >"$big/validate-$d-$mu.toml"
+        # With a twist the config's method must not be CR (the plan refuses it at load).
+        method=cr; [ "$mu" != 0 ] && method=bicgstab
+        sed -e "s/^kappa = \(.*\)/kappa = \1\ncsw = $csw\nmu = $mu/" -e "s/^\[solver\]/[solver]\nmethod = \"$method\"/" \
+            "configs/$d.toml" >"$big/validate-$d-$mu.toml"
         step "validate-$d-clover-$mu" timeout 300 "$q" validate "$big/validate-$d-$mu.toml" --kernel all \
             >"$res/validate-$d-clover-$mu.txt" 2>&1
         cat "$res/validate-$d-clover-$mu.txt"
