@@ -170,8 +170,8 @@ pub fn check(cfg: &LoadedConfig) -> Result<()> {
 /// to each rank), and kernel 3.0 (`Capabilities::site_term`) on one GPU or on a split
 /// lattice with ranks as threads (the same restriction); launched ranks (one process per
 /// GPU), which do not hold the whole lattice, are refused by `parallel.grid`, and a seed
-/// kernel by the key of the term. A twisted g5 D is not Hermitian, so CR, which needs it to be, is
-/// refused (CGNE takes the adjoint from the backend). `on_gpu`: the run is known to go
+/// kernel by the key of the term. A twisted g5 D is not Hermitian, so CR, which needs it
+/// to be, is refused (CGNE takes the adjoint from the backend). `on_gpu`: the run is known to go
 /// to a GPU (an explicit device, or "auto" once it found one).
 pub fn check_action(cfg: &LoadedConfig, on_gpu: bool) -> Result<()> {
     let c = &cfg.config;
