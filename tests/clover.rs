@@ -652,6 +652,9 @@ fn the_wilson_studies_refuse_the_clover_term_and_validate_takes_kernel_3_0_only(
         let err = String::from_utf8_lossy(&out.stderr);
         eprintln!("{args:?}: exit {:?}: {}", out.status.code(), err.trim());
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-        assert!(err.contains("dirac.csw") && err.contains(why), "{args:?}: {err}");
+        assert!(
+            err.contains("dirac.csw") && err.contains(why),
+            "{args:?}: {err}"
+        );
     }
 }

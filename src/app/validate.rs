@@ -196,10 +196,9 @@ pub fn validate(
             };
             let variant =
                 crate::app::ablate::variant_label(StencilVersion::V3_0, &plan, reconstruct);
-            let row =
-                validate_variant(&truth, op, &plan, &opts, &variant).unwrap_or_else(|e| {
-                    failed_row(StencilVersion::V3_0, variant, lattice, multiple, tol, &e)
-                });
+            let row = validate_variant(&truth, op, &plan, &opts, &variant).unwrap_or_else(|e| {
+                failed_row(StencilVersion::V3_0, variant, lattice, multiple, tol, &e)
+            });
             rows.push(row);
         }
         for (plan, variant) in method_plans(&params) {
