@@ -625,36 +625,58 @@ fn real_file_clover_solve_has_the_reference_residual() {
 }
 
 #[test]
-fn the_wilson_studies_refuse_the_clover_term_and_validate_takes_kernel_3_0_only() {
-    // `ablate` and `scale` study the Wilson kernels: refused with the term's key (exit 2).
-    // `validate` with the clover term validates kernel 3.0; naming a seed version is
-    // refused by the key, before any GPU is looked for (so this runs without one).
+fn the_studies_take_kernel_3_0_only_with_the_clover_term() {
+    // `validate` and `ablate` with the clover term study kernel 3.0: naming a seed version
+    // is refused by the term's key (exit 2), before any GPU is looked for (so this runs
+    // without one); `ablate` times CR and refuses a twist by `dirac.mu`; `scale` studies
+    // the Wilson kernels and refuses both.
     let d = tempfile::tempdir().unwrap();
-    let cfg = d.path().join("clover.toml");
-    std::fs::write(
-        &cfg,
-        "[lattice]\nLX = 4\nLY = 4\nLZ = 4\nLT = 4\n\n[gauge]\ntype = \"random\"\nseed = 3\n\n\
-         [dirac]\nkappa = 0.12\ncsw = 1.0\n\n[backend]\ndevice = \"cpu\"\n\n[output]\n",
-    )
-    .unwrap();
-    let cases: [(&[&str], &str); 3] = [
-        (&["validate", "--kernel", "1.6.1"], "Wilson-only"),
-        (&["ablate"], "studies the Wilson operator"),
-        (&["scale"], "studies the Wilson operator"),
+    let write = |name: &str, dirac: &str| {
+        let cfg = d.path().join(name);
+        std::fs::write(
+            &cfg,
+            format!(
+                "[lattice]\nLX = 4\nLY = 4\nLZ = 4\nLT = 4\n\n[gauge]\ntype = \"random\"\n\
+                 seed = 3\n\n[dirac]\nkappa = 0.12\n{dirac}\n[solver]\nmethod = \"bicgstab\"\n\n\
+                 [backend]\ndevice = \"cpu\"\n\n[output]\n"
+            ),
+        )
+        .unwrap();
+        cfg
+    };
+    let clover = write("clover.toml", "csw = 1.0\n");
+    let twisted = write("twisted.toml", "csw = 1.0\nmu = 0.01\n");
+    let cases: [(&[&str], &std::path::Path, &str, &str); 4] = [
+        (
+            &["validate", "--kernel", "1.6.1"],
+            &clover,
+            "dirac.csw",
+            "Wilson-only",
+        ),
+        (
+            &["ablate", "--kernels", "1.0,3.0"],
+            &clover,
+            "dirac.csw",
+            "Wilson-only",
+        ),
+        (&["ablate"], &twisted, "dirac.mu", "Hermitian"),
+        (
+            &["scale"],
+            &clover,
+            "dirac.csw",
+            "studies the Wilson operator",
+        ),
     ];
-    for (args, why) in cases {
+    for (args, cfg, key, why) in cases {
         let out = Command::new(env!("CARGO_BIN_EXE_qcd-solve"))
             .arg("--quiet")
             .args(args)
-            .arg(&cfg)
+            .arg(cfg)
             .output()
             .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         eprintln!("{args:?}: exit {:?}: {}", out.status.code(), err.trim());
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-        assert!(
-            err.contains("dirac.csw") && err.contains(why),
-            "{args:?}: {err}"
-        );
+        assert!(err.contains(key) && err.contains(why), "{args:?}: {err}");
     }
 }

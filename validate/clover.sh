@@ -15,7 +15,9 @@
 #      sub-lattices exchanging faces by device copies)
 #   4. validate (kernel 3.0 against the CPU) with the clover term on 6x6x6x10 and
 #      16x16x16x32 and with the twisted clover on 6x6x6x10 (VALIDATE=0 skips it)
-#   5. TWO=1 (on nvidia-h100-x2 or nvidia-h200-x2): the 16x16x16x32 clover CR and BiCGStab
+#   5. ablate (kernel 3.0's options and methods) with the clover term on 16x16x16x32
+#      (ABLATE=0 skips it)
+#   6. TWO=1 (on nvidia-h100-x2 or nvidia-h200-x2): the 16x16x16x32 clover CR and BiCGStab
 #      and the twisted-clover BiCGStab on one GPU and split over two (NCCL; t, and z for the
 #      twisted one). With SKIP_TESTS=1 FLOORS=" " MAIN_DIMS=" " VALIDATE=0 only this runs.
 # Outputs in /tmp/qcd-out, packed into $OUT/results.tar.gz, the log in $OUT/log.txt.
@@ -100,6 +102,10 @@ if [ "${VALIDATE:-1}" = 1 ]; then
             >"$res/validate-$d-clover-$mu.txt" 2>&1
         cat "$res/validate-$d-clover-$mu.txt"
     done
+fi
+if [ "${ABLATE:-1}" = 1 ]; then
+    sed -e "s/^kappa = \(.*\)/kappa = \1\ncsw = 1.77/" configs/16x16x16x32.toml >"$big/ablate-clover.toml"
+    step ablate-clover timeout 400 "$q" -q ablate "$big/ablate-clover.toml" --repeat 1 --out "$res/ablation-clover"
 fi
 if [ -n "${TWO:-}" ]; then
     export NCCL_NVLS_ENABLE=0

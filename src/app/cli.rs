@@ -312,14 +312,19 @@ pub fn dispatch(cli: Cli) -> Result<()> {
                 None => None,
             };
             let cfg = load_config(Some(&config), &overrides)?;
-            crate::app::plan::require_wilson(&cfg, "ablate")?;
+            let versions = crate::app::plan::study_versions(
+                &cfg,
+                "ablate",
+                &kernels,
+                parse_versions(&kernels)?,
+                false,
+            )?;
             crate::app::outputs::prepare_side(&cfg, &crate::app::ablate::side_outputs(&out))?;
             if cfg.config.backend.device == Device::Cpu {
                 return Err(crate::Error::Cuda(
                     "nothing to ablate with device = cpu: the study compares GPU stencil versions against the CPU; use --device cuda or auto on a machine with an NVIDIA GPU".into(),
                 ));
             }
-            let versions = parse_versions(&kernels)?;
             let mode = if no_tune {
                 crate::app::ablate::TuneMode::NoTune
             } else {
@@ -411,27 +416,10 @@ pub fn parse_versions(s: &str) -> Result<Vec<crate::backend::cuda::StencilVersio
 
 fn validate(config: &std::path::Path, kernel: &str, seed: u64) -> Result<()> {
     let cfg = load_config(Some(&config.to_path_buf()), &Overrides::default())?;
-    let mut versions = parse_versions(kernel)?;
     let c = &cfg.config;
     let action = c.dirac.action();
-    if action.has_site_term() {
-        // The clover term and twist: kernel 3.0 only ("all" means it; a seed version named
-        // is refused by the term's key).
-        if kernel.trim() == "all" {
-            versions = vec![crate::backend::cuda::StencilVersion::V3_0];
-        } else if let Some(v) = versions.iter().find(|v| !v.is_fast_path()) {
-            let key = if action.csw != 0.0 { "csw" } else { "mu" };
-            return Err(cfg.bad(
-                "dirac",
-                key,
-                format!(
-                    "`validate --kernel {v}`: the seed stencil version {v} is Wilson-only; {} \
-                     is validated on kernel 3.0",
-                    action.describe()
-                ),
-            ));
-        }
-    }
+    let versions =
+        crate::app::plan::study_versions(&cfg, "validate", kernel, parse_versions(kernel)?, true)?;
     let lattice = cfg.lattice()?;
     println!(
         "validate {} on {}: operator {}, kappa {}{}, tol {:.1e}, random gauge and source (seed {seed})",

@@ -3,7 +3,7 @@
 //! single-double). Every option runs on the CPU; on the GPU the seed versions 1.0-2.0
 //! hold full double fields only (any method, plain), and kernel 3.0 has everything.
 
-use crate::backend::cuda::CudaOptions;
+use crate::backend::cuda::{CudaOptions, StencilVersion};
 use crate::backend::{Capabilities, Precision};
 use crate::config::{Device, Iteration, LoadedConfig, Preconditioning, SolverPrecision};
 use crate::solver::{CrParams, Method, SolveSpec};
@@ -234,7 +234,7 @@ fn launched() -> bool {
 }
 
 /// Refuse the clover term and the twisted mass for a command that studies the Wilson
-/// kernels only (`validate`, `ablate`, `scale`), naming the key.
+/// kernels only (`scale`), naming the key.
 pub fn require_wilson(cfg: &LoadedConfig, command: &str) -> Result<()> {
     let action = cfg.config.dirac.action();
     if !action.has_site_term() {
@@ -249,6 +249,51 @@ pub fn require_wilson(cfg: &LoadedConfig, command: &str) -> Result<()> {
             action.describe()
         ),
     ))
+}
+
+/// The stencil versions a study of the GPU against the CPU (`validate`, `ablate`) runs for
+/// the config's action: `versions` as given for Wilson; with the clover term or a twist,
+/// kernel 3.0 alone (`--kernel all` means it; a seed version named is refused by the
+/// term's key, the seed kernels being Wilson-only). `twist_ok`: whether the study runs
+/// with a twist (its CR rows need a Hermitian g5 D; refused by `dirac.mu` otherwise).
+pub fn study_versions(
+    cfg: &LoadedConfig,
+    command: &str,
+    kernel: &str,
+    versions: Vec<StencilVersion>,
+    twist_ok: bool,
+) -> Result<Vec<StencilVersion>> {
+    let action = cfg.config.dirac.action();
+    if !action.has_site_term() {
+        return Ok(versions);
+    }
+    if action.mu != 0.0 && !twist_ok {
+        return Err(cfg.bad(
+            "dirac",
+            "mu",
+            format!(
+                "`{command}` times CR, which needs a Hermitian g5 D, and with the twisted \
+                 mass ({}) g5 D is not Hermitian: `validate` checks the twisted operator",
+                action.describe()
+            ),
+        ));
+    }
+    if kernel.trim() == "all" {
+        return Ok(vec![StencilVersion::V3_0]);
+    }
+    if let Some(v) = versions.iter().find(|v| !v.is_fast_path()) {
+        let key = if action.csw != 0.0 { "csw" } else { "mu" };
+        return Err(cfg.bad(
+            "dirac",
+            key,
+            format!(
+                "`{command} --kernel {v}`: the seed stencil version {v} is Wilson-only; {} \
+                 runs on kernel 3.0",
+                action.describe()
+            ),
+        ));
+    }
+    Ok(versions)
 }
 
 /// The kernel's link forms and multiple; on an explicit GPU, the plan's options against

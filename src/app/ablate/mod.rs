@@ -59,7 +59,7 @@ pub fn measure(
     ));
     // The CPU reference time: all cores, once.
     let cpu = pool.install(|| {
-        let mut be = CpuBackend::new(&problem.gauge, problem.kappa);
+        let mut be = CpuBackend::with_action(&problem.gauge, &problem.action())?;
         solve_on(&mut be, &problem, &params)
     })?;
     tracing::info!(seconds = cpu.timings.solve, "CPU solve done");
@@ -151,9 +151,11 @@ pub fn measure(
             &start_options(StencilVersion::V3_0, &base, mode),
         )
         .and_then(|mut be| {
+            be.set_action(&problem.gauge, &problem.action())?;
             tune_live(&mut be, &problem, Layout::FULL, &mut cache, mode)?;
             Ok(be)
         });
+        // CR needs a Hermitian g5 D (not with a twist; `study_versions` refuses one).
         for method in Method::ALL {
             for (options, pre, precision) in method_options() {
                 if let Some(b) = &bar {

@@ -33,6 +33,7 @@ pub(super) fn run_version(
 ) -> Result<AblateRow> {
     let version = opts.version;
     let mut be = CudaBackend::new(&p.gauge, p.kappa, &opts)?;
+    be.set_action(&p.gauge, &p.action())?;
     let geometry = tune_live(
         &mut be,
         p,
@@ -44,7 +45,13 @@ pub(super) fn run_version(
     // Validation first: the operator on a random vector against the CPU operator.
     let psi = SpinorField::random(p.lattice.volume(), 77, 0);
     let mut cpu = SpinorField::zeros(p.lattice.volume());
-    dirac::apply(p.operator, &p.gauge, p.kappa, &psi, &mut cpu);
+    let action = p.action();
+    if action.has_site_term() {
+        let terms = dirac::clover::SiteTerms::new(&p.gauge, &action)?;
+        cpu = dirac::apply_reference_with(p.operator, &p.gauge, p.kappa, Some(&terms), &psi);
+    } else {
+        dirac::apply(p.operator, &p.gauge, p.kappa, &psi, &mut cpu);
+    }
     let d_psi = be.upload(&psi)?;
     let mut d_out = be.alloc()?;
     be.apply(p.operator, &mut d_out, &d_psi)?;
