@@ -2,8 +2,8 @@
 """The module layers of src/, checked at every depth (CI runs this).
 
 Reads every `crate::`, `super::` and `self::` path of src/ (code only: comments, strings
-and `#[cfg(test)]` modules are left out), resolves each to the file that defines the
-module it names (through `pub use` re-exports), and fails
+and `#[cfg(test)]` modules, inline or in their own file, are left out), resolves each to
+the file that defines the module it names (through `pub use` re-exports), and fails
 - on any circle between the files of the crate, and between the children (files and
   folders) of any folder, at every depth;
 - on any arrow from a lower layer to a higher one, for the folders whose layers are
@@ -122,7 +122,24 @@ def expand(tree):
     return out
 
 
-files = {module_of(p): p for p in sorted(SRC.rglob("*.rs")) if p.name != "main.rs"}
+def test_only(path):
+    """A module file its parent declares `#[cfg(test)] mod NAME;` (tests kept in their own
+    file): left out, as inline `#[cfg(test)]` modules are."""
+    name = path.parent.name if path.name == "mod.rs" else path.stem
+    home = path.parent.parent if path.name == "mod.rs" else path.parent
+    for parent in (home.with_suffix(".rs"), home / "mod.rs", home / "lib.rs"):
+        if parent.is_file() and re.search(
+            r"#\[cfg\(test\)\]\s*(pub(\(\w+\))?\s+)?mod\s+" + re.escape(name) + r"\s*;", parent.read_text()
+        ):
+            return True
+    return False
+
+
+files = {
+    module_of(p): p
+    for p in sorted(SRC.rglob("*.rs"))
+    if p.name != "main.rs" and not test_only(p)
+}
 code = {m: strip(p.read_text()) for m, p in files.items()}
 
 
