@@ -440,14 +440,20 @@ impl GpuStream {
 /// `GpuStream::launch_values`, with programmatic dependent launch where it is on.
 macro_rules! launch_values {
     ($gpu:expr, $kernel:expr, $n:expr, $func:expr, $cfg:expr, [$($arg:expr),* $(,)?]) => {{
-        let kernel = $kernel;
-        let pending = $gpu.begin(&kernel)?;
         let mut params: [*mut std::ffi::c_void; _] =
             [$( $arg as *const _ as *mut std::ffi::c_void ),*];
+        $crate::backend::cuda::core::timing::launch_values!(
+            @params $gpu, $kernel, $n, $func, $cfg, &mut params[..]
+        );
+    }};
+    // The argument addresses already in a slice (`*mut c_void`, one per parameter).
+    (@params $gpu:expr, $kernel:expr, $n:expr, $func:expr, $cfg:expr, $params:expr) => {{
+        let kernel = $kernel;
+        let pending = $gpu.begin(&kernel)?;
         // SAFETY: the argument list matches the kernel's signature (see the call site's
         // kernel source), every address is a live device allocation of this context sized
         // for the launch, and the kernels guard their indices and call qcd_pdl_wait first.
-        let launched = unsafe { $gpu.launch_values($func, $cfg, &mut params) };
+        let launched = unsafe { $gpu.launch_values($func, $cfg, $params) };
         launched.map_err(|e| $crate::backend::cuda::core::device::driver_err(&format!("launching {}", kernel.name()), e))?;
         $gpu.end(pending, kernel, $n)?;
     }};

@@ -286,79 +286,53 @@ pub(crate) fn launch_v3(gpu: &mut GpuStream, k: &V3Kernels, a: &V3Launch) -> Res
     let g5 = a.g5 as i32;
     let volume = a.volume as i32;
     let [lx, ly, lz, lt] = a.dims;
-    if k.clover_inv.is_none() {
-        if a.site.clover != 0 {
-            return Err(crate::Error::internal(
-                "a site-term launch of a Wilson build of 3.0",
-            ));
-        }
-        launch_values!(
-            gpu,
-            a.kernel(),
-            n,
-            f,
-            cfg,
-            [
-                &a.inp,
-                &a.y,
-                &a.out,
-                &a.links,
-                &a.c,
-                &g5,
-                &parity,
-                &volume,
-                &lx,
-                &ly,
-                &lz,
-                &lt,
-                &a.split_mask,
-                &a.anti_lo,
-                &a.anti_hi,
-                &a.s,
-                &a.partials,
-                &a.ticket,
-                &a.inp_norm,
-                &a.y_norm,
-                &a.out_norm
-            ]
-        );
-    } else {
-        let s = &a.site;
-        launch_values!(
-            gpu,
-            a.kernel(),
-            n,
-            f,
-            cfg,
-            [
-                &a.inp,
-                &a.y,
-                &a.out,
-                &a.links,
-                &a.c,
-                &g5,
-                &parity,
-                &volume,
-                &lx,
-                &ly,
-                &lz,
-                &lt,
-                &a.split_mask,
-                &a.anti_lo,
-                &a.anti_hi,
-                &a.s,
-                &a.partials,
-                &a.ticket,
-                &a.inp_norm,
-                &a.y_norm,
-                &a.out_norm,
-                &s.clover,
-                &s.inv,
-                &s.twist,
-                &s.inverse
-            ]
-        );
+    // The stencil's arguments (kernels/stencil_v3.cu V3_STENCIL_ARGS), then a CLOVER
+    // build's four more (V3_CLOVER_ARGS).
+    let clover = k.clover_inv.is_some();
+    if !clover && a.site.clover != 0 {
+        return Err(crate::Error::internal(
+            "a site-term launch of a Wilson build of 3.0",
+        ));
     }
+    macro_rules! arg {
+        ($x:expr) => {
+            $x as *const _ as *mut std::ffi::c_void
+        };
+    }
+    let s = &a.site;
+    let mut params = [
+        arg!(&a.inp),
+        arg!(&a.y),
+        arg!(&a.out),
+        arg!(&a.links),
+        arg!(&a.c),
+        arg!(&g5),
+        arg!(&parity),
+        arg!(&volume),
+        arg!(&lx),
+        arg!(&ly),
+        arg!(&lz),
+        arg!(&lt),
+        arg!(&a.split_mask),
+        arg!(&a.anti_lo),
+        arg!(&a.anti_hi),
+        arg!(&a.s),
+        arg!(&a.partials),
+        arg!(&a.ticket),
+        arg!(&a.inp_norm),
+        arg!(&a.y_norm),
+        arg!(&a.out_norm),
+        arg!(&s.clover),
+        arg!(&s.inv),
+        arg!(&s.twist),
+        arg!(&s.inverse),
+    ];
+    let count = if clover {
+        params.len()
+    } else {
+        params.len() - 4
+    };
+    launch_values!(@params gpu, a.kernel(), n, f, cfg, &mut params[..count]);
     Ok(())
 }
 
