@@ -180,6 +180,49 @@ fn time_batch(
     Ok(t.elapsed().as_secs_f64() / repeat as f64)
 }
 
+/// Kernel 3.0 on `gauge` with these links (and block, if given).
+fn fast_backend(
+    gauge: &GaugeField,
+    kappa: f64,
+    reconstruct: Reconstruct,
+    block: Option<usize>,
+) -> Result<CudaBackend> {
+    let mut opts = CudaOptions {
+        version: StencilVersion::V3_0,
+        reconstruct,
+        ..CudaOptions::default()
+    };
+    if let Some(b) = block {
+        opts.coarse_block = b;
+    }
+    CudaBackend::new(gauge, kappa, &opts)
+}
+
+/// A field of `layout` holding `full`'s sites of that subset.
+fn field_of(
+    be: &mut CudaBackend,
+    full: &crate::backend::cuda::DeviceSpinor,
+    layout: Layout,
+) -> Result<crate::backend::cuda::DeviceSpinor> {
+    let mut f = be.alloc_layout(layout)?;
+    be.convert(&mut f, full)?;
+    Ok(f)
+}
+
+/// Seconds per application of `op` to `input` (its layout), after the stream rows'
+/// warm-up.
+fn time_apply(
+    be: &mut CudaBackend,
+    op: Operator,
+    input: &crate::backend::cuda::DeviceSpinor,
+    repeat: usize,
+) -> Result<f64> {
+    let mut out = be.alloc_layout(be.layout(input))?;
+    time_batch(be, repeat, STREAM_WARM, &mut |be| {
+        be.apply(op, &mut out, input)
+    })
+}
+
 pub fn measure(
     dims: &[usize],
     repeat: usize,
@@ -207,21 +250,12 @@ pub fn measure(
         timed.push((what, bytes, secs, target, note))
     };
     for (ri, reconstruct) in Reconstruct::ALL.into_iter().enumerate() {
-        let mut opts = CudaOptions {
-            version: StencilVersion::V3_0,
-            reconstruct,
-            ..CudaOptions::default()
-        };
-        if let Some(b) = block {
-            opts.coarse_block = b;
-        }
-        let mut be = CudaBackend::new(&gauge, kappa, &opts)?;
+        let mut be = fast_backend(&gauge, kappa, reconstruct, block)?;
         let rec = reconstruct.reals();
         let full = be.upload(&psi)?;
         for prec in [Precision::Double, Precision::Single, Precision::Half] {
             let lf = Layout::new(Subset::Full, prec);
-            let mut inp = be.alloc_layout(lf)?;
-            be.convert(&mut inp, &full)?;
+            let inp = field_of(&mut be, &full, lf)?;
             let mut out = be.alloc_layout(lf)?;
             // The full dslash with its link hint chosen as the tuner chooses it on a full
             // lattice (tune::link_hint_candidates: each hint timed at this block, the
@@ -261,12 +295,8 @@ pub fn measure(
                 ),
             );
             let le = Layout::new(Subset::Even, prec);
-            let mut ein = be.alloc_layout(le)?;
-            be.convert(&mut ein, &full)?;
-            let mut eout = be.alloc_layout(le)?;
-            let t = time_batch(&mut be, repeat, STREAM_WARM, &mut |be| {
-                be.apply(Operator::G5Schur, &mut eout, &ein)
-            })?;
+            let ein = field_of(&mut be, &full, le)?;
+            let t = time_apply(&mut be, Operator::G5Schur, &ein, repeat)?;
             push(
                 format!("schur even-odd {prec:?} r{rec}").to_lowercase(),
                 schur_floor(rec, prec),
@@ -281,8 +311,7 @@ pub fn measure(
             // One fused CR iteration (kept running: eps 0, no iteration limit reached),
             // on the full lattice (D) and even-odd (the Schur operator on even fields).
             for (eo, op, layout) in [(false, Operator::G5D, lf), (true, Operator::G5Schur, le)] {
-                let mut source = be.alloc_layout(layout)?;
-                be.convert(&mut source, &full)?;
+                let source = field_of(&mut be, &full, layout)?;
                 let key =
                     0xF100 + 4 * ri as u64 + 2 * eo as u64 + (prec == Precision::Single) as u64;
                 let t = time_cr_iteration(&mut be, op, &source, key, repeat)?;
@@ -308,8 +337,7 @@ pub fn measure(
                 );
             }
             // One fused BiCGStab iteration even-odd (on the Schur form of D, BiCGStab's).
-            let mut source = be.alloc_layout(le)?;
-            be.convert(&mut source, &full)?;
+            let source = field_of(&mut be, &full, le)?;
             let key = 0xF200 + 2 * ri as u64 + (prec == Precision::Single) as u64;
             let t = time_bicgstab_iteration(&mut be, &source, key, repeat)?;
             push(
@@ -356,15 +384,7 @@ fn clover_rows(
     push: &mut dyn FnMut(String, f64, f64, Option<f64>, String),
 ) -> Result<()> {
     for (ri, reconstruct) in [Reconstruct::R18, Reconstruct::R12].into_iter().enumerate() {
-        let mut opts = CudaOptions {
-            version: StencilVersion::V3_0,
-            reconstruct,
-            ..CudaOptions::default()
-        };
-        if let Some(b) = block {
-            opts.coarse_block = b;
-        }
-        let mut be = CudaBackend::new(gauge, kappa, &opts)?;
+        let mut be = fast_backend(gauge, kappa, reconstruct, block)?;
         let rec = reconstruct.reals();
         let full = be.upload(psi)?;
         for mu in [0.0, CLOVER_MU] {
@@ -377,13 +397,8 @@ fn clover_rows(
             let twist = mu != 0.0;
             let name = if twist { "twisted-clover" } else { "clover" };
             for prec in [Precision::Double, Precision::Single, Precision::Half] {
-                let lf = Layout::new(Subset::Full, prec);
-                let mut inp = be.alloc_layout(lf)?;
-                be.convert(&mut inp, &full)?;
-                let mut out = be.alloc_layout(lf)?;
-                let t = time_batch(&mut be, repeat, STREAM_WARM, &mut |be| {
-                    be.apply(Operator::G5D, &mut out, &inp)
-                })?;
+                let inp = field_of(&mut be, &full, Layout::new(Subset::Full, prec))?;
+                let t = time_apply(&mut be, Operator::G5D, &inp, repeat)?;
                 let kinds = if twist {
                     (None, None)
                 } else {
@@ -400,13 +415,8 @@ fn clover_rows(
                     kinds.0,
                     String::new(),
                 );
-                let le = Layout::new(Subset::Even, prec);
-                let mut ein = be.alloc_layout(le)?;
-                be.convert(&mut ein, &full)?;
-                let mut eout = be.alloc_layout(le)?;
-                let t = time_batch(&mut be, repeat, STREAM_WARM, &mut |be| {
-                    be.apply(Operator::G5Schur, &mut eout, &ein)
-                })?;
+                let ein = field_of(&mut be, &full, Layout::new(Subset::Even, prec))?;
+                let t = time_apply(&mut be, Operator::G5Schur, &ein, repeat)?;
                 let wilson = schur_floor(rec, prec);
                 push(
                     format!("schur {name} even-odd {prec:?} r{rec}").to_lowercase(),
