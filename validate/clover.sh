@@ -31,15 +31,7 @@ mkdir -p "$res" "$big" "$out"
 export QCD_SOLVE_TUNE_CACHE=$res/tune.tsv RUST_LOG=${RUST_LOG:-warn}
 : >"$res/status.txt"
 
-step() { # name, command...: run it, record its exit code and seconds in status.txt
-    local name=$1; shift
-    echo; echo "===== $name: $*"
-    local t0=$(date +%s%N)
-    "$@"
-    local rc=$?
-    echo "$name rc=$rc $(( ($(date +%s%N) - t0) / 1000000 )) ms" >>"$res/status.txt"
-    return $rc
-}
+. "$(dirname "${BASH_SOURCE[0]}")/step.sh"  # step NAME COMMAND...
 
 resize() { # config, dims (e.g. 32x32x32x64): the config with those extents and its report name
     local l=(${2//x/ })

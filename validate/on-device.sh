@@ -111,15 +111,7 @@ big48() { # sets d and fast, writes the 48^3x96 config and empties its tune cach
     rm -f "$big/tune-$d.tsv"
 }
 
-step() { # name, command...: run it, record its exit code and seconds in status.txt
-    local name=$1; shift
-    echo; echo "===== $name: $*"
-    local t0=$(date +%s%N)
-    "$@"
-    local rc=$?
-    echo "$name rc=$rc $(( ($(date +%s%N) - t0) / 1000000 )) ms" >>"$res/status.txt"
-    return $rc
-}
+. "$(dirname "${BASH_SOURCE[0]}")/step.sh"  # step NAME COMMAND...
 
 # NCCL: never NVLink multicast on the shared hosts; cudarc looks for libnccl.so by that
 # name, the image has libnccl.so.2: link it under the name cudarc knows.
