@@ -44,14 +44,15 @@ pub(super) fn run_version(
     let setup = be.setup_times().clone();
     // Validation first: the operator on a random vector against the CPU operator.
     let psi = SpinorField::random(p.lattice.volume(), 77, 0);
-    let mut cpu = SpinorField::zeros(p.lattice.volume());
     let action = p.action();
-    if action.has_site_term() {
+    let cpu = if action.has_site_term() {
         let terms = dirac::clover::SiteTerms::new(&p.gauge, &action)?;
-        cpu = dirac::apply_reference_with(p.operator, &p.gauge, p.kappa, Some(&terms), &psi);
+        dirac::apply_reference_with(p.operator, &p.gauge, p.kappa, Some(&terms), &psi)
     } else {
+        let mut cpu = SpinorField::zeros(p.lattice.volume());
         dirac::apply(p.operator, &p.gauge, p.kappa, &psi, &mut cpu);
-    }
+        cpu
+    };
     let d_psi = be.upload(&psi)?;
     let mut d_out = be.alloc()?;
     be.apply(p.operator, &mut d_out, &d_psi)?;
