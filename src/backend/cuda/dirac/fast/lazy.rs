@@ -14,6 +14,7 @@ use crate::backend::cuda::dirac::blas::Core;
 use crate::backend::ledger::Purpose;
 use crate::error::Result;
 use crate::linalg::Precision;
+use cudarc::driver::{CudaFunction, CudaSlice};
 
 impl FastStencil {
     /// The single-precision stencil and links, built on first use from the double links.
@@ -29,22 +30,13 @@ impl FastStencil {
             let program = programs::program(StencilVersion::V3_0, self.reconstruct, true);
             V3Kernels::load(&load_module(&core.gpu.ctx, &program)?.0)?
         };
-        let n = self.links.len() / 2;
-        let mut links = core
-            .gpu
-            .stream
-            .alloc_zeros::<f32>(2 * n)
-            .map_err(err("allocating the single-precision links"))?;
-        let nn = n as i64;
-        let cfg = cfg_1d(n, BLAS_BLOCK, 0);
-        launch!(
-            core.gpu,
-            Kernel::Setup("to_single (links)"),
-            n,
+        let links = float_copy(
+            core,
             &self.blas.to_single,
-            cfg,
-            [&self.links, &mut links, &nn]
-        );
+            &self.links,
+            "to_single (links)",
+            "allocating the single-precision links",
+        )?;
         let booking = core.ledger.book(
             Purpose::Links {
                 precision: Precision::Single,
@@ -154,4 +146,31 @@ impl FastStencil {
             site: SiteArgs::default(),
         }
     }
+}
+
+/// A float copy on the device of a double array of complex numbers (the `to_single`
+/// kernel), booked as the set-up launch `setup`; `what` names a failed allocation.
+pub(super) fn float_copy(
+    core: &mut Core,
+    to_single: &CudaFunction,
+    d: &CudaSlice<f64>,
+    setup: &'static str,
+    what: &'static str,
+) -> Result<CudaSlice<f32>> {
+    let n = d.len() / 2;
+    let mut s = core
+        .gpu
+        .stream
+        .alloc_zeros::<f32>(2 * n)
+        .map_err(err(what))?;
+    let nn = n as i64;
+    launch!(
+        core.gpu,
+        Kernel::Setup(setup),
+        n,
+        to_single,
+        cfg_1d(n, BLAS_BLOCK, 0),
+        [d, &mut s, &nn]
+    );
+    Ok(s)
 }

@@ -12,7 +12,7 @@ use crate::backend::cuda::core::kernels::{Kernel, BLAS_BLOCK};
 use crate::backend::cuda::core::launch::{cfg_1d, dptr};
 use crate::backend::cuda::core::stencil::programs;
 use crate::backend::cuda::core::stencil::v3::{SiteArgs, V3Kernels, V3Launch};
-use crate::backend::cuda::core::timing::{launch, launch_values};
+use crate::backend::cuda::core::timing::launch_values;
 use crate::backend::cuda::dirac::blas::Core;
 use crate::backend::cuda::dirac::stencil_impl::HostSiteTerm;
 use crate::backend::ledger::{Booking, Purpose};
@@ -81,22 +81,13 @@ impl FastStencil {
         }
         let mut single = Vec::with_capacity(2);
         for d in &site.double {
-            let n = d.len() / 2;
-            let mut s = core
-                .gpu
-                .stream
-                .alloc_zeros::<f32>(2 * n)
-                .map_err(err("allocating the single-precision clover term"))?;
-            let nn = n as i64;
-            launch!(
-                core.gpu,
-                Kernel::Setup("to_single (clover)"),
-                n,
+            single.push(super::lazy::float_copy(
+                core,
                 &self.blas.to_single,
-                cfg_1d(n, BLAS_BLOCK, 0),
-                [d, &mut s, &nn]
-            );
-            single.push(s);
+                d,
+                "to_single (clover)",
+                "allocating the single-precision clover term",
+            )?);
         }
         let bytes = single.iter().map(|s| 4 * s.len() as u64).sum();
         site._bookings.push(
