@@ -628,8 +628,8 @@ fn real_file_clover_solve_has_the_reference_residual() {
 fn the_studies_take_kernel_3_0_only_with_the_clover_term() {
     // `validate` and `ablate` with the clover term study kernel 3.0: naming a seed version
     // is refused by the term's key (exit 2), before any GPU is looked for (so this runs
-    // without one); `ablate` times CR and refuses a twist by `dirac.mu`; `scale` studies
-    // the Wilson kernels and refuses both.
+    // without one); `ablate` times CR and refuses a twist by `dirac.mu` (`scale` runs
+    // both: tests/clover_split.rs).
     let d = tempfile::tempdir().unwrap();
     let write = |name: &str, dirac: &str| {
         let cfg = d.path().join(name);
@@ -646,7 +646,7 @@ fn the_studies_take_kernel_3_0_only_with_the_clover_term() {
     };
     let clover = write("clover.toml", "csw = 1.0\n");
     let twisted = write("twisted.toml", "csw = 1.0\nmu = 0.01\n");
-    let cases: [(&[&str], &std::path::Path, &str, &str); 4] = [
+    let cases: [(&[&str], &std::path::Path, &str, &str); 3] = [
         (
             &["validate", "--kernel", "1.6.1"],
             &clover,
@@ -660,12 +660,6 @@ fn the_studies_take_kernel_3_0_only_with_the_clover_term() {
             "Wilson-only",
         ),
         (&["ablate"], &twisted, "dirac.mu", "Hermitian"),
-        (
-            &["scale"],
-            &clover,
-            "dirac.csw",
-            "studies the Wilson operator",
-        ),
     ];
     for (args, cfg, key, why) in cases {
         let out = Command::new(env!("CARGO_BIN_EXE_qcd-solve"))

@@ -19,7 +19,8 @@
 #      (ABLATE=0 skips it)
 #   6. TWO=1 (on nvidia-h100-x2 or nvidia-h200-x2): the 16x16x16x32 clover CR and BiCGStab
 #      and the twisted-clover BiCGStab on one GPU and split over two (NCCL; t, and z for the
-#      twisted one). With SKIP_TESTS=1 FLOORS=" " MAIN_DIMS=" " VALIDATE=0 only this runs.
+#      twisted one), the twisted clover with one process per GPU, and scale --gpus 1,2
+#      with the clover term. With SKIP_TESTS=1 FLOORS=" " MAIN_DIMS=" " VALIDATE=0 only this runs.
 # Outputs in /tmp/qcd-out, packed into $OUT/results.tar.gz, the log in $OUT/log.txt.
 set -uo pipefail
 bin=$PWD/.device
@@ -109,6 +110,24 @@ if [ -n "${TWO:-}" ]; then
     main "two-clover-bicgstab-split-t" "$cfg" --device cuda $FAST $CLOVER --method bicgstab --grid 1,1,1,2
     main "two-twisted-bicgstab-one" "$cfg" --device cuda $FAST $CLOVER --mu 0.01 --method bicgstab
     main "two-twisted-bicgstab-split-z" "$cfg" --device cuda $FAST $CLOVER --mu 0.01 --method bicgstab --grid 1,1,2,1
+    # One process per GPU, started by hand as a launcher would: each rank builds its
+    # term from its links and its neighbour's ring.
+    for r in 0 1; do
+        RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r QCD_SOLVE_MASTER=127.0.0.1:29518 \
+            timeout 300 "$q" -q "$cfg" --device cuda $FAST $CLOVER --mu 0.01 --method bicgstab \
+            --grid 1,1,1,2 --output "$big/launched" >"$res/launched-$r.txt" 2>&1 &
+    done
+    wait
+    echo "launched rank 0: $(tail -n 3 "$res/launched-0.txt")"
+    cp "$big/launched/main.json" "$res/main-two-twisted-bicgstab-launched-t.json" 2>/dev/null
+    # scale over one and two GPUs with the clover term (the fast options in the config).
+    sed -e 's/^kernel = .*/kernel = "3.0"\nreconstruct = 12/' \
+        -e 's/^tolerance = .*/&\npreconditioning = "even-odd"\nprecision = "single-double"/' \
+        -e 's/^kappa = .*/kappa = 0.133\ncsw = 1.77/' "$cfg" >"$big/b6-clover.toml"
+    step "scale-clover" timeout 300 "$q" -q scale "$big/b6-clover.toml" --gpus 1,2 --device cuda \
+        --out "$big/scale-clover"
+    cp "$big/scale-clover/scale-ranks.csv" "$res/scale-clover.csv" 2>/dev/null
+    cat "$res/scale-clover.csv"
     grep -h "decomposition\|comms" "$res"/main-two-*.txt | sort | uniq -c | head -5
 fi
 } 2>&1 | tee "$res/log.txt" "$out/log.txt"

@@ -394,7 +394,6 @@ pub fn dispatch(cli: Cli) -> Result<()> {
                 ..Overrides::default()
             };
             let cfg = load_config(Some(&config), &o)?;
-            crate::app::plan::require_wilson(&cfg, "scale")?;
             if let Some(gpus) = gpus {
                 return crate::app::scale::run_ranks(&cfg, &gpus, repeat, split, &out);
             }

@@ -165,12 +165,10 @@ pub fn check(cfg: &LoadedConfig) -> Result<()> {
 }
 
 /// What runs the clover term and the twisted mass: the CPU's operators, full and even-odd,
-/// every precision, on one device or on a split lattice with ranks as threads (the
-/// decomposed CPU backend, the site term built once on the whole lattice and restricted
-/// to each rank), and kernel 3.0 (`Capabilities::site_term`) on one GPU or on a split
-/// lattice with ranks as threads (the same restriction); launched ranks (one process per
-/// GPU), which do not hold the whole lattice, are refused by `parallel.grid`, and a seed
-/// kernel by the key of the term. A twisted g5 D is not Hermitian, so CR, which needs it
+/// every precision, on one device or on a split lattice (the decomposed CPU backend), and
+/// kernel 3.0 (`Capabilities::site_term`) on one GPU or on a split lattice (ranks as
+/// threads or started by a launcher: each rank builds its term from its links and its
+/// neighbours' ring of links); a seed kernel is refused by the key of the term. A twisted g5 D is not Hermitian, so CR, which needs it
 /// to be, is refused (CGNE takes the adjoint from the backend). `on_gpu`: the run is known to go
 /// to a GPU (an explicit device, or "auto" once it found one).
 pub fn check_action(cfg: &LoadedConfig, on_gpu: bool) -> Result<()> {
@@ -185,18 +183,6 @@ pub fn check_action(cfg: &LoadedConfig, on_gpu: bool) -> Result<()> {
                 "CR needs a Hermitian g5 D, and with the twisted mass (dirac.mu = {}) g5 D is \
                  not Hermitian: use method = \"bicgstab\", \"gcr\" or \"cgne\"",
                 action.mu
-            ),
-        ));
-    }
-    if action.has_site_term() && c.parallel.is_decomposed() && launched() {
-        return Err(cfg.bad(
-            "parallel",
-            "grid",
-            format!(
-                "{} on a split lattice runs with the ranks as threads of one process (one \
-                 GPU each, or the CPU), not as processes started by a launcher: the site \
-                 term is built once on the whole lattice, which a launched rank does not hold",
-                action.describe()
             ),
         ));
     }
@@ -219,33 +205,6 @@ pub fn check_action(cfg: &LoadedConfig, on_gpu: bool) -> Result<()> {
         format!(
             "{} runs on the CPU (backend.device = \"cpu\") or kernel 3.0 (backend.kernel = \
              \"3.0\"): {why}",
-            action.describe()
-        ),
-    ))
-}
-
-/// Whether this process is one of several started by a launcher (its ranks run on GPUs
-/// only; a malformed launch is refused later, by `run`).
-fn launched() -> bool {
-    crate::comms::launch::Launch::from_env()
-        .ok()
-        .flatten()
-        .is_some_and(|l| l.size > 1)
-}
-
-/// Refuse the clover term and the twisted mass for a command that studies the Wilson
-/// kernels only (`scale`), naming the key.
-pub fn require_wilson(cfg: &LoadedConfig, command: &str) -> Result<()> {
-    let action = cfg.config.dirac.action();
-    if !action.has_site_term() {
-        return Ok(());
-    }
-    let key = if action.csw != 0.0 { "csw" } else { "mu" };
-    Err(cfg.bad(
-        "dirac",
-        key,
-        format!(
-            "`{command}` studies the Wilson operator; {} is solved by the main job",
             action.describe()
         ),
     ))

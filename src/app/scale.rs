@@ -41,7 +41,7 @@ pub fn measure(cfg: &LoadedConfig, threads: &[usize], repeat: usize) -> Result<V
         let mut iterations = 0;
         for _ in 0..repeat.max(1) {
             let r = pool.install(|| {
-                let mut be = CpuBackend::new(&problem.gauge, problem.kappa);
+                let mut be = CpuBackend::with_action(&problem.gauge, &problem.action())?;
                 solve_on(&mut be, &problem, &params)
             })?;
             times.push(r.timings.solve);
@@ -104,7 +104,9 @@ pub fn run(cfg: &LoadedConfig, threads: &[usize], repeat: usize, out: &Path) -> 
     let loud = !crate::report::progress::is_quiet();
     if loud {
         println!(
-            "CPU scaling of the CR solve, {} ({} host cores)",
+            "CPU scaling of the {} solve, {}, {} ({} host cores)",
+            cfg.config.solver.method,
+            cfg.config.dirac.action().describe(),
             cfg.source_name,
             std::thread::available_parallelism().map_or(0, |n| n.get())
         );
@@ -250,6 +252,8 @@ fn undecomposed_solve(c: &LoadedConfig, problem: &Problem) -> Result<(f64, usize
             let opts = crate::app::solve::backend_options(c, opts, &plan)?;
             let mut be =
                 crate::backend::cuda::CudaBackend::new(&problem.gauge, problem.kappa, &opts)?;
+            // The clover term and twist (none for Wilson), before tuning, as the main job.
+            be.set_action(&problem.gauge, &problem.action())?;
             if c.config.backend.tune {
                 tune_backend(&mut be, problem, plan_layout(&plan))?;
             }
@@ -268,7 +272,7 @@ fn undecomposed_solve(c: &LoadedConfig, problem: &Problem) -> Result<(f64, usize
         }
         _ => {
             let plan = SolvePlan::from_config(&c.config, false);
-            let mut be = CpuBackend::new(&problem.gauge, problem.kappa);
+            let mut be = CpuBackend::with_action(&problem.gauge, &problem.action())?;
             let r = solve_on(&mut be, problem, &plan)?;
             Ok((r.timings.solve, r.iterations, 0.0, "cpu".to_string()))
         }
@@ -488,8 +492,9 @@ pub fn run_ranks(
     let loud = !crate::report::progress::is_quiet();
     if loud {
         println!(
-            "Scaling of the split solve over ranks ({} split), {}: {}",
+            "Scaling of the split solve over ranks ({} split), {}, {}: {}",
             split.label(),
+            cfg.config.dirac.action().describe(),
             cfg.source_name,
             rows.iter()
                 .find(|r| !r.undecomposed)

@@ -235,12 +235,24 @@ impl SiteTerms {
     /// Build A and its inverse on every site; a singular block is an error naming the
     /// site (it happens only for c_sw far beyond any simulated value).
     pub fn new(gauge: &GaugeField, action: &Action) -> Result<SiteTerms> {
-        let v = gauge.lattice.volume();
+        let sites: Vec<usize> = (0..gauge.lattice.volume()).collect();
+        SiteTerms::on_sites(gauge, action, &sites, |x| gauge.lattice.coords(x))
+    }
+
+    /// Build A and its inverse on the sites `sites` of `gauge` (the result's site i is
+    /// `sites[i]`): a rank's own sites of its field padded with its neighbours' links.
+    /// `coords(i)` names site i in an error (its global coordinates).
+    pub fn on_sites(
+        gauge: &GaugeField,
+        action: &Action,
+        sites: &[usize],
+        coords: impl Fn(usize) -> [usize; crate::geometry::lattice::NDIM],
+    ) -> Result<SiteTerms> {
         let twist = action.twist();
         let (kappa, csw) = (action.kappa, action.csw);
-        let built: Vec<([f64; PACKED_SITE], Option<[Block; 2]>)> = (0..v)
-            .into_par_iter()
-            .map(|x| {
+        let built: Vec<([f64; PACKED_SITE], Option<[Block; 2]>)> = sites
+            .par_iter()
+            .map(|&x| {
                 let blocks = clover_blocks(gauge, x, kappa, csw);
                 let mut packed = [0.0; PACKED_SITE];
                 let mut inv = [[[ZERO; 6]; 6]; 2];
@@ -261,16 +273,16 @@ impl SiteTerms {
                 (packed, ok.then_some(inv))
             })
             .collect();
-        let mut clover = Vec::with_capacity(v);
-        let mut inverse = Vec::with_capacity(v);
-        for (x, (p, inv)) in built.into_iter().enumerate() {
+        let mut clover = Vec::with_capacity(sites.len());
+        let mut inverse = Vec::with_capacity(sites.len());
+        for (i, (p, inv)) in built.into_iter().enumerate() {
             let Some(inv) = inv else {
                 return Err(Error::InvalidValue {
                     key: "dirac.csw".into(),
                     message: format!(
                         "the clover term is singular at site {:?} for c_sw = {csw}, \
                          kappa = {kappa}, mu = {}",
-                        gauge.lattice.coords(x),
+                        coords(i),
                         action.mu
                     ),
                 });

@@ -1,10 +1,10 @@
 //! Ranks as threads of this process on the CPU, each with the decomposed CPU backend and
-//! its own share of the thread pool. With the clover term or a twist the site term is
-//! built once on the whole lattice (its construction reads the links around each site)
-//! and each rank takes the restriction to its sites (`SiteTerms::restrict`).
+//! its own share of the thread pool. With the clover term or a twist each rank builds
+//! its site term from its links and its neighbours' ring of links (`site`).
 
 use super::outcome::{finish_ranks, logged, RankOutcome, SplitSolve};
 use super::shares::local_problem;
+use super::site::rank_site_terms;
 use crate::app::plan::SolvePlan;
 use crate::app::solve::solve_on_rank;
 use crate::backend::cpu_decomposed::DecomposedCpu;
@@ -12,7 +12,6 @@ use crate::backend::prelude::*;
 use crate::clock::{timed, timed_seconds};
 use crate::comms::{threads::run_ranks, Comms};
 use crate::config::LoadedConfig;
-use crate::dirac::clover::SiteTerms;
 use crate::geometry::partition::Partition;
 use crate::problem::Problem;
 use crate::report::RankTimes;
@@ -25,15 +24,6 @@ pub(super) fn run_cpu(
     parts: &[Partition],
 ) -> Result<SplitSolve> {
     let plan = SolvePlan::from_config(&cfg.config, false);
-    let action = problem.action();
-    let terms = action
-        .has_site_term()
-        .then(|| {
-            timed("the site term on the whole lattice", || {
-                SiteTerms::new(&problem.gauge, &action)
-            })
-        })
-        .transpose()?;
     // Each rank its own pool, the threads shared out: a rank blocks in its exchanges, so
     // ranks sharing one pool could hold every worker while the rank they wait for has
     // none (a deadlock).
@@ -41,10 +31,7 @@ pub(super) fn run_cpu(
     let per_rank = run_ranks(parts.len(), |comms| {
         let rank = comms.rank();
         let pool = crate::app::problem::thread_pool(per_rank_threads as i64)?;
-        logged(
-            rank,
-            cpu_rank(problem, parts, terms.as_ref(), &plan, &pool, comms),
-        )
+        logged(rank, cpu_rank(problem, parts, &plan, &pool, comms))
     })?;
     finish_ranks(parts, per_rank)
 }
@@ -52,10 +39,9 @@ pub(super) fn run_cpu(
 fn cpu_rank(
     problem: &Problem,
     parts: &[Partition],
-    terms: Option<&SiteTerms>,
     plan: &SolvePlan,
     pool: &rayon::ThreadPool,
-    comms: crate::comms::threads::ThreadComms,
+    mut comms: crate::comms::threads::ThreadComms,
 ) -> Result<RankOutcome> {
     {
         let rank = comms.rank();
@@ -65,9 +51,18 @@ fn cpu_rank(
         });
         let local = local?;
         pool.install(|| {
+            let action = local.action();
+            let terms = action
+                .has_site_term()
+                .then(|| {
+                    timed("the rank's site term", || {
+                        rank_site_terms(&local.gauge, p, &action, &mut comms)
+                    })
+                })
+                .transpose()?;
             let mut be = DecomposedCpu::new(p.clone(), local.gauge.clone(), local.kappa, comms)?;
             if let Some(terms) = terms {
-                be = be.with_site_terms(terms.restrict(&problem.lattice, p)?)?;
+                be = be.with_site_terms(terms)?;
             }
             let r = solve_on_rank(&mut be, &local, plan, rank)?;
             let halo = be.halo_stats();

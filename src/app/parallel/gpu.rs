@@ -114,18 +114,6 @@ pub(super) fn run_cuda(
             }
         }
     }
-    // The clover term and twist, built once on the whole lattice (a site's term needs the
-    // links around it); each rank takes its sites (`SiteTerms::restrict`).
-    let action = problem.action();
-    let terms = if action.has_site_term() {
-        Some(timed_seconds("the site terms", || {
-            crate::dirac::clover::SiteTerms::new(&problem.gauge, &action)
-        }))
-    } else {
-        None
-    };
-    let site_seconds = terms.as_ref().map_or(0.0, |t| t.1);
-    let terms = terms.map(|t| t.0).transpose()?;
     // Built here, handed to the ranks: the one-GPU wiring's exchange and host comms.
     let one_gpu = std::sync::Mutex::new(match wiring {
         Wiring::OneGpu => cuda::PeerCopies::world(ranks)
@@ -183,24 +171,8 @@ pub(super) fn run_cuda(
                     exchange,
                     wiring: wiring_name,
                 };
-                let site = match &terms {
-                    Some(t) => Some(t.restrict(&problem.lattice, p)?),
-                    None => None,
-                };
-                let rank_site = RankSite {
-                    terms: site.as_ref(),
-                    lattice: &local.gauge.lattice,
-                };
-                let mut out = cuda_rank(
-                    &local,
-                    p,
-                    &o,
-                    &plan,
-                    links,
-                    cfg.config.backend.tune,
-                    rank_site,
-                )?;
-                out.4.construct += share + site_seconds;
+                let mut out = cuda_rank(&local, p, &o, &plan, links, cfg.config.backend.tune)?;
+                out.4.construct += share;
                 Ok(out)
             })(),
         )
@@ -217,14 +189,23 @@ pub(super) fn cuda_rank(
     plan: &SolvePlan,
     links: RankLinks,
     tune: bool,
-    site: RankSite,
 ) -> Result<RankOutcome> {
     let RankLinks {
-        comms,
+        mut comms,
         exchange,
         wiring,
     } = links;
     let rank = p.rank();
+    // The clover term and twist (none for Wilson): from the rank's links and its
+    // neighbours' ring of links, before the backend takes the communicator.
+    let action = local.action();
+    let (terms, site_seconds) = timed_seconds("the rank's site term", || {
+        action
+            .has_site_term()
+            .then(|| super::site::rank_site_terms(&local.gauge, p, &action, comms.as_mut()))
+            .transpose()
+    });
+    let terms = terms?;
     let (be, construct) = timed_seconds("construct the GPU backend (rank)", || {
         crate::backend::cuda::CudaBackend::new_decomposed(
             &local.gauge,
@@ -236,9 +217,10 @@ pub(super) fn cuda_rank(
         )
     });
     let mut be = be?;
-    if let Some(terms) = site.terms {
-        be.set_site_terms(site.lattice, terms)?;
+    if let Some(terms) = &terms {
+        be.set_site_terms(&local.gauge.lattice, terms)?;
     }
+    drop(terms);
     // Launch geometry: collective tuning (every rank, rank 0's cache), before the halo
     // books start.
     let (tuned, tune_seconds) = if tune {
@@ -251,7 +233,7 @@ pub(super) fn cuda_rank(
         ("config (--no-tune)".into(), 0.0)
     };
     let wall = crate::report::BackendWall {
-        construct,
+        construct: construct + site_seconds,
         tune: tune_seconds,
         links: None,
     };
@@ -289,13 +271,6 @@ pub(super) fn cuda_rank(
         o.device
     );
     Ok((r, times, described, wiring, wall))
-}
-
-/// A rank's site terms (the clover term, a twist; None: Wilson) and the local lattice
-/// they are of.
-pub(super) struct RankSite<'a> {
-    pub(super) terms: Option<&'a crate::dirac::clover::SiteTerms>,
-    pub(super) lattice: &'a crate::geometry::lattice::Lattice,
 }
 
 /// A rank's connections: the host communicator (global sums, set-up messages), the

@@ -50,7 +50,10 @@ pub fn run_launched(
     let rank = launch.rank;
     let p = &parts[rank];
     {
-        let dp = footprint::DevicePlan::of_rank(p, &opts, &plan);
+        let dp = footprint::DevicePlan {
+            site_term: c.dirac.action().has_site_term(),
+            ..footprint::DevicePlan::of_rank(p, &opts, &plan)
+        };
         let e = footprint::estimate(&dp);
         let local = p.local_lattice(lattice.boundary)?;
         let what = footprint::run_name(&local.dims_string(), &opts, &plan);
@@ -98,11 +101,6 @@ pub fn run_launched(
             wiring,
         },
         c.backend.tune,
-        // Launched ranks run Wilson only (the plan refuses a site term for them).
-        super::gpu::RankSite {
-            terms: None,
-            lattice: &local.gauge.lattice,
-        },
     )?;
     if let Some(w) = warm {
         w.join().ok();

@@ -13,8 +13,9 @@
 //! field, which it needs for the CPU check of the solution and the outputs.
 //!
 //! Files: `shares` (the partitions, rank 0's scatter and gather, the slab reads), `cpu`
-//! and `gpu` (ranks as threads), `launched` (ranks as processes), `outcome` (the ranks'
-//! results gathered); here the entry points.
+//! and `gpu` (ranks as threads), `launched` (ranks as processes), `site` (a rank's clover
+//! term from its links and its neighbours'), `outcome` (the ranks' results gathered);
+//! here the entry points.
 
 mod cpu;
 mod gpu;
@@ -22,6 +23,7 @@ pub mod launched;
 mod one;
 pub mod outcome;
 pub mod shares;
+mod site;
 
 use super::device::choose_device;
 use super::problem::build_problem;

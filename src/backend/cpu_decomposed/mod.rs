@@ -20,8 +20,8 @@
 //! Boundary phases are taken where a hop crosses the GLOBAL edge (global coordinates).
 //!
 //! With the clover term or a twist (`with_site_terms`) a rank holds its sites' part of the
-//! site term A built on the whole lattice (its construction reads links of neighbouring
-//! ranks) and applies D = A - kappa H, the Schur form A_ee - kappa^2 H_eo A_oo^-1 H_oe,
+//! site term A (its construction reads links of neighbouring ranks: the caller builds it)
+//! and applies D = A - kappa H, the Schur form A_ee - kappa^2 H_eo A_oo^-1 H_oe,
 //! A_oo^-1 and A^dag as the single-device `CpuBackend` does; A is site-local, so it adds
 //! no exchange.
 //!

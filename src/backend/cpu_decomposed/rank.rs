@@ -188,8 +188,8 @@ impl<C: Comms> DecomposedCpu<C> {
     }
 
     /// With the site term A of D = A - kappa H (the clover term, a twist) on this rank's
-    /// sites: `SiteTerms::restrict` of the one built on the whole lattice (building it
-    /// needs links of the neighbouring ranks). The kernels then apply A, A_oo^-1 and
+    /// sites (built by the caller from the rank's links and its neighbours' ring of
+    /// links, or restricted from the whole lattice's term). The kernels then apply A, A_oo^-1 and
     /// A^dag as the single-device `CpuBackend` does. Needs no communication.
     pub fn with_site_terms(mut self, terms: SiteTerms) -> Result<Self> {
         if terms.volume() != self.gauge.lattice.volume() || terms.kappa != self.kappa {

@@ -227,7 +227,7 @@ impl CudaBackend {
     }
 
     /// Make the operator D = A - kappa H with the site terms `terms` of this backend's
-    /// `lattice` (a rank's: `SiteTerms::restrict` of the whole lattice's, whose
+    /// `lattice` (a rank's: built from its links and its neighbours' ring of links, whose
     /// construction needs the links around each site).
     pub fn set_site_terms(
         &mut self,
