@@ -80,32 +80,27 @@ __device__ __forceinline__ void clover_add_twist(real st, const real2 v[6], real
         out[i] = c_of<real2>(out[i].x - st * v[i].y, out[i].y + st * v[i].x);
 }
 
-// out = A v on one site (cl offset to the site's parity; in and out may not alias).
-__device__ __forceinline__ void clover_apply(const V3Clover& cl, size_t vh, size_t cb, const real2 in[4][3],
-                                             real2 out[4][3])
+// out = A_b v on block b of one site (cl offset to the site's parity; v and out 6-vectors
+// that may not alias).
+__device__ __forceinline__ void clover_block_apply(const V3Clover& cl, size_t vh, size_t cb, int b,
+                                                   const real2 v[6], real2 out[6])
 {
-#pragma unroll
-    for (int b = 0; b < 2; ++b) {
-        clover_block_mul(cl.a + (size_t)b * 18 * vh + cb, vh, &in[2 * b][0], &out[2 * b][0]);
-        if (cl.twist != (real)0)
-            clover_add_twist(b ? -cl.twist : cl.twist, &in[2 * b][0], &out[2 * b][0]);
-    }
+    clover_block_mul(cl.a + (size_t)b * 18 * vh + cb, vh, v, out);
+    if (cl.twist != (real)0)
+        clover_add_twist(b ? -cl.twist : cl.twist, v, out);
 }
 
-// out = A^-1 v on one site: P v, then (H - i s c) (P v) with a twist.
-__device__ __forceinline__ void clover_apply_inv(const V3Clover& cl, size_t vh, size_t cb, const real2 in[4][3],
-                                                 real2 out[4][3])
+// out = A_b^-1 v on block b of one site: P v, then (H - i s c) (P v) with a twist.
+__device__ __forceinline__ void clover_block_apply_inv(const V3Clover& cl, size_t vh, size_t cb, int b,
+                                                       const real2 v[6], real2 out[6])
 {
-#pragma unroll
-    for (int b = 0; b < 2; ++b) {
-        if (cl.twist == (real)0) {
-            clover_block_mul(cl.inv + (size_t)b * 18 * vh + cb, vh, &in[2 * b][0], &out[2 * b][0]);
-        } else {
-            real2 w[6];
-            clover_block_mul(cl.inv + (size_t)b * 18 * vh + cb, vh, &in[2 * b][0], w);
-            clover_block_mul(cl.a + (size_t)b * 18 * vh + cb, vh, w, &out[2 * b][0]);
-            clover_add_twist(b ? cl.twist : -cl.twist, w, &out[2 * b][0]);
-        }
+    if (cl.twist == (real)0) {
+        clover_block_mul(cl.inv + (size_t)b * 18 * vh + cb, vh, v, out);
+    } else {
+        real2 w[6];
+        clover_block_mul(cl.inv + (size_t)b * 18 * vh + cb, vh, v, w);
+        clover_block_mul(cl.a + (size_t)b * 18 * vh + cb, vh, w, out);
+        clover_add_twist(b ? cl.twist : -cl.twist, w, out);
     }
 }
 
@@ -113,6 +108,9 @@ __device__ __forceinline__ void clover_apply_inv(const V3Clover& cl, size_t vh, 
 // (H inp at site cb) becomes out = [g5] (A y + c acc) (cl.inverse 0; y_h null: [g5] c acc)
 // or [g5] A^-1 (y + c acc) (cl.inverse 1; y_h null: [g5] A^-1 c acc), stored whole (half:
 // with its norm); with `partials`, (y|out) is added to dot as the Wilson epilogue does.
+// A is block diagonal, so the work goes block by block, in place in acc: a block's y and
+// temporary are live only while it is done (half the registers of a whole site's y and
+// result beside acc).
 __device__ __forceinline__ void v3_clover_finish_site(real2 acc[4][3], const v3_spinor* __restrict__ y_h,
                                                       const float* __restrict__ y_n, v3_spinor* __restrict__ out_h,
                                                       float* __restrict__ out_n, int vh, int cb, double c, int g5,
@@ -120,47 +118,43 @@ __device__ __forceinline__ void v3_clover_finish_site(real2 acc[4][3], const v3_
                                                       const V3Clover& cl)
 {
     const real cr = (real)c;
-    real2 ys[4][3], v[4][3];
-    if (y_h) {
-        const real y_step = v3_site_step(y_n, cb);
+    const real y_step = y_h ? v3_site_step(y_n, cb) : (real)0;
 #pragma unroll
-        for (int j = 0; j < 4; ++j)
-#pragma unroll
-            for (int i = 0; i < 3; ++i)
-                ys[j][i] = v3_load(y_h, vh, j * 3 + i, cb, y_step);
-    }
-    if (!cl.inverse) {
+    for (int b = 0; b < 2; ++b) {
+        real2* a = &acc[2 * b][0];
+        real2 y[6], t[6];
         if (y_h)
-            clover_apply(cl, vh, cb, ys, v);
 #pragma unroll
-        for (int j = 0; j < 4; ++j)
+            for (int k = 0; k < 6; ++k)
+                y[k] = v3_load(y_h, vh, 6 * b + k, cb, y_step);
+        if (!cl.inverse) {
+            if (y_h) {
+                clover_block_apply(cl, vh, cb, b, y, t);
 #pragma unroll
-            for (int i = 0; i < 3; ++i)
-                v[j][i] = y_h ? c_of<real2>(v[j][i].x + cr * acc[j][i].x, v[j][i].y + cr * acc[j][i].y)
-                              : c_scale(cr, acc[j][i]);
-    } else {
+                for (int k = 0; k < 6; ++k)
+                    a[k] = c_of<real2>(t[k].x + cr * a[k].x, t[k].y + cr * a[k].y);
+            } else {
 #pragma unroll
-        for (int j = 0; j < 4; ++j)
+                for (int k = 0; k < 6; ++k)
+                    a[k] = c_scale(cr, a[k]);
+            }
+        } else {
 #pragma unroll
-            for (int i = 0; i < 3; ++i)
-                acc[j][i] = y_h ? c_of<real2>(ys[j][i].x + cr * acc[j][i].x, ys[j][i].y + cr * acc[j][i].y)
-                                : c_scale(cr, acc[j][i]);
-        clover_apply_inv(cl, vh, cb, acc, v);
+            for (int k = 0; k < 6; ++k)
+                t[k] = y_h ? c_of<real2>(y[k].x + cr * a[k].x, y[k].y + cr * a[k].y) : c_scale(cr, a[k]);
+            clover_block_apply_inv(cl, vh, cb, b, t, a);
+        }
+        if (g5 && b == 1)
+#pragma unroll
+            for (int k = 0; k < 6; ++k)
+                a[k] = c_neg(a[k]);
+        // The dot of what is stored (half: before its rounding, as the Wilson epilogue).
+        if (partials && y_h)
+#pragma unroll
+            for (int k = 0; k < 6; ++k)
+                dot = c_add(dot, c_conj_mul(c_dbl(y[k]), c_dbl(a[k])));
     }
-    if (g5)
-#pragma unroll
-        for (int j = 2; j < 4; ++j)
-#pragma unroll
-            for (int i = 0; i < 3; ++i)
-                v[j][i] = c_neg(v[j][i]);
-    v3_store_site(out_h, out_n, vh, cb, v);
-    // The dot of what was stored (half: the rounded site).
-    if (partials && y_h)
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-#pragma unroll
-            for (int i = 0; i < 3; ++i)
-                dot = c_add(dot, c_conj_mul(c_dbl(ys[j][i]), c_dbl(v[j][i])));
+    v3_store_site(out_h, out_n, vh, cb, acc);
 }
 
 // The site kernel out = A^-1 inp (stencil_v3_clover_inv) for the thread's site: parity p,
@@ -176,6 +170,8 @@ __device__ __forceinline__ void v3_clover_inv_site(const v3_spinor* __restrict__
 #pragma unroll
         for (int i = 0; i < 3; ++i)
             x[j][i] = v3_load(inp, vh, j * 3 + i, cb, step);
-    clover_apply_inv(cl, vh, cb, x, v);
+#pragma unroll
+    for (int b = 0; b < 2; ++b)
+        clover_block_apply_inv(cl, vh, cb, b, &x[2 * b][0], &v[2 * b][0]);
     v3_store_site(out, out_n, vh, cb, v);
 }
