@@ -17,12 +17,12 @@ use crate::problem::Problem;
 use crate::report::RankTimes;
 use crate::{Error, Result};
 
-/// The GPU warm-up of a split run on GPU `device` (`cuda::warm_up_split`); None on the
-/// CPU, for a seed kernel or the clover term or a twist (refused later by name) or
-/// without a driver.
+/// The GPU warm-up of a split run on GPU `device` (`cuda::warm_up_split`, the CLOVER
+/// builds with the clover term or a twist); None on the CPU, for a seed kernel (refused
+/// later by name) or without a driver.
 pub(super) fn warm_up(cfg: &LoadedConfig, device: usize) -> Option<std::thread::JoinHandle<()>> {
     let c = &cfg.config;
-    if c.backend.device == crate::config::Device::Cpu || c.dirac.action().has_site_term() {
+    if c.backend.device == crate::config::Device::Cpu {
         return None;
     }
     let opts = crate::app::plan::cuda_options(cfg);
@@ -30,7 +30,13 @@ pub(super) fn warm_up(cfg: &LoadedConfig, device: usize) -> Option<std::thread::
         return None;
     }
     let plan = SolvePlan::from_config(c, true);
-    crate::backend::cuda::warm_up_split(device, opts.reconstruct, plan.precision, plan.fused)
+    crate::backend::cuda::warm_up_split(
+        device,
+        opts.reconstruct,
+        plan.precision,
+        plan.fused,
+        c.dirac.action().has_site_term(),
+    )
 }
 
 /// How the ranks of one process reach each other on the GPU.

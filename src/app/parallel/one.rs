@@ -36,7 +36,8 @@ pub(super) fn warm_up(cfg: &LoadedConfig) -> Option<JoinHandle<()>> {
             let opts = cuda_options(cfg);
             let plan = SolvePlan::from_config(c, opts.version.is_fast_path());
             let volume = cfg.dims().iter().product();
-            crate::backend::cuda::warm_up(&opts, plan.precision, plan.fused, volume)
+            let site_term = c.dirac.action().has_site_term();
+            crate::backend::cuda::warm_up(&opts, plan.precision, plan.fused, site_term, volume)
         }
     }
 }

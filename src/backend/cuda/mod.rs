@@ -52,7 +52,8 @@ pub use self::halo::peer::{enable_peer_access, PeerCopies};
 pub use self::halo::timings::HaloTimings;
 
 /// Open GPU `opts.device`, compile what a backend with `opts` will need for a solve in
-/// `precision` (`fused`: with the fused CR) and pin the staging buffers of a (local)
+/// `precision` (`fused`: with the fused CR; `site_term`: with the clover term or a twist)
+/// and pin the staging buffers of a (local)
 /// lattice of `volume` sites (`StageShape::pins` for the default link upload, shaped by
 /// `opts.tuning`), on
 /// background threads (`device::warm_up`): the caller overlaps this with its own work and
@@ -61,6 +62,7 @@ pub fn warm_up(
     opts: &CudaOptions,
     precision: crate::backend::Precision,
     fused: bool,
+    site_term: bool,
     volume: usize,
 ) -> Option<std::thread::JoinHandle<()>> {
     let shape = self::core::staging::StageShape::of(&opts.tuning);
@@ -72,6 +74,7 @@ pub fn warm_up(
             opts.reconstruct,
             precision,
             fused,
+            site_term,
         ),
         shape.pins(mode, volume),
     )
@@ -85,10 +88,11 @@ pub fn warm_up_split(
     reconstruct: Reconstruct,
     precision: crate::backend::Precision,
     fused: bool,
+    site_term: bool,
 ) -> Option<std::thread::JoinHandle<()>> {
     self::core::warm_up::warm_up(
         device,
-        self::core::stencil::programs::programs_for_split(reconstruct, precision, fused),
+        self::core::stencil::programs::programs_for_split(reconstruct, precision, fused, site_term),
         Vec::new(),
     )
 }

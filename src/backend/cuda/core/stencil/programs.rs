@@ -170,13 +170,16 @@ pub fn compile_all_kernels(arch: &str) -> Result<Vec<(String, usize)>> {
 }
 
 /// The programs a backend of `version` with these options compiles for a solve in
-/// `precision` (with the fused CR and BiCGStab iterations if `fused`): what
-/// `device::warm_up` compiles ahead.
+/// `precision` (with the fused CR and BiCGStab iterations if `fused`; with `site_term`,
+/// the clover term or a twist, 3.0's CLOVER builds that `set_site_terms` and the lower
+/// precisions load in place of the plain ones, beside the plain double build the backend
+/// is made with): what `device::warm_up` compiles ahead.
 pub(crate) fn programs_for(
     version: StencilVersion,
     reconstruct: Reconstruct,
     precision: crate::backend::Precision,
     fused: bool,
+    site_term: bool,
 ) -> Vec<Program> {
     use crate::backend::cuda::core::compile::{BLAS1, LAYOUT, REDUCE};
     use crate::backend::Precision;
@@ -187,11 +190,19 @@ pub(crate) fn programs_for(
         program(version, reconstruct, false),
     ];
     if version == StencilVersion::V3_0 {
+        let build = if site_term {
+            v3_clover_program
+        } else {
+            v3_program
+        };
+        if site_term {
+            v.push(build(reconstruct, false, false));
+        }
         if precision != Precision::Double {
-            v.push(program(version, reconstruct, true));
+            v.push(build(reconstruct, true, false));
         }
         if precision == Precision::Half {
-            v.push(v3_program(reconstruct, true, true));
+            v.push(build(reconstruct, true, true));
         }
         if fused {
             v.push(crate::backend::cuda::core::compile::cr_fused_program());
@@ -207,8 +218,15 @@ pub(crate) fn programs_for_split(
     reconstruct: Reconstruct,
     precision: crate::backend::Precision,
     fused: bool,
+    site_term: bool,
 ) -> Vec<Program> {
-    let mut v = programs_for(StencilVersion::V3_0, reconstruct, precision, fused);
+    let mut v = programs_for(
+        StencilVersion::V3_0,
+        reconstruct,
+        precision,
+        fused,
+        site_term,
+    );
     v.push(halo_program(reconstruct, false));
     if precision != crate::backend::Precision::Double {
         v.push(halo_program(reconstruct, true));
@@ -229,7 +247,7 @@ mod tests {
         use crate::backend::Precision;
         let key = |p: &Program| (p.source.name, p.options("sm_90"));
         for r in [Reconstruct::R18, Reconstruct::R12, Reconstruct::R8] {
-            let got: Vec<_> = programs_for_split(r, Precision::Single, true)
+            let got: Vec<_> = programs_for_split(r, Precision::Single, true, false)
                 .iter()
                 .map(key)
                 .collect();
@@ -243,12 +261,29 @@ mod tests {
                 assert!(got.contains(&key(&want)), "{r:?}: {}", want.label());
             }
             // A double solve needs no single-precision build.
-            let double: Vec<_> = programs_for_split(r, Precision::Double, true)
+            let double: Vec<_> = programs_for_split(r, Precision::Double, true, false)
                 .iter()
                 .map(key)
                 .collect();
             assert!(!double.contains(&key(&halo_program(r, true))));
             assert!(!double.contains(&key(&program(StencilVersion::V3_0, r, true))));
+            // With the clover term: the plain double build the backend is made with, and
+            // the CLOVER builds `set_site_terms`, `ensure_single` and `ensure_half` load
+            // (fast/site.rs, fast/lazy.rs), not the plain single and half ones.
+            let clover: Vec<_> = programs_for_split(r, Precision::Half, true, true)
+                .iter()
+                .map(key)
+                .collect();
+            for want in [
+                program(StencilVersion::V3_0, r, false),
+                v3_clover_program(r, false, false),
+                v3_clover_program(r, true, false),
+                v3_clover_program(r, true, true),
+            ] {
+                assert!(clover.contains(&key(&want)), "{r:?}: {}", want.label());
+            }
+            assert!(!clover.contains(&key(&program(StencilVersion::V3_0, r, true))));
+            assert!(!clover.contains(&key(&v3_program(r, true, true))));
         }
     }
 
