@@ -81,7 +81,9 @@ for d in ${MAIN_DIMS:-16x16x16x32 32x32x32x64}; do
             --precision half-double $CLOVER
         main "$d-clover-cr-cpu" "$cfg" --device cpu --preconditioning even-odd --precision single-double $CLOVER
         main "$d-clover-cr-split-t" "$cfg" --device cuda $FAST $CLOVER --grid 1,1,1,2
-        main "$d-clover-bicgstab-split-xt" "$cfg" --device cuda $FAST $CLOVER --method bicgstab --grid 2,1,1,2
+        # Four ranks on GPU 0 (a machine of two GPUs would refuse four NCCL ranks).
+        CUDA_VISIBLE_DEVICES=0 main "$d-clover-bicgstab-split-xt" "$cfg" --device cuda $FAST $CLOVER \
+            --method bicgstab --grid 2,1,1,2
     fi
 done
 if [ "${VALIDATE:-1}" = 1 ]; then

@@ -227,8 +227,11 @@ impl V3Kernels {
 ///   each link once already).
 /// - with the clover epilogue: double 4, as Wilson's (without columns the clover dslash
 ///   double r12 took 1.14x longer at 32^3x64 and 16^3x32, r18 1.02x); single 1 (columns
-///   of 2 took 1.08x (r18) and 1.02x (r12) longer at 32^3x64, 1.25x and 1.21x at 16^3x32:
-///   the epilogue's registers leave a column too few threads). H200, validate/RESULTS.md.
+///   of 2 took 1.08x (r18) and 1.02x (r12) longer at 32^3x64, 1.25x and 1.21x at 16^3x32;
+///   with the block-by-block epilogue, which holds a column to 128 registers, columns of
+///   2 gave 1.325 against 1.169 of the floor (r18) and 1.282 against 1.304 (r12) at
+///   32^3x64, 1.432 against 1.367 and 1.393 against 1.400 at 16^3x32: no consistent
+///   gain). H200, validate/RESULTS.md.
 ///
 /// The largest power of two <= that dividing LT (the local LT on a sub-lattice).
 pub(crate) fn full_column(a: &V3Launch) -> usize {
