@@ -7,13 +7,26 @@ use qcd_solve::app::ablate::{self, AblateReport, AblateRow, MethodRow};
 use qcd_solve::backend::cuda::UploadBenchRow;
 use std::process::Command;
 
+/// The header and the records of a CSV table, read by the `csv` crate (a quoted field
+/// with commas is one field).
+fn read_csv(text: &str) -> (Vec<String>, Vec<Vec<String>>) {
+    let mut r = csv::Reader::from_reader(text.as_bytes());
+    let header = r.headers().unwrap().iter().map(String::from).collect();
+    let rows = r
+        .records()
+        .map(|rec| rec.unwrap().iter().map(String::from).collect())
+        .collect();
+    (header, rows)
+}
+
 fn row(v: &str, speedup: f64, valid: bool) -> AblateRow {
     AblateRow {
         version: v.into(),
         solver: "seed CR".into(),
         block_threads: 192,
         multiple: 16,
-        geometry: "tune cache".into(),
+        // As the live ablation writes it: commas inside one field.
+        geometry: "block 64, multiple 8 (tune cache)".into(),
         valid,
         operator_rel_diff: 1.5e-16,
         iterations: 92,
@@ -94,19 +107,19 @@ fn method_row(method: &str, options: &str, ms: f64, valid: bool) -> MethodRow {
 #[test]
 fn table_and_csv_agree() {
     let r = report();
-    let csv = ablate::csv(&r);
+    let csv = ablate::csv(&r).unwrap();
     let table = ablate::table(&r);
     assert!(
         table.contains("parallel memcpy 20.0 GB/s (30.0 GB/s with streaming stores); registered in place 30.0 ms, then upload 50.0 GB/s, unregistered 5.0 ms"),
         "{table}"
     );
-    let mut lines = csv.lines();
-    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let (header, rows) = read_csv(&csv);
     let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
-    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
     assert_eq!(rows.len(), r.rows.len());
     for (x, c) in r.rows.iter().zip(&rows) {
+        assert_eq!(c.len(), header.len());
         assert_eq!(c[col("version")], x.version);
+        assert_eq!(c[col("geometry")], x.geometry);
         let speedup: f64 = c[col("speedup_over_cpu")].parse().unwrap();
         assert_eq!(speedup, x.speedup_over_cpu, "CSV carries the full value");
         let iters: usize = c[col("iterations")].parse().unwrap();
@@ -183,7 +196,7 @@ fn gains_table_divides_by_the_fastest_valid_seed_version() {
         "{line}"
     );
     // The CSV quotes the solver (it has commas) and keeps one row per variant.
-    let csv = ablate::csv(&r);
+    let csv = ablate::csv(&r).unwrap();
     assert!(csv.contains("\"fused CR, even-odd, single-double (delta 0.1), check every 10\""));
 }
 
@@ -224,22 +237,19 @@ fn methods_table_follows_the_others_and_agrees_with_its_csv() {
         "{t}"
     );
 
-    let csv = ablate::methods_csv(&r);
-    let mut lines = csv.lines();
-    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let csv = ablate::methods_csv(&r).unwrap();
+    let (header, rows) = read_csv(&csv);
     let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
-    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
     assert_eq!(rows.len(), 4);
     for (x, c) in r.methods.iter().zip(&rows) {
-        // Solvers here have one comma: the quoted field spans two split pieces.
-        assert_eq!(c[col("method")], x.method);
-        assert_eq!(c[col("options")], x.options);
-        let shift = 1;
-        let it: usize = c[col("iterations") + shift].parse().unwrap();
+        // Solvers here have one comma, inside one quoted field.
+        assert_eq!(c.len(), header.len());
+        assert_eq!(c[col("method")], x.method.to_string());
+        assert_eq!(c[col("options")], x.options.to_string());
+        assert_eq!(c[col("solver")], x.solver);
+        let it: usize = c[col("iterations")].parse().unwrap();
         assert_eq!(it, x.iterations);
-        let s: f64 = c[col("seconds_to_solution_median") + shift]
-            .parse()
-            .unwrap();
+        let s: f64 = c[col("seconds_to_solution_median")].parse().unwrap();
         assert_eq!(
             s, x.seconds_to_solution_median,
             "CSV carries the full value"

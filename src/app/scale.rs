@@ -84,15 +84,19 @@ pub fn table(rows: &[ScaleRow]) -> String {
     s
 }
 
-pub fn csv(rows: &[ScaleRow]) -> String {
-    let mut s = String::from("threads,iterations,seconds,speedup,efficiency\n");
-    for r in rows {
-        s.push_str(&format!(
-            "{},{},{:.6},{:.4},{:.4}\n",
-            r.threads, r.iterations, r.seconds, r.speedup, r.efficiency
-        ));
-    }
-    s
+pub fn csv(rows: &[ScaleRow]) -> Result<String> {
+    crate::report::csv::table(
+        &["threads", "iterations", "seconds", "speedup", "efficiency"],
+        rows.iter().map(|r| {
+            vec![
+                r.threads.to_string(),
+                r.iterations.to_string(),
+                format!("{:.6}", r.seconds),
+                format!("{:.4}", r.speedup),
+                format!("{:.4}", r.efficiency),
+            ]
+        }),
+    )
 }
 
 /// Print the table and write `scale.csv`, `scale.json` and the `scale.svg/.png` chart.
@@ -112,7 +116,7 @@ pub fn run(cfg: &LoadedConfig, threads: &[usize], repeat: usize, out: &Path) -> 
         );
         print!("{}", table(&rows));
     }
-    crate::io::write_atomic(&out.join("scale.csv"), csv(&rows).as_bytes())?;
+    crate::io::write_atomic(&out.join("scale.csv"), csv(&rows)?.as_bytes())?;
     let json = serde_json::to_vec_pretty(&rows).expect("rows serialise");
     crate::io::write_atomic(&out.join("scale.json"), &json)?;
     let measured: Vec<(f64, f64)> = rows.iter().map(|r| (r.threads as f64, r.speedup)).collect();
@@ -503,30 +507,44 @@ pub fn run_ranks(
         );
         print!("{}", rank_table(&rows));
     }
-    let mut csv = String::from(
-        "kind,ranks,undecomposed,lattice,iterations,seconds,seconds_per_iteration,speedup,efficiency,pack,exchange,interior,exterior,wait,graphs,graph_efficiency\n",
-    );
-    for r in &rows {
-        let l = r.lattice;
-        csv.push_str(&format!(
-            "{},{},{},{}x{}x{}x{},{},{:.6},{:.6e},{:.4},{:.4},{},{:.6},{:.4}\n",
-            r.kind,
-            r.ranks,
-            r.undecomposed,
-            l[0],
-            l[1],
-            l[2],
-            l[3],
-            r.iterations,
-            r.seconds,
-            r.seconds_per_iteration,
-            r.speedup,
-            r.efficiency,
-            r.rank0_halo.map(|v| format!("{v:.6}")).join(","),
-            r.rank0_graphs,
-            r.graph_efficiency
-        ));
-    }
+    let csv = crate::report::csv::table(
+        &[
+            "kind",
+            "ranks",
+            "undecomposed",
+            "lattice",
+            "iterations",
+            "seconds",
+            "seconds_per_iteration",
+            "speedup",
+            "efficiency",
+            "pack",
+            "exchange",
+            "interior",
+            "exterior",
+            "wait",
+            "graphs",
+            "graph_efficiency",
+        ],
+        rows.iter().map(|r| {
+            let l = r.lattice;
+            let mut row = vec![
+                r.kind.to_string(),
+                r.ranks.to_string(),
+                r.undecomposed.to_string(),
+                format!("{}x{}x{}x{}", l[0], l[1], l[2], l[3]),
+                r.iterations.to_string(),
+                format!("{:.6}", r.seconds),
+                format!("{:.6e}", r.seconds_per_iteration),
+                format!("{:.4}", r.speedup),
+                format!("{:.4}", r.efficiency),
+            ];
+            row.extend(r.rank0_halo.map(|v| format!("{v:.6}")));
+            row.push(format!("{:.6}", r.rank0_graphs));
+            row.push(format!("{:.4}", r.graph_efficiency));
+            row
+        }),
+    )?;
     crate::io::write_atomic(&out.join("scale-ranks.csv"), csv.as_bytes())?;
     let json = serde_json::to_vec_pretty(&rows).expect("rows serialise");
     crate::io::write_atomic(&out.join("scale-ranks.json"), &json)?;

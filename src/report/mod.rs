@@ -2,6 +2,7 @@
 //! human summary printed on stdout.
 
 pub mod charts;
+pub mod csv;
 pub mod model;
 pub mod progress;
 pub mod timeline;

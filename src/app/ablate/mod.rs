@@ -230,11 +230,11 @@ pub fn run(
     crate::app::outputs::prepare_side(cfg, &side_outputs(out))?;
     let (r, cpu_history) = measure(cfg, versions, repeat, mode, cache_path, upload_dims)?;
     print!("{}", table(&r));
-    crate::io::write_atomic(&out.join("ablation.csv"), csv(&r).as_bytes())?;
+    crate::io::write_atomic(&out.join("ablation.csv"), csv(&r)?.as_bytes())?;
     if !r.methods.is_empty() {
         crate::io::write_atomic(
             &out.join("ablation-methods.csv"),
-            methods_csv(&r).as_bytes(),
+            methods_csv(&r)?.as_bytes(),
         )?;
     }
     let json = serde_json::to_vec_pretty(&r).expect("report serialises");

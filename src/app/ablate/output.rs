@@ -136,27 +136,37 @@ pub fn methods_table(r: &AblateReport) -> String {
 }
 
 /// The per-method table as CSV (ablation-methods.csv).
-pub fn methods_csv(r: &AblateReport) -> String {
-    let mut s = String::from(
-        "method,options,solver,operator,iterations,operator_applications,seconds_to_solution_median,seconds_to_solution_spread,true_residual,valid,error\n",
-    );
-    for x in &r.methods {
-        s.push_str(&format!(
-            "{},{},\"{}\",{},{},{},{},{},{:e},{},\"{}\"\n",
-            x.method,
-            x.options,
-            x.solver,
-            x.operator,
-            x.iterations,
-            x.operator_applications,
-            x.seconds_to_solution_median,
-            x.seconds_to_solution_spread,
-            x.true_residual,
-            x.valid,
-            x.error.clone().unwrap_or_default().replace('"', "'")
-        ));
-    }
-    s
+pub fn methods_csv(r: &AblateReport) -> Result<String> {
+    crate::report::csv::table(
+        &[
+            "method",
+            "options",
+            "solver",
+            "operator",
+            "iterations",
+            "operator_applications",
+            "seconds_to_solution_median",
+            "seconds_to_solution_spread",
+            "true_residual",
+            "valid",
+            "error",
+        ],
+        r.methods.iter().map(|x| {
+            vec![
+                x.method.to_string(),
+                x.options.to_string(),
+                x.solver.clone(),
+                x.operator.to_string(),
+                x.iterations.to_string(),
+                x.operator_applications.to_string(),
+                x.seconds_to_solution_median.to_string(),
+                x.seconds_to_solution_spread.to_string(),
+                format!("{:e}", x.true_residual),
+                x.valid.to_string(),
+                x.error.clone().unwrap_or_default(),
+            ]
+        }),
+    )
 }
 
 /// Time to solution of every row against the fastest seed version (1.0 to 2.0) and
@@ -206,42 +216,68 @@ pub fn gains_table(r: &AblateReport) -> String {
     s
 }
 
-pub fn csv(r: &AblateReport) -> String {
-    let mut s = String::from(
-        "version,solver,block_threads,multiple,geometry,valid,operator_rel_diff,iterations,ms_per_iteration_median,ms_per_iteration_spread,seconds_to_solution_median,seconds_to_solution_spread,speedup_over_cpu,gflops_model_1320,gflops_own_count,gbytes_per_second_model,fraction_of_triad,true_residual,compile_ms,alloc_ms,upload_ms,layout_ms,tune_ms,download_ms,stencil_share_of_solve,error\n",
-    );
-    for x in &r.rows {
-        s.push_str(&format!(
-            "{},\"{}\",{},{},{},{},{:e},{},{},{},{},{},{},{},{},{},{},{:e},{},{},{},{},{},{},{},\"{}\"\n",
-            x.version,
-            x.solver,
-            x.block_threads,
-            x.multiple,
-            x.geometry,
-            x.valid,
-            x.operator_rel_diff,
-            x.iterations,
-            x.ms_per_iteration_median,
-            x.ms_per_iteration_spread,
-            x.seconds_to_solution_median,
-            x.seconds_to_solution_spread,
-            x.speedup_over_cpu,
-            x.gflops_model_1320,
-            x.gflops_own_count,
-            x.gbytes_per_second_model,
-            x.fraction_of_triad,
-            x.true_residual,
-            x.compile_ms,
-            x.alloc_ms,
-            x.upload_ms,
-            x.layout_ms,
-            x.tune_ms,
-            x.download_ms,
-            x.stencil_share_of_solve,
-            x.error.clone().unwrap_or_default().replace('"', "'")
-        ));
-    }
-    s
+/// The per-version table as CSV (ablation.csv).
+pub fn csv(r: &AblateReport) -> Result<String> {
+    crate::report::csv::table(
+        &[
+            "version",
+            "solver",
+            "block_threads",
+            "multiple",
+            "geometry",
+            "valid",
+            "operator_rel_diff",
+            "iterations",
+            "ms_per_iteration_median",
+            "ms_per_iteration_spread",
+            "seconds_to_solution_median",
+            "seconds_to_solution_spread",
+            "speedup_over_cpu",
+            "gflops_model_1320",
+            "gflops_own_count",
+            "gbytes_per_second_model",
+            "fraction_of_triad",
+            "true_residual",
+            "compile_ms",
+            "alloc_ms",
+            "upload_ms",
+            "layout_ms",
+            "tune_ms",
+            "download_ms",
+            "stencil_share_of_solve",
+            "error",
+        ],
+        r.rows.iter().map(|x| {
+            vec![
+                x.version.clone(),
+                x.solver.clone(),
+                x.block_threads.to_string(),
+                x.multiple.to_string(),
+                x.geometry.to_string(),
+                x.valid.to_string(),
+                format!("{:e}", x.operator_rel_diff),
+                x.iterations.to_string(),
+                x.ms_per_iteration_median.to_string(),
+                x.ms_per_iteration_spread.to_string(),
+                x.seconds_to_solution_median.to_string(),
+                x.seconds_to_solution_spread.to_string(),
+                x.speedup_over_cpu.to_string(),
+                x.gflops_model_1320.to_string(),
+                x.gflops_own_count.to_string(),
+                x.gbytes_per_second_model.to_string(),
+                x.fraction_of_triad.to_string(),
+                format!("{:e}", x.true_residual),
+                x.compile_ms.to_string(),
+                x.alloc_ms.to_string(),
+                x.upload_ms.to_string(),
+                x.layout_ms.to_string(),
+                x.tune_ms.to_string(),
+                x.download_ms.to_string(),
+                x.stencil_share_of_solve.to_string(),
+                x.error.clone().unwrap_or_default(),
+            ]
+        }),
+    )
 }
 
 /// Draw the three charts of the study into `out`.
