@@ -75,7 +75,8 @@ pub enum Command {
         /// Lattice dims LX,LY,LZ,LT.
         #[arg(long, default_value = "16,16,16,32", value_delimiter = ',')]
         dims: Vec<usize>,
-        /// Calls timed per row (after one warm-up), at least 1.
+        /// Calls timed per row (after one warm-up), at least 1; the fused CR rows time at
+        /// most 200 iterations of one recurrence.
         #[arg(long, default_value_t = 200, value_parser = at_least_one)]
         repeat: usize,
         /// Threads per block of the 3.0 stencil (default: the backend's; the full-mode

@@ -514,8 +514,14 @@ fn time_bicgstab_iteration(
     Ok(secs)
 }
 
+/// The most CR iterations a row times: one recurrence runs them all (a restart per graph
+/// would add an operator application to every 10 iterations timed), and on the random
+/// test field its residual underflowed to NaN after 390 (`--repeat 400`, 32^3x64, H200).
+const CR_TIMED_MAX: usize = 200;
+
 /// Seconds per fused CR iteration of `op` from `source` (its layout), timed in graphs of
-/// 10 iterations under `key`, kept running (eps 0, no iteration limit reached).
+/// 10 iterations under `key`, kept running (eps 0, no iteration limit reached): `repeat`
+/// iterations, at most `CR_TIMED_MAX`.
 fn time_cr_iteration(
     be: &mut CudaBackend,
     op: Operator,
@@ -523,6 +529,7 @@ fn time_cr_iteration(
     key: u64,
     repeat: usize,
 ) -> Result<f64> {
+    let repeat = repeat.min(CR_TIMED_MAX);
     let layout = be.layout(source);
     let mut x = be.alloc_layout(layout)?;
     let mut r = be.alloc_layout(layout)?;
