@@ -42,7 +42,7 @@ LAYERS = {
         ["solve"],
         ["parallel"],
         ["run"],
-        ["ablate", "bench", "floor", "scale"],
+        ["ablate", "bench", "floor", "propagator", "scale"],
         ["validate"],
         ["cli"],
     ],

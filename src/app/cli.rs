@@ -176,6 +176,19 @@ pub enum Command {
         #[arg(long)]
         out: PathBuf,
     },
+    /// The point-to-all propagator: the 12 spin-colour columns from the config's point
+    /// source on one backend built once, written as <stem>.propagator.npy ([t, z, y, x,
+    /// spin, colour, spin', colour'], complex128), the pion correlator as
+    /// <stem>.correlators.csv and a report <stem>.propagator.json.
+    Propagator {
+        config: PathBuf,
+        /// auto, cpu or cuda (overrides [backend] device).
+        #[arg(long)]
+        device: Option<Device>,
+        /// Folder for the three files.
+        #[arg(long, default_value = "out")]
+        out: PathBuf,
+    },
     /// CPU strong scaling of the solve: time, speed-up and efficiency per thread count.
     Scale {
         config: PathBuf,
@@ -228,6 +241,15 @@ pub fn init_logging(quiet: bool) {
         .with_writer(std::io::stderr)
         .with_target(false)
         .try_init();
+}
+
+/// `load_config` of `path` with only the device overridden (`--device`).
+fn load_on_device(path: &PathBuf, device: Option<Device>) -> Result<LoadedConfig> {
+    let o = Overrides {
+        device,
+        ..Overrides::default()
+    };
+    load_config(Some(path), &o)
 }
 
 pub fn load_config(path: Option<&PathBuf>, o: &Overrides) -> Result<LoadedConfig> {
@@ -381,6 +403,19 @@ pub fn dispatch(cli: Cli) -> Result<()> {
             crate::app::run::thread_pool(threads)?
                 .install(|| crate::app::generate::run(dims, &params, device, &out))
         }
+        Some(Command::Propagator {
+            config,
+            device,
+            out,
+        }) => {
+            let cfg = load_on_device(&config, device)?;
+            let r = crate::app::run::thread_pool(cfg.config.backend.threads)?
+                .install(|| crate::app::propagator::run(&cfg, &out))?;
+            if !crate::report::progress::is_quiet() {
+                print!("{}", crate::app::propagator::summary(&r));
+            }
+            Ok(())
+        }
         Some(Command::Scale {
             config,
             threads,
@@ -390,11 +425,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
             repeat,
             out,
         }) => {
-            let o = Overrides {
-                device,
-                ..Overrides::default()
-            };
-            let cfg = load_config(Some(&config), &o)?;
+            let cfg = load_on_device(&config, device)?;
             if let Some(gpus) = gpus {
                 return crate::app::scale::run_ranks(&cfg, &gpus, repeat, split, &out);
             }

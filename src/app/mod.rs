@@ -23,6 +23,7 @@ pub mod outputs;
 pub mod parallel;
 pub mod plan;
 pub mod problem;
+pub mod propagator;
 pub mod run;
 pub mod scale;
 pub mod solve;

@@ -34,12 +34,33 @@ pub fn solve_on_rank<B: Backend>(
     plan: &SolvePlan,
     rank: usize,
 ) -> Result<SolveResult> {
+    solve_source_on_rank(backend, problem, &problem.source, plan, rank)
+}
+
+/// `solve_on` with the right-hand side `source` in place of the problem's (one column of
+/// a propagator: the backend, built once, solves every column).
+pub fn solve_source_on<B: Backend>(
+    backend: &mut B,
+    problem: &Problem,
+    source: &SpinorField,
+    plan: &SolvePlan,
+) -> Result<SolveResult> {
+    solve_source_on_rank(backend, problem, source, plan, 0)
+}
+
+fn solve_source_on_rank<B: Backend>(
+    backend: &mut B,
+    problem: &Problem,
+    source: &SpinorField,
+    plan: &SolvePlan,
+    rank: usize,
+) -> Result<SolveResult> {
     let op = plan.method.iterated_form(problem.operator);
     let rhs = timed("right-hand side (host)", || {
         if op.gamma5() {
-            problem.source.gamma5()
+            source.gamma5()
         } else {
-            problem.source.clone()
+            source.clone()
         }
     });
     if plan.preconditioning == Preconditioning::EvenOdd {
@@ -63,7 +84,7 @@ pub fn solve_on_rank<B: Backend>(
     let t = Instant::now();
     let (b, source) = timed("upload the source", || -> Result<_> {
         Ok(if spec.even_odd {
-            (None, Some(backend.upload(&problem.source)?))
+            (None, Some(backend.upload(source)?))
         } else {
             (Some(backend.upload(&rhs)?), None)
         })

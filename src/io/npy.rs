@@ -45,9 +45,22 @@ pub fn stage_spinor_npy(
             ),
         ));
     }
+    stage_c16_npy(path, &shape_of(lattice), &psi.data)
+}
+
+/// A C-order `<c16` array of `shape` holding `data`, staged for `Staged::commit` (a
+/// spinor, a propagator).
+pub fn stage_c16_npy(path: &Path, shape: &[usize], data: &[C64]) -> Result<super::staged::Staged> {
+    if shape.iter().product::<usize>() != data.len() {
+        return Err(Error::internal(format!(
+            "an npy array of shape {} with {} values",
+            shape_string(shape),
+            data.len()
+        )));
+    }
     let mut header = format!(
         "{{'descr': '<c16', 'fortran_order': False, 'shape': {}, }}",
-        shape_string(&shape_of(lattice))
+        shape_string(shape)
     );
     // The spec: magic (6) + version (2) + length (2) + header ending in '\n', the total a
     // multiple of 64 so the data is aligned; pad with spaces.
@@ -55,7 +68,7 @@ pub fn stage_spinor_npy(
     header.push_str(&" ".repeat((64 - unpadded % 64) % 64));
     header.push('\n');
     let header_len = u16::try_from(header.len())
-        .map_err(|_| Error::invalid("spinor", "npy header longer than 65535 bytes"))?;
+        .map_err(|_| Error::invalid("npy", "npy header longer than 65535 bytes"))?;
 
     let mut head = Vec::with_capacity(10 + header.len());
     head.extend_from_slice(MAGIC);
@@ -64,10 +77,10 @@ pub fn stage_spinor_npy(
     head.extend_from_slice(header.as_bytes());
     // Blocks of whole complex numbers (BLOCK_BYTES is a multiple of 16), encoded and
     // written in parallel.
-    let body = (psi.data.len() * 16) as u64;
+    let body = (data.len() * 16) as u64;
     super::stage_blocks(path, &head, body, |at, block| {
         let first = (at / 16) as usize;
-        for (b, z) in block.chunks_exact_mut(16).zip(&psi.data[first..]) {
+        for (b, z) in block.chunks_exact_mut(16).zip(&data[first..]) {
             b[..8].copy_from_slice(&z.re.to_le_bytes());
             b[8..].copy_from_slice(&z.im.to_le_bytes());
         }

@@ -20,7 +20,7 @@
 mod cpu;
 mod gpu;
 pub mod launched;
-mod one;
+pub mod one;
 pub mod outcome;
 pub mod shares;
 mod site;

@@ -6,7 +6,7 @@
 
 use crate::app::device::choose_device;
 use crate::app::plan::{cuda_options, SolvePlan};
-use crate::app::solve::{backend_options, solve_on};
+use crate::app::solve::{backend_options, solve_source_on};
 use crate::backend::cpu::CpuBackend;
 use crate::backend::prelude::*;
 use crate::config::{Device, LoadedConfig};
@@ -28,7 +28,7 @@ pub(super) struct OneSolve {
 
 /// The GPU's context and the kernels' compilation, started in the background while the
 /// host builds the problem (joined before the backend is built); None on the CPU.
-pub(super) fn warm_up(cfg: &LoadedConfig) -> Option<JoinHandle<()>> {
+pub fn warm_up(cfg: &LoadedConfig) -> Option<JoinHandle<()>> {
     let c = &cfg.config;
     match c.backend.device {
         Device::Cpu => None,
@@ -46,12 +46,85 @@ pub(super) fn warm_up(cfg: &LoadedConfig) -> Option<JoinHandle<()>> {
 pub(super) fn solve_one(
     cfg: &LoadedConfig,
     problem: &Problem,
-    mut warm: Option<JoinHandle<()>>,
+    warm: Option<JoinHandle<()>>,
 ) -> Result<OneSolve> {
+    let mut one = open(cfg, problem, warm)?;
+    let result = one.solve(problem, &problem.source)?;
+    let (described, gpu, wall) = one.close(problem)?;
+    Ok(OneSolve {
+        result,
+        described,
+        gpu,
+        wall,
+    })
+}
+
+/// The backend of one device, built once (GPU: constructed, the site term uploaded,
+/// tuned) for any number of solves on one problem.
+pub enum OneBackend<'g> {
+    Cuda(Box<crate::backend::cuda::CudaBackend>),
+    Cpu(Box<CpuBackend<'g>>),
+}
+
+/// `OneBackend` with what the report says of it.
+pub struct OneDevice<'g> {
+    backend: OneBackend<'g>,
+    params: SolvePlan,
+    described: String,
+    wall: BackendWall,
+    estimate: Option<crate::app::footprint::DeviceEstimate>,
+}
+
+impl OneDevice<'_> {
+    /// Solve `problem`'s system with the right-hand side `source`.
+    pub fn solve(
+        &mut self,
+        problem: &Problem,
+        source: &crate::field::SpinorField,
+    ) -> Result<SolveResult> {
+        match &mut self.backend {
+            OneBackend::Cuda(be) => solve_source_on(be.as_mut(), problem, source, &self.params),
+            OneBackend::Cpu(be) => solve_source_on(be.as_mut(), problem, source, &self.params),
+        }
+    }
+
+    /// The backend's description, the GPU's metrics (the triad and the memory books, on
+    /// the GPU) and its set-up's wall time.
+    pub fn close(self, problem: &Problem) -> Result<(String, Option<GpuMetrics>, BackendWall)> {
+        let OneBackend::Cuda(mut be) = self.backend else {
+            return Ok((self.described, None, self.wall));
+        };
+        be.log_timeline("one GPU");
+        let mut gpu = timed("GPU metrics (triad)", || {
+            report::gpu_metrics(be.as_mut(), problem.lattice.volume())
+        })?;
+        let books = be.memory_books();
+        if let Some(estimate) = &self.estimate {
+            tracing::info!(
+                "device memory held at the peak: {} bytes = {:.1} B/site ({}); estimate {} bytes",
+                books.peak_bytes,
+                books.peak_bytes as f64 / problem.lattice.volume() as f64,
+                crate::backend::ledger::describe_lines(&books.at_peak),
+                estimate.peak_bytes()
+            );
+            gpu.memory = Some(crate::app::footprint::memory_report(estimate, &books));
+        }
+        Ok((self.described, Some(gpu), self.wall))
+    }
+}
+
+/// Build the backend of `problem` on the config's device (`warm`: `warm_up`'s thread, if
+/// any): on the GPU after the memory estimate is checked, with the site term uploaded and
+/// the launch geometry tuned.
+pub fn open<'g>(
+    cfg: &LoadedConfig,
+    problem: &'g Problem,
+    mut warm: Option<JoinHandle<()>>,
+) -> Result<OneDevice<'g>> {
     let c = &cfg.config;
     let mut wall = report::BackendWall::default();
     let device = timed("choose the device", || choose_device(c.backend.device))?;
-    let (result, described, gpu) = match device {
+    match device {
         Device::Cuda => {
             crate::app::plan::check_action(cfg, true)?;
             let opts = cuda_options(cfg);
@@ -114,27 +187,19 @@ pub(super) fn solve_one(
                 );
             }
             wall.tune = t.elapsed().as_secs_f64();
-            let d = format!(
+            let described = format!(
                 "cuda {} (stencil {}, multiple {})",
                 be.device_name(),
                 opts.version,
                 be.multiple()
             );
-            let r = solve_on(&mut be, problem, &params)?;
-            be.log_timeline("one GPU");
-            let mut gpu = timed("GPU metrics (triad)", || {
-                report::gpu_metrics(&mut be, problem.lattice.volume())
-            })?;
-            let books = be.memory_books();
-            tracing::info!(
-                "device memory held at the peak: {} bytes = {:.1} B/site ({}); estimate {} bytes",
-                books.peak_bytes,
-                books.peak_bytes as f64 / problem.lattice.volume() as f64,
-                crate::backend::ledger::describe_lines(&books.at_peak),
-                estimate.peak_bytes()
-            );
-            gpu.memory = Some(crate::app::footprint::memory_report(&estimate, &books));
-            (r, d, Some(gpu))
+            Ok(OneDevice {
+                backend: OneBackend::Cuda(Box::new(be)),
+                params,
+                described,
+                wall,
+                estimate: Some(estimate),
+            })
         }
         _ => {
             if c.backend.device != Device::Cpu {
@@ -142,16 +207,16 @@ pub(super) fn solve_one(
             }
             let params = SolvePlan::from_config(c, false);
             let t = Instant::now();
-            let mut be = CpuBackend::with_action(&problem.gauge, &problem.action())?;
+            let be = CpuBackend::with_action(&problem.gauge, &problem.action())?;
             wall.construct = t.elapsed().as_secs_f64();
-            let d = be.describe();
-            (solve_on(&mut be, problem, &params)?, d, None)
+            let described = be.describe();
+            Ok(OneDevice {
+                backend: OneBackend::Cpu(Box::new(be)),
+                params,
+                described,
+                wall,
+                estimate: None,
+            })
         }
-    };
-    Ok(OneSolve {
-        result,
-        described,
-        gpu,
-        wall,
-    })
+    }
 }

@@ -1,0 +1,237 @@
+//! `qcd-solve propagator`: the 12 columns of a point source in one process, against the
+//! free field's pion correlator in closed form and against separate main-job solves.
+
+use std::path::Path;
+use std::process::Command;
+
+fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_qcd-solve"));
+    c.env_remove("RANK").env_remove("WORLD_SIZE").arg("--quiet");
+    c
+}
+
+/// `qcd-solve propagator CFG --out OUT`.
+fn propagator(cfg: &Path, out: &Path) -> std::process::Output {
+    bin()
+        .arg("propagator")
+        .arg(cfg)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .unwrap()
+}
+
+fn config(dir: &Path, name: &str, gauge: &str, source: &str, extra: &str) -> std::path::PathBuf {
+    let p = dir.join(name);
+    std::fs::write(
+        &p,
+        format!(
+            "[lattice]\nLX = 4\nLY = 4\nLZ = 4\nLT = 8\n\n[gauge]\n{gauge}\n\n[dirac]\n\
+             kappa = 0.1\n\n[source]\n{source}\n\n[solver]\nmethod = \"bicgstab\"\n\
+             tolerance = 1e-12\n\n[backend]\ndevice = \"cpu\"\n{extra}"
+        ),
+    )
+    .unwrap();
+    p
+}
+
+/// The complex128 values of an `.npy` file (format 1.0) and its shape.
+fn read_npy(path: &Path) -> (Vec<usize>, Vec<(f64, f64)>) {
+    let b = std::fs::read(path).unwrap();
+    assert_eq!(&b[..6], b"\x93NUMPY");
+    let hlen = u16::from_le_bytes([b[8], b[9]]) as usize;
+    let header = std::str::from_utf8(&b[10..10 + hlen]).unwrap();
+    assert!(header.contains("'descr': '<c16'"), "{header}");
+    let shape = header
+        .split("'shape': (")
+        .nth(1)
+        .unwrap()
+        .split(')')
+        .next()
+        .unwrap()
+        .split(',')
+        .filter(|s| !s.trim().is_empty())
+        .map(|s| s.trim().parse().unwrap())
+        .collect();
+    let data = b[10 + hlen..]
+        .chunks_exact(16)
+        .map(|c| {
+            (
+                f64::from_le_bytes(c[..8].try_into().unwrap()),
+                f64::from_le_bytes(c[8..].try_into().unwrap()),
+            )
+        })
+        .collect();
+    (shape, data)
+}
+
+/// The free Wilson pion correlator C(t) = sum_x tr[S(x, t) S(x, t)^+] in closed form:
+/// S(p) = (a - i gamma.b) / (a^2 + b^2) with a = 1 - 2 kappa sum cos p, b = 2 kappa sin p,
+/// periodic in space, antiperiodic in time, so that
+/// C(t) = 12 / (L^3 T^2) sum_p3 sum_{p4, q4} e^{i (p4 - q4) t} (a a' + b.b') / (|.|^2 |.|^2)
+/// (the trace of gamma_mu gamma_nu is 4 delta; three colours). Independent of the gamma
+/// basis and of the sign of the gamma term.
+fn free_pion(l: usize, lt: usize, kappa: f64) -> Vec<f64> {
+    use std::f64::consts::PI;
+    let ab = |p: [f64; 4]| {
+        let a = 1.0 - 2.0 * kappa * p.iter().map(|x| x.cos()).sum::<f64>();
+        let b = p.map(|x| 2.0 * kappa * x.sin());
+        (a, b)
+    };
+    let mut c = vec![0.0; lt];
+    for n1 in 0..l {
+        for n2 in 0..l {
+            for n3 in 0..l {
+                let sp = [n1, n2, n3].map(|n| 2.0 * PI * n as f64 / l as f64);
+                let modes: Vec<(f64, f64, [f64; 4])> = (0..lt)
+                    .map(|n4| {
+                        let p4 = (2 * n4 + 1) as f64 * PI / lt as f64;
+                        let (a, b) = ab([sp[0], sp[1], sp[2], p4]);
+                        (p4, a, b)
+                    })
+                    .collect();
+                for (t, ct) in c.iter_mut().enumerate() {
+                    for &(p4, a1, b1) in &modes {
+                        let n1 = a1 * a1 + b1.iter().map(|x| x * x).sum::<f64>();
+                        for &(q4, a2, b2) in &modes {
+                            let n2 = a2 * a2 + b2.iter().map(|x| x * x).sum::<f64>();
+                            let dot: f64 = b1.iter().zip(&b2).map(|(x, y)| x * y).sum();
+                            *ct +=
+                                ((p4 - q4) * t as f64).cos() * 12.0 * (a1 * a2 + dot) / (n1 * n2);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let norm = (l * l * l * lt * lt) as f64;
+    c.iter().map(|v| v / norm).collect()
+}
+
+#[test]
+fn the_free_pion_follows_its_closed_form_and_the_file_holds_twelve_columns() {
+    let d = tempfile::tempdir().unwrap();
+    let cfg = config(
+        d.path(),
+        "free.toml",
+        "type = \"unit\"",
+        "type = \"point\"\nsite = [1, 2, 3, 5]",
+        "",
+    );
+    let out = propagator(&cfg, &d.path().join("o"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let csv = std::fs::read_to_string(d.path().join("o/free.correlators.csv")).unwrap();
+    let want = free_pion(4, 8, 0.1);
+    let mut rows = csv.lines();
+    assert_eq!(
+        rows.next(),
+        Some("source_gamma,sink_gamma,px,py,pz,t,re,im")
+    );
+    let got: Vec<f64> = rows
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            assert_eq!(&f[..5], ["G5", "G5", "0", "0", "0"]);
+            f[6].parse().unwrap()
+        })
+        .collect();
+    assert_eq!(got.len(), 8);
+    for (t, (g, w)) in got.iter().zip(&want).enumerate() {
+        // Solver tolerance 1e-12 a column: the correlator to about 1e-11 relative.
+        assert!(
+            (g - w).abs() <= 1e-9 * w.abs(),
+            "t = {t}: {g:e} against {w:e}"
+        );
+    }
+    let (shape, data) = read_npy(&d.path().join("o/free.propagator.npy"));
+    assert_eq!(shape, [8, 4, 4, 4, 4, 3, 4, 3]);
+    // At the source site (x, y, z, t) = (1, 2, 3, 5) the propagator is 1 + O(kappa) on
+    // the diagonal: well away from zero, unlike a column left unwritten.
+    let at = |t: usize, z: usize, y: usize, x: usize, i: usize, k: usize| {
+        data[((((t * 4 + z) * 4 + y) * 4 + x) * 12 + i) * 12 + k]
+    };
+    for k in 0..12 {
+        assert!(at(5, 3, 2, 1, k, k).0 > 0.5, "diagonal {k}");
+    }
+    let report: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(d.path().join("o/free.propagator.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(report["columns"].as_array().unwrap().len(), 12);
+}
+
+#[test]
+fn a_column_has_the_bits_of_the_main_jobs_solve_of_that_spin_and_colour() {
+    // Expected: the main job's solution for the point source of spin 2, colour 1 (the
+    // same backend, the same arithmetic) on a random field.
+    let d = tempfile::tempdir().unwrap();
+    let gauge = "type = \"random\"\nseed = 5";
+    let prop = config(
+        d.path(),
+        "p.toml",
+        gauge,
+        "type = \"point\"\nsite = [0, 1, 2, 3]",
+        "",
+    );
+    let main = config(
+        d.path(),
+        "m.toml",
+        gauge,
+        "type = \"point\"\nsite = [0, 1, 2, 3]\nspin = 2\ncolour = 1",
+        &format!(
+            "\n[output]\nsolution = \"{}\"\n",
+            d.path().join("m.npy").display()
+        ),
+    );
+    let p = propagator(&prop, d.path());
+    assert!(p.status.success(), "{}", String::from_utf8_lossy(&p.stderr));
+    let m = bin().arg(&main).output().unwrap();
+    assert!(m.status.success(), "{}", String::from_utf8_lossy(&m.stderr));
+    let (_, whole) = read_npy(&d.path().join("p.propagator.npy"));
+    let (shape, column) = read_npy(&d.path().join("m.npy"));
+    assert_eq!(shape, [8, 4, 4, 4, 4, 3]);
+    let k = 2 * 3 + 1;
+    for (x, site) in column.chunks_exact(12).enumerate() {
+        for (i, z) in site.iter().enumerate() {
+            let w = whole[x * 144 + i * 12 + k];
+            assert_eq!(
+                (w.0.to_bits(), w.1.to_bits()),
+                (z.0.to_bits(), z.1.to_bits()),
+                "site {x}, component {i}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_source_that_is_not_a_point_and_a_split_lattice_are_refused_by_key() {
+    let d = tempfile::tempdir().unwrap();
+    for (name, source, extra, key) in [
+        (
+            "noise.toml",
+            "type = \"random\"\nseed = 1",
+            "",
+            "source.type",
+        ),
+        (
+            "split.toml",
+            "type = \"point\"",
+            "\n[parallel]\ngrid = [1, 1, 1, 2]\n",
+            "parallel.grid",
+        ),
+    ] {
+        let cfg = config(d.path(), name, "type = \"unit\"", source, extra);
+        let out = propagator(&cfg, &d.path().join("o"));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name}: {err}");
+        assert!(err.contains(key), "{name}: {err}");
+        assert!(!d
+            .path()
+            .join("o")
+            .join(name.replace(".toml", ".propagator.npy"))
+            .exists());
+    }
+}
