@@ -235,3 +235,31 @@ fn a_source_that_is_not_a_point_and_a_split_lattice_are_refused_by_key() {
             .exists());
     }
 }
+
+#[test]
+fn a_column_that_does_not_converge_stops_the_run_with_nothing_written() {
+    // Two iterations cannot reach 1e-12 on a random field: exit 7 (README), no files.
+    let d = tempfile::tempdir().unwrap();
+    let cfg = config(
+        d.path(),
+        "short.toml",
+        "type = \"random\"\nseed = 2",
+        "type = \"point\"",
+        "",
+    );
+    let text = std::fs::read_to_string(&cfg)
+        .unwrap()
+        .replace("tolerance = 1e-12", "tolerance = 1e-12\nmax_iterations = 2");
+    std::fs::write(&cfg, text).unwrap();
+    let out = propagator(&cfg, &d.path().join("o"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(7), "{err}");
+    assert!(err.contains("did not converge"), "{err}");
+    for f in [
+        "short.propagator.npy",
+        "short.correlators.csv",
+        "short.propagator.json",
+    ] {
+        assert!(!d.path().join("o").join(f).exists(), "{f}");
+    }
+}

@@ -12,6 +12,8 @@
 //! - `<stem>.propagator.json`: every column's iterations, stop and true residual, the
 //!   pion, the action, the source and the backend.
 //!
+//! A column that does not converge stops the run (exit 7) before anything is written.
+//!
 //! One device (a GPU or the CPU); a split lattice is refused by `parallel.grid`.
 
 use crate::app::outputs::prepare_side;
@@ -124,7 +126,7 @@ pub fn run(cfg: &LoadedConfig, out: &Path) -> Result<PropagatorReport> {
                 solve_seconds: r.timings.solve,
             });
             if r.reason != crate::solver::StopReason::Converged {
-                return Err(Error::CheckFailed(format!(
+                return Err(Error::NotConverged(format!(
                     "propagator column spin {spin}, colour {colour} did not converge ({}, \
                      {} iterations, true residual {:e}): nothing written",
                     r.reason.describe(),
