@@ -20,7 +20,9 @@
 #   6. TWO=1 (on nvidia-h100-x2 or nvidia-h200-x2): the 16x16x16x32 clover CR and BiCGStab
 #      and the twisted-clover BiCGStab on one GPU and split over two (NCCL; t, and z for the
 #      twisted one), the twisted clover with one process per GPU, and scale --gpus 1,2
-#      with the clover term. With SKIP_TESTS=1 FLOORS=" " MAIN_DIMS=" " VALIDATE=0 only this runs.
+#      with the clover term.
+#   7. PROP=1: the propagator of the 16x16x16x32 clover problem in one process against 12
+#      main jobs of its columns (wall time of each). With SKIP_TESTS=1 FLOORS=" " MAIN_DIMS=" " VALIDATE=0 only this runs.
 # Outputs in /tmp/qcd-out, packed into $OUT/results.tar.gz, the log in $OUT/log.txt.
 set -uo pipefail
 bin=$PWD/.device
@@ -131,6 +133,28 @@ if [ -n "${TWO:-}" ]; then
     cp "$big/scale-clover/scale-ranks.csv" "$res/scale-clover.csv" 2>/dev/null
     cat "$res/scale-clover.csv"
     grep -h "decomposition\|comms" "$res"/main-two-*.txt | sort | uniq -c | head -5
+fi
+if [ -n "${PROP:-}" ]; then
+    # The propagator of the 16x16x16x32 beta 6.0 field with the clover term (fast options in
+    # the config, point source at the origin) in one process, against the 12 main jobs of
+    # its columns, one process each (the way it was done before the command).
+    resize configs/heatbath-b6-16x16x16x32.toml 16x16x16x32 >"$big/b6-16x16x16x32.toml"
+    sed -e 's/^kernel = .*/kernel = "3.0"\nreconstruct = 12/' \
+        -e 's/^tolerance = .*/&\npreconditioning = "even-odd"\nprecision = "single-double"\nmethod = "bicgstab"/' \
+        -e 's/^kappa = .*/kappa = 0.133\ncsw = 1.77/' "$big/b6-16x16x16x32.toml" >"$big/prop.toml"
+    "$q" -q "$big/prop.toml" --device cuda --output "$big/prop-warm" >/dev/null 2>&1  # the field and the tune cache
+    t0=$(date +%s%N)
+    step propagator timeout 300 "$q" -q propagator "$big/prop.toml" --device cuda --out "$big/prop" \
+        >"$res/propagator.txt" 2>&1
+    t1=$(date +%s%N)
+    for s in 0 1 2 3; do for c in 0 1 2; do
+        sed -e "s/^site = .*/&\nspin = $s\ncolour = $c/" "$big/prop.toml" >"$big/prop-$s$c.toml"
+        "$q" -q "$big/prop-$s$c.toml" --device cuda --output "$big/prop-$s$c" >/dev/null 2>&1 || echo "column $s $c failed"
+    done; done
+    t2=$(date +%s%N)
+    cp "$big/prop/prop.propagator.json" "$big/prop/prop.correlators.csv" "$res/" 2>/dev/null
+    echo "propagator: one process $(( (t1 - t0) / 1000000 )) ms, 12 processes $(( (t2 - t1) / 1000000 )) ms"
+    head -3 "$res/propagator.txt"
 fi
 } 2>&1 | tee "$res/log.txt" "$out/log.txt"
 
