@@ -45,19 +45,18 @@ pub fn stage_spinor_npy(
             ),
         ));
     }
-    stage_c16_npy(path, &shape_of(lattice), &psi.data)
+    stage_c16_npy(path, &shape_of(lattice), &|i| psi.data[i])
 }
 
-/// A C-order `<c16` array of `shape` holding `data`, staged for `Staged::commit` (a
-/// spinor, a propagator).
-pub fn stage_c16_npy(path: &Path, shape: &[usize], data: &[C64]) -> Result<super::staged::Staged> {
-    if shape.iter().product::<usize>() != data.len() {
-        return Err(Error::internal(format!(
-            "an npy array of shape {} with {} values",
-            shape_string(shape),
-            data.len()
-        )));
-    }
+/// A C-order `<c16` array of `shape` whose element i (in C order) is `value(i)`, staged
+/// for `Staged::commit` (a spinor; a propagator, encoded from its columns without the
+/// whole array in memory).
+pub fn stage_c16_npy(
+    path: &Path,
+    shape: &[usize],
+    value: &(dyn Fn(usize) -> C64 + Sync),
+) -> Result<super::staged::Staged> {
+    let len: usize = shape.iter().product();
     let mut header = format!(
         "{{'descr': '<c16', 'fortran_order': False, 'shape': {}, }}",
         shape_string(shape)
@@ -77,10 +76,11 @@ pub fn stage_c16_npy(path: &Path, shape: &[usize], data: &[C64]) -> Result<super
     head.extend_from_slice(header.as_bytes());
     // Blocks of whole complex numbers (BLOCK_BYTES is a multiple of 16), encoded and
     // written in parallel.
-    let body = (data.len() * 16) as u64;
+    let body = (len * 16) as u64;
     super::stage_blocks(path, &head, body, |at, block| {
         let first = (at / 16) as usize;
-        for (b, z) in block.chunks_exact_mut(16).zip(&data[first..]) {
+        for (k, b) in block.chunks_exact_mut(16).enumerate() {
+            let z = value(first + k);
             b[..8].copy_from_slice(&z.re.to_le_bytes());
             b[8..].copy_from_slice(&z.im.to_le_bytes());
         }
