@@ -88,6 +88,11 @@ impl OneDevice<'_> {
         }
     }
 
+    /// What the backend is (the report's `backend`).
+    pub fn described(&self) -> &str {
+        &self.described
+    }
+
     /// The backend's description, the GPU's metrics (the triad and the memory books, on
     /// the GPU) and its set-up's wall time.
     pub fn close(self, problem: &Problem) -> Result<(String, Option<GpuMetrics>, BackendWall)> {
