@@ -61,7 +61,7 @@ pub(super) fn solve_one(
 
 /// The backend of one device, built once (GPU: constructed, the site term uploaded,
 /// tuned) for any number of solves on one problem.
-pub enum OneBackend<'g> {
+enum OneBackend<'g> {
     Cuda(Box<crate::backend::cuda::CudaBackend>),
     Cpu(Box<CpuBackend<'g>>),
 }

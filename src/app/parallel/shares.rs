@@ -37,7 +37,7 @@ pub fn local_problem(problem: &Problem, p: &Partition) -> Result<Problem> {
 }
 
 /// Links as reals: 18 per link (`Su3::push_reals`), 4 links per site.
-fn links_to_reals(links: &[crate::field::su3::Su3]) -> Vec<f64> {
+pub(super) fn links_to_reals(links: &[crate::field::su3::Su3]) -> Vec<f64> {
     let mut out = Vec::with_capacity(18 * links.len());
     for u in links {
         u.push_reals(&mut out);
@@ -45,7 +45,7 @@ fn links_to_reals(links: &[crate::field::su3::Su3]) -> Vec<f64> {
     out
 }
 
-fn reals_to_links(r: &[f64]) -> Vec<crate::field::su3::Su3> {
+pub(super) fn reals_to_links(r: &[f64]) -> Vec<crate::field::su3::Su3> {
     r.chunks_exact(18)
         .map(crate::field::su3::Su3::from_reals)
         .collect()

@@ -9,6 +9,7 @@
 //! run the same code, and the result has the bits of the whole lattice's term restricted
 //! to the rank (`SiteTerms::restrict`; the test below holds it to that).
 
+use super::shares::{links_to_reals, reals_to_links};
 use crate::comms::{Comms, Incoming, Outgoing};
 use crate::dirac::clover::SiteTerms;
 use crate::dirac::Action;
@@ -37,13 +38,8 @@ pub fn rank_site_terms(
     // The pads' boundary phases never enter: the term reads links, not spinors.
     let lattice = Lattice::new(padded_dims, [Boundary::Periodic; NDIM])?;
     let inner = |x: usize| {
-        let mut c = [0; NDIM];
-        let mut i = x;
-        for mu in 0..NDIM {
-            c[mu] = i % dims[mu] + pad[mu];
-            i /= dims[mu];
-        }
-        lattice.index(c)
+        let c = local.lattice.coords(x);
+        lattice.index(std::array::from_fn(|mu| c[mu] + pad[mu]))
     };
     let sites: Vec<usize> = (0..local.lattice.volume()).map(inner).collect();
     let mut links = vec![Su3::zero(); lattice.volume() * NDIM];
@@ -89,13 +85,11 @@ fn fill_pads(
 ) -> Result<()> {
     let top = padded.lattice.dims[mu] - 1;
     let reals = |g: &GaugeField, at: usize| {
-        let mut out = Vec::new();
-        for y in layer(&g.lattice, mu, at) {
-            for u in &g.links[y * NDIM..(y + 1) * NDIM] {
-                u.push_reals(&mut out);
-            }
-        }
-        out
+        let links: Vec<Su3> = layer(&g.lattice, mu, at)
+            .into_iter()
+            .flat_map(|y| g.links[y * NDIM..(y + 1) * NDIM].iter().copied())
+            .collect();
+        links_to_reals(&links)
     };
     let (low, high) = (reals(padded, 1), reals(padded, top - 1));
     let mut from_above = vec![0.0; low.len()];
@@ -133,10 +127,9 @@ fn fill_pads(
     )?;
     for (at, got) in [(top, &from_above), (0, &from_below)] {
         let sites = layer(&padded.lattice, mu, at);
-        for (y, r) in sites.iter().zip(got.chunks_exact(18 * NDIM)) {
-            for (nu, u) in r.chunks_exact(18).enumerate() {
-                padded.links[y * NDIM + nu] = Su3::from_reals(u);
-            }
+        let links = reals_to_links(got);
+        for (y, u) in sites.iter().zip(links.chunks_exact(NDIM)) {
+            padded.links[y * NDIM..(y + 1) * NDIM].copy_from_slice(u);
         }
     }
     Ok(())
