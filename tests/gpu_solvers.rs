@@ -267,8 +267,9 @@ fn fused_bicgstab_on_a_point_source_survives_the_exact_breakdown_on_the_gpu() ->
     let mut cfg = config([8, 8, 8, 8], 11);
     cfg.config.source = qcd_solve::config::SourceConfig::Point {
         site: [1, 2, 0, 3],
-        spin: 2,
-        colour: 1,
+        spin: qcd_solve::config::Index::One(2),
+        colour: qcd_solve::config::Index::One(1),
+        smearing: None,
     };
     let mut problem = build_problem(&cfg).map_err(|e| e.to_string())?;
     problem.operator = Method::Bicgstab.default_operator();

@@ -281,7 +281,7 @@ pub fn check_run(cfg: &LoadedConfig) -> Result<()> {
     check_host(&run_need(
         &lattice.dims_string(),
         lattice.volume() as u64,
-        &cfg.config.gauge,
+        &cfg.config.gauge.field,
         cfg.config.backend.device,
     ))
 }

@@ -38,7 +38,7 @@ pub fn run_inputs(cfg: &LoadedConfig) -> Vec<Input> {
             path: p.clone(),
         });
     }
-    match &c.gauge {
+    match &c.gauge.field {
         GaugeConfig::File { path, .. } => v.push(Input {
             what: "gauge file",
             path: cfg.input_path(path),

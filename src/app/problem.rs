@@ -13,7 +13,7 @@ pub fn build_problem(cfg: &LoadedConfig) -> Result<Problem> {
     let lattice = cfg.lattice()?;
     let mut gauge_reunitarised = None;
     let t_gauge = crate::report::timeline::process_seconds();
-    let (gauge, gauge_description) = match &c.gauge {
+    let (gauge, gauge_description) = match &c.gauge.field {
         GaugeConfig::Unit => (GaugeField::unit(&lattice), "unit (free field)".to_string()),
         GaugeConfig::Random { seed } => (
             GaugeField::random(&lattice, *seed),
@@ -74,7 +74,7 @@ pub(crate) fn gauge_file(
         format,
         reunitarise,
         accept_unchecked,
-    } = &cfg.config.gauge
+    } = &cfg.config.gauge.field
     else {
         return Err(Error::invalid("gauge", "the gauge field is not a file"));
     };
@@ -110,10 +110,16 @@ pub(crate) fn problem_with(
     let t_source = crate::report::timeline::process_seconds();
     let t = Instant::now();
     let (source, source_description) = match &c.source {
-        SourceConfig::Point { site, spin, colour } => {
+        SourceConfig::Point {
+            site,
+            spin,
+            colour,
+            smearing: None,
+        } => {
             let s = site.map(|v| v as usize);
+            let (spin, colour) = (spin.values(4)[0], colour.values(3)[0]);
             (
-                SpinorField::point(&lattice, s, *spin as usize, *colour as usize),
+                SpinorField::point(&lattice, s, spin, colour),
                 format!("point at {s:?}, spin {spin}, colour {colour}"),
             )
         }
@@ -139,6 +145,12 @@ pub(crate) fn problem_with(
                 crate::io::npy::read_spinor_npy(&path, &lattice)?,
                 format!("file {}", path.display()),
             )
+        }
+        other => {
+            return Err(Error::invalid(
+                "source.type",
+                format!("{other:?} is not built yet"),
+            ))
         }
     };
     if source.norm2() == 0.0 {

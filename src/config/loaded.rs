@@ -75,6 +75,18 @@ impl LoadedConfig {
         None
     }
 
+    /// The line of the `[section]` header, for a key the section lacks.
+    fn line_of_table(&self, section: &str) -> Option<usize> {
+        self.text
+            .lines()
+            .position(|line| {
+                line.trim()
+                    .strip_prefix('[')
+                    .is_some_and(|rest| rest.trim_end_matches(']').trim() == section)
+            })
+            .map(|n| n + 1)
+    }
+
     /// The error of a bad value: the flag that set it, or the config's line.
     pub fn bad(&self, section: &str, key: &str, message: String) -> Error {
         let full = format!("{section}.{key}");
@@ -84,9 +96,10 @@ impl LoadedConfig {
                 message: format!("{message} (command line; the flag overrides {full})"),
             };
         }
-        let at = match self.line_of(section, key) {
-            Some(n) => format!("{}, line {n}", self.source_name),
-            None => format!("{} (or the command line)", self.source_name),
+        let at = match (self.line_of(section, key), self.line_of_table(section)) {
+            (Some(n), _) => format!("{}, line {n}", self.source_name),
+            (None, Some(n)) => format!("{}, line {n}, the [{section}] table", self.source_name),
+            (None, None) => format!("{} (or the command line)", self.source_name),
         };
         Error::InvalidValue {
             key: format!("{section}.{key}"),
@@ -233,25 +246,7 @@ impl LoadedConfig {
             return Err(self.bad("backend", "threads", e.value_message()));
         }
         self.check_parallel()?;
-        let dims = self.dims();
-        match &c.source {
-            SourceConfig::Point { site, spin, colour } => {
-                for mu in 0..NDIM {
-                    if site[mu] < 0 || site[mu] as usize >= dims[mu] {
-                        return Err(self.bad(
-                            "source",
-                            "site",
-                            format!("{site:?} lies outside the {dims:?} lattice"),
-                        ));
-                    }
-                }
-                self.check_spin_colour(*spin, *colour)?;
-            }
-            SourceConfig::PlaneWave { spin, colour, .. } => {
-                self.check_spin_colour(*spin, *colour)?
-            }
-            _ => {}
-        }
+        self.check_physics()?;
         Ok(())
     }
 
@@ -279,7 +274,8 @@ impl LoadedConfig {
                 ));
             }
         }
-        if p.read == ReadMode::Slab && !matches!(self.config.gauge, GaugeConfig::File { .. }) {
+        if p.read == ReadMode::Slab && !matches!(self.config.gauge.field, GaugeConfig::File { .. })
+        {
             return Err(self.bad(
                 "parallel",
                 "read",
@@ -290,16 +286,6 @@ impl LoadedConfig {
         }
         if let Err(e) = crate::geometry::partition::Partition::new(self.dims(), p.grid(), 0) {
             return Err(self.bad("parallel", "grid", e.value_message()));
-        }
-        Ok(())
-    }
-
-    fn check_spin_colour(&self, spin: i64, colour: i64) -> Result<()> {
-        if !(0..4).contains(&spin) {
-            return Err(self.bad("source", "spin", format!("must be 0..3, got {spin}")));
-        }
-        if !(0..3).contains(&colour) {
-            return Err(self.bad("source", "colour", format!("must be 0..2, got {colour}")));
         }
         Ok(())
     }

@@ -21,7 +21,7 @@ pub const DEFAULT_CONFIG_NAME: &str = "configs/16x16x16x32.toml (embedded)";
 #[serde(deny_unknown_fields)]
 pub struct Config {
     pub lattice: LatticeConfig,
-    pub gauge: GaugeConfig,
+    pub gauge: GaugeSection,
     pub dirac: DiracConfig,
     #[serde(default)]
     pub source: SourceConfig,
@@ -35,6 +35,9 @@ pub struct Config {
     pub parallel: ParallelConfig,
     #[serde(default)]
     pub tuning: crate::backend::TuningOptions,
+    /// The correlators contracted from the propagator; absent: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measure: Option<MeasureConfig>,
 }
 
 /// How the lattice is split over ranks: `grid = [gx, gy, gz, gt]` ranks per
@@ -170,42 +173,6 @@ impl DiracConfig {
             kappa: self.kappa,
             csw: self.csw,
             mu: self.mu,
-        }
-    }
-}
-
-#[derive(Clone, Debug, Deserialize, Serialize)]
-#[serde(tag = "type", rename_all = "kebab-case", deny_unknown_fields)]
-pub enum SourceConfig {
-    /// A delta at one site (x, y, z, t), spin and colour.
-    Point {
-        #[serde(default)]
-        site: [i64; NDIM],
-        #[serde(default)]
-        spin: i64,
-        #[serde(default)]
-        colour: i64,
-    },
-    /// Complex Gaussian noise from a seed.
-    Random { seed: u64 },
-    /// e^{ip.x} on spin `spin`, colour `colour`, with integer mode numbers `momentum`.
-    PlaneWave {
-        momentum: [i64; NDIM],
-        #[serde(default)]
-        spin: i64,
-        #[serde(default)]
-        colour: i64,
-    },
-    /// A `.npy` file (`<c16`, shape [LT, LZ, LY, LX, 4, 3]).
-    File { path: PathBuf },
-}
-
-impl Default for SourceConfig {
-    fn default() -> Self {
-        SourceConfig::Point {
-            site: [0; NDIM],
-            spin: 0,
-            colour: 0,
         }
     }
 }
@@ -435,6 +402,11 @@ pub struct OutputConfig {
 
 mod loaded;
 mod overrides;
+pub mod physics;
 
 pub use loaded::LoadedConfig;
 pub use overrides::Overrides;
+pub use physics::{
+    Dilution, GaugeFixKind, GaugeSection, Index, LinkSmearingConfig, MeasureConfig, NoiseConfig,
+    Pairs, QuarkSmearingConfig, Sink, SourceConfig,
+};

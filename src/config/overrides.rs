@@ -190,13 +190,13 @@ impl LoadedConfig {
         if o.accept_unchecked {
             if let GaugeConfig::File {
                 accept_unchecked, ..
-            } = &mut c.gauge
+            } = &mut c.gauge.field
             {
                 *accept_unchecked = true;
             }
         }
         if o.reunitarise {
-            match &mut c.gauge {
+            match &mut c.gauge.field {
                 GaugeConfig::File { reunitarise, .. } => *reunitarise = true,
                 _ => tracing::warn!(
                     "--reunitarise applies to gauge files only; the [gauge] of {} is generated \
