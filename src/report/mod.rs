@@ -3,6 +3,7 @@
 
 pub mod charts;
 pub mod csv;
+pub mod meff;
 pub mod model;
 pub mod progress;
 pub mod timeline;
