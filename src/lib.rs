@@ -11,8 +11,9 @@
 //! - `backend`: the CPU and CUDA implementations of `linalg`'s space, Wilson kernels and
 //!   engines; the `[tuning]` options;
 //! - `linalg`: the vector space, linear operators and the engines' traits; `dirac`: the
-//!   CPU operators;
-//! - `io`, `gauge_gen`; `comms`; `field`; `geometry`; and the small `error`, `clock`,
+//!   CPU operators; `sources`: wall, noise and Gaussian sources, quark smearing;
+//! - `io`, `gauge_gen`, `smear` (APE and stout smearing of the spatial links); `comms`;
+//!   `field`; `geometry`; and the small `error`, `clock`,
 //!   `rng`, `reduce`, `threads`.
 
 pub mod app;
@@ -31,7 +32,9 @@ pub mod problem;
 pub mod reduce;
 pub mod report;
 pub mod rng;
+pub mod smear;
 pub mod solver;
+pub mod sources;
 pub mod threads;
 
 pub use error::{Error, Result};
