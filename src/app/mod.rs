@@ -24,6 +24,7 @@ pub mod parallel;
 pub mod plan;
 pub mod problem;
 pub mod propagator;
+pub mod rhs;
 pub mod run;
 pub mod scale;
 pub mod solve;

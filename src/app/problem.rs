@@ -109,50 +109,10 @@ pub(crate) fn problem_with(
         });
     let t_source = crate::report::timeline::process_seconds();
     let t = Instant::now();
-    let (source, source_description) = match &c.source {
-        SourceConfig::Point {
-            site,
-            spin,
-            colour,
-            smearing: None,
-        } => {
-            let s = site.map(|v| v as usize);
-            let (spin, colour) = (spin.values(4)[0], colour.values(3)[0]);
-            (
-                SpinorField::point(&lattice, s, spin, colour),
-                format!("point at {s:?}, spin {spin}, colour {colour}"),
-            )
-        }
-        SourceConfig::Random { seed } => (
-            SpinorField::random(lattice.volume(), *seed, 1 << 40),
-            format!("random Gaussian, seed {seed}"),
-        ),
-        SourceConfig::PlaneWave {
-            momentum,
-            spin,
-            colour,
-        } => {
-            let mut u = [C64::new(0.0, 0.0); 12];
-            u[*spin as usize * 3 + *colour as usize] = C64::new(1.0, 0.0);
-            (
-                SpinorField::plane_wave(&lattice, *momentum, &u),
-                format!("plane wave n = {momentum:?}, spin {spin}, colour {colour}"),
-            )
-        }
-        SourceConfig::File { path } => {
-            let path = cfg.input_path(path);
-            (
-                crate::io::npy::read_spinor_npy(&path, &lattice)?,
-                format!("file {}", path.display()),
-            )
-        }
-        other => {
-            return Err(Error::invalid(
-                "source.type",
-                format!("{other:?} is not built yet"),
-            ))
-        }
-    };
+    let rhs =
+        super::rhs::RightHandSides::of(cfg, &lattice, &gauge, || single_source(cfg, &lattice))?;
+    let source = rhs.make(&lattice, 0);
+    let source_description = rhs.description.clone();
     if source.norm2() == 0.0 {
         return Err(Error::invalid("source", "the source is zero everywhere"));
     }
@@ -197,4 +157,42 @@ pub fn thread_pool(threads: i64) -> Result<rayon::ThreadPool> {
         .num_threads(crate::threads::check(threads, "threads")?)
         .build()
         .map_err(|e| Error::invalid("backend.threads", e.to_string()))
+}
+
+/// The sources of one form only (random, plane wave, file) and their descriptions.
+fn single_source(
+    cfg: &LoadedConfig,
+    lattice: &crate::geometry::lattice::Lattice,
+) -> Result<(SpinorField, String)> {
+    Ok(match &cfg.config.source {
+        SourceConfig::Random { seed } => (
+            SpinorField::random(lattice.volume(), *seed, 1 << 40),
+            format!("random Gaussian, seed {seed}"),
+        ),
+        SourceConfig::PlaneWave {
+            momentum,
+            spin,
+            colour,
+        } => {
+            let mut u = [C64::new(0.0, 0.0); 12];
+            u[*spin as usize * 3 + *colour as usize] = C64::new(1.0, 0.0);
+            (
+                SpinorField::plane_wave(lattice, *momentum, &u),
+                format!("plane wave n = {momentum:?}, spin {spin}, colour {colour}"),
+            )
+        }
+        SourceConfig::File { path } => {
+            let path = cfg.input_path(path);
+            (
+                crate::io::npy::read_spinor_npy(&path, lattice)?,
+                format!("file {}", path.display()),
+            )
+        }
+        other => {
+            return Err(Error::invalid(
+                "source.type",
+                format!("{other:?} has more than one form"),
+            ))
+        }
+    })
 }

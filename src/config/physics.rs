@@ -558,6 +558,15 @@ impl LoadedConfig {
         if !(weight.is_finite() && weight > 0.0) {
             return Err(self.bad(section, key, format!("must be positive, got {weight}")));
         }
+        if matches!(s.links(), LinkSmearingConfig::Ape { .. }) && weight > 1.0 {
+            return Err(self.bad(
+                section,
+                key,
+                format!(
+                    "APE's alpha weighs the staples against the link, U' = P[(1 - alpha) U +                      alpha/4 staples]: 0 < alpha <= 1, got {weight}"
+                ),
+            ));
+        }
         if !(0..=10_000).contains(&iterations) {
             return Err(self.bad(
                 section,

@@ -42,7 +42,10 @@ pub fn chart(stem: &Path, title: &str, m: &[EffectiveMass]) -> Result<Vec<PathBu
             .collect()
     };
     let series = [
-        ("cosh: acosh((C(t-1)+C(t+1))/2C(t))".to_string(), pick(|e| e.cosh)),
+        (
+            "cosh: acosh((C(t-1)+C(t+1))/2C(t))".to_string(),
+            pick(|e| e.cosh),
+        ),
         ("log: ln(C(t)/C(t+1))".to_string(), pick(|e| e.log)),
     ];
     super::charts::draw(
