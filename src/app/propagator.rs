@@ -9,6 +9,10 @@
 //!   C(t) = sum over the spatial sites of timeslice t0 + t of sum |S|^2 (by gamma5
 //!   hermiticity, the G5-G5 correlator), t counted from the source's timeslice, with the
 //!   columns `source_gamma, sink_gamma, px, py, pz, t, re, im`;
+//! - `<stem>.propagator.h5`: HDF5, the dataset "propagator" (the npy's array, complex128)
+//!   and "pion" (C(t)), with the run's parameters as attributes;
+//! - `<stem>.propagator.lime`: SciDAC LIME, the record `QDP_D3_DiracPropagator`, each site
+//!   `[c][s][c'][s']` big-endian (docs/formats.md);
 //! - `<stem>.propagator.json`: every column's iterations, stop and true residual, the
 //!   pion, the action, the source and the backend.
 //!
@@ -60,9 +64,16 @@ pub struct PropagatorReport {
 
 const LAYOUT: &str = "propagator[t, z, y, x, s, c, s', c'] = S(x, x0)_{s c, s' c'}, complex128, \
                       S = D^-1, D = A - kappa H; (s', c') the point source's spin and colour";
+/// The HDF5 dataset "propagator"'s `layout` attribute.
+const H5_LAYOUT: &str = "[t, z, y, x, s, c, s', c'] = S(x, x0)_{s c, s' c'}, S = D^-1, \
+                         D = A - kappa H; (s', c') the point source's spin and colour";
+/// The HDF5 dataset "pion"'s `layout` attribute.
+const PION_LAYOUT: &str = "[t] = sum over the sites of timeslice (t0 + t) mod LT of \
+                           sum |S|^2 (the G5-G5 correlator at zero momentum), t0 the source's";
 
-/// The output paths under `out` for the config `cfg`: propagator, correlators, report.
-pub fn output_paths(cfg: &LoadedConfig, out: &Path) -> [PathBuf; 3] {
+/// The output paths under `out` for the config `cfg`: propagator (npy), correlators,
+/// report, propagator (HDF5), propagator (SciDAC LIME).
+pub fn output_paths(cfg: &LoadedConfig, out: &Path) -> [PathBuf; 5] {
     let stem = Path::new(&cfg.source_name)
         .file_stem()
         .map_or_else(|| "propagator".to_string(), |s| s.to_string_lossy().into());
@@ -70,6 +81,8 @@ pub fn output_paths(cfg: &LoadedConfig, out: &Path) -> [PathBuf; 3] {
         out.join(format!("{stem}.propagator.npy")),
         out.join(format!("{stem}.correlators.csv")),
         out.join(format!("{stem}.propagator.json")),
+        out.join(format!("{stem}.propagator.h5")),
+        out.join(format!("{stem}.propagator.lime")),
     ]
 }
 
@@ -142,35 +155,9 @@ pub fn run(cfg: &LoadedConfig, out: &Path) -> Result<PropagatorReport> {
     let backend = device.described().to_string();
     drop(device);
     let pion = pion(lattice, &solutions, site[3]);
-    let d = lattice.dims;
-    let staged =
-        crate::io::npy::stage_c16_npy(&paths[0], &[d[3], d[2], d[1], d[0], 4, 3, 4, 3], &|i| {
-            element(&solutions, i)
-        })?;
-    crate::io::staged::commit_one(staged)?;
-    let csv = crate::report::csv::table(
-        &[
-            "source_gamma",
-            "sink_gamma",
-            "px",
-            "py",
-            "pz",
-            "t",
-            "re",
-            "im",
-        ],
-        pion.iter().enumerate().map(|(t, c)| {
-            ["G5", "G5", "0", "0", "0"]
-                .map(String::from)
-                .into_iter()
-                .chain([t.to_string(), format!("{c:.17e}"), "0".to_string()])
-                .collect()
-        }),
-    )?;
-    crate::io::write_atomic(&paths[1], csv.as_bytes())?;
     let c = &cfg.config;
     let report = PropagatorReport {
-        lattice: d,
+        lattice: lattice.dims,
         source_site: site,
         kappa: c.dirac.kappa,
         csw: c.dirac.csw,
@@ -184,10 +171,149 @@ pub fn run(cfg: &LoadedConfig, out: &Path) -> Result<PropagatorReport> {
         pion,
         files: paths.iter().map(|p| p.display().to_string()).collect(),
     };
-    let json = serde_json::to_vec_pretty(&report)
-        .map_err(|e| Error::internal(format!("the propagator report: {e}")))?;
-    crate::io::write_atomic(&paths[2], &json)?;
+    write_files(cfg, &paths, &report, &solutions)?;
     Ok(report)
+}
+
+/// The outputs, each staged and renamed in turn, the report last: the propagator as
+/// npy, HDF5 and SciDAC LIME, the correlator table, the JSON report.
+fn write_files(
+    cfg: &LoadedConfig,
+    paths: &[PathBuf; 5],
+    report: &PropagatorReport,
+    solutions: &[SpinorField],
+) -> Result<()> {
+    use crate::io::staged::commit_one;
+    let d = report.lattice;
+    let value = |i: usize| element(solutions, i);
+    commit_one(crate::io::npy::stage_c16_npy(
+        &paths[0],
+        &[d[3], d[2], d[1], d[0], 4, 3, 4, 3],
+        &value,
+    )?)?;
+    commit_one(stage_h5(cfg, &paths[3], report, &value)?)?;
+    commit_one(stage_lime(&paths[4], report, &value)?)?;
+    let csv = crate::report::csv::table(
+        &[
+            "source_gamma",
+            "sink_gamma",
+            "px",
+            "py",
+            "pz",
+            "t",
+            "re",
+            "im",
+        ],
+        report.pion.iter().enumerate().map(|(t, c)| {
+            ["G5", "G5", "0", "0", "0"]
+                .map(String::from)
+                .into_iter()
+                .chain([t.to_string(), format!("{c:.17e}"), "0".to_string()])
+                .collect()
+        }),
+    )?;
+    crate::io::write_atomic(&paths[1], csv.as_bytes())?;
+    let json = serde_json::to_vec_pretty(report)
+        .map_err(|e| Error::internal(format!("the propagator report: {e}")))?;
+    crate::io::write_atomic(&paths[2], &json)
+}
+
+/// The HDF5 propagator: the dataset "propagator" (the npy's array, complex128) and
+/// "pion" (C(t), float64), with every parameter of the run as attributes of the file and
+/// of "propagator" (docs/formats.md).
+fn stage_h5(
+    cfg: &LoadedConfig,
+    path: &Path,
+    r: &PropagatorReport,
+    value: &(dyn Fn(usize) -> C64 + Sync),
+) -> Result<crate::io::staged::Staged> {
+    use crate::io::hdf5::{Attr, Data, Dataset, H5File};
+    let c = &cfg.config;
+    let d = r.lattice;
+    let boundary: Vec<String> = c
+        .lattice
+        .boundary
+        .iter()
+        .map(|b| format!("{b:?}").to_lowercase())
+        .collect();
+    let params = vec![
+        Attr::new("program", "qcd-solve"),
+        Attr::new("version", env!("CARGO_PKG_VERSION")),
+        Attr::new("lattice", &d[..]),
+        Attr::new("boundary", boundary.join(",")),
+        Attr::new("kappa", r.kappa),
+        Attr::new("csw", r.csw),
+        Attr::new("mu", r.mu),
+        Attr::new("source_site", &r.source_site[..]),
+        Attr::new("gauge", r.gauge.as_str()),
+        Attr::new("plaquette", r.plaquette),
+        Attr::new("method", r.method.as_str()),
+        Attr::new("tolerance", c.solver.tolerance),
+        Attr::new("backend", r.backend.as_str()),
+    ];
+    let mut prop_attrs = params.clone();
+    prop_attrs.push(Attr::new("layout", H5_LAYOUT));
+    let pion = |t: usize| r.pion[t];
+    let file = H5File {
+        attrs: params,
+        datasets: vec![
+            Dataset {
+                name: "propagator".into(),
+                shape: vec![d[3], d[2], d[1], d[0], 4, 3, 4, 3],
+                data: Data::C16(value),
+                attrs: prop_attrs,
+            },
+            Dataset {
+                name: "pion".into(),
+                shape: vec![r.pion.len()],
+                data: Data::F64(&pion),
+                attrs: vec![
+                    Attr::new("source_gamma", "G5"),
+                    Attr::new("sink_gamma", "G5"),
+                    Attr::new("momentum", &[0usize, 0, 0][..]),
+                    Attr::new("layout", PION_LAYOUT),
+                ],
+            },
+        ],
+    };
+    crate::io::hdf5::stage_h5(path, &file)
+}
+
+/// The SciDAC LIME propagator (`io::scidac_write::stage_propagator`), the run's
+/// parameters in the user XML's `<info>`.
+fn stage_lime(
+    path: &Path,
+    r: &PropagatorReport,
+    value: &(dyn Fn(usize) -> C64 + Sync),
+) -> Result<crate::io::staged::Staged> {
+    use crate::io::scidac_write::{stage_propagator, utc_date, PropagatorMeta};
+    let s = r.source_site;
+    let info = format!(
+        "qcd-solve {} propagator S = D^-1, D = A - kappa H; per site [c][s][c'][s'] = \
+         S(x, x0)_{{s c, s' c'}}, (s', c') the point source's spin and colour; \
+         kappa = {}, csw = {}, mu = {}, source (x, y, z, t) = ({}, {}, {}, {}), \
+         gauge = {}, plaquette = {}, method = {}",
+        env!("CARGO_PKG_VERSION"),
+        r.kappa,
+        r.csw,
+        r.mu,
+        s[0],
+        s[1],
+        s[2],
+        s[3],
+        r.gauge,
+        r.plaquette,
+        r.method
+    );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |t| t.as_secs());
+    let meta = PropagatorMeta {
+        dims: r.lattice,
+        date: &utc_date(now),
+        info: &info,
+    };
+    stage_propagator(path, &meta, value)
 }
 
 /// What the command prints: the columns' iterations and worst true residual, the pion

@@ -1,4 +1,5 @@
-//! LIME containers (ILDG and SciDAC gauge files): the record parser, and `describe`: where
+//! LIME containers (ILDG and SciDAC gauge files): the record parser and the record header
+//! a writer emits (`record_header`, `pad_len`), and `describe`: where
 //! the gauge record lies (a site-major array of 32- or 64-bit big-endian links in NERSC 3x3
 //! order), its dims and precision, and the scidac-checksum (suma/sumb) and xlf-info
 //! plaquette to verify.
@@ -9,8 +10,13 @@ use crate::error::{Error, Result};
 use crate::geometry::lattice::NDIM;
 use std::path::Path;
 
-const HEADER_LEN: u64 = 144;
+/// Bytes of a LIME record header.
+pub(crate) const HEADER_LEN: u64 = 144;
 const MAGIC: u32 = 0x4567_89ab;
+/// The LIME format version written in every record header.
+const VERSION: u16 = 1;
+/// The longest record type: the header's type field, NUL-padded.
+const TYPE_LEN: usize = 128;
 /// XML and other metadata records are read whole only up to this size.
 const MAX_TEXT_RECORD: u64 = 1 << 20;
 
@@ -25,6 +31,32 @@ pub struct LimeRecord {
     /// Offset of the record's data (right after its 144-byte header).
     pub data_offset: u64,
     pub data_len: u64,
+}
+
+/// The 144-byte header of a record of `data_len` bytes: magic, version 1, the
+/// message-begin (0x8000) and message-end (0x4000) flags, the length, and the type
+/// NUL-padded to 128 bytes, all big-endian. `type_name` is at most 127 bytes (checked by
+/// the caller: the writers' types are constants).
+pub(crate) fn record_header(
+    type_name: &str,
+    data_len: u64,
+    message_begin: bool,
+    message_end: bool,
+) -> [u8; HEADER_LEN as usize] {
+    debug_assert!(type_name.len() < TYPE_LEN);
+    let mut h = [0u8; HEADER_LEN as usize];
+    h[..4].copy_from_slice(&MAGIC.to_be_bytes());
+    h[4..6].copy_from_slice(&VERSION.to_be_bytes());
+    let flags = (u16::from(message_begin) << 15) | (u16::from(message_end) << 14);
+    h[6..8].copy_from_slice(&flags.to_be_bytes());
+    h[8..16].copy_from_slice(&data_len.to_be_bytes());
+    h[16..16 + type_name.len()].copy_from_slice(type_name.as_bytes());
+    h
+}
+
+/// The zero bytes after `data_len` data bytes that bring a record to a multiple of 8.
+pub(crate) fn pad_len(data_len: u64) -> u64 {
+    data_len.div_ceil(8) * 8 - data_len
 }
 
 /// Lists the records of a LIME file, checking every header's magic and that every record's

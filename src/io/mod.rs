@@ -1,16 +1,19 @@
 //! Gauge and spinor file formats, one file per format, plus what they share: format
 //! detection, the common gauge reader `read_gauge` (which verifies everything a file
 //! carries and refuses a file that disagrees, naming what differed), the `GaugeFileInfo`
-//! that `qcd-solve info` prints, and `write_atomic` used for every output file.
+//! that `qcd-solve info` prints, and `write_atomic` used for every output file. Written:
+//! npy, NERSC gauge files, HDF5 (`hdf5`) and SciDAC LIME propagators (`scidac_write`).
 
 mod bytes;
 pub mod checks;
+pub mod hdf5;
 pub mod lime;
 pub mod milc;
 pub mod nersc;
 pub mod npy;
 pub mod openqcd;
 mod payload;
+pub mod scidac_write;
 pub mod slab;
 pub mod staged;
 mod verify;
