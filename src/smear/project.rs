@@ -11,8 +11,8 @@
 use super::matrix::{add, frobenius, inverse, scale_re, sub};
 use crate::field::su3::{Su3, C64};
 
-/// Newton steps after which the iteration stops even if not converged (never reached for
-/// the matrices of smearing, which converge in 5 to 10).
+/// Newton steps after which the iteration stops even if not converged: a safeguard (the
+/// scaled iteration converges quadratically for any invertible matrix).
 const MAX_STEPS: usize = 100;
 /// A step smaller than this (Frobenius norm) ends the iteration: the error after it is
 /// about its square, below double rounding.
