@@ -26,6 +26,8 @@ pub struct Problem {
     /// The right-hand side b of D x = b.
     pub source: SpinorField,
     pub source_description: String,
+    /// The gauge fixing done to the field before the solve (`[gauge] fix`): its report.
+    pub gauge_fixing: Option<serde_json::Value>,
     pub setup_seconds: f64,
 }
 

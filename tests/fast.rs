@@ -183,6 +183,7 @@ fn problem(dims: [usize; 4], kappa: f64) -> Problem {
         operator: Operator::G5D,
         source: SpinorField::random(l.volume(), 4, 0),
         source_description: "random".into(),
+        gauge_fixing: None,
         setup_seconds: 0.0,
     }
 }

@@ -258,6 +258,7 @@ fn reconstruct_8_cr_solves_reach_the_true_residual() {
         operator: Operator::G5D,
         source: source.clone(),
         source_description: "random".into(),
+        gauge_fixing: None,
         setup_seconds: 0.0,
     };
     let mut g = gpu(&gauge, Reconstruct::R8, 128);

@@ -419,6 +419,7 @@ fn fused_solve_follows_the_seed_history_and_repeats_bitwise() {
             operator: Operator::G5D,
             source,
             source_description: "random".into(),
+            gauge_fixing: None,
             setup_seconds: 0.0,
         }
     }

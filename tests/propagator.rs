@@ -207,14 +207,14 @@ fn a_column_has_the_bits_of_the_main_jobs_solve_of_that_spin_and_colour() {
 }
 
 #[test]
-fn a_source_that_is_not_a_point_and_a_split_lattice_are_refused_by_key() {
+fn volume_noise_for_correlators_and_a_split_lattice_are_refused_by_key() {
     let d = tempfile::tempdir().unwrap();
     for (name, source, extra, key) in [
         (
             "noise.toml",
-            "type = \"random\"\nseed = 1",
-            "",
-            "source.type",
+            "type = \"z2\"\nseed = 1\ndilution = \"spin\"",
+            "\n[measure]\n",
+            "source.timeslice",
         ),
         (
             "split.toml",

@@ -176,16 +176,17 @@ pub enum Command {
         #[arg(long)]
         out: PathBuf,
     },
-    /// The point-to-all propagator: the 12 spin-colour columns from the config's point
-    /// source on one backend built once, written as <stem>.propagator.npy ([t, z, y, x,
-    /// spin, colour, spin', colour'], complex128), the pion correlator as
-    /// <stem>.correlators.csv and a report <stem>.propagator.json.
+    /// The propagator: every spin and colour of the config's point, wall or Gaussian
+    /// source (or every piece of its noise) solved on one backend built once, written as
+    /// <stem>.propagator.npy/.h5/.lime ([t, z, y, x, spin, colour, spin', colour'],
+    /// complex128), the correlators as <stem>.correlators.csv/.h5 ([measure]), the pion's
+    /// effective mass as <stem>.pion-meff.svg/.png and a report <stem>.propagator.json.
     Propagator {
         config: PathBuf,
         /// auto, cpu or cuda (overrides [backend] device).
         #[arg(long)]
         device: Option<Device>,
-        /// Folder for the three files.
+        /// Folder for the files.
         #[arg(long, default_value = "out")]
         out: PathBuf,
     },
@@ -243,6 +244,16 @@ pub fn init_logging(quiet: bool) {
         .try_init();
 }
 
+/// A propagator run into `out` and its summary.
+fn run_propagator(cfg: &LoadedConfig, out: &std::path::Path) -> Result<()> {
+    let r = crate::app::run::thread_pool(cfg.config.backend.threads)?
+        .install(|| crate::app::propagator::run(cfg, out))?;
+    if !crate::report::progress::is_quiet() {
+        print!("{}", crate::app::propagator::summary(&r));
+    }
+    Ok(())
+}
+
 /// `load_config` of `path` with only the device overridden (`--device`).
 fn load_on_device(path: &PathBuf, device: Option<Device>) -> Result<LoadedConfig> {
     let o = Overrides {
@@ -269,6 +280,9 @@ pub fn dispatch(cli: Cli) -> Result<()> {
     match cli.command {
         None => {
             let cfg = load_config(cli.run.config.as_ref(), &cli.run.overrides)?;
+            if crate::app::propagator::is_propagator_job(&cfg) {
+                return run_propagator(&cfg, &crate::app::propagator::main_job_folder(&cfg));
+            }
             crate::app::run::run(&cfg).map(|_| ())
         }
         Some(Command::Info {
@@ -408,13 +422,9 @@ pub fn dispatch(cli: Cli) -> Result<()> {
             device,
             out,
         }) => {
-            let cfg = load_on_device(&config, device)?;
-            let r = crate::app::run::thread_pool(cfg.config.backend.threads)?
-                .install(|| crate::app::propagator::run(&cfg, &out))?;
-            if !crate::report::progress::is_quiet() {
-                print!("{}", crate::app::propagator::summary(&r));
-            }
-            Ok(())
+            let mut cfg = load_on_device(&config, device)?;
+            crate::app::propagator::all_spins_and_colours(&mut cfg);
+            run_propagator(&cfg, &out)
         }
         Some(Command::Scale {
             config,

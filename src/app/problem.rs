@@ -130,6 +130,7 @@ pub(crate) fn problem_with(
         operator: c.solver.operator(),
         source,
         source_description,
+        gauge_fixing: None,
         setup_seconds: t0.elapsed().as_secs_f64(),
     })
 }

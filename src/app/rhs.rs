@@ -23,6 +23,9 @@ pub struct RightHandSides {
     pub t0: usize,
     /// The spatial origin of the momentum phases.
     pub origin: [usize; 3],
+    /// Whether the columns give correlators: the 12 of a point, wall or Gaussian source, or
+    /// spin-diluted noise on one timeslice.
+    pub contractable: bool,
     /// The quark smearing of the source, and the links it uses (for a smeared sink).
     pub smearing: Option<(QuarkSmearing, GaugeField)>,
     pub description: String,
@@ -165,7 +168,19 @@ impl RightHandSides {
             }
         };
         let _ = lattice;
+        let contractable = match &cfg.config.source {
+            SourceConfig::Point { .. } | SourceConfig::Wall { .. } | SourceConfig::Gaussian { .. } => {
+                slots.len() == 12
+            }
+            SourceConfig::Z2(n) | SourceConfig::Z4(n) => {
+                n.timeslice.is_some()
+                    && n.time_dilution == 1
+                    && matches!(n.dilution, Dilution::Spin | Dilution::SpinColour)
+            }
+            _ => false,
+        };
         Ok(RightHandSides {
+            contractable,
             kind,
             slots,
             t0,

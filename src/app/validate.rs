@@ -313,6 +313,7 @@ fn problem_of(t: &CpuTruth, op: Operator) -> Problem {
         operator: op,
         source: t.b.clone(),
         source_description: "random".into(),
+        gauge_fixing: None,
         setup_seconds: 0.0,
     }
 }

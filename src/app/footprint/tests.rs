@@ -323,6 +323,7 @@ fn problem(dims: [usize; 4]) -> Problem {
         mu: 0.0,
         operator: Operator::G5D,
         source_description: "random".into(),
+        gauge_fixing: None,
         setup_seconds: 0.0,
     }
 }

@@ -32,6 +32,7 @@ pub fn local_problem(problem: &Problem, p: &Partition) -> Result<Problem> {
         mu: problem.mu,
         operator: problem.operator,
         source_description: problem.source_description.clone(),
+        gauge_fixing: problem.gauge_fixing.clone(),
         setup_seconds: problem.setup_seconds,
     })
 }
@@ -172,6 +173,7 @@ pub fn distribute(
         operator: c.solver.operator(),
         source: reals_to_spinor(&source),
         source_description: format!("rank {rank}'s share, from rank 0"),
+        gauge_fixing: None,
         setup_seconds: 0.0,
     })
 }
@@ -247,6 +249,7 @@ pub fn read_slabs(
             operator: c.solver.operator(),
             source: reals_to_spinor(&source),
             source_description: format!("rank {rank}'s share, from rank 0"),
+            gauge_fixing: None,
             setup_seconds: t0.elapsed().as_secs_f64(),
         };
         return Ok((local, None));
