@@ -12,7 +12,7 @@
 //!   engines; the `[tuning]` options;
 //! - `linalg`: the vector space, linear operators and the engines' traits; `dirac`: the
 //!   CPU operators;
-//! - `io`, `gauge_gen`; `comms`; `field`; `geometry`; and the small `error`, `clock`,
+//! - `io`, `gauge_gen`, `gauge_fix`; `comms`; `field`; `geometry`; and the small `error`, `clock`,
 //!   `rng`, `reduce`, `threads`.
 
 pub mod app;
@@ -23,6 +23,7 @@ pub mod config;
 pub mod dirac;
 pub mod error;
 pub mod field;
+pub mod gauge_fix;
 pub mod gauge_gen;
 pub mod geometry;
 pub mod io;

@@ -26,7 +26,7 @@ LAYERS = {
         ["geometry"],
         ["field"],
         ["comms"],
-        ["io", "gauge_gen"],
+        ["io", "gauge_gen", "gauge_fix"],
         ["linalg", "dirac"],
         ["backend"],
         ["solver"],
