@@ -12,8 +12,10 @@
 //!   engines; the `[tuning]` options;
 //! - `linalg`: the vector space, linear operators and the engines' traits; `dirac`: the
 //!   CPU operators; `sources`: wall, noise and Gaussian sources, quark smearing;
-//! - `io`, `gauge_gen`, `smear` (APE and stout smearing of the spatial links); `comms`;
-//!   `field`; `geometry`; and the small `error`, `clock`,
+//!   `measure`: meson and baryon contractions;
+//! - `io`, `gauge_gen`, `smear` (APE and stout smearing of the spatial links),
+//!   `gauge_fix` (Coulomb and Landau gauge fixing); `comms`; `field`; `geometry`; and the
+//!   small `error`, `clock`,
 //!   `rng`, `reduce`, `threads`.
 
 pub mod app;
@@ -24,6 +26,7 @@ pub mod config;
 pub mod dirac;
 pub mod error;
 pub mod field;
+pub mod gauge_fix;
 pub mod gauge_gen;
 pub mod geometry;
 pub mod io;
