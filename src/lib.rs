@@ -11,7 +11,7 @@
 //! - `backend`: the CPU and CUDA implementations of `linalg`'s space, Wilson kernels and
 //!   engines; the `[tuning]` options;
 //! - `linalg`: the vector space, linear operators and the engines' traits; `dirac`: the
-//!   CPU operators;
+//!   CPU operators; `measure`: two-point contractions of a propagator (mesons, nucleon);
 //! - `io`, `gauge_gen`; `comms`; `field`; `geometry`; and the small `error`, `clock`,
 //!   `rng`, `reduce`, `threads`.
 
@@ -27,6 +27,7 @@ pub mod gauge_gen;
 pub mod geometry;
 pub mod io;
 pub mod linalg;
+pub mod measure;
 pub mod problem;
 pub mod reduce;
 pub mod report;

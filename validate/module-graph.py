@@ -27,7 +27,7 @@ LAYERS = {
         ["field"],
         ["comms"],
         ["io", "gauge_gen"],
-        ["linalg", "dirac"],
+        ["linalg", "dirac", "measure"],
         ["backend"],
         ["solver"],
         ["config"],
