@@ -31,6 +31,7 @@ pub mod gauge_gen;
 pub mod geometry;
 pub mod io;
 pub mod linalg;
+pub mod measure;
 pub mod problem;
 pub mod reduce;
 pub mod report;
