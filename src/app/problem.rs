@@ -48,14 +48,74 @@ pub fn build_problem(cfg: &LoadedConfig) -> Result<Problem> {
         t0.elapsed().as_secs_f64(),
     );
     tracing::info!("gauge field ready: {gauge_description}");
-    problem_with(
+    let (gauge, gauge_description, fixing) = fix_gauge(cfg, gauge, gauge_description)?;
+    let mut problem = problem_with(
         cfg,
         lattice,
         gauge,
         gauge_description,
         gauge_reunitarised,
         t0,
-    )
+    )?;
+    problem.gauge_fixing = fixing;
+    Ok(problem)
+}
+
+/// The field fixed to the gauge `[gauge] fix` names (none: as it is), its description
+/// and the fixing's report. A fixing that does not converge stops the run (exit 7).
+fn fix_gauge(
+    cfg: &LoadedConfig,
+    gauge: GaugeField,
+    description: String,
+) -> Result<(GaugeField, String, Option<serde_json::Value>)> {
+    use crate::config::GaugeFixKind;
+    use crate::gauge_fix::{FixOptions, GaugeKind};
+    let g = &cfg.config.gauge;
+    let kind = match g.fixing() {
+        None => return Ok((gauge, description, None)),
+        Some(GaugeFixKind::Coulomb) => GaugeKind::Coulomb,
+        Some(_) => GaugeKind::Landau,
+    };
+    let opts = FixOptions {
+        kind,
+        omega: g.fix_omega,
+        theta_tolerance: g.fix_tolerance,
+        functional_tolerance: g.fix_tolerance,
+        max_iterations: g.fix_max_iterations as usize,
+    };
+    let t = crate::report::timeline::process_seconds();
+    let (fixed, _, r) = crate::gauge_fix::fix(&gauge, &opts)?;
+    crate::report::timeline::record("gauge fixing", t, r.seconds);
+    let name = format!("{kind:?}").to_lowercase();
+    tracing::info!(
+        gauge = name,
+        iterations = r.iterations,
+        theta = r.theta,
+        functional = r.functional,
+        seconds = r.seconds,
+        "gauge fixed"
+    );
+    if !r.converged {
+        return Err(Error::NotConverged(format!(
+            "{name} gauge fixing did not reach gauge.fix_tolerance = {:e} in {} iterations \
+             (theta {:e}, functional {}): raise gauge.fix_max_iterations",
+            g.fix_tolerance, r.iterations, r.theta, r.functional
+        )));
+    }
+    let report = serde_json::json!({
+        "gauge": name,
+        "omega": g.fix_omega,
+        "tolerance": g.fix_tolerance,
+        "iterations": r.iterations,
+        "functional": r.functional,
+        "theta": r.theta,
+        "seconds": r.seconds,
+    });
+    let description = format!(
+        "{description}, {name} gauge ({} iterations, theta {:.1e})",
+        r.iterations, r.theta
+    );
+    Ok((fixed, description, Some(report)))
 }
 
 /// The gauge file a config names (resolved against the config's folder), its format

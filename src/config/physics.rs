@@ -591,6 +591,15 @@ impl LoadedConfig {
                 ));
             }
         }
+        if g.fixing().is_some() && self.config.parallel.read == super::ReadMode::Slab {
+            return Err(self.bad(
+                "gauge",
+                "fix",
+                "gauge fixing needs the whole field on one process: use [parallel] read = \
+                 \"rank0\" (each rank then receives its share of the fixed field)"
+                    .into(),
+            ));
+        }
         if !(g.fix_tolerance.is_finite() && g.fix_tolerance > 0.0) {
             return Err(self.bad(
                 "gauge",
