@@ -19,7 +19,7 @@
 //! A column that does not converge stops the run (exit 7) before anything is written.
 //!
 //! One device (a GPU or the CPU); a split lattice is refused by `parallel.grid`. The host
-//! holds the 12 solutions (2304 bytes a site); the file is encoded from them in blocks.
+//! holds the 12 solutions (2304 bytes a site); each file is encoded from them in blocks.
 
 use crate::app::outputs::prepare_side;
 use crate::app::parallel::one;
