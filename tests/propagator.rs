@@ -259,6 +259,8 @@ fn a_column_that_does_not_converge_stops_the_run_with_nothing_written() {
         "short.propagator.npy",
         "short.correlators.csv",
         "short.propagator.json",
+        "short.propagator.h5",
+        "short.propagator.lime",
     ] {
         assert!(!d.path().join("o").join(f).exists(), "{f}");
     }

@@ -72,7 +72,12 @@ pub fn stage_scidac(path: &Path, field: &ScidacField) -> Result<Staged> {
         file.write_all_at(&head, 0)?;
         let sums = write_sites(file, head.len() as u64, field)?;
         let mut tail = vec![0u8; pad_len(data_len) as usize];
-        tail.extend(record("scidac-checksum", &xml(&checksum_xml(sums)), false, true));
+        tail.extend(record(
+            "scidac-checksum",
+            &xml(&checksum_xml(sums)),
+            false,
+            true,
+        ));
         file.write_all_at(&tail, head.len() as u64 + data_len)
     })
 }
@@ -134,14 +139,24 @@ fn head_records(field: &ScidacField) -> Vec<u8> {
         field.datacount
     );
     let mut h = record("scidac-private-file-xml", &xml(&private_file), true, false);
-    h.extend(record("scidac-file-xml", &xml(&field.file_xml), false, true));
+    h.extend(record(
+        "scidac-file-xml",
+        &xml(&field.file_xml),
+        false,
+        true,
+    ));
     h.extend(record(
         "scidac-private-record-xml",
         &xml(&private_record),
         true,
         false,
     ));
-    h.extend(record("scidac-record-xml", &xml(&field.record_xml), false, false));
+    h.extend(record(
+        "scidac-record-xml",
+        &xml(&field.record_xml),
+        false,
+        false,
+    ));
     for (t, data) in &field.extra {
         h.extend(record(t, data, false, false));
     }
@@ -161,7 +176,11 @@ fn checksum_xml(sums: [u32; 2]) -> String {
 
 /// Encodes and writes the sites at `offset` in blocks of about `io::BLOCK_BYTES`, in
 /// parallel, and returns suma and sumb of the bytes written.
-fn write_sites(file: &std::fs::File, offset: u64, field: &ScidacField) -> std::io::Result<[u32; 2]> {
+fn write_sites(
+    file: &std::fs::File,
+    offset: u64,
+    field: &ScidacField,
+) -> std::io::Result<[u32; 2]> {
     use rayon::prelude::*;
     use std::os::unix::fs::FileExt;
     let site_bytes = field.site_bytes();

@@ -82,7 +82,9 @@ fn a_file_reads_back_by_the_specifications_offsets() {
     assert_eq!(dims[0], 3);
     assert_eq!(&dims[9..14], b"dims\0");
     assert_eq!(dims[14] & 0x0f, 0, "fixed-point class");
-    let values: Vec<u64> = (0..4).map(|k| u64_at(dims, dims.len() - 32 + 8 * k)).collect();
+    let values: Vec<u64> = (0..4)
+        .map(|k| u64_at(dims, dims.len() - 32 + 8 * k))
+        .collect();
     assert_eq!(values, [4, 4, 4, 8]);
 
     // The dataset: dataspace [3, 5], the compound {r, i} of 16 bytes, fill value,

@@ -122,8 +122,7 @@ fn a_propagator_site_is_stored_colour_spin_colour_spin_big_endian() {
         info: "kappa = 0.1 & <x>",
     };
     let element = |i: usize| C64::new(i as f64, -(i as f64));
-    super::super::staged::commit_one(stage_propagator(&path, &meta, &element).unwrap())
-        .unwrap();
+    super::super::staged::commit_one(stage_propagator(&path, &meta, &element).unwrap()).unwrap();
     let recs = records(&path).unwrap();
     let bin = recs
         .iter()
