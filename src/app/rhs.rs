@@ -169,9 +169,9 @@ impl RightHandSides {
         };
         let _ = lattice;
         let contractable = match &cfg.config.source {
-            SourceConfig::Point { .. } | SourceConfig::Wall { .. } | SourceConfig::Gaussian { .. } => {
-                slots.len() == 12
-            }
+            SourceConfig::Point { .. }
+            | SourceConfig::Wall { .. }
+            | SourceConfig::Gaussian { .. } => slots.len() == 12,
             SourceConfig::Z2(n) | SourceConfig::Z4(n) => {
                 n.timeslice.is_some()
                     && n.time_dilution == 1

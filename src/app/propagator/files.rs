@@ -150,15 +150,15 @@ fn stage_h5(
     }];
     if !r.pion.is_empty() {
         datasets.push(Dataset {
-                name: "pion".into(),
-                shape: vec![r.pion.len()],
-                data: Data::F64(&pion),
-                attrs: vec![
-                    Attr::new("source_gamma", "G5"),
-                    Attr::new("sink_gamma", "G5"),
-                    Attr::new("momentum", &[0usize, 0, 0][..]),
-                    Attr::new("layout", PION_LAYOUT),
-                ],
+            name: "pion".into(),
+            shape: vec![r.pion.len()],
+            data: Data::F64(&pion),
+            attrs: vec![
+                Attr::new("source_gamma", "G5"),
+                Attr::new("sink_gamma", "G5"),
+                Attr::new("momentum", &[0usize, 0, 0][..]),
+                Attr::new("layout", PION_LAYOUT),
+            ],
         });
     }
     let file = H5File {

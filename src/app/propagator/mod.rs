@@ -209,7 +209,14 @@ pub fn run(cfg: &LoadedConfig, out: &Path) -> Result<PropagatorReport> {
         correlators: measured.as_ref().map_or(0, |m| m.len()),
         files: Vec::new(),
     };
-    files::write(cfg, &paths, &mut report, &rhs, &solutions, measured.as_ref())?;
+    files::write(
+        cfg,
+        &paths,
+        &mut report,
+        &rhs,
+        &solutions,
+        measured.as_ref(),
+    )?;
     Ok(report)
 }
 
