@@ -72,7 +72,11 @@ fn a_wall_on_the_coulomb_fixed_field_is_the_sum_of_its_points() {
             }
         }
     }
-    assert_eq!(rel_diff(&sources, &wall), 0.0, "the wall is the sum of its points");
+    assert_eq!(
+        rel_diff(&sources, &wall),
+        0.0,
+        "the wall is the sum of its points"
+    );
     let d = rel_diff(&sum, &x_wall);
     assert!(d <= 1e-10, "|sum of points - wall| / |wall| = {d:e}");
 }
@@ -116,9 +120,7 @@ fn the_z2_pion_averages_to_the_sum_of_the_point_pions_within_its_error() {
         .map(|seed| {
             let cfg = config(
                 "",
-                &format!(
-                    "type = \"z2\"\nseed = {seed}\ntimeslice = 1\ndilution = \"spin-colour\""
-                ),
+                &format!("type = \"z2\"\nseed = {seed}\ntimeslice = 1\ndilution = \"spin-colour\""),
                 "\n[measure]\npairs = \"diagonal\"\n",
             );
             qcd_solve::app::propagator::run(&cfg, out.path())

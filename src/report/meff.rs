@@ -1,7 +1,8 @@
 //! Effective masses of a two-point function and their chart. With periodic time a
 //! single state gives C(t) = A cosh(m (t - T/2)), so the cosh effective mass
 //! m(t) = acosh((C(t-1) + C(t+1)) / (2 C(t))) is m exactly at every t; the log ratio
-//! ln(C(t) / C(t+1)) is m only far from T/2. Both are returned; the chart draws both.
+//! ln(C(t) / C(t+1)) is m only far from T/2 and is given for t < T/2. Both are returned;
+//! the chart draws both.
 
 use crate::error::Result;
 use std::path::{Path, PathBuf};
@@ -12,7 +13,7 @@ pub struct EffectiveMass {
     pub t: usize,
     /// acosh((C(t-1) + C(t+1)) / (2 C(t))), t = 1 .. T-2.
     pub cosh: Option<f64>,
-    /// ln(C(t) / C(t+1)), t = 0 .. T-2.
+    /// ln(C(t) / C(t+1)), t < T/2 (past it the backward-moving state dominates).
     pub log: Option<f64>,
 }
 
@@ -21,7 +22,7 @@ pub fn effective_mass(c: &[f64]) -> Vec<EffectiveMass> {
     let n = c.len();
     (0..n)
         .map(|t| {
-            let log = (t + 1 < n)
+            let log = (t + 1 < n && 2 * t < n)
                 .then(|| c[t] / c[t + 1])
                 .filter(|r| r.is_finite() && *r > 0.0)
                 .map(f64::ln);
@@ -80,15 +81,15 @@ mod tests {
         assert!(e[0].cosh.is_none() && e[n - 1].cosh.is_none());
         let expect0 = ((m * 8.0).cosh() / (m * 7.0).cosh()).ln();
         assert!((e[0].log.unwrap() - expect0).abs() < 1e-12);
-        assert!(e[n - 1].log.is_none());
+        assert!(e[n / 2].log.is_none() && e[n - 1].log.is_none());
     }
 
     #[test]
     fn no_value_where_the_formula_has_none() {
         // A concave correlator gives a cosh ratio below 1 ((1 + 4) / 6): no cosh mass;
-        // a zero after t = 2: no log mass there.
-        let e = effective_mass(&[1.0, 3.0, 4.0, 0.0]);
+        // a zero after t = 1: no log mass there.
+        let e = effective_mass(&[1.0, 3.0, 0.0, 0.0, 1.0, 1.0]);
         assert_eq!(e[1].cosh, None);
-        assert_eq!(e[2].log, None);
+        assert_eq!(e[1].log, None);
     }
 }
