@@ -124,7 +124,7 @@ impl FixOptions {
         }
         for mu in 0..self.kind.ndir() {
             let l = lattice.dims[mu];
-            if l % 2 != 0 {
+            if !l.is_multiple_of(2) {
                 return Err(Error::invalid(
                     format!("L{}", DIR_NAMES[mu].to_uppercase()),
                     format!(
