@@ -35,7 +35,9 @@ pub use self::core::device::{
     host_upload_paths, stream_on, triad_bandwidth, trim_pool, upload_bandwidth, DeviceInfo,
     HostUploadPaths,
 };
+pub use self::backend::batch::check_batch;
 pub use self::core::field::DeviceSpinor;
+pub use self::core::kernels::BATCH_MAX;
 pub use self::core::options::CudaOptions;
 pub use self::core::staging::{LinkUpload, StageShape};
 pub use self::core::stencil::programs::compile_all_kernels;

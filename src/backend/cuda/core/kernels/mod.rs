@@ -5,7 +5,10 @@
 //! counts live on `StencilVersion`. The flop and byte counts themselves, and the models
 //! they are built from, are in `counts`.
 
+mod batch;
 mod counts;
+
+pub use self::batch::{V3Batch, BATCH_MAX};
 
 use crate::backend::cuda::core::version::{Reconstruct, StencilVersion};
 use crate::backend::Precision;
@@ -175,6 +178,9 @@ pub enum Kernel {
         /// The clover term's and twist's epilogue (CLOVER builds).
         site: SiteEpilogue,
     },
+    /// Version 3.0's batch entries over several right-hand sides, n written sites each
+    /// (`V3Batch`: the links and site terms read once a batch).
+    V3Batch(V3Batch),
     /// The CLOVER builds' site kernel out = A^-1 inp over n sites (stencil_v3_clover_inv):
     /// float arithmetic and arrays when `single` (single and half fields), half spinors,
     /// and whether a twist makes it read both clover arrays.
@@ -323,6 +329,7 @@ impl Kernel {
                     format!("stencilCore 3.0 [{}]", tags.join(", "))
                 }
             }
+            Kernel::V3Batch(b) => b.name(),
             Kernel::CloverInv {
                 single,
                 half,
@@ -382,6 +389,7 @@ impl Kernel {
             self,
             Kernel::Stencil(_)
                 | Kernel::V3 { .. }
+                | Kernel::V3Batch(_)
                 | Kernel::CloverInv { .. }
                 | Kernel::Xgemm34x44
                 | Kernel::Xgemm33x34 { .. }
