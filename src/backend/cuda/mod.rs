@@ -25,6 +25,7 @@ pub mod engines;
 pub mod halo;
 pub mod heatbath;
 
+pub use self::backend::batch::check_batch;
 pub use self::backend::decomposed::{
     gather_spinor, local_gauge, local_spinor, time_decomposed_apply, HaloCost,
 };
@@ -35,7 +36,6 @@ pub use self::core::device::{
     host_upload_paths, stream_on, triad_bandwidth, trim_pool, upload_bandwidth, DeviceInfo,
     HostUploadPaths,
 };
-pub use self::backend::batch::check_batch;
 pub use self::core::field::DeviceSpinor;
 pub use self::core::kernels::BATCH_MAX;
 pub use self::core::options::CudaOptions;

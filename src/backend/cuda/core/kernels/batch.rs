@@ -1,29 +1,10 @@
-//! The batched stencil's descriptor (kernels/stencil_v3.cu's batch entries, one launch over
-//! several right-hand sides): what a launch computes, its name, and its flop and byte
-//! counts. The byte model reads the links (and the clover arrays) once a batch and the
-//! spinors once a right-hand side: the batch's blocks that share a block's links run back
-//! to back, so all but the first find them in L2.
+//! The batched stencil's counts (kernels/stencil_v3.cu's batch entries, one launch over
+//! several right-hand sides; `V3Batch`): its name, and its flop and byte counts. The byte
+//! model reads the links (and the clover arrays) once a batch and the spinors once a
+//! right-hand side: the batch's blocks that share a block's links run back to back, so all
+//! but the first find them in L2.
 
-use super::{Kernel, SiteEpilogue, V3Mode};
-use crate::backend::cuda::core::version::Reconstruct;
-
-/// Right-hand sides one batch launch takes at most (kernels/stencil_v3.cu `V3_BATCH_MAX`,
-/// the length of the pointer arrays of its `V3Batch` parameter).
-pub const BATCH_MAX: usize = 16;
-
-/// One launch of a batch entry over `rhs` right-hand sides: each right-hand side's work is
-/// the one-right-hand-side launch of the same mode, precision, link form and site term
-/// (`Kernel::V3` without the dot epilogue, which the batch entries do not have).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct V3Batch {
-    pub mode: V3Mode,
-    pub single: bool,
-    /// Half-precision spinors (then `single` too).
-    pub half: bool,
-    pub reconstruct: Reconstruct,
-    pub site: SiteEpilogue,
-    pub rhs: u8,
-}
+use super::{Kernel, V3Batch, V3Mode};
 
 impl V3Batch {
     /// The launch of one of its right-hand sides alone.
@@ -81,6 +62,8 @@ impl V3Batch {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::cuda::core::kernels::SiteEpilogue;
+    use crate::backend::cuda::core::version::Reconstruct;
 
     fn batch(mode: V3Mode, single: bool, reconstruct: Reconstruct, rhs: u8) -> V3Batch {
         V3Batch {
@@ -136,10 +119,7 @@ mod tests {
     #[test]
     fn the_name_says_batch_and_the_count() {
         let b = batch(V3Mode::ParityXpay, true, Reconstruct::R12, 12);
-        assert_eq!(
-            b.name(),
-            "stencilCore 3.0 batch 12 [eo xpay, single, r12]"
-        );
+        assert_eq!(b.name(), "stencilCore 3.0 batch 12 [eo xpay, single, r12]");
         assert_eq!(
             batch(V3Mode::Full, false, Reconstruct::R18, 3).name(),
             "stencilCore 3.0 batch 3"

@@ -8,8 +8,6 @@
 mod batch;
 mod counts;
 
-pub use self::batch::{V3Batch, BATCH_MAX};
-
 use crate::backend::cuda::core::version::{Reconstruct, StencilVersion};
 use crate::backend::Precision;
 use crate::dirac::reference::li_matrices;
@@ -106,6 +104,24 @@ impl SiteEpilogue {
             _ => 72,
         }
     }
+}
+
+/// Right-hand sides one batch launch takes at most (kernels/stencil_v3.cu `V3_BATCH_MAX`,
+/// the length of the pointer arrays of its `V3Batch` parameter).
+pub const BATCH_MAX: usize = 16;
+
+/// One launch of a batch entry over `rhs` right-hand sides: each right-hand side's work is
+/// the one-right-hand-side launch of the same mode, precision, link form and site term
+/// (`Kernel::V3` without the dot epilogue, which the batch entries do not have).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct V3Batch {
+    pub mode: V3Mode,
+    pub single: bool,
+    /// Half-precision spinors (then `single` too).
+    pub half: bool,
+    pub reconstruct: Reconstruct,
+    pub site: SiteEpilogue,
+    pub rhs: u8,
 }
 
 /// Bytes per complex number of a field of this precision.

@@ -220,11 +220,11 @@ mod tests {
         let a = launch(Some(0));
         let mut rhs = V3Rhs::default();
         // No y anywhere: the hop form; y everywhere: the xpay form.
-        assert_eq!(check(&a, &rhs, 3).unwrap(), false);
+        assert!(!check(&a, &rhs, 3).unwrap());
         rhs.y[..3].copy_from_slice(&[8, 16, 24]);
-        assert_eq!(check(&a, &rhs, 3).unwrap(), true);
+        assert!(check(&a, &rhs, 3).unwrap());
         // Entries past the count are not looked at.
-        assert_eq!(check(&a, &rhs, 2).unwrap(), true);
+        assert!(check(&a, &rhs, 2).unwrap());
         // y for some only, and counts out of range, are refused.
         rhs.y[1] = 0;
         assert!(check(&a, &rhs, 3).is_err());
