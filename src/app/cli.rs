@@ -90,6 +90,14 @@ pub enum Command {
         /// Only the Wilson rows (no clover or twisted-clover rows).
         #[arg(long)]
         wilson: bool,
+        /// Also the batched operator's rows: one launch over 1, 4 and 12 right-hand sides
+        /// against one right-hand side at a time (target: the Wilson dslash at 12 in <= 0.6
+        /// of one right-hand side's time per right-hand side).
+        #[arg(long)]
+        batch: bool,
+        /// Only the batched operator's rows (no other row).
+        #[arg(long)]
+        batch_only: bool,
     },
     /// Prove GPU stencil versions against the CPU reference: operator, CR history, true
     /// residual (random gauge and source on the config's lattice, kappa, tolerance).
@@ -319,9 +327,18 @@ pub fn dispatch(cli: Cli) -> Result<()> {
             block,
             halo,
             wilson,
+            batch,
+            batch_only,
         }) => {
-            let (triad, rows) = crate::app::floor::measure(&dims, repeat, block, !wilson)?;
-            print!("{}", crate::app::floor::table(&dims, triad, &rows));
+            if !batch_only {
+                let (triad, rows) = crate::app::floor::measure(&dims, repeat, block, !wilson)?;
+                print!("{}", crate::app::floor::table(&dims, triad, &rows));
+            }
+            if batch || batch_only {
+                let (triad, rows) =
+                    crate::app::floor::measure_batch(&dims, repeat, block, !wilson)?;
+                print!("{}", crate::app::floor::batch_table(&dims, triad, &rows));
+            }
             if halo {
                 let halo_rows = crate::app::floor::halo_rows(&dims, repeat)?;
                 print!("{}", crate::app::floor::halo_table(&dims, &halo_rows));

@@ -8,10 +8,12 @@ cxx="g++ -std=c++20 -O2 -pthread -Wall -Wno-unknown-pragmas -Wno-unused-variable
 inc="-include $root/validate/emu/cuda_emu.h -I $root/kernels -x c++"
 objs=()
 v3_entries() { # build suffix: stencil_v3.cu's entry points renamed NAME_suffix (the full
-    # mode's link-hint variants too: the emulation runs the default, whose arithmetic they share)
+    # mode's link-hint variants too: the emulation runs the default, whose arithmetic they share;
+    # and the batch entries, which emu_batch.cpp runs)
     local e
     for e in stencil_v3 stencil_v3_parity stencil_v3_full_dot stencil_v3_col stencil_v3_full_dot_col \
-        stencil_v3_l1all stencil_v3_col_l1all stencil_v3_l1xy stencil_v3_col_l1xy; do
+        stencil_v3_l1all stencil_v3_col_l1all stencil_v3_l1xy stencil_v3_col_l1xy \
+        stencil_v3_batch stencil_v3_batch_col stencil_v3_batch_parity; do
         echo "-D${e}=${e}_$1"
     done
 }

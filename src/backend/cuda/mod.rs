@@ -25,6 +25,7 @@ pub mod engines;
 pub mod halo;
 pub mod heatbath;
 
+pub use self::backend::batch::check_batch;
 pub use self::backend::decomposed::{
     gather_spinor, local_gauge, local_spinor, time_decomposed_apply, HaloCost,
 };
@@ -36,6 +37,7 @@ pub use self::core::device::{
     HostUploadPaths,
 };
 pub use self::core::field::DeviceSpinor;
+pub use self::core::kernels::BATCH_MAX;
 pub use self::core::options::CudaOptions;
 pub use self::core::staging::{LinkUpload, StageShape};
 pub use self::core::stencil::programs::compile_all_kernels;

@@ -10,6 +10,7 @@
 //! The construction's steps are in `construct`; this file holds the struct, its accessors
 //! and what a version can do.
 
+pub mod batch;
 pub mod bicgstab;
 mod construct;
 pub mod decomposed;

@@ -132,6 +132,22 @@ pub(crate) trait StencilImpl {
         inp: &DeviceSpinor,
         cr: Option<&mut DeviceCrState>,
     ) -> Result<()>;
+    /// out_k = A inp_k for every k (1 to `BATCH_MAX` right-hand sides of one layout, the
+    /// operator's subset, checked by the caller), in as few launches as one application
+    /// takes; refused by a stencil family without batch entries (the seed versions).
+    fn apply_batch(
+        &mut self,
+        core: &mut Core,
+        op: Operator,
+        outs: &mut [DeviceSpinor],
+        inps: &[DeviceSpinor],
+    ) -> Result<()> {
+        let _ = (op, outs, inps);
+        Err(crate::backend::unsupported_described(
+            &self.describe(&core.device_name),
+            "the batched operator",
+        ))
+    }
     /// out = [g5] (y + c H inp) on half fields.
     fn hop_xpay(
         &mut self,

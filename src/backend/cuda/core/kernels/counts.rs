@@ -130,6 +130,7 @@ impl Kernel {
                 let dot = if *dot { 96 } else { 0 };
                 (1320 + tail + dot + site.flops()) * nn
             }
+            Kernel::V3Batch(b) => b.flops_per_site() * nn,
             // The inverse's block products (and twist), as the epilogue's.
             Kernel::CloverInv { twist, .. } => SiteEpilogue::Inverse { twist: *twist }.flops() * nn,
             Kernel::Half(op) => op.flops(n),
@@ -211,6 +212,7 @@ impl Kernel {
                 site,
                 ..
             } => (v3_half_bytes_per_site(*mode, *reconstruct) + clover_bytes(*site, true)) * nn,
+            Kernel::V3Batch(b) => b.bytes_per_site() * nn,
             // The clover arrays it reads, a spinor read and one written.
             Kernel::CloverInv {
                 single,

@@ -5,6 +5,7 @@
 //! counts live on `StencilVersion`. The flop and byte counts themselves, and the models
 //! they are built from, are in `counts`.
 
+mod batch;
 mod counts;
 
 use crate::backend::cuda::core::version::{Reconstruct, StencilVersion};
@@ -105,6 +106,24 @@ impl SiteEpilogue {
     }
 }
 
+/// Right-hand sides one batch launch takes at most (kernels/stencil_v3.cu `V3_BATCH_MAX`,
+/// the length of the pointer arrays of its `V3Batch` parameter).
+pub const BATCH_MAX: usize = 16;
+
+/// One launch of a batch entry over `rhs` right-hand sides: each right-hand side's work is
+/// the one-right-hand-side launch of the same mode, precision, link form and site term
+/// (`Kernel::V3` without the dot epilogue, which the batch entries do not have).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct V3Batch {
+    pub mode: V3Mode,
+    pub single: bool,
+    /// Half-precision spinors (then `single` too).
+    pub half: bool,
+    pub reconstruct: Reconstruct,
+    pub site: SiteEpilogue,
+    pub rhs: u8,
+}
+
 /// Bytes per complex number of a field of this precision.
 pub fn complex_bytes(single: bool) -> u64 {
     if single {
@@ -175,6 +194,9 @@ pub enum Kernel {
         /// The clover term's and twist's epilogue (CLOVER builds).
         site: SiteEpilogue,
     },
+    /// Version 3.0's batch entries over several right-hand sides, n written sites each
+    /// (`V3Batch`: the links and site terms read once a batch).
+    V3Batch(V3Batch),
     /// The CLOVER builds' site kernel out = A^-1 inp over n sites (stencil_v3_clover_inv):
     /// float arithmetic and arrays when `single` (single and half fields), half spinors,
     /// and whether a twist makes it read both clover arrays.
@@ -323,6 +345,7 @@ impl Kernel {
                     format!("stencilCore 3.0 [{}]", tags.join(", "))
                 }
             }
+            Kernel::V3Batch(b) => b.name(),
             Kernel::CloverInv {
                 single,
                 half,
@@ -382,6 +405,7 @@ impl Kernel {
             self,
             Kernel::Stencil(_)
                 | Kernel::V3 { .. }
+                | Kernel::V3Batch(_)
                 | Kernel::CloverInv { .. }
                 | Kernel::Xgemm34x44
                 | Kernel::Xgemm33x34 { .. }

@@ -1,7 +1,9 @@
 //! The loaded kernel(s) of each stencil version and one operator application as the
 //! version's sequence of launches (`StencilKernels::launch`); the programs they compile
-//! from are in `programs`, 3.0's launch in `v3`.
+//! from are in `programs`, 3.0's launch in `v3`, its batch over several right-hand sides in
+//! `batch`.
 
+pub mod batch;
 pub mod programs;
 pub mod v3;
 

@@ -8,7 +8,7 @@ use crate::backend::cuda::core::stencil::programs;
 use crate::backend::cuda::core::timing::{launch_values, GpuStream};
 use crate::backend::cuda::core::version::{Reconstruct, V3_FULL_MAX_BLOCK, V3_LINK_HINTS};
 use crate::error::Result;
-use cudarc::driver::{CudaFunction, CudaModule};
+use cudarc::driver::{CudaFunction, CudaModule, LaunchConfig};
 use std::sync::Arc;
 
 /// One launch of 3.0's stencil (kernels/stencil_v3.cu `stencil_v3`, whose argument list
@@ -140,6 +140,9 @@ pub(crate) struct V3Kernels {
     pub full_dot: CudaFunction,
     pub full_dot_col: CudaFunction,
     pub parity: CudaFunction,
+    /// The batch entries over several right-hand sides (`batch::launch_v3_batch`): the full
+    /// mode, in columns, a parity launch.
+    pub batch: [CudaFunction; 3],
     /// A CLOVER build's site kernel `stencil_v3_clover_inv` (None: a Wilson build, whose
     /// entries take no site-term arguments).
     pub clover_inv: Option<CudaFunction>,
@@ -152,6 +155,14 @@ impl V3Kernels {
         "stencil_v3_full_dot",
         "stencil_v3_full_dot_col",
         "stencil_v3_parity",
+    ];
+
+    /// The batch entry points (kernels/stencil_v3.cu, after the others), in the order of
+    /// `batch`: the full mode, in columns, a parity launch.
+    pub const BATCH_NAMES: [&'static str; 3] = [
+        "stencil_v3_batch",
+        "stencil_v3_batch_col",
+        "stencil_v3_batch_parity",
     ];
 
     /// The entry points with a link-hint variant: the full mode, and in columns.
@@ -170,6 +181,7 @@ impl V3Kernels {
             .iter()
             .flat_map(|base| Self::hinted_names(base))
             .chain(Self::NAMES.iter().map(|n| n.to_string()))
+            .chain(Self::BATCH_NAMES.iter().map(|n| n.to_string()))
             .collect()
     }
 
@@ -187,6 +199,11 @@ impl V3Kernels {
             full_dot: function(module, Self::NAMES[0])?,
             full_dot_col: function(module, Self::NAMES[1])?,
             parity: function(module, Self::NAMES[2])?,
+            batch: [
+                function(module, Self::BATCH_NAMES[0])?,
+                function(module, Self::BATCH_NAMES[1])?,
+                function(module, Self::BATCH_NAMES[2])?,
+            ],
             clover_inv: None,
         })
     }
@@ -264,11 +281,11 @@ fn column_dividing(want: usize, lt: usize) -> usize {
     t
 }
 
-/// Run one 3.0 stencil launch on `gpu`, booking it.
-pub(crate) fn launch_v3(gpu: &mut GpuStream, k: &V3Kernels, a: &V3Launch) -> Result<()> {
+/// The geometry of a launch (`launch_v3`; a batch launch runs it once per right-hand
+/// side): its column (`full_column`), its configuration and its `parity` argument (the
+/// full mode: -1, or -column for the column entry points).
+pub(crate) fn launch_shape(a: &V3Launch) -> (usize, LaunchConfig, i32) {
     let column = full_column(a);
-    let f = k.of(a, column);
-    let n = a.sites();
     let dot = a.partials != 0;
     // Full mode: warps alternate parity over the same checkerboard range (kernels/
     // stencil_v3.cu), so the threads cover both halves (one thread per column of `column`
@@ -276,7 +293,7 @@ pub(crate) fn launch_v3(gpu: &mut GpuStream, k: &V3Kernels, a: &V3Launch) -> Res
     let threads = if a.parity.is_none() {
         2 * (a.volume / 2 / column).div_ceil(32) * 32
     } else {
-        n
+        a.sites()
     };
     let block = if dot && column > 1 {
         DOT_MIN_BLOCK // stencil_v3_full_dot_col's bound
@@ -284,8 +301,15 @@ pub(crate) fn launch_v3(gpu: &mut GpuStream, k: &V3Kernels, a: &V3Launch) -> Res
         launch_block(a.block, dot, a.parity.is_none())
     };
     let cfg = cfg_1d(threads, block, if dot { block * 16 } else { 0 });
-    // Full mode: -1, or -column for the column entry points.
     let parity: i32 = a.parity.map_or(-(column as i32), |p| p as i32);
+    (column, cfg, parity)
+}
+
+/// Run one 3.0 stencil launch on `gpu`, booking it.
+pub(crate) fn launch_v3(gpu: &mut GpuStream, k: &V3Kernels, a: &V3Launch) -> Result<()> {
+    let (column, cfg, parity) = launch_shape(a);
+    let f = k.of(a, column);
+    let n = a.sites();
     let g5 = a.g5 as i32;
     let volume = a.volume as i32;
     let [lx, ly, lz, lt] = a.dims;

@@ -2,7 +2,8 @@
 //! parity, double or single precision) in the parity-major structure of arrays of
 //! kernels/stencil_v3.cu (`fast_layout`), the even-odd operators, conversions, the
 //! hop_xpay of the even-odd source and reconstruction, the (r|Ar) epilogue of the fused CR
-//! iteration (the V3_HALF stencil of half fields reads the single-precision links), and
+//! iteration (the V3_HALF stencil of half fields reads the single-precision links), the
+//! operators on several right-hand sides in one launch (`batch`), and
 //! BLAS-1 and reductions on every layout, dispatched on the precision in one place (`prec`:
 //! double fields the seed's kernels, as for the seed versions; float fields `xaxpy_f`,
 //! `xpay_f`, `norm2_partial_f`, `dot_partial_f`; half fields, kernels/half.cuh, the
@@ -12,6 +13,7 @@
 //! `add_widened` and `residual_norm2`).
 
 mod access;
+mod batch;
 mod convert;
 mod lazy;
 pub(crate) mod prec;
@@ -60,6 +62,9 @@ pub(crate) struct FastStencil {
     tmp_norm: Option<(CudaSlice<f32>, Booking)>,
     /// The site term (the clover term, a twist), once installed (`set_site_term`).
     site: Option<site::SiteArrays>,
+    /// The batched Schur operator's odd temporaries, one per right-hand side (made on
+    /// first use, `apply_batch`).
+    batch_tmp: Vec<batch::BatchTemp>,
 }
 
 impl FastStencil {
@@ -94,6 +99,7 @@ impl FastStencil {
             tmp: None,
             tmp_norm: None,
             site: None,
+            batch_tmp: Vec::new(),
         })
     }
 }
@@ -257,6 +263,16 @@ impl StencilImpl for FastStencil {
         inp: &DeviceSpinor,
     ) -> Result<()> {
         self.apply_with(core, op, out, inp, None, true)
+    }
+
+    fn apply_batch(
+        &mut self,
+        core: &mut Core,
+        op: Operator,
+        outs: &mut [DeviceSpinor],
+        inps: &[DeviceSpinor],
+    ) -> Result<()> {
+        self.launch_batch(core, op, outs, inps)
     }
 
     fn set_site_term(&mut self, core: &mut Core, site: &HostSiteTerm) -> Result<()> {
