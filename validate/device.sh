@@ -4,7 +4,7 @@
 #   bash validate/device.sh        then:  run  command "bash validate/on-device.sh"  carry [".device"]
 # Stages: qcd-solve (release, debug info stripped) and the GPU test binaries gpu-tests,
 # gpu-decomposed-tests, gpu-nccl-tests, gpu-fast-tests, gpu-fused-tests,
-# gpu-memory-tests, gpu-solvers-tests, gpu-half-tests, gpu-clover-tests (tests/gpu*.rs,
+# gpu-memory-tests, gpu-solvers-tests, gpu-half-tests, gpu-clover-tests, gpu-batch-tests (tests/gpu*.rs,
 # --features gpu-tests). TARGETS="gpu_clover gpu_fast" stages only those test targets (a
 # device call carries at most 64 MiB; the others are removed from .device/).
 # BASE=<a checkout with target/release/qcd-solve built> also stages that binary as the
@@ -31,7 +31,7 @@ cargo test --release --features gpu-tests --no-run --message-format=json 2>/dev/
     python3 -c 'import json,sys
 for line in sys.stdin:
     m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m["target"]["name"] in ("gpu", "gpu_fast", "gpu_fused", "gpu_solvers", "gpu_decomposed", "gpu_nccl", "gpu_memory", "gpu_half", "gpu_clover") and m.get("executable"):
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] in ("gpu", "gpu_fast", "gpu_fused", "gpu_solvers", "gpu_decomposed", "gpu_nccl", "gpu_memory", "gpu_half", "gpu_clover", "gpu_batch") and m.get("executable"):
         print(m["target"]["name"], m["executable"])' >"$root/target/gpu-tests.list"
 grep -q '^gpu ' "$root/target/gpu-tests.list" || { echo "gpu test binary not found" >&2; exit 1; }
 

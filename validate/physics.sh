@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# Runs ON the device machine (repository root, binaries in .device/ from validate/device.sh
+# with TARGETS="gpu_batch gpu_clover"): the propagator pipeline and the batched operator on
+# the GPU, a table last.
+#   1. nvidia-smi; gpu-batch-tests (the batched operator against one application a column,
+#      on the GPU and against the CPU); gpu-clover-tests' propagator test (GPU against CPU)
+#   2. floor --batch-only on 16x16x16x32 and 32x32x32x64: the batched dslash and Schur
+#      operator over 1, 4 and 12 right-hand sides against one application at a time
+#   3. the propagator of a quenched beta 6.0 field (generated on the GPU on first use) with
+#      the clover term (c_sw 1.77, kappa 0.133), fast options, a Wuppertal-smeared point
+#      source over APE links, all 16 x 16 mesons and the proton at two momenta, point and
+#      smeared sinks, at 16x16x16x32 and 32x32x32x64: wall time, solve time, the pion
+# Outputs in /tmp/qcd-out, packed into $OUT/results.tar.gz, the log in $OUT/log.txt.
+set -uo pipefail
+bin=$PWD/.device
+q=$bin/qcd-solve
+res=/tmp/qcd-out
+big=/tmp/qcd-big
+out=${OUT:-/tmp/qcd-return}
+mkdir -p "$res" "$big" "$out"
+export QCD_SOLVE_TUNE_CACHE=$res/tune.tsv RUST_LOG=${RUST_LOG:-warn}
+: >"$res/status.txt"
+
+. "$(dirname "${BASH_SOURCE[0]}")/step.sh"  # step NAME COMMAND...
+
+prop_config() { # dims (e.g. 16x16x16x32): the propagator config on stdout
+    local l=(${1//x/ })
+    cat <<TOML
+[lattice]
+LX = ${l[0]}
+LY = ${l[1]}
+LZ = ${l[2]}
+LT = ${l[3]}
+
+[gauge]
+type = "heatbath"
+beta = 6.0
+therm = 200
+sweeps = 1
+overrelax = 4
+seed = 6
+hot_start = false
+
+[dirac]
+kappa = 0.133
+csw = 1.77
+
+[source]
+type = "point"
+spin = "all"
+colour = "all"
+
+[source.smearing]
+type = "wuppertal"
+alpha = 0.25
+iterations = 20
+
+[source.smearing.links]
+type = "ape"
+alpha = 0.5
+iterations = 5
+
+[solver]
+method = "bicgstab"
+tolerance = 1e-10
+max_iterations = 5000
+preconditioning = "even-odd"
+precision = "single-double"
+
+[backend]
+kernel = "3.0"
+reconstruct = 12
+
+[measure]
+baryons = true
+momenta = [[0, 0, 0], [1, 0, 0]]
+sinks = ["point", "smeared"]
+TOML
+}
+
+{
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
+echo "binary: $("$q" --version) $(cat "$bin/commit" 2>/dev/null)"
+if [ -z "${SKIP_TESTS:-}" ]; then
+    step gpu-batch-tests timeout 300 "$bin/gpu-batch-tests" --test-threads=1 --nocapture
+    step gpu-clover-propagator timeout 300 "$bin/gpu-clover-tests" --test-threads=1 --nocapture propagator
+fi
+for dims in ${FLOORS-16,16,16,32 32,32,32,64}; do
+    step "floor-batch-$dims" timeout 400 "$q" floor --dims "$dims" --batch-only >"$res/floor-batch-$dims.txt" 2>&1
+    cat "$res/floor-batch-$dims.txt"
+done
+for dims in ${PROP_DIMS-16x16x16x32 32x32x32x64}; do
+    prop_config "$dims" >"$big/prop-$dims.toml"
+    t0=$(date +%s%N)
+    step "propagator-$dims" timeout 500 "$q" propagator "$big/prop-$dims.toml" --device cuda \
+        --out "$big/prop-$dims" >"$res/propagator-$dims.txt" 2>&1
+    t1=$(date +%s%N)
+    echo "propagator $dims: wall $(( (t1 - t0) / 1000000 )) ms (the heatbath field generated first)"
+    head -16 "$res/propagator-$dims.txt"
+    cp "$big/prop-$dims/prop-$dims.propagator.json" "$res/" 2>/dev/null
+    cp "$big/prop-$dims/prop-$dims.pion-meff.png" "$res/" 2>/dev/null
+done
+} 2>&1 | tee "$res/log.txt" "$out/log.txt"
+
+cp "$res"/*.png "$out/" 2>/dev/null
+tar -C /tmp -czf "$out/results.tar.gz" qcd-out
+echo; echo "===== summary"
+cat "$res/status.txt"
+python3 - "$res" <<'PY'
+import glob, json, sys
+for f in sorted(glob.glob(sys.argv[1] + "/prop-*.propagator.json")):
+    r = json.load(open(f))
+    cols = r["columns"]
+    solve = sum(c["solve_seconds"] for c in cols)
+    its = [c["iterations"] for c in cols]
+    fix = r.get("gauge_fixing")
+    print(f"{f.split('/')[-1]}: {len(cols)} columns, iterations {min(its)}-{max(its)}, "
+          f"solves {solve:.3f} s, worst true residual {max(c['true_residual'] for c in cols):.2e}, "
+          f"{r['correlators']} correlators, pion meff(4) {r['pion_effective_mass'][4]['cosh']}")
+PY
