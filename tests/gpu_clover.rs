@@ -304,7 +304,8 @@ fn the_propagator_on_the_gpu_follows_the_cpus() {
     // the pion within 1e-8 of the CPU's: each column is within about ten times tol of
     // the exact one (condition number), and C(t) sums their squares.
     require_gpu();
-    let source = "[source]\ntype = \"point\"\nsite = [1, 0, 2, 3]\n";
+    let source = "[source]\ntype = \"point\"\nsite = [1, 0, 2, 3]\nspin = \"all\"\n\
+                  colour = \"all\"\n";
     let dir = tempfile::tempdir().unwrap();
     let mut pions = Vec::new();
     for device in ["cuda", "cpu"] {
