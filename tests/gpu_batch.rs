@@ -31,7 +31,7 @@ use qcd_solve::field::{GaugeField, SpinorField};
 use qcd_solve::Error;
 
 mod gpu_common;
-use gpu_common::{field, lattices, require_gpu, KAPPA};
+use gpu_common::{cpu_tolerance, field, lattices, require_gpu, KAPPA, OPS};
 
 /// The module comment's tolerance against `apply` on the same GPU.
 fn same_gpu_tolerance(p: Precision) -> f64 {
@@ -42,25 +42,9 @@ fn same_gpu_tolerance(p: Precision) -> f64 {
     }
 }
 
-/// The module comment's tolerance against the CPU.
-fn cpu_tolerance(p: Precision) -> f64 {
-    match p {
-        Precision::Double => 1e-13,
-        Precision::Single => 1e-6,
-        Precision::Half => 1e-4,
-    }
-}
-
 /// Wilson, the clover term (c_sw about the non-perturbative value at beta 6.0) and the
 /// twisted clover term (mu a light twisted quark's).
 const ACTIONS: [(f64, f64); 3] = [(0.0, 0.0), (1.77, 0.0), (1.77, 0.05)];
-
-const OPS: [Operator; 4] = [
-    Operator::D,
-    Operator::G5D,
-    Operator::Schur,
-    Operator::G5Schur,
-];
 
 /// The batch sizes: a few, and a point source's 12 columns (one and `BATCH_MAX` are in the
 /// kernel emulation, validate/emu/emu_batch.cpp, as is half precision; every size and

@@ -18,7 +18,7 @@ use qcd_solve::app::run::{build_problem, cpu_residual_of_d, solve_on, SolvePlan}
 use qcd_solve::backend::cpu::CpuBackend;
 use qcd_solve::backend::cuda::{CudaBackend, CudaOptions, Reconstruct, StencilVersion};
 use qcd_solve::backend::prelude::*;
-use qcd_solve::backend::{Layout, Operator, Precision, Subset};
+use qcd_solve::backend::{Layout, Precision, Subset};
 use qcd_solve::config::LoadedConfig;
 use qcd_solve::dirac::Action;
 use qcd_solve::field::{GaugeField, SpinorField};
@@ -26,27 +26,11 @@ use qcd_solve::solver::StopReason;
 use std::path::PathBuf;
 
 mod gpu_common;
-use gpu_common::{field, lattices, require_gpu, KAPPA};
-
-/// The module comment's tolerances.
-fn tolerance(p: Precision) -> f64 {
-    match p {
-        Precision::Double => 1e-13,
-        Precision::Single => 1e-6,
-        Precision::Half => 1e-4,
-    }
-}
+use gpu_common::{cpu_tolerance, field, lattices, require_gpu, KAPPA, OPS};
 
 /// The clover term alone, with a twist, and the twist alone (c_sw about the
 /// non-perturbative value at beta 6.0; mu a light twisted quark's).
 const ACTIONS: [(f64, f64); 3] = [(1.77, 0.0), (1.77, 0.05), (0.0, 0.05)];
-
-const OPS: [Operator; 4] = [
-    Operator::D,
-    Operator::G5D,
-    Operator::Schur,
-    Operator::G5Schur,
-];
 
 /// A 3.0 backend on `gauge` with the site term of `action`.
 fn gpu(gauge: &GaugeField, reconstruct: Reconstruct, action: &Action) -> CudaBackend {
@@ -127,7 +111,7 @@ fn clover_and_twisted_operators_match_the_cpu_in_every_precision_and_link_form()
                                 l.dims_string()
                             );
                             eprintln!("{what}: {rel:.2e}");
-                            assert!(rel <= tolerance(p), "{what}: {rel:e}");
+                            assert!(rel <= cpu_tolerance(p), "{what}: {rel:e}");
                         }
                     }
                     for subset in [Subset::Even, Subset::Odd] {
@@ -142,7 +126,7 @@ fn clover_and_twisted_operators_match_the_cpu_in_every_precision_and_link_form()
                             "{} csw {csw} mu {mu} {r:?} {p:?} A^-1 on {subset:?}",
                             l.dims_string()
                         );
-                        assert!(rel <= tolerance(p), "{what}: {rel:e}");
+                        assert!(rel <= cpu_tolerance(p), "{what}: {rel:e}");
                     }
                 }
             }

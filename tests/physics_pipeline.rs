@@ -52,7 +52,7 @@ fn a_wall_on_the_coulomb_fixed_field_is_the_sum_of_its_points() {
     let fixing = problem.gauge_fixing.as_ref().expect("the field was fixed");
     assert!(fixing["theta"].as_f64().unwrap() <= 1e-12, "{fixing}");
     let lattice = &problem.lattice;
-    let rhs = RightHandSides::of(&cfg, lattice, &problem.gauge, || unreachable!()).unwrap();
+    let rhs = RightHandSides::of(&cfg, &problem.gauge, || unreachable!()).unwrap();
     let wall = rhs.make(lattice, 0);
     let mut device = one::open(&cfg, &problem, None).unwrap();
     let x_wall = device.solve(&problem, &wall).unwrap().solution;

@@ -169,8 +169,7 @@ pub(crate) fn problem_with(
         });
     let t_source = crate::report::timeline::process_seconds();
     let t = Instant::now();
-    let rhs =
-        super::rhs::RightHandSides::of(cfg, &lattice, &gauge, || single_source(cfg, &lattice))?;
+    let rhs = super::rhs::RightHandSides::of(cfg, &gauge, || single_source(cfg, &lattice))?;
     let source = rhs.make(&lattice, 0);
     let source_description = rhs.description.clone();
     if source.norm2() == 0.0 {

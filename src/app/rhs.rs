@@ -92,7 +92,6 @@ impl RightHandSides {
     /// file).
     pub fn of(
         cfg: &LoadedConfig,
-        lattice: &Lattice,
         gauge: &GaugeField,
         single: impl FnOnce() -> Result<(SpinorField, String)>,
     ) -> Result<RightHandSides> {
@@ -167,7 +166,6 @@ impl RightHandSides {
                 (Kind::Single(field), vec![0], 0, [0; 3], d)
             }
         };
-        let _ = lattice;
         let contractable = match &cfg.config.source {
             SourceConfig::Point { .. }
             | SourceConfig::Wall { .. }
@@ -229,16 +227,6 @@ impl RightHandSides {
     }
 }
 
-/// The library's dilution of the config's.
-fn dilution(d: Dilution) -> sources::Dilution {
-    match d {
-        Dilution::None => sources::Dilution::None,
-        Dilution::Spin => sources::Dilution::Spin,
-        Dilution::Colour => sources::Dilution::Colour,
-        Dilution::SpinColour => sources::Dilution::SpinColour,
-    }
-}
-
 /// A noise source's slots: spin-colour pieces fill 3 s + c, spin pieces 3 s (the colour
 /// noise rides in the colour-0 slot: its colour sum is the contraction's), the others in
 /// order (no propagator).
@@ -255,23 +243,22 @@ fn noise_slots(n: &NoiseConfig) -> Vec<usize> {
 
 /// Column `k` of a noise source: dilution piece k mod pieces of time class k / pieces.
 fn noise_column(lattice: &Lattice, noise: Noise, n: &NoiseConfig, k: usize) -> SpinorField {
+    use crate::field::spinor::SITE_LEN;
     let support = match n.timeslice {
         Some(t) => Support::Timeslice(t as usize),
         None => Support::Volume,
     };
+    // The undiluted noise (one field), then only piece k mod pieces of time class
+    // k / pieces kept: the other pieces are not made for this column.
     let pieces = n.dilution.pieces();
-    let mut f = sources::noise(lattice, noise, support, dilution(n.dilution), n.seed)
-        .swap_remove(k % pieces);
+    let (piece, class) = (k % pieces, k / pieces);
     let classes = n.time_dilution.max(1) as usize;
-    if classes > 1 {
-        let class = k / pieces;
-        for (x, site) in f
-            .data
-            .chunks_mut(crate::field::spinor::SITE_LEN)
-            .enumerate()
-        {
-            if sources::shapes::global_coords(lattice, x)[3] % classes != class {
-                site.fill(crate::field::C64::new(0.0, 0.0));
+    let mut f = sources::noise(lattice, noise, support, Dilution::None, n.seed).swap_remove(0);
+    for (x, site) in f.data.chunks_mut(SITE_LEN).enumerate() {
+        let in_class = sources::shapes::global_coords(lattice, x)[3] % classes == class;
+        for (c, z) in site.iter_mut().enumerate() {
+            if !in_class || n.dilution.piece_of(c) != piece {
+                *z = crate::field::C64::new(0.0, 0.0);
             }
         }
     }

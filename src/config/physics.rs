@@ -7,6 +7,7 @@
 use super::LoadedConfig;
 use crate::error::Result;
 use crate::geometry::lattice::NDIM;
+pub use crate::sources::Dilution;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -166,28 +167,6 @@ pub struct NoiseConfig {
 
 fn one() -> i64 {
     1
-}
-
-/// How a noise source is split into right-hand sides.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, Default)]
-#[serde(rename_all = "kebab-case")]
-pub enum Dilution {
-    #[default]
-    None,
-    Spin,
-    Colour,
-    SpinColour,
-}
-
-impl Dilution {
-    pub fn pieces(self) -> usize {
-        match self {
-            Dilution::None => 1,
-            Dilution::Spin => 4,
-            Dilution::Colour => 3,
-            Dilution::SpinColour => 12,
-        }
-    }
 }
 
 /// `[source.smearing]`: gauge-covariant quark smearing of the source (and of the sink

@@ -60,6 +60,20 @@ impl Su3 {
         c
     }
 
+    /// self b^dagger, without forming b^dagger.
+    #[inline]
+    pub fn mul_dagger(&self, b: &Su3) -> Su3 {
+        let mut c = Su3::zero();
+        for i in 0..3 {
+            for j in 0..3 {
+                c.0[i][j] = self.0[i][0] * b.0[j][0].conj()
+                    + self.0[i][1] * b.0[j][1].conj()
+                    + self.0[i][2] * b.0[j][2].conj();
+            }
+        }
+        c
+    }
+
     /// Conjugate transpose.
     pub fn dagger(&self) -> Su3 {
         let mut c = Su3::zero();

@@ -111,7 +111,7 @@ impl<'a> State<'a> {
                         l[mu] = local[y].mul(&l[mu]);
                     }
                     if t.parity[z] == parity {
-                        l[mu] = mul_dagger(&l[mu], &local[z]);
+                        l[mu] = Su3::mul_dagger(&l[mu], &local[z]);
                     }
                 }
             });
@@ -143,17 +143,4 @@ fn site_sum(links: &[Su3], t: &Tables, x: usize, ndir: usize) -> Su3 {
         }
     }
     w
-}
-
-/// a b^dagger without forming b^dagger.
-fn mul_dagger(a: &Su3, b: &Su3) -> Su3 {
-    let mut c = Su3::zero();
-    for i in 0..3 {
-        for j in 0..3 {
-            c.0[i][j] = a.0[i][0] * b.0[j][0].conj()
-                + a.0[i][1] * b.0[j][1].conj()
-                + a.0[i][2] * b.0[j][2].conj();
-        }
-    }
-    c
 }

@@ -63,20 +63,6 @@ impl Geometry {
     }
 }
 
-/// a b^dagger.
-#[inline]
-fn mul_adj(a: &Su3, b: &Su3) -> Su3 {
-    let mut c = Su3::zero();
-    for i in 0..3 {
-        for j in 0..3 {
-            c.0[i][j] = a.0[i][0] * b.0[j][0].conj()
-                + a.0[i][1] * b.0[j][1].conj()
-                + a.0[i][2] * b.0[j][2].conj();
-        }
-    }
-    c
-}
-
 /// a^dagger b.
 #[inline]
 fn adj_mul(a: &Su3, b: &Su3) -> Su3 {
@@ -113,7 +99,10 @@ pub fn staple(links: &[Su3], geom: &Geometry, x: usize, mu: usize) -> Su3 {
         let xmnu = n[NDIM + nu];
         let xpmu_mnu = geom.neighbours[xpmu as usize][NDIM + nu];
         // Upper: U_nu(x+mu) U_mu(x+nu)^+ U_nu(x)^+.
-        let up = mul_adj(&mul_adj(link(xpmu, nu), link(xpnu, mu)), link(x as u32, nu));
+        let up = Su3::mul_dagger(
+            &Su3::mul_dagger(link(xpmu, nu), link(xpnu, mu)),
+            link(x as u32, nu),
+        );
         add_assign(&mut a, &up);
         // Lower: (U_mu(x-nu) U_nu(x-nu+mu))^+ U_nu(x-nu).
         let down = adj_mul(&link(xmnu, mu).mul(link(xpmu_mnu, nu)), link(xmnu, nu));

@@ -32,10 +32,13 @@ pub enum Support {
     Volume,
 }
 
-/// How the noise is split into pieces whose sum is the undiluted noise.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// How the noise is split into pieces whose sum is the undiluted noise (also the
+/// config's `[source] dilution`, kebab-case).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Dilution {
     /// One piece: the noise.
+    #[default]
     None,
     /// Four pieces: piece s holds the spin-s components.
     Spin,

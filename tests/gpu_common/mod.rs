@@ -7,7 +7,7 @@ use qcd_solve::backend::cuda::{
     device_info, CudaBackend, CudaOptions, Reconstruct, StencilVersion,
 };
 use qcd_solve::backend::prelude::*;
-use qcd_solve::backend::Layout;
+use qcd_solve::backend::{Layout, Operator, Precision};
 use qcd_solve::field::{GaugeField, SpinorField};
 use qcd_solve::geometry::lattice::{Boundary, Lattice, DEFAULT_BOUNDARY};
 
@@ -48,4 +48,23 @@ pub fn field<B: Backend>(b: &mut B, host: &SpinorField, layout: Layout) -> B::Fi
     let mut f = b.alloc_layout(layout).unwrap();
     b.convert(&mut f, &full).unwrap();
     f
+}
+
+/// The operators of kernel 3.0 the GPU tests compare: the full D and g5 D, the Schur
+/// forms.
+pub const OPS: [Operator; 4] = [
+    Operator::D,
+    Operator::G5D,
+    Operator::Schur,
+    Operator::G5Schur,
+];
+
+/// A GPU operator against the CPU's: double to summation order, single and half to their
+/// rounding (tests/gpu_clover.rs's and tests/gpu_batch.rs's bounds).
+pub fn cpu_tolerance(p: Precision) -> f64 {
+    match p {
+        Precision::Double => 1e-13,
+        Precision::Single => 1e-6,
+        Precision::Half => 1e-4,
+    }
 }

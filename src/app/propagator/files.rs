@@ -205,13 +205,6 @@ fn stage_lime(
     stage_propagator(path, &meta, value)
 }
 
-/// Element i (C order) of the propagator array `[site][s][c][s'][c']` whose column
-/// s' * 3 + c' is `columns[s' * 3 + c']`.
-pub fn element(columns: &[SpinorField], i: usize) -> C64 {
-    let (site, within) = (i / 144, i % 144);
-    columns[within % 12].data[site * 12 + within / 12]
-}
-
 /// Element i (C order) of the array `[site][s][c][k]` of the N columns (for 12 columns
 /// in slot order, `[site][s][c][s'][c']`).
 fn element_of(columns: &[&SpinorField], i: usize) -> C64 {

@@ -76,12 +76,21 @@ pub fn contract(
         return None;
     }
     let m: MeasureConfig = cfg.config.measure.clone().unwrap_or_default();
-    let mut columns: Vec<SpinorField> = (0..12)
-        .map(|_| SpinorField::zeros(lattice.volume()))
-        .collect();
-    for (k, s) in solutions.iter().enumerate() {
-        columns[rhs.slots[k]] = s.clone();
-    }
+    // The solutions themselves when they are the 12 slots in order (a propagator source);
+    // a spin-diluted noise's placed in its slots, the others zero.
+    let placed: Vec<SpinorField>;
+    let columns: &[SpinorField] = if rhs.slots.iter().copied().eq(0..12) {
+        solutions
+    } else {
+        let mut v: Vec<SpinorField> = (0..12)
+            .map(|_| SpinorField::zeros(lattice.volume()))
+            .collect();
+        for (k, s) in solutions.iter().enumerate() {
+            v[rhs.slots[k]] = s.clone();
+        }
+        placed = v;
+        &placed
+    };
     let pairs = pairs_of(m.pairs);
     let sinks = m
         .sinks
@@ -94,9 +103,9 @@ pub fn contract(
                         .iter()
                         .map(|c| crate::sources::smear_quark(links, c, s))
                         .collect::<Vec<_>>();
-                    &smeared
+                    &smeared[..]
                 }
-                _ => &columns,
+                _ => columns,
             };
             let mesons = if m.mesons {
                 measure::mesons(lattice, prop, rhs.t0, &pairs, &m.momenta, rhs.origin)

@@ -25,7 +25,7 @@
 mod files;
 mod measure;
 
-pub use files::{element, pion};
+pub use files::pion;
 
 use crate::app::outputs::prepare_side;
 use crate::app::parallel::one;
@@ -178,7 +178,7 @@ pub fn run(cfg: &LoadedConfig, out: &Path) -> Result<PropagatorReport> {
     prepare_side(cfg, &paths.all())?;
     let problem = crate::app::problem::build_problem(cfg)?;
     let lattice = &problem.lattice;
-    let rhs = RightHandSides::of(cfg, lattice, &problem.gauge, || {
+    let rhs = RightHandSides::of(cfg, &problem.gauge, || {
         Ok((problem.source.clone(), problem.source_description.clone()))
     })?;
     let (solutions, columns, backend) = solve_columns(cfg, &problem, &rhs)?;
