@@ -33,6 +33,14 @@ use qcd_solve::Error;
 mod gpu_common;
 use gpu_common::{cpu_tolerance, field, lattices, require_gpu, KAPPA, OPS};
 
+/// The batch's argument forms: the outputs and the inputs by reference.
+fn refs_mut(v: &mut [DeviceSpinor]) -> Vec<&mut DeviceSpinor> {
+    v.iter_mut().collect()
+}
+fn refs(v: &[DeviceSpinor]) -> Vec<&DeviceSpinor> {
+    v.iter().collect()
+}
+
 /// The module comment's tolerance against `apply` on the same GPU.
 fn same_gpu_tolerance(p: Precision) -> f64 {
     match p {
@@ -87,7 +95,8 @@ fn a_batch_equals_its_columns_applied_one_by_one_and_the_cpu() {
                                 sources[..n].iter().map(|s| field(&mut g, s, lay)).collect();
                             let mut outs: Vec<DeviceSpinor> =
                                 (0..n).map(|_| g.alloc_layout(lay).unwrap()).collect();
-                            g.apply_batch(op, &mut outs, &inps).unwrap();
+                            g.apply_batch(op, &mut refs_mut(&mut outs), &refs(&inps))
+                                .unwrap();
                             for k in 0..n {
                                 let mut one = g.alloc_layout(lay).unwrap();
                                 g.apply(op, &mut one, &inps[k]).unwrap();
@@ -141,15 +150,21 @@ fn a_batch_is_refused_with_a_clear_error() {
     };
     // No right-hand side, and one more than the most.
     expect(g.apply_batch(Operator::D, &mut [], &[]), "got 0");
-    expect(g.apply_batch(Operator::D, &mut y17, &x17), "got 17");
+    expect(
+        g.apply_batch(Operator::D, &mut refs_mut(&mut y17), &refs(&x17)),
+        "got 17",
+    );
     // An output per input; one precision; the operator's subset.
     expect(
-        g.apply_batch(Operator::D, &mut y2, &x3),
+        g.apply_batch(Operator::D, &mut refs_mut(&mut y2), &refs(&x3)),
         "2 outputs for 3 inputs",
     );
-    expect(g.apply_batch(Operator::D, &mut ys, &xs), "one layout");
     expect(
-        g.apply_batch(Operator::D, &mut ye, &xe),
+        g.apply_batch(Operator::D, &mut refs_mut(&mut ys), &refs(&xs)),
+        "one layout",
+    );
+    expect(
+        g.apply_batch(Operator::D, &mut refs_mut(&mut ye), &refs(&xe)),
         "acts on Full fields",
     );
     // A seed version has no batch entries: refused by name, nothing launched.
@@ -160,7 +175,7 @@ fn a_batch_is_refused_with_a_clear_error() {
     let mut seed = CudaBackend::new(&gauge, KAPPA, &opts).unwrap();
     let x = vec![seed.upload(&psi).unwrap()];
     let mut y = vec![seed.alloc().unwrap()];
-    match seed.apply_batch(Operator::D, &mut y, &x) {
+    match seed.apply_batch(Operator::D, &mut refs_mut(&mut y), &refs(&x)) {
         Err(Error::InvalidValue { message, .. }) => {
             assert!(message.contains("the batched operator"), "{message}")
         }

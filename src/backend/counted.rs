@@ -150,6 +150,17 @@ impl<B: WilsonKernels> WilsonKernels for Counted<B> {
         self.inner.has_site_term()
     }
 
+    fn apply_batch(
+        &mut self,
+        op: Operator,
+        outs: &mut [&mut Self::Field],
+        inps: &[&Self::Field],
+    ) -> Result<()> {
+        let mut o: Vec<&mut B::Field> = outs.iter_mut().map(|f| &mut f.inner).collect();
+        let i: Vec<&B::Field> = inps.iter().map(|f| &f.inner).collect();
+        self.inner.apply_batch(op, &mut o, &i)
+    }
+
     fn apply_adjoint(
         &mut self,
         op: Operator,

@@ -110,6 +110,18 @@ pub trait WilsonKernels: Space {
     ) -> Result<()> {
         self.apply(op, out, inp)
     }
+    /// out_k = A inp_k for every k, the form `op` on right-hand sides of one layout: a
+    /// backend with a batched operator reads the links once for all of them (kernel 3.0 on
+    /// one GPU); the default applies them one after another. Either way each result has
+    /// the bits of `apply` on its input alone.
+    fn apply_batch(
+        &mut self,
+        op: Operator,
+        outs: &mut [&mut Self::Field],
+        inps: &[&Self::Field],
+    ) -> Result<()> {
+        apply_each(self, op, outs, inps)
+    }
     /// Whether D = A - kappa H has a site-local A other than 1 (the clover term, a
     /// twist): the even-odd preparation and reconstruction then apply A_oo^-1
     /// (`site_inverse`), and the Schur forms are A_ee - kappa^2 H_eo A_oo^-1 H_oe.
@@ -124,6 +136,27 @@ pub trait WilsonKernels: Space {
             "site_inverse: this operator has no site term",
         ))
     }
+}
+
+/// `WilsonKernels::apply_batch` one right-hand side at a time (the default, and a
+/// backend's fallback where its batched operator does not run).
+pub fn apply_each<S: WilsonKernels + ?Sized>(
+    space: &mut S,
+    op: Operator,
+    outs: &mut [&mut S::Field],
+    inps: &[&S::Field],
+) -> Result<()> {
+    if outs.len() != inps.len() {
+        return Err(crate::Error::internal(format!(
+            "a batched apply of {} inputs into {} outputs",
+            inps.len(),
+            outs.len()
+        )));
+    }
+    for (out, inp) in outs.iter_mut().zip(inps) {
+        space.apply(op, out, inp)?;
+    }
+    Ok(())
 }
 
 /// A linear operator A acting on fields of a space.

@@ -23,7 +23,7 @@ use crate::Result;
 
 /// Restart the shadow residual and the direction from the current residual: r0 = p = r;
 /// returns the new rho = (r0|r).
-fn restart<S: Space>(
+pub(super) fn restart<S: Space>(
     space: &mut S,
     r: &S::Field,
     r0: &mut S::Field,
@@ -36,7 +36,7 @@ fn restart<S: Space>(
 
 /// After r0 = r broke down too: a generic (seeded random) shadow residual r0, p = r;
 /// returns the new rho = (r0|r).
-fn random_shadow<S: Space>(
+pub(super) fn random_shadow<S: Space>(
     space: &mut S,
     r: &S::Field,
     r0: &mut S::Field,

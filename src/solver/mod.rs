@@ -4,6 +4,7 @@
 //! share; `mixed` (reliable-update mixed precision) and `eo` (even-odd preconditioning)
 //! wrap any of them. `solve` puts a plan together.
 
+pub mod batch;
 pub mod bicgstab;
 pub mod cgne;
 pub mod cr;

@@ -254,7 +254,9 @@ impl Form {
         let mut last = 0;
         for n in BATCH_COUNTS {
             let secs = time_batch(be, repeat, STREAM_WARM, &mut |be| {
-                be.apply_batch(op, &mut outs[..n], &inps[..n])
+                let mut o: Vec<_> = outs[..n].iter_mut().collect();
+                let i: Vec<_> = inps[..n].iter().collect();
+                be.apply_batch(op, &mut o, &i)
             })?;
             timed.push(Timed {
                 what: self.name(n),

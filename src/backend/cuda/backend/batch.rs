@@ -25,11 +25,12 @@ impl CudaBackend {
     pub fn apply_batch(
         &mut self,
         op: Operator,
-        outs: &mut [DeviceSpinor],
-        inps: &[DeviceSpinor],
+        outs: &mut [&mut DeviceSpinor],
+        inps: &[&DeviceSpinor],
     ) -> Result<()> {
-        let layouts = |f: &[DeviceSpinor]| f.iter().map(|x| x.layout).collect::<Vec<_>>();
-        check_batch(op, &layouts(outs), &layouts(inps))?;
+        let ins: Vec<_> = inps.iter().map(|x| x.layout).collect();
+        let os: Vec<_> = outs.iter().map(|x| x.layout).collect();
+        check_batch(op, &os, &ins)?;
         self.stencil.apply_batch(&mut self.core, op, outs, inps)
     }
 }

@@ -201,6 +201,23 @@ impl WilsonKernels for CudaBackend {
         self.stencil.has_site_term()
     }
 
+    fn apply_batch(
+        &mut self,
+        op: Operator,
+        outs: &mut [&mut DeviceSpinor],
+        inps: &[&DeviceSpinor],
+    ) -> Result<()> {
+        // The batch entries run on kernel 3.0's whole lattice; elsewhere one at a time.
+        if !self.caps.fused_cr || self.core.halo.is_some() {
+            return crate::linalg::operator::apply_each(self, op, outs, inps);
+        }
+        let chunk = crate::backend::cuda::core::kernels::BATCH_MAX;
+        for (o, i) in outs.chunks_mut(chunk).zip(inps.chunks(chunk)) {
+            CudaBackend::apply_batch(self, op, o, i)?;
+        }
+        Ok(())
+    }
+
     fn site_inverse(&mut self, out: &mut DeviceSpinor, inp: &DeviceSpinor) -> Result<()> {
         self.stencil.site_inverse(&mut self.core, out, inp)
     }

@@ -139,8 +139,8 @@ pub(crate) trait StencilImpl {
         &mut self,
         core: &mut Core,
         op: Operator,
-        outs: &mut [DeviceSpinor],
-        inps: &[DeviceSpinor],
+        outs: &mut [&mut DeviceSpinor],
+        inps: &[&DeviceSpinor],
     ) -> Result<()> {
         let _ = (op, outs, inps);
         Err(crate::backend::unsupported_described(

@@ -34,8 +34,8 @@ impl FastStencil {
         &mut self,
         core: &mut Core,
         op: Operator,
-        outs: &mut [DeviceSpinor],
-        inps: &[DeviceSpinor],
+        outs: &mut [&mut DeviceSpinor],
+        inps: &[&DeviceSpinor],
     ) -> Result<()> {
         if core.halo.is_some() {
             return Err(Error::invalid(

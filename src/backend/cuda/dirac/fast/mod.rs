@@ -269,8 +269,8 @@ impl StencilImpl for FastStencil {
         &mut self,
         core: &mut Core,
         op: Operator,
-        outs: &mut [DeviceSpinor],
-        inps: &[DeviceSpinor],
+        outs: &mut [&mut DeviceSpinor],
+        inps: &[&DeviceSpinor],
     ) -> Result<()> {
         self.launch_batch(core, op, outs, inps)
     }
