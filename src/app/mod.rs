@@ -28,5 +28,6 @@ pub mod rhs;
 pub mod run;
 pub mod scale;
 pub mod solve;
+pub mod solve_batch;
 pub mod tuning;
 pub mod validate;

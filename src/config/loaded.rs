@@ -185,6 +185,23 @@ impl LoadedConfig {
                 format!("must be in 1..=64, got {}", c.solver.restart),
             ));
         }
+        if !(1..=16).contains(&c.solver.batch) {
+            return Err(self.bad(
+                "solver",
+                "batch",
+                format!("must be in 1..=16, got {}", c.solver.batch),
+            ));
+        }
+        if c.solver.batch > 1 && !matches!(c.solver.method, Method::Cr | Method::Bicgstab) {
+            return Err(self.bad(
+                "solver",
+                "batch",
+                format!(
+                    "batched solves are CR's and BiCGStab's; method = \"{}\" solves one column at a time (batch = 1)",
+                    c.solver.method
+                ),
+            ));
+        }
         let has_fused = matches!(c.solver.method, Method::Cr | Method::Bicgstab);
         if !has_fused && c.solver.iteration == Iteration::Fused {
             return Err(self.bad(

@@ -219,6 +219,13 @@ pub struct SolverConfig {
     /// Fused iteration: read the residual on the host every this many iterations.
     #[serde(default = "default_check_every")]
     pub check_every: i64,
+    /// A propagator's columns solved together (1..=16): 1 solves them one after another
+    /// with the engine `iteration` chooses; more solves that many at once as one batch
+    /// (CR or BiCGStab with host scalars, each step's operator applied to the batch in one
+    /// launch on the GPU, a converged column leaving the batch; mixed precision by defect
+    /// correction to `reliable_delta`). Each batch holds its columns' fields at once.
+    #[serde(default = "default_batch")]
+    pub batch: i64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, Default, clap::ValueEnum)]
@@ -288,6 +295,9 @@ fn default_method() -> Method {
 fn default_restart() -> i64 {
     10
 }
+fn default_batch() -> i64 {
+    1
+}
 
 impl SolverConfig {
     /// The operator form the solve starts from: the config's, else the method's default.
@@ -309,6 +319,7 @@ impl Default for SolverConfig {
             reliable_delta: default_delta(),
             iteration: Iteration::Auto,
             check_every: default_check_every(),
+            batch: default_batch(),
         }
     }
 }

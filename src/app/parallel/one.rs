@@ -88,6 +88,20 @@ impl OneDevice<'_> {
         }
     }
 
+    /// Solve `problem`'s system for every source of `sources` as one batch
+    /// (`app::solve_batch`).
+    pub fn solve_batch(
+        &mut self,
+        problem: &Problem,
+        sources: &[crate::field::SpinorField],
+    ) -> Result<Vec<SolveResult>> {
+        use crate::app::solve_batch::solve_sources_on;
+        match &mut self.backend {
+            OneBackend::Cuda(be) => solve_sources_on(be.as_mut(), problem, sources, &self.params),
+            OneBackend::Cpu(be) => solve_sources_on(be.as_mut(), problem, sources, &self.params),
+        }
+    }
+
     /// What the backend is (the report's `backend`).
     pub fn described(&self) -> &str {
         &self.described

@@ -70,6 +70,10 @@ pub struct PropagatorReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gauge_fixing: Option<serde_json::Value>,
     pub method: String,
+    /// Columns solved together (`[solver] batch`; 1: one at a time).
+    pub batch: usize,
+    /// Wall time of every column's solve together (s).
+    pub solve_seconds: f64,
     pub backend: String,
     /// What the propagator file holds.
     pub layout: String,
@@ -196,6 +200,8 @@ pub fn run(cfg: &LoadedConfig, out: &Path) -> Result<PropagatorReport> {
         plaquette: problem.plaquette.total,
         gauge_fixing: problem.gauge_fixing.clone(),
         method: c.solver.method.to_string(),
+        batch: c.solver.batch as usize,
+        solve_seconds: columns.iter().map(|c| c.solve_seconds).sum(),
         backend,
         layout: if rhs.is_propagator() {
             LAYOUT_12
@@ -231,48 +237,72 @@ fn solve_columns(
     let mut device = one::open(cfg, problem, one::warm_up(cfg))?;
     let mut solutions = Vec::with_capacity(rhs.len());
     let mut columns = Vec::with_capacity(rhs.len());
-    for k in 0..rhs.len() {
-        let slot = rhs.slots[k];
-        let (spin, colour) = (slot / 3, slot % 3);
-        let source = rhs.make(lattice, k);
-        if source.norm2() == 0.0 {
-            return Err(Error::invalid(
-                "source",
-                format!("column {k} (spin {spin}, colour {colour}) is zero everywhere"),
-            ));
+    let batch = cfg.config.solver.batch.max(1) as usize;
+    let mut first = 0;
+    while first < rhs.len() {
+        let ks: Vec<usize> = (first..rhs.len().min(first + batch)).collect();
+        first += ks.len();
+        let sources = ks
+            .iter()
+            .map(|&k| {
+                let source = rhs.make(lattice, k);
+                if source.norm2() == 0.0 {
+                    let (spin, colour) = (rhs.slots[k] / 3, rhs.slots[k] % 3);
+                    return Err(Error::invalid(
+                        "source",
+                        format!("column {k} (spin {spin}, colour {colour}) is zero everywhere"),
+                    ));
+                }
+                Ok(source)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let results = if batch > 1 {
+            device.solve_batch(problem, &sources)?
+        } else {
+            vec![device.solve(problem, &sources[0])?]
+        };
+        drop(sources);
+        for (k, r) in ks.into_iter().zip(results) {
+            columns.push(column(rhs, k, &r)?);
+            solutions.push(r.solution);
         }
-        let r = device.solve(problem, &source)?;
-        tracing::info!(
-            column = k,
-            spin,
-            colour,
-            iterations = r.iterations,
-            true_residual = r.true_residual,
-            "propagator column done"
-        );
-        columns.push(Column {
-            slot,
-            spin,
-            colour,
-            iterations: r.iterations,
-            stop_reason: format!("{:?}", r.reason),
-            true_residual: r.true_residual,
-            solve_seconds: r.timings.solve,
-        });
-        if r.reason != crate::solver::StopReason::Converged {
-            return Err(Error::NotConverged(format!(
-                "propagator column {k} (spin {spin}, colour {colour}) did not converge ({}, \
-                 {} iterations, true residual {:e}): nothing written",
-                r.reason.describe(),
-                r.iterations,
-                r.true_residual
-            )));
-        }
-        solutions.push(r.solution);
     }
     // No `close`: its triad and memory books are the main job's report's.
     let backend = device.described().to_string();
     Ok((solutions, columns, backend))
+}
+
+/// Column `k`'s record, logged; a column that did not converge stops the run (nothing
+/// written).
+fn column(rhs: &RightHandSides, k: usize, r: &crate::problem::SolveResult) -> Result<Column> {
+    let slot = rhs.slots[k];
+    let (spin, colour) = (slot / 3, slot % 3);
+    tracing::info!(
+        column = k,
+        spin,
+        colour,
+        iterations = r.iterations,
+        true_residual = r.true_residual,
+        "propagator column done"
+    );
+    if r.reason != crate::solver::StopReason::Converged {
+        return Err(Error::NotConverged(format!(
+            "propagator column {k} (spin {spin}, colour {colour}) did not converge ({}, \
+             {} iterations, true residual {:e}): nothing written",
+            r.reason.describe(),
+            r.iterations,
+            r.true_residual
+        )));
+    }
+    Ok(Column {
+        slot,
+        spin,
+        colour,
+        iterations: r.iterations,
+        stop_reason: format!("{:?}", r.reason),
+        true_residual: r.true_residual,
+        solve_seconds: r.timings.solve,
+    })
 }
 
 /// What the command prints: the columns' iterations and worst true residual, the pion,
@@ -285,10 +315,13 @@ pub fn summary(r: &PropagatorReport) -> String {
         .map(|c| c.true_residual)
         .fold(0.0, f64::max);
     let mut s = format!(
-        "propagator: {} columns on {}, iterations {its:?}, worst true residual {worst:.2e}\n\
+        "propagator: {} columns on {}, iterations {its:?}, worst true residual {worst:.2e}, \
+         solves {:.3} s (batch {})\n\
          source: {}\n",
         r.columns.len(),
         r.backend,
+        r.solve_seconds,
+        r.batch,
         r.source
     );
     if !r.pion.is_empty() {
