@@ -6,7 +6,11 @@
 #      on the GPU and against the CPU); gpu-clover-tests' propagator test (GPU against CPU)
 #   2. floor --batch-only on 16x16x16x32 and 32x32x32x64: the batched dslash and Schur
 #      operator over 1, 4 and 12 right-hand sides against one application at a time
-#   3. the propagator of a quenched beta 6.0 field (generated on the GPU on first use) with
+#   3. the batched solves (BATCH_DIMS, default 32x32x32x64): the 12 columns of a point
+#      source with the clover term (the field of 4.), BiCGStab even-odd single-double,
+#      with [solver] batch = 1 (iteration "auto": the fused BiCGStab), batch = 1 with
+#      iteration "seed" (the host loop the batch runs per column) and batch = 12
+#   4. the propagator of a quenched beta 6.0 field (generated on the GPU on first use) with
 #      the clover term (c_sw 1.77, kappa 0.133), fast options, a Wuppertal-smeared point
 #      source over APE links, all 16 x 16 mesons and the proton at two momenta, point and
 #      smeared sinks, at 16x16x16x32 and 32x32x32x64: wall time, solve time, the pion
@@ -22,6 +26,11 @@ export QCD_SOLVE_TUNE_CACHE=$res/tune.tsv RUST_LOG=${RUST_LOG:-warn}
 : >"$res/status.txt"
 
 . "$(dirname "${BASH_SOURCE[0]}")/step.sh"  # step NAME COMMAND...
+
+batch_config() { # dims batch iteration: the batched-solve comparison's config on stdout
+    prop_config "$1" | sed -e '/^\[source.smearing/,/^$/d' -e '/^\[measure\]/,$d' \
+        -e "s/^max_iterations = 5000/max_iterations = 5000\nbatch = $2\niteration = \"$3\"/"
+}
 
 prop_config() { # dims (e.g. 16x16x16x32): the propagator config on stdout
     local l=(${1//x/ })
@@ -89,6 +98,17 @@ for dims in ${FLOORS-16,16,16,32 32,32,32,64}; do
     step "floor-batch-$dims" timeout 400 "$q" floor --dims "$dims" --batch-only >"$res/floor-batch-$dims.txt" 2>&1
     cat "$res/floor-batch-$dims.txt"
 done
+for dims in ${BATCH_DIMS-32x32x32x64}; do
+    for form in "1 auto" "1 seed" "12 auto"; do
+        read -r b it <<<"$form"
+        name=batch-$dims-$b-$it
+        batch_config "$dims" "$b" "$it" >"$big/$name.toml"
+        step "$name" timeout 500 "$q" propagator "$big/$name.toml" --device cuda --out "$big/$name" \
+            >"$res/$name.txt" 2>&1
+        head -3 "$res/$name.txt"
+        cp "$big/$name/$name.propagator.json" "$res/prop-$name.propagator.json" 2>/dev/null
+    done
+done
 for dims in ${PROP_DIMS-16x16x16x32 32x32x32x64}; do
     prop_config "$dims" >"$big/prop-$dims.toml"
     t0=$(date +%s%N)
@@ -114,7 +134,8 @@ for f in sorted(glob.glob(sys.argv[1] + "/prop-*.propagator.json")):
     solve = sum(c["solve_seconds"] for c in cols)
     its = [c["iterations"] for c in cols]
     fix = r.get("gauge_fixing")
-    print(f"{f.split('/')[-1]}: {len(cols)} columns, iterations {min(its)}-{max(its)}, "
+    print(f"{f.split('/')[-1]}: {len(cols)} columns, batch {r.get('batch')}, iterations {min(its)}-{max(its)}, "
           f"solves {solve:.3f} s, worst true residual {max(c['true_residual'] for c in cols):.2e}, "
-          f"{r['correlators']} correlators, pion meff(4) {r['pion_effective_mass'][4]['cosh']}")
+          f"{r['correlators']} correlators, pion meff(4) {r['pion_effective_mass'][4]['cosh']}, "
+          f"pion[4] {r['pion'][4]:.12e}")
 PY
