@@ -39,7 +39,7 @@ LAYERS = {
         ["footprint", "generate"],
         ["heatbath_cache"],
         ["outputs", "problem", "tuning"],
-        ["solve"],
+        ["solve", "solve_batch"],
         ["parallel"],
         ["run"],
         ["ablate", "bench", "floor", "propagator", "scale"],

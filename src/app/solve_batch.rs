@@ -1,6 +1,6 @@
 //! A propagator's columns solved as batches (`[solver] batch` > 1): the sources uploaded
-//! together, one batched solve (`solver::batch`: CR or BiCGStab, each step's operator
-//! applied to the batch at once, a converged column leaving it), then each column's
+//! together, one batched solve (`solver::batch`: CR, or BiCGStab on the plan's engine,
+//! each step's operator applied to the batch at once, a converged column leaving it), then each column's
 //! solution downloaded and its true residual made on the backend, as `solve::
 //! solve_source_on` does for one.
 
@@ -25,14 +25,18 @@ pub fn solve_sources_on<B: Backend>(
 ) -> Result<Vec<SolveResult>> {
     let n = sources.len().max(1) as f64;
     let op = plan.method.iterated_form(problem.operator);
+    // BiCGStab keeps the plan's engine (fused: the passes with the scalars on the
+    // device); CR's batch keeps its scalars on the host.
     let mut spec = plan.spec();
-    spec.fused = false;
-    spec.check_every = 1;
+    if plan.method != crate::solver::Method::Bicgstab {
+        spec.fused = false;
+        spec.check_every = 1;
+    }
     if spec.even_odd {
         problem.lattice.require_even("even-odd preconditioning")?;
     }
     timed("prepare the backend", || {
-        backend.prepare(crate::app::tuning::plan_layout(plan), false)
+        backend.prepare(crate::app::tuning::plan_layout(plan), spec.fused)
     })?;
     // The form's right-hand side: the source for even-odd (prepared on the backend),
     // else the source with g5 where the form has it.

@@ -1,16 +1,19 @@
-//! One batched run of a method (`run`: CR or BiCGStab over the columns, each with its
-//! monitor), and the stencil cost of an operator form.
+//! One batched run of a method (`run`: CR, or BiCGStab on the host or through the
+//! backend's fused passes, over the columns, each with its monitor), and the stencil cost
+//! of an operator form.
 
 use super::common::Column;
-use super::{bicgstab, cr};
+use super::{bicgstab, cr, fused};
+use crate::linalg::engines::FusedCr;
 use crate::linalg::{Form, LinearOperator, Operator, WilsonKernels};
-use crate::solver::{Method, Monitor, StopRules};
+use crate::solver::{Method, Monitor, SolveSpec, StopRules};
 use crate::Result;
 
-/// One batched run of `method` from x = 0, each column with its monitor (rules, (b|b)).
-pub(super) fn run<S: WilsonKernels>(
+/// One batched run of `spec.method` from x = 0 (BiCGStab through the fused passes when
+/// `spec.fused`), each column with its monitor (rules, (b|b)).
+pub(super) fn run<S: FusedCr>(
     space: &mut S,
-    method: Method,
+    spec: &SolveSpec,
     op: Operator,
     bs: &[S::Field],
     rules: &[StopRules],
@@ -23,8 +26,16 @@ pub(super) fn run<S: WilsonKernels>(
         .zip(nbs)
         .map(|((o, r), &nb)| Monitor::new(r.clone(), nb, o))
         .collect();
-    match method {
+    match spec.method {
         Method::Cr => cr::solve(space, op, bs, &mut monitors),
+        _ if spec.fused => fused::solve(
+            space,
+            op,
+            bs,
+            &mut monitors,
+            spec.check_every,
+            spec.bicgstab_graphs,
+        ),
         _ => bicgstab::solve(space, op, bs, &mut monitors),
     }
 }

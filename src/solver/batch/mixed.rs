@@ -9,7 +9,8 @@
 use super::common::{reason, Column};
 use super::methods::{run, stencil_cost};
 use crate::field::C64;
-use crate::linalg::{Operator, WilsonKernels};
+use crate::linalg::engines::FusedCr;
+use crate::linalg::Operator;
 use crate::solver::{SolveOutcome, SolveSpec, SolveStats, StopReason, StopRules};
 use crate::Result;
 
@@ -28,7 +29,7 @@ struct Outer<F> {
 
 /// The batch of systems `op` x_k = b_k (full-precision b_k) by defect correction in
 /// `spec.precision`.
-pub(super) fn defect_correction<S: WilsonKernels>(
+pub(super) fn defect_correction<S: FusedCr>(
     space: &mut S,
     spec: &SolveSpec,
     op: Operator,
@@ -141,7 +142,7 @@ fn inner_failure(r: StopReason) -> Option<StopReason> {
 }
 
 /// One low-precision batched run on the live columns' residuals: their corrections.
-fn round<S: WilsonKernels>(
+fn round<S: FusedCr>(
     space: &mut S,
     spec: &SolveSpec,
     op: Operator,
@@ -170,11 +171,11 @@ fn round<S: WilsonKernels>(
             ..spec.rules.clone()
         });
     }
-    run(space, spec.method, op, &lows, &rules, &nbs)
+    run(space, spec, op, &lows, &rules, &nbs)
 }
 
 /// r_k = b_k - A x_k and (r_k|r_k) for the live columns, A x_k as one batched application.
-fn true_residuals<S: WilsonKernels>(
+fn true_residuals<S: FusedCr>(
     space: &mut S,
     op: Operator,
     bs: &[S::Field],

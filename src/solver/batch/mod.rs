@@ -5,6 +5,10 @@
 //! links once for all of them. A column that stops (converged, or any other stop rule)
 //! leaves the batch at once; the others go on.
 //!
+//! - BiCGStab with `SolveSpec::fused` runs through the backend's fused passes (`fused`:
+//!   scalars on the device, the host reading them after runs of iterations, graphs);
+//!   CR always keeps its scalars on the host (its fused form needs the operator's dot
+//!   epilogue, which the batched operator does not have).
 //! - Even-odd (`SolveSpec::even_odd`): each column's source is prepared (`eo::prepare`),
 //!   the Schur systems are solved as one batch, each solution reconstructed.
 //! - In the right-hand sides' precision each column's iterates are the bits of its own
@@ -20,6 +24,7 @@
 mod bicgstab;
 mod common;
 mod cr;
+mod fused;
 mod methods;
 mod mixed;
 
@@ -28,7 +33,8 @@ use methods::{run, stencil_cost};
 use mixed::defect_correction;
 
 use super::{eo, Method, SolveOutcome, SolveSpec, SolveStats};
-use crate::linalg::{Operator, WilsonKernels};
+use crate::linalg::engines::FusedCr;
+use crate::linalg::Operator;
 use crate::{Error, Result};
 
 /// Whether `method` has a batched form.
@@ -41,7 +47,7 @@ pub fn batched(method: Method) -> bool {
 /// form's right-hand sides (the sources with g5 applied when the form has it). The
 /// outcomes in the order of `bs`; never fails on non-convergence (each outcome says why
 /// it stopped).
-pub fn solve_batch<S: WilsonKernels>(
+pub fn solve_batch<S: FusedCr>(
     space: &mut S,
     spec: &SolveSpec,
     form: Operator,
@@ -77,7 +83,7 @@ pub fn solve_batch<S: WilsonKernels>(
 }
 
 /// The batch of systems `op` x_k = b_k, plain or by defect correction.
-fn system<S: WilsonKernels>(
+fn system<S: FusedCr>(
     space: &mut S,
     spec: &SolveSpec,
     op: Operator,
@@ -93,14 +99,7 @@ fn system<S: WilsonKernels>(
         .iter()
         .map(|b| space.norm2(b))
         .collect::<Result<Vec<_>>>()?;
-    let cols = run(
-        space,
-        spec.method,
-        op,
-        bs,
-        std::slice::from_ref(&spec.rules),
-        &nbs,
-    )?;
+    let cols = run(space, spec, op, bs, std::slice::from_ref(&spec.rules), &nbs)?;
     let cost = stencil_cost::<S>(op);
     Ok(cols
         .into_iter()
