@@ -3,8 +3,9 @@
 //! program a check, the warm-up or a split run compiles (`compile_all_kernels`).
 
 use crate::backend::cuda::core::compile::{
-    bicgstab_fused_program, check_arch, compile, cr_fused_program, heatbath_program, require_nvrtc,
-    Program, BLAS1, HALO, LAYOUT, REDUCE, STENCIL_COARSE, STENCIL_FINE, STENCIL_SPLIT, STENCIL_V3,
+    bicgstab_fused_program, check_arch, compile, cr_fused_program, gauge_fix_program,
+    heatbath_program, require_nvrtc, Program, BLAS1, HALO, LAYOUT, REDUCE, STENCIL_COARSE,
+    STENCIL_FINE, STENCIL_SPLIT, STENCIL_V3,
 };
 use crate::backend::cuda::core::version::{Reconstruct, StencilVersion};
 use crate::error::Result;
@@ -126,6 +127,7 @@ pub(crate) fn all_programs() -> Vec<Program> {
         Program::plain(&REDUCE),
         Program::plain(&LAYOUT),
         heatbath_program(),
+        gauge_fix_program(),
         cr_fused_program(),
         bicgstab_fused_program(),
     ];
