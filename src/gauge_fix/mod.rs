@@ -12,6 +12,9 @@
 //! The links are periodic in every direction (the fermion boundary condition is the Dirac
 //! operator's, not the links'). A maximum reached from another point of the same gauge
 //! orbit may be another local maximum (a Gribov copy). No Fourier acceleration.
+//!
+//! `backend::cuda::gauge_fix::fix_on_gpu` runs the same iteration on the GPU, sharing
+//! `check_input`, the stopping rule `met` and `finish` with this one.
 
 pub mod measure;
 pub mod options;
