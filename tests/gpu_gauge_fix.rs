@@ -24,7 +24,6 @@
 //! - the fixed field is G U G^dagger of the input with the returned G to 1e-12 (three
 //!   products of SU(3) matrices: rounding 1e-15).
 
-use qcd_solve::backend::cuda::device_info;
 use qcd_solve::backend::cuda::gauge_fix::fix_on_gpu;
 use qcd_solve::field::su3::C64;
 use qcd_solve::field::GaugeField;
@@ -33,13 +32,10 @@ use qcd_solve::gauge_gen::{generate, HeatbathParams};
 use qcd_solve::geometry::lattice::{Lattice, DEFAULT_BOUNDARY, NDIM};
 use qcd_solve::Error;
 
-/// Fail loudly without a GPU (these tests never pass silently on a machine without one).
-fn require_gpu() {
-    match device_info() {
-        Ok(info) => eprintln!("GPU: {} (sm_{}{})", info.name, info.cc.0, info.cc.1),
-        Err(e) => panic!("the gpu tests need an NVIDIA GPU with its driver and libnvrtc: {e}"),
-    }
-}
+mod common;
+mod gpu_common;
+use common::io::max_link_diff;
+use gpu_common::require_gpu;
 
 /// A random gauge transform (seed 99) of a quenched beta 6.0 field on `dims`.
 fn field(dims: [usize; 4]) -> GaugeField {
@@ -55,14 +51,6 @@ fn field(dims: [usize; 4]) -> GaugeField {
     };
     let u = generate(&lattice, &params, |_| {}).unwrap();
     GaugeTransform::random(&lattice, 99).apply_gauge(&u)
-}
-
-fn max_link_diff(a: &GaugeField, b: &GaugeField) -> f64 {
-    a.links
-        .iter()
-        .zip(&b.links)
-        .map(|(x, y)| x.max_abs_diff(y))
-        .fold(0.0, f64::max)
 }
 
 fn show(what: &str, device: &str, r: &FixReport) {
