@@ -19,6 +19,8 @@ fn main() {
             arch: Some("sm_90"),
             fmad: Some(fmad),
             name: Some("heatbath.cu".into()),
+            // Its #include "su3.cuh".
+            include_paths: vec![concat!(env!("CARGO_MANIFEST_DIR"), "/kernels").into()],
             ..Default::default()
         };
         let t = std::time::Instant::now();

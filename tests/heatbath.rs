@@ -549,6 +549,8 @@ fn heatbath_kernel_compiles_with_nvrtc() {
         arch: Some("sm_90"),
         fmad: Some(false),
         name: Some("heatbath.cu".into()),
+        // Its #include "su3.cuh".
+        include_paths: vec![concat!(env!("CARGO_MANIFEST_DIR"), "/kernels").into()],
         ..Default::default()
     };
     let ptx = cudarc::nvrtc::compile_ptx_with_opts(src, opts)

@@ -51,6 +51,8 @@ fn a_wall_on_the_coulomb_fixed_field_is_the_sum_of_its_points() {
     let problem = build_problem(&cfg).unwrap();
     let fixing = problem.gauge_fixing.as_ref().expect("the field was fixed");
     assert!(fixing["theta"].as_f64().unwrap() <= 1e-12, "{fixing}");
+    // `[backend] device = "cpu"`: fixed on the CPU, and the report says so.
+    assert_eq!(fixing["device"], "cpu", "{fixing}");
     let lattice = &problem.lattice;
     let rhs = RightHandSides::of(&cfg, &problem.gauge, || unreachable!()).unwrap();
     let wall = rhs.make(lattice, 0);

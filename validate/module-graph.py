@@ -48,7 +48,7 @@ LAYERS = {
     ],
     "backend/cuda": [
         ["core"],
-        ["halo", "heatbath"],
+        ["halo", "heatbath", "gauge_fix"],
         ["dirac"],
         ["engines"],
         ["backend"],

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Runs ON the device machine (repository root, binaries in .device/ from validate/device.sh
-# with TARGETS="gpu_batch gpu_clover"): the propagator pipeline and the batched operator on
-# the GPU, a table last.
+# with TARGETS="gpu_batch gpu_clover gpu_gauge_fix"): the propagator pipeline and the
+# batched operator on the GPU, a table last.
 #   1. nvidia-smi; gpu-batch-tests (the batched operator against one application a column,
-#      on the GPU and against the CPU); gpu-clover-tests' propagator test (GPU against CPU)
+#      on the GPU and against the CPU); gpu-clover-tests' propagator test (GPU against CPU);
+#      gpu-gauge-fix-tests (Landau and Coulomb gauge fixing, GPU against CPU)
 #   2. floor --batch-only on 16x16x16x32 and 32x32x32x64: the batched dslash and Schur
 #      operator over 1, 4 and 12 right-hand sides against one application at a time
 #   3. the batched solves (BATCH_DIMS, default 32x32x32x64): the 12 columns of a point
@@ -93,6 +94,7 @@ echo "binary: $("$q" --version) $(cat "$bin/commit" 2>/dev/null)"
 if [ -z "${SKIP_TESTS:-}" ]; then
     step gpu-batch-tests timeout 300 "$bin/gpu-batch-tests" --test-threads=1 --nocapture
     step gpu-clover-propagator timeout 300 "$bin/gpu-clover-tests" --test-threads=1 --nocapture propagator
+    step gpu-gauge-fix-tests timeout 300 "$bin/gpu-gauge-fix-tests" --test-threads=1 --nocapture
 fi
 for dims in ${FLOORS-16,16,16,32 32,32,32,64}; do
     step "floor-batch-$dims" timeout 400 "$q" floor --dims "$dims" --batch-only >"$res/floor-batch-$dims.txt" 2>&1

@@ -84,11 +84,12 @@ fn fix_gauge(
         max_iterations: g.fix_max_iterations as usize,
     };
     let t = crate::report::timeline::process_seconds();
-    let (fixed, _, r) = crate::gauge_fix::fix(&gauge, &opts)?;
+    let (fixed, r, device) = fix_on_device(cfg, &gauge, &opts)?;
     crate::report::timeline::record("gauge fixing", t, r.seconds);
     let name = format!("{kind:?}").to_lowercase();
     tracing::info!(
         gauge = name,
+        device,
         iterations = r.iterations,
         theta = r.theta,
         functional = r.functional,
@@ -104,6 +105,7 @@ fn fix_gauge(
     }
     let report = serde_json::json!({
         "gauge": name,
+        "device": device,
         "omega": g.fix_omega,
         "tolerance": g.fix_tolerance,
         "iterations": r.iterations,
@@ -116,6 +118,26 @@ fn fix_gauge(
         r.iterations, r.theta
     );
     Ok((fixed, description, Some(report)))
+}
+
+/// Fix `gauge` where the run's backend runs (`[backend] device`, `auto` resolved as for
+/// the solve: the GPU when one is usable, else the CPU): the fixed field, the report and
+/// "gpu" or "cpu".
+fn fix_on_device(
+    cfg: &LoadedConfig,
+    gauge: &GaugeField,
+    opts: &crate::gauge_fix::FixOptions,
+) -> Result<(GaugeField, crate::gauge_fix::FixReport, &'static str)> {
+    match crate::app::device::choose_device(cfg.config.backend.device)? {
+        crate::config::Device::Cuda => {
+            let (fixed, _, r) = crate::backend::cuda::gauge_fix::fix_on_gpu(gauge, opts)?;
+            Ok((fixed, r, "gpu"))
+        }
+        _ => {
+            let (fixed, _, r) = crate::gauge_fix::fix(gauge, opts)?;
+            Ok((fixed, r, "cpu"))
+        }
+    }
 }
 
 /// The gauge file a config names (resolved against the config's folder), its format

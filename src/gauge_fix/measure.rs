@@ -20,7 +20,7 @@
 use super::options::GaugeKind;
 use crate::field::su3::{Su3, C64};
 use crate::field::GaugeField;
-use crate::geometry::lattice::NDIM;
+use crate::geometry::lattice::{Lattice, NDIM};
 use crate::reduce::det_sum;
 use rayon::prelude::*;
 
@@ -90,13 +90,13 @@ pub fn theta(g: &GaugeField, kind: GaugeKind) -> f64 {
 /// The functional of each timeslice t = 0 .. LT-1 (normalised by its own volume).
 pub fn functional_per_timeslice(g: &GaugeField, kind: GaugeKind) -> Vec<f64> {
     let ndir = kind.ndir();
-    per_timeslice(g, &site_traces(g, ndir), 3.0 * ndir as f64)
+    per_timeslice(&g.lattice, &site_traces(g, ndir), 3.0 * ndir as f64)
 }
 
 /// theta of each timeslice t = 0 .. LT-1 (normalised by its own volume). For Coulomb
 /// gauge theta is their mean.
 pub fn theta_per_timeslice(g: &GaugeField, kind: GaugeKind) -> Vec<f64> {
-    per_timeslice(g, &site_thetas(g, kind.ndir()), 3.0)
+    per_timeslice(&g.lattice, &site_thetas(g, kind.ndir()), 3.0)
 }
 
 /// The functional and the theta the stopping rule compares with its tolerance, in one
@@ -112,24 +112,38 @@ pub(crate) fn quality(g: &GaugeField, kind: GaugeKind) -> (f64, f64) {
             (trace, site_theta(g, x, ndir))
         })
         .unzip();
-    let v = g.lattice.volume() as f64;
-    let f = det_sum(&traces, |s| *s) / (3.0 * v * ndir as f64);
+    quality_of_sites(&g.lattice, kind, &traces, &thetas)
+}
+
+/// `quality` from the per-site sums: `traces[x] = sum_{mu < Ndir} Re tr U_mu(x)` and
+/// `thetas[x] = tr[M(x) M(x)^dagger]`, added in a fixed order (the GPU path computes the
+/// per-site sums on the device and adds them here, as the CPU does).
+pub(crate) fn quality_of_sites(
+    lattice: &Lattice,
+    kind: GaugeKind,
+    traces: &[f64],
+    thetas: &[f64],
+) -> (f64, f64) {
+    let v = lattice.volume() as f64;
+    let f = det_sum(traces, |s| *s) / (3.0 * v * kind.ndir() as f64);
     let th = match kind {
-        GaugeKind::Landau => det_sum(&thetas, |s| *s) / (3.0 * v),
-        GaugeKind::Coulomb => per_timeslice(g, &thetas, 3.0)
-            .into_iter()
-            .fold(
-                0.0,
-                |worst, t| if t.is_nan() || t > worst { t } else { worst },
-            ),
+        GaugeKind::Landau => det_sum(thetas, |s| *s) / (3.0 * v),
+        GaugeKind::Coulomb => {
+            per_timeslice(lattice, thetas, 3.0)
+                .into_iter()
+                .fold(
+                    0.0,
+                    |worst, t| if t.is_nan() || t > worst { t } else { worst },
+                )
+        }
     };
     (f, th)
 }
 
 /// Sums of `per_site` over each timeslice (contiguous: t is the slowest index), divided
 /// by `norm` times the spatial volume.
-fn per_timeslice(g: &GaugeField, per_site: &[f64], norm: f64) -> Vec<f64> {
-    let d = g.lattice.dims;
+fn per_timeslice(lattice: &Lattice, per_site: &[f64], norm: f64) -> Vec<f64> {
+    let d = lattice.dims;
     let vs = d[0] * d[1] * d[2];
     per_site
         .chunks(vs)

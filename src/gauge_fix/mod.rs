@@ -12,6 +12,9 @@
 //! The links are periodic in every direction (the fermion boundary condition is the Dirac
 //! operator's, not the links'). A maximum reached from another point of the same gauge
 //! orbit may be another local maximum (a Gribov copy). No Fourier acceleration.
+//!
+//! `backend::cuda::gauge_fix::fix_on_gpu` runs the same iteration on the GPU, sharing
+//! `check_input`, the stopping rule `met` and `finish` with this one.
 
 pub mod measure;
 pub mod options;
@@ -25,6 +28,7 @@ pub use transform::GaugeTransform;
 
 use crate::error::{Error, Result};
 use crate::field::gauge::reunitarise;
+use crate::field::su3::Su3;
 use crate::field::GaugeField;
 use crate::geometry::lattice::NDIM;
 use std::time::Instant;
@@ -43,20 +47,18 @@ pub fn fix(g: &GaugeField, opts: &FixOptions) -> Result<(GaugeField, GaugeTransf
     let tables = Tables::new(&g.lattice);
     let mut state = State::new(&tables, g.links.clone());
     let (iterations, converged) = iterate(&mut state, g, opts);
-    let (fixed, transform) = finish(g, state);
-    let report = FixReport {
-        iterations,
-        functional: functional(&fixed, opts.kind),
-        theta: theta(&fixed, opts.kind),
-        converged,
-        seconds: start.elapsed().as_secs_f64(),
-    };
-    Ok((fixed, transform, report))
+    Ok(finish(
+        g,
+        state.transform,
+        opts.kind,
+        (iterations, converged),
+        start,
+    ))
 }
 
 /// Refuse bad options, a lattice the checkerboard cannot fix, and a field whose links are
-/// not all finite.
-fn check_input(g: &GaugeField, opts: &FixOptions) -> Result<()> {
+/// not all finite (the GPU path's check too).
+pub(crate) fn check_input(g: &GaugeField, opts: &FixOptions) -> Result<()> {
     opts.check()?;
     opts.check_lattice(&g.lattice)?;
     if g.links.len() != g.lattice.volume() * NDIM {
@@ -100,20 +102,41 @@ fn iterate(state: &mut State, g: &GaugeField, opts: &FixOptions) -> (usize, bool
         std::mem::swap(&mut work.links, &mut state.links);
         let (f, th) = measure::quality(&work, opts.kind);
         std::mem::swap(&mut work.links, &mut state.links);
-        let change = (f - previous).abs() / f.abs().max(f64::MIN_POSITIVE);
-        previous = f;
-        tracing::debug!("gauge fix iteration {iteration}: F = {f:.15}, theta = {th:.3e}");
-        if th < opts.theta_tolerance && change < opts.functional_tolerance {
+        if met(opts, iteration, f, std::mem::replace(&mut previous, f), th) {
             return (iteration, true);
         }
     }
     (opts.max_iterations, false)
 }
 
-/// The transform reunitarised, and the fixed field computed from the input with it.
-fn finish(g: &GaugeField, state: State) -> (GaugeField, GaugeTransform) {
-    let mut matrices = state.transform;
+/// The stopping rule after `iteration` (`iterate`): theta `th` below its tolerance and the
+/// functional's relative change from `previous` to `f` below its own (the GPU path's rule
+/// too).
+pub(crate) fn met(opts: &FixOptions, iteration: usize, f: f64, previous: f64, th: f64) -> bool {
+    let change = (f - previous).abs() / f.abs().max(f64::MIN_POSITIVE);
+    tracing::debug!("gauge fix iteration {iteration}: F = {f:.15}, theta = {th:.3e}");
+    th < opts.theta_tolerance && change < opts.functional_tolerance
+}
+
+/// The accumulated transform `matrices` reunitarised, the fixed field computed from the
+/// input with it, and the report of `(iterations, converged)` with the fixed field's
+/// functional and theta and the time since `start` (the GPU path's end too).
+pub(crate) fn finish(
+    g: &GaugeField,
+    mut matrices: Vec<Su3>,
+    kind: GaugeKind,
+    (iterations, converged): (usize, bool),
+    start: Instant,
+) -> (GaugeField, GaugeTransform, FixReport) {
     reunitarise(&mut matrices);
     let transform = GaugeTransform { matrices };
-    (transform.apply_gauge(g), transform)
+    let fixed = transform.apply_gauge(g);
+    let report = FixReport {
+        iterations,
+        functional: functional(&fixed, kind),
+        theta: theta(&fixed, kind),
+        converged,
+        seconds: start.elapsed().as_secs_f64(),
+    };
+    (fixed, transform, report)
 }

@@ -9,9 +9,10 @@ use crate::backend::cuda::core::compile::heatbath_program;
 use crate::backend::cuda::core::device::{
     driver_err, ensure_fits, function, load_module, open_context,
 };
+use crate::backend::cuda::core::field::{download_matrices, upload_matrices};
 use crate::error::Result;
 use crate::field::gauge::Plaquette;
-use crate::field::{GaugeField, Su3, C64};
+use crate::field::GaugeField;
 use crate::gauge_gen::{HeatbathParams, SweepRecord};
 use crate::geometry::lattice::Lattice;
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
@@ -61,14 +62,7 @@ impl GpuGenerator {
         ensure_fits(&ctx, v * 4 * 18 * 8 + v * 2 * 8, "the gauge field")?;
         let (module, _) = load_module(&ctx, &heatbath_program())?;
         let stream = ctx.default_stream();
-        let flat: Vec<f64> = field
-            .links
-            .iter()
-            .flat_map(|u| u.0.iter().flatten().flat_map(|z| [z.re, z.im]))
-            .collect();
-        let links = stream
-            .clone_htod(&flat)
-            .map_err(err("uploading the links"))?;
+        let links = upload_matrices(&stream, &field.links, "the links")?;
         let sums = stream
             .alloc_zeros::<f64>(2 * v)
             .map_err(err("allocating plaquette sums"))?;
@@ -188,23 +182,9 @@ impl GpuGenerator {
 
     /// The current field, downloaded.
     pub fn field(&mut self) -> Result<GaugeField> {
-        let flat = self
-            .stream
-            .clone_dtoh(&self.links)
-            .map_err(err("downloading the links"))?;
-        let links = flat
-            .chunks_exact(18)
-            .map(|m| {
-                let mut u = Su3::zero();
-                for (k, z) in u.0.iter_mut().flatten().enumerate() {
-                    *z = C64::new(m[2 * k], m[2 * k + 1]);
-                }
-                u
-            })
-            .collect();
         Ok(GaugeField {
             lattice: self.lattice.clone(),
-            links,
+            links: download_matrices(&self.stream, &self.links, "the links")?,
         })
     }
 }

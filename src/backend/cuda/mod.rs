@@ -14,7 +14,8 @@
 //! - `backend`: `CudaBackend` (construction, the stencil chosen once), its seam
 //!   (`Space`, `WilsonKernels`, the engines' traits, `Prepare`), the split lattice's
 //!   construction and the memory footprint estimate;
-//! - `heatbath`: the quenched gauge update on the GPU (over `core` only).
+//! - `heatbath`: the quenched gauge update on the GPU (over `core` only);
+//! - `gauge_fix`: Coulomb and Landau gauge fixing on the GPU (over `core` only).
 //!
 //! (`crate::app::validate` checks every version against the CPU reference.)
 
@@ -22,6 +23,7 @@ pub mod backend;
 pub mod core;
 pub mod dirac;
 pub mod engines;
+pub mod gauge_fix;
 pub mod halo;
 pub mod heatbath;
 

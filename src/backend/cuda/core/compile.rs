@@ -23,13 +23,15 @@ const CR_DEVICE: &str = include_str!("../../../../kernels/cr_device.cuh");
 const V3_CORE: &str = include_str!("../../../../kernels/v3_core.cuh");
 const HALF: &str = include_str!("../../../../kernels/half.cuh");
 const CLOVER: &str = include_str!("../../../../kernels/clover.cuh");
+const SU3: &str = include_str!("../../../../kernels/su3.cuh");
 /// The embedded headers a source may `#include "..."`.
-const HEADERS: [(&str, &str); 5] = [
+const HEADERS: [(&str, &str); 6] = [
     ("common.cuh", COMMON),
     ("cr_device.cuh", CR_DEVICE),
     ("v3_core.cuh", V3_CORE),
     ("half.cuh", HALF),
     ("clover.cuh", CLOVER),
+    ("su3.cuh", SU3),
 ];
 
 pub(crate) static BLAS1: KernelSource = KernelSource {
@@ -68,11 +70,17 @@ pub(crate) static HEATBATH: KernelSource = KernelSource {
 
 /// The quenched generator's program: no FMA contraction, so + and * round as on the CPU.
 pub(crate) fn heatbath_program() -> Program {
-    Program {
-        source: &HEATBATH,
-        defines: Vec::new(),
-        flags: vec!["--fmad=false"],
-    }
+    Program::no_fma(&HEATBATH)
+}
+
+pub(crate) static GAUGE_FIX: KernelSource = KernelSource {
+    name: "gauge_fix.cu",
+    code: include_str!("../../../../kernels/gauge_fix.cu"),
+};
+
+/// The gauge fixing's program: no FMA contraction, so + and * round as on the CPU.
+pub(crate) fn gauge_fix_program() -> Program {
+    Program::no_fma(&GAUGE_FIX)
 }
 
 /// The fused CR iteration's element-wise kernels: no FMA contraction, so that the updates
@@ -83,11 +91,7 @@ pub(crate) static CR_FUSED: KernelSource = KernelSource {
 };
 
 pub(crate) fn cr_fused_program() -> Program {
-    Program {
-        source: &CR_FUSED,
-        defines: Vec::new(),
-        flags: vec!["--fmad=false"],
-    }
+    Program::no_fma(&CR_FUSED)
 }
 
 /// BiCGStab's iteration with device scalars: no FMA contraction, as for the fused CR.
@@ -97,11 +101,7 @@ pub(crate) static BICGSTAB_FUSED: KernelSource = KernelSource {
 };
 
 pub(crate) fn bicgstab_fused_program() -> Program {
-    Program {
-        source: &BICGSTAB_FUSED,
-        defines: Vec::new(),
-        flags: vec!["--fmad=false"],
-    }
+    Program::no_fma(&BICGSTAB_FUSED)
 }
 
 pub(crate) static STENCIL_SPLIT: KernelSource = KernelSource {
@@ -124,6 +124,16 @@ impl Program {
             source,
             defines: Vec::new(),
             flags: Vec::new(),
+        }
+    }
+
+    /// A source without defines, compiled with no FMA contraction (`--fmad=false`), so
+    /// that + and * round as on the CPU.
+    pub fn no_fma(source: &'static KernelSource) -> Self {
+        Program {
+            source,
+            defines: Vec::new(),
+            flags: vec!["--fmad=false"],
         }
     }
 

@@ -1,13 +1,46 @@
 //! `DeviceSpinor`: a spinor field on the device, in the layout and precision of the
 //! stencil that made it (the seed versions: full double fields in the canonical order
 //! [site][spin][colour]; 3.0: every `Layout`, parity-major, see `fast`), and the raw views
-//! the fused CR kernels take.
+//! the fused CR kernels take; and SU(3) matrices (links, a gauge transform) up and down in
+//! the canonical host order the gauge kernels read (`upload_matrices`,
+//! `download_matrices`).
 
+use crate::backend::cuda::core::device::driver_err;
 use crate::backend::ledger::Booking;
 use crate::error::{Error, Result};
-use crate::field::C64;
+use crate::field::{Su3, C64};
 use crate::linalg::Layout;
-use cudarc::driver::CudaSlice;
+use cudarc::driver::{CudaSlice, CudaStream};
+use std::sync::Arc;
+
+/// Reals of one SU(3) matrix on the device.
+const SU3_REALS: usize = 18;
+
+/// SU(3) matrices uploaded as kernels/su3.cuh's `load_link` reads them: 18 reals each,
+/// row-major, re then im (`Su3::push_reals`); `what` names them in an error.
+pub(crate) fn upload_matrices(
+    stream: &Arc<CudaStream>,
+    m: &[Su3],
+    what: &str,
+) -> Result<CudaSlice<f64>> {
+    let mut flat = Vec::with_capacity(m.len() * SU3_REALS);
+    m.iter().for_each(|u| u.push_reals(&mut flat));
+    stream
+        .clone_htod(&flat)
+        .map_err(|e| driver_err(&format!("uploading {what}"), e))
+}
+
+/// The matrices `upload_matrices` stored (as the kernels left them).
+pub(crate) fn download_matrices(
+    stream: &Arc<CudaStream>,
+    d: &CudaSlice<f64>,
+    what: &str,
+) -> Result<Vec<Su3>> {
+    let flat = stream
+        .clone_dtoh(d)
+        .map_err(|e| driver_err(&format!("downloading {what}"), e))?;
+    Ok(flat.chunks_exact(SU3_REALS).map(Su3::from_reals).collect())
+}
 
 /// A spinor field on the device: 12 complex numbers per site of its layout's subset, (re,
 /// im) pairs, in its stencil's order, in double or single precision, or in half (16-bit

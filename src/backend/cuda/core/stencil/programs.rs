@@ -3,8 +3,9 @@
 //! program a check, the warm-up or a split run compiles (`compile_all_kernels`).
 
 use crate::backend::cuda::core::compile::{
-    bicgstab_fused_program, check_arch, compile, cr_fused_program, heatbath_program, require_nvrtc,
-    Program, BLAS1, HALO, LAYOUT, REDUCE, STENCIL_COARSE, STENCIL_FINE, STENCIL_SPLIT, STENCIL_V3,
+    bicgstab_fused_program, check_arch, compile, cr_fused_program, gauge_fix_program,
+    heatbath_program, require_nvrtc, Program, BLAS1, HALO, LAYOUT, REDUCE, STENCIL_COARSE,
+    STENCIL_FINE, STENCIL_SPLIT, STENCIL_V3,
 };
 use crate::backend::cuda::core::version::{Reconstruct, StencilVersion};
 use crate::error::Result;
@@ -126,6 +127,7 @@ pub(crate) fn all_programs() -> Vec<Program> {
         Program::plain(&REDUCE),
         Program::plain(&LAYOUT),
         heatbath_program(),
+        gauge_fix_program(),
         cr_fused_program(),
         bicgstab_fused_program(),
     ];
@@ -330,11 +332,11 @@ mod tests {
                 assert_ne!(pa, pb);
             }
         }
-        // support (3) + heatbath + fused CR + fused BiCGStab + coarse + fine (1.1/1.2
+        // support (3) + heatbath + gauge fixing + fused CR + fused BiCGStab + coarse + fine (1.1/1.2
         // share; 1.3, 1.4, 1.5, 1.6, 1.6.1) + split + 3.0 (18, 12 and 8 reals per link,
         // double and single) + its halo kernels (the same six define sets) + 3.0 half (18,
         // 12 and 8) + 3.0 with the clover term (double, single and half, each 18, 12, 8)
-        assert_eq!(all.len(), 3 + 1 + 1 + 1 + 1 + 6 + 1 + 6 + 6 + 3 + 9);
+        assert_eq!(all.len(), 3 + 1 + 1 + 1 + 1 + 1 + 6 + 1 + 6 + 6 + 3 + 9);
     }
 
     /// With libnvrtc on the loader path every program compiles for sm_90. Without it the
@@ -375,6 +377,20 @@ mod tests {
                         names.len(),
                         "{}",
                         program.label()
+                    );
+                }
+                // The gauge fixing's program has the entry points backend::cuda::gauge_fix
+                // looks up.
+                let ptx = compile(&gauge_fix_program(), "sm_90").unwrap().to_src();
+                for name in [
+                    "gauge_fix_site",
+                    "gauge_fix_apply",
+                    "gauge_fix_quality",
+                    "reunitarise_links",
+                ] {
+                    assert!(
+                        ptx.contains(&format!(".entry {name}(")),
+                        "gauge_fix.cu: no {name}"
                     );
                 }
             }
