@@ -101,7 +101,7 @@ for dims in ${FLOORS-16,16,16,32 32,32,32,64}; do
     cat "$res/floor-batch-$dims.txt"
 done
 for dims in ${BATCH_DIMS-32x32x32x64}; do
-    for form in "1 auto" "1 seed" "12 auto"; do
+    for form in ${BATCH_FORMS-"12 auto" "1 auto" "1 seed"}; do
         read -r b it <<<"$form"
         name=batch-$dims-$b-$it
         batch_config "$dims" "$b" "$it" >"$big/$name.toml"
