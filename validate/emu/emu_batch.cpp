@@ -3,7 +3,7 @@
 // right-hand sides) on the CPU through cuda_emu.h and checks that each right-hand side's
 // output is bit for bit what its one-right-hand-side entry (stencil_v3, stencil_v3_col,
 // stencil_v3_parity) writes when launched on that column alone, with the launch geometry
-// of src/backend/cuda/core/stencil (batch.rs `geometry`: warps of several columns a block), for
+// of src/backend/cuda/core/stencil (batch.rs: nrhs times the blocks of one column), for
 // nrhs = 1, 3, 12 and 16 (V3_BATCH_MAX), blocks of 32 and 128 threads, in every build
 // run_batch.sh compiles (Wilson and CLOVER=1; double, single and half spinors; 18, 12 and 8
 // reals per link). The forms: the full D and g5 D (one site a thread, and in columns of 2
@@ -15,7 +15,6 @@
 // also compared with the CPU reference of examples/emu_clover_dump.rs (D and M_ee).
 // Prints one line per check; exit 1 on failure. Run by validate/emu/run_batch.sh.
 #include "emu_util.h"
-#include <algorithm>
 #include <random>
 
 // kernels/stencil_v3.cu V3_BATCH_MAX and struct V3Batch (the same layout: six arrays of
@@ -243,17 +242,10 @@ int main(int argc, char** argv)
                              nullptr, in_n, y_n, o_n);
             });
         };
-        // The batch launch of entry e over nrhs right-hand sides, in the geometry of
-        // src/backend/cuda/core/stencil/batch.rs `geometry` for a one-right-hand-side
-        // launch of blocks of `block` threads: r = min(nrhs, bound / 32) right-hand sides
-        // a block (bound 512 for the parity entry, 128 for the full ones), m = max(1,
-        // bound / 2 / (32 r)) site warps for each, ceil(nrhs / r) blocks per m site warps.
+        // The batch launch of entry e over nrhs right-hand sides: nrhs times the blocks.
         auto batch = [&](int e, int par, int block, const Rhs<S>& r, int nrhs, double c, int g5, int inverse) {
             const size_t n = v3_threads(par, vh);
-            const size_t bound = e == 2 ? 512 : 128, rr = std::min<size_t>(nrhs, bound / 32);
-            const size_t m = std::max<size_t>(1, bound / 2 / (32 * rr)), groups = (nrhs + rr - 1) / rr;
-            const size_t site_warps = (size_t)blocks(n, block) * block / 32;
-            emu_launch((unsigned)(blocks(site_warps, m) * groups), (unsigned)(32 * m * rr), 0, false, [&] {
+            emu_launch(blocks(n, block) * nrhs, block, 0, false, [&] {
                 if (clover)
                     b.bat_cl[e](r, nrhs, links.data(), c, g5, par, V, lx, ly, lz, lt, 0, mask, mask, cl.data(),
                                 cl_inv.data(), twist, inverse);

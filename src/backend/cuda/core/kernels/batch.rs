@@ -1,8 +1,8 @@
 //! The batched stencil's counts (kernels/stencil_v3.cu's batch entries, one launch over
 //! several right-hand sides; `V3Batch`): its name, and its flop and byte counts. The byte
 //! model reads the links (and the clover arrays) once a batch and the spinors once a
-//! right-hand side: the warps of the right-hand sides that share a block of sites' links
-//! run in one block, so all but the first find them in L1 (stencil/batch.rs `geometry`).
+//! right-hand side: the batch's blocks that share a block's links run back to back, so all
+//! but the first find them in L2.
 
 use super::{Kernel, V3Batch, V3Mode};
 

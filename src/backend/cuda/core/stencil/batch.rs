@@ -6,9 +6,7 @@
 use crate::backend::cuda::core::kernels::{Kernel, V3Batch, BATCH_MAX};
 use crate::backend::cuda::core::stencil::v3::{launch_shape, V3Kernels, V3Launch};
 use crate::backend::cuda::core::timing::{launch_values, GpuStream};
-use crate::backend::cuda::core::version::{V3_FULL_MAX_BLOCK, V3_MAX_BLOCK};
 use crate::error::{Error, Result};
-use cudarc::driver::LaunchConfig;
 
 /// The right-hand sides' device addresses (kernels/stencil_v3.cu `struct V3Batch`, the
 /// same layout: six arrays of `BATCH_MAX` pointers): entry k of each array is right-hand
@@ -48,42 +46,10 @@ fn check(a: &V3Launch, rhs: &V3Rhs, nrhs: usize) -> Result<bool> {
     Ok(with_y)
 }
 
-/// The launch bound of a batch entry: `V3_FULL_MAX_BLOCK` for the full mode's
-/// (`stencil_v3_batch`, `stencil_v3_batch_col`), `V3_MAX_BLOCK` for the parity one.
-fn bound(full: bool) -> usize {
-    if full {
-        V3_FULL_MAX_BLOCK
-    } else {
-        V3_MAX_BLOCK
-    }
-}
-
-/// The batch launch of `nrhs` right-hand sides of the one-right-hand-side launch `one`
-/// (kernels/stencil_v3.cu `v3_batch`): blocks of m warps of sites for each of
-/// r = min(nrhs, bound / 32) right-hand sides, m the most that keeps a block within
-/// half the bound (a parity block 256 threads or more, a full one 64 or more), and
-/// ceil(nrhs / r) consecutive blocks per m site warps, covering the one launch's threads.
-pub(crate) fn geometry(one: LaunchConfig, nrhs: usize, full: bool) -> Result<LaunchConfig> {
-    let r = nrhs.clamp(1, bound(full) / 32);
-    let groups = nrhs.max(1).div_ceil(r);
-    let m = (bound(full) / 2 / (32 * r)).max(1);
-    let site_warps = (one.grid_dim.0 as usize * one.block_dim.0 as usize).div_ceil(32);
-    let blocks = site_warps.div_ceil(m) * groups;
-    if blocks >= i32::MAX as usize {
-        return Err(Error::internal(format!(
-            "a batch launch of {nrhs} right-hand sides over {blocks} blocks"
-        )));
-    }
-    Ok(LaunchConfig {
-        grid_dim: (blocks as u32, 1, 1),
-        block_dim: ((32 * m * r) as u32, 1, 1),
-        shared_mem_bytes: 0,
-    })
-}
-
 /// Run `a`'s launch for the `nrhs` right-hand sides of `rhs` in one batch launch on `gpu`
 /// (its own fields `inp`, `y`, `out` and norms are not read), booking it as
-/// `Kernel::V3Batch`, in the shape of `geometry`.
+/// `Kernel::V3Batch`: `nrhs` times the blocks of one right-hand side's launch
+/// (`launch_shape`), under the bound of the one-right-hand-side entry of the same mode.
 pub(crate) fn launch_v3_batch(
     gpu: &mut GpuStream,
     k: &V3Kernels,
@@ -98,8 +64,18 @@ pub(crate) fn launch_v3_batch(
             "a site-term batch launch of a Wilson build of 3.0",
         ));
     }
-    let (column, one, parity) = launch_shape(a);
-    let cfg = geometry(one, nrhs, a.parity.is_none())?;
+    let (column, mut cfg, parity) = launch_shape(a);
+    cfg.grid_dim.0 = cfg
+        .grid_dim
+        .0
+        .checked_mul(nrhs as u32)
+        .filter(|&g| g < i32::MAX as u32)
+        .ok_or_else(|| {
+            Error::internal(format!(
+                "a batch launch of {nrhs} x {} blocks",
+                cfg.grid_dim.0
+            ))
+        })?;
     let f = match (a.parity, column > 1) {
         (None, false) => &k.batch[0],
         (None, true) => &k.batch[1],
@@ -236,49 +212,6 @@ mod tests {
             y_norm: 0,
             out_norm: 0,
             site: SiteArgs::default(),
-        }
-    }
-
-    #[test]
-    fn the_geometry_gives_every_site_warp_of_every_column_one_warp() {
-        // kernels/stencil_v3.cu v3_batch's mapping, followed block by block and warp by
-        // warp: each (site warp, right-hand side) of the one launch is done exactly once,
-        // every block within its entry's bound.
-        for full in [false, true] {
-            for one_blocks in [1u32, 7, 64] {
-                for one_block in [32u32, 64, 128] {
-                    let one = LaunchConfig {
-                        grid_dim: (one_blocks, 1, 1),
-                        block_dim: (one_block, 1, 1),
-                        shared_mem_bytes: 0,
-                    };
-                    let site_warps = (one_blocks * one_block / 32) as usize;
-                    for nrhs in 1..=BATCH_MAX {
-                        let g = geometry(one, nrhs, full).unwrap();
-                        let block = g.block_dim.0 as usize;
-                        assert!(block <= bound(full) && block.is_multiple_of(32));
-                        let rmax = bound(full) / 32;
-                        let r = nrhs.min(rmax);
-                        let groups = nrhs.div_ceil(r);
-                        let m = block / (32 * r);
-                        let mut seen = vec![0u8; site_warps * nrhs];
-                        for bi in 0..g.grid_dim.0 as usize {
-                            let (b, grp) = (bi / groups, bi % groups);
-                            for w in 0..block / 32 {
-                                let (j, k) = (w / r, grp * r + w % r);
-                                let sw = b * m + j;
-                                if k < nrhs && sw < site_warps {
-                                    seen[sw * nrhs + k] += 1;
-                                }
-                            }
-                        }
-                        assert!(
-                            seen.iter().all(|&c| c == 1),
-                            "full {full}, {one_blocks} x {one_block}, nrhs {nrhs}"
-                        );
-                    }
-                }
-            }
         }
     }
 
