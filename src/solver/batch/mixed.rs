@@ -75,12 +75,12 @@ pub(super) fn defect_correction<S: FusedCr>(
             space.add_converted(&e.x, &mut c.x, &mut scratch)?;
             c.iterations += e.ended.iter;
             c.applications += e.applications * cost;
+            // The round's residuals relative to its start, scaled to the column's b.
             let rel_before = (c.nr / c.nb).sqrt();
-            c.history.extend(
-                e.history[1..]
-                    .iter()
-                    .map(|v| rel_before * (v / e.history[0]).sqrt()),
-            );
+            if let Some((&start, rest)) = e.history.split_first() {
+                c.history
+                    .extend(rest.iter().map(|v| rel_before * (v / start).sqrt()));
+            }
             if let Some(r) = inner_failure(reason(e.ended.verdict)) {
                 c.stop = Some(r);
             }
