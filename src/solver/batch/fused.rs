@@ -12,13 +12,13 @@
 use super::common::{apply_live, check_live, collect, Column, Ended};
 use crate::linalg::engines::{BiScalars, FusedCr};
 use crate::linalg::Operator;
-use crate::solver::bicgstab::{batch_size, random_shadow, restart, FIELDS};
+use crate::solver::bicgstab::{batch_size, random_shadow, restart};
 use crate::solver::monitor::Monitor;
 use crate::Result;
 
 static GRAPH_KEY: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(3 << 40);
 
-/// One column: its fields (`bicgstab::FIELDS`' order), its device scalars, the scalars
+/// One column: its fields (`bicgstab::FIELDS`, in its order), its device scalars, the scalars
 /// the host last read, and the iteration of its last shadow restart.
 struct Col<S: FusedCr> {
     x: S::Field,
@@ -44,13 +44,9 @@ pub(super) fn solve<S: FusedCr>(
     check_every: usize,
     graphs: bool,
 ) -> Result<Vec<Column<S::Field>>> {
-    const _: () = assert!(FIELDS == 6);
     let mut cols = Vec::with_capacity(bs.len());
     for (b, m) in bs.iter().zip(monitors.iter()) {
         let layout = space.layout(b);
-        let mut f = (0..FIELDS)
-            .map(|_| space.alloc_layout(layout))
-            .collect::<Result<Vec<_>>>()?;
         let nr = space.norm2(b)?;
         let mut s = BiScalars {
             nr,
@@ -61,21 +57,13 @@ pub(super) fn solve<S: FusedCr>(
         };
         s.active = s.still_active();
         let state = space.bi_state(&s)?;
-        let (t, v, p, r0, r, x) = (
-            f.pop().unwrap(),
-            f.pop().unwrap(),
-            f.pop().unwrap(),
-            f.pop().unwrap(),
-            f.pop().unwrap(),
-            f.pop().unwrap(),
-        );
         let mut c = Col::<S> {
-            x,
-            r,
-            r0,
-            p,
-            v,
-            t,
+            x: space.alloc_layout(layout)?,
+            r: space.alloc_layout(layout)?,
+            r0: space.alloc_layout(layout)?,
+            p: space.alloc_layout(layout)?,
+            v: space.alloc_layout(layout)?,
+            t: space.alloc_layout(layout)?,
             state,
             s,
             nr0: nr,
