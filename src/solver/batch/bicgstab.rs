@@ -4,7 +4,7 @@
 //! arithmetic are those of its own solve, so in one precision its iterates are the same
 //! bits.
 
-use super::common::{apply_live, check_live, collect, Column, Ended};
+use super::common::{apply_live, check_live, collect, fields, Column, Ended};
 use crate::field::C64;
 use crate::linalg::engines::breakdown;
 use crate::linalg::{Operator, WilsonKernels};
@@ -43,14 +43,14 @@ pub(super) fn solve<S: WilsonKernels>(
 ) -> Result<Vec<Column<S::Field>>> {
     let mut cols = Vec::with_capacity(bs.len());
     for b in bs {
-        let layout = space.layout(b);
+        let [x, r, r0, p, v, t] = fields(space, space.layout(b))?;
         let mut c = Bi {
-            x: space.alloc_layout(layout)?,
-            r: space.alloc_layout(layout)?,
-            r0: space.alloc_layout(layout)?,
-            p: space.alloc_layout(layout)?,
-            v: space.alloc_layout(layout)?,
-            t: space.alloc_layout(layout)?,
+            x,
+            r,
+            r0,
+            p,
+            v,
+            t,
             rho: C64::new(0.0, 0.0),
             alpha: C64::new(0.0, 0.0),
             nr: 0.0,

@@ -1,7 +1,7 @@
 //! What the batched methods share: a column's outcome (`Column`, `Ended`), the batched
 //! application of the live columns (`apply_live`), a stopped column's reason.
 
-use crate::linalg::{Operator, WilsonKernels};
+use crate::linalg::{Layout, Operator, Space, WilsonKernels};
 use crate::solver::monitor::{Monitor, Verdict};
 use crate::solver::StopReason;
 use crate::Result;
@@ -93,4 +93,16 @@ pub(super) fn collect<C, F>(
             })
         })
         .collect()
+}
+
+/// N fresh fields of `layout` (a column's workspace).
+pub(super) fn fields<S: Space, const N: usize>(
+    space: &mut S,
+    layout: Layout,
+) -> Result<[S::Field; N]> {
+    let v = (0..N)
+        .map(|_| space.alloc_layout(layout))
+        .collect::<Result<Vec<_>>>()?;
+    v.try_into()
+        .map_err(|_| crate::Error::internal("a batched column's workspace"))
 }

@@ -3,7 +3,7 @@
 //! (`WilsonKernels::apply_batch`). A column's fields, scalars and arithmetic are those of
 //! its own solve, so in one precision its iterates are the same bits.
 
-use super::common::{apply_live, check_live, collect, Column, Ended};
+use super::common::{apply_live, check_live, collect, fields, Column, Ended};
 use crate::field::C64;
 use crate::linalg::engines::CrScalars;
 use crate::linalg::{Operator, WilsonKernels};
@@ -32,13 +32,13 @@ pub(super) fn solve<S: WilsonKernels>(
 ) -> Result<Vec<Column<S::Field>>> {
     let mut cols = Vec::with_capacity(bs.len());
     for (b, m) in bs.iter().zip(monitors.iter()) {
-        let layout = space.layout(b);
+        let [x, r, p, ap, ar] = fields(space, space.layout(b))?;
         let mut c = Cr {
-            x: space.alloc_layout(layout)?,
-            r: space.alloc_layout(layout)?,
-            p: space.alloc_layout(layout)?,
-            ap: space.alloc_layout(layout)?,
-            ar: space.alloc_layout(layout)?,
+            x,
+            r,
+            p,
+            ap,
+            ar,
             s: CrScalars::default(),
             history: Vec::new(),
             live: true,

@@ -9,7 +9,7 @@
 //! stops there; the batch's composition changes only at reads. On the GPU each iteration
 //! is replayed as a graph, recorded afresh whenever the live columns change.
 
-use super::common::{apply_live, check_live, collect, Column, Ended};
+use super::common::{apply_live, check_live, collect, fields, Column, Ended};
 use crate::linalg::engines::{BiScalars, FusedCr};
 use crate::linalg::Operator;
 use crate::solver::bicgstab::{batch_size, random_shadow, restart};
@@ -57,13 +57,14 @@ pub(super) fn solve<S: FusedCr>(
         };
         s.active = s.still_active();
         let state = space.bi_state(&s)?;
+        let [x, r, r0, p, v, t] = fields(space, layout)?;
         let mut c = Col::<S> {
-            x: space.alloc_layout(layout)?,
-            r: space.alloc_layout(layout)?,
-            r0: space.alloc_layout(layout)?,
-            p: space.alloc_layout(layout)?,
-            v: space.alloc_layout(layout)?,
-            t: space.alloc_layout(layout)?,
+            x,
+            r,
+            r0,
+            p,
+            v,
+            t,
             state,
             s,
             nr0: nr,
