@@ -69,9 +69,10 @@ pub(super) fn defect_correction<S: FusedCr>(
         }
         let corrections = round(space, spec, op, &cols, &live)?;
         // x_k += e_k (full precision), then r_k = b_k - A x_k.
+        // One scratch field for the round (every column has the layout of b).
+        let mut scratch = space.alloc_layout(space.layout(&bs[live[0]]))?;
         for (&k, e) in live.iter().zip(&corrections) {
             let c = &mut cols[k];
-            let mut scratch = space.alloc_layout(space.layout(&c.x))?;
             space.add_converted(&e.x, &mut c.x, &mut scratch)?;
             c.iterations += e.ended.iter;
             c.applications += e.applications * cost;
