@@ -15,6 +15,7 @@
 
 pub mod clover;
 pub mod clover_pack;
+pub mod coarse;
 pub mod fast;
 pub mod reference;
 pub mod simd;
