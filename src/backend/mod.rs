@@ -4,6 +4,7 @@
 //! `crate::backend::cuda::CudaBackend` (cudarc) are the two. A backend may add the engines of
 //! `crate::linalg::engines` beyond the seam (the fused CR and BiCGStab iterations).
 
+pub mod coarse;
 pub mod counted;
 pub mod cpu;
 pub mod cpu_decomposed;

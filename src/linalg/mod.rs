@@ -145,6 +145,23 @@ pub trait Space {
     fn upload(&mut self, host: &SpinorField) -> Result<Self::Field>;
     /// The field as a full canonical host field (zeros on the sites a half field lacks).
     fn download(&mut self, field: &Self::Field) -> Result<SpinorField>;
+    /// A field's numbers on the host in its level's order (multigrid's transfers: a fine
+    /// field as the canonical full double field's numbers, 12 a site). The default
+    /// downloads; a coarse level's space hands its numbers over.
+    fn to_host(&mut self, field: &Self::Field) -> Result<Vec<C64>> {
+        Ok(self.download(field)?.data)
+    }
+    /// A field of `layout` from host numbers in the order `to_host` gives (full fields).
+    /// The default uploads a full double field and converts it.
+    fn field_from_host(&mut self, numbers: Vec<C64>, layout: Layout) -> Result<Self::Field> {
+        let full = self.upload(&SpinorField { data: numbers })?;
+        if layout == Layout::FULL {
+            return Ok(full);
+        }
+        let mut out = self.alloc_layout(layout)?;
+        self.convert(&mut out, &full)?;
+        Ok(out)
+    }
     /// x = 0 (a field reset in place: no zero field kept to copy from).
     fn set_zero(&mut self, x: &mut Self::Field) -> Result<()>;
     /// dst = src (same layout).

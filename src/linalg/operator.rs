@@ -197,6 +197,34 @@ pub trait LinearOperator<S: Space> {
     }
 }
 
+/// A borrowed operator is the operator (a solver may hold one it does not own).
+impl<S: Space, A: LinearOperator<S> + ?Sized> LinearOperator<S> for &mut A {
+    fn apply(&mut self, space: &mut S, out: &mut S::Field, inp: &S::Field) -> Result<()> {
+        (**self).apply(space, out, inp)
+    }
+    fn domain(&self) -> Subset {
+        (**self).domain()
+    }
+    fn hermitian(&self) -> bool {
+        (**self).hermitian()
+    }
+    fn apply_dagger(&mut self, space: &mut S, out: &mut S::Field, inp: &S::Field) -> Result<()> {
+        (**self).apply_dagger(space, out, inp)
+    }
+    fn name(&self) -> String {
+        (**self).name()
+    }
+    fn stencil_applications(&self) -> usize {
+        (**self).stencil_applications()
+    }
+    fn wilson_form(&self) -> Option<Operator> {
+        (**self).wilson_form()
+    }
+    fn apply_dot(&mut self, space: &mut S, out: &mut S::Field, inp: &S::Field) -> Result<C64> {
+        (**self).apply_dot(space, out, inp)
+    }
+}
+
 /// An operator the Wilson kernels apply as one form.
 pub trait WilsonForm {
     fn form(&self) -> Operator;

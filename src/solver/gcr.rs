@@ -9,7 +9,9 @@
 //!           alpha = (q_k|r)/(q_k|q_k); x += alpha p_k; r -= alpha q_k
 //! ```
 //! One application per iteration; 2m fields of storage. It minimises ||r|| over the
-//! Krylov space of each cycle, so the residual never grows.
+//! Krylov space of each cycle, so the residual never grows. With a preconditioner M the
+//! direction is p_k = M r instead of r (flexible GCR: M may change from one application
+//! to the next, as multigrid's K-cycle does), and everything else stays.
 
 use super::monitor::{Iterate, Monitor, Run, Verdict};
 use super::work::Workspace;
@@ -22,24 +24,56 @@ pub fn fields(m: usize) -> usize {
     2 + 2 * m
 }
 
-pub struct Gcr<S: Space, A> {
+pub struct Gcr<S: Space, A, M = Identity> {
     pub op: A,
     /// Directions kept before a restart.
     pub restart: usize,
+    /// The preconditioner: p_k = M r.
+    pub preconditioner: M,
     work: Workspace<S>,
+}
+
+/// No preconditioner: p_k = r.
+pub struct Identity;
+
+impl<S: Space> LinearOperator<S> for Identity {
+    fn apply(&mut self, space: &mut S, out: &mut S::Field, inp: &S::Field) -> Result<()> {
+        space.copy(out, inp)
+    }
+    fn domain(&self) -> crate::linalg::Subset {
+        crate::linalg::Subset::Full
+    }
+    fn hermitian(&self) -> bool {
+        true
+    }
+    fn name(&self) -> String {
+        "1".into()
+    }
+    fn stencil_applications(&self) -> usize {
+        0
+    }
 }
 
 impl<S: Space, A: LinearOperator<S>> Gcr<S, A> {
     pub fn new(op: A, restart: usize) -> Self {
+        Gcr::preconditioned(op, restart, Identity)
+    }
+}
+
+impl<S: Space, A: LinearOperator<S>, M: LinearOperator<S>> Gcr<S, A, M> {
+    /// Flexible GCR(m) with the preconditioner `m` (its `stencil_applications` read after
+    /// each application count the applications it made).
+    pub fn preconditioned(op: A, restart: usize, m: M) -> Self {
         Gcr {
             op,
             restart: restart.max(1),
+            preconditioner: m,
             work: Workspace::default(),
         }
     }
 }
 
-impl<S: Space, A: LinearOperator<S>> Iterate<S> for Gcr<S, A> {
+impl<S: Space, A: LinearOperator<S>, M: LinearOperator<S>> Iterate<S> for Gcr<S, A, M> {
     fn run(
         &mut self,
         space: &mut S,
@@ -75,7 +109,8 @@ impl<S: Space, A: LinearOperator<S>> Iterate<S> for Gcr<S, A> {
             let (done_p, rest_p) = ps.split_at_mut(k);
             let (done_q, rest_q) = qs.split_at_mut(k);
             let (pk, qk) = (&mut rest_p[0], &mut rest_q[0]);
-            space.copy(pk, r)?;
+            self.preconditioner.apply(space, pk, r)?;
+            applications += self.preconditioner.stencil_applications();
             self.op.apply(space, qk, pk)?;
             applications += self.op.stencil_applications();
             for j in 0..k {

@@ -10,6 +10,7 @@ pub mod cgne;
 pub mod cr;
 pub mod eo;
 pub mod gcr;
+pub mod mg;
 pub mod mixed;
 pub mod monitor;
 pub mod work;

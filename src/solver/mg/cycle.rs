@@ -1,0 +1,279 @@
+//! The K-cycle: on each level, the coarse correction (restrict the residual, solve the
+//! next level by flexible GCR to a loose tolerance, itself preconditioned by the next
+//! level's cycle, prolong and add) between optional pre- and post-smoothing by minimal
+//! residual steps. Written once over the vector space: the fine level runs on the
+//! backend's fields (CPU or GPU), the coarse levels on `CoarseSpace`.
+
+use super::MgParams;
+use crate::backend::coarse::{
+    schur_reconstruct, schur_source, CoarseField, CoarseOperator, CoarseSpace,
+};
+use crate::dirac::coarse::Prolongator;
+use crate::field::C64;
+use crate::linalg::{Layout, LinearOperator, Precision, Space, Subset};
+use crate::solver::gcr::Gcr;
+use crate::solver::{run_plain, Monitor, StopRules};
+use crate::Result;
+use std::cell::Cell;
+use std::rc::Rc;
+
+/// Minimal residual steps on A x = b from x = 0: x += alpha r, r -= alpha A r with alpha
+/// = (A r | r) / (A r | A r). Leaves r = b - A x; returns the applications made.
+pub fn minimal_residual<S: Space, A: LinearOperator<S>>(
+    space: &mut S,
+    op: &mut A,
+    b: &S::Field,
+    [x, r, q]: [&mut S::Field; 3],
+    steps: usize,
+) -> Result<usize> {
+    space.set_zero(x)?;
+    space.copy(r, b)?;
+    let mut applications = 0;
+    for _ in 0..steps {
+        op.apply(space, q, r)?;
+        applications += op.stencil_applications();
+        let qq = space.norm2(q)?;
+        if qq == 0.0 {
+            break;
+        }
+        let alpha = space.dot(q, r)? / qq;
+        space.axpy(alpha, r, x)?;
+        space.axpy(-alpha, q, r)?;
+    }
+    Ok(applications)
+}
+
+/// Pre- and post-smoothing steps of a level.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Smoothing {
+    pub pre: usize,
+    pub post: usize,
+}
+
+/// One cycle of a level: x = M b for the level operator `op`, the prolongator `p` to the
+/// next level and that level's (approximate) solve `coarse`. `work`: four fields of b's
+/// layout. Returns the applications of `op` made.
+#[allow(clippy::too_many_arguments)]
+pub fn cycle<S: Space, A: LinearOperator<S>>(
+    space: &mut S,
+    op: &mut A,
+    p: &Prolongator,
+    smoothing: Smoothing,
+    work: &mut [S::Field],
+    b: &S::Field,
+    x: &mut S::Field,
+    coarse: &mut dyn FnMut(Vec<C64>) -> Result<Vec<C64>>,
+) -> Result<usize> {
+    let layout = space.layout(b);
+    let [xs, r, q, e, ..] = work else {
+        return Err(crate::Error::internal("a cycle needs four work fields"));
+    };
+    let mut applications = minimal_residual(space, op, b, [xs, r, q], smoothing.pre)?;
+    // The coarse correction of the residual r = b - A xs.
+    let fine = space.to_host(r)?;
+    let mut rc = vec![C64::new(0.0, 0.0); p.aggregation.coarse.volume() * p.coarse_dof()];
+    p.restrict(&fine, &mut rc);
+    let ec = coarse(rc)?;
+    let mut ef = fine;
+    p.prolong(&ec, &mut ef);
+    let corr = space.field_from_host(ef, layout)?;
+    space.copy(x, xs)?;
+    space.axpy(C64::new(1.0, 0.0), &corr, x)?;
+    drop(corr);
+    if smoothing.post > 0 {
+        // e = b - A x, then x += MR(e).
+        op.apply(space, e, x)?;
+        applications += op.stencil_applications();
+        space.xpay(b, C64::new(-1.0, 0.0), e)?;
+        applications += minimal_residual(space, op, e, [xs, r, q], smoothing.post)?;
+        space.axpy(C64::new(1.0, 0.0), xs, x)?;
+    }
+    Ok(applications)
+}
+
+/// What the coarse levels did, summed over a solve (the report's multigrid lines).
+#[derive(Clone, Debug, Default)]
+pub struct CoarseCounts {
+    /// Coarse solves per level (index 0: the first coarse level).
+    pub solves: Vec<usize>,
+    /// Krylov iterations per level.
+    pub iterations: Vec<usize>,
+}
+
+/// A coarse level and everything below it: its space and operator, and either the next
+/// level (an intermediate level: flexible GCR preconditioned by its cycle) or nothing
+/// (the coarsest: GCR, on the even Schur complement where the lattice allows).
+pub struct CoarseLevel {
+    pub space: CoarseSpace,
+    /// Index from 1 (the first coarse level).
+    pub index: usize,
+    precision: Precision,
+    rules: StopRules,
+    restart: usize,
+    even_odd: bool,
+    counts: Rc<Cell<(usize, usize)>>,
+    solver: LevelSolver,
+}
+
+enum LevelSolver {
+    Coarsest,
+    Intermediate(Box<Gcr<CoarseSpace, CoarseOperator, CoarseCycle>>),
+}
+
+impl CoarseLevel {
+    /// The coarsest level.
+    pub fn coarsest(space: CoarseSpace, index: usize, params: &MgParams) -> CoarseLevel {
+        let even_odd = params.coarse_even_odd && space.op.even_odd_possible();
+        CoarseLevel::new(space, index, params, even_odd, LevelSolver::Coarsest)
+    }
+
+    /// An intermediate level over `next` through the prolongator `p` (this level to the
+    /// next).
+    pub fn intermediate(
+        space: CoarseSpace,
+        index: usize,
+        params: &MgParams,
+        p: Prolongator,
+        next: CoarseLevel,
+    ) -> CoarseLevel {
+        let precision = params.coarse_precision();
+        let cycle = CoarseCycle {
+            p,
+            next: Box::new(next),
+            op: CoarseOperator::full(),
+            smoothing: params.smoothing(),
+            work: Vec::new(),
+            applications: 0,
+            precision,
+        };
+        let gcr = Gcr::preconditioned(CoarseOperator::full(), params.coarse_restart, cycle);
+        CoarseLevel::new(
+            space,
+            index,
+            params,
+            false,
+            LevelSolver::Intermediate(Box::new(gcr)),
+        )
+    }
+
+    fn new(
+        space: CoarseSpace,
+        index: usize,
+        params: &MgParams,
+        even_odd: bool,
+        solver: LevelSolver,
+    ) -> CoarseLevel {
+        CoarseLevel {
+            space,
+            index,
+            precision: params.coarse_precision(),
+            rules: StopRules::new(params.coarse_tol, params.coarse_max_iterations),
+            restart: params.coarse_restart,
+            even_odd,
+            counts: Rc::new(Cell::new((0, 0))),
+            solver,
+        }
+    }
+
+    /// Approximately solve this level's D_c x = b (b and x of this level's full order).
+    pub fn solve(&mut self, b: Vec<C64>) -> Result<Vec<C64>> {
+        let layout = Layout::new(Subset::Full, self.precision);
+        let op = self.space.op.clone();
+        let (rhs, b_o) = if self.even_odd {
+            let (rhs, b_o) = schur_source(&op, &b)?;
+            let even = Layout::new(Subset::Even, self.precision);
+            (self.space.field(even, rhs)?, Some(b_o))
+        } else {
+            (self.space.field(layout, b)?, None)
+        };
+        let nb = self.space.norm2(&rhs)?;
+        let mut quiet = |_: usize, _: f64| {};
+        let mut monitor = Monitor::new(self.rules.clone(), nb, &mut quiet);
+        let out = match &mut self.solver {
+            LevelSolver::Coarsest if self.even_odd => {
+                let mut gcr = Gcr::new(CoarseOperator::schur(), self.restart);
+                run_plain(&mut self.space, &mut gcr, &rhs, &mut monitor)?
+            }
+            LevelSolver::Coarsest => {
+                let mut gcr = Gcr::new(CoarseOperator::full(), self.restart);
+                run_plain(&mut self.space, &mut gcr, &rhs, &mut monitor)?
+            }
+            LevelSolver::Intermediate(gcr) => {
+                run_plain(&mut self.space, gcr.as_mut(), &rhs, &mut monitor)?
+            }
+        };
+        let (n, it) = self.counts.get();
+        self.counts.set((n + 1, it + out.iterations));
+        match b_o {
+            Some(b_o) => schur_reconstruct(&op, &out.x.data, &b_o),
+            None => Ok(out.x.data),
+        }
+    }
+
+    /// The level below (None on the coarsest).
+    pub fn next(&self) -> Option<&CoarseLevel> {
+        match &self.solver {
+            LevelSolver::Coarsest => None,
+            LevelSolver::Intermediate(gcr) => Some(&gcr.preconditioner.next),
+        }
+    }
+
+    /// Solves and iterations of this level and the ones below, since the last call.
+    pub fn take_counts(&mut self, into: &mut CoarseCounts) {
+        let (n, it) = self.counts.replace((0, 0));
+        into.solves.push(n);
+        into.iterations.push(it);
+        if let LevelSolver::Intermediate(gcr) = &mut self.solver {
+            gcr.preconditioner.next.take_counts(into);
+        }
+    }
+}
+
+/// The cycle of an intermediate coarse level as the preconditioner of its flexible GCR.
+pub struct CoarseCycle {
+    p: Prolongator,
+    next: Box<CoarseLevel>,
+    op: CoarseOperator,
+    smoothing: Smoothing,
+    work: Vec<CoarseField>,
+    applications: usize,
+    precision: Precision,
+}
+
+impl LinearOperator<CoarseSpace> for CoarseCycle {
+    fn apply(
+        &mut self,
+        space: &mut CoarseSpace,
+        out: &mut CoarseField,
+        inp: &CoarseField,
+    ) -> Result<()> {
+        let layout = Layout::new(Subset::Full, self.precision);
+        while self.work.len() < 4 {
+            self.work.push(space.alloc_layout(layout)?);
+        }
+        let next = &mut self.next;
+        self.applications = cycle(
+            space,
+            &mut self.op,
+            &self.p,
+            self.smoothing,
+            &mut self.work,
+            inp,
+            out,
+            &mut |rc| next.solve(rc),
+        )?;
+        Ok(())
+    }
+    fn domain(&self) -> Subset {
+        Subset::Full
+    }
+    fn hermitian(&self) -> bool {
+        false
+    }
+    fn name(&self) -> String {
+        "coarse K-cycle".into()
+    }
+    fn stencil_applications(&self) -> usize {
+        self.applications
+    }
+}

@@ -1,0 +1,151 @@
+//! Adaptive aggregation multigrid as the preconditioner of flexible GCR (Babich et al.
+//! 2010; Frommer et al. 2014, DD-alpha-AMG; QUDA's `lib/multigrid.cpp`), with 2 or more
+//! levels, for any operator written as a `Stencil` (Wilson, Wilson-clover):
+//!
+//! - set-up (`setup`): near-null vectors by inverse iteration from random vectors
+//!   (approximate solves of A y = x by a few GCR iterations, each result orthonormalised
+//!   against the vectors found before), refined adaptively by inverse iteration with the
+//!   multigrid-preconditioned solver; aggregates of `blocks` split by chirality, block
+//!   orthonormalisation in double (`dirac::coarse::Prolongator`); the coarse operator by
+//!   Galerkin projection (`dirac::coarse::galerkin`);
+//! - the K-cycle (`cycle`): minimal residual smoothing, the coarse correction solved by
+//!   flexible GCR to a loose tolerance on every coarse level, preconditioned by the next
+//!   level's cycle; the coarsest level by GCR on its even Schur complement;
+//! - precision: the preconditioner's fields in `precision` (single by default; the coarse
+//!   levels hold single or double), the outer solve in double to the requested tolerance.
+//!
+//! The fine level works on the backend's fields through the seam (`Space`, the Wilson
+//! form D), moving fields to and from the host for the transfers (`Space::to_host`,
+//! `field_from_host`); the coarse levels are host fields.
+
+pub mod cycle;
+pub mod setup;
+
+pub use cycle::{CoarseCounts, CoarseLevel, Smoothing};
+pub use setup::{setup, Hierarchy};
+
+use crate::geometry::lattice::NDIM;
+use crate::linalg::Precision;
+use serde::Serialize;
+
+/// The multigrid's parameters (`[multigrid]`; docs/config.md).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct MgParams {
+    /// Levels, the fine one included (2 or 3).
+    pub levels: usize,
+    /// The aggregate of each coarsening (levels - 1 entries).
+    pub blocks: Vec<[usize; NDIM]>,
+    /// Near-null vectors of each coarsening (levels - 1 entries).
+    pub vectors: Vec<usize>,
+    /// Inverse-iteration steps from the random start of each vector.
+    pub setup_iterations: usize,
+    /// GCR iterations of each step's approximate solve.
+    pub setup_solver_iterations: usize,
+    /// Adaptive refinement passes (each vector one inverse-iteration step with the
+    /// multigrid-preconditioned solver, then the hierarchy rebuilt).
+    pub refine: usize,
+    /// Minimal residual steps before and after the coarse correction.
+    pub pre_smoothing: usize,
+    pub post_smoothing: usize,
+    /// The coarse levels' relative tolerance and iteration limit per solve.
+    pub coarse_tol: f64,
+    pub coarse_max_iterations: usize,
+    /// GCR's restart length on the coarse levels (and in the set-up).
+    pub coarse_restart: usize,
+    /// The coarsest level solved on its even Schur complement (where every coarse extent
+    /// is even).
+    pub coarse_even_odd: bool,
+    /// The preconditioner's precision (half: single on the coarse levels).
+    pub precision: Precision,
+    /// The seed of the random start vectors.
+    pub seed: u64,
+}
+
+impl Default for MgParams {
+    fn default() -> Self {
+        MgParams {
+            levels: 2,
+            blocks: vec![[4; NDIM]],
+            vectors: vec![24],
+            setup_iterations: 3,
+            setup_solver_iterations: 20,
+            refine: 1,
+            pre_smoothing: 0,
+            post_smoothing: 4,
+            coarse_tol: 0.25,
+            coarse_max_iterations: 30,
+            coarse_restart: 10,
+            coarse_even_odd: true,
+            precision: Precision::Single,
+            seed: 1,
+        }
+    }
+}
+
+impl MgParams {
+    /// The coarse levels' field precision.
+    pub fn coarse_precision(&self) -> Precision {
+        match self.precision {
+            Precision::Half => Precision::Single,
+            p => p,
+        }
+    }
+
+    pub fn smoothing(&self) -> Smoothing {
+        Smoothing {
+            pre: self.pre_smoothing,
+            post: self.post_smoothing,
+        }
+    }
+}
+
+use crate::dirac::coarse::Stencil;
+use crate::linalg::{Form, Operator, WilsonKernels};
+use crate::solver::gcr::Gcr;
+use crate::solver::{run_plain, Monitor, SolveOutcome, StopRules};
+use crate::Result;
+
+/// What a multigrid solve did beyond its outcome.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct MgStats {
+    pub setup_seconds: f64,
+    /// Fine-operator applications of the set-up.
+    pub setup_applications: usize,
+    pub solve_seconds: f64,
+    /// Each coarse level: lattice, numbers a site, bytes of its operator.
+    pub levels: Vec<([usize; NDIM], usize, usize)>,
+    /// Coarse solves and their Krylov iterations per coarse level.
+    pub coarse_solves: Vec<usize>,
+    pub coarse_iterations: Vec<usize>,
+}
+
+/// D x = b on the full lattice by flexible GCR(`restart`) preconditioned by the
+/// multigrid built here for D (`stencil`: D as dense matrices on the host).
+pub fn solve<S: WilsonKernels>(
+    space: &mut S,
+    stencil: &dyn Stencil,
+    params: &MgParams,
+    restart: usize,
+    b: &S::Field,
+    rules: StopRules,
+    observe: &mut dyn FnMut(usize, f64),
+) -> Result<(SolveOutcome<S::Field>, MgStats)> {
+    let d = Form(Operator::D);
+    let h = setup(space, d, stencil, params)?;
+    let mut stats = MgStats {
+        setup_seconds: h.setup_seconds,
+        setup_applications: h.setup_applications,
+        levels: h.describe_levels(),
+        ..MgStats::default()
+    };
+    let t = std::time::Instant::now();
+    let nb = space.norm2(b)?;
+    let mut monitor = Monitor::new(rules, nb, observe);
+    let mut gcr = Gcr::preconditioned(d, restart, h);
+    let out = run_plain(space, &mut gcr, b, &mut monitor)?;
+    stats.solve_seconds = t.elapsed().as_secs_f64();
+    let counts = gcr.preconditioner.take_counts();
+    stats.coarse_solves = counts.solves;
+    stats.coarse_iterations = counts.iterations;
+    Ok((out, stats))
+}

@@ -1,0 +1,314 @@
+//! The multigrid set-up and the fine level's preconditioner: near-null vectors by inverse
+//! iteration on each level, the prolongators and Galerkin coarse operators, the adaptive
+//! refinement; `Hierarchy` is the result and, as a `LinearOperator` of the fine space, the
+//! preconditioner M of the outer flexible GCR.
+
+use super::cycle::{cycle, CoarseCounts, CoarseLevel};
+use super::MgParams;
+use crate::backend::coarse::{CoarseOperator, CoarseSpace};
+use crate::dirac::coarse::{galerkin, Aggregation, CoarseOp, Prolongator, Stencil};
+use crate::field::C64;
+use crate::linalg::{Layout, LinearOperator, Precision, Space, Subset};
+use crate::rng::Stream;
+use crate::solver::gcr::Gcr;
+use crate::solver::{run_plain, Iterate, Monitor, StopRules};
+use crate::{Error, Result};
+use std::sync::Arc;
+
+/// The levels below the fine one and the fine level's cycle: the preconditioner.
+pub struct Hierarchy<F, A> {
+    /// The fine operator (the Wilson form D on the backend).
+    op: A,
+    p: Prolongator,
+    coarse: CoarseLevel,
+    params: MgParams,
+    work: Vec<F>,
+    low: Option<[F; 2]>,
+    applications: usize,
+    /// The set-up's fine-operator applications and seconds.
+    pub setup_applications: usize,
+    pub setup_seconds: f64,
+}
+
+impl<F, A> Hierarchy<F, A> {
+    /// Coarse solves and their iterations per level since the last call.
+    pub fn take_counts(&mut self) -> CoarseCounts {
+        let mut c = CoarseCounts::default();
+        self.coarse.take_counts(&mut c);
+        c
+    }
+
+    /// Lattice dimensions and numbers a site of each coarse level, and the bytes of its
+    /// operator.
+    pub fn describe_levels(&self) -> Vec<([usize; 4], usize, usize)> {
+        let mut out = Vec::new();
+        let mut level = Some(&self.coarse);
+        while let Some(l) = level {
+            out.push((l.space.op.lattice.dims, l.space.op.dof, l.space.op.bytes()));
+            level = l.next();
+        }
+        out
+    }
+}
+
+/// Build the hierarchy for the fine operator `op` on `space`, whose host form is
+/// `stencil` (the same operator as dense site and hop matrices: the Galerkin products
+/// read it).
+pub fn setup<S: Space, A: LinearOperator<S> + Clone>(
+    space: &mut S,
+    op: A,
+    stencil: &dyn Stencil,
+    params: &MgParams,
+) -> Result<Hierarchy<S::Field, A>> {
+    check(params, stencil)?;
+    let t = std::time::Instant::now();
+    let fine_layout = Layout::new(Subset::Full, Precision::Double);
+    let volume = stencil.lattice().volume();
+    let mut op_work = op.clone();
+    let (mut fields, mut applications) = near_null(
+        space,
+        &mut op_work,
+        fine_layout,
+        volume * stencil.dof(),
+        params.vectors[0],
+        params,
+        0,
+    )?;
+    let mut h = build(space, op, stencil, &fields, params)?;
+    for pass in 0..params.refine {
+        // Inverse iteration with the multigrid-preconditioned solver, then a rebuild.
+        let mut next = Vec::with_capacity(fields.len());
+        for x in &fields {
+            let mut solver = Gcr::preconditioned(op_work.clone(), params.coarse_restart, h);
+            let rules = StopRules::new(1e-14, params.setup_solver_iterations.div_ceil(4).max(2));
+            let (y, apps) = approximate_solve(space, &mut solver, x, rules)?;
+            applications += apps;
+            h = into_hierarchy(solver);
+            next.push(y);
+        }
+        orthonormalise(space, &mut next)?;
+        fields = next;
+        tracing::debug!(pass, "multigrid: refined the near-null vectors");
+        h = build(space, h.op, stencil, &fields, params)?;
+    }
+    h.setup_applications = applications;
+    h.setup_seconds = t.elapsed().as_secs_f64();
+    Ok(h)
+}
+
+fn into_hierarchy<S: Space, A, F, B>(solver: Gcr<S, B, Hierarchy<F, A>>) -> Hierarchy<F, A> {
+    solver.preconditioner
+}
+
+/// The parameters against the fine lattice (the config checks them against the
+/// lattice too; this guards the library's callers).
+fn check(params: &MgParams, stencil: &dyn Stencil) -> Result<()> {
+    let n = params.levels.saturating_sub(1);
+    if params.levels < 2 || params.blocks.len() != n || params.vectors.len() != n {
+        return Err(Error::invalid(
+            "multigrid.levels",
+            format!(
+                "{} levels need {} blocks and {} vector counts (given {} and {})",
+                params.levels,
+                n,
+                n,
+                params.blocks.len(),
+                params.vectors.len()
+            ),
+        ));
+    }
+    let _ = Aggregation::new(stencil.lattice(), params.blocks[0], "multigrid.blocks")?;
+    Ok(())
+}
+
+/// The prolongator from the fine vectors and every coarse level below it.
+fn build<S: Space, A>(
+    space: &mut S,
+    op: A,
+    stencil: &dyn Stencil,
+    fields: &[S::Field],
+    params: &MgParams,
+) -> Result<Hierarchy<S::Field, A>> {
+    let vectors = fields
+        .iter()
+        .map(|f| space.to_host(f))
+        .collect::<Result<Vec<_>>>()?;
+    let agg = Aggregation::new(stencil.lattice(), params.blocks[0], "multigrid.blocks")?;
+    let p = Prolongator::new(agg, stencil.dof(), &vectors)?;
+    let coarse_op = galerkin(stencil, &p)?;
+    let coarse = coarse_levels(coarse_op, 1, params)?;
+    Ok(Hierarchy {
+        op,
+        p,
+        coarse,
+        params: params.clone(),
+        work: Vec::new(),
+        low: None,
+        applications: 0,
+        setup_applications: 0,
+        setup_seconds: 0.0,
+    })
+}
+
+/// Coarse level `index` with operator `op`, and the levels below it.
+fn coarse_levels(op: CoarseOp, index: usize, params: &MgParams) -> Result<CoarseLevel> {
+    if index + 1 == params.levels {
+        let op = if params.coarse_even_odd && op.even_odd_possible() {
+            op.with_site_inverse()?
+        } else {
+            op
+        };
+        return Ok(CoarseLevel::coarsest(
+            CoarseSpace::new(Arc::new(op)),
+            index,
+            params,
+        ));
+    }
+    let mut space = CoarseSpace::new(Arc::new(op));
+    let layout = Layout::new(Subset::Full, Precision::Double);
+    let numbers = space.op.volume() * space.op.dof;
+    let (fields, _) = near_null(
+        &mut space,
+        &mut CoarseOperator::full(),
+        layout,
+        numbers,
+        params.vectors[index],
+        params,
+        index,
+    )?;
+    let vectors = fields.iter().map(|f| f.data.clone()).collect::<Vec<_>>();
+    let key = "multigrid.blocks";
+    let agg = Aggregation::new(&space.op.lattice, params.blocks[index], key)?;
+    let p = Prolongator::new(agg, space.op.dof, &vectors)?;
+    let next_op = galerkin(space.op.as_ref(), &p)?;
+    let next = coarse_levels(next_op, index + 1, params)?;
+    Ok(CoarseLevel::intermediate(space, index, params, p, next))
+}
+
+/// `n` near-null vectors of `op` on its level (fields of `layout`, `numbers` host numbers
+/// each): from seeded Gaussian random vectors, `setup_iterations` inverse-iteration steps
+/// by GCR, each result orthonormalised against the vectors before it. Returns the fields
+/// and the applications made.
+fn near_null<S: Space, A: LinearOperator<S> + ?Sized>(
+    space: &mut S,
+    op: &mut A,
+    layout: Layout,
+    numbers: usize,
+    n: usize,
+    params: &MgParams,
+    level: usize,
+) -> Result<(Vec<S::Field>, usize)> {
+    let mut found: Vec<S::Field> = Vec::with_capacity(n);
+    let mut applications = 0;
+    for v in 0..n {
+        let mut rng = Stream::new(params.seed, ((level as u64) << 32) | v as u64);
+        let start: Vec<C64> = (0..numbers)
+            .map(|_| C64::new(rng.gaussian(), rng.gaussian()))
+            .collect();
+        let mut x = space.field_from_host(start, layout)?;
+        for _ in 0..params.setup_iterations {
+            let mut solver = Gcr::new(&mut *op, params.coarse_restart);
+            let rules = StopRules::new(1e-14, params.setup_solver_iterations);
+            let (y, apps) = approximate_solve(space, &mut solver, &x, rules)?;
+            applications += apps;
+            x = y;
+            orthonormalise_against(space, &found, &mut x)?;
+        }
+        found.push(x);
+    }
+    Ok((found, applications))
+}
+
+/// y ~ A^-1 x by the iterations the rules allow.
+fn approximate_solve<S: Space, I: Iterate<S>>(
+    space: &mut S,
+    solver: &mut I,
+    x: &S::Field,
+    rules: StopRules,
+) -> Result<(S::Field, usize)> {
+    let nb = space.norm2(x)?;
+    let mut quiet = |_: usize, _: f64| {};
+    let mut monitor = Monitor::new(rules, nb, &mut quiet);
+    let out = run_plain(space, solver, x, &mut monitor)?;
+    Ok((out.x, out.operator_applications))
+}
+
+/// x minus its projections on `basis` (orthonormal), normalised.
+fn orthonormalise_against<S: Space>(
+    space: &mut S,
+    basis: &[S::Field],
+    x: &mut S::Field,
+) -> Result<()> {
+    for b in basis {
+        let c = space.dot(b, x)?;
+        space.axpy(-c, b, x)?;
+    }
+    let norm = space.norm2(x)?.sqrt();
+    if !(norm > 0.0 && norm.is_finite()) {
+        return Err(Error::internal(
+            "multigrid set-up: a near-null vector vanished",
+        ));
+    }
+    let mut scaled = space.alloc_layout(space.layout(x))?;
+    space.axpy(C64::new(1.0 / norm, 0.0), x, &mut scaled)?;
+    *x = scaled;
+    Ok(())
+}
+
+fn orthonormalise<S: Space>(space: &mut S, fields: &mut [S::Field]) -> Result<()> {
+    for k in 0..fields.len() {
+        let (done, rest) = fields.split_at_mut(k);
+        orthonormalise_against(space, done, &mut rest[0])?;
+    }
+    Ok(())
+}
+
+impl<S: Space, A: LinearOperator<S>> LinearOperator<S> for Hierarchy<S::Field, A> {
+    /// out = M inp: one K-cycle in the preconditioner's precision.
+    fn apply(&mut self, space: &mut S, out: &mut S::Field, inp: &S::Field) -> Result<()> {
+        let outer = space.layout(inp);
+        let layout = outer.with_precision(self.params.precision);
+        while self.work.len() < 4 {
+            self.work.push(space.alloc_layout(layout)?);
+        }
+        let smoothing = self.params.smoothing();
+        let same = layout == outer;
+        if !same && self.low.is_none() {
+            self.low = Some([space.alloc_layout(layout)?, space.alloc_layout(layout)?]);
+        }
+        let Hierarchy {
+            op,
+            p,
+            coarse,
+            work,
+            low,
+            ..
+        } = self;
+        let (b, x): (&S::Field, &mut S::Field) = match low {
+            Some([b, x]) if !same => {
+                space.convert(b, inp)?;
+                (b, x)
+            }
+            _ => (inp, &mut *out),
+        };
+        self.applications = cycle(space, op, p, smoothing, work, b, x, &mut |rc| {
+            coarse.solve(rc)
+        })?;
+        match &self.low {
+            Some([_, x]) if !same => space.convert(out, x),
+            _ => Ok(()),
+        }
+    }
+    fn domain(&self) -> Subset {
+        Subset::Full
+    }
+    fn hermitian(&self) -> bool {
+        false
+    }
+    fn name(&self) -> String {
+        format!("{}-level multigrid", self.params.levels)
+    }
+    fn stencil_applications(&self) -> usize {
+        self.applications
+    }
+}
