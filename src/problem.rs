@@ -56,6 +56,9 @@ pub struct SolveResult {
     /// The solve's counts (checks, reliable updates).
     pub fused: Option<SolveStats>,
     pub plan: String,
+    /// `method = "mg"`: the set-up and the coarse levels (the solve time excludes the
+    /// set-up).
+    pub multigrid: Option<crate::solver::mg::MgStats>,
 }
 
 #[derive(Clone, Debug, Serialize)]

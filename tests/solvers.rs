@@ -27,6 +27,13 @@ fn variants() -> Vec<(&'static str, Preconditioning, Precision)> {
     ]
 }
 
+/// Multigrid runs plain only: its smoother works on the full operator and its own
+/// precision key sets the preconditioner's (the config refuses even-odd and
+/// single-double with method = "mg").
+fn skipped(method: Method, variant: &str) -> bool {
+    method == Method::Mg && variant != "plain"
+}
+
 fn config(lattice: &str, gauge: &str, kappa: f64, source: &str) -> LoadedConfig {
     let text = format!(
         "[lattice]\n{lattice}\n[gauge]\n{gauge}\n[dirac]\nkappa = {kappa}\n[source]\n{source}\n\
@@ -109,6 +116,9 @@ fn every_method_reaches_the_analytic_free_field_solution() {
     problem.source = source;
     for method in Method::ALL {
         for (name, pre, prec) in variants() {
+            if skipped(method, name) {
+                continue;
+            }
             problem.operator = method.default_operator();
             let mut be = CpuBackend::new(&problem.gauge, kappa);
             let r = solve_on(&mut be, &problem, &plan(method, pre, prec)).unwrap();
@@ -159,6 +169,9 @@ fn every_method_solves_real_gauge_files_to_tolerance() {
         let mut problem = build_problem(&cfg).unwrap();
         for method in Method::ALL {
             for (name, pre, prec) in variants() {
+                if skipped(method, name) {
+                    continue;
+                }
                 problem.operator = method.default_operator();
                 let mut be = CpuBackend::new(&problem.gauge, kappa);
                 let r = solve_on(&mut be, &problem, &plan(method, pre, prec)).unwrap();

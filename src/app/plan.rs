@@ -27,6 +27,8 @@ pub struct SolvePlan {
     pub restart: usize,
     /// The fused BiCGStab's recorded graphs (`[tuning] bicgstab_graphs`).
     pub bicgstab_graphs: bool,
+    /// `method = "mg"`: the multigrid (`[multigrid]`, or its defaults).
+    pub multigrid: Option<crate::solver::mg::MgParams>,
 }
 
 impl SolvePlan {
@@ -42,6 +44,7 @@ impl SolvePlan {
             check_every: 1,
             restart: 10,
             bicgstab_graphs: true,
+            multigrid: None,
         }
     }
 
@@ -73,6 +76,8 @@ impl SolvePlan {
             check_every: s.check_every as usize,
             restart: s.restart as usize,
             bicgstab_graphs: c.tuning.bicgstab_graphs,
+            multigrid: (s.method == Method::Mg)
+                .then(|| c.multigrid.clone().unwrap_or_default().params()),
         }
     }
 
@@ -100,6 +105,15 @@ impl SolvePlan {
             Method::Bicgstab => String::from("BiCGStab"),
             Method::Gcr => format!("GCR({})", self.restart),
             Method::Cgne => String::from("CGNE"),
+            Method::Mg => match &self.multigrid {
+                Some(m) => format!(
+                    "GCR({}) with {}-level multigrid ({} preconditioner)",
+                    self.restart,
+                    m.levels,
+                    m.precision.name()
+                ),
+                None => format!("GCR({}) with multigrid", self.restart),
+            },
         };
         if self.preconditioning == Preconditioning::EvenOdd {
             d.push_str(", even-odd");
@@ -121,6 +135,19 @@ impl SolvePlan {
 impl SolvePlan {
     /// Refuse, by config key, an option the backend cannot run (before it is built).
     pub fn check(&self, caps: Capabilities) -> Result<()> {
+        if let Some(m) = &self.multigrid {
+            if let Some((_, missing)) = caps.missing(false, m.precision, false) {
+                return Err(Error::invalid(
+                    "multigrid.precision",
+                    format!(
+                        "a {} multigrid preconditioner needs {missing}, which {} does not have \
+                         (on the GPU: backend.kernel = \"3.0\")",
+                        m.precision.name(),
+                        caps.name
+                    ),
+                ));
+            }
+        }
         let Some((key, missing)) = caps.missing(
             self.preconditioning != Preconditioning::None,
             self.precision,

@@ -80,6 +80,7 @@ pub fn solve_sources_on<B: Backend>(
             solver::true_residual(backend, op, &b, &out.x)
         })?;
         results.push(SolveResult {
+            multigrid: None,
             solution,
             iterations: out.iterations,
             reason: out.reason,

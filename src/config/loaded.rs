@@ -264,6 +264,8 @@ impl LoadedConfig {
         }
         self.check_parallel()?;
         self.check_physics()?;
+        self.check_multigrid()?;
+        self.check_mg_method()?;
         Ok(())
     }
 

@@ -38,6 +38,9 @@ pub struct Config {
     /// The correlators contracted from the propagator; absent: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub measure: Option<MeasureConfig>,
+    /// The multigrid of `[solver] method = "mg"`; absent: its defaults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub multigrid: Option<multigrid::MultigridConfig>,
 }
 
 /// How the lattice is split over ranks: `grid = [gx, gy, gz, gt]` ranks per
@@ -186,10 +189,11 @@ pub struct SolverConfig {
     #[serde(default = "default_max_iter")]
     pub max_iterations: i64,
     /// "cr" (the seed's Conjugate Residual, the default), "bicgstab", "gcr" (GCR(m),
-    /// m = `restart`) or "cgne" (CG on the normal equations D^dag D x = D^dag b).
+    /// m = `restart`), "cgne" (CG on the normal equations D^dag D x = D^dag b) or "mg"
+    /// (GCR(m) preconditioned by adaptive aggregation multigrid, `[multigrid]`).
     #[serde(default = "default_method")]
     pub method: Method,
-    /// GCR: directions kept before a restart (1..=64).
+    /// GCR and MG's outer GCR: directions kept before a restart (1..=64).
     #[serde(default = "default_restart")]
     pub restart: i64,
     /// "g5D" or "D" (the seed's choice). Default: g5D for cr and cgne, D for bicgstab and
@@ -412,6 +416,7 @@ pub struct OutputConfig {
 }
 
 mod loaded;
+pub mod multigrid;
 mod overrides;
 pub mod physics;
 

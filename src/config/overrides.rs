@@ -60,7 +60,7 @@ pub struct Overrides {
     /// dropped by this factor, 0 < delta < 1 (overrides [solver] reliable_delta).
     #[arg(long = "reliable-delta", allow_negative_numbers = true)]
     pub reliable_delta: Option<f64>,
-    /// Krylov method: cr, bicgstab, gcr or cgne (overrides [solver] method).
+    /// Krylov method: cr, bicgstab, gcr, cgne or mg (overrides [solver] method).
     #[arg(long)]
     pub method: Option<Method>,
     /// GCR restart length (overrides [solver] restart).

@@ -110,6 +110,8 @@ pub struct SolveReport {
     pub gpu: Option<GpuMetrics>,
     /// Split lattices only: the grid, the communicator and each rank's halo timings.
     pub parallel: Option<ParallelReport>,
+    /// `method = "mg"`: the set-up (apart from the solve time) and the coarse levels.
+    pub multigrid: Option<crate::solver::mg::MgStats>,
     pub residual_history: Vec<f64>,
 }
 
@@ -350,6 +352,7 @@ pub fn build(
         peak_memory_bytes: peak_memory_bytes(),
         gpu,
         parallel: None,
+        multigrid: r.multigrid.clone(),
         residual_history: r.history.clone(),
     }
 }
@@ -388,6 +391,9 @@ pub fn summary(r: &SolveReport) -> String {
         result.push_str(&format!(", {n} host checks"));
     }
     line("result", result);
+    if let Some(m) = &r.multigrid {
+        line("multigrid", m.describe());
+    }
     line(
         "residual",
         format!(

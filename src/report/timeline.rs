@@ -19,6 +19,8 @@ pub struct TimeLine {
     pub read_generate: f64,
     pub upload: f64,
     pub tune: f64,
+    /// The multigrid's set-up (0 for the other methods).
+    pub setup: f64,
     pub solve: f64,
     pub verify: f64,
     pub write: f64,
@@ -50,8 +52,13 @@ impl TimeLine {
     pub fn finish(&mut self, total: f64) {
         self.total = total;
         self.steps = steps();
-        let named =
-            self.read_generate + self.upload + self.tune + self.solve + self.verify + self.write;
+        let named = self.read_generate
+            + self.upload
+            + self.tune
+            + self.setup
+            + self.solve
+            + self.verify
+            + self.write;
         self.other = (total - named).max(0.0);
     }
 
@@ -64,9 +71,13 @@ impl TimeLine {
         if let (Some(b), Some(r)) = (self.links_upload_bytes, self.links_upload_gbytes_per_second) {
             s.push_str(&format!(" (links {:.2} GB at {r:.1} GB/s)", b as f64 / 1e9));
         }
+        s.push_str(&format!(", tune {:.3} s", self.tune));
+        if self.setup > 0.0 {
+            s.push_str(&format!(", multigrid set-up {:.3} s", self.setup));
+        }
         s.push_str(&format!(
-            ", tune {:.3} s, solve {:.3} s, verify {:.3} s, write {:.3} s, other {:.3} s",
-            self.tune, self.solve, self.verify, self.write, self.other
+            ", solve {:.3} s, verify {:.3} s, write {:.3} s, other {:.3} s",
+            self.solve, self.verify, self.write, self.other
         ));
         s
     }

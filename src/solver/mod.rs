@@ -70,10 +70,18 @@ pub enum Method {
     Gcr,
     /// CG on the normal equations (CGNR form); runs on g5 D, i.e. D^dag D.
     Cgne,
+    /// Flexible GCR(m) preconditioned by adaptive aggregation multigrid (`mg`); D.
+    Mg,
 }
 
 impl Method {
-    pub const ALL: [Method; 4] = [Method::Cr, Method::Bicgstab, Method::Gcr, Method::Cgne];
+    pub const ALL: [Method; 5] = [
+        Method::Cr,
+        Method::Bicgstab,
+        Method::Gcr,
+        Method::Cgne,
+        Method::Mg,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -81,6 +89,7 @@ impl Method {
             Method::Bicgstab => "bicgstab",
             Method::Gcr => "gcr",
             Method::Cgne => "cgne",
+            Method::Mg => "mg",
         }
     }
 
@@ -91,6 +100,7 @@ impl Method {
             Method::Bicgstab => "BiCGStab",
             Method::Gcr => "GCR",
             Method::Cgne => "CGNE",
+            Method::Mg => "MG",
         }
     }
 
@@ -98,7 +108,7 @@ impl Method {
     pub fn default_operator(self) -> Operator {
         match self {
             Method::Cr | Method::Cgne => Operator::G5D,
-            Method::Bicgstab | Method::Gcr => Operator::D,
+            Method::Bicgstab | Method::Gcr | Method::Mg => Operator::D,
         }
     }
 
@@ -112,6 +122,9 @@ impl Method {
             Method::Bicgstab => bicgstab::FIELDS,
             Method::Gcr => gcr::fields(restart.max(1)),
             Method::Cgne => cgne::FIELDS,
+            // The outer GCR's and the fine cycle's four (single), with two for the
+            // precision change.
+            Method::Mg => gcr::fields(restart.max(1)) + 6,
         }
     }
 
@@ -133,7 +146,7 @@ impl std::str::FromStr for Method {
             .ok_or_else(|| {
                 Error::invalid(
                     "solver.method",
-                    format!("unknown method {s:?}; expected cr, bicgstab, gcr or cgne"),
+                    format!("unknown method {s:?}; expected cr, bicgstab, gcr, cgne or mg"),
                 )
             })
     }
@@ -287,6 +300,9 @@ fn solve_system<B: FusedCr>(
             let mut inner = cgne::Cgne::new(op)?;
             finish(space, spec, op, &mut inner, b, &mut monitor)
         }
+        Method::Mg => Err(Error::internal(
+            "a multigrid solve needs the operator's matrices: solver::mg::solve",
+        )),
     }
 }
 

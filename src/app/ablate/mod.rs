@@ -156,7 +156,8 @@ pub fn measure(
             Ok(be)
         });
         // CR needs a Hermitian g5 D (not with a twist; `study_versions` refuses one).
-        for method in Method::ALL {
+        // Multigrid is not a kernel's ablation (its own benchmark: validate/RESULTS.md).
+        for method in Method::ALL.into_iter().filter(|&m| m != Method::Mg) {
             for (options, pre, precision) in method_options() {
                 if let Some(b) = &bar {
                     b.set_message(format!("3.0 {method} {options}"));
