@@ -34,7 +34,7 @@ pub fn solve_on_rank<B: Backend>(
     plan: &SolvePlan,
     rank: usize,
 ) -> Result<SolveResult> {
-    solve_source_on_rank(backend, problem, &problem.source, plan, rank)
+    solve_source_on_rank(backend, problem, &problem.source, plan, rank, &mut None)
 }
 
 /// `solve_on` with the right-hand side `source` in place of the problem's (one column of
@@ -45,7 +45,19 @@ pub fn solve_source_on<B: Backend>(
     source: &SpinorField,
     plan: &SolvePlan,
 ) -> Result<SolveResult> {
-    solve_source_on_rank(backend, problem, source, plan, 0)
+    solve_source_on_rank(backend, problem, source, plan, 0, &mut None)
+}
+
+/// `solve_source_on` keeping the multigrid of `method = "mg"` in `mg` for the next
+/// source (a propagator's columns share one set-up).
+pub fn solve_source_kept<B: Backend>(
+    backend: &mut B,
+    problem: &Problem,
+    source: &SpinorField,
+    plan: &SolvePlan,
+    mg: &mut Option<solver::mg::WilsonHierarchy<B::Field>>,
+) -> Result<SolveResult> {
+    solve_source_on_rank(backend, problem, source, plan, 0, mg)
 }
 
 fn solve_source_on_rank<B: Backend>(
@@ -54,6 +66,7 @@ fn solve_source_on_rank<B: Backend>(
     source: &SpinorField,
     plan: &SolvePlan,
     rank: usize,
+    mg: &mut Option<solver::mg::WilsonHierarchy<B::Field>>,
 ) -> Result<SolveResult> {
     let op = plan.method.iterated_form(problem.operator);
     let rhs = timed("right-hand side (host)", || {
@@ -107,7 +120,7 @@ fn solve_source_on_rank<B: Backend>(
     let mut multigrid = None;
     let out = match (&b, source) {
         (Some(b), None) if plan.method == Method::Mg => {
-            let (out, stats) = solve_multigrid(backend, problem, plan, b, &mut observe)?;
+            let (out, stats) = solve_multigrid(backend, problem, plan, b, &mut observe, mg)?;
             multigrid = Some(stats);
             out
         }
@@ -176,26 +189,29 @@ fn solve_source_on_rank<B: Backend>(
     })
 }
 
-/// D x = b by multigrid-preconditioned GCR: the hierarchy built here from the problem's
-/// links (its coarse operators are Galerkin products of D as dense matrices on the
-/// host), the solve on the backend.
+/// D x = b by multigrid-preconditioned GCR: the hierarchy kept in `cache` from an
+/// earlier source, or built here from the problem's links (its coarse operators are
+/// Galerkin products of D as dense matrices on the host) and kept; the solve on the
+/// backend.
 fn solve_multigrid<B: Backend>(
     backend: &mut B,
     problem: &Problem,
     plan: &SolvePlan,
     b: &B::Field,
     observe: &mut dyn FnMut(usize, f64),
+    cache: &mut Option<solver::mg::WilsonHierarchy<B::Field>>,
 ) -> Result<(solver::SolveOutcome<B::Field>, solver::mg::MgStats)> {
     let params = plan
         .multigrid
         .as_ref()
         .ok_or_else(|| Error::internal("method = \"mg\" without its parameters"))?;
     let action = problem.action();
-    let terms = action
-        .has_site_term()
+    // The site term only where a set-up reads it.
+    let terms = (cache.is_none() && action.has_site_term())
         .then(|| dirac::clover::SiteTerms::new(&problem.gauge, &action))
         .transpose()?;
     let stencil = dirac::coarse::WilsonStencil::new(&problem.gauge, problem.kappa, terms.as_ref());
+    let rules = plan.cr.clone();
     timed("multigrid set-up and solve", || {
         solver::mg::solve(
             backend,
@@ -203,8 +219,9 @@ fn solve_multigrid<B: Backend>(
             params,
             plan.restart,
             b,
-            plan.cr.clone(),
+            rules,
             observe,
+            cache,
         )
     })
 }

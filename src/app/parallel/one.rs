@@ -6,13 +6,14 @@
 
 use crate::app::device::choose_device;
 use crate::app::plan::{cuda_options, SolvePlan};
-use crate::app::solve::{backend_options, solve_source_on};
+use crate::app::solve::{backend_options, solve_source_kept};
 use crate::backend::cpu::CpuBackend;
 use crate::backend::prelude::*;
 use crate::config::{Device, LoadedConfig};
 use crate::problem::{Problem, SolveResult};
 use crate::report::timeline::timed;
 use crate::report::{self, BackendWall, GpuMetrics};
+use crate::solver::mg::WilsonHierarchy;
 use crate::Result;
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -60,10 +61,17 @@ pub(super) fn solve_one(
 }
 
 /// The backend of one device, built once (GPU: constructed, the site term uploaded,
-/// tuned) for any number of solves on one problem.
+/// tuned) for any number of solves on one problem, with the multigrid of
+/// `method = "mg"` once its first solve has built it.
 enum OneBackend<'g> {
-    Cuda(Box<crate::backend::cuda::CudaBackend>),
-    Cpu(Box<CpuBackend<'g>>),
+    Cuda(
+        Box<crate::backend::cuda::CudaBackend>,
+        Option<WilsonHierarchy<crate::backend::cuda::DeviceSpinor>>,
+    ),
+    Cpu(
+        Box<CpuBackend<'g>>,
+        Option<WilsonHierarchy<crate::backend::cpu::CpuField>>,
+    ),
 }
 
 /// `OneBackend` with what the report says of it.
@@ -83,8 +91,12 @@ impl OneDevice<'_> {
         source: &crate::field::SpinorField,
     ) -> Result<SolveResult> {
         match &mut self.backend {
-            OneBackend::Cuda(be) => solve_source_on(be.as_mut(), problem, source, &self.params),
-            OneBackend::Cpu(be) => solve_source_on(be.as_mut(), problem, source, &self.params),
+            OneBackend::Cuda(be, mg) => {
+                solve_source_kept(be.as_mut(), problem, source, &self.params, mg)
+            }
+            OneBackend::Cpu(be, mg) => {
+                solve_source_kept(be.as_mut(), problem, source, &self.params, mg)
+            }
         }
     }
 
@@ -97,8 +109,10 @@ impl OneDevice<'_> {
     ) -> Result<Vec<SolveResult>> {
         use crate::app::solve_batch::solve_sources_on;
         match &mut self.backend {
-            OneBackend::Cuda(be) => solve_sources_on(be.as_mut(), problem, sources, &self.params),
-            OneBackend::Cpu(be) => solve_sources_on(be.as_mut(), problem, sources, &self.params),
+            OneBackend::Cuda(be, _) => {
+                solve_sources_on(be.as_mut(), problem, sources, &self.params)
+            }
+            OneBackend::Cpu(be, _) => solve_sources_on(be.as_mut(), problem, sources, &self.params),
         }
     }
 
@@ -110,7 +124,7 @@ impl OneDevice<'_> {
     /// The backend's description, the GPU's metrics (the triad and the memory books, on
     /// the GPU) and its set-up's wall time.
     pub fn close(self, problem: &Problem) -> Result<(String, Option<GpuMetrics>, BackendWall)> {
-        let OneBackend::Cuda(mut be) = self.backend else {
+        let OneBackend::Cuda(mut be, _) = self.backend else {
             return Ok((self.described, None, self.wall));
         };
         be.log_timeline("one GPU");
@@ -213,7 +227,7 @@ pub fn open<'g>(
                 be.multiple()
             );
             Ok(OneDevice {
-                backend: OneBackend::Cuda(Box::new(be)),
+                backend: OneBackend::Cuda(Box::new(be), None),
                 params,
                 described,
                 wall,
@@ -230,7 +244,7 @@ pub fn open<'g>(
             wall.construct = t.elapsed().as_secs_f64();
             let described = be.describe();
             Ok(OneDevice {
-                backend: OneBackend::Cpu(Box::new(be)),
+                backend: OneBackend::Cpu(Box::new(be), None),
                 params,
                 described,
                 wall,

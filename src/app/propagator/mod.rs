@@ -50,6 +50,10 @@ pub struct Column {
     /// ||b - D x|| / ||b|| on the backend that solved.
     pub true_residual: f64,
     pub solve_seconds: f64,
+    /// `method = "mg"`: the multigrid set-up this column's solve made (the first
+    /// column's; the others reuse it: 0).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub multigrid_setup_seconds: Option<f64>,
 }
 
 /// The JSON report of a propagator run.
@@ -302,6 +306,7 @@ fn column(rhs: &RightHandSides, k: usize, r: &crate::problem::SolveResult) -> Re
         stop_reason: format!("{:?}", r.reason),
         true_residual: r.true_residual,
         solve_seconds: r.timings.solve,
+        multigrid_setup_seconds: r.multigrid.as_ref().map(|m| m.setup_seconds),
     })
 }
 
@@ -324,6 +329,19 @@ pub fn summary(r: &PropagatorReport) -> String {
         r.batch,
         r.source
     );
+    let setups: Vec<f64> = r
+        .columns
+        .iter()
+        .filter_map(|c| c.multigrid_setup_seconds)
+        .filter(|&t| t > 0.0)
+        .collect();
+    if !setups.is_empty() {
+        s.push_str(&format!(
+            "multigrid: {} set-up(s), {:.3} s\n",
+            setups.len(),
+            setups.iter().sum::<f64>()
+        ));
+    }
     if !r.pion.is_empty() {
         s.push_str("   t  pion C(t) from the source's timeslice  effective mass (cosh)\n");
         for (t, c) in r.pion.iter().enumerate() {

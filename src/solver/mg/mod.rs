@@ -119,8 +119,15 @@ pub struct MgStats {
     pub coarse_iterations: Vec<usize>,
 }
 
-/// D x = b on the full lattice by flexible GCR(`restart`) preconditioned by the
-/// multigrid built here for D (`stencil`: D as dense matrices on the host).
+/// The hierarchy of the Wilson form D on a backend's fields (what `solve` builds and a
+/// caller may keep for its next right-hand side, boxed: it is large).
+pub type WilsonHierarchy<F> = Box<Hierarchy<F, Form>>;
+
+/// D x = b on the full lattice by flexible GCR(`restart`) preconditioned by multigrid:
+/// the hierarchy in `cache` if there is one (built for this operator), else built here
+/// from `stencil` (D as dense matrices on the host) and left in `cache`. The stats' set-up
+/// time is this call's (0 when the cache served).
+#[allow(clippy::too_many_arguments)]
 pub fn solve<S: WilsonKernels>(
     space: &mut S,
     stencil: &dyn Stencil,
@@ -129,22 +136,27 @@ pub fn solve<S: WilsonKernels>(
     b: &S::Field,
     rules: StopRules,
     observe: &mut dyn FnMut(usize, f64),
+    cache: &mut Option<WilsonHierarchy<S::Field>>,
 ) -> Result<(SolveOutcome<S::Field>, MgStats)> {
     let d = Form(Operator::D);
-    let h = setup(space, d, stencil, params)?;
-    let mut stats = MgStats {
-        setup_seconds: h.setup_seconds,
-        setup_applications: h.setup_applications,
-        levels: h.describe_levels(),
-        ..MgStats::default()
+    let mut stats = MgStats::default();
+    let h = match cache {
+        Some(h) => h,
+        None => {
+            let h = setup(space, d, stencil, params)?;
+            stats.setup_seconds = h.setup_seconds;
+            stats.setup_applications = h.setup_applications;
+            cache.insert(Box::new(h))
+        }
     };
+    stats.levels = h.describe_levels();
     let t = std::time::Instant::now();
     let nb = space.norm2(b)?;
     let mut monitor = Monitor::new(rules, nb, observe);
-    let mut gcr = Gcr::preconditioned(d, restart, h);
+    let mut gcr = Gcr::preconditioned(d, restart, &mut **h);
     let out = run_plain(space, &mut gcr, b, &mut monitor)?;
     stats.solve_seconds = t.elapsed().as_secs_f64();
-    let counts = gcr.preconditioner.take_counts();
+    let counts = h.take_counts();
     stats.coarse_solves = counts.solves;
     stats.coarse_iterations = counts.iterations;
     Ok((out, stats))
