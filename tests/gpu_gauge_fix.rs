@@ -28,7 +28,6 @@ use qcd_solve::backend::cuda::gauge_fix::fix_on_gpu;
 use qcd_solve::field::su3::C64;
 use qcd_solve::field::GaugeField;
 use qcd_solve::gauge_fix::{fix, FixOptions, FixReport, GaugeKind, GaugeTransform};
-use qcd_solve::gauge_gen::{generate, HeatbathParams};
 use qcd_solve::geometry::lattice::{Lattice, DEFAULT_BOUNDARY, NDIM};
 use qcd_solve::Error;
 
@@ -39,18 +38,8 @@ use gpu_common::require_gpu;
 
 /// A random gauge transform (seed 99) of a quenched beta 6.0 field on `dims`.
 fn field(dims: [usize; 4]) -> GaugeField {
-    let lattice = Lattice::new(dims, DEFAULT_BOUNDARY).unwrap();
-    let params = HeatbathParams {
-        beta: 6.0,
-        therm: 20,
-        sweeps: 1,
-        every: 1,
-        overrelax: 1,
-        seed: 7,
-        hot_start: false,
-    };
-    let u = generate(&lattice, &params, |_| {}).unwrap();
-    GaugeTransform::random(&lattice, 99).apply_gauge(&u)
+    let u = gpu_common::quenched(dims);
+    GaugeTransform::random(&u.lattice, 99).apply_gauge(&u)
 }
 
 fn show(what: &str, device: &str, r: &FixReport) {

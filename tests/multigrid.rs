@@ -273,3 +273,44 @@ fn reductions(gauge: &GaugeField, action: Action, blocks: [usize; 4]) -> (f64, f
     });
     (two_grid, smoother)
 }
+
+/// `qcd-solve kappa-scan` on the CPU: every (method, kappa) point solved to the
+/// tolerance, the CSV holding one row each with its true residual <= 1.5 x the tolerance,
+/// and the two charts written.
+#[test]
+fn kappa_scan_writes_a_row_per_point_and_the_charts() {
+    let d = tempfile::tempdir().unwrap();
+    let cfg = d.path().join("scan.toml");
+    std::fs::write(
+        &cfg,
+        "[lattice]\nLX = 4\nLY = 4\nLZ = 4\nLT = 8\n[gauge]\ntype = \"random\"\nseed = 3\n\
+         [dirac]\nkappa = 0.1\n[solver]\nmethod = \"mg\"\ntolerance = 1e-10\n\
+         max_iterations = 5000\n[multigrid]\nblocks = [[2, 2, 2, 2]]\nvectors = [4]\n\
+         [backend]\ndevice = \"cpu\"\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_qcd-solve"))
+        .args(["--quiet", "kappa-scan"])
+        .arg(&cfg)
+        .args(["--kappas", "0.1,0.11", "--methods", "gcr,mg", "--out"])
+        .arg(d.path().join("scan"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let csv = std::fs::read_to_string(d.path().join("scan/kappa-scan.csv")).unwrap();
+    let rows: Vec<&str> = csv.lines().skip(1).collect();
+    assert_eq!(rows.len(), 4, "{csv}");
+    for row in rows {
+        let f: Vec<&str> = row.split(',').collect();
+        assert_eq!(f[3], "true", "{row}");
+        let res: f64 = f[7].parse().unwrap();
+        assert!(res <= 1.5e-10, "{row}");
+    }
+    for chart in ["kappa-scan-iterations.svg", "kappa-scan-time.png"] {
+        assert!(d.path().join("scan").join(chart).exists(), "{chart}");
+    }
+}

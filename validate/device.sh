@@ -5,7 +5,7 @@
 # Stages: qcd-solve (release, debug info stripped) and the GPU test binaries gpu-tests,
 # gpu-decomposed-tests, gpu-nccl-tests, gpu-fast-tests, gpu-fused-tests,
 # gpu-memory-tests, gpu-solvers-tests, gpu-half-tests, gpu-clover-tests, gpu-batch-tests,
-# gpu-gauge-fix-tests (tests/gpu*.rs,
+# gpu-gauge-fix-tests, gpu-multigrid-tests (tests/gpu*.rs,
 # --features gpu-tests). TARGETS="gpu_clover gpu_fast" stages only those test targets (a
 # device call carries at most 64 MiB; the others are removed from .device/).
 # BASE=<a checkout with target/release/qcd-solve built> also stages that binary as the
@@ -28,12 +28,13 @@ LD_LIBRARY_PATH=$nvrtc_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} ./target/release
 # Krylov methods against the CPU), gpu_memory.rs (the device-memory books against the
 # estimate and the free-memory drop), gpu_half.rs (half precision against the CPU, half-double
 # solves), gpu_clover.rs (the clover term and twisted mass against the CPU, their solves),
-# gpu_gauge_fix.rs (Landau and Coulomb gauge fixing against the CPU's).
+# gpu_gauge_fix.rs (Landau and Coulomb gauge fixing against the CPU's), gpu_multigrid.rs
+# (multigrid with the fine level on the GPU against the CPU's).
 cargo test --release --features gpu-tests --no-run --message-format=json 2>/dev/null |
     python3 -c 'import json,sys
 for line in sys.stdin:
     m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m["target"]["name"] in ("gpu", "gpu_fast", "gpu_fused", "gpu_solvers", "gpu_decomposed", "gpu_nccl", "gpu_memory", "gpu_half", "gpu_clover", "gpu_batch", "gpu_gauge_fix") and m.get("executable"):
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] in ("gpu", "gpu_fast", "gpu_fused", "gpu_solvers", "gpu_decomposed", "gpu_nccl", "gpu_memory", "gpu_half", "gpu_clover", "gpu_batch", "gpu_gauge_fix", "gpu_multigrid") and m.get("executable"):
         print(m["target"]["name"], m["executable"])' >"$root/target/gpu-tests.list"
 grep -q '^gpu ' "$root/target/gpu-tests.list" || { echo "gpu test binary not found" >&2; exit 1; }
 

@@ -42,7 +42,7 @@ LAYERS = {
         ["solve", "solve_batch"],
         ["parallel"],
         ["run"],
-        ["ablate", "bench", "floor", "propagator", "scale"],
+        ["ablate", "bench", "floor", "kappa_scan", "propagator", "scale"],
         ["validate"],
         ["cli"],
     ],

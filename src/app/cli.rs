@@ -198,6 +198,23 @@ pub enum Command {
         #[arg(long, default_value = "out")]
         out: PathBuf,
     },
+    /// The config's solve at several kappas with several methods (iterations and time to
+    /// solution against kappa: a table, CSV, JSON and two charts)
+    KappaScan {
+        config: PathBuf,
+        /// Hopping parameters, e.g. 0.12,0.13,0.135.
+        #[arg(long, value_delimiter = ',', required = true)]
+        kappas: Vec<f64>,
+        /// Methods, e.g. cr,bicgstab,mg.
+        #[arg(long, value_delimiter = ',', default_value = "cr,bicgstab,mg")]
+        methods: Vec<crate::solver::Method>,
+        /// auto, cpu or cuda (overrides [backend] device).
+        #[arg(long)]
+        device: Option<Device>,
+        /// Folder for kappa-scan.csv, .json and the kappa-scan-iterations/-time charts.
+        #[arg(long, default_value = "out/kappa-scan")]
+        out: PathBuf,
+    },
     /// CPU strong scaling of the solve: time, speed-up and efficiency per thread count.
     Scale {
         config: PathBuf,
@@ -442,6 +459,16 @@ pub fn dispatch(cli: Cli) -> Result<()> {
             let mut cfg = load_on_device(&config, device)?;
             crate::app::propagator::all_spins_and_colours(&mut cfg);
             run_propagator(&cfg, &out)
+        }
+        Some(Command::KappaScan {
+            config,
+            kappas,
+            methods,
+            device,
+            out,
+        }) => {
+            let cfg = load_on_device(&config, device)?;
+            crate::app::kappa_scan::run(&cfg, &kappas, &methods, &out)
         }
         Some(Command::Scale {
             config,

@@ -17,6 +17,7 @@ pub mod floor;
 pub mod footprint;
 pub mod generate;
 pub mod heatbath_cache;
+pub mod kappa_scan;
 pub mod memory;
 pub mod output_set;
 pub mod outputs;

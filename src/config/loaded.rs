@@ -107,6 +107,11 @@ impl LoadedConfig {
         }
     }
 
+    /// Check a config changed after loading (a scan's point) as a loaded one is checked.
+    pub fn revalidate(&self) -> Result<()> {
+        self.validate()
+    }
+
     pub(super) fn validate(&self) -> Result<()> {
         let c = &self.config;
         c.tuning.validate()?;

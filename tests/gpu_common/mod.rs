@@ -68,3 +68,18 @@ pub fn cpu_tolerance(p: Precision) -> f64 {
         Precision::Half => 1e-4,
     }
 }
+
+/// A quenched beta 6.0 field on `dims` (cold start, 20 + 1 compound sweeps, seed 7).
+pub fn quenched(dims: [usize; 4]) -> GaugeField {
+    let lattice = Lattice::new(dims, DEFAULT_BOUNDARY).unwrap();
+    let params = qcd_solve::gauge_gen::HeatbathParams {
+        beta: 6.0,
+        therm: 20,
+        sweeps: 1,
+        every: 1,
+        overrelax: 1,
+        seed: 7,
+        hot_start: false,
+    };
+    qcd_solve::gauge_gen::generate(&lattice, &params, |_| {}).unwrap()
+}
