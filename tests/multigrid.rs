@@ -314,3 +314,19 @@ fn kappa_scan_writes_a_row_per_point_and_the_charts() {
         assert!(d.path().join("scan").join(chart).exists(), "{chart}");
     }
 }
+
+/// Twisted-mass clover (the Galerkin hierarchy of the twisted operator as it is, no
+/// coarse-mu scaling): the solve reaches the tolerance in fewer iterations than plain GCR
+/// on the AnalysisToolbox file.
+#[test]
+fn multigrid_solves_twisted_mass_clover() {
+    let gauge = shared("ATB_nersc.l8t4b3360");
+    let action = Action {
+        kappa: 0.155,
+        csw: 1.0,
+        mu: 0.01,
+    };
+    let (plain, mg, stats) = solve_both(&gauge, action, &params(8, [4, 4, 4, 2]));
+    eprintln!("ATB twisted clover: GCR {plain}, MG {mg} iterations; {stats:?}");
+    assert!(2 * mg <= plain, "GCR {plain}, MG {mg}");
+}

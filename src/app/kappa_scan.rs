@@ -22,6 +22,8 @@ pub struct ScanPoint {
     pub solver: String,
     pub kappa: f64,
     pub converged: bool,
+    /// Why the solve stopped ("converged", "stagnated", ...).
+    pub stop_reason: String,
     pub iterations: usize,
     /// Multigrid's set-up (0 for the Krylov methods).
     pub setup_seconds: f64,
@@ -82,6 +84,7 @@ pub fn measure(cfg: &LoadedConfig, kappas: &[f64], methods: &[Method]) -> Result
             solver: r.plan.clone(),
             kappa,
             converged: r.reason == StopReason::Converged,
+            stop_reason: format!("{:?}", r.reason).to_lowercase(),
             iterations: r.iterations,
             setup_seconds: setup,
             solve_seconds: r.timings.solve,
@@ -93,15 +96,15 @@ pub fn measure(cfg: &LoadedConfig, kappas: &[f64], methods: &[Method]) -> Result
 
 pub fn table(points: &[ScanPoint]) -> String {
     let mut s = format!(
-        "{:>8} {:>9} {:>10} {:>10} {:>10} {:>11} {:>10}\n",
-        "method", "kappa", "converged", "iterations", "set-up (s)", "solve (s)", "true res"
+        "{:>8} {:>9} {:>14} {:>10} {:>10} {:>11} {:>10}\n",
+        "method", "kappa", "stopped", "iterations", "set-up (s)", "solve (s)", "true res"
     );
     for p in points {
         s.push_str(&format!(
-            "{:>8} {:>9} {:>10} {:>10} {:>10.3} {:>11.4} {:>10.2e}\n",
+            "{:>8} {:>9} {:>14} {:>10} {:>10.3} {:>11.4} {:>10.2e}\n",
             p.method,
             p.kappa,
-            p.converged,
+            p.stop_reason,
             p.iterations,
             p.setup_seconds,
             p.solve_seconds,
@@ -122,6 +125,7 @@ pub fn csv(points: &[ScanPoint]) -> Result<String> {
             "setup_seconds",
             "solve_seconds",
             "true_residual",
+            "stop_reason",
         ],
         points.iter().map(|p| {
             vec![
@@ -133,6 +137,7 @@ pub fn csv(points: &[ScanPoint]) -> Result<String> {
                 format!("{:.6}", p.setup_seconds),
                 format!("{:.6}", p.solve_seconds),
                 format!("{:.3e}", p.true_residual),
+                p.stop_reason.clone(),
             ]
         }),
     )
