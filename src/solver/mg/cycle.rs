@@ -14,8 +14,6 @@ use crate::linalg::{Layout, LinearOperator, Precision, Space, Subset};
 use crate::solver::gcr::Gcr;
 use crate::solver::{run_plain, Monitor, StopRules};
 use crate::Result;
-use std::cell::Cell;
-use std::rc::Rc;
 
 /// Minimal residual steps on A x = b from x = 0: x += alpha r, r -= alpha A r with alpha
 /// = (A r | r) / (A r | A r). Leaves r = b - A x; returns the applications made.
@@ -111,7 +109,8 @@ pub struct CoarseLevel {
     rules: StopRules,
     restart: usize,
     even_odd: bool,
-    counts: Rc<Cell<(usize, usize)>>,
+    /// Solves and Krylov iterations since the last `take_counts`.
+    counts: (usize, usize),
     solver: LevelSolver,
 }
 
@@ -170,7 +169,7 @@ impl CoarseLevel {
             rules: StopRules::new(params.coarse_tol, params.coarse_max_iterations),
             restart: params.coarse_restart,
             even_odd,
-            counts: Rc::new(Cell::new((0, 0))),
+            counts: (0, 0),
             solver,
         }
     }
@@ -202,8 +201,8 @@ impl CoarseLevel {
                 run_plain(&mut self.space, gcr.as_mut(), &rhs, &mut monitor)?
             }
         };
-        let (n, it) = self.counts.get();
-        self.counts.set((n + 1, it + out.iterations));
+        self.counts.0 += 1;
+        self.counts.1 += out.iterations;
         match b_o {
             Some(b_o) => schur_reconstruct(&op, &out.x.data, &b_o),
             None => Ok(out.x.data),
@@ -220,7 +219,7 @@ impl CoarseLevel {
 
     /// Solves and iterations of this level and the ones below, since the last call.
     pub fn take_counts(&mut self, into: &mut CoarseCounts) {
-        let (n, it) = self.counts.replace((0, 0));
+        let (n, it) = std::mem::take(&mut self.counts);
         into.solves.push(n);
         into.iterations.push(it);
         if let LevelSolver::Intermediate(gcr) = &mut self.solver {

@@ -42,7 +42,8 @@ pub struct MgParams {
     /// GCR iterations of each step's approximate solve.
     pub setup_solver_iterations: usize,
     /// Adaptive refinement passes (each vector one inverse-iteration step with the
-    /// multigrid-preconditioned solver, then the hierarchy rebuilt).
+    /// multigrid-preconditioned solver, a quarter of `setup_solver_iterations` at least 2,
+    /// then the hierarchy rebuilt).
     pub refine: usize,
     /// Minimal residual steps before and after the coarse correction.
     pub pre_smoothing: usize,
