@@ -38,7 +38,13 @@ pub fn warm_up(cfg: &LoadedConfig) -> Option<JoinHandle<()>> {
             let plan = SolvePlan::from_config(c, opts.version.is_fast_path());
             let volume = cfg.dims().iter().product();
             let site_term = c.dirac.action().has_site_term();
-            crate::backend::cuda::warm_up(&opts, plan.precision, plan.fused, site_term, volume)
+            // Multigrid iterates in double with its preconditioner in its own precision:
+            // the programs of that precision include the double ones.
+            let precision = plan
+                .multigrid
+                .as_ref()
+                .map_or(plan.precision, |m| m.precision);
+            crate::backend::cuda::warm_up(&opts, precision, plan.fused, site_term, volume)
         }
     }
 }
