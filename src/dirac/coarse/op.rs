@@ -8,6 +8,9 @@ use crate::geometry::lattice::Lattice;
 use crate::{Error, Result};
 use rayon::prelude::*;
 
+/// The most numbers a coarse site holds: 2 x 64 vectors (`[multigrid] vectors` <= 64).
+pub const MAX_DOF: usize = 128;
+
 /// A level's operator: X(x) and Y_d(x), dof x dof row-major, on a periodic lattice.
 #[derive(Clone, Debug)]
 pub struct CoarseOp {
@@ -102,14 +105,6 @@ impl CoarseOp {
         Ok(self)
     }
 
-    /// Half fields of parity p: site x of that parity at cb = x / 2.
-    fn half_sites(&self, p: usize) -> Vec<usize> {
-        let l = &self.lattice;
-        (0..l.volume() / 2)
-            .map(|cb| l.checkerboard_site(p, cb))
-            .collect()
-    }
-
     /// out = X inp (or X^-1 inp) on half fields of parity p.
     pub fn apply_site_half(
         &self,
@@ -119,7 +114,6 @@ impl CoarseOp {
         inverse: bool,
     ) -> Result<()> {
         let n = self.dof;
-        let sites = self.half_sites(p);
         let inv = if inverse {
             Some(self.site_inverse.as_ref().ok_or_else(|| {
                 Error::internal("the coarse operator's site inverses were not made")
@@ -128,7 +122,8 @@ impl CoarseOp {
             None
         };
         out.par_chunks_mut(n).enumerate().for_each(|(cb, o)| {
-            let x = sites[cb];
+            // Half fields hold site x of parity p at cb = x / 2.
+            let x = self.lattice.checkerboard_site(p, cb);
             let m = match inv {
                 Some(i) => &i[x * n * n..(x + 1) * n * n],
                 None => self.site_at(x),
@@ -142,20 +137,16 @@ impl CoarseOp {
     /// parity (with `add`: out += that, times `scale`).
     pub fn hop_half(&self, p: usize, inp: &[C64], out: &mut [C64], scale: C64, add: bool) {
         let n = self.dof;
-        let sites = self.half_sites(p);
         out.par_chunks_mut(n).enumerate().for_each(|(cb, o)| {
-            let x = sites[cb];
-            let mut acc = vec![ZERO; n];
+            let x = self.lattice.checkerboard_site(p, cb);
+            // The site's sum on the stack (dof <= MAX_DOF): no allocation per site.
+            let mut acc = [ZERO; MAX_DOF];
+            let acc = &mut acc[..n];
             for (d, &y) in self.neighbours[x].iter().enumerate() {
                 let ycb = y as usize / 2;
-                mat_vec(
-                    self.hop_at(x, d),
-                    &inp[ycb * n..(ycb + 1) * n],
-                    &mut acc,
-                    true,
-                );
+                mat_vec(self.hop_at(x, d), &inp[ycb * n..(ycb + 1) * n], acc, true);
             }
-            for (o, a) in o.iter_mut().zip(acc) {
+            for (o, &a) in o.iter_mut().zip(acc.iter()) {
                 if add {
                     *o += scale * a;
                 } else {
