@@ -1,14 +1,18 @@
 #![cfg(feature = "gpu-tests")]
 //! GPU tests of multigrid (`solver::mg`) with kernel 3.0 on the fine level: the same
 //! algorithm as on the CPU (tests/multigrid.rs holds that to closed forms and gauge files
-//! written by other codes), its fine level on the GPU's fields through the seam and its
-//! coarse levels on the host. Built only with `--features gpu-tests`; every test opens the
-//! GPU first and fails loudly when there is none.
+//! written by other codes), its fine level on the GPU's fields and its coarse levels on the
+//! GPU too (`cuda::mg`: the coarse operator, the transfers and coarse BLAS as kernels).
+//! Built only with `--features gpu-tests`; every test opens the GPU first and fails loudly
+//! when there is none.
 //!
 //! Tolerances and where they come from:
 //! - the solution's true residual, recomputed by the CPU backend's operator from the
 //!   downloaded solution, within 1.5 x the tolerance (the outer GCR iterates in double;
 //!   the GPU's D differs from the CPU's by rounding, 1e-15 relative);
+//! - the device's coarse operator, Schur complement, restriction and prolongation against
+//!   the host's (`CoarseOp`, `Prolongator`: the CPU reference) to 1e-12 relative in double
+//!   (sums of a few hundred products in another order) and 1e-5 in single;
 //! - the outer iterations within 2 of the CPU's (the single-precision preconditioner
 //!   rounds differently on the two devices, so the outer residuals are not the same bits;
 //!   each cycle's contraction is the same to a few percent).
@@ -17,12 +21,16 @@ use qcd_solve::backend::cpu::CpuBackend;
 use qcd_solve::backend::cuda::{CudaBackend, CudaOptions, StencilVersion};
 use qcd_solve::backend::prelude::*;
 use qcd_solve::dirac::clover::SiteTerms;
-use qcd_solve::dirac::coarse::WilsonStencil;
+use qcd_solve::dirac::coarse::{
+    galerkin, Aggregation, CoarseLevelSpace, Coarsen, Prolongator, WilsonStencil,
+};
 use qcd_solve::dirac::Action;
 use qcd_solve::field::SpinorField;
-use qcd_solve::linalg::{Operator, Precision};
+use qcd_solve::field::C64;
+use qcd_solve::linalg::{Layout, Operator, Precision, Subset};
 use qcd_solve::solver::mg::{self, MgParams};
 use qcd_solve::solver::{true_residual, StopReason, StopRules};
+use std::sync::Arc;
 
 mod gpu_common;
 use gpu_common::require_gpu;
@@ -101,5 +109,92 @@ fn multigrid_on_the_gpu_solves_wilson_clover_as_the_cpu_does() {
             it_gpu.abs_diff(it_cpu) <= 2,
             "{precision:?}: GPU {it_gpu} iterations, CPU {it_cpu}"
         );
+    }
+}
+
+fn rel(a: &[C64], b: &[C64]) -> f64 {
+    let num: f64 = a.iter().zip(b).map(|(x, y)| (x - y).norm_sqr()).sum();
+    let den: f64 = b.iter().map(|y| y.norm_sqr()).sum();
+    (num / den).sqrt()
+}
+
+fn gaussian(n: usize, seed: u64) -> Vec<C64> {
+    let mut rng = qcd_solve::rng::Stream::new(seed, 3);
+    (0..n)
+        .map(|_| C64::new(rng.gaussian(), rng.gaussian()))
+        .collect()
+}
+
+#[test]
+fn the_device_coarse_level_applies_what_the_host_does() {
+    require_gpu();
+    let gauge = gpu_common::quenched([8, 8, 8, 8]);
+    let action = Action {
+        kappa: 0.13,
+        csw: 1.77,
+        mu: 0.0,
+    };
+    let terms = SiteTerms::new(&gauge, &action).unwrap();
+    let stencil = WilsonStencil::new(&gauge, action.kappa, Some(&terms));
+    let v = gauge.lattice.volume();
+    let vectors: Vec<Vec<C64>> = (0..6).map(|k| gaussian(v * 12, 40 + k)).collect();
+    let agg = Aggregation::new(&gauge.lattice, [2, 2, 2, 2], "blocks").unwrap();
+    let p = Prolongator::new(agg, 12, &vectors).unwrap();
+    let op = Arc::new(galerkin(&stencil, &p).unwrap().with_site_inverse().unwrap());
+    let (vc, dof) = (op.volume(), op.dof);
+    let opts = CudaOptions {
+        version: StencilVersion::V3_0,
+        ..CudaOptions::default()
+    };
+    let mut gpu = CudaBackend::new(&gauge, action.kappa, &opts).unwrap();
+    let fine = SpinorField::random(v, 8, 0);
+    let c = gaussian(vc * dof, 9);
+    let mut want_r = vec![C64::new(0.0, 0.0); vc * dof];
+    p.restrict(&fine.data, &mut want_r);
+    let mut want_p = vec![C64::new(0.0, 0.0); v * 12];
+    p.prolong(&c, &mut want_p);
+    let mut want_d = vec![C64::new(0.0, 0.0); vc * dof];
+    op.apply(&c, &mut want_d);
+    let e = gaussian(vc / 2 * dof, 10);
+    let mut want_s = vec![C64::new(0.0, 0.0); vc / 2 * dof];
+    let mut tmp = [want_s.clone(), want_s.clone()];
+    op.apply_schur(&e, &mut want_s, &mut tmp).unwrap();
+    for (precision, tol) in [(Precision::Double, 1e-12), (Precision::Single, 1e-5)] {
+        let full = Layout::new(Subset::Full, precision);
+        let even = Layout::new(Subset::Even, precision);
+        let mut space = gpu.coarse_space(op.clone(), precision).unwrap();
+        let t = gpu.transfer(&p, precision).unwrap();
+        let f = gpu.field_from_host(fine.data.clone(), full).unwrap();
+        let mut rc = space.alloc_layout(full).unwrap();
+        gpu.restrict(&t, &f, &mut space, &mut rc).unwrap();
+        let got = space.to_host(&rc).unwrap();
+        let cf = space.field_from_host(c.clone(), full).unwrap();
+        let mut pf = gpu.alloc_layout(full).unwrap();
+        gpu.prolong(&t, &mut space, &cf, &mut pf).unwrap();
+        let got_p = gpu.to_host(&pf).unwrap();
+        let mut dc = space.alloc_layout(full).unwrap();
+        space.apply_coarse(false, &mut dc, &cf).unwrap();
+        let got_d = space.to_host(&dc).unwrap();
+        let mut half = space.alloc_layout(even).unwrap();
+        let mut e_full = vec![C64::new(0.0, 0.0); vc * dof];
+        for (cb, z) in e.chunks(dof).enumerate() {
+            let x = op.lattice.checkerboard_site(0, cb);
+            e_full[x * dof..(x + 1) * dof].copy_from_slice(z);
+        }
+        let ef = space.field_from_host(e_full, full).unwrap();
+        space.convert(&mut half, &ef).unwrap();
+        let mut sc = space.alloc_layout(even).unwrap();
+        space.apply_coarse(true, &mut sc, &half).unwrap();
+        let got_s = space.to_host(&sc).unwrap();
+        let diffs = [
+            ("restriction", rel(&got, &want_r)),
+            ("prolongation", rel(&got_p, &want_p)),
+            ("coarse operator", rel(&got_d, &want_d)),
+            ("Schur complement", rel(&got_s, &want_s)),
+        ];
+        eprintln!("{precision:?}: {diffs:?}");
+        for (what, d) in diffs {
+            assert!(d <= tol, "{precision:?} {what}: {d:.2e} > {tol:.0e}");
+        }
     }
 }

@@ -3,10 +3,11 @@
 //! codes (../shared/lattices), each solution held to its true residual recomputed from
 //! scratch.
 
-use qcd_solve::backend::coarse::{CoarseOperator, CoarseSpace};
+use qcd_solve::backend::coarse::CoarseSpace;
 use qcd_solve::backend::cpu::CpuBackend;
 use qcd_solve::backend::prelude::*;
 use qcd_solve::dirac::clover::SiteTerms;
+use qcd_solve::dirac::coarse::CoarseOperator;
 use qcd_solve::dirac::coarse::{galerkin, Aggregation, Prolongator, WilsonStencil};
 use qcd_solve::dirac::Action;
 use qcd_solve::field::{GaugeField, SpinorField, C64};
@@ -257,15 +258,20 @@ fn reductions(gauge: &GaugeField, action: Action, blocks: [usize; 4]) -> (f64, f
     }
     let mut dv = be.alloc().unwrap();
     be.apply(Operator::D, &mut dv, &v).unwrap();
-    let reduction = |be: &mut CpuBackend, m: &mut dyn FnMut(&mut CpuBackend, &mut _, &_)| {
+    /// An approximate inverse M applied: m(space, out, inp), out = M inp.
+    type Inverse<'a, B> = dyn FnMut(&mut B, &mut <B as Space>::Field, &<B as Space>::Field) + 'a;
+    /// |v - M D v| for the approximate inverse m.
+    fn reduction<B: Space>(be: &mut B, v: &B::Field, dv: &B::Field, m: &mut Inverse<'_, B>) -> f64 {
         let mut mdv = be.alloc().unwrap();
-        m(be, &mut mdv, &dv);
-        be.xpay(&v, C64::new(-1.0, 0.0), &mut mdv).unwrap();
+        m(be, &mut mdv, dv);
+        be.xpay(v, C64::new(-1.0, 0.0), &mut mdv).unwrap();
         be.norm2(&mdv).unwrap().sqrt()
-    };
+    }
     let mut h = mg::setup(&mut be, d, &stencil, &params(16, blocks)).unwrap();
-    let two_grid = reduction(&mut be, &mut |be, out, inp| h.apply(be, out, inp).unwrap());
-    let smoother = reduction(&mut be, &mut |be, out, inp| {
+    let two_grid = reduction(&mut be, &v, &dv, &mut |be, out, inp| {
+        h.apply(be, out, inp).unwrap()
+    });
+    let smoother = reduction(&mut be, &v, &dv, &mut |be, out, inp| {
         let mut w = [be.alloc().unwrap(), be.alloc().unwrap()];
         let [r, q] = &mut w;
         let mut op = d;

@@ -49,7 +49,7 @@ LAYERS = {
     "backend/cuda": [
         ["core"],
         ["halo", "heatbath", "gauge_fix"],
-        ["dirac"],
+        ["dirac", "mg"],
         ["engines"],
         ["backend"],
     ],

@@ -55,7 +55,7 @@ pub fn solve_source_kept<B: Backend>(
     problem: &Problem,
     source: &SpinorField,
     plan: &SolvePlan,
-    mg: &mut Option<solver::mg::WilsonHierarchy<B::Field>>,
+    mg: &mut Option<solver::mg::WilsonHierarchy<B>>,
 ) -> Result<SolveResult> {
     solve_source_on_rank(backend, problem, source, plan, 0, mg)
 }
@@ -66,7 +66,7 @@ fn solve_source_on_rank<B: Backend>(
     source: &SpinorField,
     plan: &SolvePlan,
     rank: usize,
-    mg: &mut Option<solver::mg::WilsonHierarchy<B::Field>>,
+    mg: &mut Option<solver::mg::WilsonHierarchy<B>>,
 ) -> Result<SolveResult> {
     let op = plan.method.iterated_form(problem.operator);
     let rhs = timed("right-hand side (host)", || {
@@ -199,7 +199,7 @@ fn solve_multigrid<B: Backend>(
     plan: &SolvePlan,
     b: &B::Field,
     observe: &mut dyn FnMut(usize, f64),
-    cache: &mut Option<solver::mg::WilsonHierarchy<B::Field>>,
+    cache: &mut Option<solver::mg::WilsonHierarchy<B>>,
 ) -> Result<(solver::SolveOutcome<B::Field>, solver::mg::MgStats)> {
     let params = plan
         .multigrid

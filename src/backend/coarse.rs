@@ -6,8 +6,8 @@
 
 use super::{layout_mismatch as mismatch, Layout, Precision, Space, Subset};
 use crate::dirac::coarse::CoarseOp;
+use crate::dirac::coarse::{CoarseLevelSpace, Coarsen, Prolongator};
 use crate::field::{SpinorField, C64};
-use crate::linalg::LinearOperator;
 use crate::reduce::{det_sum, det_sum2};
 use crate::{Error, Result};
 use rayon::prelude::*;
@@ -16,6 +16,8 @@ use std::sync::Arc;
 /// The space of a coarse level.
 pub struct CoarseSpace {
     pub op: Arc<CoarseOp>,
+    /// Two odd half fields of the Schur complement.
+    tmp: [Vec<C64>; 2],
 }
 
 /// A coarse field: `layout.subset` sites (all, or one parity in checkerboard order) of
@@ -28,7 +30,10 @@ pub struct CoarseField {
 
 impl CoarseSpace {
     pub fn new(op: Arc<CoarseOp>) -> CoarseSpace {
-        CoarseSpace { op }
+        CoarseSpace {
+            op,
+            tmp: [Vec::new(), Vec::new()],
+        }
     }
 
     /// A field of `layout` holding `numbers` (rounded to its precision).
@@ -192,73 +197,6 @@ impl Space for CoarseSpace {
     }
 }
 
-/// The coarse operator on full fields, or its even Schur complement
-/// X_ee - Y_eo X_oo^-1 Y_oe on even fields (`schur`; the operator needs its site
-/// inverses).
-pub struct CoarseOperator {
-    pub schur: bool,
-    tmp: [Vec<C64>; 2],
-}
-
-impl CoarseOperator {
-    pub fn full() -> CoarseOperator {
-        CoarseOperator {
-            schur: false,
-            tmp: [Vec::new(), Vec::new()],
-        }
-    }
-    pub fn schur() -> CoarseOperator {
-        CoarseOperator {
-            schur: true,
-            tmp: [Vec::new(), Vec::new()],
-        }
-    }
-}
-
-impl LinearOperator<CoarseSpace> for CoarseOperator {
-    fn apply(
-        &mut self,
-        space: &mut CoarseSpace,
-        out: &mut CoarseField,
-        inp: &CoarseField,
-    ) -> Result<()> {
-        let want = if self.schur {
-            Subset::Even
-        } else {
-            Subset::Full
-        };
-        if inp.layout.subset != want || out.layout != inp.layout {
-            return Err(mismatch("coarse apply", out.layout, inp.layout));
-        }
-        if self.schur {
-            let n = inp.data.len();
-            for t in &mut self.tmp {
-                t.resize(n, C64::new(0.0, 0.0));
-            }
-            space
-                .op
-                .apply_schur(&inp.data, &mut out.data, &mut self.tmp)?;
-        } else {
-            space.op.apply(&inp.data, &mut out.data);
-        }
-        store(out.layout.precision, &mut out.data);
-        Ok(())
-    }
-    fn domain(&self) -> Subset {
-        if self.schur {
-            Subset::Even
-        } else {
-            Subset::Full
-        }
-    }
-    fn hermitian(&self) -> bool {
-        false
-    }
-    fn name(&self) -> String {
-        if self.schur { "coarse Mee" } else { "coarse D" }.into()
-    }
-}
-
 /// The even-odd pieces of a coarse solve D_c x = b: the even right-hand side
 /// b_e - Y_eo X_oo^-1 b_o, and x_o = X_oo^-1 (b_o - Y_oe x_e).
 pub fn schur_source(op: &CoarseOp, b: &[C64]) -> Result<(Vec<C64>, Vec<C64>)> {
@@ -299,4 +237,157 @@ fn split(op: &CoarseOp, f: &[C64]) -> (Vec<C64>, Vec<C64>) {
             .collect()
     };
     (half(0), half(1))
+}
+
+impl CoarseLevelSpace for CoarseSpace {
+    fn op(&self) -> &Arc<CoarseOp> {
+        &self.op
+    }
+
+    fn apply_coarse(
+        &mut self,
+        schur: bool,
+        out: &mut CoarseField,
+        inp: &CoarseField,
+    ) -> Result<()> {
+        let want = if schur { Subset::Even } else { Subset::Full };
+        if inp.layout.subset != want || out.layout != inp.layout {
+            return Err(mismatch("coarse apply", out.layout, inp.layout));
+        }
+        if schur {
+            let n = inp.data.len();
+            for t in &mut self.tmp {
+                t.resize(n, C64::new(0.0, 0.0));
+            }
+            self.op
+                .apply_schur(&inp.data, &mut out.data, &mut self.tmp)?;
+        } else {
+            self.op.apply(&inp.data, &mut out.data);
+        }
+        store(out.layout.precision, &mut out.data);
+        Ok(())
+    }
+
+    fn schur_source(&mut self, b: &CoarseField) -> Result<(CoarseField, CoarseField)> {
+        let (rhs, b_o) = schur_source(&self.op, &b.data)?;
+        let p = b.layout.precision;
+        Ok((
+            self.field(Layout::new(Subset::Even, p), rhs)?,
+            self.field(Layout::new(Subset::Odd, p), b_o)?,
+        ))
+    }
+
+    fn schur_reconstruct(&mut self, x_e: &CoarseField, b_o: &CoarseField) -> Result<CoarseField> {
+        let x = schur_reconstruct(&self.op, &x_e.data, &b_o.data)?;
+        self.field(Layout::new(Subset::Full, x_e.layout.precision), x)
+    }
+}
+
+impl Coarsen for CoarseSpace {
+    type Coarse = CoarseSpace;
+    type Transfer = Arc<Prolongator>;
+
+    fn coarse_space(&mut self, op: Arc<CoarseOp>, _precision: Precision) -> Result<CoarseSpace> {
+        Ok(CoarseSpace::new(op))
+    }
+
+    fn transfer(&mut self, p: &Prolongator, _precision: Precision) -> Result<Arc<Prolongator>> {
+        Ok(Arc::new(p.clone()))
+    }
+
+    fn restrict(
+        &mut self,
+        t: &Arc<Prolongator>,
+        fine: &CoarseField,
+        _coarse: &mut CoarseSpace,
+        out: &mut CoarseField,
+    ) -> Result<()> {
+        t.restrict(&fine.data, &mut out.data);
+        store(out.layout.precision, &mut out.data);
+        Ok(())
+    }
+
+    fn prolong(
+        &mut self,
+        t: &Arc<Prolongator>,
+        _coarse: &mut CoarseSpace,
+        inp: &CoarseField,
+        fine: &mut CoarseField,
+    ) -> Result<()> {
+        t.prolong(&inp.data, &mut fine.data);
+        store(fine.layout.precision, &mut fine.data);
+        Ok(())
+    }
+}
+
+/// `Coarsen::restrict` for a fine space whose coarse levels live on the host: the fine
+/// field through the host (`Space::to_host`), restricted there.
+pub fn host_restrict<S: Space>(
+    space: &mut S,
+    p: &Prolongator,
+    fine: &S::Field,
+    out: &mut CoarseField,
+) -> Result<()> {
+    let f = space.to_host(fine)?;
+    p.restrict(&f, &mut out.data);
+    store(out.layout.precision, &mut out.data);
+    Ok(())
+}
+
+/// `Coarsen::prolong` for a fine space whose coarse levels live on the host.
+pub fn host_prolong<S: Space>(
+    space: &mut S,
+    p: &Prolongator,
+    inp: &CoarseField,
+    fine: &mut S::Field,
+) -> Result<()> {
+    let mut f = vec![C64::new(0.0, 0.0); p.aggregation.fine.volume() * p.fine_dof];
+    p.prolong(&inp.data, &mut f);
+    let layout = space.layout(fine);
+    let field = space.field_from_host(f, layout)?;
+    space.copy(fine, &field)
+}
+
+/// `Coarsen` for a backend whose coarse levels live on the host (`CoarseSpace`), through
+/// `host_restrict` and `host_prolong`.
+#[macro_export]
+macro_rules! host_coarsen {
+    ($($t:tt)*) => {
+        impl $($t)* {
+            type Coarse = $crate::backend::coarse::CoarseSpace;
+            type Transfer = std::sync::Arc<$crate::dirac::coarse::Prolongator>;
+            fn coarse_space(
+                &mut self,
+                op: std::sync::Arc<$crate::dirac::coarse::CoarseOp>,
+                _precision: $crate::linalg::Precision,
+            ) -> $crate::Result<Self::Coarse> {
+                Ok($crate::backend::coarse::CoarseSpace::new(op))
+            }
+            fn transfer(
+                &mut self,
+                p: &$crate::dirac::coarse::Prolongator,
+                _precision: $crate::linalg::Precision,
+            ) -> $crate::Result<Self::Transfer> {
+                Ok(std::sync::Arc::new(p.clone()))
+            }
+            fn restrict(
+                &mut self,
+                t: &Self::Transfer,
+                fine: &Self::Field,
+                _coarse: &mut Self::Coarse,
+                out: &mut $crate::backend::coarse::CoarseField,
+            ) -> $crate::Result<()> {
+                $crate::backend::coarse::host_restrict(self, t, fine, out)
+            }
+            fn prolong(
+                &mut self,
+                t: &Self::Transfer,
+                _coarse: &mut Self::Coarse,
+                inp: &$crate::backend::coarse::CoarseField,
+                fine: &mut Self::Field,
+            ) -> $crate::Result<()> {
+                $crate::backend::coarse::host_prolong(self, t, inp, fine)
+            }
+        }
+    };
 }

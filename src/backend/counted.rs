@@ -8,9 +8,11 @@
 
 use super::host_cr::HostFusedCr;
 use super::ledger::{field_bytes, Booking, Ledger, MemoryBooks, Purpose};
-use super::{Layout, Operator, Prepare, Space, WilsonKernels};
+use super::{Layout, Operator, Precision, Prepare, Space, WilsonKernels};
+use crate::dirac::coarse::{CoarseOp, Coarsen, Prolongator};
 use crate::field::{SpinorField, C64};
 use crate::Result;
+use std::sync::Arc;
 
 /// A field of the wrapped backend and its booking.
 pub struct CountedField<F> {
@@ -176,6 +178,35 @@ impl<B: WilsonKernels> WilsonKernels for Counted<B> {
 }
 
 impl<B: WilsonKernels> HostFusedCr for Counted<B> {}
+
+impl<B: Coarsen> Coarsen for Counted<B> {
+    type Coarse = B::Coarse;
+    type Transfer = B::Transfer;
+    fn coarse_space(&mut self, op: Arc<CoarseOp>, precision: Precision) -> Result<B::Coarse> {
+        self.inner.coarse_space(op, precision)
+    }
+    fn transfer(&mut self, p: &Prolongator, precision: Precision) -> Result<B::Transfer> {
+        self.inner.transfer(p, precision)
+    }
+    fn restrict(
+        &mut self,
+        t: &B::Transfer,
+        fine: &Self::Field,
+        coarse: &mut B::Coarse,
+        out: &mut <B::Coarse as Space>::Field,
+    ) -> Result<()> {
+        self.inner.restrict(t, &fine.inner, coarse, out)
+    }
+    fn prolong(
+        &mut self,
+        t: &B::Transfer,
+        coarse: &mut B::Coarse,
+        inp: &<B::Coarse as Space>::Field,
+        fine: &mut Self::Field,
+    ) -> Result<()> {
+        self.inner.prolong(t, coarse, inp, &mut fine.inner)
+    }
+}
 
 impl<B: Prepare> Prepare for Counted<B> {
     fn prepare(&mut self, layout: Layout, fused: bool) -> Result<()> {

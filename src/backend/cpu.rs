@@ -543,6 +543,8 @@ impl WilsonKernels for CpuBackend<'_> {
 
 impl super::host_cr::HostFusedCr for CpuBackend<'_> {}
 
+crate::host_coarsen!(<'g> crate::dirac::coarse::Coarsen for CpuBackend<'g>);
+
 impl Prepare for CpuBackend<'_> {
     fn prepare(&mut self, _layout: Layout, _fused: bool) -> Result<()> {
         Ok(())

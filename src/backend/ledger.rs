@@ -47,6 +47,9 @@ pub enum Purpose {
     CrState,
     /// A decomposed lattice's face buffers and ghost links.
     Halo,
+    /// Multigrid's levels on the device: the coarse operators, the prolongators and the
+    /// coarse fields.
+    Multigrid,
     /// The triad of the GPU report (not part of the peak).
     Measurement,
 }
@@ -73,6 +76,7 @@ impl Purpose {
             Purpose::Reductions => (5, 0, 0, 0),
             Purpose::Halo => (6, 0, 0, 0),
             Purpose::CrState => (7, 0, 0, 0),
+            Purpose::Multigrid => (7, 1, 0, 0),
             Purpose::Fields(l) => {
                 let s = match l.subset {
                     Subset::Full => 0,
@@ -116,6 +120,7 @@ impl Purpose {
             }
             Purpose::CrState => "fused CR state".into(),
             Purpose::Halo => "halo faces and ghost links".into(),
+            Purpose::Multigrid => "multigrid levels".into(),
             Purpose::Measurement => "triad measurement".into(),
         }
     }

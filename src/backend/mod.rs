@@ -20,9 +20,14 @@ pub use crate::linalg::{
 pub use tuning::TuningOptions;
 
 pub use crate::linalg::engines::{
-    breakdown, cr_load_in_steps, unsupported, unsupported_described, Backend, BiScalars,
-    Capabilities, CrScalars, FusedBiCgStab, FusedCr, Prepare,
+    breakdown, cr_load_in_steps, unsupported, unsupported_described, BiScalars, Capabilities,
+    CrScalars, FusedBiCgStab, FusedCr, Prepare,
 };
+
+/// Everything the application layer drives: the seam, the capabilities, and the
+/// multigrid transfers (`Coarsen`).
+pub trait Backend: FusedCr + Prepare + crate::dirac::coarse::Coarsen {}
+impl<B: FusedCr + Prepare + crate::dirac::coarse::Coarsen> Backend for B {}
 
 impl Capabilities {
     /// What a CUDA stencil version has: its stencil family's own capabilities (3.0

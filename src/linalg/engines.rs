@@ -316,10 +316,6 @@ pub trait Prepare {
     }
 }
 
-/// Everything the application layer drives: the seam plus the capabilities.
-pub trait Backend: FusedCr + Prepare {}
-impl<B: FusedCr + Prepare> Backend for B {}
-
 /// The error of a capability this backend does not have.
 pub fn unsupported<B: Space + ?Sized>(backend: &B, what: &str) -> crate::Error {
     unsupported_described(&backend.describe(), what)

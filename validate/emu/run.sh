@@ -6,7 +6,8 @@
 # (run_v3eo.sh), on decomposed lattices (run_halo.sh), with the clover term and twisted
 # mass (run_clover.sh), and its batch entries over several right-hand sides against their
 # one-right-hand-side entries, bit for bit (run_batch.sh); the gauge fixing kernels against
-# a sequential reference (run_gauge_fix.sh).
+# a sequential reference (run_gauge_fix.sh); multigrid's coarse-level kernels against the
+# CPU's coarse operator and prolongator (run_mg.sh).
 # Usage: validate/emu/run.sh [LX LY LZ LT ...]   (default: 3 5 7 9 and 4 4 4 6)
 set -euo pipefail
 build=$(cd "$(dirname "$0")/../.." && pwd)/target/emu
@@ -45,4 +46,5 @@ bash "$root/validate/emu/run_halo.sh" || status=1
 bash "$root/validate/emu/run_clover.sh" || status=1
 bash "$root/validate/emu/run_batch.sh" || status=1
 bash "$root/validate/emu/run_gauge_fix.sh" || status=1
+bash "$root/validate/emu/run_mg.sh" || status=1
 exit $status

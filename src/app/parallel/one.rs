@@ -72,12 +72,9 @@ pub(super) fn solve_one(
 enum OneBackend<'g> {
     Cuda(
         Box<crate::backend::cuda::CudaBackend>,
-        Option<WilsonHierarchy<crate::backend::cuda::DeviceSpinor>>,
+        Option<WilsonHierarchy<crate::backend::cuda::CudaBackend>>,
     ),
-    Cpu(
-        Box<CpuBackend<'g>>,
-        Option<WilsonHierarchy<crate::backend::cpu::CpuField>>,
-    ),
+    Cpu(Box<CpuBackend<'g>>, Option<WilsonHierarchy<CpuBackend<'g>>>),
 }
 
 /// `OneBackend` with what the report says of it.

@@ -232,6 +232,10 @@ impl<C: Comms> DecomposedCpu<C> {
 
 impl<C: Comms> crate::backend::host_cr::HostFusedCr for DecomposedCpu<C> {}
 
+// A rank's `to_host` is its sub-lattice: multigrid on a split lattice is refused by the
+// plan (`app::plan::check`), so these transfers are never reached there.
+crate::host_coarsen!(<C: Comms> crate::dirac::coarse::Coarsen for DecomposedCpu<C>);
+
 impl<C: Comms> Prepare for DecomposedCpu<C> {
     fn prepare(&mut self, _layout: Layout, _fused: bool) -> Result<()> {
         Ok(())

@@ -26,6 +26,7 @@ pub mod engines;
 pub mod gauge_fix;
 pub mod halo;
 pub mod heatbath;
+pub mod mg;
 
 pub use self::backend::batch::check_batch;
 pub use self::backend::decomposed::{

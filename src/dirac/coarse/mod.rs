@@ -20,10 +20,12 @@
 
 pub mod galerkin;
 pub mod op;
+pub mod seam;
 pub mod transfer;
 
 pub use galerkin::galerkin;
 pub use op::CoarseOp;
+pub use seam::{CoarseLevelSpace, CoarseOperator, Coarsen, LevelSpace};
 pub use transfer::{Aggregation, Prolongator};
 
 use super::clover::SiteTerms;

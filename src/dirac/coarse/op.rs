@@ -47,6 +47,11 @@ impl CoarseOp {
         self.lattice.volume()
     }
 
+    /// X(x)^-1 at [x * dof^2 ..] when made (`with_site_inverse`).
+    pub fn site_inverse(&self) -> Option<&[C64]> {
+        self.site_inverse.as_deref()
+    }
+
     /// Bytes of its matrices (X, the eight Y and X^-1 when made).
     pub fn bytes(&self) -> usize {
         let m = self.site.len() + self.hops.len() + self.site_inverse.as_ref().map_or(0, Vec::len);

@@ -1,14 +1,12 @@
 //! The K-cycle: on each level, the coarse correction (restrict the residual, solve the
 //! next level by flexible GCR to a loose tolerance, itself preconditioned by the next
 //! level's cycle, prolong and add) between optional pre- and post-smoothing by minimal
-//! residual steps. Written once over the vector space: the fine level runs on the
-//! backend's fields (CPU or GPU), the coarse levels on `CoarseSpace`.
+//! residual steps. Written once over the seam `dirac::coarse::Coarsen`: the fine level
+//! runs on the backend's fields, the coarse levels on the backend's coarse space (the
+//! host's `CoarseSpace`, or device fields on a GPU), and the transfers never leave it.
 
 use super::MgParams;
-use crate::backend::coarse::{
-    schur_reconstruct, schur_source, CoarseField, CoarseOperator, CoarseSpace,
-};
-use crate::dirac::coarse::Prolongator;
+use crate::dirac::coarse::{CoarseOperator, Coarsen, LevelSpace};
 use crate::field::C64;
 use crate::linalg::{Layout, LinearOperator, Precision, Space, Subset};
 use crate::solver::gcr::Gcr;
@@ -48,36 +46,32 @@ pub struct Smoothing {
     pub post: usize,
 }
 
-/// One cycle of a level: x = M b for the level operator `op`, the prolongator `p` to the
-/// next level and that level's (approximate) solve `coarse`. `work`: four fields of b's
-/// layout. Returns the applications of `op` made.
+/// One cycle of a level: x = M b for the level operator `op`, the transfer `t` to the
+/// next level and that level's (approximate) solve. `work`: four fields of b's layout.
+/// Returns the applications of `op` made.
 #[allow(clippy::too_many_arguments)]
-pub fn cycle<S: Space, A: LinearOperator<S>>(
+pub fn cycle<S: Coarsen, A: LinearOperator<S>>(
     space: &mut S,
     op: &mut A,
-    p: &Prolongator,
+    t: &S::Transfer,
     smoothing: Smoothing,
     work: &mut [S::Field],
     b: &S::Field,
     x: &mut S::Field,
-    coarse: &mut dyn FnMut(Vec<C64>) -> Result<Vec<C64>>,
+    coarse: &mut CoarseLevel<S::Coarse>,
 ) -> Result<usize> {
-    let layout = space.layout(b);
     let [xs, r, q, e, ..] = work else {
         return Err(crate::Error::internal("a cycle needs four work fields"));
     };
     let mut applications = minimal_residual(space, op, b, [xs, r, q], smoothing.pre)?;
-    // The coarse correction of the residual r = b - A xs.
-    let fine = space.to_host(r)?;
-    let mut rc = vec![C64::new(0.0, 0.0); p.aggregation.coarse.volume() * p.coarse_dof()];
-    p.restrict(&fine, &mut rc);
-    let ec = coarse(rc)?;
-    let mut ef = fine;
-    p.prolong(&ec, &mut ef);
-    let corr = space.field_from_host(ef, layout)?;
+    // The coarse correction of the residual r = b - A xs, prolonged into q.
+    let mut rc = coarse.take_rhs()?;
+    let restricted = space.restrict(t, r, &mut coarse.space, &mut rc);
+    let ec = restricted.and_then(|_| coarse.solve(&rc));
+    coarse.rhs = Some(rc);
+    space.prolong(t, &mut coarse.space, &ec?, q)?;
     space.copy(x, xs)?;
-    space.axpy(C64::new(1.0, 0.0), &corr, x)?;
-    drop(corr);
+    space.axpy(C64::new(1.0, 0.0), q, x)?;
     if smoothing.post > 0 {
         // e = b - A x, then x += MR(e).
         op.apply(space, e, x)?;
@@ -101,43 +95,45 @@ pub struct CoarseCounts {
 /// A coarse level and everything below it: its space and operator, and either the next
 /// level (an intermediate level: flexible GCR preconditioned by its cycle) or nothing
 /// (the coarsest: GCR, on the even Schur complement where the lattice allows).
-pub struct CoarseLevel {
-    pub space: CoarseSpace,
+pub struct CoarseLevel<C: LevelSpace> {
+    pub space: C,
     /// Index from 1 (the first coarse level).
     pub index: usize,
     precision: Precision,
     rules: StopRules,
     restart: usize,
     even_odd: bool,
+    /// The right-hand side the level above restricts into (kept between cycles).
+    rhs: Option<C::Field>,
     /// Solves and Krylov iterations since the last `take_counts`.
     counts: (usize, usize),
-    solver: LevelSolver,
+    solver: LevelSolver<C>,
 }
 
-enum LevelSolver {
+enum LevelSolver<C: LevelSpace> {
     Coarsest,
-    Intermediate(Box<Gcr<CoarseSpace, CoarseOperator, CoarseCycle>>),
+    Intermediate(Box<Gcr<C, CoarseOperator, CoarseCycle<C>>>),
 }
 
-impl CoarseLevel {
+impl<C: LevelSpace> CoarseLevel<C> {
     /// The coarsest level.
-    pub fn coarsest(space: CoarseSpace, index: usize, params: &MgParams) -> CoarseLevel {
-        let even_odd = params.coarse_even_odd && space.op.even_odd_possible();
+    pub fn coarsest(space: C, index: usize, params: &MgParams) -> CoarseLevel<C> {
+        let even_odd = params.coarse_even_odd && space.op().even_odd_possible();
         CoarseLevel::new(space, index, params, even_odd, LevelSolver::Coarsest)
     }
 
-    /// An intermediate level over `next` through the prolongator `p` (this level to the
+    /// An intermediate level over `next` through the transfer `t` (this level to the
     /// next).
     pub fn intermediate(
-        space: CoarseSpace,
+        space: C,
         index: usize,
         params: &MgParams,
-        p: Prolongator,
-        next: CoarseLevel,
-    ) -> CoarseLevel {
+        t: C::Transfer,
+        next: CoarseLevel<C>,
+    ) -> CoarseLevel<C> {
         let precision = params.coarse_precision();
         let cycle = CoarseCycle {
-            p,
+            t,
             next: Box::new(next),
             op: CoarseOperator::full(),
             smoothing: params.smoothing(),
@@ -156,12 +152,12 @@ impl CoarseLevel {
     }
 
     fn new(
-        space: CoarseSpace,
+        space: C,
         index: usize,
         params: &MgParams,
         even_odd: bool,
-        solver: LevelSolver,
-    ) -> CoarseLevel {
+        solver: LevelSolver<C>,
+    ) -> CoarseLevel<C> {
         CoarseLevel {
             space,
             index,
@@ -169,48 +165,58 @@ impl CoarseLevel {
             rules: StopRules::new(params.coarse_tol, params.coarse_max_iterations),
             restart: params.coarse_restart,
             even_odd,
+            rhs: None,
             counts: (0, 0),
             solver,
         }
     }
 
-    /// Approximately solve this level's D_c x = b (b and x of this level's full order).
-    pub fn solve(&mut self, b: Vec<C64>) -> Result<Vec<C64>> {
-        let layout = Layout::new(Subset::Full, self.precision);
-        let op = self.space.op.clone();
+    /// The full field the level above restricts its residual into.
+    fn take_rhs(&mut self) -> Result<C::Field> {
+        match self.rhs.take() {
+            Some(f) => Ok(f),
+            None => self
+                .space
+                .alloc_layout(Layout::new(Subset::Full, self.precision)),
+        }
+    }
+
+    /// Approximately solve this level's D_c x = b (b and x full fields of this level).
+    pub fn solve(&mut self, b: &C::Field) -> Result<C::Field> {
         let (rhs, b_o) = if self.even_odd {
-            let (rhs, b_o) = schur_source(&op, &b)?;
-            let even = Layout::new(Subset::Even, self.precision);
-            (self.space.field(even, rhs)?, Some(b_o))
+            let (rhs, b_o) = self.space.schur_source(b)?;
+            (Some(rhs), Some(b_o))
         } else {
-            (self.space.field(layout, b)?, None)
+            (None, None)
         };
-        let nb = self.space.norm2(&rhs)?;
+        let rhs = rhs.as_ref().unwrap_or(b);
+        let nb = self.space.norm2(rhs)?;
         let mut quiet = |_: usize, _: f64| {};
         let mut monitor = Monitor::new(self.rules.clone(), nb, &mut quiet);
         let out = match &mut self.solver {
-            LevelSolver::Coarsest if self.even_odd => {
-                let mut gcr = Gcr::new(CoarseOperator::schur(), self.restart);
-                run_plain(&mut self.space, &mut gcr, &rhs, &mut monitor)?
-            }
             LevelSolver::Coarsest => {
-                let mut gcr = Gcr::new(CoarseOperator::full(), self.restart);
-                run_plain(&mut self.space, &mut gcr, &rhs, &mut monitor)?
+                let op = if self.even_odd {
+                    CoarseOperator::schur()
+                } else {
+                    CoarseOperator::full()
+                };
+                let mut gcr = Gcr::new(op, self.restart);
+                run_plain(&mut self.space, &mut gcr, rhs, &mut monitor)?
             }
             LevelSolver::Intermediate(gcr) => {
-                run_plain(&mut self.space, gcr.as_mut(), &rhs, &mut monitor)?
+                run_plain(&mut self.space, gcr.as_mut(), rhs, &mut monitor)?
             }
         };
         self.counts.0 += 1;
         self.counts.1 += out.iterations;
         match b_o {
-            Some(b_o) => schur_reconstruct(&op, &out.x.data, &b_o),
-            None => Ok(out.x.data),
+            Some(b_o) => self.space.schur_reconstruct(&out.x, &b_o),
+            None => Ok(out.x),
         }
     }
 
     /// The level below (None on the coarsest).
-    pub fn next(&self) -> Option<&CoarseLevel> {
+    pub fn next(&self) -> Option<&CoarseLevel<C>> {
         match &self.solver {
             LevelSolver::Coarsest => None,
             LevelSolver::Intermediate(gcr) => Some(&gcr.preconditioner.next),
@@ -229,37 +235,31 @@ impl CoarseLevel {
 }
 
 /// The cycle of an intermediate coarse level as the preconditioner of its flexible GCR.
-pub struct CoarseCycle {
-    p: Prolongator,
-    next: Box<CoarseLevel>,
+pub struct CoarseCycle<C: LevelSpace> {
+    t: C::Transfer,
+    next: Box<CoarseLevel<C>>,
     op: CoarseOperator,
     smoothing: Smoothing,
-    work: Vec<CoarseField>,
+    work: Vec<C::Field>,
     applications: usize,
     precision: Precision,
 }
 
-impl LinearOperator<CoarseSpace> for CoarseCycle {
-    fn apply(
-        &mut self,
-        space: &mut CoarseSpace,
-        out: &mut CoarseField,
-        inp: &CoarseField,
-    ) -> Result<()> {
+impl<C: LevelSpace> LinearOperator<C> for CoarseCycle<C> {
+    fn apply(&mut self, space: &mut C, out: &mut C::Field, inp: &C::Field) -> Result<()> {
         let layout = Layout::new(Subset::Full, self.precision);
         while self.work.len() < 4 {
             self.work.push(space.alloc_layout(layout)?);
         }
-        let next = &mut self.next;
         self.applications = cycle(
             space,
             &mut self.op,
-            &self.p,
+            &self.t,
             self.smoothing,
             &mut self.work,
             inp,
             out,
-            &mut |rc| next.solve(rc),
+            &mut self.next,
         )?;
         Ok(())
     }

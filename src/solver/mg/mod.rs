@@ -100,7 +100,7 @@ impl MgParams {
     }
 }
 
-use crate::dirac::coarse::Stencil;
+use crate::dirac::coarse::{Coarsen, Stencil};
 use crate::linalg::{Form, Operator, WilsonKernels};
 use crate::solver::gcr::Gcr;
 use crate::solver::{run_plain, Monitor, SolveOutcome, StopRules};
@@ -122,14 +122,14 @@ pub struct MgStats {
 
 /// The hierarchy of the Wilson form D on a backend's fields (what `solve` builds and a
 /// caller may keep for its next right-hand side, boxed: it is large).
-pub type WilsonHierarchy<F> = Box<Hierarchy<F, Form>>;
+pub type WilsonHierarchy<S> = Box<Hierarchy<S, Form>>;
 
 /// D x = b on the full lattice by flexible GCR(`restart`) preconditioned by multigrid:
 /// the hierarchy in `cache` if there is one (built for this operator), else built here
 /// from `stencil` (D as dense matrices on the host) and left in `cache`. The stats' set-up
 /// time is this call's (0 when the cache served).
 #[allow(clippy::too_many_arguments)]
-pub fn solve<S: WilsonKernels>(
+pub fn solve<S: WilsonKernels + Coarsen>(
     space: &mut S,
     stencil: &dyn Stencil,
     params: &MgParams,
@@ -137,7 +137,7 @@ pub fn solve<S: WilsonKernels>(
     b: &S::Field,
     rules: StopRules,
     observe: &mut dyn FnMut(usize, f64),
-    cache: &mut Option<WilsonHierarchy<S::Field>>,
+    cache: &mut Option<WilsonHierarchy<S>>,
 ) -> Result<(SolveOutcome<S::Field>, MgStats)> {
     let d = Form(Operator::D);
     let mut stats = MgStats::default();

@@ -5,8 +5,11 @@
 
 use super::cycle::{cycle, CoarseCounts, CoarseLevel};
 use super::MgParams;
-use crate::backend::coarse::{CoarseOperator, CoarseSpace};
-use crate::dirac::coarse::{galerkin, Aggregation, CoarseOp, Prolongator, Stencil};
+use crate::backend::coarse::CoarseSpace;
+use crate::dirac::coarse::{
+    galerkin, Aggregation, CoarseLevelSpace, CoarseOp, CoarseOperator, Coarsen, LevelSpace,
+    Prolongator, Stencil,
+};
 use crate::field::C64;
 use crate::linalg::{Layout, LinearOperator, Precision, Space, Subset};
 use crate::rng::Stream;
@@ -16,21 +19,22 @@ use crate::{Error, Result};
 use std::sync::Arc;
 
 /// The levels below the fine one and the fine level's cycle: the preconditioner.
-pub struct Hierarchy<F, A> {
+pub struct Hierarchy<S: Coarsen, A> {
     /// The fine operator (the Wilson form D on the backend).
     op: A,
-    p: Prolongator,
-    coarse: CoarseLevel,
+    /// The prolongator to the first coarse level, in the fine space's form.
+    t: S::Transfer,
+    coarse: CoarseLevel<S::Coarse>,
     params: MgParams,
-    work: Vec<F>,
-    low: Option<[F; 2]>,
+    work: Vec<S::Field>,
+    low: Option<[S::Field; 2]>,
     applications: usize,
     /// The set-up's fine-operator applications and seconds.
     pub setup_applications: usize,
     pub setup_seconds: f64,
 }
 
-impl<F, A> Hierarchy<F, A> {
+impl<S: Coarsen, A> Hierarchy<S, A> {
     /// Coarse solves and their iterations per level since the last call.
     pub fn take_counts(&mut self) -> CoarseCounts {
         let mut c = CoarseCounts::default();
@@ -44,7 +48,8 @@ impl<F, A> Hierarchy<F, A> {
         let mut out = Vec::new();
         let mut level = Some(&self.coarse);
         while let Some(l) = level {
-            out.push((l.space.op.lattice.dims, l.space.op.dof, l.space.op.bytes()));
+            let op = l.space.op();
+            out.push((op.lattice.dims, op.dof, op.bytes()));
             level = l.next();
         }
         out
@@ -54,12 +59,12 @@ impl<F, A> Hierarchy<F, A> {
 /// Build the hierarchy for the fine operator `op` on `space`, whose host form is
 /// `stencil` (the same operator as dense site and hop matrices: the Galerkin products
 /// read it).
-pub fn setup<S: Space, A: LinearOperator<S> + Clone>(
+pub fn setup<S: Coarsen, A: LinearOperator<S> + Clone>(
     space: &mut S,
     op: A,
     stencil: &dyn Stencil,
     params: &MgParams,
-) -> Result<Hierarchy<S::Field, A>> {
+) -> Result<Hierarchy<S, A>> {
     check(params, stencil)?;
     let t = std::time::Instant::now();
     let fine_layout = Layout::new(Subset::Full, Precision::Double);
@@ -120,24 +125,28 @@ fn check(params: &MgParams, stencil: &dyn Stencil) -> Result<()> {
 }
 
 /// The prolongator from the fine vectors and every coarse level below it.
-fn build<S: Space, A>(
+fn build<S: Coarsen, A>(
     space: &mut S,
     op: A,
     stencil: &dyn Stencil,
     fields: &[S::Field],
     params: &MgParams,
-) -> Result<Hierarchy<S::Field, A>> {
+) -> Result<Hierarchy<S, A>> {
     let vectors = fields
         .iter()
         .map(|f| space.to_host(f))
         .collect::<Result<Vec<_>>>()?;
     let agg = Aggregation::new(stencil.lattice(), params.blocks[0], "multigrid.blocks")?;
     let p = Prolongator::new(agg, stencil.dof(), &vectors)?;
-    let coarse_op = galerkin(stencil, &p)?;
-    let coarse = coarse_levels(coarse_op, 1, params)?;
+    drop(vectors);
+    let coarse_op = level_op(galerkin(stencil, &p)?, 1, params)?;
+    let t = space.transfer(&p, params.precision)?;
+    drop(p);
+    let first = space.coarse_space(Arc::new(coarse_op), params.coarse_precision())?;
+    let coarse = coarse_levels(first, 1, params)?;
     Ok(Hierarchy {
         op,
-        p,
+        t,
         coarse,
         params: params.clone(),
         work: Vec::new(),
@@ -148,25 +157,33 @@ fn build<S: Space, A>(
     })
 }
 
-/// Coarse level `index` with operator `op`, and the levels below it.
-fn coarse_levels(op: CoarseOp, index: usize, params: &MgParams) -> Result<CoarseLevel> {
-    if index + 1 == params.levels {
-        let op = if params.coarse_even_odd && op.even_odd_possible() {
-            op.with_site_inverse()?
-        } else {
-            op
-        };
-        return Ok(CoarseLevel::coarsest(
-            CoarseSpace::new(Arc::new(op)),
-            index,
-            params,
-        ));
+/// Level `index`'s operator as its level uses it: the coarsest solved even-odd carries
+/// its site blocks' inverses.
+fn level_op(op: CoarseOp, index: usize, params: &MgParams) -> Result<CoarseOp> {
+    if index + 1 == params.levels && params.coarse_even_odd && op.even_odd_possible() {
+        op.with_site_inverse()
+    } else {
+        Ok(op)
     }
-    let mut space = CoarseSpace::new(Arc::new(op));
+}
+
+/// Coarse level `index` on `space` (its operator made), and the levels below it. The
+/// near-null vectors of an intermediate level and its Galerkin product are made on the
+/// host; the level below lives where `space` puts it.
+fn coarse_levels<C: LevelSpace>(
+    mut space: C,
+    index: usize,
+    params: &MgParams,
+) -> Result<CoarseLevel<C>> {
+    if index + 1 == params.levels {
+        return Ok(CoarseLevel::coarsest(space, index, params));
+    }
+    let op = space.op().clone();
+    let mut host = CoarseSpace::new(op.clone());
     let layout = Layout::new(Subset::Full, Precision::Double);
-    let numbers = space.op.volume() * space.op.dof;
+    let numbers = op.volume() * op.dof;
     let (fields, _) = near_null(
-        &mut space,
+        &mut host,
         &mut CoarseOperator::full(),
         layout,
         numbers,
@@ -174,13 +191,15 @@ fn coarse_levels(op: CoarseOp, index: usize, params: &MgParams) -> Result<Coarse
         params,
         index,
     )?;
-    let vectors = fields.iter().map(|f| f.data.clone()).collect::<Vec<_>>();
+    let vectors = fields.into_iter().map(|f| f.data).collect::<Vec<_>>();
     let key = "multigrid.blocks";
-    let agg = Aggregation::new(&space.op.lattice, params.blocks[index], key)?;
-    let p = Prolongator::new(agg, space.op.dof, &vectors)?;
-    let next_op = galerkin(space.op.as_ref(), &p)?;
-    let next = coarse_levels(next_op, index + 1, params)?;
-    Ok(CoarseLevel::intermediate(space, index, params, p, next))
+    let agg = Aggregation::new(&op.lattice, params.blocks[index], key)?;
+    let p = Prolongator::new(agg, op.dof, &vectors)?;
+    let next_op = level_op(galerkin(op.as_ref(), &p)?, index + 1, params)?;
+    let t = space.transfer(&p, params.coarse_precision())?;
+    let next_space = space.coarse_space(Arc::new(next_op), params.coarse_precision())?;
+    let next = coarse_levels(next_space, index + 1, params)?;
+    Ok(CoarseLevel::intermediate(space, index, params, t, next))
 }
 
 /// `n` near-null vectors of `op` on its level (fields of `layout`, `numbers` host numbers
@@ -261,7 +280,7 @@ fn orthonormalise<S: Space>(space: &mut S, fields: &mut [S::Field]) -> Result<()
     Ok(())
 }
 
-impl<S: Space, A: LinearOperator<S>> LinearOperator<S> for Hierarchy<S::Field, A> {
+impl<S: Coarsen, A: LinearOperator<S>> LinearOperator<S> for Hierarchy<S, A> {
     /// out = M inp: one K-cycle in the preconditioner's precision.
     fn apply(&mut self, space: &mut S, out: &mut S::Field, inp: &S::Field) -> Result<()> {
         let outer = space.layout(inp);
@@ -276,7 +295,7 @@ impl<S: Space, A: LinearOperator<S>> LinearOperator<S> for Hierarchy<S::Field, A
         }
         let Hierarchy {
             op,
-            p,
+            t,
             coarse,
             work,
             low,
@@ -289,9 +308,7 @@ impl<S: Space, A: LinearOperator<S>> LinearOperator<S> for Hierarchy<S::Field, A
             }
             _ => (inp, &mut *out),
         };
-        self.applications = cycle(space, op, p, smoothing, work, b, x, &mut |rc| {
-            coarse.solve(rc)
-        })?;
+        self.applications = cycle(space, op, t, smoothing, work, b, x, coarse)?;
         match &self.low {
             Some([_, x]) if !same => space.convert(out, x),
             _ => Ok(()),

@@ -12,6 +12,7 @@
 
 pub mod batch;
 pub mod bicgstab;
+mod coarsen;
 mod construct;
 pub mod decomposed;
 pub mod footprint;

@@ -104,6 +104,12 @@ pub(crate) fn bicgstab_fused_program() -> Program {
     Program::no_fma(&BICGSTAB_FUSED)
 }
 
+/// Multigrid's coarse levels: the coarse operator, the transfers, coarse BLAS-1.
+pub(crate) static MG_COARSE: KernelSource = KernelSource {
+    name: "mg_coarse.cu",
+    code: include_str!("../../../../kernels/mg_coarse.cu"),
+};
+
 pub(crate) static STENCIL_SPLIT: KernelSource = KernelSource {
     name: "stencil_split.cu",
     code: include_str!("../../../../kernels/stencil_split.cu"),
@@ -400,6 +406,7 @@ pub fn all_sources() -> Vec<&'static str> {
             &STENCIL_SPLIT,
             &STENCIL_V3,
             &HALO,
+            &MG_COARSE,
         ]
         .iter()
         .map(|s| s.code),

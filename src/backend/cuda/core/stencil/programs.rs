@@ -4,8 +4,8 @@
 
 use crate::backend::cuda::core::compile::{
     bicgstab_fused_program, check_arch, compile, cr_fused_program, gauge_fix_program,
-    heatbath_program, require_nvrtc, Program, BLAS1, HALO, LAYOUT, REDUCE, STENCIL_COARSE,
-    STENCIL_FINE, STENCIL_SPLIT, STENCIL_V3,
+    heatbath_program, require_nvrtc, Program, BLAS1, HALO, LAYOUT, MG_COARSE, REDUCE,
+    STENCIL_COARSE, STENCIL_FINE, STENCIL_SPLIT, STENCIL_V3,
 };
 use crate::backend::cuda::core::version::{Reconstruct, StencilVersion};
 use crate::error::Result;
@@ -130,6 +130,7 @@ pub(crate) fn all_programs() -> Vec<Program> {
         gauge_fix_program(),
         cr_fused_program(),
         bicgstab_fused_program(),
+        Program::plain(&MG_COARSE),
     ];
     for &v in StencilVersion::all() {
         for single in [false, true] {

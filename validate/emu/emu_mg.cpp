@@ -1,0 +1,208 @@
+// emu_mg.cpp: kernels/mg_coarse.cu on the CPU (through cuda_emu.h) against the CPU
+// reference of examples/emu_mg_dump.rs: the restriction and prolongation of a version 3.0
+// fine field through a prolongator, the coarse operator on a full field and its even
+// Schur complement (three launches, as src/backend/cuda/mg does it), the gather and
+// scatter between full and half fields, and the BLAS-1 update; in double (to 1e-12
+// relative) and single (to 2e-5 relative) precision.
+// Usage: emu_mg DUMP
+#include "emu_util.h"
+
+#define DECLARE(Z, S)                                                                                             \
+    extern "C" void coarse_apply_##S(Z*, const Z*, const Z*, const Z*, const Z*, const int*, const int*, int, int, \
+                                     double);                                                                     \
+    extern "C" void mg_restrict_##S(const Z*, Z*, const Z*, const long long*, long long, int, int, int, int);     \
+    extern "C" void mg_prolong_##S(const Z*, Z*, const Z*, const long long*, long long, int, int, int, int);      \
+    extern "C" void coarse_pick_##S(Z*, Z*, const int*, int, int, int);                                           \
+    extern "C" void coarse_axpy_##S(const Z*, Z*, double, double, long long, int);
+DECLARE(double2, d)
+DECLARE(float2, f)
+
+struct Reader {
+    std::ifstream in;
+    long long count()
+    {
+        long long n = 0;
+        in.read(reinterpret_cast<char*>(&n), 8);
+        return n;
+    }
+    std::vector<long long> ints()
+    {
+        std::vector<long long> v(count());
+        in.read(reinterpret_cast<char*>(v.data()), 8 * v.size());
+        return v;
+    }
+    std::vector<double2> complex()
+    {
+        std::vector<double2> v(count());
+        in.read(reinterpret_cast<char*>(v.data()), 16 * v.size());
+        return v;
+    }
+};
+
+template <class Z> std::vector<Z> as(const std::vector<double2>& v)
+{
+    std::vector<Z> out(v.size());
+    for (size_t k = 0; k < v.size(); ++k)
+        out[k] = from_d<Z>(v[k]);
+    return out;
+}
+
+// ||got - want|| / ||want|| of a field of either precision.
+template <class Z> double diff(const std::vector<Z>& got, const std::vector<double2>& want)
+{
+    std::vector<double2> g(got.size());
+    for (size_t k = 0; k < got.size(); ++k)
+        g[k] = to_d(got[k]);
+    return rel_diff(g, want);
+}
+
+static void check(const char* what, const char* prec, double d, double tol)
+{
+    report(std::string(what) + " (" + prec + ")", d, tol);
+}
+
+struct Dump {
+    int fine_dof, nvec, members, aggregates, dof;
+    std::vector<double2> V, fine, restricted, c, prolonged, site, hops, inverse, inp, out, in_e, schur;
+    std::vector<long long> base;
+    long long vh;
+    std::vector<int> full_nb, sites[2], nb[2];
+};
+
+static std::vector<int> narrow(const std::vector<long long>& v) { return std::vector<int>(v.begin(), v.end()); }
+
+template <class Z>
+void run(const Dump& d, const char* prec, double tol,
+         decltype(&coarse_apply_d) apply_d, decltype(&coarse_apply_f) apply_f)
+{
+    const unsigned B = 128;
+    auto V = as<Z>(d.V);
+    auto fine = as<Z>(d.fine);
+    // Restriction.
+    std::vector<Z> rc(d.restricted.size());
+    const long long nr = (long long)d.aggregates * 2 * d.nvec;
+    emu_launch(blocks(nr, B), B, 0, false, [&] {
+        if constexpr (std::is_same_v<Z, double2>)
+            mg_restrict_d(fine.data(), rc.data(), V.data(), d.base.data(), d.vh, d.members, d.fine_dof, d.nvec,
+                          d.aggregates);
+        else
+            mg_restrict_f(fine.data(), rc.data(), V.data(), d.base.data(), d.vh, d.members, d.fine_dof, d.nvec,
+                          d.aggregates);
+    });
+    check("restriction P^dag f (3.0 fine order)", prec, diff(rc, d.restricted), tol);
+    // Prolongation.
+    auto c = as<Z>(d.c);
+    std::vector<Z> pf(d.prolonged.size());
+    const long long np = (long long)d.aggregates * d.members * d.fine_dof;
+    emu_launch(blocks(np, B), B, 0, false, [&] {
+        if constexpr (std::is_same_v<Z, double2>)
+            mg_prolong_d(c.data(), pf.data(), V.data(), d.base.data(), d.vh, d.members, d.fine_dof, d.nvec,
+                         d.aggregates);
+        else
+            mg_prolong_f(c.data(), pf.data(), V.data(), d.base.data(), d.vh, d.members, d.fine_dof, d.nvec,
+                         d.aggregates);
+    });
+    check("prolongation P c (3.0 fine order)", prec, diff(pf, d.prolonged), tol);
+    // The coarse operator.
+    auto site = as<Z>(d.site), hops = as<Z>(d.hops), inverse = as<Z>(d.inverse);
+    auto stencil = [&](Z* out, const Z* in_site, const Z* in_hop, const Z* sm, const int* rows, const int* nb, int n,
+                       double a_hop) {
+        emu_launch(blocks((long long)n * d.dof, B), B, 0, false, [&] {
+            if constexpr (std::is_same_v<Z, double2>)
+                apply_d(out, in_site, in_hop, sm, hops.data(), rows, nb, n, d.dof, a_hop);
+            else
+                apply_f(out, in_site, in_hop, sm, hops.data(), rows, nb, n, d.dof, a_hop);
+        });
+    };
+    auto inp = as<Z>(d.inp);
+    std::vector<Z> out(d.out.size());
+    stencil(out.data(), inp.data(), inp.data(), site.data(), nullptr, d.full_nb.data(), d.aggregates, 1.0);
+    check("coarse operator D_c (full)", prec, diff(out, d.out), tol);
+    // The even Schur complement: a = Y_oe in, b = X_oo^-1 a, out = X_ee in - Y_eo b.
+    const int h = d.aggregates / 2;
+    auto in_e = as<Z>(d.in_e);
+    std::vector<Z> a(in_e.size()), b(in_e.size()), s(in_e.size());
+    stencil(a.data(), nullptr, in_e.data(), nullptr, d.sites[1].data(), d.nb[1].data(), h, 1.0);
+    stencil(b.data(), a.data(), nullptr, inverse.data(), d.sites[1].data(), d.nb[1].data(), h, 0.0);
+    stencil(s.data(), in_e.data(), b.data(), site.data(), d.sites[0].data(), d.nb[0].data(), h, -1.0);
+    check("coarse Schur complement X_ee - Y_eo X_oo^-1 Y_oe", prec, diff(s, d.schur), tol);
+    // Gather the even half of the full input and scatter it back into a zero field; then
+    // y = y + a x and y = x + a y against the host.
+    std::vector<Z> half(in_e.size()), back(inp.size(), Z{0, 0});
+    for (int to_half : {1, 0})
+        emu_launch(blocks((long long)h * d.dof, B), B, 0, false, [&] {
+            if constexpr (std::is_same_v<Z, double2>)
+                coarse_pick_d(to_half ? inp.data() : back.data(), half.data(), d.sites[0].data(), h, d.dof, to_half);
+            else
+                coarse_pick_f(to_half ? inp.data() : back.data(), half.data(), d.sites[0].data(), h, d.dof, to_half);
+        });
+    std::vector<double2> expect(d.inp.size(), double2{0, 0});
+    for (int i = 0; i < h; ++i)
+        for (int j = 0; j < d.dof; ++j)
+            expect[(size_t)d.sites[0][i] * d.dof + j] = d.inp[(size_t)d.sites[0][i] * d.dof + j];
+    check("gather and scatter of the even half", prec, diff(back, expect), tol);
+    for (int xpay : {0, 1}) {
+        auto y = as<Z>(d.out);
+        const double ar = 0.3, ai = -1.25;
+        emu_launch(blocks((long long)y.size(), B), B, 0, false, [&] {
+            if constexpr (std::is_same_v<Z, double2>)
+                coarse_axpy_d(inp.data(), y.data(), ar, ai, (long long)y.size(), xpay);
+            else
+                coarse_axpy_f(inp.data(), y.data(), ar, ai, (long long)y.size(), xpay);
+        });
+        std::vector<double2> e(y.size());
+        for (size_t k = 0; k < y.size(); ++k) {
+            const double2 x = d.inp[k], yy = d.out[k];
+            const double2 m = xpay ? double2{ar * yy.x - ai * yy.y, ar * yy.y + ai * yy.x}
+                                   : double2{ar * x.x - ai * x.y, ar * x.y + ai * x.x};
+            e[k] = xpay ? double2{x.x + m.x, x.y + m.y} : double2{yy.x + m.x, yy.y + m.y};
+        }
+        check(xpay ? "y = x + a y" : "y = y + a x", prec, diff(y, e), tol);
+    }
+}
+
+int main(int argc, char** argv)
+{
+    if (argc != 2) {
+        std::fprintf(stderr, "usage: emu_mg DUMP\n");
+        return 2;
+    }
+    Reader r{std::ifstream(argv[1], std::ios::binary)};
+    if (!r.in) {
+        std::fprintf(stderr, "cannot read %s\n", argv[1]);
+        return 2;
+    }
+    Dump d;
+    auto head = r.ints();
+    d.fine_dof = (int)head[0];
+    d.nvec = (int)head[1];
+    d.members = (int)head[2];
+    d.aggregates = (int)head[3];
+    d.dof = (int)head[4];
+    d.V = r.complex();
+    d.base = r.ints();
+    d.vh = r.ints()[0];
+    d.fine = r.complex();
+    d.restricted = r.complex();
+    d.c = r.complex();
+    d.prolonged = r.complex();
+    d.site = r.complex();
+    d.hops = r.complex();
+    d.inverse = r.complex();
+    d.full_nb = narrow(r.ints());
+    for (int p = 0; p < 2; ++p) {
+        d.sites[p] = narrow(r.ints());
+        d.nb[p] = narrow(r.ints());
+    }
+    d.inp = r.complex();
+    d.out = r.complex();
+    d.in_e = r.complex();
+    d.schur = r.complex();
+    if (!r.in) {
+        std::fprintf(stderr, "%s: truncated\n", argv[1]);
+        return 2;
+    }
+    run<double2>(d, "double", 1e-12, coarse_apply_d, coarse_apply_f);
+    run<float2>(d, "single", 2e-5, coarse_apply_d, coarse_apply_f);
+    return failures ? 1 : 0;
+}
