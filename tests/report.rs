@@ -252,6 +252,8 @@ fn steps_are_logged_at_debug_only() {
 #[test]
 fn help_of_every_subcommand_is_for_users() {
     let cli = qcd_solve::app::cli::Cli::command();
+    // clap's own consistency checks (unique names and short flags, valid relations).
+    cli.clone().debug_assert();
     let mut commands: Vec<Vec<String>> = vec![vec![]];
     commands.extend(
         cli.get_subcommands()
