@@ -19,7 +19,7 @@ pub struct Step {
     pub seconds: f64,
 }
 
-/// Run `f` and record it as a step named `name` (also logged at info level).
+/// Run `f` and record it as a step named `name` (also logged at debug level: `-v`).
 pub fn timed<T>(name: &str, f: impl FnOnce() -> T) -> T {
     timed_seconds(name, f).0
 }
@@ -43,7 +43,7 @@ pub fn record_since(name: &str, since: Instant) {
 
 /// Record a step measured elsewhere.
 pub fn record(name: &str, start: f64, seconds: f64) {
-    tracing::info!(start, seconds, "step: {name}");
+    tracing::debug!(start, seconds, "step: {name}");
     if let Ok(mut steps) = STEPS.lock() {
         steps.push(Step {
             name: name.to_string(),

@@ -9,7 +9,7 @@ fn main() {
     // Before any thread: it writes the environment NCCL reads.
     qcd_solve::comms::nccl::library::set_process_defaults();
     let cli = Cli::parse();
-    cli::init_logging(cli.quiet);
+    cli::init_logging(cli.quiet, cli.verbose);
     // RAYON_NUM_THREADS is bounded like --threads before any pool is built.
     if let Err(e) = qcd_solve::threads::check_env().and_then(|()| cli::dispatch(cli)) {
         // Bounded: an error quoting a huge bad value stays readable.

@@ -14,11 +14,15 @@ values and gauge links off SU(3) unless --reunitarise), 5 CUDA unavailable or fa
 6 out of device or host memory, 7 solver did not converge, 8 a check failed, 9 internal
 error (a bug).";
 
+/// The program in one line (also Cargo.toml's `description`).
+pub const ABOUT: &str = "Lattice QCD Wilson-Dirac solver (Wilson, clover, twisted mass; CR, \
+                         BiCGStab, GCR, CGNE, multigrid) for CPUs and NVIDIA GPUs";
+
 #[derive(Parser, Debug)]
 #[command(
     name = "qcd-solve",
     version,
-    about = "Wilson-Dirac Conjugate Residual solver for lattice QCD (CPU and NVIDIA GPUs)",
+    about = ABOUT,
     after_help = AFTER_HELP,
 )]
 pub struct Cli {
@@ -29,6 +33,10 @@ pub struct Cli {
     /// Only errors on stderr and no progress display.
     #[arg(long, short, global = true)]
     pub quiet: bool,
+    /// More log lines on stderr: -v adds the timed steps, -vv every detail (debug),
+    /// -vvv everything (trace). RUST_LOG, when set, chooses instead.
+    #[arg(long, short, global = true, action = clap::ArgAction::Count, conflicts_with = "quiet")]
+    pub verbose: u8,
 }
 
 #[derive(Args, Debug, Default, Clone)]
@@ -250,16 +258,19 @@ fn at_least_one(s: &str) -> std::result::Result<usize, String> {
     }
 }
 
-/// Logs to stderr: `RUST_LOG` or info; with `--quiet` errors only, whatever `RUST_LOG`
-/// says. Colour codes only when stderr is a terminal.
-pub fn init_logging(quiet: bool) {
+/// Logs to stderr: what runs and where the outputs go at info (the default); with
+/// `verbose` 1 the timed steps too (`clock`'s debug lines), 2 every debug line, 3 and
+/// more everything (trace);
+/// `RUST_LOG`, when set, in place of both; with `--quiet` errors only, whatever
+/// `RUST_LOG` says. Colour codes only when stderr is a terminal.
+pub fn init_logging(quiet: bool, verbose: u8) {
     use std::io::IsTerminal;
     crate::report::progress::set_quiet(quiet);
     let filter = if quiet {
         tracing_subscriber::EnvFilter::new("error")
     } else {
         tracing_subscriber::EnvFilter::try_from_default_env()
-            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"))
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(log_level(verbose)))
     };
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -267,6 +278,16 @@ pub fn init_logging(quiet: bool) {
         .with_writer(std::io::stderr)
         .with_target(false)
         .try_init();
+}
+
+/// The log filter of `-v` repeated `verbose` times, without `RUST_LOG`.
+pub fn log_level(verbose: u8) -> &'static str {
+    match verbose {
+        0 => "info",
+        1 => "info,qcd_solve::clock=debug",
+        2 => "debug",
+        _ => "trace",
+    }
 }
 
 /// A propagator run into `out` and its summary.

@@ -3,7 +3,7 @@
 //! output written to an exclusive temporary first (`io::staged`), then renamed into place
 //! solution first and report last, the folders fsynced after the renames. The report
 //! records each file it describes with its length and CRC-32 (`solution_file`,
-//! `gauge_file`), so a report always names the bytes it belongs to: a report whose
+//! `gauge_output_file`), so a report always names the bytes it belongs to: a report whose
 //! `solution_file.crc32` differs from the `.npy` beside it was left by a run killed
 //! between the two renames (the solution is then the newer one). A solve that did not
 //! converge, or whose solution holds a NaN or infinity, writes no solution (an earlier
@@ -185,7 +185,7 @@ pub fn write_run(
                 },
             )
         })?;
-        records.insert("gauge_file".into(), file_record(p, s.temp_path())?);
+        records.insert("gauge_output_file".into(), file_record(p, s.temp_path())?);
         staged.push((s, "gauge field (NERSC 3x3 IEEE64BIG)"));
     }
     records.insert(

@@ -270,6 +270,7 @@ pub(crate) fn finish_run(
         report::build(cfg, problem, result, backend_description, d_residual, gpu)
     });
     rep.parallel = parallel;
+    rep.hash_inputs();
     let r = &result.timings;
     rep.time = report::TimeLine {
         read_generate: r.setup,

@@ -67,9 +67,8 @@ pub enum ReadMode {
     #[default]
     #[value(name = "rank0")]
     Rank0,
-    /// Each rank reads and verifies its own slab (`io::read_gauge_slab`, the checks
-    /// combined over the ranks); rank 0 gathers the field for the final CPU check and the
-    /// outputs.
+    /// Each rank reads and verifies its own slab of the file (the checks combined over
+    /// the ranks); rank 0 gathers the field for the final CPU check and the outputs.
     #[value(name = "slab")]
     Slab,
 }

@@ -6,6 +6,7 @@ pub mod csv;
 pub mod meff;
 pub mod model;
 pub mod progress;
+pub mod provenance;
 pub mod timeline;
 
 use crate::config::{Config, LoadedConfig};
@@ -44,13 +45,24 @@ pub fn dslash_floor_bytes_per_site(reals_per_link: u64, bytes_per_real: u64) -> 
     4 * reals_per_link * bytes_per_real + 2 * 24 * bytes_per_real
 }
 
+/// The main job's JSON report (docs/report.md; schema docs/report.schema.json).
 #[derive(Clone, Debug, Serialize)]
 pub struct SolveReport {
+    /// `schema_version`, `kind`, `build`, `host`, `device`, `inputs`.
+    #[serde(flatten)]
+    pub provenance: provenance::Provenance,
     pub program: String,
     pub version: String,
     pub unix_time: u64,
     pub config_file: String,
+    /// Every option in force: the config as validated, with the command line's flags and
+    /// every default written out (`provenance::resolved_options`).
     pub config: Config,
+    /// The gauge file read (`inputs`' entry), null when the field was not read from a
+    /// file; the copy the run writes is `gauge_output_file`.
+    pub gauge_file: Option<provenance::InputFile>,
+    /// How the solution file holds the solution.
+    pub solution_layout: provenance::ArrayLayout,
     pub lattice: [usize; 4],
     pub volume: usize,
     pub gauge: String,
@@ -287,7 +299,20 @@ pub fn build(
     let solve = r.timings.solve.max(1e-12);
     let apps = r.operator_applications as f64;
     let (model_flops, site_bytes) = model_site_term(p, cfg.config.solver.precision.inner());
+    let provenance = provenance::Provenance::new(
+        "solve",
+        gpu.as_ref()
+            .map(|g| g.device.clone())
+            .or_else(|| provenance::gpu_of_backend(backend)),
+    );
     SolveReport {
+        gauge_file: None,
+        solution_layout: provenance::spinor_layout(
+            p.lattice.dims,
+            &p.source_description,
+            p.source.norm2().sqrt(),
+        ),
+        provenance,
         program: "qcd-solve".into(),
         version: env!("CARGO_PKG_VERSION").into(),
         unix_time: std::time::SystemTime::now()
@@ -295,7 +320,7 @@ pub fn build(
             .map(|d| d.as_secs())
             .unwrap_or(0),
         config_file: cfg.source_name.clone(),
-        config: cfg.config.clone(),
+        config: provenance::resolved_options(&cfg.config),
         lattice: p.lattice.dims,
         volume: p.lattice.volume(),
         gauge: p.gauge_description.clone(),
@@ -354,6 +379,15 @@ pub fn build(
         parallel: None,
         multigrid: r.multigrid.clone(),
         residual_history: r.history.clone(),
+    }
+}
+
+impl SolveReport {
+    /// Hash every input this process read into `inputs` and `gauge_file` (the process
+    /// that writes the report, before it does).
+    pub fn hash_inputs(&mut self) {
+        self.provenance.hash_inputs();
+        self.gauge_file = self.provenance.gauge_file();
     }
 }
 

@@ -34,6 +34,7 @@ use crate::config::{Index, LoadedConfig, SourceConfig};
 use crate::field::SpinorField;
 use crate::problem::Problem;
 use crate::report::meff::EffectiveMass;
+use crate::report::provenance::{self, Provenance};
 use crate::{Error, Result};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -59,6 +60,17 @@ pub struct Column {
 /// The JSON report of a propagator run.
 #[derive(Debug, Serialize)]
 pub struct PropagatorReport {
+    /// `schema_version`, `kind`, `build`, `host`, `device`, `inputs` (docs/report.md).
+    #[serde(flatten)]
+    pub provenance: Provenance,
+    pub config_file: String,
+    /// Every option in force, defaults written out (`provenance::resolved_options`).
+    pub config: crate::config::Config,
+    /// The gauge file read (`inputs`' entry), null when the field was not read from a
+    /// file.
+    pub gauge_file: Option<crate::report::provenance::InputFile>,
+    /// How `<stem>.propagator.npy` (and the HDF5 dataset) hold the solutions.
+    pub propagator_layout: crate::report::provenance::ArrayLayout,
     pub lattice: [usize; 4],
     /// What the source is.
     pub source: String,
@@ -193,7 +205,20 @@ pub fn run(cfg: &LoadedConfig, out: &Path) -> Result<PropagatorReport> {
     let measured = measure::contract(cfg, lattice, &rhs, &solutions);
     let pion = measured.as_ref().map_or_else(Vec::new, |m| m.pion());
     let c = &cfg.config;
+    let mut provenance = Provenance::new("propagator", provenance::gpu_of_backend(&backend));
+    provenance.hash_inputs();
+    let source_norm = rhs.make(lattice, 0).norm2().sqrt();
     let mut report = PropagatorReport {
+        config_file: cfg.source_name.clone(),
+        config: provenance::resolved_options(c),
+        gauge_file: provenance.gauge_file(),
+        propagator_layout: provenance::propagator_layout(
+            lattice.dims,
+            (!rhs.is_propagator()).then_some(rhs.len()),
+            &rhs.description,
+            source_norm,
+        ),
+        provenance,
         lattice: lattice.dims,
         source: rhs.description.clone(),
         source_site: [rhs.origin[0], rhs.origin[1], rhs.origin[2], rhs.t0],
