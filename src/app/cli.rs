@@ -41,6 +41,16 @@ pub struct RunArgs {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
+    /// Write a commented config to start from (with --gauge, the file's extents and
+    /// format filled in); never replaces an existing file.
+    Init {
+        /// A gauge file whose extents and format the config takes (format detected).
+        #[arg(long, value_name = "FILE")]
+        gauge: Option<PathBuf>,
+        /// The config to write (must not exist).
+        #[arg(long, value_name = "PATH", default_value = "run.toml")]
+        out: PathBuf,
+    },
     /// Read a gauge file, verify it and print format, dims, plaquette, link trace, checksums.
     Info {
         file: PathBuf,
@@ -273,9 +283,14 @@ pub fn init_logging(quiet: bool) {
 fn run_propagator(cfg: &LoadedConfig, out: &std::path::Path) -> Result<()> {
     let r = crate::app::run::thread_pool(cfg.config.backend.threads)?
         .install(|| crate::app::propagator::run(cfg, out))?;
-    if !crate::report::progress::is_quiet() {
+    let quiet = crate::report::progress::is_quiet();
+    if !quiet {
         print!("{}", crate::app::propagator::summary(&r));
     }
+    print!(
+        "{}",
+        crate::app::outputs::propagator_lines(cfg, &r.files, !quiet)
+    );
     Ok(())
 }
 
@@ -309,6 +324,11 @@ pub fn dispatch(cli: Cli) -> Result<()> {
                 return run_propagator(&cfg, &crate::app::propagator::main_job_folder(&cfg));
             }
             crate::app::run::run(&cfg).map(|_| ())
+        }
+        Some(Command::Init { gauge, out }) => {
+            crate::app::init::run(gauge.as_deref(), &out)?;
+            println!("wrote {}: edit it, then run qcd-solve {}", out.display(), out.display());
+            Ok(())
         }
         Some(Command::Info {
             file,

@@ -294,7 +294,12 @@ pub(crate) fn finish_run(
     if !crate::report::progress::is_quiet() {
         println!("{}", report::summary(&rep));
     }
-    written?;
+    // The files written and the boundary conditions, also under --quiet (stdout).
+    let written = written?;
+    println!(
+        "{}",
+        crate::app::outputs::final_lines(cfg, &written).trim_end()
+    );
     if result.reason != StopReason::Converged {
         return Err(Error::NotConverged(format!(
             "{} {} after {} iterations (residual {:.3e}, tolerance {:.1e}); the report was written",
@@ -329,6 +334,6 @@ fn write_outputs(
     problem: &Problem,
     result: &SolveResult,
     rep: &mut SolveReport,
-) -> Result<()> {
+) -> Result<crate::app::outputs::Written> {
     crate::app::outputs::write_run(cfg, problem, result, rep)
 }
