@@ -325,7 +325,9 @@ fn wrong_dims_for_a_gauge_file_exit_2_and_write_nothing() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("ATB_nersc.l8t4b3360") && err.contains("lattice.LT") && err.contains("8x8x8x4"),
+        err.contains("ATB_nersc.l8t4b3360")
+            && err.contains("lattice.LT")
+            && err.contains("8x8x8x4"),
         "{err}"
     );
     assert!(!rep.exists());

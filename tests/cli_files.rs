@@ -45,7 +45,13 @@ fn npy_shape(p: &Path) -> Vec<usize> {
     let len = u16::from_le_bytes([b[8], b[9]]) as usize;
     let h = String::from_utf8_lossy(&b[10..10 + len]).into_owned();
     assert!(h.contains("'descr': '<c16'"), "{h}");
-    let inner = h.split("'shape': (").nth(1).unwrap().split(')').next().unwrap();
+    let inner = h
+        .split("'shape': (")
+        .nth(1)
+        .unwrap()
+        .split(')')
+        .next()
+        .unwrap();
     inner
         .split(',')
         .filter(|s| !s.trim().is_empty())
@@ -84,7 +90,10 @@ fn gauge_flag_solves_a_file_with_no_config_into_out() {
     assert!((p - ATB_PLAQUETTE).abs() < 1e-9, "plaquette {p}");
     assert_eq!(r["kappa"].as_f64(), Some(0.12));
     let source = r["source"].as_str().unwrap();
-    assert!(source.contains("[1, 2, 3, 1]") && source.contains("spin 2"), "{source}");
+    assert!(
+        source.contains("[1, 2, 3, 1]") && source.contains("spin 2"),
+        "{source}"
+    );
     assert_eq!(r["converged"], true);
     // The summary's last lines, on stdout even under --quiet: the boundary conditions
     // and both files by absolute path.
@@ -174,7 +183,10 @@ fn outputs_default_to_out_beside_the_config_wherever_it_runs() {
     let stdout = ok(&out);
     let sol = d.path().join("runs/out/beta6.npy");
     assert_eq!(npy_shape(&sol), vec![4, 4, 4, 4, 4, 3]);
-    assert_eq!(json(&d.path().join("runs/out/beta6.json"))["converged"], true);
+    assert_eq!(
+        json(&d.path().join("runs/out/beta6.json"))["converged"],
+        true
+    );
     assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
     assert!(stdout.contains("relative paths"), "{stdout}");
     // A relative key in [output] follows the same rule.
@@ -295,7 +307,10 @@ fn a_bad_source_flag_names_the_forms() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("--source") && err.contains("4 numbers"), "{err}");
+    assert!(
+        err.contains("--source") && err.contains("4 numbers"),
+        "{err}"
+    );
     // A site off the 4^4 lattice is refused by the config's check, naming the site.
     let out = bin(d.path())
         .arg(&cfg)

@@ -134,12 +134,10 @@ pub enum Command {
         /// Folder for ablation.csv, ablation.json and the charts.
         #[arg(long, default_value = "out/ablation")]
         out: PathBuf,
-        /// Sweep launch geometry where the cache has none (the default).
+        /// Sweep launch geometry where the cache has none (the default; `--no-tune`: the
+        /// config's multiple for every version, no cache).
         #[arg(long, overrides_with = "no_tune")]
         tune: bool,
-        /// Use the config's multiple for every version, no cache.
-        #[arg(long)]
-        no_tune: bool,
         /// Tune cache file (default $QCD_SOLVE_TUNE_CACHE or ~/.cache/qcd-solve/tune.tsv).
         #[arg(long)]
         tune_cache: Option<PathBuf>,
@@ -327,7 +325,11 @@ pub fn dispatch(cli: Cli) -> Result<()> {
         }
         Some(Command::Init { gauge, out }) => {
             crate::app::init::run(gauge.as_deref(), &out)?;
-            println!("wrote {}: edit it, then run qcd-solve {}", out.display(), out.display());
+            println!(
+                "wrote {}: edit it, then run qcd-solve {}",
+                out.display(),
+                out.display()
+            );
             Ok(())
         }
         Some(Command::Info {
@@ -388,7 +390,6 @@ pub fn dispatch(cli: Cli) -> Result<()> {
             repeat,
             out,
             tune: _,
-            no_tune,
             tune_cache,
             upload_dims,
             overrides,
@@ -416,7 +417,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
                     "nothing to ablate with device = cpu: the study compares GPU stencil versions against the CPU; use --device cuda or auto on a machine with an NVIDIA GPU".into(),
                 ));
             }
-            let mode = if no_tune {
+            let mode = if overrides.no_tune {
                 crate::app::ablate::TuneMode::NoTune
             } else {
                 crate::app::ablate::TuneMode::Tune

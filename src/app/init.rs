@@ -125,8 +125,8 @@ mod tests {
 
     #[test]
     fn the_template_without_a_file_loads() {
-        let c = crate::config::LoadedConfig::from_str(&template(None), "run.toml", "".into())
-            .unwrap();
+        let c =
+            crate::config::LoadedConfig::from_str(&template(None), "run.toml", "".into()).unwrap();
         assert_eq!(c.dims(), [8, 8, 8, 8]);
         assert_eq!(c.config.dirac.kappa, 0.12);
     }

@@ -161,7 +161,10 @@ pub fn final_lines(cfg: &LoadedConfig, written: &Written) -> String {
     let mut line = |k: &str, v: String| s.push_str(&format!("{k:<22} {v}\n"));
     line("boundary", boundary_words(&cfg.config.lattice.boundary));
     for (what, path) in &written.files {
-        line(&format!("wrote {what}"), resolve_entry(path).display().to_string());
+        line(
+            &format!("wrote {what}"),
+            resolve_entry(path).display().to_string(),
+        );
     }
     if let Some(why) = &written.withheld {
         line("solution not written", why.clone());
@@ -204,7 +207,10 @@ pub fn boundary_words(b: &[crate::geometry::lattice::Boundary; 4]) -> String {
     use crate::geometry::lattice::Boundary;
     let dirs = ["x", "y", "z", "t"];
     let of = |want: Boundary| -> Vec<&str> {
-        (0..4).filter(|&mu| b[mu] == want).map(|mu| dirs[mu]).collect()
+        (0..4)
+            .filter(|&mu| b[mu] == want)
+            .map(|mu| dirs[mu])
+            .collect()
     };
     let mut parts = Vec::new();
     for (want, word) in [

@@ -194,7 +194,10 @@ mod tests {
         .unwrap_err();
         assert_eq!(e.exit_code(), 2);
         let m = e.to_string();
-        assert!(m.contains("--reconstruct") && m.contains("add --kernel 3.0"), "{m}");
+        assert!(
+            m.contains("--reconstruct") && m.contains("add --kernel 3.0"),
+            "{m}"
+        );
         let mut c = small("auto");
         let o = Overrides {
             reconstruct: Some(Reconstruct::R12),

@@ -27,10 +27,7 @@ fn int(s: &str, what: &str) -> Parsed<i64> {
 }
 
 fn four(s: &str, what: &str) -> Parsed<[i64; NDIM]> {
-    let v: Vec<i64> = s
-        .split(',')
-        .map(|p| int(p, what))
-        .collect::<Parsed<_>>()?;
+    let v: Vec<i64> = s.split(',').map(|p| int(p, what)).collect::<Parsed<_>>()?;
     <[i64; NDIM]>::try_from(v.as_slice())
         .map_err(|_| format!("{what} needs 4 numbers x,y,z,t, got `{s}`"))
 }
@@ -142,7 +139,11 @@ pub fn parse_source(s: &str) -> Parsed<SourceConfig> {
                 colour: one(colour, "colour")?,
             }
         }
-        _ => return Err(format!("`{s}` is not a source; the forms are {SOURCE_FORMS}")),
+        _ => {
+            return Err(format!(
+                "`{s}` is not a source; the forms are {SOURCE_FORMS}"
+            ))
+        }
     };
     Ok(source)
 }
@@ -167,9 +168,7 @@ pub fn parse_boundary(s: &str) -> Parsed<[Boundary; NDIM]> {
     }
     let v: Vec<Boundary> = s.split(',').map(boundary).collect::<Parsed<_>>()?;
     <[Boundary; NDIM]>::try_from(v.as_slice()).map_err(|_| {
-        format!(
-            "takes `periodic`, `antiperiodic` (in time) or four values for x,y,z,t, got `{s}`"
-        )
+        format!("takes `periodic`, `antiperiodic` (in time) or four values for x,y,z,t, got `{s}`")
     })
 }
 

@@ -17,7 +17,9 @@ pub const DIM_KEYS: [&str; NDIM] = ["LX", "LY", "LZ", "LT"];
 
 /// `[output] report` and `solution`: a path, or `false` for none (`true` is refused: it
 /// names no file).
-pub fn path_or_false<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<PathBuf>, D::Error> {
+pub fn path_or_false<'de, D: Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Option<PathBuf>, D::Error> {
     struct V;
     impl serde::de::Visitor<'_> for V {
         type Value = Option<PathBuf>;
@@ -128,9 +130,13 @@ impl LoadedConfig {
         if let SourceConfig::File { path } = &mut c.source {
             join(path);
         }
-        for p in [&mut c.output.report, &mut c.output.solution, &mut c.output.gauge]
-            .into_iter()
-            .flatten()
+        for p in [
+            &mut c.output.report,
+            &mut c.output.solution,
+            &mut c.output.gauge,
+        ]
+        .into_iter()
+        .flatten()
         {
             join(p);
         }
