@@ -1,8 +1,8 @@
 //! The command line for one's own files, on the real gauge files of ../shared/lattices:
 //! `--gauge` (format detected, extents from the header, `[lattice]` checked against it),
 //! `--source`, `--boundary`, the default outputs `out/<stem>.{npy,json}` and the one rule
-//! for relative paths, `--output DIR` for every output, the summary's last lines (also
-//! under `--quiet`), `qcd-solve init`, `color` beside `colour`, and flags that do not
+//! for relative paths, `--output DIR` for every output, the summary's last lines,
+//! `qcd-solve init`, `color` beside `colour`, and flags that do not
 //! apply refused or warned about.
 
 mod common;
@@ -74,7 +74,7 @@ fn gauge_flag_solves_a_file_with_no_config_into_out() {
         .arg("--gauge")
         .arg(shared(ATB))
         .args(["--kappa", "0.12", "--source", "point:1,2,3,1:2:1"])
-        .args(["--device", "cpu", "--tol", "1e-8", "--quiet"])
+        .args(["--device", "cpu", "--tol", "1e-8"])
         .output()
         .unwrap();
     let stdout = ok(&out);
@@ -95,8 +95,7 @@ fn gauge_flag_solves_a_file_with_no_config_into_out() {
         "{source}"
     );
     assert_eq!(r["converged"], true);
-    // The summary's last lines, on stdout even under --quiet: the boundary conditions
-    // and both files by absolute path.
+    // The summary's last lines: the boundary conditions and both files by absolute path.
     let canon = d.path().canonicalize().unwrap();
     assert!(
         stdout.contains("periodic in x, y, z; antiperiodic in t"),
@@ -175,11 +174,7 @@ fn outputs_default_to_out_beside_the_config_wherever_it_runs() {
     std::fs::create_dir(&elsewhere).unwrap();
     // Run from another folder with a relative config path: the outputs land beside the
     // config (its keys, defaults included, are relative to its folder).
-    let out = bin(&elsewhere)
-        .arg("../runs/beta6.toml")
-        .arg("-q")
-        .output()
-        .unwrap();
+    let out = bin(&elsewhere).arg("../runs/beta6.toml").output().unwrap();
     let stdout = ok(&out);
     let sol = d.path().join("runs/out/beta6.npy");
     assert_eq!(npy_shape(&sol), vec![4, 4, 4, 4, 4, 3]);
@@ -241,8 +236,11 @@ fn output_false_writes_nothing_and_says_so() {
         &d.path().join("run.toml"),
         &random_config("[output]\nreport = false\nsolution = false\n"),
     );
-    let stdout = ok(&bin(d.path()).arg(&cfg).arg("-q").output().unwrap());
+    let stdout = ok(&bin(d.path()).arg(&cfg).output().unwrap());
     assert!(stdout.contains("wrote nothing"), "{stdout}");
+    // --quiet: nothing on stdout, these lines included.
+    let quiet = bin(d.path()).arg(&cfg).arg("-q").output().unwrap();
+    assert_eq!(ok(&quiet), "");
     assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1);
     // `true` names no file.
     let cfg = write(
@@ -278,7 +276,7 @@ fn boundary_flag_sets_the_boundary_conditions_in_force() {
     let cfg = write(&d.path().join("run.toml"), &random_config(""));
     let stdout = ok(&bin(d.path())
         .arg(&cfg)
-        .args(["--boundary", "periodic", "-q"])
+        .args(["--boundary", "periodic"])
         .output()
         .unwrap());
     assert!(stdout.contains("periodic in x, y, z, t"), "{stdout}");

@@ -281,14 +281,10 @@ pub fn init_logging(quiet: bool) {
 fn run_propagator(cfg: &LoadedConfig, out: &std::path::Path) -> Result<()> {
     let r = crate::app::run::thread_pool(cfg.config.backend.threads)?
         .install(|| crate::app::propagator::run(cfg, out))?;
-    let quiet = crate::report::progress::is_quiet();
-    if !quiet {
+    if !crate::report::progress::is_quiet() {
         print!("{}", crate::app::propagator::summary(&r));
+        print!("{}", crate::app::outputs::propagator_lines(cfg));
     }
-    print!(
-        "{}",
-        crate::app::outputs::propagator_lines(cfg, &r.files, !quiet)
-    );
     Ok(())
 }
 

@@ -10,8 +10,8 @@
 //! one stays), and its report says why (`solution_withheld`).
 //!
 //! The summary's last lines (`final_lines`) name every file written, with its absolute
-//! path, the fermion boundary conditions in force and the rule relative paths followed;
-//! they are printed on stdout also under `--quiet` (which keeps stderr to errors).
+//! path, the fermion boundary conditions in force and the rule relative paths followed
+//! (stdout; `--quiet` prints nothing there).
 
 pub use super::output_set::prepare_folders;
 use super::output_set::{claim, Input, Output, OutputSet, REPORT_BYTES};
@@ -179,27 +179,16 @@ pub fn final_lines(cfg: &LoadedConfig, written: &Written) -> String {
     s
 }
 
-/// The summary's last lines of a propagator run, whose own summary lists its files
-/// (`listed`): the boundary conditions and the path rule; with `listed` false (under
-/// `--quiet`), the files too.
-pub fn propagator_lines(cfg: &LoadedConfig, files: &[String], listed: bool) -> String {
-    if listed {
-        let mut s = format!(
-            "{:<22} {}\n",
-            "boundary",
-            boundary_words(&cfg.config.lattice.boundary)
-        );
-        s.push_str(&format!("{:<22} {}\n", "relative paths", path_rule(cfg)));
-        return s;
-    }
-    let written = Written {
-        files: files
-            .iter()
-            .map(|f| ("file".to_string(), PathBuf::from(f)))
-            .collect(),
-        withheld: None,
-    };
-    final_lines(cfg, &written)
+/// The summary's last lines of a propagator run, whose own summary lists its files: the
+/// boundary conditions and the path rule.
+pub fn propagator_lines(cfg: &LoadedConfig) -> String {
+    format!(
+        "{:<22} {}\n{:<22} {}\n",
+        "boundary",
+        boundary_words(&cfg.config.lattice.boundary),
+        "relative paths",
+        path_rule(cfg)
+    )
 }
 
 /// "periodic in x, y, z; antiperiodic in t (fermions; links periodic)".

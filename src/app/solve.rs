@@ -291,15 +291,16 @@ pub(crate) fn finish_run(
     if written.is_err() {
         rep.time.finish(report::timeline::process_seconds());
     }
+    // The summary ends with the files written and the boundary conditions; --quiet
+    // prints nothing on stdout (the files are those of [output], the report says all).
+    let written = written?;
     if !crate::report::progress::is_quiet() {
         println!("{}", report::summary(&rep));
+        println!(
+            "{}",
+            crate::app::outputs::final_lines(cfg, &written).trim_end()
+        );
     }
-    // The files written and the boundary conditions, also under --quiet (stdout).
-    let written = written?;
-    println!(
-        "{}",
-        crate::app::outputs::final_lines(cfg, &written).trim_end()
-    );
     if result.reason != StopReason::Converged {
         return Err(Error::NotConverged(format!(
             "{} {} after {} iterations (residual {:.3e}, tolerance {:.1e}); the report was written",
