@@ -311,7 +311,9 @@ fn atb_config(dir: &Path, dims: [usize; 4], extra: &str) -> PathBuf {
 }
 
 #[test]
-fn wrong_dims_for_a_gauge_file_exit_4_and_write_nothing() {
+fn wrong_dims_for_a_gauge_file_exit_2_and_write_nothing() {
+    // [lattice] against the file's header (MANIFEST: 8x8x8x4) is checked when the config
+    // is loaded: a bad value (exit 2) naming the key and the file with its extents.
     let d = tempfile::tempdir().unwrap();
     let rep = d.path().join("r.json");
     let cfg = atb_config(
@@ -320,10 +322,16 @@ fn wrong_dims_for_a_gauge_file_exit_4_and_write_nothing() {
         &format!("[output]\nreport = \"{}\"\n", rep.display()),
     );
     let out = bin().arg(&cfg).output().unwrap();
-    assert_eq!(out.status.code(), Some(4));
+    assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("ATB_nersc.l8t4b3360"), "{err}");
+    assert!(
+        err.contains("ATB_nersc.l8t4b3360")
+            && err.contains("lattice.LT")
+            && err.contains("8x8x8x4"),
+        "{err}"
+    );
     assert!(!rep.exists());
+    assert!(!d.path().join("out").exists());
 }
 
 #[test]

@@ -176,7 +176,7 @@ fn config_with(
          [dirac]\nkappa = 0.124\ncsw = {csw}\nmu = {mu}\n\
          [source]\ntype = \"random\"\nseed = 7\n[solver]\nmethod = \"{method}\"\n\
          tolerance = 1e-10\nmax_iterations = 4000\nprecision = \"{precision}\"\n\
-         preconditioning = \"{pre}\"\n[backend]\ndevice = \"cuda\"\nkernel = \"3.0\"\n{extra}[output]\n"
+         preconditioning = \"{pre}\"\n[backend]\ndevice = \"cuda\"\nkernel = \"3.0\"\n{extra}[output]\nreport = false\nsolution = false\n"
     );
     LoadedConfig::from_str(&text, "test", PathBuf::from(".")).unwrap()
 }

@@ -36,7 +36,7 @@ LAYERS = {
     ],
     "app": [
         ["device", "memory", "output_set", "plan", "rhs"],
-        ["footprint", "generate"],
+        ["footprint", "generate", "init"],
         ["heatbath_cache"],
         ["outputs", "problem", "tuning"],
         ["solve", "solve_batch"],

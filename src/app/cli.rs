@@ -49,6 +49,16 @@ pub struct RunArgs {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
+    /// Write a commented config to start from (with --gauge, the file's extents and
+    /// format filled in); never replaces an existing file.
+    Init {
+        /// A gauge file whose extents and format the config takes (format detected).
+        #[arg(long, value_name = "FILE")]
+        gauge: Option<PathBuf>,
+        /// The config to write (must not exist).
+        #[arg(long, value_name = "PATH", default_value = "run.toml")]
+        out: PathBuf,
+    },
     /// Read a gauge file, verify it and print format, dims, plaquette, link trace, checksums.
     Info {
         file: PathBuf,
@@ -132,12 +142,10 @@ pub enum Command {
         /// Folder for ablation.csv, ablation.json and the charts.
         #[arg(long, default_value = "out/ablation")]
         out: PathBuf,
-        /// Sweep launch geometry where the cache has none (the default).
+        /// Sweep launch geometry where the cache has none (the default; `--no-tune`: the
+        /// config's multiple for every version, no cache).
         #[arg(long, overrides_with = "no_tune")]
         tune: bool,
-        /// Use the config's multiple for every version, no cache.
-        #[arg(long)]
-        no_tune: bool,
         /// Tune cache file (default $QCD_SOLVE_TUNE_CACHE or ~/.cache/qcd-solve/tune.tsv).
         #[arg(long)]
         tune_cache: Option<PathBuf>,
@@ -296,6 +304,7 @@ fn run_propagator(cfg: &LoadedConfig, out: &std::path::Path) -> Result<()> {
         .install(|| crate::app::propagator::run(cfg, out))?;
     if !crate::report::progress::is_quiet() {
         print!("{}", crate::app::propagator::summary(&r));
+        print!("{}", crate::app::outputs::propagator_lines(cfg));
     }
     Ok(())
 }
@@ -330,6 +339,15 @@ pub fn dispatch(cli: Cli) -> Result<()> {
                 return run_propagator(&cfg, &crate::app::propagator::main_job_folder(&cfg));
             }
             crate::app::run::run(&cfg).map(|_| ())
+        }
+        Some(Command::Init { gauge, out }) => {
+            crate::app::init::run(gauge.as_deref(), &out)?;
+            println!(
+                "wrote {}: edit it, then run qcd-solve {}",
+                out.display(),
+                out.display()
+            );
+            Ok(())
         }
         Some(Command::Info {
             file,
@@ -389,7 +407,6 @@ pub fn dispatch(cli: Cli) -> Result<()> {
             repeat,
             out,
             tune: _,
-            no_tune,
             tune_cache,
             upload_dims,
             overrides,
@@ -417,7 +434,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
                     "nothing to ablate with device = cpu: the study compares GPU stencil versions against the CPU; use --device cuda or auto on a machine with an NVIDIA GPU".into(),
                 ));
             }
-            let mode = if no_tune {
+            let mode = if overrides.no_tune {
                 crate::app::ablate::TuneMode::NoTune
             } else {
                 crate::app::ablate::TuneMode::Tune

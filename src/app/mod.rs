@@ -7,7 +7,7 @@
 //!   place; `device`: choosing the GPU or the CPU;
 //! - `tuning`: launch geometry from the tune cache or a sweep;
 //! - `footprint`: the device memory a GPU plan will hold, estimated before allocating;
-//! - `ablate`, `validate`, `bench`, `floor`, `scale`, `generate`: the other commands.
+//! - `ablate`, `validate`, `bench`, `floor`, `scale`, `generate`, `init`: the other commands.
 
 pub mod ablate;
 pub mod bench;
@@ -17,6 +17,7 @@ pub mod floor;
 pub mod footprint;
 pub mod generate;
 pub mod heatbath_cache;
+pub mod init;
 pub mod kappa_scan;
 pub mod memory;
 pub mod output_set;

@@ -8,6 +8,10 @@
 //! between the two renames (the solution is then the newer one). A solve that did not
 //! converge, or whose solution holds a NaN or infinity, writes no solution (an earlier
 //! one stays), and its report says why (`solution_withheld`).
+//!
+//! The summary's last lines (`final_lines`) name every file written, with its absolute
+//! path, the fermion boundary conditions in force and the rule relative paths followed
+//! (stdout; `--quiet` prints nothing there).
 
 pub use super::output_set::prepare_folders;
 use super::output_set::{claim, Input, Output, OutputSet, REPORT_BYTES};
@@ -142,13 +146,98 @@ pub fn withheld(result: &SolveResult) -> Option<String> {
     (bad > 0).then(|| format!("the solution holds {bad} non-finite values"))
 }
 
-/// Write the main job's outputs as described in the module doc.
+/// What a run wrote: each file with what it is, in the order written, and why the
+/// solution was withheld, if it was.
+#[derive(Clone, Debug, Default)]
+pub struct Written {
+    pub files: Vec<(String, PathBuf)>,
+    pub withheld: Option<String>,
+}
+
+/// The summary's last lines (module doc): the boundary conditions, every file written,
+/// the solution withheld or nothing written, and where relative paths were taken from.
+pub fn final_lines(cfg: &LoadedConfig, written: &Written) -> String {
+    let mut s = String::new();
+    let mut line = |k: &str, v: String| s.push_str(&format!("{k:<22} {v}\n"));
+    line("boundary", boundary_words(&cfg.config.lattice.boundary));
+    for (what, path) in &written.files {
+        line(
+            &format!("wrote {what}"),
+            resolve_entry(path).display().to_string(),
+        );
+    }
+    if let Some(why) = &written.withheld {
+        line("solution not written", why.clone());
+    }
+    if written.files.is_empty() && written.withheld.is_none() {
+        line(
+            "wrote nothing",
+            "[output] report = false and solution = false".into(),
+        );
+    }
+    line("relative paths", path_rule(cfg));
+    s
+}
+
+/// The summary's last lines of a propagator run, whose own summary lists its files: the
+/// boundary conditions and the path rule.
+pub fn propagator_lines(cfg: &LoadedConfig) -> String {
+    format!(
+        "{:<22} {}\n{:<22} {}\n",
+        "boundary",
+        boundary_words(&cfg.config.lattice.boundary),
+        "relative paths",
+        path_rule(cfg)
+    )
+}
+
+/// "periodic in x, y, z; antiperiodic in t (fermions; links periodic)".
+pub fn boundary_words(b: &[crate::geometry::lattice::Boundary; 4]) -> String {
+    use crate::geometry::lattice::Boundary;
+    let dirs = ["x", "y", "z", "t"];
+    let of = |want: Boundary| -> Vec<&str> {
+        (0..4)
+            .filter(|&mu| b[mu] == want)
+            .map(|mu| dirs[mu])
+            .collect()
+    };
+    let mut parts = Vec::new();
+    for (want, word) in [
+        (Boundary::Periodic, "periodic"),
+        (Boundary::Antiperiodic, "antiperiodic"),
+    ] {
+        let d = of(want);
+        if !d.is_empty() {
+            parts.push(format!("{word} in {}", d.join(", ")));
+        }
+    }
+    format!("{} (fermions; links periodic)", parts.join("; "))
+}
+
+/// Where the run's relative paths were taken from (docs/config.md, "Paths").
+pub fn path_rule(cfg: &LoadedConfig) -> String {
+    let cwd = std::env::current_dir().unwrap_or_default();
+    match &cfg.config_file {
+        Some(_) => format!(
+            "the config's against its folder {}, the command line's against {}",
+            resolve_entry(&cfg.base_dir.join("x"))
+                .parent()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
+            cwd.display()
+        ),
+        None => format!("against the current directory {}", cwd.display()),
+    }
+}
+
+/// Write the main job's outputs as described in the module doc; what was written.
 pub fn write_run(
     cfg: &LoadedConfig,
     problem: &Problem,
     result: &SolveResult,
     rep: &mut SolveReport,
-) -> Result<()> {
+) -> Result<Written> {
+    let mut written = Written::default();
     let o = &cfg.config.output;
     let t = std::time::Instant::now();
     // In rename order: the report last. Dropping an uncommitted one removes its temporary.
@@ -158,6 +247,7 @@ pub fn write_run(
         match withheld(result) {
             Some(why) => {
                 tracing::warn!(path = %p.display(), "no solution written: {why}");
+                written.withheld = Some(why.clone());
                 records.insert("solution_file".into(), serde_json::Value::Null);
                 records.insert("solution_withheld".into(), why.into());
             }
@@ -186,7 +276,7 @@ pub fn write_run(
             )
         })?;
         records.insert("gauge_output_file".into(), file_record(p, s.temp_path())?);
-        staged.push((s, "gauge field (NERSC 3x3 IEEE64BIG)"));
+        staged.push((s, "gauge field"));
     }
     records.insert(
         "input_checks".into(),
@@ -211,17 +301,31 @@ pub fn write_run(
         let dest = s.dest().to_path_buf();
         s.commit()?;
         tracing::info!(path = %dest.display(), "{what} written");
+        written.files.push((what.to_string(), dest));
     }
     for dir in folders {
         sync_folder(&dir);
         remove_stale_temporaries(&dir);
     }
-    Ok(())
+    Ok(written)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn boundary_words_name_each_direction() {
+        use crate::geometry::lattice::{Boundary, DEFAULT_BOUNDARY};
+        assert_eq!(
+            boundary_words(&DEFAULT_BOUNDARY),
+            "periodic in x, y, z; antiperiodic in t (fermions; links periodic)"
+        );
+        assert_eq!(
+            boundary_words(&[Boundary::Periodic; 4]),
+            "periodic in x, y, z, t (fermions; links periodic)"
+        );
+    }
 
     #[test]
     fn crc32_is_zlibs() {

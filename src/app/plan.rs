@@ -287,6 +287,11 @@ pub fn study_versions(
 /// has them all; `SolvePlan::check` checks again once the device is chosen).
 fn check_kernel(cfg: &LoadedConfig) -> Result<()> {
     let c = &cfg.config;
+    if c.backend.device == Device::Cpu {
+        // The CPU runs none of the GPU kernels: their keys change nothing there (a flag
+        // that set one was warned about by `LoadedConfig::inapplicable_flags`).
+        return Ok(());
+    }
     let v = c.backend.kernel;
     if !v.supports_reconstruct(c.backend.reconstruct) {
         return Err(cfg.bad(

@@ -292,10 +292,16 @@ pub(crate) fn finish_run(
     if written.is_err() {
         rep.time.finish(report::timeline::process_seconds());
     }
+    // The summary ends with the files written and the boundary conditions; --quiet
+    // prints nothing on stdout (the files are those of [output], the report says all).
+    let written = written?;
     if !crate::report::progress::is_quiet() {
         println!("{}", report::summary(&rep));
+        println!(
+            "{}",
+            crate::app::outputs::final_lines(cfg, &written).trim_end()
+        );
     }
-    written?;
     if result.reason != StopReason::Converged {
         return Err(Error::NotConverged(format!(
             "{} {} after {} iterations (residual {:.3e}, tolerance {:.1e}); the report was written",
@@ -330,6 +336,6 @@ fn write_outputs(
     problem: &Problem,
     result: &SolveResult,
     rep: &mut SolveReport,
-) -> Result<()> {
+) -> Result<crate::app::outputs::Written> {
     crate::app::outputs::write_run(cfg, problem, result, rep)
 }

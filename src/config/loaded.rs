@@ -7,14 +7,21 @@ use crate::geometry::lattice::{Lattice, NDIM};
 use std::path::{Path, PathBuf};
 
 /// A parsed and validated configuration, with the text it came from (for line numbers)
-/// and the folder relative input paths resolve against.
+/// and the folder its relative paths were resolved against (`resolve`).
 #[derive(Clone, Debug)]
 pub struct LoadedConfig {
     pub config: Config,
     pub source_name: String,
     /// The config file read (`None` for the embedded default): an input no output may name.
     pub config_file: Option<PathBuf>,
+    /// The folder the config's relative paths were resolved against: the config file's
+    /// (empty, the current directory, for the embedded default).
     pub base_dir: PathBuf,
+    /// The extents the config's text writes (LX, LY, LZ, LT; `None`: absent, taken from
+    /// the gauge file's header).
+    pub(super) given_dims: [Option<i64>; NDIM],
+    /// The embedded default config (its lattice and outputs give way to `--gauge`).
+    pub(super) embedded: bool,
     pub(super) text: String,
     /// Keys set from the command line ("dirac.kappa", "--kappa"): errors about them name
     /// the flag, not the config's line.
@@ -31,28 +38,38 @@ impl LoadedConfig {
         Ok(loaded)
     }
 
+    /// The embedded configs/16x16x16x32.toml; its paths are relative to the current
+    /// directory.
     pub fn embedded_default() -> Self {
-        Self::from_str(
-            DEFAULT_CONFIG,
-            DEFAULT_CONFIG_NAME,
-            PathBuf::from("configs"),
-        )
-        .expect("the embedded default config is valid")
+        let mut c = Self::from_str(DEFAULT_CONFIG, DEFAULT_CONFIG_NAME, PathBuf::new())
+            .expect("the embedded default config is valid");
+        c.embedded = true;
+        c
     }
 
+    /// Parse `text` (named `name` in errors), resolve its relative paths against
+    /// `base_dir`, fill in the default outputs and the extents a gauge file gives
+    /// (`resolve`), and validate.
     pub fn from_str(text: &str, name: &str, base_dir: PathBuf) -> Result<Self> {
         let config: Config = toml::from_str(text).map_err(|e| Error::Config {
             path: name.into(),
             message: crate::io::bounded_message(e.to_string().trim_end()),
         })?;
-        let loaded = LoadedConfig {
+        let table: toml::Table = text.parse().unwrap_or_default();
+        let mut loaded = LoadedConfig {
             config,
             source_name: name.into(),
             config_file: None,
             base_dir,
+            given_dims: [None; NDIM],
+            embedded: false,
             text: text.into(),
             flags: Vec::new(),
         };
+        loaded.note_given_dims(&table);
+        loaded.default_outputs(&table);
+        loaded.resolve_paths();
+        loaded.complete_lattice()?;
         loaded.validate()?;
         Ok(loaded)
     }
@@ -323,12 +340,10 @@ impl LoadedConfig {
         Lattice::new(self.dims(), self.config.lattice.boundary)
     }
 
-    /// An input path from the config, resolved against the config's folder.
+    /// An input path of the config as the program opens it: the config's paths are
+    /// resolved when it is loaded (relative to its folder) and the command line's are
+    /// relative to the current directory, so this is the path itself.
     pub fn input_path(&self, p: &Path) -> PathBuf {
-        if p.is_absolute() {
-            p.to_path_buf()
-        } else {
-            self.base_dir.join(p)
-        }
+        p.to_path_buf()
     }
 }

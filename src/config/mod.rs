@@ -1,8 +1,11 @@
 //! The TOML run configuration (README, "Config reference"): schema, validation with the key
 //! and line named in every error, and command-line overrides.
 //!
-//! Relative input paths (gauge and source files) resolve against the config file's folder;
-//! output paths resolve against the current directory.
+//! One rule for relative paths (docs/config.md, "Paths"): a path written in a config file
+//! (gauge and source files, outputs) is relative to the config file's folder; a path given
+//! on the command line (`--gauge`, `--source file:`, `--output`) and every path of the
+//! embedded default config are relative to the current directory. Paths are resolved
+//! once, when the config is loaded (`resolve`).
 
 use crate::backend::cuda::{Reconstruct, StencilVersion};
 
@@ -20,6 +23,8 @@ pub const DEFAULT_CONFIG_NAME: &str = "configs/16x16x16x32.toml (embedded)";
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
+    /// Absent, or without some extents: taken from the gauge file's header (`resolve`).
+    #[serde(default)]
     pub lattice: LatticeConfig,
     pub gauge: GaugeSection,
     pub dirac: DiracConfig,
@@ -102,16 +107,18 @@ impl ParallelConfig {
     }
 }
 
+/// `[lattice]`: the extents (each absent one taken from the gauge file's header, each
+/// given one checked against it: `resolve`) and the fermion boundary conditions.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct LatticeConfig {
-    #[serde(rename = "LX")]
+    #[serde(rename = "LX", default)]
     pub lx: i64,
-    #[serde(rename = "LY")]
+    #[serde(rename = "LY", default)]
     pub ly: i64,
-    #[serde(rename = "LZ")]
+    #[serde(rename = "LZ", default)]
     pub lz: i64,
-    #[serde(rename = "LT")]
+    #[serde(rename = "LT", default)]
     pub lt: i64,
     /// Fermion boundary conditions for x, y, z, t.
     #[serde(default = "default_boundary")]
@@ -120,6 +127,19 @@ pub struct LatticeConfig {
 
 fn default_boundary() -> [Boundary; NDIM] {
     DEFAULT_BOUNDARY
+}
+
+impl Default for LatticeConfig {
+    /// No extents (0: to be taken from a gauge file) and the default boundary.
+    fn default() -> Self {
+        LatticeConfig {
+            lx: 0,
+            ly: 0,
+            lz: 0,
+            lt: 0,
+            boundary: DEFAULT_BOUNDARY,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -400,24 +420,38 @@ impl Default for BackendConfig {
     }
 }
 
+/// `[output]`: where the main job writes. `report` and `solution` default to
+/// `out/<config stem>.json` and `.npy` (relative to the config's folder, `resolve`);
+/// `false` writes none. `None` here: not written.
 #[derive(Clone, Debug, Deserialize, Serialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct OutputConfig {
-    /// JSON report path; none = no report.
-    #[serde(default)]
+    /// JSON report path, or `false` for none.
+    #[serde(
+        default,
+        deserialize_with = "resolve::path_or_false",
+        serialize_with = "resolve::serialize_path_or_false"
+    )]
     pub report: Option<PathBuf>,
-    /// Solution `.npy` path; none = not written.
-    #[serde(default)]
+    /// Solution `.npy` path, or `false` for none.
+    #[serde(
+        default,
+        deserialize_with = "resolve::path_or_false",
+        serialize_with = "resolve::serialize_path_or_false"
+    )]
     pub solution: Option<PathBuf>,
-    /// Write the gauge field used as NERSC (3x3, IEEE64BIG) here.
+    /// Write the gauge field used as NERSC (3x3, IEEE64BIG) here; absent: not written.
     #[serde(default)]
     pub gauge: Option<PathBuf>,
 }
 
+mod applies;
+pub mod cli_values;
 mod loaded;
 pub mod multigrid;
 mod overrides;
 pub mod physics;
+pub mod resolve;
 
 pub use loaded::LoadedConfig;
 pub use overrides::Overrides;

@@ -25,9 +25,29 @@ pub struct Overrides {
     /// 8-parameter form), kernel 3.0 only (overrides [backend] reconstruct).
     #[arg(long)]
     pub reconstruct: Option<Reconstruct>,
-    /// CPU threads, 0 = all (overrides [backend] threads).
+    /// CPU threads, 0 = all: the CPU solve, and the host's work of a GPU run (reading,
+    /// the CPU check) (overrides [backend] threads).
     #[arg(long, allow_negative_numbers = true)]
     pub threads: Option<i64>,
+    /// GPU: use `--multiple` and the default block as given, not the autotuner's (sets
+    /// [backend] tune = false).
+    #[arg(long = "no-tune")]
+    pub no_tune: bool,
+    /// A gauge file to solve on, format detected from its bytes; the lattice's extents
+    /// come from its header (replaces [gauge]; a [lattice] that gives extents is checked
+    /// against the file). Relative to the current directory.
+    #[arg(long, value_name = "FILE")]
+    pub gauge: Option<PathBuf>,
+    /// The source (replaces [source]): point:X,Y,Z,T[:SPIN:COLOUR], wall:T[:SPIN:COLOUR],
+    /// gaussian:X,Y,Z,T:R0[:SPIN:COLOUR], z2:SEED[:T], z4:SEED[:T], random:SEED,
+    /// plane-wave:NX,NY,NZ,NT[:SPIN:COLOUR] or file:PATH; SPIN and COLOUR a number or
+    /// `all`, default 0.
+    #[arg(long, value_name = "SOURCE", value_parser = super::cli_values::parse_source)]
+    pub source: Option<SourceConfig>,
+    /// Fermion boundary conditions: periodic, antiperiodic (in time; periodic in space)
+    /// or four values x,y,z,t such as p,p,p,a (overrides [lattice] boundary).
+    #[arg(long, value_name = "BC", value_parser = super::cli_values::parse_boundary)]
+    pub boundary: Option<[crate::geometry::lattice::Boundary; NDIM]>,
     /// Hopping parameter, > 0 (overrides [dirac] kappa).
     #[arg(long, allow_negative_numbers = true)]
     pub kappa: Option<f64>,
@@ -66,8 +86,9 @@ pub struct Overrides {
     /// GCR restart length (overrides [solver] restart).
     #[arg(long)]
     pub restart: Option<i64>,
-    /// Folder for the report and the solution (keeps their file names).
-    #[arg(long)]
+    /// Folder for every output: the report, the solution, the gauge output and a
+    /// propagator's files (each keeps its file name). Relative to the current directory.
+    #[arg(long, value_name = "DIR")]
     pub output: Option<PathBuf>,
     /// Accept gauge links off SU(3) beyond the file's precision and project them onto
     /// SU(3) (sets [gauge] reunitarise = true); without it such a file is refused (exit 4).
@@ -97,6 +118,9 @@ pub struct Overrides {
 impl LoadedConfig {
     /// Apply command-line overrides and validate again.
     pub fn apply(&mut self, o: &Overrides) -> Result<()> {
+        if let Some(g) = &o.gauge {
+            self.use_gauge_file(g, o);
+        }
         let mut flags: Vec<(&str, &str)> = Vec::new();
         let c = &mut self.config;
         if let Some(d) = o.device {
@@ -118,6 +142,18 @@ impl LoadedConfig {
         if let Some(t) = o.threads {
             c.backend.threads = t;
             flags.push(("backend.threads", "--threads"));
+        }
+        if o.no_tune {
+            c.backend.tune = false;
+            flags.push(("backend.tune", "--no-tune"));
+        }
+        if let Some(b) = o.boundary {
+            c.lattice.boundary = b;
+            flags.push(("lattice.boundary", "--boundary"));
+        }
+        if let Some(s) = &o.source {
+            c.source = s.clone();
+            flags.push(("source.type", "--source"));
         }
         if let Some(k) = o.kappa {
             c.dirac.kappa = k;
@@ -212,14 +248,43 @@ impl LoadedConfig {
         );
         let c = &mut self.config;
         if let Some(dir) = &o.output {
-            for p in [&mut c.output.report, &mut c.output.solution]
-                .into_iter()
-                .flatten()
+            for p in [
+                &mut c.output.report,
+                &mut c.output.solution,
+                &mut c.output.gauge,
+            ]
+            .into_iter()
+            .flatten()
             {
                 let name = p.file_name().map(PathBuf::from).unwrap_or_default();
                 *p = dir.join(name);
             }
         }
-        self.validate()
+        if o.gauge.is_some() {
+            self.complete_lattice()?;
+        }
+        self.validate()?;
+        for w in self.inapplicable_flags(o)? {
+            tracing::warn!("{w}");
+        }
+        Ok(())
+    }
+
+    /// `--gauge FILE`: the file in place of `[gauge]`'s field (its fixing kept), read with
+    /// `--reunitarise` and `--accept-unchecked` as given; the embedded default's lattice
+    /// and output names give way to the file's.
+    fn use_gauge_file(&mut self, file: &std::path::Path, o: &Overrides) {
+        self.config.gauge.field = GaugeConfig::File {
+            path: file.to_path_buf(),
+            format: "auto".into(),
+            reunitarise: o.reunitarise,
+            accept_unchecked: o.accept_unchecked,
+        };
+        self.flags
+            .push(("gauge.path".to_string(), "--gauge".to_string()));
+        if self.embedded {
+            self.given_dims = [None; NDIM];
+            self.outputs_named_after(file);
+        }
     }
 }
