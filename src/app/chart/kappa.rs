@@ -17,8 +17,8 @@ pub struct KappaPoint {
     pub seconds: f64,
 }
 
-/// One series per method over kappa, of the converged points (a solve that stopped
-/// short has no time to solution).
+/// One series per method over kappa of the converged points, then one of each method's
+/// points that stopped before the tolerance (hollow markers at where they stopped).
 fn per_method(points: &[KappaPoint], y: impl Fn(&KappaPoint) -> f64) -> Vec<Series> {
     let mut out: Vec<Series> = Vec::new();
     for p in points.iter().filter(|p| p.converged) {
@@ -27,23 +27,24 @@ fn per_method(points: &[KappaPoint], y: impl Fn(&KappaPoint) -> f64) -> Vec<Seri
             None => out.push(Series::measured(p.method.clone(), vec![(p.kappa, y(p))])),
         }
     }
+    for p in points.iter().filter(|p| !p.converged) {
+        let name = format!("{}: stopped, not converged", p.method);
+        match out.iter_mut().find(|s| s.name == name) {
+            Some(s) => s.points.push((p.kappa, y(p))),
+            None => out.push(Series::stopped(name, vec![(p.kappa, y(p))])),
+        }
+    }
     out
 }
 
 /// `<stem>-iterations` and `<stem>-time` (.svg, .png).
 pub fn kappa_charts(points: &[KappaPoint], ctx: &Context, stem: &Path) -> Result<Vec<PathBuf>> {
     let named = |suffix: &str| PathBuf::from(format!("{}-{suffix}", stem.display()));
-    let skipped = points.iter().filter(|p| !p.converged).count();
-    let note = if skipped == 0 {
-        String::new()
-    } else {
-        format!(" ({skipped} unconverged solves left out)")
-    };
     let line = ctx.line();
     let mut files = charts::draw(
         &named("iterations"),
         &Chart::Lines {
-            title: &format!("Iterations to the tolerance against kappa, per method{note}"),
+            title: "Iterations against kappa, per method (hollow: stopped short of the tolerance)",
             context: &line,
             x_label: "kappa",
             x_axis: Axis::Linear,
@@ -55,7 +56,7 @@ pub fn kappa_charts(points: &[KappaPoint], ctx: &Context, stem: &Path) -> Result
     files.extend(charts::draw(
         &named("time"),
         &Chart::Lines {
-            title: &format!("Time to solution against kappa, per method (mg: set-up included){note}"),
+            title: "Time to solution against kappa, per method (mg: set-up included)",
             context: &line,
             x_label: "kappa",
             x_axis: Axis::Linear,

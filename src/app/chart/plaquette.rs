@@ -35,10 +35,11 @@ pub fn plaquette_chart(
             x_axis: Axis::Count,
             y_label: "plaquette (Re tr U_p / 3)",
             y_axis: Axis::Linear,
+            // The total (the mean of the other two) last, drawn over them.
             series: &[
-                series("total", |s| s.total),
                 series("spatial", |s| s.spatial),
                 series("temporal", |s| s.temporal),
+                series("total", |s| s.total),
             ],
         },
     )

@@ -72,7 +72,7 @@ pub fn rank_charts(
                     split_words(split),
                     first.ranks
                 ),
-                "efficiency (time per iteration on the first count / time per iteration)",
+                "efficiency (1 = ideal)",
                 pts.iter().map(|p| (p.ranks as f64, p.efficiency)).collect(),
                 pts.iter().map(|p| (p.ranks as f64, 1.0)).collect(),
             )
@@ -85,7 +85,7 @@ pub fn rank_charts(
                 x_label: "GPUs (ranks)",
                 x_axis: Axis::Count,
                 y_label,
-                y_axis: Axis::Linear,
+                y_axis: Axis::FromZero,
                 series: &[
                     Series::measured("measured", measured),
                     Series::reference("ideal", ideal),
@@ -107,7 +107,7 @@ pub fn thread_chart(points: &[(usize, f64)], ctx: &Context, out: &Path) -> Resul
             x_label: "threads",
             x_axis: Axis::Count,
             y_label: "speed-up (time on the first count / time)",
-            y_axis: Axis::Linear,
+            y_axis: Axis::FromZero,
             series: &[
                 Series::measured(
                     "measured",

@@ -49,6 +49,7 @@ where
         .map_err(|e| e.to_string())?;
     c.configure_mesh()
         .disable_y_mesh()
+        .light_line_style(WHITE)
         .x_desc(value_label)
         .x_label_formatter(&|v| ticks::plain(*v))
         .y_labels(n)

@@ -17,6 +17,11 @@ const PALETTE: [RGBColor; 8] = [
     RGBColor(23, 190, 207),
 ];
 const REFERENCE: RGBColor = RGBColor(110, 110, 110);
+/// A measured series of at most this many points has each value written beside its
+/// point.
+const VALUED_POINTS: usize = 12;
+/// A series of more than this many points is drawn in a one-pixel line.
+const THIN_POINTS: usize = 200;
 /// Characters per legend line before a name wraps.
 const LEGEND_CHARS: usize = 26;
 
@@ -26,25 +31,27 @@ fn colour(k: usize) -> RGBColor {
 }
 
 /// Run `$body` with `$m` bound to a function from a point to the marker of shape
-/// `$k % 4` (circle, triangle, square, cross) in colour `$c` centred there.
+/// `$k % 4` (circle, triangle, square, cross) in colour `$c` centred there, filled or
+/// (`$hollow`) drawn as an outline.
 macro_rules! with_marker {
-    ($k:expr, $c:expr, |$m:ident| $body:expr) => {{
+    ($k:expr, $c:expr, $hollow:expr, |$m:ident| $body:expr) => {{
         let c: RGBColor = $c;
+        let st: ShapeStyle = if $hollow { c.stroke_width(2) } else { c.filled() };
         match $k % 4 {
             0 => {
-                let $m = |p| EmptyElement::at(p) + Circle::new((0, 0), 4, c.filled());
+                let $m = |p| EmptyElement::at(p) + Circle::new((0, 0), 5, st);
                 $body
             }
             1 => {
-                let $m = |p| EmptyElement::at(p) + TriangleMarker::new((0, 0), 6, c.filled());
+                let $m = |p| EmptyElement::at(p) + TriangleMarker::new((0, 0), 7, st);
                 $body
             }
             2 => {
-                let $m = |p| EmptyElement::at(p) + Rectangle::new([(-4, -4), (4, 4)], c.filled());
+                let $m = |p| EmptyElement::at(p) + Rectangle::new([(-5, -5), (5, 5)], st);
                 $body
             }
             _ => {
-                let $m = |p| EmptyElement::at(p) + Cross::new((0, 0), 5, c.stroke_width(2));
+                let $m = |p| EmptyElement::at(p) + Cross::new((0, 0), 6, c.stroke_width(2));
                 $body
             }
         }
@@ -103,7 +110,9 @@ where
             (colour(measured - 1), Some(measured - 1))
         };
         let (x0, x1) = (8, 44);
-        if k.is_some() {
+        if s.stopped {
+            // Markers only.
+        } else if k.is_some() {
             area.draw(&PathElement::new(vec![(x0, y), (x1, y)], sample.stroke_width(2)))
                 .map_err(|e| e.to_string())?;
         } else {
@@ -112,8 +121,8 @@ where
                     .map_err(|e| e.to_string())?;
             }
         }
-        if let Some(k) = k {
-            with_marker!(k, sample, |m| area.draw(&m(((x0 + x1) / 2, y))))
+        if let Some(k) = k.filter(|_| s.points.len() <= THIN_POINTS) {
+            with_marker!(k, sample, s.stopped, |m| area.draw(&m(((x0 + x1) / 2, y))))
                 .map_err(|e| e.to_string())?;
         }
         for (i, line) in wrap(&s.name).iter().enumerate() {
@@ -130,7 +139,7 @@ where
 }
 
 /// Draw `series` into `area` with the axes' labels and kinds (x: linear or count; a log
-/// x is drawn linear).
+/// or from-zero x is drawn linear).
 pub(super) fn draw<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     (x_label, x_axis): (&str, Axis),
@@ -219,24 +228,40 @@ where
                 let k = measured;
                 measured += 1;
                 let col = colour(k);
-                c.draw_series(LineSeries::new(pts.clone(), col.stroke_width(2)))
+                if s.stopped {
+                    with_marker!(k, col, true, |m| c.draw_series(pts.iter().map(|p| m(*p))))
+                        .map_err(|e| e.to_string())?;
+                    continue;
+                }
+                // A long noisy series (a Monte Carlo history) in a thin line, so that
+                // the series drawn under it still show.
+                let width = if pts.len() > THIN_POINTS { 1 } else { 2 };
+                c.draw_series(LineSeries::new(pts.clone(), col.stroke_width(width)))
                     .map_err(|e| e.to_string())?;
-                let keep = marked(pts.len(), k);
+                // A Monte Carlo history's markers would only add to its noise.
+                let keep = |i| pts.len() <= THIN_POINTS && marked(pts.len(), k)(i);
                 let chosen = || {
                     pts.iter()
                         .enumerate()
                         .filter(|(i, _)| keep(*i))
                         .map(|(_, p)| *p)
                 };
-                with_marker!(k, col, |m| c.draw_series(chosen().map(m)))
+                with_marker!(k, col, false, |m| c.draw_series(chosen().map(m)))
                     .map_err(|e| e.to_string())?;
+                if pts.len() <= VALUED_POINTS {
+                    let font = (FONT, 12).into_font().color(&col);
+                    c.draw_series(pts.iter().map(|p| {
+                        EmptyElement::at(*p)
+                            + Text::new(ticks::value(p.1), (7, -18), font.clone())
+                    }))
+                    .map_err(|e| e.to_string())?;
+                }
             }
         }};
     }
-    let x_range = match x_axis {
-        Axis::Count => x0.floor()..x1.ceil(),
-        _ => x0..x1,
-    };
+    // A margin of 4% each side, so that the first and last markers are whole.
+    let x_pad = 0.04 * (x1 - x0);
+    let x_range = (x0 - x_pad)..(x1 + x_pad);
     match y_axis {
         Axis::Log => {
             // Every power of ten labelled for up to 12 decades.
@@ -248,9 +273,17 @@ where
                 |v: &f64| ticks::log(*v)
             );
         }
-        Axis::Count | Axis::Linear => {
+        Axis::Count | Axis::Linear | Axis::FromZero => {
+            if y_axis == Axis::FromZero {
+                y0 = y0.min(0.0);
+            }
             let pad = 0.06 * (y1 - y0);
-            let (lo, hi) = (y0 - pad, y1 + pad);
+            let lo = if y_axis == Axis::FromZero && y0 == 0.0 {
+                0.0
+            } else {
+                y0 - pad
+            };
+            let hi = y1 + pad;
             let y_ticks = if y_axis == Axis::Count {
                 ((hi - lo).round() as usize + 1).clamp(2, 10)
             } else {

@@ -59,6 +59,9 @@ pub fn today() -> String {
 pub enum Axis {
     /// Linear, labels in the fewest digits (`ticks::plain`).
     Linear,
+    /// Linear from 0 (or below, for negative values): a ratio (speed-up, efficiency)
+    /// whose distance from the ideal is seen at its true size.
+    FromZero,
     /// Linear over whole numbers (iterations, sweeps, GPUs): ticks at whole numbers only,
     /// labelled as such (`ticks::count`).
     Count,
@@ -73,6 +76,9 @@ pub struct Series {
     pub points: Vec<(f64, f64)>,
     /// A reference drawn for comparison (ideal scaling): dashed grey, no markers.
     pub reference: bool,
+    /// Points that did not reach their goal (a solve stopped before the tolerance):
+    /// hollow markers, no line.
+    pub stopped: bool,
 }
 
 impl Series {
@@ -82,15 +88,23 @@ impl Series {
             name: name.into(),
             points,
             reference: false,
+            stopped: false,
+        }
+    }
+
+    /// Points that stopped short (`stopped` true).
+    pub fn stopped(name: impl Into<String>, points: Vec<(f64, f64)>) -> Self {
+        Series {
+            stopped: true,
+            ..Series::measured(name, points)
         }
     }
 
     /// A reference series (`reference` true).
     pub fn reference(name: impl Into<String>, points: Vec<(f64, f64)>) -> Self {
         Series {
-            name: name.into(),
-            points,
             reference: true,
+            ..Series::measured(name, points)
         }
     }
 }
@@ -100,7 +114,7 @@ impl Series {
 /// twelve entries over four visible curves becomes four entries. Order: first member's.
 pub fn merge_identical(series: Vec<Series>, rel: f64) -> Vec<Series> {
     let same = |a: &Series, b: &Series| {
-        a.reference == b.reference
+        (a.reference, a.stopped) == (b.reference, b.stopped)
             && a.points.len() == b.points.len()
             && a.points.iter().zip(&b.points).all(|(p, q)| {
                 p.0 == q.0 && (p.1 - q.1).abs() <= rel * p.1.abs().max(q.1.abs())

@@ -74,6 +74,18 @@ pub fn log(v: f64) -> String {
     format!("{}e{exponent}", plain(mantissa))
 }
 
+/// A measured value written beside its point: whole from 100 up ("8588"), else three
+/// significant digits ("2.57", "0.937", "0.0224").
+pub fn value(v: f64) -> String {
+    if !v.is_finite() {
+        return String::new();
+    }
+    if v.abs() >= 100.0 {
+        return format!("{}", v.round() as i64);
+    }
+    plain(round_significant(v, 3))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -126,6 +138,16 @@ mod tests {
         assert_eq!(log(9.999_999e-6), "1e-5");
         assert_eq!(log(1.000_000_1e-6), "1e-6");
         assert_eq!(log(99_999.999), "1e5");
+    }
+
+    #[test]
+    fn values_beside_points_read_three_digits() {
+        assert_eq!(value(8588.0), "8588");
+        assert_eq!(value(2.5679), "2.57");
+        assert_eq!(value(0.93716), "0.937");
+        assert_eq!(value(0.022411), "0.0224");
+        assert_eq!(value(1.0), "1");
+        assert_eq!(value(f64::NAN), "");
     }
 
     #[test]
