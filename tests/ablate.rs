@@ -291,7 +291,10 @@ fn charts_have_one_bar_per_version() {
     }
     // The title names the lattice and the device; the residual histories are saved as
     // CSV (the CPU's first), one row per iteration.
-    assert!(svg.contains(&format!("lattice {}", r.lattice.map(|d| d.to_string()).join("x"))));
+    assert!(svg.contains(&format!(
+        "lattice {}",
+        r.lattice.map(|d| d.to_string()).join("x")
+    )));
     assert!(svg.contains(&r.device));
     let csv = std::fs::read_to_string(d.path().join("residuals.csv")).unwrap();
     let lines: Vec<&str> = csv.lines().collect();

@@ -54,14 +54,23 @@ fn scaling_charts_redraw_from_the_committed_csv() {
     assert!(svg.contains("split along t"), "split in the title");
     assert!(svg.contains("32x32x32x64 per GPU"), "lattice in the title");
     assert!(svg.contains("NVIDIA H200") && svg.contains("2026-11-26"));
-    assert!(!svg.contains(">\n1.5\n<") && !svg.contains(">1.5<"), "no half GPU");
+    assert!(
+        !svg.contains(">\n1.5\n<") && !svg.contains(">1.5<"),
+        "no half GPU"
+    );
 }
 
 #[test]
 fn ablation_and_residual_charts_redraw_from_the_committed_csv() {
     let d = tempfile::tempdir().unwrap();
     let g = given("NVIDIA H100 80GB HBM3", "2026-11-23", Some("16x16x16x32"));
-    let files = run(Kind::Ablate, &reference("ablate/ablation.csv"), Some(d.path()), &g).unwrap();
+    let files = run(
+        Kind::Ablate,
+        &reference("ablate/ablation.csv"),
+        Some(d.path()),
+        &g,
+    )
+    .unwrap();
     check(&files, d.path(), &["speedup", "gflops", "gflops_own"]);
     let csv = reference("ablate/residuals.csv");
     let files = run(Kind::Residuals, &csv, Some(d.path()), &g).unwrap();
@@ -81,14 +90,22 @@ fn kappa_scan_and_plaquette_charts_redraw_through_the_command_line() {
         .args(["--lattice", "16x16x16x32"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let printed = String::from_utf8_lossy(&out.stdout);
     assert_eq!(printed.matches("wrote ").count(), 4, "{printed}");
     let files: Vec<PathBuf> = ["iterations", "time"]
         .iter()
         .flat_map(|k| ["svg", "png"].map(|e| d.path().join(format!("kappa-scan-{k}.{e}"))))
         .collect();
-    check(&files, d.path(), &["kappa-scan-iterations", "kappa-scan-time"]);
+    check(
+        &files,
+        d.path(),
+        &["kappa-scan-iterations", "kappa-scan-time"],
+    );
     let csv = reference("generate/b6.0_16x16x16x16.plaquette.csv");
     let g = given("NVIDIA H100 80GB HBM3", "2026-11-22", Some("16x16x16x16"));
     let files = run(Kind::Plaquette, &csv, Some(d.path()), &g).unwrap();
@@ -104,12 +121,21 @@ fn a_csv_without_device_or_date_needs_the_flag() {
         .arg(reference("ablate/ablation.csv"))
         .arg("--out")
         .arg(d.path())
-        .args(["--device", "NVIDIA H100 80GB HBM3", "--lattice", "16x16x16x32"])
+        .args([
+            "--device",
+            "NVIDIA H100 80GB HBM3",
+            "--lattice",
+            "16x16x16x32",
+        ])
         .output()
         .unwrap();
     // Exit 2: a bad or missing value, named.
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--date"), "{err}");
-    assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0, "nothing drawn");
+    assert_eq!(
+        std::fs::read_dir(d.path()).unwrap().count(),
+        0,
+        "nothing drawn"
+    );
 }

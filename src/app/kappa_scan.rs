@@ -5,11 +5,11 @@
 //! multigrid's should not. CR and BiCGStab run with the config's [solver] options; mg
 //! runs plain in double with its [multigrid] table (the options it refuses are reset).
 
+use crate::app::chart::kappa::{kappa_charts, KappaPoint};
 use crate::app::parallel::one;
 use crate::app::run::build_problem;
 use crate::config::{LoadedConfig, Preconditioning, SolverPrecision};
 use crate::error::{Error, Result};
-use crate::app::chart::kappa::{kappa_charts, KappaPoint};
 use crate::solver::{Method, StopReason};
 use serde::Serialize;
 use std::path::Path;
@@ -80,7 +80,11 @@ pub fn measure(cfg: &LoadedConfig, kappas: &[f64], methods: &[Method]) -> Result
         let mut device = one::open(&c, &problem, one::warm_up(&c))?;
         let r = device.solve(&problem, &problem.source)?;
         let described = device.described();
-        let device_name = described.split(" (").next().unwrap_or(described).to_string();
+        let device_name = described
+            .split(" (")
+            .next()
+            .unwrap_or(described)
+            .to_string();
         let setup = r.multigrid.as_ref().map_or(0.0, |m| m.setup_seconds);
         tracing::info!(%method, kappa, iterations = r.iterations, setup, solve = r.timings.solve, "kappa-scan point done");
         points.push(ScanPoint {

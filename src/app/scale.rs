@@ -474,7 +474,10 @@ fn rank_device(cfg: &LoadedConfig, rows: &[RankRow]) -> String {
         .find(|r| r.undecomposed)
         .and_then(|r| r.comms.strip_prefix("undecomposed ("))
         .and_then(|c| c.strip_suffix(')'))
-        .map_or_else(|| format!("{:?}", cfg.config.backend.device), str::to_string)
+        .map_or_else(
+            || format!("{:?}", cfg.config.backend.device),
+            str::to_string,
+        )
 }
 
 /// `scale --gpus`: print the strong and weak tables and write `scale-ranks.csv`,

@@ -36,7 +36,10 @@ pub fn version_charts(
             .collect()
     };
     let line = ctx.line();
-    let against = cpu.map_or_else(|| "the CPU solve".to_string(), |c| format!("the CPU solve ({c})"));
+    let against = cpu.map_or_else(
+        || "the CPU solve".to_string(),
+        |c| format!("the CPU solve ({c})"),
+    );
     let mut files = charts::draw(
         &out.join("speedup"),
         &Chart::Bars {
@@ -87,7 +90,8 @@ pub fn residual_chart(
     charts::draw(
         &out.join("residuals"),
         &Chart::Lines {
-            title: "Residual history of each version's solve (versions on one curve listed together)",
+            title:
+                "Residual history of each version's solve (versions on one curve listed together)",
             context: &ctx.line(),
             x_label: "iteration",
             x_axis: Axis::Count,

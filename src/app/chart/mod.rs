@@ -141,7 +141,10 @@ mod tests {
         std::fs::write(&p, "x,device\n1,H100\n2,H100\n").unwrap();
         let t = Table::read(&p).unwrap();
         assert_eq!(resolve(None, &t, "device", "--device").unwrap(), "H100");
-        assert_eq!(resolve(Some("H200"), &t, "device", "--device").unwrap(), "H200");
+        assert_eq!(
+            resolve(Some("H200"), &t, "device", "--device").unwrap(),
+            "H200"
+        );
         // No column and no flag: the error names the flag.
         let e = resolve(None, &t, "date", "--date").unwrap_err().to_string();
         assert!(e.contains("--date"), "{e}");

@@ -24,7 +24,10 @@ pub fn plaquette_chart(
     stem: &Path,
 ) -> Result<Vec<PathBuf>> {
     let series = |name: &str, f: fn(&SweepPlaquette) -> f64| {
-        Series::measured(name, sweeps.iter().map(|s| (s.sweep as f64, f(s))).collect())
+        Series::measured(
+            name,
+            sweeps.iter().map(|s| (s.sweep as f64, f(s))).collect(),
+        )
     };
     charts::draw(
         stem,

@@ -54,7 +54,8 @@ pub fn rank_charts(
             device: format!("{device}, {} GPUs", counts.join("/")),
             date: date.to_string(),
         };
-        let (title, y_label, measured, ideal): (String, &str, Vec<_>, Vec<_>) = if kind == "strong" {
+        let (title, y_label, measured, ideal): (String, &str, Vec<_>, Vec<_>) = if kind == "strong"
+        {
             (
                 format!(
                     "Strong scaling of the solve, {}: speed-up over {} GPU",
@@ -63,7 +64,9 @@ pub fn rank_charts(
                 ),
                 "speed-up (time on the first count / time)",
                 pts.iter().map(|p| (p.ranks as f64, p.speedup)).collect(),
-                pts.iter().map(|p| (p.ranks as f64, p.ranks as f64 / n0)).collect(),
+                pts.iter()
+                    .map(|p| (p.ranks as f64, p.ranks as f64 / n0))
+                    .collect(),
             )
         } else {
             (
@@ -115,7 +118,10 @@ pub fn thread_chart(points: &[(usize, f64)], ctx: &Context, out: &Path) -> Resul
                 ),
                 Series::reference(
                     "ideal",
-                    points.iter().map(|&(n, _)| (n as f64, n as f64 / n0)).collect(),
+                    points
+                        .iter()
+                        .map(|&(n, _)| (n as f64, n as f64 / n0))
+                        .collect(),
                 ),
             ],
         },

@@ -28,7 +28,10 @@ impl Table {
             .iter()
             .map(|h| h.trim().to_string())
             .collect();
-        let rows = r.records().collect::<std::result::Result<Vec<_>, _>>().map_err(bad)?;
+        let rows = r
+            .records()
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(bad)?;
         if rows.is_empty() {
             return Err(Error::format(path, "the table has no rows to draw"));
         }
@@ -91,7 +94,10 @@ impl Table {
             "false" => Ok(false),
             t => Err(Error::format(
                 &self.path,
-                format!("row {}, column `{name}`: {t:?} is not true or false", row + 2),
+                format!(
+                    "row {}, column `{name}`: {t:?} is not true or false",
+                    row + 2
+                ),
             )),
         }
     }

@@ -83,8 +83,7 @@ where
         } else {
             "failed".to_string()
         };
-        let style =
-            TextStyle::from((FONT, 13).into_font()).pos(Pos::new(HPos::Left, VPos::Center));
+        let style = TextStyle::from((FONT, 13).into_font()).pos(Pos::new(HPos::Left, VPos::Center));
         c.draw_series(std::iter::once(Text::new(
             text,
             (length + xmax * 0.01, SegmentValue::CenterOf(j)),

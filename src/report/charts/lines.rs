@@ -36,7 +36,11 @@ fn colour(k: usize) -> RGBColor {
 macro_rules! with_marker {
     ($k:expr, $c:expr, $hollow:expr, |$m:ident| $body:expr) => {{
         let c: RGBColor = $c;
-        let st: ShapeStyle = if $hollow { c.stroke_width(2) } else { c.filled() };
+        let st: ShapeStyle = if $hollow {
+            c.stroke_width(2)
+        } else {
+            c.filled()
+        };
         match $k % 4 {
             0 => {
                 let $m = |p| EmptyElement::at(p) + Circle::new((0, 0), 5, st);
@@ -62,7 +66,11 @@ macro_rules! with_marker {
 /// every `step`-th, staggered by the series' index so that curves lying close do not
 /// stack their markers.
 fn marked(n: usize, k: usize) -> impl Fn(usize) -> bool {
-    let step = if n <= MARKED_POINTS { 1 } else { n.div_ceil(12) };
+    let step = if n <= MARKED_POINTS {
+        1
+    } else {
+        n.div_ceil(12)
+    };
     let offset = (k * step / 4) % step;
     move |i| i % step == offset || (step > 1 && i + 1 == n && k == 0)
 }
@@ -95,7 +103,10 @@ fn placeable(s: &Series, y_axis: Axis) -> Vec<(f64, f64)> {
 }
 
 /// Draw the legend of `series` into `area` (entries from the top).
-fn legend<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, series: &[Series]) -> Result<(), String>
+fn legend<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    series: &[Series],
+) -> Result<(), String>
 where
     DB::ErrorType: 'static,
 {
@@ -113,12 +124,18 @@ where
         if s.stopped {
             // Markers only.
         } else if k.is_some() {
-            area.draw(&PathElement::new(vec![(x0, y), (x1, y)], sample.stroke_width(2)))
-                .map_err(|e| e.to_string())?;
+            area.draw(&PathElement::new(
+                vec![(x0, y), (x1, y)],
+                sample.stroke_width(2),
+            ))
+            .map_err(|e| e.to_string())?;
         } else {
             for (a, b) in [(x0, x0 + 10), (x0 + 16, x0 + 26), (x0 + 32, x1)] {
-                area.draw(&PathElement::new(vec![(a, y), (b, y)], sample.stroke_width(2)))
-                    .map_err(|e| e.to_string())?;
+                area.draw(&PathElement::new(
+                    vec![(a, y), (b, y)],
+                    sample.stroke_width(2),
+                ))
+                .map_err(|e| e.to_string())?;
             }
         }
         if let Some(k) = k.filter(|_| s.points.len() <= THIN_POINTS) {
@@ -251,8 +268,7 @@ where
                 if pts.len() <= VALUED_POINTS {
                     let font = (FONT, 12).into_font().color(&col);
                     c.draw_series(pts.iter().map(|p| {
-                        EmptyElement::at(*p)
-                            + Text::new(ticks::value(p.1), (7, -18), font.clone())
+                        EmptyElement::at(*p) + Text::new(ticks::value(p.1), (7, -18), font.clone())
                     }))
                     .map_err(|e| e.to_string())?;
                 }

@@ -116,9 +116,10 @@ pub fn merge_identical(series: Vec<Series>, rel: f64) -> Vec<Series> {
     let same = |a: &Series, b: &Series| {
         (a.reference, a.stopped) == (b.reference, b.stopped)
             && a.points.len() == b.points.len()
-            && a.points.iter().zip(&b.points).all(|(p, q)| {
-                p.0 == q.0 && (p.1 - q.1).abs() <= rel * p.1.abs().max(q.1.abs())
-            })
+            && a.points
+                .iter()
+                .zip(&b.points)
+                .all(|(p, q)| p.0 == q.0 && (p.1 - q.1).abs() <= rel * p.1.abs().max(q.1.abs()))
     };
     let mut out: Vec<Series> = Vec::new();
     for s in series {
