@@ -271,12 +271,12 @@ fn charts_have_one_bar_per_version() {
             std::fs::copy(f, std::path::Path::new(&keep).join(f.file_name().unwrap())).unwrap();
         }
     }
-    assert_eq!(files.len(), 8, "4 charts x (svg, png)");
+    assert_eq!(files.len(), 9, "4 charts x (svg, png) and residuals.csv");
     let svg = std::fs::read_to_string(d.path().join("speedup.svg")).unwrap();
     assert!(svg.starts_with("<svg") || svg.contains("<svg"));
     // Valid versions are drawn in the result colour, the failed one in grey with a label.
     assert_eq!(
-        svg.matches("fill=\"#0000FF\"").count(),
+        svg.matches("fill=\"#1F77B4\"").count(),
         2,
         "one bar per valid version"
     );
@@ -289,6 +289,18 @@ fn charts_have_one_bar_per_version() {
     for v in ["1.0", "1.3", "2.0"] {
         assert!(svg.contains(&format!(">\n{v}\n</text>")), "label {v}");
     }
+    // The title names the lattice and the device; the residual histories are saved as
+    // CSV (the CPU's first), one row per iteration.
+    assert!(svg.contains(&format!(
+        "lattice {}",
+        r.lattice.map(|d| d.to_string()).join("x")
+    )));
+    assert!(svg.contains(&r.device));
+    let csv = std::fs::read_to_string(d.path().join("residuals.csv")).unwrap();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines[0], "series,iteration,residual");
+    assert_eq!(lines[1], "CPU,0,1e0");
+    assert_eq!(lines[3], "CPU,2,3e-2");
     for name in ["speedup", "gflops", "gflops_own", "residuals"] {
         let png = std::fs::read(d.path().join(format!("{name}.png"))).unwrap();
         assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "{name}.png");

@@ -35,7 +35,7 @@ LAYERS = {
         ["app"],
     ],
     "app": [
-        ["device", "memory", "output_set", "plan", "rhs"],
+        ["chart", "device", "memory", "output_set", "plan", "rhs"],
         ["footprint", "generate", "init"],
         ["heatbath_cache"],
         ["outputs", "problem", "tuning"],

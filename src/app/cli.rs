@@ -255,6 +255,35 @@ pub enum Command {
         #[arg(long, default_value = "out/scale")]
         out: PathBuf,
     },
+    /// Draw a command's charts again from the CSV it saved (no GPU, no solve): ablate's
+    /// ablation.csv or residuals.csv, scale's scale-ranks.csv or scale.csv, kappa-scan's
+    /// CSV, generate's <stem>.plaquette.csv. Titles name the lattice, device and date: from
+    /// the CSV's columns when it has them, else from the flags.
+    Chart {
+        /// ablate, residuals, scale-ranks, scale, kappa-scan or plaquette.
+        #[arg(value_enum)]
+        kind: crate::app::chart::Kind,
+        /// The CSV a command wrote.
+        csv: PathBuf,
+        /// Folder for the charts (default: the CSV's folder).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// The device that measured the numbers, e.g. "NVIDIA H100 80GB HBM3".
+        #[arg(long)]
+        device: Option<String>,
+        /// The day they were measured, YYYY-MM-DD.
+        #[arg(long)]
+        date: Option<String>,
+        /// The lattice, e.g. 16x16x16x32 (scale-ranks: read from the CSV).
+        #[arg(long)]
+        lattice: Option<String>,
+        /// scale-ranks: the split the numbers were measured with, t or zt.
+        #[arg(long)]
+        split: Option<String>,
+        /// ablate: what the speed-ups are against, e.g. "16 threads".
+        #[arg(long)]
+        cpu: Option<String>,
+    },
 }
 
 /// A count of at least 1 (`--repeat`, `--sweeps`, `--every`).
@@ -525,6 +554,30 @@ pub fn dispatch(cli: Cli) -> Result<()> {
                 crate::threads::check(n.min(i64::MAX as usize) as i64, "--threads")?;
             }
             crate::app::scale::run(&cfg, &threads, repeat, &out)
+        }
+        Some(Command::Chart {
+            kind,
+            csv,
+            out,
+            device,
+            date,
+            lattice,
+            split,
+            cpu,
+        }) => {
+            let given = crate::app::chart::Given {
+                device,
+                date,
+                lattice,
+                split,
+                cpu,
+            };
+            for f in crate::app::chart::run(kind, &csv, out.as_deref(), &given)? {
+                if !crate::report::progress::is_quiet() {
+                    println!("wrote {}", f.display());
+                }
+            }
+            Ok(())
         }
     }
 }

@@ -1,6 +1,6 @@
 //! `qcd-solve generate`: thermalised quenched SU(3) fields (Wilson action) on the CPU or
 //! the GPU. Saves every K-th configuration after M thermalisation sweeps as NERSC 3x3
-//! IEEE64BIG (atomic writes), the plaquette history as JSON and a chart, and prints the
+//! IEEE64BIG (atomic writes), the plaquette history as JSON, CSV and a chart, and prints the
 //! mean plaquette with an autocorrelation-aware error and the link-update rate. Also the
 //! `[gauge] type = "heatbath"` source of configs: generated once, cached per user
 //! (`heatbath_cache`).
@@ -11,7 +11,6 @@ use crate::field::GaugeField;
 use crate::gauge_gen::{summarise, Generator, HeatbathParams, SweepRecord};
 use crate::geometry::lattice::{Lattice, DEFAULT_BOUNDARY};
 use crate::io::{write_nersc, NerscWrite};
-use crate::report::charts::{self, Chart};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
@@ -179,28 +178,7 @@ pub fn run(dims: [usize; 4], params: &HeatbathParams, device: Device, out: &Path
     let stem = out.display().to_string();
     let json = serde_json::to_vec_pretty(&rep).expect("report serialises");
     crate::io::write_atomic(Path::new(&format!("{stem}.history.json")), &json)?;
-    let series = |f: fn(&SweepRecord) -> f64| -> Vec<(f64, f64)> {
-        rep.history.iter().map(|r| (r.sweep as f64, f(r))).collect()
-    };
-    let files = charts::draw(
-        Path::new(&format!("{stem}.plaquette")),
-        &Chart::Lines {
-            title: &format!(
-                "Plaquette per sweep, beta {}, {}, {} start",
-                params.beta,
-                lattice.dims_string(),
-                if params.hot_start { "hot" } else { "cold" }
-            ),
-            x_label: "sweep",
-            y_label: "plaquette",
-            series: &[
-                ("total".into(), series(|r| r.plaquette.total)),
-                ("spatial".into(), series(|r| r.plaquette.spatial)),
-                ("temporal".into(), series(|r| r.plaquette.temporal)),
-            ],
-            log_y: false,
-        },
-    )?;
+    let files = plaquette_outputs(&rep, params, &lattice, &stem)?;
     if crate::report::progress::is_quiet() {
         // --quiet: the results are the files.
         return Ok(());
@@ -233,6 +211,42 @@ pub fn run(dims: [usize; 4], params: &HeatbathParams, device: Device, out: &Path
     }
     println!("wrote {stem}.history.json");
     Ok(())
+}
+
+/// The plaquette chart `<stem>.plaquette.svg/.png` and its CSV `<stem>.plaquette.csv`
+/// (`qcd-solve chart plaquette` draws the chart again from it); returns the files.
+fn plaquette_outputs(
+    rep: &GenerateReport,
+    params: &HeatbathParams,
+    lattice: &Lattice,
+    stem: &str,
+) -> Result<Vec<PathBuf>> {
+    use crate::app::chart::plaquette::{plaquette_chart, plaquette_csv, SweepPlaquette};
+    let sweeps: Vec<SweepPlaquette> = rep
+        .history
+        .iter()
+        .map(|r| SweepPlaquette {
+            sweep: r.sweep,
+            total: r.plaquette.total,
+            spatial: r.plaquette.spatial,
+            temporal: r.plaquette.temporal,
+        })
+        .collect();
+    let run = format!(
+        "beta {}, {} start",
+        params.beta,
+        if params.hot_start { "hot" } else { "cold" }
+    );
+    let ctx = crate::report::charts::Context {
+        lattice: lattice.dims_string(),
+        device: rep.device.clone(),
+        date: crate::report::charts::today(),
+    };
+    let csv = PathBuf::from(format!("{stem}.plaquette.csv"));
+    crate::io::write_atomic(&csv, plaquette_csv(&sweeps, &run)?.as_bytes())?;
+    let mut files = plaquette_chart(&sweeps, &run, &ctx, Path::new(&format!("{stem}.plaquette")))?;
+    files.push(csv);
+    Ok(files)
 }
 
 /// Parse "LX,LY,LZ,LT".

@@ -5,11 +5,11 @@
 //! multigrid's should not. CR and BiCGStab run with the config's [solver] options; mg
 //! runs plain in double with its [multigrid] table (the options it refuses are reset).
 
+use crate::app::chart::kappa::{kappa_charts, KappaPoint};
 use crate::app::parallel::one;
 use crate::app::run::build_problem;
 use crate::config::{LoadedConfig, Preconditioning, SolverPrecision};
 use crate::error::{Error, Result};
-use crate::report::charts::{self, Chart};
 use crate::solver::{Method, StopReason};
 use serde::Serialize;
 use std::path::Path;
@@ -29,6 +29,8 @@ pub struct ScanPoint {
     pub setup_seconds: f64,
     pub solve_seconds: f64,
     pub true_residual: f64,
+    /// The device that solved it ("cuda NVIDIA H200", "cpu ..."): the charts' titles.
+    pub device: String,
 }
 
 /// The config for one point: `kappa`, `method`, and for mg the [solver] keys it takes.
@@ -77,6 +79,12 @@ pub fn measure(cfg: &LoadedConfig, kappas: &[f64], methods: &[Method]) -> Result
         problem.operator = c.config.solver.operator();
         let mut device = one::open(&c, &problem, one::warm_up(&c))?;
         let r = device.solve(&problem, &problem.source)?;
+        let described = device.described();
+        let device_name = described
+            .split(" (")
+            .next()
+            .unwrap_or(described)
+            .to_string();
         let setup = r.multigrid.as_ref().map_or(0.0, |m| m.setup_seconds);
         tracing::info!(%method, kappa, iterations = r.iterations, setup, solve = r.timings.solve, "kappa-scan point done");
         points.push(ScanPoint {
@@ -89,6 +97,7 @@ pub fn measure(cfg: &LoadedConfig, kappas: &[f64], methods: &[Method]) -> Result
             setup_seconds: setup,
             solve_seconds: r.timings.solve,
             true_residual: r.true_residual,
+            device: device_name,
         });
     }
     Ok(points)
@@ -126,6 +135,7 @@ pub fn csv(points: &[ScanPoint]) -> Result<String> {
             "solve_seconds",
             "true_residual",
             "stop_reason",
+            "device",
         ],
         points.iter().map(|p| {
             vec![
@@ -138,21 +148,10 @@ pub fn csv(points: &[ScanPoint]) -> Result<String> {
                 format!("{:.6}", p.solve_seconds),
                 format!("{:.3e}", p.true_residual),
                 p.stop_reason.clone(),
+                p.device.clone(),
             ]
         }),
     )
-}
-
-/// One line per method over kappa.
-fn series(points: &[ScanPoint], y: impl Fn(&ScanPoint) -> f64) -> Vec<(String, Vec<(f64, f64)>)> {
-    let mut out: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
-    for p in points.iter().filter(|p| p.converged) {
-        match out.iter_mut().find(|(m, _)| *m == p.method) {
-            Some((_, v)) => v.push((p.kappa, y(p))),
-            None => out.push((p.method.clone(), vec![(p.kappa, y(p))])),
-        }
-    }
-    out
 }
 
 const FILES: [&str; 6] = [
@@ -184,28 +183,22 @@ pub fn run(cfg: &LoadedConfig, kappas: &[f64], methods: &[Method], out: &Path) -
     crate::io::write_atomic(&out.join(FILES[0]), csv(&points)?.as_bytes())?;
     let json = serde_json::to_vec_pretty(&points).expect("points serialise");
     crate::io::write_atomic(&out.join(FILES[1]), &json)?;
-    let iterations = series(&points, |p| p.iterations as f64);
-    charts::draw(
-        &out.join("kappa-scan-iterations"),
-        &Chart::Lines {
-            title: "iterations to the tolerance against kappa",
-            x_label: "kappa",
-            y_label: "iterations",
-            series: &iterations,
-            log_y: true,
-        },
-    )?;
-    let time = series(&points, |p| p.setup_seconds + p.solve_seconds);
-    charts::draw(
-        &out.join("kappa-scan-time"),
-        &Chart::Lines {
-            title: "time to solution against kappa (multigrid: set-up included)",
-            x_label: "kappa",
-            y_label: "seconds",
-            series: &time,
-            log_y: true,
-        },
-    )?;
+    let ctx = crate::report::charts::Context {
+        lattice: cfg.lattice()?.dims_string(),
+        device: points.first().map(|p| p.device.clone()).unwrap_or_default(),
+        date: crate::report::charts::today(),
+    };
+    let chart_points: Vec<KappaPoint> = points
+        .iter()
+        .map(|p| KappaPoint {
+            method: p.method.clone(),
+            kappa: p.kappa,
+            converged: p.converged,
+            iterations: p.iterations as f64,
+            seconds: p.setup_seconds + p.solve_seconds,
+        })
+        .collect();
+    kappa_charts(&chart_points, &ctx, &out.join("kappa-scan"))?;
     if points.iter().any(|p| !p.converged) {
         return Err(Error::NotConverged(
             "a scan point did not converge (its row says which); the files were written".into(),

@@ -7,10 +7,12 @@
 //!   place; `device`: choosing the GPU or the CPU;
 //! - `tuning`: launch geometry from the tune cache or a sweep;
 //! - `footprint`: the device memory a GPU plan will hold, estimated before allocating;
-//! - `ablate`, `validate`, `bench`, `floor`, `scale`, `generate`, `init`: the other commands.
+//! - `ablate`, `validate`, `bench`, `floor`, `scale`, `generate`, `init`: the other commands;
+//!   `chart`: their charts, drawn when they measure and again from their CSV files.
 
 pub mod ablate;
 pub mod bench;
+pub mod chart;
 pub mod cli;
 pub mod device;
 pub mod floor;

@@ -9,7 +9,6 @@ use crate::backend::cpu::CpuBackend;
 use crate::config::LoadedConfig;
 use crate::error::{Error, Result};
 use crate::problem::Problem;
-use crate::report::charts::{self, Chart};
 use serde::Serialize;
 use std::path::Path;
 
@@ -119,22 +118,16 @@ pub fn run(cfg: &LoadedConfig, threads: &[usize], repeat: usize, out: &Path) -> 
     crate::io::write_atomic(&out.join("scale.csv"), csv(&rows)?.as_bytes())?;
     let json = serde_json::to_vec_pretty(&rows).expect("rows serialise");
     crate::io::write_atomic(&out.join("scale.json"), &json)?;
-    let measured: Vec<(f64, f64)> = rows.iter().map(|r| (r.threads as f64, r.speedup)).collect();
-    let n0 = rows[0].threads as f64;
-    let ideal: Vec<(f64, f64)> = rows
-        .iter()
-        .map(|r| (r.threads as f64, r.threads as f64 / n0))
-        .collect();
-    let files = charts::draw(
-        &out.join("scale"),
-        &Chart::Lines {
-            title: "CPU strong scaling of the CR solve",
-            x_label: "threads",
-            y_label: "speed-up",
-            series: &[("measured".into(), measured), ("ideal".into(), ideal)],
-            log_y: false,
-        },
-    )?;
+    let ctx = crate::report::charts::Context {
+        lattice: cfg.lattice()?.dims_string(),
+        device: format!(
+            "CPU ({} host cores)",
+            std::thread::available_parallelism().map_or(0, |n| n.get())
+        ),
+        date: crate::report::charts::today(),
+    };
+    let points: Vec<(usize, f64)> = rows.iter().map(|r| (r.threads, r.speedup)).collect();
+    let files = crate::app::chart::scale::thread_chart(&points, &ctx, out)?;
     if loud {
         for f in files {
             println!("wrote {}", f.display());
@@ -474,6 +467,19 @@ pub fn rank_table(rows: &[RankRow]) -> String {
     s
 }
 
+/// The device of a rank series for the charts' titles: the GPU the undecomposed
+/// reference ran on, else the config's device.
+fn rank_device(cfg: &LoadedConfig, rows: &[RankRow]) -> String {
+    rows.iter()
+        .find(|r| r.undecomposed)
+        .and_then(|r| r.comms.strip_prefix("undecomposed ("))
+        .and_then(|c| c.strip_suffix(')'))
+        .map_or_else(
+            || format!("{:?}", cfg.config.backend.device),
+            str::to_string,
+        )
+}
+
 /// `scale --gpus`: print the strong and weak tables and write `scale-ranks.csv`,
 /// `scale-ranks.json` and the charts `scale-strong` and `scale-weak` (.svg/.png).
 pub fn run_ranks(
@@ -548,58 +554,24 @@ pub fn run_ranks(
     crate::io::write_atomic(&out.join("scale-ranks.csv"), csv.as_bytes())?;
     let json = serde_json::to_vec_pretty(&rows).expect("rows serialise");
     crate::io::write_atomic(&out.join("scale-ranks.json"), &json)?;
-    let mut files = Vec::new();
-    for (kind, title, y) in [
-        ("strong", "Strong scaling of the split solve", "speed-up"),
-        ("weak", "Weak scaling of the split solve", "efficiency"),
-    ] {
-        // The split rows, against the series' reference (the undecomposed row where there
-        // is one: speed-up and efficiency are already relative to it).
-        let n0 = rows
-            .iter()
-            .find(|r| r.kind == kind)
-            .map_or(1.0, |r| r.ranks as f64);
-        let pts: Vec<&RankRow> = rows
-            .iter()
-            .filter(|r| r.kind == kind && !r.undecomposed)
-            .collect();
-        let measured: Vec<(f64, f64)> = pts
-            .iter()
-            .map(|r| {
-                (
-                    r.ranks as f64,
-                    if kind == "strong" {
-                        r.speedup
-                    } else {
-                        r.efficiency
-                    },
-                )
-            })
-            .collect();
-        let ideal: Vec<(f64, f64)> = pts
-            .iter()
-            .map(|r| {
-                (
-                    r.ranks as f64,
-                    if kind == "strong" {
-                        r.ranks as f64 / n0
-                    } else {
-                        1.0
-                    },
-                )
-            })
-            .collect();
-        files.extend(charts::draw(
-            &out.join(format!("scale-{kind}")),
-            &Chart::Lines {
-                title,
-                x_label: "ranks (GPUs)",
-                y_label: y,
-                series: &[("measured".into(), measured), ("ideal".into(), ideal)],
-                log_y: false,
-            },
-        )?);
-    }
+    // Every row is a measured point, the undecomposed one-GPU reference included.
+    let points: Vec<crate::app::chart::scale::RankPoint> = rows
+        .iter()
+        .map(|r| crate::app::chart::scale::RankPoint {
+            kind: r.kind.to_string(),
+            ranks: r.ranks,
+            lattice: r.lattice.map(|d| d.to_string()).join("x"),
+            speedup: r.speedup,
+            efficiency: r.efficiency,
+        })
+        .collect();
+    let files = crate::app::chart::scale::rank_charts(
+        &points,
+        split.label(),
+        &rank_device(cfg, &rows),
+        &crate::report::charts::today(),
+        out,
+    )?;
     if loud {
         for f in files {
             println!("wrote {}", f.display());

@@ -35,28 +35,34 @@ pub fn effective_mass(c: &[f64]) -> Vec<EffectiveMass> {
         .collect()
 }
 
-/// The chart `<stem>.svg` and `.png` of the effective masses, titled `title`.
-pub fn chart(stem: &Path, title: &str, m: &[EffectiveMass]) -> Result<Vec<PathBuf>> {
+/// The chart `<stem>.svg` and `.png` of the effective masses: what it is of in `title`
+/// (the correlator, the gauge field), the lattice, device and date in `context`.
+pub fn chart(
+    stem: &Path,
+    title: &str,
+    context: &super::charts::Context,
+    m: &[EffectiveMass],
+) -> Result<Vec<PathBuf>> {
+    use super::charts::{Axis, Chart, Series};
     let pick = |f: fn(&EffectiveMass) -> Option<f64>| -> Vec<(f64, f64)> {
         m.iter()
             .filter_map(|e| f(e).map(|v| (e.t as f64, v)))
             .collect()
     };
     let series = [
-        (
-            "cosh: acosh((C(t-1)+C(t+1))/2C(t))".to_string(),
-            pick(|e| e.cosh),
-        ),
-        ("log: ln(C(t)/C(t+1))".to_string(), pick(|e| e.log)),
+        Series::measured("cosh: acosh((C(t-1)+C(t+1))/2C(t))", pick(|e| e.cosh)),
+        Series::measured("log: ln(C(t)/C(t+1))", pick(|e| e.log)),
     ];
     super::charts::draw(
         stem,
-        &super::charts::Chart::Lines {
+        &Chart::Lines {
             title,
+            context: &context.line(),
             x_label: "t (from the source)",
+            x_axis: Axis::Count,
             y_label: "effective mass (lattice units)",
+            y_axis: Axis::Linear,
             series: &series,
-            log_y: false,
         },
     )
 }

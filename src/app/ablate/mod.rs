@@ -216,6 +216,7 @@ pub fn side_outputs(out: &Path) -> Vec<std::path::PathBuf> {
     for chart in ["speedup", "gflops", "gflops_own", "residuals"] {
         outputs.extend(["svg", "png"].map(|e| out.join(format!("{chart}.{e}"))));
     }
+    outputs.push(out.join("residuals.csv"));
     outputs
 }
 

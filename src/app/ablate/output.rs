@@ -1,9 +1,7 @@
 //! What the ablation prints and writes: the tables, the CSV files and the charts.
 
-use super::report::{AblateReport, AblateRow};
+use super::report::AblateReport;
 use crate::error::Result;
-use crate::report::charts;
-use crate::report::charts::Chart;
 use std::path::Path;
 
 fn fmt(v: f64, prec: usize) -> String {
@@ -280,76 +278,50 @@ pub fn csv(r: &AblateReport) -> Result<String> {
     )
 }
 
-/// Draw the three charts of the study into `out`.
+/// The residual histories of the study: the CPU's, then each valid version's.
+pub fn histories(r: &AblateReport, cpu_history: &[f64]) -> Vec<(String, Vec<f64>)> {
+    std::iter::once(("CPU".to_string(), cpu_history.to_vec()))
+        .filter(|(_, h)| !h.is_empty())
+        .chain(
+            r.rows
+                .iter()
+                .filter(|x| x.valid)
+                .map(|x| (x.version.clone(), x.history.clone())),
+        )
+        .collect()
+}
+
+/// Draw the charts of the study into `out` (speed-up, GFLOP/s twice, residual
+/// histories) and write residuals.csv, from which `qcd-solve chart residuals` draws the
+/// last again.
 pub fn draw_charts(
     r: &AblateReport,
     cpu_history: &[f64],
     out: &Path,
 ) -> Result<Vec<std::path::PathBuf>> {
-    let bars = |f: &dyn Fn(&AblateRow) -> f64| -> Vec<(String, f64, bool)> {
-        r.rows
-            .iter()
-            .map(|x| (x.version.clone(), f(x), x.valid))
-            .collect()
+    use crate::app::chart::ablate::{residual_chart, residuals_csv, version_charts, VersionBars};
+    let ctx = crate::report::charts::Context {
+        lattice: r.lattice.map(|d| d.to_string()).join("x"),
+        device: r.device.clone(),
+        date: crate::report::charts::today(),
     };
-    let title = format!(
-        "{} {}x{}x{}x{}",
-        r.device, r.lattice[0], r.lattice[1], r.lattice[2], r.lattice[3]
-    );
-    let mut files = charts::draw(
-        &out.join("speedup"),
-        &Chart::Bars {
-            title: &format!(
-                "Speed-up over the CPU ({}), {title}",
-                crate::threads::count(r.cpu_threads)
-            ),
-            y_label: "speed-up (time to solution)",
-            bars: &bars(&|x| x.speedup_over_cpu),
-        },
-    )?;
-    files.extend(charts::draw(
-        &out.join("gflops"),
-        &Chart::Bars {
-            title: &format!("Stencil GFLOP/s (1320 flops/site model), {title}"),
-            y_label: "GFLOP/s",
-            bars: &bars(&|x| x.gflops_model_1320),
-        },
-    )?);
-    files.extend(charts::draw(
-        &out.join("gflops_own"),
-        &Chart::Bars {
-            title: &format!("Stencil GFLOP/s (each version's own count), {title}"),
-            y_label: "GFLOP/s",
-            bars: &bars(&|x| x.gflops_own_count),
-        },
-    )?);
-    let mut series: Vec<(String, Vec<(f64, f64)>)> = vec![(
-        "CPU".into(),
-        cpu_history
-            .iter()
-            .enumerate()
-            .map(|(k, &y)| (k as f64, y))
-            .collect(),
-    )];
-    for x in r.rows.iter().filter(|x| x.valid) {
-        series.push((
-            x.version.clone(),
-            x.history
-                .iter()
-                .enumerate()
-                .map(|(k, &y)| (k as f64, y))
-                .collect(),
-        ));
-    }
-    files.extend(charts::draw(
-        &out.join("residuals"),
-        &Chart::Lines {
-            title: &format!("CR residual history, {title}"),
-            x_label: "iteration",
-            y_label: "||r|| / ||b||",
-            series: &series,
-            log_y: true,
-        },
-    )?);
+    let rows: Vec<VersionBars> = r
+        .rows
+        .iter()
+        .map(|x| VersionBars {
+            version: x.version.clone(),
+            valid: x.valid,
+            speedup: x.speedup_over_cpu,
+            gflops_1320: x.gflops_model_1320,
+            gflops_own: x.gflops_own_count,
+        })
+        .collect();
+    let cpu = crate::threads::count(r.cpu_threads);
+    let mut files = version_charts(&rows, Some(&cpu), &ctx, out)?;
+    let histories = histories(r, cpu_history);
+    let csv = out.join("residuals.csv");
+    crate::io::write_atomic(&csv, residuals_csv(&histories)?.as_bytes())?;
+    files.extend(residual_chart(&histories, &ctx, out)?);
+    files.push(csv);
     Ok(files)
 }

@@ -80,8 +80,14 @@ pub fn write(
         done(&paths.correlators_h5);
     }
     if report.pion_effective_mass.iter().any(|m| m.cosh.is_some()) {
-        let title = format!("pion effective mass, {}", report.gauge);
-        for p in crate::report::meff::chart(&paths.meff, &title, &report.pion_effective_mass)? {
+        let title = format!("Pion effective mass against t, {}", report.gauge);
+        let context = crate::report::charts::Context {
+            lattice: report.lattice.map(|d| d.to_string()).join("x"),
+            device: report.backend.clone(),
+            date: crate::report::charts::today(),
+        };
+        let m = &report.pion_effective_mass;
+        for p in crate::report::meff::chart(&paths.meff, &title, &context, m)? {
             done(&p);
         }
     }
