@@ -7,12 +7,14 @@
 //!   place; `device`: choosing the GPU or the CPU;
 //! - `tuning`: launch geometry from the tune cache or a sweep;
 //! - `footprint`: the device memory a GPU plan will hold, estimated before allocating;
+//! - `embed`: the jobs for a host language (the Python package), fields in memory;
 //! - `ablate`, `validate`, `bench`, `floor`, `scale`, `generate`: the other commands.
 
 pub mod ablate;
 pub mod bench;
 pub mod cli;
 pub mod device;
+pub mod embed;
 pub mod floor;
 pub mod footprint;
 pub mod generate;
