@@ -167,8 +167,9 @@ pub fn prepare(
 ) -> Result<(LoadedConfig, Problem)> {
     let t0 = Instant::now();
     let boundary = boundary_of(table)?;
+    let table = with_gauge_section(table, &gauge);
     let (mut field, description, reunitarised) = gauge_of(gauge, boundary)?;
-    let cfg = config(table, field.lattice.dims, name, PathBuf::from("."))?;
+    let cfg = config(&table, field.lattice.dims, name, PathBuf::from("."))?;
     let lattice = cfg.lattice()?;
     field.lattice = lattice.clone();
     let mut problem =
@@ -179,6 +180,35 @@ pub fn prepare(
         problem.source_description = "an array given by the caller".into();
     }
     Ok((cfg, problem))
+}
+
+/// `table` with the `[gauge]` section of a gauge file, so that the report's config names
+/// it (links at hand keep the placeholder `type = "unit"`; the report's `gauge` says what
+/// they are).
+fn with_gauge_section(table: &serde_json::Value, gauge: &GaugeInput) -> serde_json::Value {
+    let mut table = table.clone();
+    if let (
+        GaugeInput::File {
+            path,
+            format,
+            options,
+            accept_unchecked,
+        },
+        Some(sections),
+    ) = (gauge, table.as_object_mut())
+    {
+        sections.insert(
+            "gauge".into(),
+            serde_json::json!({
+                "type": "file",
+                "path": path.display().to_string(),
+                "format": format.map_or("auto", GaugeFormat::name),
+                "reunitarise": options.reunitarise,
+                "accept_unchecked": accept_unchecked,
+            }),
+        );
+    }
+    table
 }
 
 /// The field of `gauge` with `boundary`, its description and the reunitarisation note.
