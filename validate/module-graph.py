@@ -43,7 +43,7 @@ LAYERS = {
         ["parallel"],
         ["run"],
         ["ablate", "bench", "floor", "kappa_scan", "propagator", "scale"],
-        ["validate"],
+        ["validate", "embed"],
         ["cli"],
     ],
     "backend/cuda": [

@@ -7,6 +7,7 @@
 //!   place; `device`: choosing the GPU or the CPU;
 //! - `tuning`: launch geometry from the tune cache or a sweep;
 //! - `footprint`: the device memory a GPU plan will hold, estimated before allocating;
+//! - `embed`: the jobs for a host language (the Python package), fields in memory;
 //! - `ablate`, `validate`, `bench`, `floor`, `scale`, `generate`, `init`: the other commands;
 //!   `chart`: their charts, drawn when they measure and again from their CSV files.
 
@@ -15,6 +16,7 @@ pub mod bench;
 pub mod chart;
 pub mod cli;
 pub mod device;
+pub mod embed;
 pub mod floor;
 pub mod footprint;
 pub mod generate;

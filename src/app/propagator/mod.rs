@@ -23,7 +23,7 @@
 //! holds the solutions (192 bytes a site each); the files are encoded from them in blocks.
 
 mod files;
-mod measure;
+pub(crate) mod measure;
 
 pub use files::pion;
 
@@ -103,7 +103,7 @@ pub struct PropagatorReport {
     pub files: Vec<String>,
 }
 
-const LAYOUT_12: &str = "propagator[t, z, y, x, s, c, s', c'] = S(x, x0)_{s c, s' c'}, \
+pub(crate) const LAYOUT_12: &str = "propagator[t, z, y, x, s, c, s', c'] = S(x, x0)_{s c, s' c'}, \
                          complex128, S = D^-1, D = A - kappa H; (s', c') the source's spin \
                          and colour";
 const LAYOUT_N: &str = "solutions[t, z, y, x, s, c, k] = (D^-1 eta_k)(x)_{s c}, complex128, \
@@ -257,7 +257,7 @@ pub fn run(cfg: &LoadedConfig, out: &Path) -> Result<PropagatorReport> {
 
 /// Every column solved on one backend opened once; the solutions in column order, the
 /// columns' records and the backend's description.
-fn solve_columns(
+pub(crate) fn solve_columns(
     cfg: &LoadedConfig,
     problem: &Problem,
     rhs: &RightHandSides,
