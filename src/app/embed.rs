@@ -9,7 +9,7 @@
 //! finite and on SU(3)); the source is the `[source]` table or a field at hand.
 
 use crate::app::parallel::one;
-use crate::app::propagator::{self, Column, PropagatorReport};
+use crate::app::propagator::{self, PropagatorReport};
 use crate::app::rhs::RightHandSides;
 use crate::config::LoadedConfig;
 use crate::error::{Error, Result};
@@ -309,7 +309,7 @@ pub fn propagator(cfg: &LoadedConfig, problem: &Problem) -> Result<PropagatorOut
     let (columns, records, backend) = propagator::solve_columns(&cfg, problem, &rhs)?;
     let measured = propagator::measure::contract(&cfg, &problem.lattice, &rhs, &columns);
     let pion = measured.as_ref().map_or_else(Vec::new, |m| m.pion());
-    let report = propagator_report(&cfg, problem, &rhs, records, backend, pion, &measured);
+    let report = propagator::report_of(&cfg, problem, &rhs, records, backend, pion, &measured);
     let correlators = measured.map_or_else(Vec::new, |m| {
         m.sinks
             .into_iter()
@@ -327,38 +327,4 @@ pub fn propagator(cfg: &LoadedConfig, problem: &Problem) -> Result<PropagatorOut
         report,
         correlators,
     })
-}
-
-/// The report of a propagator call (`files` empty: nothing written).
-fn propagator_report(
-    cfg: &LoadedConfig,
-    problem: &Problem,
-    rhs: &RightHandSides,
-    columns: Vec<Column>,
-    backend: String,
-    pion: Vec<f64>,
-    measured: &Option<propagator::measure::Measured>,
-) -> PropagatorReport {
-    let c = &cfg.config;
-    PropagatorReport {
-        lattice: problem.lattice.dims,
-        source: rhs.description.clone(),
-        source_site: [rhs.origin[0], rhs.origin[1], rhs.origin[2], rhs.t0],
-        kappa: c.dirac.kappa,
-        csw: c.dirac.csw,
-        mu: c.dirac.mu,
-        gauge: problem.gauge_description.clone(),
-        plaquette: problem.plaquette.total,
-        gauge_fixing: problem.gauge_fixing.clone(),
-        method: c.solver.method.to_string(),
-        batch: c.solver.batch as usize,
-        solve_seconds: columns.iter().map(|c| c.solve_seconds).sum(),
-        backend,
-        layout: propagator::LAYOUT_12.into(),
-        columns,
-        pion_effective_mass: crate::report::meff::effective_mass(&pion),
-        pion,
-        correlators: measured.as_ref().map_or(0, |m| m.len()),
-        files: Vec::new(),
-    }
 }

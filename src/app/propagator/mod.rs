@@ -204,11 +204,34 @@ pub fn run(cfg: &LoadedConfig, out: &Path) -> Result<PropagatorReport> {
     let (solutions, columns, backend) = solve_columns(cfg, &problem, &rhs)?;
     let measured = measure::contract(cfg, lattice, &rhs, &solutions);
     let pion = measured.as_ref().map_or_else(Vec::new, |m| m.pion());
+    let mut report = report_of(cfg, &problem, &rhs, columns, backend, pion, &measured);
+    files::write(
+        cfg,
+        &paths,
+        &mut report,
+        &rhs,
+        &solutions,
+        measured.as_ref(),
+    )?;
+    Ok(report)
+}
+
+/// The propagator job's report (its `files` empty until they are written).
+pub(crate) fn report_of(
+    cfg: &LoadedConfig,
+    problem: &Problem,
+    rhs: &RightHandSides,
+    columns: Vec<Column>,
+    backend: String,
+    pion: Vec<f64>,
+    measured: &Option<measure::Measured>,
+) -> PropagatorReport {
+    let lattice = &problem.lattice;
     let c = &cfg.config;
     let mut provenance = Provenance::new("propagator", provenance::gpu_of_backend(&backend));
     provenance.hash_inputs();
     let source_norm = rhs.make(lattice, 0).norm2().sqrt();
-    let mut report = PropagatorReport {
+    PropagatorReport {
         config_file: cfg.source_name.clone(),
         config: provenance::resolved_options(c),
         gauge_file: provenance.gauge_file(),
@@ -243,16 +266,7 @@ pub fn run(cfg: &LoadedConfig, out: &Path) -> Result<PropagatorReport> {
         pion,
         correlators: measured.as_ref().map_or(0, |m| m.len()),
         files: Vec::new(),
-    };
-    files::write(
-        cfg,
-        &paths,
-        &mut report,
-        &rhs,
-        &solutions,
-        measured.as_ref(),
-    )?;
-    Ok(report)
+    }
 }
 
 /// Every column solved on one backend opened once; the solutions in column order, the
