@@ -17,9 +17,14 @@ for split in t zt; do
   "$bin" chart scale-ranks "scale-$split/scale-ranks.csv" --device "$h200" \
     --date 2026-11-26 --split "$split"
 done
-# kappa-scan: one H200, 2026-11-28.
+# kappa-scan: one H200, 2026-11-28 (host coarse levels: commit 9461b7b; GPU coarse levels:
+# commit 11df458).
+"$bin" chart kappa-scan multigrid/kappa-scan-host-coarse.csv --device "$h200" --date 2026-11-28 \
+  --lattice 16x16x16x32
 "$bin" chart kappa-scan multigrid/kappa-scan.csv --device "$h200" --date 2026-11-28 \
   --lattice 16x16x16x32
+"$bin" chart kappa-scan multigrid/kappa-scan-32x32x32x64.csv --device "$h200" \
+  --date 2026-11-28 --lattice 32x32x32x64
 "$bin" chart kappa-scan multigrid/kappa-scan-32x32x32x64-krylov.csv --device "$h200" \
   --date 2026-11-28 --lattice 32x32x32x64
 # generate: beta 6.0 16^4, cold start, H100 run 2, 2026-11-22.
