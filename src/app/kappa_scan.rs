@@ -87,6 +87,9 @@ pub fn measure(cfg: &LoadedConfig, kappas: &[f64], methods: &[Method]) -> Result
             .to_string();
         let setup = r.multigrid.as_ref().map_or(0.0, |m| m.setup_seconds);
         tracing::info!(%method, kappa, iterations = r.iterations, setup, solve = r.timings.solve, "kappa-scan point done");
+        if let Some(m) = &r.multigrid {
+            tracing::debug!(kappa, "multigrid: {}", m.describe());
+        }
         points.push(ScanPoint {
             method: method.to_string(),
             solver: r.plan.clone(),

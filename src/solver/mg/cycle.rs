@@ -90,6 +90,9 @@ pub struct CoarseCounts {
     pub solves: Vec<usize>,
     /// Krylov iterations per level.
     pub iterations: Vec<usize>,
+    /// Wall seconds in each level's solves (the levels below included; the host's clock,
+    /// which the solves' reductions keep in step with the device).
+    pub seconds: Vec<f64>,
 }
 
 /// A coarse level and everything below it: its space and operator, and either the next
@@ -105,8 +108,8 @@ pub struct CoarseLevel<C: LevelSpace> {
     even_odd: bool,
     /// The right-hand side the level above restricts into (kept between cycles).
     rhs: Option<C::Field>,
-    /// Solves and Krylov iterations since the last `take_counts`.
-    counts: (usize, usize),
+    /// Solves, Krylov iterations and seconds since the last `take_counts`.
+    counts: (usize, usize, f64),
     solver: LevelSolver<C>,
 }
 
@@ -166,7 +169,7 @@ impl<C: LevelSpace> CoarseLevel<C> {
             restart: params.coarse_restart,
             even_odd,
             rhs: None,
-            counts: (0, 0),
+            counts: (0, 0, 0.0),
             solver,
         }
     }
@@ -183,6 +186,7 @@ impl<C: LevelSpace> CoarseLevel<C> {
 
     /// Approximately solve this level's D_c x = b (b and x full fields of this level).
     pub fn solve(&mut self, b: &C::Field) -> Result<C::Field> {
+        let start = std::time::Instant::now();
         let (rhs, b_o) = if self.even_odd {
             let (rhs, b_o) = self.space.schur_source(b)?;
             (Some(rhs), Some(b_o))
@@ -209,10 +213,12 @@ impl<C: LevelSpace> CoarseLevel<C> {
         };
         self.counts.0 += 1;
         self.counts.1 += out.iterations;
-        match b_o {
+        let x = match b_o {
             Some(b_o) => self.space.schur_reconstruct(&out.x, &b_o),
             None => Ok(out.x),
-        }
+        };
+        self.counts.2 += start.elapsed().as_secs_f64();
+        x
     }
 
     /// The level below (None on the coarsest).
@@ -225,9 +231,10 @@ impl<C: LevelSpace> CoarseLevel<C> {
 
     /// Solves and iterations of this level and the ones below, since the last call.
     pub fn take_counts(&mut self, into: &mut CoarseCounts) {
-        let (n, it) = std::mem::take(&mut self.counts);
+        let (n, it, seconds) = std::mem::take(&mut self.counts);
         into.solves.push(n);
         into.iterations.push(it);
+        into.seconds.push(seconds);
         if let LevelSolver::Intermediate(gcr) = &mut self.solver {
             gcr.preconditioner.next.take_counts(into);
         }

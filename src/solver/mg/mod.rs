@@ -118,6 +118,8 @@ pub struct MgStats {
     /// Coarse solves and their Krylov iterations per coarse level.
     pub coarse_solves: Vec<usize>,
     pub coarse_iterations: Vec<usize>,
+    /// Wall seconds in each coarse level's solves (the levels below included).
+    pub coarse_seconds: Vec<f64>,
 }
 
 /// The hierarchy of the Wilson form D on a backend's fields (what `solve` builds and a
@@ -160,6 +162,7 @@ pub fn solve<S: WilsonKernels + Coarsen>(
     let counts = h.take_counts();
     stats.coarse_solves = counts.solves;
     stats.coarse_iterations = counts.iterations;
+    stats.coarse_seconds = counts.seconds;
     Ok((out, stats))
 }
 
@@ -185,7 +188,8 @@ impl MgStats {
             .coarse_solves
             .iter()
             .zip(&self.coarse_iterations)
-            .map(|(s, i)| format!("{s} ({i} iterations)"))
+            .zip(&self.coarse_seconds)
+            .map(|((s, i), t)| format!("{s} ({i} iterations, {t:.3} s)"))
             .collect();
         format!(
             "coarse levels {}; set-up {:.3} s ({} applications); coarse solves {}",

@@ -6,6 +6,7 @@
 use super::cycle::{cycle, CoarseCounts, CoarseLevel};
 use super::MgParams;
 use crate::backend::coarse::CoarseSpace;
+use crate::clock::timed;
 use crate::dirac::coarse::{
     galerkin, Aggregation, CoarseLevelSpace, CoarseOp, CoarseOperator, Coarsen, LevelSpace,
     Prolongator, Stencil,
@@ -70,18 +71,21 @@ pub fn setup<S: Coarsen, A: LinearOperator<S> + Clone>(
     let fine_layout = Layout::new(Subset::Full, Precision::Double);
     let volume = stencil.lattice().volume();
     let mut op_work = op.clone();
-    let (mut fields, mut applications) = near_null(
-        space,
-        &mut op_work,
-        fine_layout,
-        volume * stencil.dof(),
-        params.vectors[0],
-        params,
-        0,
-    )?;
+    let (mut fields, mut applications) = timed("multigrid set-up: near-null vectors", || {
+        near_null(
+            space,
+            &mut op_work,
+            fine_layout,
+            volume * stencil.dof(),
+            params.vectors[0],
+            params,
+            0,
+        )
+    })?;
     let mut h = build(space, op, stencil, &fields, params)?;
     for pass in 0..params.refine {
         // Inverse iteration with the multigrid-preconditioned solver, then a rebuild.
+        let refined = std::time::Instant::now();
         let mut next = Vec::with_capacity(fields.len());
         for x in &fields {
             // A preconditioned iteration does the work of several plain ones: a quarter
@@ -94,6 +98,7 @@ pub fn setup<S: Coarsen, A: LinearOperator<S> + Clone>(
             next.push(y);
         }
         orthonormalise(space, &mut next)?;
+        crate::clock::record_since("multigrid set-up: refinement solves", refined);
         fields = next;
         tracing::debug!(pass, "multigrid: refined the near-null vectors");
         h = build(space, h.op, stencil, &fields, params)?;
@@ -132,18 +137,28 @@ fn build<S: Coarsen, A>(
     fields: &[S::Field],
     params: &MgParams,
 ) -> Result<Hierarchy<S, A>> {
-    let vectors = fields
-        .iter()
-        .map(|f| space.to_host(f))
-        .collect::<Result<Vec<_>>>()?;
+    let vectors = timed("multigrid set-up: vectors to the host", || {
+        fields
+            .iter()
+            .map(|f| space.to_host(f))
+            .collect::<Result<Vec<_>>>()
+    })?;
     let agg = Aggregation::new(stencil.lattice(), params.blocks[0], "multigrid.blocks")?;
-    let p = Prolongator::new(agg, stencil.dof(), &vectors)?;
+    let p = timed("multigrid set-up: prolongator (host)", || {
+        Prolongator::new(agg, stencil.dof(), &vectors)
+    })?;
     drop(vectors);
-    let coarse_op = level_op(galerkin(stencil, &p)?, 1, params)?;
-    let t = space.transfer(&p, params.precision)?;
+    let coarse_op = timed("multigrid set-up: Galerkin product (host)", || {
+        level_op(galerkin(stencil, &p)?, 1, params)
+    })?;
+    let t = timed("multigrid set-up: prolongator to the level's space", || {
+        space.transfer(&p, params.precision)
+    })?;
     drop(p);
-    let first = space.coarse_space(Arc::new(coarse_op), params.coarse_precision())?;
-    let coarse = coarse_levels(first, 1, params)?;
+    let coarse = timed("multigrid set-up: coarse levels", || {
+        let first = space.coarse_space(Arc::new(coarse_op), params.coarse_precision())?;
+        coarse_levels(first, 1, params)
+    })?;
     Ok(Hierarchy {
         op,
         t,
