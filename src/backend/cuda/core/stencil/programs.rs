@@ -333,11 +333,12 @@ mod tests {
                 assert_ne!(pa, pb);
             }
         }
-        // support (3) + heatbath + gauge fixing + fused CR + fused BiCGStab + coarse + fine (1.1/1.2
+        // support (3) + heatbath + gauge fixing + fused CR + fused BiCGStab + multigrid's
+        // coarse levels + coarse + fine (1.1/1.2
         // share; 1.3, 1.4, 1.5, 1.6, 1.6.1) + split + 3.0 (18, 12 and 8 reals per link,
         // double and single) + its halo kernels (the same six define sets) + 3.0 half (18,
         // 12 and 8) + 3.0 with the clover term (double, single and half, each 18, 12, 8)
-        assert_eq!(all.len(), 3 + 1 + 1 + 1 + 1 + 1 + 6 + 1 + 6 + 6 + 3 + 9);
+        assert_eq!(all.len(), 3 + 1 + 1 + 1 + 1 + 1 + 1 + 6 + 1 + 6 + 6 + 3 + 9);
     }
 
     /// With libnvrtc on the loader path every program compiles for sm_90. Without it the
