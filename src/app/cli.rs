@@ -351,7 +351,14 @@ pub fn load_config(path: Option<&PathBuf>, o: &Overrides) -> Result<LoadedConfig
     let mut cfg = match path {
         Some(p) => LoadedConfig::from_file(p)?,
         None => {
-            tracing::info!("no config given: running the embedded configs/16x16x16x32.toml");
+            if o.gauge.is_some() {
+                tracing::info!(
+                    "no config given: the embedded configs/16x16x16x32.toml's settings for the \
+                     keys the command line leaves"
+                );
+            } else {
+                tracing::info!("no config given: running the embedded configs/16x16x16x32.toml");
+            }
             LoadedConfig::embedded_default()
         }
     };
