@@ -223,7 +223,7 @@ fn output_flag_puts_every_output_in_one_folder() {
     assert!(!d.path().join("a").exists() && !d.path().join("b").exists());
     // The report names the gauge output it wrote.
     let r = json(&d.path().join("results/r.json"));
-    assert!(r["gauge_file"]["path"]
+    assert!(r["gauge_output_file"]["path"]
         .as_str()
         .unwrap()
         .ends_with("results/u.nersc"));
