@@ -30,7 +30,7 @@ pub struct Cli {
     pub command: Option<Command>,
     #[command(flatten)]
     pub run: RunArgs,
-    /// Only errors on stderr and no progress display.
+    /// Only errors: on stderr, with no summary on stdout and no progress display.
     #[arg(long, short, global = true)]
     pub quiet: bool,
     /// More log lines on stderr: -v adds the timed steps, -vv every detail (debug),
