@@ -134,12 +134,25 @@ pub fn gpu_device(name: &str) -> Device {
     }
 }
 
-/// "570.86.15" from "NVRM version: NVIDIA UNIX x86_64 Kernel Module  570.86.15  ...".
+/// The NVIDIA kernel driver's version from /proc/driver/nvidia/version.
 fn nvidia_driver_version() -> Option<String> {
     let s = std::fs::read_to_string("/proc/driver/nvidia/version").ok()?;
-    let line = s.lines().find(|l| l.starts_with("NVRM version"))?;
-    let rest = line.split_once("Kernel Module")?.1;
-    rest.split_whitespace().next().map(str::to_string)
+    driver_version_of(&s)
+}
+
+/// "580.159.04" from the "NVRM version: ..." line of /proc/driver/nvidia/version: its
+/// first word of digits and dots (the proprietary module writes "NVIDIA UNIX x86_64
+/// Kernel Module  570.86.15  ...", the open one "NVIDIA UNIX Open Kernel Module for
+/// x86_64  580.159.04  ...").
+fn driver_version_of(text: &str) -> Option<String> {
+    let line = text.lines().find(|l| l.starts_with("NVRM version"))?;
+    line.split_whitespace()
+        .find(|w| {
+            w.contains('.')
+                && w.split('.')
+                    .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .map(str::to_string)
 }
 
 /// One input file read by the process: what it is, where, its bytes and their SHA-256
@@ -331,6 +344,21 @@ pub fn gpu_of_backend(described: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_driver_version_is_read_from_either_kernel_modules_line() {
+        // The two forms of /proc/driver/nvidia/version's first line: the open kernel
+        // module's puts "for x86_64" before the version (a GPU report of 2026-11-28 read
+        // "for" as the version), the proprietary one "x86_64 Kernel Module". The words
+        // after the version are illustrative.
+        let open = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  \
+                    Release Build\nGCC version:  gcc version 12.3.0";
+        let closed = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  570.86.15  Fri Jan 24 \
+                      2025\n";
+        assert_eq!(driver_version_of(open).as_deref(), Some("580.159.04"));
+        assert_eq!(driver_version_of(closed).as_deref(), Some("570.86.15"));
+        assert_eq!(driver_version_of("no such line"), None);
+    }
+
     use super::*;
 
     #[test]
