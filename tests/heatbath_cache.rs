@@ -11,7 +11,7 @@ fn heatbath(dir: &Path, seed: u64) -> PathBuf {
     write_config(
         dir,
         &small(&format!(
-            "[output]\nreport = \"{}\"\n",
+            "[output]\nreport = \"{}\"\nsolution = false\n",
             dir.join("r.json").display()
         ))
         .replace(
