@@ -495,15 +495,16 @@ fn mutated_npy_files_never_panic_or_overallocate() {
 
 // ---- TOML config -----------------------------------------------------------------------
 
-/// The shipped configs and the good fixtures: the texts the config mutations start from.
-fn config_texts() -> Vec<String> {
+/// The shipped configs and the good fixtures: the texts the config mutations start from,
+/// each with its folder (its relative paths are resolved there, as a run resolves them).
+fn config_texts() -> Vec<(String, PathBuf)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut out = Vec::new();
     for d in ["configs", "tests/configs/good", "tests/configs/bad"] {
         for e in std::fs::read_dir(root.join(d)).unwrap() {
             let p = e.unwrap().path();
             if p.extension().is_some_and(|x| x == "toml") {
-                out.push(std::fs::read_to_string(&p).unwrap());
+                out.push((std::fs::read_to_string(&p).unwrap(), root.join(d)));
             }
         }
     }
@@ -539,7 +540,7 @@ fn mutated_configs_never_panic() {
             )
         )
             .prop_map(move |(k, edits)| {
-                let mut c: Vec<char> = texts[k].chars().collect();
+                let mut c: Vec<char> = texts[k].0.chars().collect();
                 for (op, i, ch, num) in edits {
                     let at = if c.is_empty() { 0 } else { i.index(c.len()) };
                     match op {
@@ -573,18 +574,22 @@ fn mutated_configs_never_panic() {
                         }
                     }
                 }
-                c.into_iter().collect::<String>()
+                (c.into_iter().collect::<String>(), texts[k].1.clone())
             }),
         // Random text from the TOML alphabet.
-        prop::collection::vec(0..TOML_CHARS.len(), 0..300)
-            .prop_map(|v| v.into_iter().map(|i| TOML_CHARS[i]).collect::<String>()),
+        prop::collection::vec(0..TOML_CHARS.len(), 0..300).prop_map(|v| {
+            (
+                v.into_iter().map(|i| TOML_CHARS[i]).collect::<String>(),
+                PathBuf::from("."),
+            )
+        }),
     ];
     let loaded = Cell::new(0);
     let total = Cell::new(0);
     proptest::test_runner::TestRunner::new(config())
-        .run(&strategy, |text| {
+        .run(&strategy, |(text, dir)| {
             total.set(total.get() + 1);
-            match LoadedConfig::from_str(&text, "fuzz.toml", PathBuf::from(".")) {
+            match LoadedConfig::from_str(&text, "fuzz.toml", dir.clone()) {
                 Ok(cfg) => {
                     loaded.set(loaded.get() + 1);
                     // A config that loads gives a lattice or a clear error, and the plan's
@@ -596,7 +601,20 @@ fn mutated_configs_never_panic() {
                         prop_assert_eq!(e.exit_code(), 2, "{}", e);
                     }
                 }
-                Err(e) => prop_assert_eq!(e.exit_code(), 2, "{}", e),
+                // A config without all four extents takes them from its gauge file's
+                // header, so a mutated path (3: cannot be opened) or a file the header
+                // read refuses (4) are the README's exit codes for files; the error then
+                // names that file. Anything else is a config error (2).
+                Err(e) => match &e {
+                    qcd_solve::Error::Io { path, .. } | qcd_solve::Error::Format { path, .. } => {
+                        prop_assert!(
+                            path.starts_with(&dir) && path != &dir,
+                            "a file error names a file under the config's folder: {}",
+                            e
+                        )
+                    }
+                    _ => prop_assert_eq!(e.exit_code(), 2, "{}", e),
+                },
             }
             Ok(())
         })
