@@ -10,6 +10,7 @@ fn main() {
     qcd_solve::comms::nccl::library::set_process_defaults();
     let cli = Cli::parse();
     cli::init_logging(cli.quiet, cli.verbose);
+    qcd_solve::report::progress::set_line_interval(cli.progress_secs);
     // RAYON_NUM_THREADS is bounded like --threads before any pool is built.
     if let Err(e) = qcd_solve::threads::check_env().and_then(|()| cli::dispatch(cli)) {
         // Bounded: an error quoting a huge bad value stays readable.

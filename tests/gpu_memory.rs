@@ -158,7 +158,7 @@ fn the_books_match_the_device_free_memory_drop() {
     // One context held for the whole test: every backend shares it (the primary context),
     // so cuMemGetInfo before and after measures what they allocate.
     let ctx = CudaContext::new(0).unwrap();
-    // The pool keeps freed memory for reuse (device::POOL_KEEP_MIB): trimmed before each
+    // The pool keeps freed memory for reuse (`[tuning] pool_keep_mib`): trimmed before each
     // reading, so that the reading counts live allocations only.
     let free = || {
         qcd_solve::backend::cuda::trim_pool(&ctx).unwrap();

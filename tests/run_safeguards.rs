@@ -553,7 +553,7 @@ fn piped_logs_have_no_colour_codes_and_show_progress_lines() {
     // Output::stderr is a pipe, not a terminal.
     let out = bin()
         .arg(&cfg)
-        .env("QCD_SOLVE_PROGRESS_SECS", "0")
+        .args(["--progress-secs", "0"])
         .env_remove("RUST_LOG")
         .output()
         .unwrap();

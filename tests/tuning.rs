@@ -108,16 +108,29 @@ fn bad_keys_and_values_are_refused_by_name() {
         &["tuning.lane_mib", "got 65"],
     );
     refused(p, "[tuning]\nexterior = \"all\"\n", &[], &[], &["exterior"]);
+    refused(
+        p,
+        "[tuning]\npool_keep_mib = -1\n",
+        &[],
+        &[],
+        &["pool_keep_mib", "all"],
+    );
+    refused(
+        p,
+        "",
+        &["--tuning", "pool_keep_mib=lots"],
+        &[],
+        &["pool_keep_mib", "lots"],
+    );
 }
 
 #[test]
 fn the_remaining_numeric_variables_refuse_bad_values_by_name() {
     let d = tempfile::tempdir().unwrap();
     let p = d.path();
-    // Not --quiet, stderr a pipe: the progress goes out as lines at this interval.
+    // The progress lines' interval is a flag now: a bad value is refused by name.
     for v in ["-1", "soon"] {
-        let env = [("QCD_SOLVE_PROGRESS_SECS", v)];
-        refused(p, "", &[], &env, &["QCD_SOLVE_PROGRESS_SECS", v]);
+        refused(p, "", &["--progress-secs", v], &[], &["--progress-secs", v]);
     }
     let env = [("QCD_SOLVE_MEMORY_LIMIT", "lots")];
     refused(p, "", &[], &env, &["QCD_SOLVE_MEMORY_LIMIT", "lots"]);

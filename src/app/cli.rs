@@ -37,6 +37,11 @@ pub struct Cli {
     /// -vvv everything (trace). RUST_LOG, when set, chooses instead.
     #[arg(long, short, global = true, action = clap::ArgAction::Count, conflicts_with = "quiet")]
     pub verbose: u8,
+    /// Seconds between progress lines when stderr is not a terminal (a batch job's log);
+    /// 0: every update.
+    #[arg(long, global = true, value_name = "SECONDS", default_value = "5", allow_hyphen_values = true,
+          value_parser = crate::report::progress::interval_of)]
+    pub progress_secs: std::time::Duration,
 }
 
 #[derive(Args, Debug, Default, Clone)]

@@ -31,6 +31,63 @@ pub enum LaunchEvents {
     None,
 }
 
+/// What the device's memory pool keeps of freed memory across synchronisations
+/// (`pool_keep_mib`): everything (`"all"`, the default) or at most so many MiB (0: CUDA's
+/// default, everything goes back at each synchronisation).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PoolKeep {
+    #[default]
+    All,
+    Mib(u64),
+}
+
+impl Serialize for PoolKeep {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        match self {
+            PoolKeep::All => s.serialize_str("all"),
+            PoolKeep::Mib(m) => s.serialize_u64(*m),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for PoolKeep {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct Visit;
+        impl serde::de::Visitor<'_> for Visit {
+            type Value = PoolKeep;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("\"all\" or a whole number of MiB >= 0")
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> std::result::Result<PoolKeep, E> {
+                Ok(PoolKeep::Mib(v))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> std::result::Result<PoolKeep, E> {
+                u64::try_from(v)
+                    .map(PoolKeep::Mib)
+                    .map_err(|_| E::invalid_value(serde::de::Unexpected::Signed(v), &self))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> std::result::Result<PoolKeep, E> {
+                if v == "all" {
+                    Ok(PoolKeep::All)
+                } else {
+                    Err(E::invalid_value(serde::de::Unexpected::Str(v), &self))
+                }
+            }
+        }
+        d.deserialize_any(Visit)
+    }
+}
+
+impl PoolKeep {
+    /// The pool's release threshold in bytes (`u64::MAX`: keep everything).
+    pub fn bytes(self) -> u64 {
+        match self {
+            PoolKeep::All => u64::MAX,
+            PoolKeep::Mib(m) => m.saturating_mul(1 << 20),
+        }
+    }
+}
+
 /// The performance switches (see docs/tuning.md). `Default` is today's behaviour.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
@@ -63,6 +120,8 @@ pub struct TuningOptions {
     pub lane_mib: usize,
     /// Buffers each worker thread cycles through (2..=8, default 2).
     pub lane_buffers: usize,
+    /// What the device's memory pool keeps of freed memory (default: everything).
+    pub pool_keep_mib: PoolKeep,
 }
 
 impl Default for TuningOptions {
@@ -80,6 +139,7 @@ impl Default for TuningOptions {
             stage_buffers: 2,
             lane_mib: 3,
             lane_buffers: 2,
+            pool_keep_mib: PoolKeep::All,
         }
     }
 }
@@ -163,6 +223,26 @@ mod tests {
         assert_eq!(t.launch_events, LaunchEvents::All);
         assert_eq!(d.with_setting("stage_mib=16").unwrap().stage_mib, 16);
         assert!(!d.with_setting("timeline=true").unwrap().pdl_on());
+        assert_eq!(d.pool_keep_mib.bytes(), u64::MAX);
+        let t = d.with_setting("pool_keep_mib=1024").unwrap();
+        assert_eq!(t.pool_keep_mib.bytes(), 1 << 30);
+        assert_eq!(
+            d.with_setting("pool_keep_mib=0")
+                .unwrap()
+                .pool_keep_mib
+                .bytes(),
+            0
+        );
+        // Saturates instead of wrapping.
+        assert_eq!(PoolKeep::Mib(u64::MAX).bytes(), u64::MAX);
+        let t = t.with_setting("pool_keep_mib=all").unwrap();
+        assert_eq!(t.pool_keep_mib, PoolKeep::All);
+        // The table form the report records reads back as the same options.
+        let text = toml::to_string(&t.with_setting("pool_keep_mib=7").unwrap()).unwrap();
+        assert!(text.contains("pool_keep_mib = 7"), "{text}");
+        assert!(toml::to_string(&d)
+            .unwrap()
+            .contains("pool_keep_mib = \"all\""));
     }
 
     #[test]
@@ -183,6 +263,14 @@ mod tests {
         assert!(msg("pdl").contains("KEY=VALUE"));
         let m = msg("stage_mib=0");
         assert!(m.contains("tuning.stage_mib") && m.contains("got 0"), "{m}");
+        for bad in [
+            "pool_keep_mib=-1",
+            "pool_keep_mib=lots",
+            "pool_keep_mib=1.5",
+        ] {
+            let m = msg(bad);
+            assert!(m.contains("pool_keep_mib"), "{bad}: {m}");
+        }
         let m = msg("lane_buffers=9");
         assert!(
             m.contains("tuning.lane_buffers") && m.contains("got 9"),

@@ -1,16 +1,19 @@
 //! Progress display for long solves and sweeps, on stderr: a bar (indicatif) when stderr
 //! is a terminal; when it is not (a batch job's log), a plain log line at a steady
-//! interval (`QCD_SOLVE_PROGRESS_SECS`, default 5 s; 0 = every update) so the log shows
-//! life. Nothing with `--quiet`.
+//! interval (`--progress-secs`, default 5 s; 0 = every update) so the log shows life.
+//! Nothing with `--quiet`.
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-pub const PROGRESS_SECS_ENV: &str = "QCD_SOLVE_PROGRESS_SECS";
-const DEFAULT_PROGRESS_SECS: f64 = 5.0;
+/// The default interval of the progress lines, seconds.
+pub const DEFAULT_PROGRESS_SECS: f64 = 5.0;
+
+/// The interval of the progress lines (`f64` bits; set once from `--progress-secs`).
+static INTERVAL_BITS: AtomicU64 = AtomicU64::new(DEFAULT_PROGRESS_SECS.to_bits());
 
 static QUIET: AtomicBool = AtomicBool::new(false);
 
@@ -33,22 +36,24 @@ fn lines_enabled() -> bool {
     !QUIET.load(Ordering::Relaxed) && !std::io::stderr().is_terminal()
 }
 
-/// The interval between progress lines: `QCD_SOLVE_PROGRESS_SECS` (seconds, >= 0) or 5 s;
-/// any other value is an error naming the variable and the value.
-pub fn line_interval() -> crate::Result<Duration> {
-    interval_of(std::env::var(PROGRESS_SECS_ENV).ok().as_deref())
+/// Set the interval between progress lines (`--progress-secs`, checked by
+/// `interval_of`).
+pub fn set_line_interval(interval: Duration) {
+    INTERVAL_BITS.store(interval.as_secs_f64().to_bits(), Ordering::Relaxed);
 }
 
-fn interval_of(value: Option<&str>) -> crate::Result<Duration> {
-    match value {
-        None => Ok(Duration::from_secs_f64(DEFAULT_PROGRESS_SECS)),
-        Some(v) => match v.trim().parse::<f64>() {
-            Ok(s) if s.is_finite() && (0.0..=1e9).contains(&s) => Ok(Duration::from_secs_f64(s)),
-            _ => Err(crate::Error::invalid(
-                PROGRESS_SECS_ENV,
-                format!("must be a number of seconds >= 0, got {v:?}"),
-            )),
-        },
+fn line_interval() -> Duration {
+    Duration::from_secs_f64(f64::from_bits(INTERVAL_BITS.load(Ordering::Relaxed)))
+}
+
+/// `--progress-secs`'s value: seconds, finite, >= 0 (at most 1e9); anything else is an
+/// error saying what is allowed and what was given.
+pub fn interval_of(value: &str) -> std::result::Result<Duration, String> {
+    match value.trim().parse::<f64>() {
+        Ok(s) if s.is_finite() && (0.0..=1e9).contains(&s) => Ok(Duration::from_secs_f64(s)),
+        _ => Err(format!(
+            "must be a number of seconds from 0 to 1e9, got {value:?}"
+        )),
     }
 }
 
@@ -68,7 +73,7 @@ impl Ticker {
         let now = Instant::now();
         Ok(Some(Ticker {
             start: now,
-            interval: line_interval()?,
+            interval: line_interval(),
             last: Mutex::new(now),
         }))
     }
@@ -167,19 +172,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_interval_is_seconds_at_least_0_and_anything_else_is_named() {
-        assert_eq!(interval_of(None).unwrap(), Duration::from_secs(5));
-        assert_eq!(interval_of(Some(" 0 ")).unwrap(), Duration::ZERO);
-        assert_eq!(
-            interval_of(Some("2.5")).unwrap(),
-            Duration::from_millis(2500)
-        );
-        for bad in ["-1", "soon", "", "NaN", "inf"] {
-            let m = interval_of(Some(bad)).unwrap_err().to_string();
-            assert!(
-                m.contains(PROGRESS_SECS_ENV) && m.contains(&format!("{bad:?}")),
-                "{m}"
-            );
+    fn the_interval_is_seconds_at_least_0_and_anything_else_is_refused() {
+        assert_eq!(line_interval(), Duration::from_secs(5));
+        assert_eq!(interval_of(" 0 ").unwrap(), Duration::ZERO);
+        assert_eq!(interval_of("2.5").unwrap(), Duration::from_millis(2500));
+        for bad in ["-1", "soon", "", "NaN", "inf", "2e9"] {
+            let m = interval_of(bad).unwrap_err();
+            assert!(m.contains(&format!("{bad:?}")), "{m}");
         }
     }
 }

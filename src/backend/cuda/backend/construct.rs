@@ -5,7 +5,9 @@
 use super::footprint::construction_bytes_with;
 use super::{check_geometry, CudaBackend, SetupTimes};
 use crate::backend::cuda::core::compile::{Program, BLAS1, LAYOUT, REDUCE};
-use crate::backend::cuda::core::device::{ensure_fits, err, function, load_module, open_context};
+use crate::backend::cuda::core::device::{
+    ensure_fits, err, function, keep_pool, load_module, open_context,
+};
 use crate::backend::cuda::core::fast_layout::{
     check_even_lattice, link_chunks, links_chunk_to_soa, Segment,
 };
@@ -134,7 +136,7 @@ impl CudaBackend {
         )?;
         // What the set-up freed (the link upload's scratch, the seed versions' canonical
         // field) goes back to the device now: the pool keeps freed memory across
-        // synchronisations (device::POOL_KEEP_ALL), and what is loaded later outside the
+        // synchronisations (`[tuning] pool_keep_mib`), and what is loaded later outside the
         // pool (the modules the solve's preparation loads) needs room on a nearly full GPU.
         crate::backend::cuda::core::device::trim_pool(&gpu.ctx)?;
         let caps = stencil.capabilities();
@@ -218,6 +220,11 @@ fn open_device(req: &Request) -> Result<(Arc<CudaContext>, String, Arc<CudaStrea
     let (opts, version, lattice) = (req.opts, req.version, &req.lattice);
     let ctx = crate::clock::timed("GPU context", || open_context(opts.device))?;
     let device_name = ctx.name().map_err(err("reading the device name"))?;
+    // The pool's policy of these options (`[tuning] pool_keep_mib`; an old driver without
+    // memory pools keeps CUDA's default, noted only).
+    if let Err(e) = keep_pool(&ctx, opts.tuning.pool_keep_mib.bytes()) {
+        tracing::warn!("GPU {}: {e}", opts.device);
+    }
     // The set-up's own peak (the run has checked its whole plan before).
     ensure_fits(
         &ctx,

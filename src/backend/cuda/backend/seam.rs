@@ -474,10 +474,10 @@ impl FusedCr for CudaBackend {
 
 impl Prepare for CudaBackend {
     /// One allocation of `bytes`, freed at once: the default pool keeps it mapped
-    /// (device::POOL_KEEP_ALL; where `QCD_SOLVE_POOL_KEEP_MIB` sets less, a larger
-    /// reserve would be released again, so it is skipped).
+    /// (by default; where `[tuning] pool_keep_mib` sets less, a larger reserve would be
+    /// released again, so it is skipped).
     fn reserve(&mut self, bytes: u64) -> Result<()> {
-        if bytes == 0 || bytes > crate::backend::cuda::core::device::pool_keep_bytes()? {
+        if bytes == 0 || bytes > self.core.gpu.tuning.pool_keep_mib.bytes() {
             return Ok(());
         }
         let block = self

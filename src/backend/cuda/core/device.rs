@@ -79,43 +79,18 @@ pub(crate) fn open_context(ordinal: usize) -> Result<Arc<CudaContext>> {
 }
 
 /// What the device's default memory pool (cudarc allocates from it, stream-ordered) keeps
-/// of freed memory across synchronisations: everything, unless `QCD_SOLVE_POOL_KEEP_MIB`
-/// says otherwise (MiB; 0: CUDA's default, everything goes back at each
-/// synchronisation). Kept memory makes a later allocation a suballocation instead of a
-/// new mapping: a solve's fields are freed and allocated again between its phases (the
-/// mixed solver's restarts, the even-odd reconstruction) and from one solve to the next
-/// (validate/RESULTS.md). What goes back at a synchronisation is unmapped there,
+/// of freed memory across synchronisations: everything by default (`[tuning]
+/// pool_keep_mib`, `TuningOptions::pool_keep_mib`; 0: CUDA's default, everything goes
+/// back at each synchronisation). Kept memory makes a later allocation a suballocation
+/// instead of a new mapping: a solve's fields are freed and allocated again between its
+/// phases (the mixed solver's restarts, the even-odd reconstruction) and from one solve to
+/// the next (validate/RESULTS.md). What goes back at a synchronisation is unmapped there,
 /// and with ranks as threads on several GPUs those unmappings queue behind each other
 /// (our reading, not traced; the times are measured): with 1 GiB kept (the former
 /// default) the 32^3x64-per-GPU solve took 55.2 ms on one GPU, 61.8 on two and 71.4 on
 /// four, keeping everything 48.7, 54.8 and 55.7. The free-memory checks trim the pool
 /// first (`trim_pool`), so what it keeps is never counted as taken.
 pub const POOL_KEEP_ALL: u64 = u64::MAX;
-
-/// The variable of `pool_keep_bytes` (MiB, a whole number).
-pub const POOL_KEEP_VAR: &str = "QCD_SOLVE_POOL_KEEP_MIB";
-
-pub(crate) fn pool_keep_bytes() -> Result<u64> {
-    pool_keep_of(std::env::var(POOL_KEEP_VAR).ok().as_deref())
-}
-
-/// `pool_keep_bytes` for the variable's value: MiB as bytes; unset: everything; not a
-/// whole number: an error naming the variable and the value.
-fn pool_keep_of(value: Option<&str>) -> Result<u64> {
-    match value {
-        None => Ok(POOL_KEEP_ALL),
-        Some(v) => v
-            .trim()
-            .parse::<u64>()
-            .map(|mib| mib.saturating_mul(1 << 20))
-            .map_err(|_| {
-                Error::invalid(
-                    POOL_KEEP_VAR,
-                    format!("must be a whole number of MiB, got {v:?}"),
-                )
-            }),
-    }
-}
 
 pub(crate) fn default_pool(ctx: &CudaContext) -> Result<sys::CUmemoryPool> {
     ctx.bind_to_thread()
@@ -128,11 +103,12 @@ pub(crate) fn default_pool(ctx: &CudaContext) -> Result<sys::CUmemoryPool> {
     Ok(pool)
 }
 
-/// Set the default pool's release threshold to `pool_keep_bytes` (once per device and
-/// process is enough; repeating it is harmless).
-fn keep_pool(ctx: &CudaContext) -> Result<()> {
+/// Set the default pool's release threshold to `bytes` (`TuningOptions::pool_keep_mib`;
+/// each backend sets its own options' value when it opens the device, and the first
+/// opening in the process keeps everything).
+pub(crate) fn keep_pool(ctx: &CudaContext, bytes: u64) -> Result<()> {
     let pool = default_pool(ctx)?;
-    let mut bytes: u64 = pool_keep_bytes()?;
+    let mut bytes = bytes;
     // SAFETY: the attribute takes a cuuint64_t, which `bytes` is.
     unsafe {
         sys::cuMemPoolSetAttribute(
@@ -173,7 +149,7 @@ fn retain(ordinal: usize) -> Result<()> {
             .map_err(|e| driver_err(&format!("opening GPU {ordinal}"), e))?;
         // The first opening in this process: the pool's policy (an old driver without
         // memory pools keeps CUDA's default, noted only).
-        if let Err(e) = keep_pool(&ctx) {
+        if let Err(e) = keep_pool(&ctx, POOL_KEEP_ALL) {
             tracing::warn!("GPU {ordinal}: {e}");
         }
         kept.push(ctx);
@@ -538,26 +514,4 @@ pub fn host_upload_paths(bytes: usize) -> Result<HostUploadPaths> {
         registered_gbytes_per_second: gb / copies,
         unregister_ms,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_pool_keeps_everything_unless_the_variable_says_how_many_mib() {
-        assert_eq!(pool_keep_of(None).unwrap(), u64::MAX);
-        assert_eq!(pool_keep_of(Some("0")).unwrap(), 0);
-        assert_eq!(pool_keep_of(Some(" 1024 ")).unwrap(), 1 << 30);
-        // Saturates instead of wrapping.
-        assert_eq!(pool_keep_of(Some(&u64::MAX.to_string())).unwrap(), u64::MAX);
-        // Anything else is an error naming the variable and the value.
-        for bad in ["lots", "", "-1", "1.5"] {
-            let m = pool_keep_of(Some(bad)).unwrap_err().to_string();
-            assert!(
-                m.contains(POOL_KEEP_VAR) && m.contains(&format!("{bad:?}")),
-                "{m}"
-            );
-        }
-    }
 }
