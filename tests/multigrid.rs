@@ -336,3 +336,76 @@ fn multigrid_solves_twisted_mass_clover() {
     eprintln!("ATB twisted clover: GCR {plain}, MG {mg} iterations; {stats:?}");
     assert!(2 * mg <= plain, "GCR {plain}, MG {mg}");
 }
+
+/// GCR smoothing against minimal residual smoothing, the same number of steps from x = 0
+/// on the AnalysisToolbox clover operator: GCR's x minimises ||b - D x|| over the Krylov
+/// space K_k(D, b), which holds MR's x, so its residual is at most MR's (exact arithmetic;
+/// 1e-12 relative slack for rounding), and one step of each is the same step.
+#[test]
+fn gcr_smoothing_leaves_at_most_the_residual_of_as_many_minimal_residual_steps() {
+    use qcd_solve::solver::mg::cycle::{gcr_steps, minimal_residual};
+    let gauge = shared("ATB_nersc.l8t4b3360");
+    let action = Action {
+        kappa: KAPPA_ATB,
+        csw: 1.0,
+        mu: 0.0,
+    };
+    let mut be = CpuBackend::with_action(&gauge, &action).unwrap();
+    let b = be
+        .upload(&SpinorField {
+            data: gaussian(gauge.lattice.volume() * 12, 21),
+        })
+        .unwrap();
+    let mut f = || be.alloc().unwrap();
+    let (mut x, mut r, mut q) = (f(), f(), f());
+    let mut dirs: Vec<_> = (0..12).map(|_| f()).collect();
+    let mut op = Form(Operator::D);
+    let nb = be.norm2(&b).unwrap().sqrt();
+    let mut last = f64::INFINITY;
+    for k in 1..=6 {
+        let a = minimal_residual(&mut be, &mut op, &b, [&mut x, &mut r, &mut q], k).unwrap();
+        assert_eq!(a, k);
+        let mr = be.norm2(&r).unwrap().sqrt() / nb;
+        let a = gcr_steps(&mut be, &mut op, &b, [&mut x, &mut r], &mut dirs, k).unwrap();
+        assert_eq!(a, k);
+        let gcr = be.norm2(&r).unwrap().sqrt() / nb;
+        // r is b - D x: recomputed from x.
+        let res = true_residual(&mut be, Operator::D, &b, &x).unwrap();
+        assert!(
+            (res - gcr).abs() <= 1e-12,
+            "k = {k}: r {gcr} against b - D x {res}"
+        );
+        eprintln!("{k} steps: MR {mr:.6}, GCR {gcr:.6}");
+        assert!(gcr <= mr * (1.0 + 1e-12), "k = {k}: GCR {gcr} > MR {mr}");
+        if k == 1 {
+            assert!(
+                (gcr - mr).abs() <= 1e-12 * mr,
+                "one step: GCR {gcr}, MR {mr}"
+            );
+        }
+        // A minimum over a growing space: never larger than with a step fewer.
+        assert!(gcr <= last * (1.0 + 1e-12), "k = {k}: {gcr} after {last}");
+        last = gcr;
+    }
+}
+
+/// `smoother = "gcr"`: the multigrid solve on the AnalysisToolbox clover field converges
+/// to the true residual (solve_both) in at most a third of plain GCR's iterations, as with
+/// MR smoothing.
+#[test]
+fn multigrid_with_gcr_smoothing_solves_wilson_clover_on_a_real_gauge_file() {
+    let gauge = shared("ATB_nersc.l8t4b3360");
+    let action = Action {
+        kappa: 0.14,
+        csw: 1.0,
+        mu: 0.0,
+    };
+    let mut p = params(8, [4, 4, 4, 2]);
+    let (_, mr, _) = solve_both(&gauge, action, &p);
+    p.smoother = mg::Smoother::Gcr;
+    let (plain, gcr, stats) = solve_both(&gauge, action, &p);
+    eprintln!(
+        "ATB clover: GCR {plain}, MG with MR smoothing {mr}, with GCR smoothing {gcr}; {stats:?}"
+    );
+    assert!(3 * gcr <= plain, "GCR {plain}, MG {gcr}");
+}

@@ -6,7 +6,7 @@
 use super::{LoadedConfig, Preconditioning, SolverPrecision};
 use crate::geometry::lattice::NDIM;
 use crate::linalg::{Operator, Precision};
-use crate::solver::mg::MgParams;
+use crate::solver::mg::{MgParams, Smoother, GCR_SMOOTHING_MAX};
 use crate::solver::Method;
 use crate::Result;
 use serde::{Deserialize, Serialize};
@@ -38,6 +38,10 @@ pub struct MultigridConfig {
     pub pre_smoothing: i64,
     #[serde(default = "d_post_smoothing")]
     pub post_smoothing: i64,
+    /// The smoother of those steps: "mr" (minimal residual, default) or "gcr" (GCR without
+    /// a restart, at most `GCR_SMOOTHING_MAX` steps).
+    #[serde(default)]
+    pub smoother: Smoother,
     /// Relative tolerance of each coarse solve (0 < t < 1).
     #[serde(default = "d_coarse_tolerance")]
     pub coarse_tolerance: f64,
@@ -110,6 +114,7 @@ impl Default for MultigridConfig {
             refine: d_refine(),
             pre_smoothing: 0,
             post_smoothing: d_post_smoothing(),
+            smoother: Smoother::Mr,
             coarse_tolerance: d_coarse_tolerance(),
             coarse_max_iterations: d_coarse_max_iterations(),
             coarse_restart: d_coarse_restart(),
@@ -132,6 +137,7 @@ impl MultigridConfig {
             refine: self.refine as usize,
             pre_smoothing: self.pre_smoothing as usize,
             post_smoothing: self.post_smoothing as usize,
+            smoother: self.smoother,
             coarse_tol: self.coarse_tolerance,
             coarse_max_iterations: self.coarse_max_iterations as usize,
             coarse_restart: self.coarse_restart as usize,
@@ -239,6 +245,23 @@ impl LoadedConfig {
         for (key, v, lo, hi) in ranges {
             if !(lo..=hi).contains(&v) {
                 return Err(bad(key, format!("must be in {lo}..={hi}, got {v}")));
+            }
+        }
+        if m.smoother == Smoother::Gcr {
+            let max = GCR_SMOOTHING_MAX as i64;
+            for (key, v) in [
+                ("pre_smoothing", m.pre_smoothing),
+                ("post_smoothing", m.post_smoothing),
+            ] {
+                if v > max {
+                    return Err(bad(
+                        key,
+                        format!(
+                            "smoother = \"gcr\" keeps two fields a step: at most {max} steps, \
+                             got {v} (or smoother = \"mr\")"
+                        ),
+                    ));
+                }
             }
         }
         let t = m.coarse_tolerance;

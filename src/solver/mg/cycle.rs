@@ -39,16 +39,109 @@ pub fn minimal_residual<S: Space, A: LinearOperator<S>>(
     Ok(applications)
 }
 
-/// Pre- and post-smoothing steps of a level.
+/// GCR steps on A x = b from x = 0, without a restart: each step's direction is the
+/// current residual, its image A p is orthogonalised against the earlier images (modified
+/// Gram-Schmidt, the direction alongside), then x += alpha p, r -= alpha A p with alpha =
+/// (A p | r) / (A p | A p). After k steps x minimises ||b - A x|| over the Krylov space
+/// K_k(A, b), which holds the x of k minimal residual steps: the residual is at most
+/// theirs. Leaves r = b - A x; `dirs`: at least 2 `steps` fields (directions, then
+/// images); returns the applications made.
+pub fn gcr_steps<S: Space, A: LinearOperator<S>>(
+    space: &mut S,
+    op: &mut A,
+    b: &S::Field,
+    [x, r]: [&mut S::Field; 2],
+    dirs: &mut [S::Field],
+    steps: usize,
+) -> Result<usize> {
+    if dirs.len() < 2 * steps {
+        return Err(crate::Error::internal(format!(
+            "{steps} GCR smoothing steps need {} direction fields, given {}",
+            2 * steps,
+            dirs.len()
+        )));
+    }
+    space.set_zero(x)?;
+    space.copy(r, b)?;
+    let (ps, rest) = dirs.split_at_mut(steps);
+    let qs = &mut rest[..steps];
+    let mut qq = Vec::with_capacity(steps);
+    let mut applications = 0;
+    for j in 0..steps {
+        space.copy(&mut ps[j], r)?;
+        op.apply(space, &mut qs[j], &ps[j])?;
+        applications += op.stencil_applications();
+        let (q_done, q_rest) = qs.split_at_mut(j);
+        let (p_done, p_rest) = ps.split_at_mut(j);
+        for i in 0..j {
+            let beta: C64 = space.dot(&q_done[i], &q_rest[0])? / qq[i];
+            space.axpy(-beta, &q_done[i], &mut q_rest[0])?;
+            space.axpy(-beta, &p_done[i], &mut p_rest[0])?;
+        }
+        let n = space.norm2(&q_rest[0])?;
+        if n == 0.0 {
+            break;
+        }
+        qq.push(n);
+        let alpha: C64 = space.dot(&q_rest[0], r)? / n;
+        space.axpy(alpha, &p_rest[0], x)?;
+        space.axpy(-alpha, &q_rest[0], r)?;
+    }
+    Ok(applications)
+}
+
+/// The smoother of every level above the coarsest (`[multigrid] smoother`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Smoother {
+    /// Minimal residual steps (three fields).
+    #[default]
+    Mr,
+    /// GCR steps without a restart (two more fields a step): a residual at most MR's.
+    Gcr,
+}
+
+/// The most GCR smoothing steps (each keeps a direction and its image).
+pub const GCR_SMOOTHING_MAX: usize = 16;
+
+/// Pre- and post-smoothing steps of a level, and the smoother.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Smoothing {
     pub pre: usize,
     pub post: usize,
+    pub smoother: Smoother,
+}
+
+impl Smoothing {
+    /// The work fields a cycle needs: x, r, q, e, and for GCR 2 fields a step.
+    pub fn work_fields(&self) -> usize {
+        4 + match self.smoother {
+            Smoother::Mr => 0,
+            Smoother::Gcr => 2 * self.pre.max(self.post),
+        }
+    }
+}
+
+/// `steps` of the smoother on A x = b from x = 0 into x, leaving r = b - A x; `q` and
+/// `dirs` are scratch. Returns the applications made.
+fn smooth<S: Space, A: LinearOperator<S>>(
+    space: &mut S,
+    op: &mut A,
+    smoother: Smoother,
+    b: &S::Field,
+    [x, r, q]: [&mut S::Field; 3],
+    dirs: &mut [S::Field],
+    steps: usize,
+) -> Result<usize> {
+    match smoother {
+        Smoother::Mr => minimal_residual(space, op, b, [x, r, q], steps),
+        Smoother::Gcr => gcr_steps(space, op, b, [x, r], dirs, steps),
+    }
 }
 
 /// One cycle of a level: x = M b for the level operator `op`, the transfer `t` to the
-/// next level and that level's (approximate) solve. `work`: four fields of b's layout.
-/// Returns the applications of `op` made.
+/// next level and that level's (approximate) solve. `work`: `smoothing.work_fields()`
+/// fields of b's layout. Returns the applications of `op` made.
 #[allow(clippy::too_many_arguments)]
 pub fn cycle<S: Coarsen, A: LinearOperator<S>>(
     space: &mut S,
@@ -60,10 +153,19 @@ pub fn cycle<S: Coarsen, A: LinearOperator<S>>(
     x: &mut S::Field,
     coarse: &mut CoarseLevel<S::Coarse>,
 ) -> Result<usize> {
-    let [xs, r, q, e, ..] = work else {
-        return Err(crate::Error::internal("a cycle needs four work fields"));
+    if work.len() < smoothing.work_fields() {
+        return Err(crate::Error::internal(format!(
+            "a cycle needs {} work fields, given {}",
+            smoothing.work_fields(),
+            work.len()
+        )));
+    }
+    let (head, dirs) = work.split_at_mut(4);
+    let [xs, r, q, e] = head else {
+        unreachable!("split at four")
     };
-    let mut applications = minimal_residual(space, op, b, [xs, r, q], smoothing.pre)?;
+    let kind = smoothing.smoother;
+    let mut applications = smooth(space, op, kind, b, [xs, r, q], dirs, smoothing.pre)?;
     // The coarse correction of the residual r = b - A xs, prolonged into q.
     let mut rc = coarse.take_rhs()?;
     let restricted = space.restrict(t, r, &mut coarse.space, &mut rc);
@@ -77,7 +179,7 @@ pub fn cycle<S: Coarsen, A: LinearOperator<S>>(
         op.apply(space, e, x)?;
         applications += op.stencil_applications();
         space.xpay(b, C64::new(-1.0, 0.0), e)?;
-        applications += minimal_residual(space, op, e, [xs, r, q], smoothing.post)?;
+        applications += smooth(space, op, kind, e, [xs, r, q], dirs, smoothing.post)?;
         space.axpy(C64::new(1.0, 0.0), xs, x)?;
     }
     Ok(applications)
@@ -255,7 +357,7 @@ pub struct CoarseCycle<C: LevelSpace> {
 impl<C: LevelSpace> LinearOperator<C> for CoarseCycle<C> {
     fn apply(&mut self, space: &mut C, out: &mut C::Field, inp: &C::Field) -> Result<()> {
         let layout = Layout::new(Subset::Full, self.precision);
-        while self.work.len() < 4 {
+        while self.work.len() < self.smoothing.work_fields() {
             self.work.push(space.alloc_layout(layout)?);
         }
         self.applications = cycle(

@@ -21,7 +21,7 @@
 pub mod cycle;
 pub mod setup;
 
-pub use cycle::{CoarseCounts, CoarseLevel, Smoothing};
+pub use cycle::{CoarseCounts, CoarseLevel, Smoother, Smoothing, GCR_SMOOTHING_MAX};
 pub use setup::{setup, Hierarchy};
 
 use crate::geometry::lattice::NDIM;
@@ -45,9 +45,10 @@ pub struct MgParams {
     /// multigrid-preconditioned solver, a quarter of `setup_solver_iterations` at least 2,
     /// then the hierarchy rebuilt).
     pub refine: usize,
-    /// Minimal residual steps before and after the coarse correction.
+    /// Smoothing steps before and after the coarse correction, and the smoother.
     pub pre_smoothing: usize,
     pub post_smoothing: usize,
+    pub smoother: Smoother,
     /// The coarse levels' relative tolerance and iteration limit per solve.
     pub coarse_tol: f64,
     pub coarse_max_iterations: usize,
@@ -73,6 +74,7 @@ impl Default for MgParams {
             refine: 1,
             pre_smoothing: 0,
             post_smoothing: 4,
+            smoother: Smoother::Mr,
             coarse_tol: 0.25,
             coarse_max_iterations: 30,
             coarse_restart: 10,
@@ -96,6 +98,7 @@ impl MgParams {
         Smoothing {
             pre: self.pre_smoothing,
             post: self.post_smoothing,
+            smoother: self.smoother,
         }
     }
 }

@@ -300,10 +300,10 @@ impl<S: Coarsen, A: LinearOperator<S>> LinearOperator<S> for Hierarchy<S, A> {
     fn apply(&mut self, space: &mut S, out: &mut S::Field, inp: &S::Field) -> Result<()> {
         let outer = space.layout(inp);
         let layout = outer.with_precision(self.params.precision);
-        while self.work.len() < 4 {
+        let smoothing = self.params.smoothing();
+        while self.work.len() < smoothing.work_fields() {
             self.work.push(space.alloc_layout(layout)?);
         }
-        let smoothing = self.params.smoothing();
         let same = layout == outer;
         if !same && self.low.is_none() {
             self.low = Some([space.alloc_layout(layout)?, space.alloc_layout(layout)?]);
