@@ -34,6 +34,15 @@ fn gaussian(n: usize, seed: u64) -> Vec<C64> {
         .collect()
 }
 
+/// Wilson-clover at c_sw = 1, no twist.
+fn clover(kappa: f64) -> Action {
+    Action {
+        kappa,
+        csw: 1.0,
+        mu: 0.0,
+    }
+}
+
 fn norm(v: &[C64]) -> f64 {
     v.iter().map(|z| z.norm_sqr()).sum::<f64>().sqrt()
 }
@@ -45,11 +54,7 @@ fn norm(v: &[C64]) -> f64 {
 #[test]
 fn exact_coarse_correction_annihilates_the_range_of_p() {
     let gauge = shared("ahmidas_conf.48");
-    let action = Action {
-        kappa: 0.13,
-        csw: 1.0,
-        mu: 0.0,
-    };
+    let action = clover(0.13);
     let terms = SiteTerms::new(&gauge, &action).unwrap();
     let stencil = WilsonStencil::new(&gauge, action.kappa, Some(&terms));
     let lattice = &gauge.lattice;
@@ -158,11 +163,7 @@ fn multigrid_solves_the_free_field_near_critical_kappa() {
 #[test]
 fn multigrid_solves_wilson_clover_on_a_real_gauge_file() {
     let gauge = shared("ATB_nersc.l8t4b3360");
-    let action = Action {
-        kappa: 0.14,
-        csw: 1.0,
-        mu: 0.0,
-    };
+    let action = clover(0.14);
     let (plain, mg, stats) = solve_both(&gauge, action, &params(8, [4, 4, 4, 2]));
     eprintln!("ATB clover: GCR {plain}, MG {mg} iterations; {stats:?}");
     assert!(3 * mg <= plain, "GCR {plain}, MG {mg}");
@@ -214,16 +215,7 @@ fn the_two_grid_cycle_reduces_near_null_vectors_the_smoother_cannot() {
     let atb = shared("ATB_nersc.l8t4b3360");
     for (gauge, action, blocks, name) in [
         (&free, Action::wilson(0.124), [4, 4, 4, 4], "free field"),
-        (
-            &atb,
-            Action {
-                kappa: KAPPA_ATB,
-                csw: 1.0,
-                mu: 0.0,
-            },
-            [4, 4, 4, 2],
-            "ATB clover",
-        ),
+        (&atb, clover(KAPPA_ATB), [4, 4, 4, 2], "ATB clover"),
     ] {
         let (two_grid, smoother) = reductions(gauge, action, blocks);
         eprintln!("{name}: |E v| / |v|: two-grid {two_grid:.3}, smoother {smoother:.3}");
@@ -345,11 +337,7 @@ fn multigrid_solves_twisted_mass_clover() {
 fn gcr_smoothing_leaves_at_most_the_residual_of_as_many_minimal_residual_steps() {
     use qcd_solve::solver::mg::cycle::{gcr_steps, minimal_residual};
     let gauge = shared("ATB_nersc.l8t4b3360");
-    let action = Action {
-        kappa: KAPPA_ATB,
-        csw: 1.0,
-        mu: 0.0,
-    };
+    let action = clover(KAPPA_ATB);
     let mut be = CpuBackend::with_action(&gauge, &action).unwrap();
     let b = be
         .upload(&SpinorField {
@@ -395,11 +383,7 @@ fn gcr_smoothing_leaves_at_most_the_residual_of_as_many_minimal_residual_steps()
 #[test]
 fn multigrid_with_gcr_smoothing_solves_wilson_clover_on_a_real_gauge_file() {
     let gauge = shared("ATB_nersc.l8t4b3360");
-    let action = Action {
-        kappa: 0.14,
-        csw: 1.0,
-        mu: 0.0,
-    };
+    let action = clover(0.14);
     let mut p = params(8, [4, 4, 4, 2]);
     let (_, mr, _) = solve_both(&gauge, action, &p);
     p.smoother = mg::Smoother::Gcr;
