@@ -8,6 +8,8 @@
 # gpu-gauge-fix-tests, gpu-multigrid-tests (tests/gpu*.rs,
 # --features gpu-tests). TARGETS="gpu_clover gpu_fast" stages only those test targets (a
 # device call carries at most 64 MiB; the others are removed from .device/).
+# PYTHON=1 also stages the Python package (pip's build of ./python, its native module
+# stripped) in .device/py, for PYTHONPATH=.device/py python3 -m pytest python/tests_gpu.
 # BASE=<a checkout with target/release/qcd-solve built> also stages that binary as the
 # baseline .device/base/qcd-solve of MODE=regression (kept from an earlier staging when
 # BASE is not set); .device/commit and .device/base/commit name the commits.
@@ -57,6 +59,14 @@ if [ -n "${BASE:-}" ]; then
     objcopy --strip-debug "$BASE/target/release/qcd-solve" "$dest/base/qcd-solve"
     chmod +x "$dest/base/qcd-solve"
     git -C "$BASE" describe --always --dirty >"$dest/base/commit" 2>/dev/null || echo "$BASE" >"$dest/base/commit"
+fi
+if [ -n "${PYTHON:-}" ]; then
+    rm -rf "$root/target/py-stage" "$dest/py"
+    CARGO_TARGET_DIR="$root/target" python3 -m pip install --quiet --disable-pip-version-check \
+        --no-deps --target "$root/target/py-stage" ./python
+    mkdir -p "$dest/py"
+    cp -r "$root/target/py-stage/qcd_solve" "$dest/py/"
+    find "$dest/py" -name '*.so' -exec objcopy --strip-debug {} \;
 fi
 chmod +x "$dest"/*-tests "$dest/qcd-solve"
 git check-ignore -q "$dest/qcd-solve" || { echo "$dest is not git-ignored" >&2; exit 1; }
