@@ -63,18 +63,18 @@ TOML
 {
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
     echo "binary: $("$q" --version) $(cat "$bin/commit" 2>/dev/null)"
-    step python-gpu env PYTHONPATH="$bin/py" timeout 240 python3 -m pytest -q -p no:cacheprovider python/tests_gpu
+    step python-gpu env PYTHONPATH="$bin/py" timeout 150 python3 -m pytest -q -p no:cacheprovider python/tests_gpu
     for keep in all 0; do
-        step "pool-keep-$keep" timeout 60 "$q" configs/16x16x16x32.toml --device cuda --kernel 3.0 \
+        step "pool-keep-$keep" timeout 45 "$q" configs/16x16x16x32.toml --device cuda --kernel 3.0 \
             --preconditioning even-odd --precision single-double --tuning "pool_keep_mib=$keep" \
             --output "$res/pool-$keep"
     done
     for sm in ${SMOOTHERS-mr gcr}; do
         mg_config "$sm" >"$res/mg-$sm.toml"
-        step "mg-$sm" timeout 150 "$q" "$res/mg-$sm.toml" --output "$res/mg-$sm"
+        step "mg-$sm" timeout 100 "$q" "$res/mg-$sm.toml" --output "$res/mg-$sm"
     done
     if [ -z "${SKIP_TESTS:-}" ]; then
-        step gpu-multigrid-tests timeout 240 "$bin/gpu-multigrid-tests" --test-threads=1
+        step gpu-multigrid-tests timeout 120 "$bin/gpu-multigrid-tests" --test-threads=1
     fi
 } 2>&1 | tee "$res/log.txt" "$out/log.txt"
 
