@@ -9,7 +9,9 @@
 # --features gpu-tests). TARGETS="gpu_clover gpu_fast" stages only those test targets (a
 # device call carries at most 64 MiB; the others are removed from .device/).
 # PYTHON=1 also stages the Python package (pip's build of ./python, its native module
-# stripped) in .device/py, for PYTHONPATH=.device/py python3 -m pytest python/tests_gpu.
+# stripped) in .device/py, for PYTHONPATH=.device/py python3 -m pytest python/tests_gpu, and
+# the two shared lattices those tests read in .device/lattices (the device machine has no
+# ../shared; validate/python-pool-smoother.sh puts them there).
 # BASE=<a checkout with target/release/qcd-solve built> also stages that binary as the
 # baseline .device/base/qcd-solve of MODE=regression (kept from an earlier staging when
 # BASE is not set); .device/commit and .device/base/commit name the commits.
@@ -67,6 +69,8 @@ if [ -n "${PYTHON:-}" ]; then
     mkdir -p "$dest/py"
     cp -r "$root/target/py-stage/qcd_solve" "$dest/py/"
     find "$dest/py" -name '*.so' -exec objcopy --strip-debug {} \;
+    mkdir -p "$dest/lattices"
+    cp "$root/../shared/lattices/pyquda_weak_field.lime" "$root/../shared/lattices/ATB_nersc.l8t4b3360" "$dest/lattices/"
 fi
 chmod +x "$dest"/*-tests "$dest/qcd-solve"
 git check-ignore -q "$dest/qcd-solve" || { echo "$dest is not git-ignored" >&2; exit 1; }

@@ -63,6 +63,8 @@ TOML
 {
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
     echo "binary: $("$q" --version) $(cat "$bin/commit" 2>/dev/null)"
+    # The tests read ../shared/lattices, staged in .device/lattices.
+    [ -e ../shared/lattices/ATB_nersc.l8t4b3360 ] || { mkdir -p ../shared/lattices && cp "$bin"/lattices/* ../shared/lattices/; }
     step python-gpu env PYTHONPATH="$bin/py" timeout 150 python3 -m pytest -q -p no:cacheprovider python/tests_gpu
     for keep in all 0; do
         step "pool-keep-$keep" timeout 45 "$q" configs/16x16x16x32.toml --device cuda --kernel 3.0 \
