@@ -206,8 +206,9 @@ fn single_and_double_preconditioners_both_reach_the_tolerance() {
 /// smoother alone cannot: v a mixture of the lowest modes by inverse iteration (three
 /// steps of GCR to 1e-8 from a Gaussian vector), 16 near-null vectors. The two-grid cycle
 /// leaves |E v| / |v| below 0.4 and at most 0.6 of what 4 minimal residual steps leave:
-/// on the free field near its critical kappa (8^4, kappa 0.124: 0.18 against 0.88) and on
-/// Wilson-clover on the AnalysisToolbox file (0.36 against 0.72).
+/// on the free field near its critical kappa (8^4, kappa 0.124: 0.235 against 0.877) and on
+/// Wilson-clover on the AnalysisToolbox file (0.303 against 0.720); the set-up's random
+/// starts as drawn since they come in parallel chunks (before: 0.18/0.88 and 0.36/0.72).
 #[test]
 fn the_two_grid_cycle_reduces_near_null_vectors_the_smoother_cannot() {
     let lattice = Lattice::new([8, 8, 8, 8], DEFAULT_BOUNDARY).unwrap();
