@@ -22,43 +22,7 @@ export QCD_SOLVE_TUNE_CACHE=$res/tune.tsv RUST_LOG=${RUST_LOG:-warn}
 
 . "$(dirname "${BASH_SOURCE[0]}")/step.sh" # step NAME COMMAND...
 
-mg_config() { # smoother: the multigrid config on stdout
-    cat <<TOML
-[lattice]
-LX = 16
-LY = 16
-LZ = 16
-LT = 32
-
-[gauge]
-type = "heatbath"
-beta = 6.0
-therm = 200
-sweeps = 1
-overrelax = 4
-seed = 6
-hot_start = false
-
-[dirac]
-kappa = 0.1345
-csw = 1.77
-
-[source]
-type = "point"
-
-[solver]
-method = "mg"
-tolerance = 1e-10
-max_iterations = 500
-
-[backend]
-device = "${MG_DEVICE:-cuda}"
-kernel = "3.0"
-
-[multigrid]
-smoother = "$1"
-TOML
-}
+. "$(dirname "${BASH_SOURCE[0]}")/mg-config.sh" # mg_config SMOOTHER
 
 {
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
