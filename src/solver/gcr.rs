@@ -113,12 +113,7 @@ impl<S: Space, A: LinearOperator<S>, M: LinearOperator<S>> Iterate<S> for Gcr<S,
             applications += self.preconditioner.stencil_applications();
             self.op.apply(space, qk, pk)?;
             applications += self.op.stencil_applications();
-            for j in 0..k {
-                let c = space.dot(&done_q[j], qk)? / qq[j];
-                space.axpy(-c, &done_q[j], qk)?;
-                space.axpy(-c, &done_p[j], pk)?;
-            }
-            qq[k] = space.norm2(qk)?;
+            qq[k] = orthogonalise(space, done_p, done_q, &qq[..k], pk, qk)?;
             let alpha = space.dot(qk, r)? / qq[k];
             space.axpy(alpha, pk, x)?;
             space.axpy(-alpha, qk, r)?;
@@ -145,4 +140,24 @@ impl<S: Space, A: LinearOperator<S>, M: LinearOperator<S>> Iterate<S> for Gcr<S,
     fn release(&mut self, _space: &mut S) {
         self.work.release();
     }
+}
+
+/// GCR's orthogonalisation of a new direction p_k and its image q_k = A p_k against the
+/// earlier ones (modified Gram-Schmidt; `qq[j]` = (q_j | q_j)): q_k -= c_j q_j and
+/// p_k -= c_j p_j with c_j = (q_j | q_k) / qq[j], so that A p_k = q_k still holds. Returns
+/// (q_k | q_k). Shared by the solver and multigrid's GCR smoother.
+pub fn orthogonalise<S: Space>(
+    space: &mut S,
+    done_p: &[S::Field],
+    done_q: &[S::Field],
+    qq: &[f64],
+    pk: &mut S::Field,
+    qk: &mut S::Field,
+) -> Result<f64> {
+    for j in 0..qq.len() {
+        let c = space.dot(&done_q[j], qk)? / qq[j];
+        space.axpy(-c, &done_q[j], qk)?;
+        space.axpy(-c, &done_p[j], pk)?;
+    }
+    space.norm2(qk)
 }

@@ -9,7 +9,7 @@ use super::MgParams;
 use crate::dirac::coarse::{CoarseOperator, Coarsen, LevelSpace};
 use crate::field::C64;
 use crate::linalg::{Layout, LinearOperator, Precision, Space, Subset};
-use crate::solver::gcr::Gcr;
+use crate::solver::gcr::{orthogonalise, Gcr};
 use crate::solver::{run_plain, Monitor, StopRules};
 use crate::Result;
 
@@ -73,12 +73,7 @@ pub fn gcr_steps<S: Space, A: LinearOperator<S>>(
         applications += op.stencil_applications();
         let (q_done, q_rest) = qs.split_at_mut(j);
         let (p_done, p_rest) = ps.split_at_mut(j);
-        for i in 0..j {
-            let beta: C64 = space.dot(&q_done[i], &q_rest[0])? / qq[i];
-            space.axpy(-beta, &q_done[i], &mut q_rest[0])?;
-            space.axpy(-beta, &p_done[i], &mut p_rest[0])?;
-        }
-        let n = space.norm2(&q_rest[0])?;
+        let n = orthogonalise(space, p_done, q_done, &qq, &mut p_rest[0], &mut q_rest[0])?;
         if n == 0.0 {
             break;
         }
