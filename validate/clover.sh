@@ -25,16 +25,8 @@
 #      main jobs of its columns (wall time of each). With SKIP_TESTS=1 FLOORS=" " MAIN_DIMS=" " VALIDATE=0 only this runs.
 # Outputs in /tmp/qcd-out, packed into $OUT/results.tar.gz, the log in $OUT/log.txt.
 set -uo pipefail
-bin=$PWD/.device
-q=$bin/qcd-solve
-res=/tmp/qcd-out
-big=/tmp/qcd-big
-out=${OUT:-/tmp/qcd-return}
-mkdir -p "$res" "$big" "$out"
-export QCD_SOLVE_TUNE_CACHE=$res/tune.tsv RUST_LOG=${RUST_LOG:-warn}
-: >"$res/status.txt"
+. "$(dirname "${BASH_SOURCE[0]}")/step.sh" # $bin $q $res $big $out, step NAME COMMAND...
 
-. "$(dirname "${BASH_SOURCE[0]}")/step.sh"  # step NAME COMMAND...
 
 resize() { # config, dims (e.g. 32x32x32x64): the config with those extents and its report name
     local l=(${2//x/ })

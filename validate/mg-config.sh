@@ -10,14 +10,7 @@ LY = 16
 LZ = 16
 LT = 32
 
-[gauge]
-type = "heatbath"
-beta = 6.0
-therm = 200
-sweeps = 1
-overrelax = 4
-seed = 6
-hot_start = false
+$(heatbath_gauge)
 
 [dirac]
 kappa = 0.1345

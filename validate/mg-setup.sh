@@ -4,13 +4,7 @@
 # problem, smoother "mr"), each binary once after a warm-up run that compiles the kernels;
 # a table last (seconds of each set-up step, the solve, the outer iterations).
 set -uo pipefail
-bin=$PWD/.device
-res=/tmp/qcd-out
-out=${OUT:-/tmp/qcd-return}
-mkdir -p "$res" "$out"
-export QCD_SOLVE_TUNE_CACHE=$res/tune.tsv RUST_LOG=${RUST_LOG:-warn}
-: >"$res/status.txt"
-. "$(dirname "${BASH_SOURCE[0]}")/step.sh"    # step NAME COMMAND...
+. "$(dirname "${BASH_SOURCE[0]}")/step.sh" # $bin $q $res $big $out, step NAME COMMAND...
 . "$(dirname "${BASH_SOURCE[0]}")/mg-config.sh" # mg_config SMOOTHER
 mg_config mr >"$res/mg.toml"
 {

@@ -62,15 +62,7 @@ full | quick | fast-path | split-one-gpu | scale | methods | methods-on-d | tune
     timelines | staging | two-gpus | many-gpus | memory | regression) ;;
 *) echo "unknown MODE=$mode (see the header of validate/on-device.sh)" >&2; exit 2 ;;
 esac
-bin=$PWD/.device
-res=/tmp/qcd-out
-big=/tmp/qcd-big   # solutions and gauge files: not sent back
-mkdir -p "$big"
-out=${OUT:-/tmp/qcd-return}
-mkdir -p "$res" "$out"
-export QCD_SOLVE_TUNE_CACHE=$res/tune.tsv RUST_LOG=${RUST_LOG:-warn}
-q="$bin/qcd-solve"
-: >"$res/status.txt"
+. "$(dirname "${BASH_SOURCE[0]}")/step.sh" # $bin $q $res $big $out, step NAME COMMAND...
 
 resize() { # config, dims (e.g. 48x48x48x96): the config with those extents, on stdout
     local l=(${2//x/ })
@@ -111,7 +103,6 @@ big48() { # sets d and fast, writes the 48^3x96 config and empties its tune cach
     rm -f "$big/tune-$d.tsv"
 }
 
-. "$(dirname "${BASH_SOURCE[0]}")/step.sh"  # step NAME COMMAND...
 
 # NCCL: never NVLink multicast on the shared hosts; cudarc looks for libnccl.so by that
 # name, the image has libnccl.so.2: link it under the name cudarc knows.

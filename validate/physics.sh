@@ -17,16 +17,8 @@
 #      smeared sinks, at 16x16x16x32 and 32x32x32x64: wall time, solve time, the pion
 # Outputs in /tmp/qcd-out, packed into $OUT/results.tar.gz, the log in $OUT/log.txt.
 set -uo pipefail
-bin=$PWD/.device
-q=$bin/qcd-solve
-res=/tmp/qcd-out
-big=/tmp/qcd-big
-out=${OUT:-/tmp/qcd-return}
-mkdir -p "$res" "$big" "$out"
-export QCD_SOLVE_TUNE_CACHE=$res/tune.tsv RUST_LOG=${RUST_LOG:-warn}
-: >"$res/status.txt"
+. "$(dirname "${BASH_SOURCE[0]}")/step.sh" # $bin $q $res $big $out, step NAME COMMAND...
 
-. "$(dirname "${BASH_SOURCE[0]}")/step.sh"  # step NAME COMMAND...
 
 batch_config() { # dims batch iteration: the batched-solve comparison's config on stdout
     prop_config "$1" | sed -e '/^\[source.smearing/,/^$/d' -e '/^\[measure\]/,$d' \
@@ -42,14 +34,7 @@ LY = ${l[1]}
 LZ = ${l[2]}
 LT = ${l[3]}
 
-[gauge]
-type = "heatbath"
-beta = 6.0
-therm = 200
-sweeps = 1
-overrelax = 4
-seed = 6
-hot_start = false
+$(heatbath_gauge)
 
 [dirac]
 kappa = 0.133

@@ -12,15 +12,8 @@
 #   4. gpu-multigrid-tests (multigrid on the GPU against the CPU's).
 # Outputs in /tmp/qcd-out, the log in $OUT/log.txt, the reports in $OUT/reports.tar.gz.
 set -uo pipefail
-bin=$PWD/.device
-q=$bin/qcd-solve
-res=/tmp/qcd-out
-out=${OUT:-/tmp/qcd-return}
-mkdir -p "$res" "$out"
-export QCD_SOLVE_TUNE_CACHE=$res/tune.tsv RUST_LOG=${RUST_LOG:-warn}
-: >"$res/status.txt"
+. "$(dirname "${BASH_SOURCE[0]}")/step.sh" # $bin $q $res $big $out, step NAME COMMAND...
 
-. "$(dirname "${BASH_SOURCE[0]}")/step.sh" # step NAME COMMAND...
 
 . "$(dirname "${BASH_SOURCE[0]}")/mg-config.sh" # mg_config SMOOTHER
 

@@ -82,7 +82,7 @@ pub fn generate_with(
     let (mut g, device_name) = Sweeper::new(lattice, params, device)?;
     let total = params.therm + params.sweeps;
     let bar = crate::report::progress::counter("sweeps", total as u64);
-    let ticker = crate::report::progress::Ticker::new()?;
+    let ticker = crate::report::progress::Ticker::new();
     let mut history = Vec::with_capacity(total);
     let mut saved = Vec::new();
     for _ in 0..total {

@@ -112,7 +112,7 @@ fn solve_source_on_rank<B: Backend>(
     let t_solve = crate::report::timeline::process_seconds();
     let t = Instant::now();
     let progress = if rank == 0 {
-        crate::report::progress::SolveProgress::new(plan.method.label(), plan.cr.tol)?
+        crate::report::progress::SolveProgress::new(plan.method.label(), plan.cr.tol)
     } else {
         crate::report::progress::SolveProgress::silent()
     };

@@ -66,16 +66,16 @@ pub struct Ticker {
 
 impl Ticker {
     /// A ticker when lines are enabled (stderr not a terminal, not quiet).
-    pub fn new() -> crate::Result<Option<Ticker>> {
+    pub fn new() -> Option<Ticker> {
         if !lines_enabled() {
-            return Ok(None);
+            return None;
         }
         let now = Instant::now();
-        Ok(Some(Ticker {
+        Some(Ticker {
             start: now,
             interval: line_interval(),
             last: Mutex::new(now),
-        }))
+        })
     }
 
     /// Seconds since the start, when a line is due now (and marks it written).
@@ -99,12 +99,12 @@ pub struct SolveProgress {
 }
 
 impl SolveProgress {
-    pub fn new(label: &str, tol: f64) -> crate::Result<Self> {
+    pub fn new(label: &str, tol: f64) -> Self {
         if !enabled() {
-            return Ok(SolveProgress {
+            return SolveProgress {
                 bar: None,
-                lines: Ticker::new()?.map(|t| (t, label.to_string(), tol)),
-            });
+                lines: Ticker::new().map(|t| (t, label.to_string(), tol)),
+            };
         }
         let len = (10.0 * (1.0 / tol).log10()).ceil().max(1.0) as u64;
         let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
@@ -114,10 +114,10 @@ impl SolveProgress {
                 .progress_chars("=> "),
         );
         bar.set_prefix(label.to_string());
-        Ok(SolveProgress {
+        SolveProgress {
             bar: Some(bar),
             lines: None,
-        })
+        }
     }
 
     /// No bar and no lines (the other ranks of a split lattice: rank 0 reports).

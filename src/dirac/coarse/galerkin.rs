@@ -9,7 +9,7 @@
 //! A hop that leaves a lands in a's neighbour in direction d (blocks tile the lattice), so
 //! D_c is again nearest-neighbour. The products that land on a's own site from one x (its
 //! site matrix and the hops that stay in a) share one left product P(x)^dag (...): with
-//! 4^4 blocks three left products a site instead of nine, the left product being four
+//! 4^4 blocks on average three left products a site instead of nine, the left product being four
 //! fifths of the work. With one block across a whole extent every hop of that
 //! direction stays inside and the coarse hop is zero.
 

@@ -78,20 +78,6 @@ pub(crate) fn open_context(ordinal: usize) -> Result<Arc<CudaContext>> {
     Ok(ctx)
 }
 
-/// What the device's default memory pool (cudarc allocates from it, stream-ordered) keeps
-/// of freed memory across synchronisations: everything by default (`[tuning]
-/// pool_keep_mib`, `TuningOptions::pool_keep_mib`; 0: CUDA's default, everything goes
-/// back at each synchronisation). Kept memory makes a later allocation a suballocation
-/// instead of a new mapping: a solve's fields are freed and allocated again between its
-/// phases (the mixed solver's restarts, the even-odd reconstruction) and from one solve to
-/// the next (validate/RESULTS.md). What goes back at a synchronisation is unmapped there,
-/// and with ranks as threads on several GPUs those unmappings queue behind each other
-/// (our reading, not traced; the times are measured): with 1 GiB kept (the former
-/// default) the 32^3x64-per-GPU solve took 55.2 ms on one GPU, 61.8 on two and 71.4 on
-/// four, keeping everything 48.7, 54.8 and 55.7. The free-memory checks trim the pool
-/// first (`trim_pool`), so what it keeps is never counted as taken.
-pub const POOL_KEEP_ALL: u64 = u64::MAX;
-
 pub(crate) fn default_pool(ctx: &CudaContext) -> Result<sys::CUmemoryPool> {
     ctx.bind_to_thread()
         .map_err(|e| driver_err("binding the GPU context", e))?;
@@ -106,6 +92,18 @@ pub(crate) fn default_pool(ctx: &CudaContext) -> Result<sys::CUmemoryPool> {
 /// Set the default pool's release threshold to `bytes` (`TuningOptions::pool_keep_mib`;
 /// each backend sets its own options' value when it opens the device, and the first
 /// opening in the process keeps everything).
+///
+/// The pool (cudarc allocates from it, stream-ordered) keeps of freed memory across synchronisations: everything by default (`[tuning]
+/// pool_keep_mib`, `TuningOptions::pool_keep_mib`; 0: CUDA's default, everything goes
+/// back at each synchronisation). Kept memory makes a later allocation a suballocation
+/// instead of a new mapping: a solve's fields are freed and allocated again between its
+/// phases (the mixed solver's restarts, the even-odd reconstruction) and from one solve to
+/// the next (validate/RESULTS.md). What goes back at a synchronisation is unmapped there,
+/// and with ranks as threads on several GPUs those unmappings queue behind each other
+/// (our reading, not traced; the times are measured): with 1 GiB kept (the former
+/// default) the 32^3x64-per-GPU solve took 55.2 ms on one GPU, 61.8 on two and 71.4 on
+/// four, keeping everything 48.7, 54.8 and 55.7. The free-memory checks trim the pool
+/// first (`trim_pool`), so what it keeps is never counted as taken.
 pub(crate) fn keep_pool(ctx: &CudaContext, bytes: u64) -> Result<()> {
     let pool = default_pool(ctx)?;
     let mut bytes = bytes;
@@ -149,7 +147,7 @@ fn retain(ordinal: usize) -> Result<()> {
             .map_err(|e| driver_err(&format!("opening GPU {ordinal}"), e))?;
         // The first opening in this process: the pool's policy (an old driver without
         // memory pools keeps CUDA's default, noted only).
-        if let Err(e) = keep_pool(&ctx, POOL_KEEP_ALL) {
+        if let Err(e) = keep_pool(&ctx, crate::backend::tuning::PoolKeep::All.bytes()) {
             tracing::warn!("GPU {ordinal}: {e}");
         }
         kept.push(ctx);
