@@ -395,11 +395,11 @@ __device__ __forceinline__ void v3_column(const v3_spinor* __restrict__ inp, con
 // parity -T, T >= 2 the sites of a column, and stencil_v3_parity with parity 0 or 1:
 // stencil.rs launch_v3); COL, the full mode in columns along t; DOT, the entries with the
 // dot epilogue (stencil_v3_full_dot, stencil_v3_full_dot_col: their spinors' L2 hint);
-// FMASK, the full mode's links that skip L1 (bit mu; the hint variants below). `t`: the
-// thread of the one-right-hand-side launch this thread does (blockIdx.x * blockDim.x +
-// threadIdx.x, except in the batch entries at the end of this file, which map theirs).
+// FMASK, the full mode's links that skip L1 (bit mu; the hint variants below). `block`:
+// the block of the one-right-hand-side launch this block does (blockIdx.x, except in the
+// batch entries at the end of this file, which map several blocks to each).
 template <bool FULL, bool COL, bool DOT = false, int FMASK = V3_FULL_STREAM_MASK>
-__device__ __forceinline__ void v3_stencil(int t, const v3_spinor* __restrict__ inp, const v3_spinor* __restrict__ y,
+__device__ __forceinline__ void v3_stencil(int block, const v3_spinor* __restrict__ inp, const v3_spinor* __restrict__ y,
                                            v3_spinor* __restrict__ out, const real2* __restrict__ links, double c,
                                            int g5, int parity, int volume, int lx, int ly, int lz, int lt,
                                            int split_mask, int anti_lo, int anti_hi, double* __restrict__ s,
@@ -421,6 +421,7 @@ __device__ __forceinline__ void v3_stencil(int t, const v3_spinor* __restrict__ 
     constexpr int stream = (FULL ? FMASK : V3_STREAM_LINKS ? 15 : 0) |
                            (FULL ? V3_L2_FIRST_FULL : V3_L2_FIRST_PARITY) << 4 |
                            (FULL ? (DOT ? V3_L2_LAST_SPINOR_DOT : V3_L2_LAST_SPINOR_FULL) : 0) << 8;
+    const int t = block * blockDim.x + threadIdx.x;
     // Full mode: warps alternate parity over the same checkerboard range (warp w: parity
     // w % 2, slots 32 (w / 2) + lane, slot s the site v3_tiled_cb(s)), so that a link read
     // by one site's forward hop and by its neighbour's backward hop, and a spinor read by
@@ -525,11 +526,11 @@ __device__ __forceinline__ void v3_stencil(int t, const v3_spinor* __restrict__ 
 #define V3_FULL_ENTRIES(SUFFIX, MASK)                                                                                 \
     extern "C" __global__ void __launch_bounds__(V3_FULL_MAX_BLOCK) stencil_v3##SUFFIX(V3_STENCIL_ARGS)              \
     {                                                                                                                 \
-        v3_stencil<true, false, false, MASK>(blockIdx.x * blockDim.x + threadIdx.x, V3_STENCIL_CALL);                                            \
+        v3_stencil<true, false, false, MASK>(blockIdx.x, V3_STENCIL_CALL);                                            \
     }                                                                                                                 \
     extern "C" __global__ void __launch_bounds__(V3_FULL_MAX_BLOCK) stencil_v3_col##SUFFIX(V3_STENCIL_ARGS)          \
     {                                                                                                                 \
-        v3_stencil<true, true, false, MASK>(blockIdx.x * blockDim.x + threadIdx.x, V3_STENCIL_CALL);                                             \
+        v3_stencil<true, true, false, MASK>(blockIdx.x, V3_STENCIL_CALL);                                             \
     }
 
 // The link hint variants of the full mode without the dot, which the tuner chooses between
@@ -549,7 +550,7 @@ V3_FULL_ENTRIES(_l1xy, 12)
 // block, stencil.rs DOT_MIN_BLOCK).
 extern "C" __global__ void __launch_bounds__(V3_MAX_BLOCK) stencil_v3_full_dot(V3_STENCIL_ARGS)
 {
-    v3_stencil<true, false, true>(blockIdx.x * blockDim.x + threadIdx.x, V3_STENCIL_CALL);
+    v3_stencil<true, false, true>(blockIdx.x, V3_STENCIL_CALL);
 }
 
 // As stencil_v3_full_dot, in columns of -parity sites along t; the host launches it with
@@ -561,36 +562,29 @@ extern "C" __global__ void __launch_bounds__(V3_MAX_BLOCK) stencil_v3_full_dot(V
 #endif
 extern "C" __global__ void __launch_bounds__(V3_DOT_COL_BLOCK) stencil_v3_full_dot_col(V3_STENCIL_ARGS)
 {
-    v3_stencil<true, true, true>(blockIdx.x * blockDim.x + threadIdx.x, V3_STENCIL_CALL);
+    v3_stencil<true, true, true>(blockIdx.x, V3_STENCIL_CALL);
 }
 
 // A parity launch (parity 0 or 1).
 extern "C" __global__ void __launch_bounds__(V3_MAX_BLOCK) stencil_v3_parity(V3_STENCIL_ARGS)
 {
-    v3_stencil<false, false>(blockIdx.x * blockDim.x + threadIdx.x, V3_STENCIL_CALL);
+    v3_stencil<false, false>(blockIdx.x, V3_STENCIL_CALL);
 }
 
 // The batch: one launch applies the operator of stencil_v3, stencil_v3_col or
 // stencil_v3_parity to nrhs (1 .. V3_BATCH_MAX) right-hand sides whose fields lie anywhere:
 // their addresses come in a V3Batch passed by value (the kernel parameters, read through
 // the constant cache: no device table to upload before a launch, and a launch a CUDA graph
-// records as it is). `lanes` (1, 2, 4 or 8; the host's `[tuning] batch_lanes`): the
-// lanes of a warp that share a site, each for another right-hand side, so that one warp
-// load of a link serves `lanes` right-hand sides (the same address in one instruction is
-// one request) while each right-hand side's spinor loads stay whole 32-byte sectors. The
-// right-hand sides form groups of `lanes` (the last one padded: its idle lanes return),
-// and block b of the launch does group b % groups of the one-right-hand-side launch's
-// sites b / groups * (blockDim / lanes) on: the groups that read the same links are issued
-// back to back, the first reads them from DRAM, the others find them in L2, and the links
-// cross DRAM about once a batch instead of once a right-hand side (the byte model:
-// src/backend/cuda/core/kernels/batch.rs). With lanes 1 block b is block b / nrhs of
-// right-hand side b % nrhs's launch. Each right-hand side's sites, loads, arithmetic and
-// stores are those of its one-right-hand-side entry, so the results are the same bits
-// (validate/emu/emu_batch.cpp). No dot epilogue and no fused-CR gate (s, partials and
-// ticket null); y[k] null: out = [g5] c H inp for that right-hand side. The host launches
-// groups x lanes times the blocks of one right-hand side (src/backend/cuda/core/stencil/
-// batch.rs, blocks a whole number of warps when lanes > 1) under the block bound of the
-// matching entry.
+// records as it is). Block b of the launch makes block b / nrhs of right-hand side
+// b % nrhs's launch, so the nrhs blocks that read one block's links (and clover arrays)
+// are issued back to back: the first reads them from DRAM, the others find them in L2, and
+// the links cross DRAM about once a batch instead of once a right-hand side (the byte
+// model: src/backend/cuda/core/kernels/batch.rs). Each right-hand side's sites, loads,
+// arithmetic and stores are those of its one-right-hand-side entry, so the results are the
+// same bits (validate/emu/emu_batch.cpp). No dot epilogue and no fused-CR gate (s, partials
+// and ticket null); y[k] null: out = [g5] c H inp for that right-hand side. The host
+// launches nrhs times the blocks of one right-hand side (src/backend/cuda/core/stencil/
+// batch.rs) under the block bound of the matching entry.
 #ifndef V3_BATCH_MAX
 #define V3_BATCH_MAX 16
 #endif
@@ -604,29 +598,21 @@ struct V3Batch {
     float* out_norm[V3_BATCH_MAX];
 };
 #define V3_BATCH_ARGS                                                                                                 \
-    const V3Batch rhs, int nrhs, int lanes, const real2 *__restrict__ links, double c, int g5, int parity,           \
+    const V3Batch rhs, int nrhs, const real2 *__restrict__ links, double c, int g5, int parity,                      \
         int volume, int lx, int ly, int lz, int lt, int split_mask, int anti_lo, int anti_hi V3_CLOVER_ARGS
-#define V3_BATCH_CALL rhs, nrhs, lanes, links, c, g5, parity, volume, lx, ly, lz, lt, split_mask, anti_lo, anti_hi V3_CLOVER_CALL
+#define V3_BATCH_CALL rhs, nrhs, links, c, g5, parity, volume, lx, ly, lz, lt, split_mask, anti_lo, anti_hi V3_CLOVER_CALL
 
-// This thread's right-hand side k and the thread t of k's one-right-hand-side launch it
-// does: lane l of warp w of block b serves right-hand side g * lanes + l % lanes (g = b %
-// groups) at site slot w * 32 / lanes + l / lanes of the launch's sites from b / groups *
-// (blockDim / lanes).
+// Right-hand side k = b % nrhs of the batch block b, as its one-right-hand-side entry's
+// block b / nrhs.
 template <bool FULL, bool COL>
-__device__ __forceinline__ void v3_batch(const V3Batch& rhs, int nrhs, int lanes, const real2* __restrict__ links,
-                                         double c, int g5, int parity, int volume, int lx, int ly, int lz, int lt,
+__device__ __forceinline__ void v3_batch(const V3Batch& rhs, int nrhs, const real2* __restrict__ links, double c,
+                                         int g5, int parity, int volume, int lx, int ly, int lz, int lt,
                                          int split_mask, int anti_lo, int anti_hi V3_CL_PARAM)
 {
-    const int groups = (nrhs + lanes - 1) / lanes;
-    const int b = blockIdx.x / groups, g = blockIdx.x - b * groups;
-    const int lane = threadIdx.x & 31;
-    const int k = g * lanes + lane % lanes;
-    if (k >= nrhs)
-        return; // the padded lanes of the last group
-    const int t = b * (blockDim.x / lanes) + (threadIdx.x >> 5) * (32 / lanes) + lane / lanes;
+    const int b = blockIdx.x / nrhs, k = blockIdx.x - b * nrhs;
     // The norms only where they are read (the half build): no registers for them elsewhere.
     const bool h = V3_HALF;
-    v3_stencil<FULL, COL>(t, rhs.inp[k], rhs.y[k], rhs.out[k], links, c, g5, parity, volume, lx, ly, lz, lt,
+    v3_stencil<FULL, COL>(b, rhs.inp[k], rhs.y[k], rhs.out[k], links, c, g5, parity, volume, lx, ly, lz, lt,
                           split_mask, anti_lo, anti_hi, nullptr, nullptr, nullptr, h ? rhs.inp_norm[k] : nullptr,
                           h ? rhs.y_norm[k] : nullptr, h ? rhs.out_norm[k] : nullptr V3_CL);
 }

@@ -6,13 +6,13 @@
 #      on the GPU and against the CPU); gpu-clover-tests' propagator test (GPU against CPU);
 #      gpu-gauge-fix-tests (Landau and Coulomb gauge fixing, GPU against CPU)
 #   2. floor --batch-only on 16x16x16x32 and 32x32x32x64 (FLOORS; FLOOR_ARGS adds options,
-#      e.g. "--batch-lanes 1,4,8 --repeat 100"): the batched dslash and Schur operator over
+#      e.g. "--wilson --repeat 100"): the batched dslash and Schur operator over
 #      1, 4 and 12 right-hand sides against one application at a time
 #   3. the batched solves (BATCH_DIMS, default 32x32x32x64): the 12 columns of a point
 #      source with the clover term (the field of 4.), BiCGStab even-odd single-double,
 #      with [solver] batch = 1 (iteration "auto": the fused BiCGStab), batch = 1 with
 #      iteration "seed" (the host loop the batch runs per column) and batch = 12
-#      (BATCH_FORMS: "BATCH ITERATION [LANES]" each, LANES the [tuning] batch_lanes)
+#      (BATCH_FORMS: "BATCH ITERATION" each)
 #   4. the propagator of a quenched beta 6.0 field (generated on the GPU on first use) with
 #      the clover term (c_sw 1.77, kappa 0.133), fast options, a Wuppertal-smeared point
 #      source over APE links, all 16 x 16 mesons and the proton at two momenta, point and
@@ -22,10 +22,9 @@ set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/step.sh" # $bin $q $res $big $out, step NAME COMMAND...
 
 
-batch_config() { # dims batch iteration [lanes]: the batched-solve comparison's config on stdout
+batch_config() { # dims batch iteration: the batched-solve comparison's config on stdout
     prop_config "$1" | sed -e '/^\[source.smearing/,/^$/d' -e '/^\[measure\]/,$d' \
         -e "s/^max_iterations = 5000/max_iterations = 5000\nbatch = $2\niteration = \"$3\"/"
-    if [ -n "${4:-}" ]; then printf '\n[tuning]\nbatch_lanes = %s\n' "$4"; fi
 }
 
 prop_config() { # dims (e.g. 16x16x16x32): the propagator config on stdout
@@ -91,9 +90,9 @@ for dims in ${FLOORS-16,16,16,32 32,32,32,64}; do
 done
 for dims in ${BATCH_DIMS-32x32x32x64}; do
     for form in ${BATCH_FORMS-"12 auto" "1 auto" "1 seed"}; do
-        read -r b it lanes <<<"$form"
-        name=batch-$dims-$b-$it${lanes:+-lanes$lanes}
-        batch_config "$dims" "$b" "$it" "$lanes" >"$big/$name.toml"
+        read -r b it <<<"$form"
+        name=batch-$dims-$b-$it
+        batch_config "$dims" "$b" "$it" >"$big/$name.toml"
         step "$name" timeout 500 "$q" propagator "$big/$name.toml" --device cuda --out "$big/$name" \
             >"$res/$name.txt" 2>&1
         head -3 "$res/$name.txt"

@@ -121,10 +121,6 @@ pub enum Command {
         /// Only the batched operator's rows (no other row).
         #[arg(long)]
         batch_only: bool,
-        /// The batch rows for each of these `[tuning] batch_lanes` values, in one run
-        /// (e.g. 1,4,8; default: the key's default).
-        #[arg(long, value_delimiter = ',')]
-        batch_lanes: Vec<usize>,
     },
     /// Prove GPU stencil versions against the CPU reference: operator, CR history, true
     /// residual (random gauge and source on the config's lattice, kappa, tolerance).
@@ -430,7 +426,6 @@ pub fn dispatch(cli: Cli) -> Result<()> {
             wilson,
             batch,
             batch_only,
-            batch_lanes,
         }) => {
             if !batch_only {
                 let (triad, rows) = crate::app::floor::measure(&dims, repeat, block, !wilson)?;
@@ -438,7 +433,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
             }
             if batch || batch_only {
                 let (triad, rows) =
-                    crate::app::floor::measure_batch(&dims, repeat, block, !wilson, &batch_lanes)?;
+                    crate::app::floor::measure_batch(&dims, repeat, block, !wilson)?;
                 print!("{}", crate::app::floor::batch_table(&dims, triad, &rows));
             }
             if halo {

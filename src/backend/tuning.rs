@@ -122,9 +122,6 @@ pub struct TuningOptions {
     pub lane_buffers: usize,
     /// What the device's memory pool keeps of freed memory (default: everything).
     pub pool_keep_mib: PoolKeep,
-    /// Lanes of a warp that share a site in 3.0's batched operator, each for another
-    /// right-hand side (1, 2, 4 or 8; default 1).
-    pub batch_lanes: usize,
 }
 
 impl Default for TuningOptions {
@@ -143,7 +140,6 @@ impl Default for TuningOptions {
             lane_mib: 3,
             lane_buffers: 2,
             pool_keep_mib: PoolKeep::All,
-            batch_lanes: 1,
         }
     }
 }
@@ -168,12 +164,6 @@ impl TuningOptions {
                     ),
                 ));
             }
-        }
-        if ![1, 2, 4, 8].contains(&self.batch_lanes) {
-            return Err(Error::invalid(
-                "tuning.batch_lanes",
-                format!("must be 1, 2, 4 or 8; got {}", self.batch_lanes),
-            ));
         }
         Ok(())
     }
@@ -281,11 +271,6 @@ mod tests {
             let m = msg(bad);
             assert!(m.contains("pool_keep_mib"), "{bad}: {m}");
         }
-        for bad in ["batch_lanes=3", "batch_lanes=16", "batch_lanes=0"] {
-            let m = msg(bad);
-            assert!(m.contains("tuning.batch_lanes"), "{bad}: {m}");
-        }
-        assert_eq!(d.with_setting("batch_lanes=4").unwrap().batch_lanes, 4);
         let m = msg("lane_buffers=9");
         assert!(
             m.contains("tuning.lane_buffers") && m.contains("got 9"),

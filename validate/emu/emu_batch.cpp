@@ -3,10 +3,8 @@
 // right-hand sides) on the CPU through cuda_emu.h and checks that each right-hand side's
 // output is bit for bit what its one-right-hand-side entry (stencil_v3, stencil_v3_col,
 // stencil_v3_parity) writes when launched on that column alone, with the launch geometry
-// of src/backend/cuda/core/stencil (batch.rs: ceil(nrhs / lanes) x lanes times the blocks of
-// one column, `lanes` lanes of a warp on one site), for nrhs = 1, 3, 12 and 16
-// (V3_BATCH_MAX), blocks of 32 and 128 threads with 1 lane a site and 4 and 8 lanes (the
-// last group padded where lanes does not divide nrhs), in every build
+// of src/backend/cuda/core/stencil (batch.rs: nrhs times the blocks of one column), for
+// nrhs = 1, 3, 12 and 16 (V3_BATCH_MAX), blocks of 32 and 128 threads, in every build
 // run_batch.sh compiles (Wilson and CLOVER=1; double, single and half spinors; 18, 12 and 8
 // reals per link). The forms: the full D and g5 D (one site a thread, and in columns of 2
 // and 4 along t), the Schur operator's halves (tmp_o = [A_oo^-1] c H_oe x_e with y null,
@@ -39,10 +37,9 @@ struct Rhs {
 #define ONE_CL(S, L)                                                                                                  \
     (const S*, const S*, S*, const L*, double, int, int, int, int, int, int, int, int, int, int, double*, double2*,    \
      unsigned*, const float*, const float*, float*, const L*, const L*, double, int)
-#define BAT(S, L) (Rhs<S>, int, int, const L*, double, int, int, int, int, int, int, int, int, int, int)
+#define BAT(S, L) (Rhs<S>, int, const L*, double, int, int, int, int, int, int, int, int, int, int)
 #define BAT_CL(S, L)                                                                                                  \
-    (Rhs<S>, int, int, const L*, double, int, int, int, int, int, int, int, int, int, int, const L*, const L*, double,  \
-     int)
+    (Rhs<S>, int, const L*, double, int, int, int, int, int, int, int, int, int, int, const L*, const L*, double, int)
 #define DECL(suf, S, L, A, B)                                                                                         \
     void stencil_v3_##suf A(S, L);                                                                                    \
     void stencil_v3_col_##suf A(S, L);                                                                                \
@@ -245,18 +242,15 @@ int main(int argc, char** argv)
                              nullptr, in_n, y_n, o_n);
             });
         };
-        // The batch launch of entry e over nrhs right-hand sides with `lanes` lanes of a
-        // warp on one site: ceil(nrhs / lanes) x lanes times the blocks.
-        int lanes = 1;
+        // The batch launch of entry e over nrhs right-hand sides: nrhs times the blocks.
         auto batch = [&](int e, int par, int block, const Rhs<S>& r, int nrhs, double c, int g5, int inverse) {
             const size_t n = v3_threads(par, vh);
-            const int copies = (nrhs + lanes - 1) / lanes * lanes;
-            emu_launch(blocks(n, block) * copies, block, 0, false, [&] {
+            emu_launch(blocks(n, block) * nrhs, block, 0, false, [&] {
                 if (clover)
-                    b.bat_cl[e](r, nrhs, lanes, links.data(), c, g5, par, V, lx, ly, lz, lt, 0, mask, mask, cl.data(),
+                    b.bat_cl[e](r, nrhs, links.data(), c, g5, par, V, lx, ly, lz, lt, 0, mask, mask, cl.data(),
                                 cl_inv.data(), twist, inverse);
                 else
-                    b.bat[e](r, nrhs, lanes, links.data(), c, g5, par, V, lx, ly, lz, lt, 0, mask, mask);
+                    b.bat[e](r, nrhs, links.data(), c, g5, par, V, lx, ly, lz, lt, 0, mask, mask);
             });
         };
         const std::string tag = std::string(b.name) + " ";
@@ -271,11 +265,7 @@ int main(int argc, char** argv)
             // Mismatching columns and spoilt canaries, over every form, geometry and column.
             int full_bad = 0, parity_bad = 0;
             const int cols_t = lt % 4 == 0 ? 4 : 2;
-            // (threads a block, lanes a site): the former geometry, and 4 and 8 lanes.
-            const int shapes[][2] = {{32, 1}, {128, 1}, {32, 4}, {128, 4}, {128, 8}};
-            for (const auto& shape : shapes) {
-                const int block = shape[0];
-                lanes = shape[1];
+            for (int block : {32, 128}) {
                 // The full D and g5 D (y = inp, c = -kappa; clover: A y + c H inp).
                 for (int par : {-1, -2, -cols_t}) {
                     const int e = par < -1 ? 1 : 0;

@@ -100,15 +100,13 @@ pub fn batch_target(
     bounded.then_some(BATCH_TARGET)
 }
 
-/// The batch rows on a random field of `dims` (kappa 0.124), for each of `lanes` (`[tuning]
-/// batch_lanes`; the rows name it when there are several), and the triad B (the faster
+/// The batch rows on a random field of `dims` (kappa 0.124), and the triad B (the faster
 /// of one before and one after the rows).
 pub fn measure_batch(
     dims: &[usize],
     repeat: usize,
     block: Option<usize>,
     clover: bool,
-    lanes: &[usize],
 ) -> Result<(f64, Vec<BatchRow>)> {
     if dims.len() != 4 {
         return Err(Error::invalid(
@@ -121,22 +119,8 @@ pub fn measure_batch(
     let kappa = 0.124;
     let triad_first = crate::backend::cuda::triad_bandwidth(TRIAD_BYTES)?;
     let mut timed = Vec::new();
-    let default = [crate::backend::TuningOptions::default().batch_lanes];
-    let lanes_list = if lanes.is_empty() {
-        &default[..]
-    } else {
-        lanes
-    };
-    for (&lanes, reconstruct) in lanes_list
-        .iter()
-        .flat_map(|l| [(l, Reconstruct::R18), (l, Reconstruct::R12)])
-    {
-        let tuning = crate::backend::TuningOptions {
-            batch_lanes: lanes,
-            ..Default::default()
-        };
-        tuning.validate()?;
-        let mut be = fast_backend(&gauge, kappa, reconstruct, block, tuning)?;
+    for reconstruct in [Reconstruct::R18, Reconstruct::R12] {
+        let mut be = fast_backend(&gauge, kappa, reconstruct, block)?;
         let columns = source_columns(&mut be, &l)?;
         let actions: &[bool] = if clover { &[false, true] } else { &[false] };
         for &with_clover in actions {
@@ -155,7 +139,6 @@ pub fn measure_batch(
                         clover: with_clover,
                         reconstruct: reconstruct.reals(),
                         precision: prec,
-                        lanes: (lanes_list.len() > 1).then_some(lanes),
                     };
                     form.time(&mut be, &columns, repeat, &mut timed)?;
                 }
@@ -190,8 +173,6 @@ struct Form {
     clover: bool,
     reconstruct: usize,
     precision: Precision,
-    /// The lanes a site, named in the rows when several are timed.
-    lanes: Option<usize>,
 }
 
 /// A timed row before the triad is known.
@@ -239,9 +220,8 @@ impl Form {
     fn name(&self, rhs: usize) -> String {
         let what = if self.schur { "schur" } else { "dslash" };
         let clover = if self.clover { " clover" } else { "" };
-        let lanes = self.lanes.map_or(String::new(), |l| format!(" lanes {l}"));
         format!(
-            "{what}{clover} batch {rhs} {:?} r{}{lanes}",
+            "{what}{clover} batch {rhs} {:?} r{}",
             self.precision, self.reconstruct
         )
         .to_lowercase()
@@ -332,7 +312,7 @@ pub fn batch_table(dims: &[usize], triad: f64, rows: &[BatchRow]) -> String {
     );
     for r in rows {
         s.push_str(&format!(
-            "{:<42} {:>3} {:>8.0} {:>10.2} {:>9.2} {:>10.2} {:>6.3} {:>9.2} {:>8.3} {}{}\n",
+            "{:<32} {:>3} {:>8.0} {:>10.2} {:>9.2} {:>10.2} {:>6.3} {:>9.2} {:>8.3} {}{}\n",
             r.what,
             r.rhs,
             r.bytes_per_site,

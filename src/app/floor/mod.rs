@@ -83,7 +83,7 @@ pub fn measure(
         timed.push((what, bytes, secs, target, note))
     };
     for (ri, reconstruct) in Reconstruct::ALL.into_iter().enumerate() {
-        let mut be = fast_backend(&gauge, kappa, reconstruct, block, Default::default())?;
+        let mut be = fast_backend(&gauge, kappa, reconstruct, block)?;
         let rec = reconstruct.reals();
         let full = be.upload(&psi)?;
         for prec in [Precision::Double, Precision::Single, Precision::Half] {
@@ -217,7 +217,7 @@ fn clover_rows(
     push: &mut dyn FnMut(String, f64, f64, Option<f64>, String),
 ) -> Result<()> {
     for (ri, reconstruct) in [Reconstruct::R18, Reconstruct::R12].into_iter().enumerate() {
-        let mut be = fast_backend(gauge, kappa, reconstruct, block, Default::default())?;
+        let mut be = fast_backend(gauge, kappa, reconstruct, block)?;
         let rec = reconstruct.reals();
         let full = be.upload(psi)?;
         for mu in [0.0, CLOVER_MU] {

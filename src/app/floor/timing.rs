@@ -49,12 +49,10 @@ pub(super) fn fast_backend(
     kappa: f64,
     reconstruct: Reconstruct,
     block: Option<usize>,
-    tuning: crate::backend::TuningOptions,
 ) -> Result<CudaBackend> {
     let mut opts = CudaOptions {
         version: StencilVersion::V3_0,
         reconstruct,
-        tuning,
         ..CudaOptions::default()
     };
     if let Some(b) = block {

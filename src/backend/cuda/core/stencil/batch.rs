@@ -48,10 +48,8 @@ fn check(a: &V3Launch, rhs: &V3Rhs, nrhs: usize) -> Result<bool> {
 
 /// Run `a`'s launch for the `nrhs` right-hand sides of `rhs` in one batch launch on `gpu`
 /// (its own fields `inp`, `y`, `out` and norms are not read), booking it as
-/// `Kernel::V3Batch`: groups x lanes times the blocks of one right-hand side's launch
-/// (`launch_shape`), under the bound of the one-right-hand-side entry of the same mode,
-/// with `lanes` of each warp sharing a site (`[tuning] batch_lanes`, `gpu.tuning`; 1 when
-/// the block is not a whole number of warps) and groups = ceil(nrhs / lanes).
+/// `Kernel::V3Batch`: `nrhs` times the blocks of one right-hand side's launch
+/// (`launch_shape`), under the bound of the one-right-hand-side entry of the same mode.
 pub(crate) fn launch_v3_batch(
     gpu: &mut GpuStream,
     k: &V3Kernels,
@@ -67,12 +65,10 @@ pub(crate) fn launch_v3_batch(
         ));
     }
     let (column, mut cfg, parity) = launch_shape(a);
-    let lanes = batch_lanes(gpu.tuning.batch_lanes, cfg.block_dim.0);
-    let copies = nrhs.div_ceil(lanes) * lanes;
     cfg.grid_dim.0 = cfg
         .grid_dim
         .0
-        .checked_mul(copies as u32)
+        .checked_mul(nrhs as u32)
         .filter(|&g| g < i32::MAX as u32)
         .ok_or_else(|| {
             Error::internal(format!(
@@ -107,7 +103,6 @@ pub(crate) fn launch_v3_batch(
         rhs: nrhs as u8,
     });
     let nrhs_i = nrhs as i32;
-    let lanes_i = lanes as i32;
     let g5 = a.g5 as i32;
     let volume = a.volume as i32;
     let [lx, ly, lz, lt] = a.dims;
@@ -121,7 +116,6 @@ pub(crate) fn launch_v3_batch(
     let mut params = [
         arg!(rhs),
         arg!(&nrhs_i),
-        arg!(&lanes_i),
         arg!(&a.links),
         arg!(&a.c),
         arg!(&g5),
@@ -146,16 +140,6 @@ pub(crate) fn launch_v3_batch(
     };
     launch_values!(@params gpu, kernel, a.sites(), f, cfg, &mut params[..count]);
     Ok(())
-}
-
-/// The lanes of a warp that share a site in a batch launch: the tuning's value where the
-/// block is a whole number of warps (the kernel's mapping needs it), 1 otherwise.
-fn batch_lanes(tuned: usize, block: u32) -> usize {
-    if block.is_multiple_of(32) {
-        tuned
-    } else {
-        1
-    }
 }
 
 #[cfg(test)]
@@ -193,25 +177,13 @@ mod tests {
         );
         assert_eq!(std::mem::size_of::<V3Rhs>(), 6 * 8 * BATCH_MAX);
         // The entries take the table first, then nrhs (V3_BATCH_ARGS).
-        assert!(SRC.contains(
-            "const V3Batch rhs, int nrhs, int lanes, const real2 *__restrict__ links, double c, int g5, int parity,"
-        ));
+        assert!(SRC.contains("const V3Batch rhs, int nrhs, const real2 *__restrict__ links, double c, int g5, int parity,"));
         for name in V3Kernels::BATCH_NAMES {
             assert!(
                 SRC.contains(&format!(") {name}(V3_BATCH_ARGS)")),
                 "no entry {name}"
             );
         }
-    }
-
-    #[test]
-    fn lanes_need_whole_warps() {
-        // The kernel's mapping (lane l of warp w: site w * 32 / lanes + l / lanes) needs
-        // blocks of whole warps; any other block runs one lane a site.
-        assert_eq!(batch_lanes(4, 128), 4);
-        assert_eq!(batch_lanes(8, 32), 8);
-        assert_eq!(batch_lanes(4, 48), 1);
-        assert_eq!(batch_lanes(1, 64), 1);
     }
 
     fn launch(parity: Option<usize>) -> V3Launch {
