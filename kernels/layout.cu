@@ -16,6 +16,8 @@
 //   (fast_layout::links_chunk_to_soa) and uploaded in its final order.
 // - to_single / to_double: element-wise precision conversion (3.0's single-precision links
 //   and fields).
+// - to_link16: 3.0's 16-bit links (v3_core.cuh V3_LINK16, the half build) from the double
+//   links, element-wise.
 // - to_half / from_half: site-wise conversion between double fields and half fields
 //   (half.cuh), rounding in double exactly as the host does (src/linalg/half.rs), so that
 //   a field converted here is the CPU's bit for bit.
@@ -148,6 +150,20 @@ extern "C" __global__ void to_double(const float2* __restrict__ src, double2* __
     const long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (k < n)
         dst[k] = c_dbl(src[k]);
+}
+
+// 3.0's 16-bit links from n double link elements (same layout): each real times 32767 in
+// double, rounded to the nearest integer (ties to even), clamped to +-32767. 16 + 4 bytes
+// per element.
+extern "C" __global__ void to_link16(const double2* __restrict__ src, short2* __restrict__ dst, long long n)
+{
+    const long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (k < n) {
+        short2 q;
+        q.x = (short)fmin(fmax(rint(src[k].x * 32767.0), -32767.0), 32767.0);
+        q.y = (short)fmin(fmax(rint(src[k].y * 32767.0), -32767.0), 32767.0);
+        dst[k] = q;
+    }
 }
 
 // Half fields: one thread per site of n sites in parity blocks of vh (the double field in

@@ -193,7 +193,7 @@ __device__ __forceinline__ int v3_tiled_cb(int s, int lx, int ly, int lz, int lt
 // antiperiodic edge (undecomposed: both are the boundary mask).
 template <int MU, bool FWD, bool FIRST, int HINT>
 __device__ __forceinline__ void v3_one(const v3_spinor* __restrict__ psi, const float* __restrict__ norm,
-                                       const real2* __restrict__ links_here, const real2* __restrict__ links_there,
+                                       const v3_link* __restrict__ links_here, const v3_link* __restrict__ links_there,
                                        size_t vh, int site, int cb, const int c[4], const Dims& d, int split_mask,
                                        int anti_lo, int anti_hi, real2 acc[4][3])
 {
@@ -225,7 +225,7 @@ template <int STREAM, int MU> constexpr int v3_hint()
 
 template <int STREAM, bool FIRST, int H, int... REST>
 __device__ __forceinline__ void v3_hops(const v3_spinor* __restrict__ psi, const float* __restrict__ norm,
-                                        const real2* __restrict__ links_here, const real2* __restrict__ links_there,
+                                        const v3_link* __restrict__ links_here, const v3_link* __restrict__ links_there,
                                         size_t vh, int site, int cb, const int c[4], const Dims& d, int split_mask,
                                         int anti_lo, int anti_hi, real2 acc[4][3])
 {
@@ -332,7 +332,7 @@ __device__ __forceinline__ void v3_finish_site(real2 acc[4][3], const v3_spinor*
 // site) and column slot `slot` (above); STREAM as for v3_hops.
 template <int STREAM>
 __device__ __forceinline__ void v3_column(const v3_spinor* __restrict__ inp, const v3_spinor* __restrict__ y,
-                                          v3_spinor* __restrict__ out, const real2* __restrict__ links, double c,
+                                          v3_spinor* __restrict__ out, const v3_link* __restrict__ links, double c,
                                           int g5, int p, int tt, int slot, int vh, const Dims& d, int split_mask,
                                           int anti_lo, int anti_hi, const double2* partials, double2& dot,
                                           const float* __restrict__ inp_norm, const float* __restrict__ y_norm,
@@ -354,8 +354,8 @@ __device__ __forceinline__ void v3_column(const v3_spinor* __restrict__ inp, con
         const float* in_n = inp_norm ? inp_norm + (size_t)(1 - pk) * vh : nullptr;
         const float* own_n = inp_norm ? inp_norm + (size_t)pk * vh : nullptr;
         float* out_n = out_norm ? out_norm + (size_t)pk * vh : nullptr;
-        const real2* l_here = links + (size_t)pk * 4 * V3_LINK_ELEMS * vh;
-        const real2* l_there = links + (size_t)(1 - pk) * 4 * V3_LINK_ELEMS * vh;
+        const v3_link* l_here = links + (size_t)pk * 4 * V3_LINK_ELEMS * vh;
+        const v3_link* l_there = links + (size_t)(1 - pk) * 4 * V3_LINK_ELEMS * vh;
         int x[4];
         const int site = v3_site(pk, cb, d, x);
         real2 acc[4][3];
@@ -400,7 +400,7 @@ __device__ __forceinline__ void v3_column(const v3_spinor* __restrict__ inp, con
 // batch entries at the end of this file, which map several blocks to each).
 template <bool FULL, bool COL, bool DOT = false, int FMASK = V3_FULL_STREAM_MASK>
 __device__ __forceinline__ void v3_stencil(int block, const v3_spinor* __restrict__ inp, const v3_spinor* __restrict__ y,
-                                           v3_spinor* __restrict__ out, const real2* __restrict__ links, double c,
+                                           v3_spinor* __restrict__ out, const v3_link* __restrict__ links, double c,
                                            int g5, int parity, int volume, int lx, int ly, int lz, int lt,
                                            int split_mask, int anti_lo, int anti_hi, double* __restrict__ s,
                                            double2* __restrict__ partials, unsigned* __restrict__ ticket,
@@ -453,8 +453,8 @@ __device__ __forceinline__ void v3_stencil(int block, const v3_spinor* __restric
             const float* in_n = inp_norm ? inp_norm + (full ? (size_t)(1 - p) * vh : 0) : nullptr;
             const float* y_n = y_norm ? y_norm + (full ? (size_t)p * vh : 0) : nullptr;
             float* out_n = out_norm ? out_norm + (full ? (size_t)p * vh : 0) : nullptr;
-            const real2* l_here = links + (size_t)p * 4 * V3_LINK_ELEMS * vh;
-            const real2* l_there = links + (size_t)(1 - p) * 4 * V3_LINK_ELEMS * vh;
+            const v3_link* l_here = links + (size_t)p * 4 * V3_LINK_ELEMS * vh;
+            const v3_link* l_there = links + (size_t)(1 - p) * 4 * V3_LINK_ELEMS * vh;
             const Dims d = make_dims(lx, ly, lz, lt);
             int x[4];
             const int site = v3_site(p, cb, d, x);
@@ -511,7 +511,7 @@ __device__ __forceinline__ void v3_stencil(int block, const v3_spinor* __restric
 #endif
 #define V3_STENCIL_ARGS                                                                                               \
     const v3_spinor *__restrict__ inp, const v3_spinor *__restrict__ y, v3_spinor *__restrict__ out,                 \
-        const real2 *__restrict__ links, double c, int g5, int parity, int volume, int lx, int ly, int lz, int lt,     \
+        const v3_link *__restrict__ links, double c, int g5, int parity, int volume, int lx, int ly, int lz, int lt,   \
         int split_mask, int anti_lo, int anti_hi, double *__restrict__ s, double2 *__restrict__ partials,              \
         unsigned *__restrict__ ticket, const float *__restrict__ inp_norm, const float *__restrict__ y_norm,           \
         float *__restrict__ out_norm V3_CLOVER_ARGS
@@ -598,14 +598,14 @@ struct V3Batch {
     float* out_norm[V3_BATCH_MAX];
 };
 #define V3_BATCH_ARGS                                                                                                 \
-    const V3Batch rhs, int nrhs, const real2 *__restrict__ links, double c, int g5, int parity,                      \
+    const V3Batch rhs, int nrhs, const v3_link *__restrict__ links, double c, int g5, int parity,                    \
         int volume, int lx, int ly, int lz, int lt, int split_mask, int anti_lo, int anti_hi V3_CLOVER_ARGS
 #define V3_BATCH_CALL rhs, nrhs, links, c, g5, parity, volume, lx, ly, lz, lt, split_mask, anti_lo, anti_hi V3_CLOVER_CALL
 
 // Right-hand side k = b % nrhs of the batch block b, as its one-right-hand-side entry's
 // block b / nrhs.
 template <bool FULL, bool COL>
-__device__ __forceinline__ void v3_batch(const V3Batch& rhs, int nrhs, const real2* __restrict__ links, double c,
+__device__ __forceinline__ void v3_batch(const V3Batch& rhs, int nrhs, const v3_link* __restrict__ links, double c,
                                          int g5, int parity, int volume, int lx, int ly, int lz, int lt,
                                          int split_mask, int anti_lo, int anti_hi V3_CL_PARAM)
 {

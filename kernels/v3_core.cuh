@@ -59,6 +59,27 @@ typedef short2 v3_spinor; // a stored spinor element
 typedef real2 v3_spinor;
 #endif
 
+// V3_LINK16 (the half build with 18 or 12 reals a link; QUDA's half links): every stored
+// link real as a signed 16-bit integer q, value q / 32767 (an SU(3) element's real and
+// imaginary parts lie in [-1, 1]; layout.cu to_link16 rounds them), a stored link element
+// a short2 at the position of the float2 of the other builds. The 8-real form keeps float
+// links: its degenerate flag (8) lies outside [-1, 1]. Defined 0 by hand, the half build
+// reads float links (the ablation).
+#if V3_HALF && !RECONSTRUCT_8
+#ifndef V3_LINK16
+#define V3_LINK16 1
+#endif
+#else
+#undef V3_LINK16
+#define V3_LINK16 0
+#endif
+#if V3_LINK16
+typedef short2 v3_link; // a stored link element
+#define V3_LINK_STEP (1.0f / 32767.0f)
+#else
+typedef real2 v3_link;
+#endif
+
 // The value of one stored step at site n (half: norm[n] / 32767; otherwise unused).
 __device__ __forceinline__ real v3_site_step(const float* __restrict__ norm, size_t n)
 {
@@ -107,7 +128,18 @@ __device__ __forceinline__ real v3_site_step(const float* __restrict__ norm, siz
 #endif
 V3_LD(double2, "f64", "d")
 V3_LD(float2, "f32", "f")
+V3_LD(short2, "s16", "h")
 #undef V3_LD
+
+// A stored link element's value (V3_LINK16: q * V3_LINK_STEP).
+__device__ __forceinline__ real2 v3_link_value(v3_link q)
+{
+#if V3_LINK16
+    return c_of<real2>((float)q.x * V3_LINK_STEP, (float)q.y * V3_LINK_STEP);
+#else
+    return q;
+#endif
+}
 
 // Element k of site n of a spinor structure of arrays (stride vh), step from v3_site_step;
 // hint bit 2: L2 evict-last (not in the half build).
@@ -241,10 +273,10 @@ __device__ __forceinline__ void v3_unpack_8(const Z s[4], Z u[3][3])
 // U(i, k) of the link of direction mu at checkerboard site cb of one parity's link array
 // (element e = row*3 + col of the stored rows at (mu*V3_LINK_ELEMS + e)*vh + cb; with
 // RECONSTRUCT_8 element e of the 8-real form, decoded by v3_unpack_8).
-__device__ __forceinline__ void v3_load_link(const real2* __restrict__ links, size_t vh, int mu, int cb,
+__device__ __forceinline__ void v3_load_link(const v3_link* __restrict__ links, size_t vh, int mu, int cb,
                                              real2 u[3][3], int hint = 0)
 {
-    const real2* p = links + (size_t)mu * V3_LINK_ELEMS * vh + cb;
+    const v3_link* p = links + (size_t)mu * V3_LINK_ELEMS * vh + cb;
 #if RECONSTRUCT_8
     real2 s[4];
 #pragma unroll
@@ -257,7 +289,7 @@ __device__ __forceinline__ void v3_load_link(const real2* __restrict__ links, si
     for (int i = 0; i < rows; ++i)
 #pragma unroll
         for (int k = 0; k < 3; ++k)
-            u[i][k] = v3_ld(p + (i * 3 + k) * vh, hint & 3);
+            u[i][k] = v3_link_value(v3_ld(p + (i * 3 + k) * vh, hint & 3));
 #if RECONSTRUCT_12
     su3_third_row(u);
 #endif
@@ -378,7 +410,7 @@ __device__ __forceinline__ void v3_project_both(const v3_spinor* __restrict__ ps
 // is to be skipped.
 template <int MU, bool FWD, bool FIRST>
 __device__ __forceinline__ void v3_hop(const v3_spinor* __restrict__ psi, const float* __restrict__ norm,
-                                       const real2* __restrict__ links, size_t vh, int n, int ls, bool neg, bool zero,
+                                       const v3_link* __restrict__ links, size_t vh, int n, int ls, bool neg, bool zero,
                                        real2 acc[4][3], int hint = 0)
 {
     real2 h[2][3];

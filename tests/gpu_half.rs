@@ -9,10 +9,14 @@
 //!
 //! Tolerances come from the format: one step is 1/32767 of a site's norm (its largest
 //! |real|). A half field's stored value is within half a step of the exact one; the GPU
-//! computes in float with single links (below 1e-6 relative per term), and the Schur
-//! operator stores its odd temporary in half too (half a step of the temporary, through
-//! kappa^2 H: below half a step of the output here). Operators: every real within two
-//! steps of its site's norm from the CPU's exact double result on the same stored input.
+//! computes in float (below 1e-6 relative per term) with 16-bit links, each real within
+//! half of 1/32767 of the double link's (the CPU keeps double links): through kappa times
+//! the 8 hops' products that is a fraction of a step of the output (the CPU emulation of
+//! the half build, validate/emu/emu_v3eo.cpp, measures at most 1.4 steps against the CPU's
+//! rounded result, half a step of which is the CPU's own rounding). The Schur operator
+//! stores its odd temporary in half too (half a step of the temporary, through kappa^2 H:
+//! below half a step of the output here). Operators: every real within two steps of its
+//! site's norm from the CPU's exact double result on the same stored input.
 
 use qcd_solve::app::run::{build_problem, cpu_residual_of_d, solve_on, SolvePlan};
 use qcd_solve::backend::cpu::CpuBackend;

@@ -282,13 +282,17 @@ pub fn estimate(plan: &DevicePlan) -> DeviceEstimate {
         resident.push(cuda_fp::clover_term(v, Precision::Double));
     }
     let mut prepared = resident.clone();
-    // Single and half iterations read the single-precision links (and clover term).
+    // Single iterations read the single-precision links, half ones the 16-bit links (the
+    // single ones with 8 reals a link), both the single clover term.
     if fast && plan.layout.precision != Precision::Double {
-        prepared.push(cuda_fp::v3_links(
-            v,
-            plan.opts.reconstruct,
-            Precision::Single,
-        ));
+        let links = if plan.layout.precision == Precision::Half
+            && plan.opts.reconstruct != crate::backend::cuda::Reconstruct::R8
+        {
+            Precision::Half
+        } else {
+            Precision::Single
+        };
+        prepared.push(cuda_fp::v3_links(v, plan.opts.reconstruct, links));
         if plan.site_term {
             prepared.push(cuda_fp::clover_term(v, Precision::Single));
         }

@@ -225,7 +225,7 @@ pub struct SolverConfig {
     pub preconditioning: Preconditioning,
     /// "double", "single-double" (single-precision iteration, reliable updates in
     /// double, final true residual in double) or "half-double" (the iteration on 16-bit
-    /// fixed-point spinors with a per-site norm, single-precision links on the GPU; the
+    /// fixed-point spinors with a per-site norm, 16-bit links on the GPU; the
     /// same reliable updates; the generic iteration, not the fused CR).
     #[serde(default)]
     pub precision: SolverPrecision,

@@ -58,7 +58,7 @@ impl Subset {
 /// Storage precision of a field. Reductions always accumulate in double; single fields
 /// store (and on the GPU compute) in IEEE binary32; half fields store each site's 24 reals
 /// as 16-bit fixed point with one f32 norm per site (`half`; QUDA's half format), and on
-/// the GPU compute in single precision with single-precision links.
+/// the GPU compute in single precision with 16-bit links (kernels/v3_core.cuh V3_LINK16).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Precision {

@@ -30,47 +30,50 @@ struct Rhs {
     float* out_norm[BATCH_MAX];
 };
 
-// The entry points' argument lists (V3_STENCIL_ARGS, V3_BATCH_ARGS; CLOVER=1: four more).
-#define ONE(S, L)                                                                                                     \
-    (const S*, const S*, S*, const L*, double, int, int, int, int, int, int, int, int, int, int, double*, double2*,    \
+// The entry points' argument lists (V3_STENCIL_ARGS, V3_BATCH_ARGS; CLOVER=1: four more):
+// S the stored spinor element, K the stored link element (the half build's 16-bit links:
+// short2), L the clover arrays' element.
+#define ONE(S, K, L)                                                                                                  \
+    (const S*, const S*, S*, const K*, double, int, int, int, int, int, int, int, int, int, int, double*, double2*,    \
      unsigned*, const float*, const float*, float*)
-#define ONE_CL(S, L)                                                                                                  \
-    (const S*, const S*, S*, const L*, double, int, int, int, int, int, int, int, int, int, int, double*, double2*,    \
+#define ONE_CL(S, K, L)                                                                                               \
+    (const S*, const S*, S*, const K*, double, int, int, int, int, int, int, int, int, int, int, double*, double2*,    \
      unsigned*, const float*, const float*, float*, const L*, const L*, double, int)
-#define BAT(S, L) (Rhs<S>, int, const L*, double, int, int, int, int, int, int, int, int, int, int)
-#define BAT_CL(S, L)                                                                                                  \
-    (Rhs<S>, int, const L*, double, int, int, int, int, int, int, int, int, int, int, const L*, const L*, double, int)
-#define DECL(suf, S, L, A, B)                                                                                         \
-    void stencil_v3_##suf A(S, L);                                                                                    \
-    void stencil_v3_col_##suf A(S, L);                                                                                \
-    void stencil_v3_parity_##suf A(S, L);                                                                             \
-    void stencil_v3_batch_##suf B(S, L);                                                                              \
-    void stencil_v3_batch_col_##suf B(S, L);                                                                          \
-    void stencil_v3_batch_parity_##suf B(S, L);
+#define BAT(S, K, L) (Rhs<S>, int, const K*, double, int, int, int, int, int, int, int, int, int, int)
+#define BAT_CL(S, K, L)                                                                                               \
+    (Rhs<S>, int, const K*, double, int, int, int, int, int, int, int, int, int, int, const L*, const L*, double, int)
+#define DECL(suf, S, K, L, A, B)                                                                                      \
+    void stencil_v3_##suf A(S, K, L);                                                                                 \
+    void stencil_v3_col_##suf A(S, K, L);                                                                             \
+    void stencil_v3_parity_##suf A(S, K, L);                                                                          \
+    void stencil_v3_batch_##suf B(S, K, L);                                                                           \
+    void stencil_v3_batch_col_##suf B(S, K, L);                                                                       \
+    void stencil_v3_batch_parity_##suf B(S, K, L);
 extern "C" {
 void to_half(const double2*, short2*, float*, long long, long long);
 void from_half(const short2*, const float*, double2*, long long, long long);
-DECL(d, double2, double2, ONE, BAT)
-DECL(d12, double2, double2, ONE, BAT)
-DECL(d8, double2, double2, ONE, BAT)
-DECL(s, float2, float2, ONE, BAT)
-DECL(s12, float2, float2, ONE, BAT)
-DECL(h, short2, float2, ONE, BAT)
-DECL(h12, short2, float2, ONE, BAT)
-DECL(cd, double2, double2, ONE_CL, BAT_CL)
-DECL(cd12, double2, double2, ONE_CL, BAT_CL)
-DECL(cs, float2, float2, ONE_CL, BAT_CL)
-DECL(cs12, float2, float2, ONE_CL, BAT_CL)
-DECL(ch, short2, float2, ONE_CL, BAT_CL)
+void to_link16(const double2*, short2*, long long);
+DECL(d, double2, double2, double2, ONE, BAT)
+DECL(d12, double2, double2, double2, ONE, BAT)
+DECL(d8, double2, double2, double2, ONE, BAT)
+DECL(s, float2, float2, float2, ONE, BAT)
+DECL(s12, float2, float2, float2, ONE, BAT)
+DECL(h, short2, short2, float2, ONE, BAT)
+DECL(h12, short2, short2, float2, ONE, BAT)
+DECL(cd, double2, double2, double2, ONE_CL, BAT_CL)
+DECL(cd12, double2, double2, double2, ONE_CL, BAT_CL)
+DECL(cs, float2, float2, float2, ONE_CL, BAT_CL)
+DECL(cs12, float2, float2, float2, ONE_CL, BAT_CL)
+DECL(ch, short2, short2, float2, ONE_CL, BAT_CL)
 }
 
 // A build's entry points, [full, col, parity] each: the Wilson ones or the CLOVER ones.
-template <class S, class L>
+template <class S, class K, class L>
 struct Build {
-    using One = void(*) ONE(S, L);
-    using Bat = void(*) BAT(S, L);
-    using OneCl = void(*) ONE_CL(S, L);
-    using BatCl = void(*) BAT_CL(S, L);
+    using One = void(*) ONE(S, K, L);
+    using Bat = void(*) BAT(S, K, L);
+    using OneCl = void(*) ONE_CL(S, K, L);
+    using BatCl = void(*) BAT_CL(S, K, L);
     const char* name;
     One one[3];
     Bat bat[3];
@@ -79,13 +82,13 @@ struct Build {
     bool clover() const { return one_cl[0] != nullptr; }
 };
 #define WILSON(name, suf)                                                                                             \
-    Build<S, L>                                                                                                       \
+    Build<S, K, L>                                                                                                    \
     {                                                                                                                 \
         name, {&stencil_v3_##suf, &stencil_v3_col_##suf, &stencil_v3_parity_##suf},                                  \
             {&stencil_v3_batch_##suf, &stencil_v3_batch_col_##suf, &stencil_v3_batch_parity_##suf}, {}, {}           \
     }
 #define CLOVER(name, suf)                                                                                             \
-    Build<S, L>                                                                                                       \
+    Build<S, K, L>                                                                                                    \
     {                                                                                                                 \
         name, {}, {}, {&stencil_v3_##suf, &stencil_v3_col_##suf, &stencil_v3_parity_##suf},                          \
             {&stencil_v3_batch_##suf, &stencil_v3_batch_col_##suf, &stencil_v3_batch_parity_##suf}                   \
@@ -226,7 +229,8 @@ int main(int argc, char** argv)
             }
     }
 
-    auto check = [&]<class S, class L>(const Build<S, L>& b, const std::vector<L>& links, const std::vector<L>& cl,
+    auto check = [&]<class S, class K, class L>(const Build<S, K, L>& b, const std::vector<K>& links,
+                                                 const std::vector<L>& cl,
                                         const std::vector<L>& cl_inv, double tol) {
         const bool clover = b.clover();
         // One launch of entry e (0 full, 1 col, 2 parity) of one right-hand side.
@@ -370,6 +374,13 @@ int main(int argc, char** argv)
     };
     const std::vector<double2> ld[3] = {soa(9), soa(6), soa(4)};
     const std::vector<float2> ls[2] = {single(ld[0]), single(ld[1])};
+    // The half build's 16-bit links (layout.cu to_link16).
+    auto link16 = [](const std::vector<double2>& d) {
+        std::vector<short2> q(d.size());
+        emu_launch(blocks(d.size(), 256), 256, 0, false, [&] { to_link16(d.data(), q.data(), (long long)d.size()); });
+        return q;
+    };
+    const std::vector<short2> lh[2] = {link16(ld[0]), link16(ld[1])};
     const auto cd = clover_soa<double2>(G, clov), cd_inv = clover_soa<double2>(G, clov_inv);
     const auto cs = clover_soa<float2>(G, clov), cs_inv = clover_soa<float2>(G, clov_inv);
     const std::vector<double2> none_d;
@@ -378,6 +389,7 @@ int main(int argc, char** argv)
     const double tol_d = 1e-13, tol_s = 1e-5, tol_h = 1e-3;
     {
         using S = double2;
+        using K = double2;
         using L = double2;
         check(WILSON("3.0 double", d), ld[0], none_d, none_d, tol_d);
         check(WILSON("3.0 double r12", d12), ld[1], none_d, none_d, tol_d);
@@ -387,6 +399,7 @@ int main(int argc, char** argv)
     }
     {
         using S = float2;
+        using K = float2;
         using L = float2;
         check(WILSON("3.0 single", s), ls[0], none_s, none_s, tol_s);
         check(WILSON("3.0 single r12", s12), ls[1], none_s, none_s, tol_s);
@@ -395,10 +408,11 @@ int main(int argc, char** argv)
     }
     {
         using S = short2;
+        using K = short2;
         using L = float2;
-        check(WILSON("3.0 half", h), ls[0], none_s, none_s, tol_h);
-        check(WILSON("3.0 half r12", h12), ls[1], none_s, none_s, tol_h);
-        check(CLOVER("3.0 clover half", ch), ls[0], cs, cs_inv, tol_h);
+        check(WILSON("3.0 half", h), lh[0], none_s, none_s, tol_h);
+        check(WILSON("3.0 half r12", h12), lh[1], none_s, none_s, tol_h);
+        check(CLOVER("3.0 clover half", ch), lh[0], cs, cs_inv, tol_h);
     }
     std::printf("%s\n", failures ? "FAILED" : "all checks passed");
     return failures ? 1 : 0;

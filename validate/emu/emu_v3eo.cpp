@@ -21,11 +21,12 @@
     void name(const float2*, const float2*, float2*, const float2*, double, int, int, int, int, int, int, int, int,   \
               int, int, double*, double2*, unsigned*, const float*, const float*, float*);
 #define V3H(name)                                                                                                     \
-    void name(const short2*, const short2*, short2*, const float2*, double, int, int, int, int, int, int, int, int,   \
+    void name(const short2*, const short2*, short2*, const short2*, double, int, int, int, int, int, int, int, int,   \
               int, int, double*, double2*, unsigned*, const float*, const float*, float*);
 extern "C" {
 void to_single(const double2*, float2*, long long);
 void to_double(const float2*, double2*, long long);
+void to_link16(const double2*, short2*, long long);
 void to_half(const double2*, short2*, float*, long long, long long);
 void from_half(const short2*, const float*, double2*, long long, long long);
 void xaxpy_h(const short2*, const float*, short2*, float*, double, double, long long, long long);
@@ -80,6 +81,22 @@ int main(int argc, char** argv)
     };
     const std::vector<double2> links_d = soa(9), links_d12 = soa(6), links_d8 = soa(4);
     const std::vector<float2> links_s = single(links_d), links_s12 = single(links_d12), links_s8 = single(links_d8);
+    // The half build's 16-bit links (layout.cu to_link16, v3_core.cuh V3_LINK16).
+    auto link16 = [&](const std::vector<double2>& d) {
+        std::vector<short2> q(d.size());
+        emu_launch(blocks(d.size(), 256), 256, 0, false,
+                   [&] { to_link16(d.data(), q.data(), (long long)d.size()); });
+        return q;
+    };
+    const std::vector<short2> links_h = link16(links_d), links_h12 = link16(links_d12);
+    {
+        // to_link16 rounds each real to the nearest multiple of 1/32767: within half a step.
+        double worst = 0;
+        for (size_t k = 0; k < links_d.size(); ++k)
+            worst = std::max({worst, std::abs(links_h[k].x / 32767.0 - links_d[k].x),
+                              std::abs(links_h[k].y / 32767.0 - links_d[k].y)});
+        report("to_link16: max |error| (bound half a step, 0.5 / 32767 = 1.53e-5)", worst, 0.5 / 32767);
+    }
     {
         // v3_unpack_8 on every link against the canonical matrix, as the ratio of the
         // error to the bound of src/field/su3.rs's round-trip tests: 8 eps (1 + 1/|U00| +
@@ -228,12 +245,15 @@ int main(int argc, char** argv)
         run("3.0 single r12", V3E(s12), links_s12.data(), float2{}, 1, block);
         run("3.0 single r8", V3E(s8), links_s8.data(), float2{}, 1, block);
     }
-    // Half spinors (V3_HALF, single links) against the CPU backend's half fields: inputs
-    // converted by to_half (which rounds in double as the host does, so both sides start
-    // from the same integers), outputs each rounded once per site by either side. The
-    // two differ by the float arithmetic and links (~1e-7) and where that moves a real
-    // across a rounding boundary: at most one step, 1/32767 = 3.1e-5 of the site's norm
-    // per real; 1e-4 relative in the norm (sites' rms below their largest real) bounds it.
+    // Half spinors (V3_HALF, 16-bit links) against the CPU backend's half fields (double
+    // links): inputs converted by to_half (which rounds in double as the host does, so
+    // both sides start from the same integers), outputs each rounded once per site by
+    // either side. The two differ by the float arithmetic (~1e-7), by the links' rounding
+    // (at most half of 1/32767 a real, to_link16 below: times |h| and |c| summed over the
+    // hops, a fraction of a step of the site norm on these fields), and where that moves
+    // a real across a rounding boundary: at most one step, 1/32767 = 3.1e-5 of the site's
+    // norm per real; 1e-4 relative in the norm (sites' rms below their largest real)
+    // bounds it.
     // The Schur form rounds its odd temporary on the GPU (the CPU's stays double): one
     // more half step, times kappa^2 |H| < 1.
     {
@@ -305,11 +325,11 @@ int main(int argc, char** argv)
         struct HalfBuild {
             const char* name;
             V3Entry<decltype(&stencil_v3_h)> kernel;
-            const float2* links;
+            const short2* links;
         };
         const HalfBuild builds[] = {
-            {"3.0 half", V3E(h), links_s.data()},
-            {"3.0 half r12", V3E(h12), links_s12.data()}};
+            {"3.0 half", V3E(h), links_h.data()},
+            {"3.0 half r12", V3E(h12), links_h12.data()}};
         // The largest |a - b| of a real in steps of b's site norm (sites of parity p, or all
         // with p < 0): the per-site measure of tests/gpu_half.rs, here against the CPU's
         // rounded result (which adds its own half step), so bounded by 2 + 0.5 steps.

@@ -12,7 +12,7 @@
 //! of its largest batch against `apply` on it (relative difference at most 1e-12 in
 //! double, 1e-5 in single), so that a fast row cannot be a wrong one.
 
-use super::model::{clover_reals, dslash_floor, link_real_bytes, schur_floor, spinor_bytes};
+use super::model::{clover_real_bytes, clover_reals, dslash_floor, schur_floor, spinor_bytes};
 use super::model::{RowKind, CLOVER_CSW};
 use super::timing::{fast_backend, field_of, time_apply, time_batch, STREAM_WARM};
 use crate::backend::cuda::{CudaBackend, DeviceSpinor, Reconstruct};
@@ -76,7 +76,7 @@ pub fn batch_floor(
     };
     let spinor = spinors * spinor_bytes(precision);
     let site = if clover {
-        clover_reals(kind, false) * link_real_bytes(precision) as f64
+        clover_reals(kind, false) * clover_real_bytes(precision) as f64
     } else {
         0.0
     };

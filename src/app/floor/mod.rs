@@ -7,8 +7,9 @@
 //!
 //! - dslash, full lattice: 4 links + 1 input + 1 output spinor per site: 960 B/site in
 //!   double with 18 reals per link, 768 with 12, 640 with 8; half that in single; in half
-//!   (spinors of 24 16-bit integers and an f32 norm, 52 B, with the single links) 288 + 104
-//!   = 392 with 18 (no fused CR row: half-double iterates through the generic solver);
+//!   (spinors of 24 16-bit integers and an f32 norm, 52 B, with 16-bit links) 144 + 104
+//!   = 248 with 18 (float links with 8 reals; no fused CR row: half-double iterates
+//!   through the generic solver);
 //! - Schur operator M_ee on an even field: two half-lattice hops, each reading every link
 //!   (the odd outputs need the even sites' backward links and their own forward ones),
 //!   plus five half-lattice spinors (x_e, tmp_o written and read, x_e again, out);

@@ -6,12 +6,14 @@ use crate::backend::Precision;
 
 /// Bytes per lattice site of the row's floor.
 pub fn dslash_floor(reconstruct: usize, precision: Precision) -> f64 {
-    (4 * reconstruct * link_real_bytes(precision)) as f64 + 2.0 * spinor_bytes(precision)
+    (4 * reconstruct * link_real_bytes(precision, reconstruct)) as f64
+        + 2.0 * spinor_bytes(precision)
 }
 
 pub fn schur_floor(reconstruct: usize, precision: Precision) -> f64 {
     // Per full-lattice site: 2 hops x all links, 5 half spinors = 2.5 spinors.
-    (2 * 4 * reconstruct * link_real_bytes(precision)) as f64 + 2.5 * spinor_bytes(precision)
+    (2 * 4 * reconstruct * link_real_bytes(precision, reconstruct)) as f64
+        + 2.5 * spinor_bytes(precision)
 }
 
 pub fn cr_iteration_floor(reconstruct: usize, precision: Precision) -> f64 {
@@ -23,7 +25,6 @@ pub fn cr_iteration_eo_floor(reconstruct: usize, precision: Precision) -> f64 {
     schur_floor(reconstruct, precision) + 6.0 * spinor_bytes(precision)
 }
 
-/// Bytes of a link real the stencil of an iteration in `p` reads (half: single links).
 /// Per full-lattice site: two Schur operators and 18 half-lattice spinors.
 pub fn bicgstab_iteration_eo_floor(reconstruct: usize, precision: Precision) -> f64 {
     2.0 * schur_floor(reconstruct, precision) + 9.0 * spinor_bytes(precision)
@@ -48,10 +49,10 @@ pub fn clover_reals(kind: RowKind, twist: bool) -> f64 {
     }
 }
 
-/// A row's floor with the clover term: the Wilson row's and the clover arrays, stored in
-/// the precision of the links the row reads (float for single and half fields).
+/// A row's floor with the clover term: the Wilson row's and the clover arrays (double for
+/// double fields, float for single and half ones).
 pub fn clover_floor(wilson: f64, kind: RowKind, twist: bool, precision: Precision) -> f64 {
-    wilson + clover_reals(kind, twist) * link_real_bytes(precision) as f64
+    wilson + clover_reals(kind, twist) * clover_real_bytes(precision) as f64
 }
 
 /// The rows `floor` times (`target` says which bound each has, if any).
@@ -86,7 +87,19 @@ pub fn target(kind: RowKind, reconstruct: usize, precision: Precision) -> Option
     }
 }
 
-pub(super) fn link_real_bytes(p: Precision) -> usize {
+/// Bytes of a link real the stencil in `p` reads: the half build's 16-bit links with 18 or
+/// 12 reals (float with 8; `half_link_real_bytes`).
+pub(super) fn link_real_bytes(p: Precision, reconstruct: usize) -> usize {
+    match p {
+        Precision::Double => 8,
+        Precision::Single => 4,
+        Precision::Half if reconstruct == 8 => 4,
+        Precision::Half => 2,
+    }
+}
+
+/// Bytes of a clover-array real the stencil in `p` reads (float for single and half).
+pub(super) fn clover_real_bytes(p: Precision) -> usize {
     match p {
         Precision::Double => 8,
         Precision::Single | Precision::Half => 4,

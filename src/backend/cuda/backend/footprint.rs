@@ -39,12 +39,14 @@ pub struct Construction {
 }
 
 /// 3.0's links in `precision` on `volume` sites: 4 per site of 18 reals, or 12 with
-/// two-row compression (only rows 0 and 1 are stored), or 8 (`Reconstruct::R8`).
+/// two-row compression (only rows 0 and 1 are stored), or 8 (`Reconstruct::R8`). Half:
+/// the half build's 16-bit links (2 bytes a real; kernels/v3_core.cuh V3_LINK16), which
+/// the 8-real form does not have (its half iterations read the single links).
 pub fn v3_links(volume: usize, reconstruct: Reconstruct, precision: Precision) -> MemoryLine {
     let real = match precision {
         Precision::Double => 8,
-        // Half iterations read the single-precision links.
-        Precision::Single | Precision::Half => 4,
+        Precision::Single => 4,
+        Precision::Half => 2,
     };
     let reals = 2 * reconstruct.elems();
     line(

@@ -110,10 +110,10 @@ mod tests {
         c.site = SiteEpilogue::Apply { twist: false };
         assert_eq!(c.bytes_per_site(), 4 * 72 + 72 * 4 + 4 * 192);
         assert_eq!(c.flops_per_site(), 4 * (1320 + 48 + 504));
-        // Half spinors: 52 bytes each.
+        // Half spinors: 52 bytes each; 16-bit links.
         let mut h = batch(V3Mode::Parity, true, Reconstruct::R12, 2);
         h.half = true;
-        assert_eq!(h.bytes_per_site(), 8 * 48 + 2 * 2 * 52);
+        assert_eq!(h.bytes_per_site(), 8 * 24 + 2 * 2 * 52);
     }
 
     #[test]

@@ -410,7 +410,7 @@ mod tests {
         assert_eq!(eo.flops(10), (1344 + 96) * 10);
         assert_eq!(eo.name(), "stencilCore 3.0 [eo, single, r12, dot]");
         assert!(eo.is_stencil());
-        // Half: 52-byte spinors (24 i16 + the f32 norm) and f32 links; the same flops.
+        // Half: 52-byte spinors (24 i16 + the f32 norm) and 16-bit links; the same flops.
         let half = Kernel::V3 {
             mode: V3Mode::Full,
             single: true,
@@ -419,12 +419,17 @@ mod tests {
             half: true,
             site: SiteEpilogue::None,
         };
-        assert_eq!(half.bytes(1), 4 * 72 + 2 * 52);
+        assert_eq!(half.bytes(1), 4 * 36 + 2 * 52);
         assert_eq!(half.flops(1), full.flops(1));
         assert_eq!(half.name(), "stencilCore 3.0 [half]");
         assert_eq!(
             v3_half_bytes_per_site(V3Mode::ParityXpay, Reconstruct::R12),
-            8 * 48 + 3 * 52
+            8 * 24 + 3 * 52
+        );
+        // The 8-real form keeps float links in the half build.
+        assert_eq!(
+            v3_half_bytes_per_site(V3Mode::Full, Reconstruct::R8),
+            4 * 32 + 2 * 52
         );
         // The site-wise half kernels count per site: axpy reads two sites, writes one.
         assert_eq!(Kernel::Half(HalfOp::Axpy).bytes(10), 3 * 52 * 10);

@@ -454,15 +454,25 @@ impl HalfOp {
     }
 }
 
-/// `v3_bytes_per_site` for half spinors (52 bytes a site, `linalg::half`) with the
-/// single-precision links they iterate with.
+/// `v3_bytes_per_site` for half spinors (52 bytes a site, `linalg::half`) with the links
+/// of the half build (`half_link_real_bytes`).
 pub fn v3_half_bytes_per_site(mode: V3Mode, reconstruct: Reconstruct) -> u64 {
-    let link = reconstruct.reals() as u64 * 4;
+    let link = reconstruct.reals() as u64 * half_link_real_bytes(reconstruct);
     let spinor = crate::linalg::half::SITE_BYTES;
     match mode {
         V3Mode::Full => 4 * link + 2 * spinor,
         V3Mode::Parity => 8 * link + 2 * spinor,
         V3Mode::ParityXpay => 8 * link + 3 * spinor,
+    }
+}
+
+/// Bytes of a link real in the half build (kernels/v3_core.cuh V3_LINK16): 16-bit
+/// integers with 18 or 12 reals a link, floats in the 8-real form.
+pub fn half_link_real_bytes(reconstruct: Reconstruct) -> u64 {
+    if reconstruct == Reconstruct::R8 {
+        4
+    } else {
+        2
     }
 }
 

@@ -177,7 +177,7 @@ mod tests {
         );
         assert_eq!(std::mem::size_of::<V3Rhs>(), 6 * 8 * BATCH_MAX);
         // The entries take the table first, then nrhs (V3_BATCH_ARGS).
-        assert!(SRC.contains("const V3Batch rhs, int nrhs, const real2 *__restrict__ links, double c, int g5, int parity,"));
+        assert!(SRC.contains("const V3Batch rhs, int nrhs, const v3_link *__restrict__ links, double c, int g5, int parity,"));
         for name in V3Kernels::BATCH_NAMES {
             assert!(
                 SRC.contains(&format!(") {name}(V3_BATCH_ARGS)")),

@@ -70,7 +70,8 @@ pub(crate) fn program(v: StencilVersion, reconstruct: Reconstruct, single: bool)
 }
 
 /// 3.0's stencil (kernels/stencil_v3.cu) in double, single or (`half`: half-precision
-/// spinors, single links and arithmetic: V3_HALF=1, which implies V3_SINGLE) half.
+/// spinors, 16-bit links with 18 or 12 reals (kernels/v3_core.cuh V3_LINK16), single
+/// arithmetic: V3_HALF=1, which implies V3_SINGLE) half.
 pub(crate) fn v3_program(reconstruct: Reconstruct, single: bool, half: bool) -> Program {
     let mut defines = reconstruct_defines(reconstruct, single || half);
     if half {

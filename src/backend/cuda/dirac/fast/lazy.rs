@@ -9,7 +9,7 @@ use crate::backend::cuda::core::launch::{cfg_1d, dptr};
 use crate::backend::cuda::core::stencil::programs;
 use crate::backend::cuda::core::stencil::v3::{SiteArgs, V3Kernels, V3Launch};
 use crate::backend::cuda::core::timing::launch;
-use crate::backend::cuda::core::version::StencilVersion;
+use crate::backend::cuda::core::version::{Reconstruct, StencilVersion};
 use crate::backend::cuda::dirac::blas::Core;
 use crate::backend::ledger::Purpose;
 use crate::error::Result;
@@ -49,18 +49,54 @@ impl FastStencil {
         Ok(())
     }
 
-    /// The half-precision stencil, built on first use (with the single links it reads).
+    /// The half-precision stencil, built on first use, with the links it reads: 16-bit
+    /// ones made from the double links (18 or 12 reals a link), or the single links (8).
     pub(super) fn ensure_half(&mut self, core: &mut Core) -> Result<()> {
-        self.ensure_single(core)?;
-        if self.half.is_none() {
-            self.half = Some(if self.site_term() {
-                let program = programs::v3_clover_program(self.reconstruct, true, true);
-                V3Kernels::load_clover(&load_module(&core.gpu.ctx, &program)?.0)?
-            } else {
-                let program = programs::v3_program(self.reconstruct, true, true);
-                V3Kernels::load(&load_module(&core.gpu.ctx, &program)?.0)?
-            });
+        let link16 = self.reconstruct != Reconstruct::R8;
+        if link16 {
+            self.ensure_site_single(core)?;
+        } else {
+            self.ensure_single(core)?;
         }
+        if self.half.is_some() {
+            return Ok(());
+        }
+        let f = if self.site_term() {
+            let program = programs::v3_clover_program(self.reconstruct, true, true);
+            V3Kernels::load_clover(&load_module(&core.gpu.ctx, &program)?.0)?
+        } else {
+            let program = programs::v3_program(self.reconstruct, true, true);
+            V3Kernels::load(&load_module(&core.gpu.ctx, &program)?.0)?
+        };
+        let links = if link16 {
+            let n = self.links.len() / 2;
+            let mut q = core
+                .gpu
+                .stream
+                .alloc_zeros::<i16>(2 * n)
+                .map_err(err("allocating the half-precision (16-bit) links"))?;
+            let nn = n as i64;
+            launch!(
+                core.gpu,
+                Kernel::Setup("to_link16 (links)"),
+                n,
+                &self.blas.to_link16,
+                cfg_1d(n, BLAS_BLOCK, 0),
+                [&self.links, &mut q, &nn]
+            );
+            let booking = core.ledger.book(
+                Purpose::Links {
+                    precision: Precision::Half,
+                    reals: self.reconstruct.reals() as u8,
+                    per_site: 4,
+                },
+                (q.len() * 2) as u64,
+            );
+            Some((q, booking))
+        } else {
+            None
+        };
+        self.half = Some((f, links));
         Ok(())
     }
 
@@ -111,9 +147,15 @@ impl FastStencil {
             }
             Precision::Half => {
                 self.ensure_half(core)?;
-                let (_, l, _) = made(&self.single, "the single-precision links")?;
-                let f = made(&self.half, "the half-precision stencil")?;
-                Ok((f.clone(), dptr(l, &stream)))
+                let (f, link16) = made(&self.half, "the half-precision stencil")?;
+                let links = match link16 {
+                    Some((q, _)) => dptr(q, &stream),
+                    None => dptr(
+                        &made(&self.single, "the single-precision links")?.1,
+                        &stream,
+                    ),
+                };
+                Ok((f.clone(), links))
             }
         }
     }

@@ -2,7 +2,7 @@
 //! parity, double or single precision) in the parity-major structure of arrays of
 //! kernels/stencil_v3.cu (`fast_layout`), the even-odd operators, conversions, the
 //! hop_xpay of the even-odd source and reconstruction, the (r|Ar) epilogue of the fused CR
-//! iteration (the V3_HALF stencil of half fields reads the single-precision links), the
+//! iteration (the V3_HALF stencil of half fields reads 16-bit links), the
 //! operators on several right-hand sides in one launch (`batch`), and
 //! BLAS-1 and reductions on every layout, dispatched on the precision in one place (`prec`:
 //! double fields the seed's kernels, as for the seed versions; float fields `xaxpy_f`,
@@ -40,6 +40,9 @@ use cudarc::driver::{CudaModule, CudaSlice};
 use std::sync::Arc;
 
 /// 3.0's kernels, links and lazily built state.
+/// The half build's 16-bit links on the device, and their booking.
+type Link16 = (CudaSlice<i16>, Booking);
+
 pub(crate) struct FastStencil {
     geometry: Geometry,
     reconstruct: Reconstruct,
@@ -52,8 +55,10 @@ pub(crate) struct FastStencil {
     stencil_d: V3Kernels,
     /// The single-precision stencil and links (float2, same layout), built on first use.
     single: Option<(V3Kernels, CudaSlice<f32>, Booking)>,
-    /// The half-precision stencil (reading the single links), built on first use.
-    half: Option<V3Kernels>,
+    /// The half-precision stencil and, with 18 or 12 reals a link, its 16-bit links
+    /// (kernels/v3_core.cuh V3_LINK16; the 8-real form reads the single links), built on
+    /// first use.
+    half: Option<(V3Kernels, Option<Link16>)>,
     /// The odd half-field temporary of the Schur operator, made on first use: room for a
     /// double field, which a single one uses the first half of (one stream: the two
     /// precisions never use it at once).
@@ -323,9 +328,10 @@ impl StencilImpl for FastStencil {
     }
 
     /// Build now what otherwise is made on first use for fields of `layout` (single: the
-    /// single-precision links and stencil module; half fields: the Schur temporary, which
-    /// a full-lattice solve never needs), so that no allocation or set-up launch happens
-    /// later, e.g. inside a recorded CUDA graph.
+    /// single-precision links and stencil module; half: the 16-bit links and the half
+    /// stencil module; even-odd fields: the Schur temporary, and its norms for half
+    /// fields, which a full-lattice solve never needs), so that no allocation or set-up
+    /// launch happens later, e.g. inside a recorded CUDA graph.
     fn prepare(&mut self, core: &mut Core, layout: Layout) -> Result<()> {
         if layout.precision == Precision::Half && core.halo.is_some() {
             return Err(Error::invalid(

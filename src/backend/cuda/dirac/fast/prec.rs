@@ -30,6 +30,8 @@ pub(crate) struct FastBlas {
     pub(super) residual_norm2: CudaFunction,
     pub(super) to_single: CudaFunction,
     pub(super) to_double: CudaFunction,
+    /// The half build's 16-bit links from the double ones (layout.cu `to_link16`).
+    pub(super) to_link16: CudaFunction,
 }
 
 /// The float2 kernels of single fields.
@@ -67,6 +69,7 @@ impl FastBlas {
             residual_norm2: function(reduce, "residual_norm2")?,
             to_single: function(layout, "to_single")?,
             to_double: function(layout, "to_double")?,
+            to_link16: function(layout, "to_link16")?,
             half: HalfKernels {
                 axpy: function(blas, "xaxpy_h")?,
                 xpay: function(blas, "xpay_h")?,
