@@ -106,6 +106,16 @@ impl<B: Space> Space for Counted<B> {
         self.inner.norm2(&x.inner)
     }
 
+    fn dots(&mut self, xs: &[&Self::Field], y: &Self::Field) -> Result<Vec<C64>> {
+        let xs: Vec<&B::Field> = xs.iter().map(|x| &x.inner).collect();
+        self.inner.dots(&xs, &y.inner)
+    }
+
+    fn axpys(&mut self, a: &[C64], xs: &[&Self::Field], y: &mut Self::Field) -> Result<()> {
+        let xs: Vec<&B::Field> = xs.iter().map(|x| &x.inner).collect();
+        self.inner.axpys(a, &xs, &mut y.inner)
+    }
+
     fn add_converted(
         &mut self,
         x: &Self::Field,

@@ -180,6 +180,28 @@ pub trait Space {
     /// (x|x).
     fn norm2(&mut self, x: &Self::Field) -> Result<f64>;
 
+    /// (x_j|y) for every x_j (one layout), each summed over the whole lattice. The default
+    /// makes one `dot` each; a backend may read y once for all of them and wait once.
+    fn dots(&mut self, xs: &[&Self::Field], y: &Self::Field) -> Result<Vec<C64>> {
+        xs.iter().map(|x| self.dot(x, y)).collect()
+    }
+
+    /// y = y + sum_j a_j x_j (one layout). The default makes one `axpy` each; a backend
+    /// may read y and write it once.
+    fn axpys(&mut self, a: &[C64], xs: &[&Self::Field], y: &mut Self::Field) -> Result<()> {
+        if a.len() != xs.len() {
+            return Err(crate::Error::internal(format!(
+                "axpys: {} coefficients for {} fields",
+                a.len(),
+                xs.len()
+            )));
+        }
+        for (a, x) in a.iter().zip(xs) {
+            self.axpy(*a, x, y)?;
+        }
+        Ok(())
+    }
+
     /// The reliable update's fold (`solver::mixed`): y = y + x for an x of y's subset in
     /// another precision; `scratch` (y's layout) may be overwritten. The default converts x
     /// into scratch and adds it with axpy; a backend may do it in one pass with the same

@@ -12,9 +12,20 @@
 //! Krylov space of each cycle, so the residual never grows. With a preconditioner M the
 //! direction is p_k = M r instead of r (flexible GCR: M may change from one application
 //! to the next, as multigrid's K-cycle does), and everything else stays.
+//!
+//! As QUDA's GCR does, only the images q_k are orthogonalised: the directions keep their
+//! first form z_k, the coefficients c_jk are kept, and x gains sum_k chi_k z_k once a
+//! cycle, chi the solution of the unit upper-triangular system chi_j + sum_{k>j} c_jk chi_k
+//! = alpha_j (the p_k of the recurrence above are z (1 + C)^-1). The orthogonalisation is
+//! classical Gram-Schmidt through `Space::dots` and `Space::axpys` (a backend reads each
+//! field once and waits once for all k coefficients), with a second pass when the first
+//! took q_k's norm below 1/sqrt(2) of itself (Daniel, Gragg, Kaufman and Stewart 1976).
+//! An iteration waits three times (the coefficients, (q_k|q_k) with (q_k|r), and ||r||)
+//! however long the cycle; modified Gram-Schmidt waited k + 3 times.
 
-use super::monitor::{Iterate, Monitor, Run, Verdict};
+use super::monitor::{Iterate, Monitor, Run, StopReason, Verdict};
 use super::work::Workspace;
+use crate::field::C64;
 use crate::linalg::{LinearOperator, Space};
 use crate::Result;
 
@@ -84,44 +95,48 @@ impl<S: Space, A: LinearOperator<S>, M: LinearOperator<S>> Iterate<S> for Gcr<S,
     ) -> Result<Run> {
         let layout = space.layout(b);
         let m = self.restart;
-        // x, r, then the m directions p_k and their images q_k = A p_k.
+        // x, r, then the m directions z_k and their images q_k.
         let fields = self.work.fields(space, layout, fields(m))?;
         let (xr, dirs) = fields.split_at_mut(2);
-        let (ps, qs) = dirs.split_at_mut(m);
+        let (zs, qs) = dirs.split_at_mut(m);
         let [x, r] = xr else {
             unreachable!("the workspace gives the fields asked for")
         };
         space.copy(r, b)?;
-        let mut qq = vec![0.0; m];
+        let mut cycle = Cycle::new(m);
         let mut nr = nr0.map_or_else(|| space.norm2(r), Ok)?;
         let mut history = vec![nr];
         let mut iter = start_iter;
         let mut applications = 0;
-        let mut k = 0;
         let verdict = loop {
             match monitor.check(iter, nr, true) {
                 Verdict::Continue => {}
                 v => break v,
             }
-            if k == m {
-                k = 0;
+            if cycle.len() == m {
+                cycle.update_solution(space, &zs[..m], x)?;
             }
-            let (done_p, rest_p) = ps.split_at_mut(k);
+            let k = cycle.len();
             let (done_q, rest_q) = qs.split_at_mut(k);
-            let (pk, qk) = (&mut rest_p[0], &mut rest_q[0]);
-            self.preconditioner.apply(space, pk, r)?;
+            let (zk, qk) = (&mut zs[k], &mut rest_q[0]);
+            self.preconditioner.apply(space, zk, r)?;
             applications += self.preconditioner.stencil_applications();
-            self.op.apply(space, qk, pk)?;
+            self.op.apply(space, qk, zk)?;
             applications += self.op.stencil_applications();
-            qq[k] = orthogonalise(space, done_p, done_q, &qq[..k], pk, qk)?;
-            let alpha = space.dot(qk, r)? / qq[k];
-            space.axpy(alpha, pk, x)?;
+            let o = orthogonalise(space, done_q, &cycle.qq, qk, r)?;
+            if o.qq == 0.0 {
+                // A z_k lies in the span of the earlier images: no progress is possible.
+                break Verdict::Stop(StopReason::Stagnation);
+            }
+            let alpha = o.qr / o.qq;
             space.axpy(-alpha, qk, r)?;
+            cycle.push(o, alpha);
             nr = space.norm2(r)?;
             iter += 1;
-            k += 1;
             history.push(nr);
         };
+        let k = cycle.len();
+        cycle.update_solution(space, &zs[..k], x)?;
         Ok(Run {
             iter,
             history,
@@ -142,22 +157,116 @@ impl<S: Space, A: LinearOperator<S>, M: LinearOperator<S>> Iterate<S> for Gcr<S,
     }
 }
 
-/// GCR's orthogonalisation of a new direction p_k and its image q_k = A p_k against the
-/// earlier ones (modified Gram-Schmidt; `qq[j]` = (q_j | q_j)): q_k -= c_j q_j and
-/// p_k -= c_j p_j with c_j = (q_j | q_k) / qq[j], so that A p_k = q_k still holds. Returns
-/// (q_k | q_k). Shared by the solver and multigrid's GCR smoother.
+/// One cycle's scalars: (q_k | q_k), the step alpha_k and the coefficients c_jk (column
+/// k: those of q_k against q_j, j < k).
+pub struct Cycle {
+    pub qq: Vec<f64>,
+    alpha: Vec<C64>,
+    c: Vec<Vec<C64>>,
+}
+
+impl Cycle {
+    pub fn new(m: usize) -> Cycle {
+        Cycle {
+            qq: Vec::with_capacity(m),
+            alpha: Vec::with_capacity(m),
+            c: Vec::with_capacity(m),
+        }
+    }
+
+    /// Directions taken since the last `update_solution`.
+    pub fn len(&self) -> usize {
+        self.qq.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.qq.is_empty()
+    }
+
+    pub fn push(&mut self, o: Orthogonalised, alpha: C64) {
+        self.qq.push(o.qq);
+        self.alpha.push(alpha);
+        self.c.push(o.coefficients);
+    }
+
+    /// x += sum_k chi_k z_k for the cycle's directions `zs` (chi by back substitution,
+    /// chi_j = alpha_j - sum_{k>j} c_jk chi_k), in one `axpys`; the cycle starts afresh.
+    pub fn update_solution<S: Space>(
+        &mut self,
+        space: &mut S,
+        zs: &[S::Field],
+        x: &mut S::Field,
+    ) -> Result<()> {
+        let n = self.len();
+        if n > 0 {
+            let mut chi = self.alpha.clone();
+            for j in (0..n).rev() {
+                for k in j + 1..n {
+                    let d = self.c[k][j] * chi[k];
+                    chi[j] -= d;
+                }
+            }
+            let zs: Vec<&S::Field> = zs[..n].iter().collect();
+            space.axpys(&chi, &zs, x)?;
+        }
+        self.qq.clear();
+        self.alpha.clear();
+        self.c.clear();
+        Ok(())
+    }
+}
+
+/// What `orthogonalise` leaves: q_k's coefficients against the earlier images (summed
+/// over its passes), (q_k | q_k) and (q_k | r) after it.
+pub struct Orthogonalised {
+    pub coefficients: Vec<C64>,
+    pub qq: f64,
+    pub qr: C64,
+}
+
+/// GCR's orthogonalisation of the image q_k against the earlier images `done_q` (`qq[j]`
+/// = (q_j | q_j)): q_k -= sum_j c_j q_j, c_j = (q_j | q_k) / qq[j], by classical
+/// Gram-Schmidt (one `dots`, one `axpys`), a second pass when the first took (q_k | q_k)
+/// below half of itself; then (q_k | q_k) and (q_k | r) in one more `dots`. Shared by
+/// the solver and multigrid's GCR smoother.
 pub fn orthogonalise<S: Space>(
     space: &mut S,
-    done_p: &[S::Field],
     done_q: &[S::Field],
     qq: &[f64],
-    pk: &mut S::Field,
     qk: &mut S::Field,
-) -> Result<f64> {
-    for j in 0..qq.len() {
-        let c = space.dot(&done_q[j], qk)? / qq[j];
-        space.axpy(-c, &done_q[j], qk)?;
-        space.axpy(-c, &done_p[j], pk)?;
+    r: &S::Field,
+) -> Result<Orthogonalised> {
+    let k = done_q.len();
+    let mut coefficients = vec![C64::new(0.0, 0.0); k];
+    let earlier: Vec<&S::Field> = done_q.iter().collect();
+    let mut before = 0.0;
+    for pass in 0..2 {
+        if k > 0 {
+            let mut xs = earlier.clone();
+            if pass == 0 {
+                xs.push(&*qk);
+            }
+            let d = space.dots(&xs, qk)?;
+            if pass == 0 {
+                before = d[k].re;
+            }
+            let c: Vec<C64> = (0..k).map(|j| d[j] / qq[j]).collect();
+            let minus: Vec<C64> = c.iter().map(|c| -c).collect();
+            space.axpys(&minus, &earlier, qk)?;
+            for (total, c) in coefficients.iter_mut().zip(&c) {
+                *total += c;
+            }
+        }
+        let q: &S::Field = qk;
+        let e = space.dots(&[q, r], q)?;
+        let (n, qr) = (e[0].re, e[1].conj());
+        if k == 0 || pass >= 1 || n >= 0.5 * before {
+            return Ok(Orthogonalised {
+                coefficients,
+                qq: n,
+                qr,
+            });
+        }
     }
-    space.norm2(qk)
+    unreachable!("the second pass returns")
 }

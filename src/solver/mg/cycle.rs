@@ -9,7 +9,7 @@ use super::MgParams;
 use crate::dirac::coarse::{CoarseOperator, Coarsen, LevelSpace};
 use crate::field::C64;
 use crate::linalg::{Layout, LinearOperator, Precision, Space, Subset};
-use crate::solver::gcr::{orthogonalise, Gcr};
+use crate::solver::gcr::{orthogonalise, Cycle, Gcr};
 use crate::solver::{run_plain, Monitor, StopRules};
 use crate::Result;
 
@@ -40,12 +40,12 @@ pub fn minimal_residual<S: Space, A: LinearOperator<S>>(
 }
 
 /// GCR steps on A x = b from x = 0, without a restart: each step's direction is the
-/// current residual, its image A p is orthogonalised against the earlier images (modified
-/// Gram-Schmidt, the direction alongside), then x += alpha p, r -= alpha A p with alpha =
-/// (A p | r) / (A p | A p). After k steps x minimises ||b - A x|| over the Krylov space
-/// K_k(A, b), which holds the x of k minimal residual steps: the residual is at most
-/// theirs. Leaves r = b - A x; `dirs`: at least 2 `steps` fields (directions, then
-/// images); returns the applications made.
+/// current residual, its image A z is orthogonalised against the earlier images (the
+/// solver's `orthogonalise`), r -= alpha q with alpha = (q | r) / (q | q), and x is
+/// formed once at the end from the directions (`Cycle::update_solution`). After k steps
+/// x minimises ||b - A x|| over the Krylov space K_k(A, b), which holds the x of k
+/// minimal residual steps: the residual is at most theirs. Leaves r = b - A x; `dirs`: at
+/// least 2 `steps` fields (directions, then images); returns the applications made.
 pub fn gcr_steps<S: Space, A: LinearOperator<S>>(
     space: &mut S,
     op: &mut A,
@@ -63,25 +63,25 @@ pub fn gcr_steps<S: Space, A: LinearOperator<S>>(
     }
     space.set_zero(x)?;
     space.copy(r, b)?;
-    let (ps, rest) = dirs.split_at_mut(steps);
+    let (zs, rest) = dirs.split_at_mut(steps);
     let qs = &mut rest[..steps];
-    let mut qq = Vec::with_capacity(steps);
+    let mut cycle = Cycle::new(steps);
     let mut applications = 0;
     for j in 0..steps {
-        space.copy(&mut ps[j], r)?;
-        op.apply(space, &mut qs[j], &ps[j])?;
+        space.copy(&mut zs[j], r)?;
+        op.apply(space, &mut qs[j], &zs[j])?;
         applications += op.stencil_applications();
         let (q_done, q_rest) = qs.split_at_mut(j);
-        let (p_done, p_rest) = ps.split_at_mut(j);
-        let n = orthogonalise(space, p_done, q_done, &qq, &mut p_rest[0], &mut q_rest[0])?;
-        if n == 0.0 {
+        let o = orthogonalise(space, q_done, &cycle.qq, &mut q_rest[0], r)?;
+        if o.qq == 0.0 {
             break;
         }
-        qq.push(n);
-        let alpha: C64 = space.dot(&q_rest[0], r)? / n;
-        space.axpy(alpha, &p_rest[0], x)?;
+        let alpha = o.qr / o.qq;
         space.axpy(-alpha, &q_rest[0], r)?;
+        cycle.push(o, alpha);
     }
+    let n = cycle.len();
+    cycle.update_solution(space, &zs[..n], x)?;
     Ok(applications)
 }
 
