@@ -128,6 +128,87 @@ __device__ void coarse_axpy(const Z* __restrict__ x, Z* __restrict__ y, double a
     y[k] = xpay ? c_madd(x[k], a, y[k]) : c_madd(y[k], a, x[k]);
 }
 
+// Several fields at once for GCR's classical Gram-Schmidt (src/solver/gcr.rs through
+// Space::dots and Space::axpys): up to MULTI_MAX fields x_j a launch, their addresses as
+// arguments (null past m), n complex numbers each, sums and updates in double.
+#define MULTI_MAX 8
+#define MULTI_BLOCK 128 // the host launches coarse_dots and coarse_dots_finish with this many threads
+
+// The block's tree sums of v[j] for j < m (sequential addressing in shared memory), left
+// in s[j][0].
+__device__ __forceinline__ void multi_tree(double2 (*s)[MULTI_BLOCK], const double2* v, int m)
+{
+    const int tid = threadIdx.x;
+    for (int j = 0; j < m; ++j)
+        s[j][tid] = v[j];
+    __syncthreads();
+    for (int stride = MULTI_BLOCK / 2; stride > 0; stride >>= 1) {
+        if (tid < stride)
+            for (int j = 0; j < m; ++j)
+                s[j][tid] = c_add(s[j][tid], s[j][tid + stride]);
+        __syncthreads();
+    }
+}
+
+// partial[j * gridDim.x + b] = block b's share of (x_j | y) = sum_k conj(x_j[k]) y[k]
+// (a grid-stride loop: y read once for all j); the order of every sum is fixed by the
+// grid, so the result has the same bits every run.
+template <class Z>
+__device__ __forceinline__ void coarse_dots(const Z* const* xs, const Z* __restrict__ y, int m, long long n,
+                                            double2* __restrict__ partial)
+{
+    double2 acc[MULTI_MAX];
+#pragma unroll
+    for (int j = 0; j < MULTI_MAX; ++j)
+        acc[j] = c_zero();
+    for (long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x; k < n;
+         k += (long long)gridDim.x * blockDim.x) {
+        const double2 yk = c_dbl(y[k]);
+#pragma unroll
+        for (int j = 0; j < MULTI_MAX; ++j)
+            if (j < m)
+                acc[j] = c_add(acc[j], c_conj_mul(c_dbl(xs[j][k]), yk));
+    }
+    __shared__ double2 s[MULTI_MAX][MULTI_BLOCK];
+    multi_tree(s, acc, m);
+    if (threadIdx.x < m)
+        partial[(long long)threadIdx.x * gridDim.x + blockIdx.x] = s[threadIdx.x][0];
+}
+
+// result[j] = sum_b partial[j * blocks + b] for the m = gridDim.x fields: block j.
+extern "C" __global__ void coarse_dots_finish(const double2* __restrict__ partial, int blocks,
+                                              double2* __restrict__ result)
+{
+    const int j = blockIdx.x;
+    double2 t = c_zero();
+    for (int b = threadIdx.x; b < blocks; b += MULTI_BLOCK)
+        t = c_add(t, partial[(long long)j * blocks + b]);
+    __shared__ double2 s[1][MULTI_BLOCK];
+    multi_tree(s, &t, 1);
+    if (threadIdx.x == 0)
+        result[j] = s[0][0];
+}
+
+// y[k] = y[k] + sum_j a_j x_j[k] (in double, rounded once to y's precision).
+template <class Z>
+__device__ __forceinline__ void coarse_axpys(const Z* const* xs, Z* __restrict__ y, const double* a_re, const double* a_im, int m,
+                             long long n)
+{
+    const long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= n)
+        return;
+    double2 acc = c_dbl(y[k]);
+#pragma unroll
+    for (int j = 0; j < MULTI_MAX; ++j)
+        if (j < m)
+            acc = c_madd(acc, c_make(a_re[j], a_im[j]), c_dbl(xs[j][k]));
+    y[k] = c_of<Z>((real_of<Z>)acc.x, (real_of<Z>)acc.y);
+}
+
+#define MULTI_PTRS(Z) const Z *x0, const Z *x1, const Z *x2, const Z *x3, const Z *x4, const Z *x5, const Z *x6, \
+                      const Z *x7
+#define MULTI_LIST { x0, x1, x2, x3, x4, x5, x6, x7 }
+
 #define MG_INSTANCES(Z, S)                                                                                        \
     extern "C" __global__ void coarse_apply_##S(Z* out, const Z* in_site, const Z* in_hop, const Z* site_m,      \
                                                 const Z* hop_m, const int* row_site, const int* nb, int n, int dof, \
@@ -155,6 +236,21 @@ __device__ void coarse_axpy(const Z* __restrict__ x, Z* __restrict__ y, double a
                                                int xpay)                                                        \
     {                                                                                                            \
         coarse_axpy(x, y, a_re, a_im, n, xpay);                                                                  \
+    }                                                                                                            \
+    extern "C" __global__ void coarse_dots_##S(MULTI_PTRS(Z), const Z* y, int m, long long n, double2* partial) \
+    {                                                                                                            \
+        const Z* xs[MULTI_MAX] = MULTI_LIST;                                                                     \
+        coarse_dots(xs, y, m, n, partial);                                                                       \
+    }                                                                                                            \
+    extern "C" __global__ void coarse_axpys_##S(MULTI_PTRS(Z), Z* y, double r0, double r1, double r2, double r3, \
+                                                double r4, double r5, double r6, double r7, double i0, double i1, \
+                                                double i2, double i3, double i4, double i5, double i6, double i7, \
+                                                int m, long long n)                                              \
+    {                                                                                                            \
+        const Z* xs[MULTI_MAX] = MULTI_LIST;                                                                     \
+        const double re[MULTI_MAX] = {r0, r1, r2, r3, r4, r5, r6, r7};                                           \
+        const double im[MULTI_MAX] = {i0, i1, i2, i3, i4, i5, i6, i7};                                           \
+        coarse_axpys(xs, y, re, im, m, n);                                                                       \
     }
 
 MG_INSTANCES(double2, d)

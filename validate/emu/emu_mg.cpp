@@ -2,7 +2,8 @@
 // reference of examples/emu_mg_dump.rs: the restriction and prolongation of a version 3.0
 // fine field through a prolongator, the coarse operator on a full field and its even
 // Schur complement (three launches, as src/backend/cuda/mg does it), the gather and
-// scatter between full and half fields, and the BLAS-1 update; in double (to 1e-12
+// scatter between full and half fields, the BLAS-1 update and the several-field dots and
+// updates; in double (to 1e-12
 // relative) and single (to 2e-5 relative) precision.
 // Usage: emu_mg DUMP
 #include "emu_util.h"
@@ -13,9 +14,15 @@
     extern "C" void mg_restrict_##S(const Z*, Z*, const Z*, const long long*, long long, int, int, int, int);     \
     extern "C" void mg_prolong_##S(const Z*, Z*, const Z*, const long long*, long long, int, int, int, int);      \
     extern "C" void coarse_pick_##S(Z*, Z*, const int*, int, int, int);                                           \
-    extern "C" void coarse_axpy_##S(const Z*, Z*, double, double, long long, int);
+    extern "C" void coarse_axpy_##S(const Z*, Z*, double, double, long long, int);                                \
+    extern "C" void coarse_dots_##S(const Z*, const Z*, const Z*, const Z*, const Z*, const Z*, const Z*, const Z*, \
+                                    const Z*, int, long long, double2*);                                          \
+    extern "C" void coarse_axpys_##S(const Z*, const Z*, const Z*, const Z*, const Z*, const Z*, const Z*, const Z*, \
+                                     Z*, double, double, double, double, double, double, double, double, double,   \
+                                     double, double, double, double, double, double, double, int, long long);
 DECLARE(double2, d)
 DECLARE(float2, f)
+extern "C" void coarse_dots_finish(const double2*, int, double2*);
 
 struct Reader {
     std::ifstream in;
@@ -159,6 +166,58 @@ void run(const Dump& d, const char* prec, double tol,
         }
         check(xpay ? "y = x + a y" : "y = y + a x", prec, diff(y, e), tol);
     }
+    // Several fields at once (GCR's Gram-Schmidt): x_j[k] = inp[(k + 7 j) % n] for
+    // m = 5 fields, (x_j | y) against the host's double sums of the same (rounded)
+    // numbers, then y += sum_j a_j x_j against the host's.
+    const int m = 5;
+    const long long n = (long long)inp.size();
+    std::vector<std::vector<Z>> xs(m, std::vector<Z>(n));
+    for (int j = 0; j < m; ++j)
+        for (long long k = 0; k < n; ++k)
+            xs[j][k] = inp[(k + 7 * j) % n];
+    const Z* xp[8] = {};
+    for (int j = 0; j < m; ++j)
+        xp[j] = xs[j].data();
+    auto y = as<Z>(d.out);
+    const unsigned grid = std::min(blocks(n, B), 256u);
+    std::vector<double2> partial((size_t)m * grid), got(m);
+    emu_launch(grid, B, 0, true, [&] {
+        if constexpr (std::is_same_v<Z, double2>)
+            coarse_dots_d(xp[0], xp[1], xp[2], xp[3], xp[4], xp[5], xp[6], xp[7], y.data(), m, n, partial.data());
+        else
+            coarse_dots_f(xp[0], xp[1], xp[2], xp[3], xp[4], xp[5], xp[6], xp[7], y.data(), m, n, partial.data());
+    });
+    emu_launch(m, B, 0, true, [&] { coarse_dots_finish(partial.data(), (int)grid, got.data()); });
+    std::vector<double2> want(m, double2{0, 0});
+    for (int j = 0; j < m; ++j)
+        for (long long k = 0; k < n; ++k) {
+            const double2 a = to_d(xs[j][k]), b = to_d(y[k]);
+            want[j].x += a.x * b.x + a.y * b.y;
+            want[j].y += a.x * b.y - a.y * b.x;
+        }
+    check("(x_j | y) for 5 fields at once", prec, rel_diff(got, want), 1e-12);
+    const double re[8] = {0.5, -1.0, 0.25, 2.0, -0.75}, im[8] = {1.0, 0.5, -0.5, 0.0, 0.125};
+    std::vector<double2> ey(n);
+    for (long long k = 0; k < n; ++k) {
+        double2 acc = to_d(y[k]);
+        for (int j = 0; j < m; ++j) {
+            const double2 x = to_d(xs[j][k]);
+            acc.x += re[j] * x.x - im[j] * x.y;
+            acc.y += re[j] * x.y + im[j] * x.x;
+        }
+        ey[k] = acc;
+    }
+    emu_launch(blocks(n, B), B, 0, false, [&] {
+        if constexpr (std::is_same_v<Z, double2>)
+            coarse_axpys_d(xp[0], xp[1], xp[2], xp[3], xp[4], xp[5], xp[6], xp[7], y.data(), re[0], re[1], re[2],
+                           re[3], re[4], re[5], re[6], re[7], im[0], im[1], im[2], im[3], im[4], im[5], im[6], im[7], m,
+                           n);
+        else
+            coarse_axpys_f(xp[0], xp[1], xp[2], xp[3], xp[4], xp[5], xp[6], xp[7], y.data(), re[0], re[1], re[2],
+                           re[3], re[4], re[5], re[6], re[7], im[0], im[1], im[2], im[3], im[4], im[5], im[6], im[7], m,
+                           n);
+    });
+    check("y = y + sum_j a_j x_j for 5 fields", prec, diff(y, ey), tol);
 }
 
 int main(int argc, char** argv)

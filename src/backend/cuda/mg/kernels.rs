@@ -47,6 +47,9 @@ pub(crate) struct MgKernels {
     pub prolong: Pair,
     pub pick: Pair,
     pub axpy: Pair,
+    pub axpys: Pair,
+    dots: Pair,
+    dots_finish: CudaFunction,
     dot: Pair,
     norm2: Pair,
 }
@@ -62,6 +65,9 @@ impl MgKernels {
             prolong: Pair::load(&mg, "mg_prolong")?,
             pick: Pair::load(&mg, "coarse_pick")?,
             axpy: Pair::load(&mg, "coarse_axpy")?,
+            axpys: Pair::load(&mg, "coarse_axpys")?,
+            dots: Pair::load(&mg, "coarse_dots")?,
+            dots_finish: function(&mg, "coarse_dots_finish")?,
             dot: Pair {
                 d: function(&reduce, "dot_partial")?,
                 f: function(&reduce, "dot_partial_f")?,
@@ -206,17 +212,94 @@ macro_rules! launch_args {
 }
 pub(crate) use launch_args;
 
-/// The reductions of coarse fields: reduce.cu's one-launch tree over `n` numbers.
+/// Fields a launch of kernels/mg_coarse.cu's `coarse_dots` and `coarse_axpys` takes
+/// (its MULTI_MAX).
+pub(crate) const MULTI_MAX: usize = 8;
+/// Threads a block of `coarse_dots` and `coarse_dots_finish` (its MULTI_BLOCK).
+const MULTI_BLOCK: usize = 128;
+/// The most blocks of a `coarse_dots` launch (a grid-stride loop covers the rest).
+const MULTI_GRID: usize = 256;
+/// The most fields one `dots` call sums against (GCR's restart of at most 64, and two).
+pub(crate) const MULTI_RESULTS: usize = 72;
+
+/// The reductions of coarse fields: reduce.cu's one-launch tree over `n` numbers, and the
+/// buffers of the several-field dots (`coarse_dots`: partial sums, then results).
 pub(crate) struct Reductions {
     buffers: ReduceBuffers,
+    multi_partial: CudaSlice<f64>,
+    multi_result: CudaSlice<f64>,
+    _multi_booking: Booking,
 }
 
 impl Reductions {
     /// Room for fields of up to `n` complex numbers.
     pub fn new(stream: &Arc<CudaStream>, ledger: &Ledger, n: usize) -> Result<Reductions> {
+        let e = |e| driver_err("allocating multigrid reduction buffers", e);
+        let (partial, result) = (2 * MULTI_MAX * MULTI_GRID, 2 * MULTI_RESULTS);
         Ok(Reductions {
             buffers: ReduceBuffers::new(stream, ledger, reduce_blocks(n))?,
+            multi_partial: stream.alloc_zeros(partial).map_err(e)?,
+            multi_result: stream.alloc_zeros(result).map_err(e)?,
+            _multi_booking: ledger.book(Purpose::Reductions, 8 * (partial + result) as u64),
         })
+    }
+
+    /// (x_j | y) for every x_j (y's precision and length): `coarse_dots` on at most
+    /// MULTI_MAX fields a launch, each launch's partial sums finished before the next,
+    /// then one read of all the results.
+    pub fn dots(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        k: &MgKernels,
+        xs: &[&Buffer],
+        y: &Buffer,
+    ) -> Result<Vec<C64>> {
+        if xs.len() > MULTI_RESULTS {
+            return Err(Error::internal(format!(
+                "{} fields in one coarse dots call, at most {MULTI_RESULTS}",
+                xs.len()
+            )));
+        }
+        if xs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let n = y.len as i64;
+        let p = y.precision();
+        let grid = y.len.div_ceil(MULTI_BLOCK).clamp(1, MULTI_GRID);
+        let cfg = LaunchConfig {
+            grid_dim: (grid as u32, 1, 1),
+            block_dim: (MULTI_BLOCK as u32, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let yp = y.ptr(stream);
+        let partial = dptr(&self.multi_partial, stream);
+        let result = dptr(&self.multi_result, stream);
+        let blocks = grid as i32;
+        for (c, chunk) in xs.chunks(MULTI_MAX).enumerate() {
+            let m = chunk.len() as i32;
+            let ptrs: [u64; MULTI_MAX] =
+                std::array::from_fn(|j| chunk.get(j).map_or(0, |x| x.ptr(stream)));
+            let [x0, x1, x2, x3, x4, x5, x6, x7] = ptrs;
+            launch_args!(
+                stream,
+                k.dots.of(p),
+                cfg,
+                [&x0, &x1, &x2, &x3, &x4, &x5, &x6, &x7, &yp, &m, &n, &partial]
+            )?;
+            let out = result + (16 * c * MULTI_MAX) as u64;
+            let finish = LaunchConfig {
+                grid_dim: (chunk.len() as u32, 1, 1),
+                block_dim: (MULTI_BLOCK as u32, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            launch_args!(stream, &k.dots_finish, finish, [&partial, &blocks, &out])?;
+        }
+        let mut out = vec![0.0f64; 2 * xs.len()];
+        let e = |e| driver_err("reading a multigrid reduction", e);
+        let view = self.multi_result.slice(..2 * xs.len());
+        stream.memcpy_dtoh(&view, &mut out).map_err(e)?;
+        stream.synchronize().map_err(e)?;
+        Ok(out.chunks_exact(2).map(|c| C64::new(c[0], c[1])).collect())
     }
 
     /// (x|y), or (x|x) when y is None.

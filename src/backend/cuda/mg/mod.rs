@@ -14,7 +14,7 @@ use crate::field::{SpinorField, C64};
 use crate::geometry::lattice::Lattice;
 use crate::linalg::{layout_mismatch as mismatch, Layout, Precision, Space, Subset};
 use cudarc::driver::{CudaSlice, CudaStream};
-use kernels::{cfg, launch_args, Buffer, MgKernels, Reductions};
+use kernels::{cfg, launch_args, Buffer, MgKernels, Reductions, MULTI_MAX};
 use std::sync::Arc;
 pub use transfer::DeviceTransfer;
 
@@ -364,6 +364,55 @@ impl Space for CudaCoarseSpace {
 
     fn norm2(&mut self, x: &CoarseDeviceField) -> Result<f64> {
         Ok(self.reduce.run(&self.stream, &self.k, &x.buf, None)?.re)
+    }
+
+    /// One pass over y for every MULTI_MAX of the x_j, one wait for all.
+    fn dots(&mut self, xs: &[&CoarseDeviceField], y: &CoarseDeviceField) -> Result<Vec<C64>> {
+        if let Some(x) = xs.iter().find(|x| x.layout != y.layout) {
+            return Err(mismatch("dots", x.layout, y.layout));
+        }
+        let bufs: Vec<&Buffer> = xs.iter().map(|x| &x.buf).collect();
+        self.reduce.dots(&self.stream, &self.k, &bufs, &y.buf)
+    }
+
+    /// One pass over y for every MULTI_MAX of the x_j.
+    fn axpys(
+        &mut self,
+        a: &[C64],
+        xs: &[&CoarseDeviceField],
+        y: &mut CoarseDeviceField,
+    ) -> Result<()> {
+        if a.len() != xs.len() {
+            return Err(Error::internal(format!(
+                "axpys: {} coefficients for {} fields",
+                a.len(),
+                xs.len()
+            )));
+        }
+        if let Some(x) = xs.iter().find(|x| x.layout != y.layout) {
+            return Err(mismatch("axpys", x.layout, y.layout));
+        }
+        let s = &self.stream;
+        let n = y.buf.len as i64;
+        let yp = y.buf.ptr(s);
+        for (chunk, a) in xs.chunks(MULTI_MAX).zip(a.chunks(MULTI_MAX)) {
+            let m = chunk.len() as i32;
+            let p: [u64; MULTI_MAX] =
+                std::array::from_fn(|j| chunk.get(j).map_or(0, |x| x.buf.ptr(s)));
+            let re: [f64; MULTI_MAX] = std::array::from_fn(|j| a.get(j).map_or(0.0, |z| z.re));
+            let im: [f64; MULTI_MAX] = std::array::from_fn(|j| a.get(j).map_or(0.0, |z| z.im));
+            launch_args!(
+                s,
+                self.k.axpys.of(y.layout.precision),
+                cfg(y.buf.len),
+                [
+                    &p[0], &p[1], &p[2], &p[3], &p[4], &p[5], &p[6], &p[7], &yp, &re[0], &re[1],
+                    &re[2], &re[3], &re[4], &re[5], &re[6], &re[7], &im[0], &im[1], &im[2], &im[3],
+                    &im[4], &im[5], &im[6], &im[7], &m, &n
+                ]
+            )?;
+        }
+        Ok(())
     }
 }
 
