@@ -1,31 +1,44 @@
 #!/usr/bin/env bash
 # Runs ON the device machine (repository root; .device/qcd-solve and, as the baseline,
 # .device/base/qcd-solve): multigrid's set-up by piece at 16^3x32 (validate/mg-config.sh's
-# problem, smoother "mr"), each binary once after a warm-up run that compiles the kernels;
-# a table last (seconds of each set-up step, the solve, the outer iterations).
+# problem), each binary once per smoother of SMOOTHERS (default "mr") after a warm-up run
+# that compiles the kernels; a table last (seconds of each set-up step, the solve, the
+# outer iterations, the coarse solves' seconds and iterations). TESTS=1 first runs
+# gpu-multigrid-tests, gpu-solvers-tests and gpu-clover-tests' operator test in every
+# precision (staged with TARGETS="gpu_multigrid gpu_solvers gpu_clover").
 set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/step.sh" # $bin $q $res $big $out, step NAME COMMAND...
 . "$(dirname "${BASH_SOURCE[0]}")/mg-config.sh" # mg_config SMOOTHER
-mg_config mr >"$res/mg.toml"
+smoothers=${SMOOTHERS:-mr}
 {
     nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
     echo "new: $(cat "$bin/commit" 2>/dev/null); base: $(cat "$bin/base/commit" 2>/dev/null)"
-    step warm-up timeout 100 "$bin/qcd-solve" "$res/mg.toml" --output "$res/warm" -q
-    for which in base new; do
-        q=$bin/qcd-solve
-        [ "$which" = base ] && q=$bin/base/qcd-solve
-        step "mg-$which" timeout 100 "$q" "$res/mg.toml" --output "$res/mg-$which" -q
+    if [ -n "${TESTS:-}" ]; then
+        step gpu-multigrid-tests timeout 300 "$bin/gpu-multigrid-tests" --test-threads=1
+        step gpu-solvers-tests timeout 300 "$bin/gpu-solvers-tests" --test-threads=1
+        step gpu-clover-every-precision timeout 200 "$bin/gpu-clover-tests" --test-threads=1 every_precision
+    fi
+    for s in $smoothers; do
+        mg_config "$s" >"$res/mg-$s.toml"
+    done
+    step warm-up timeout 100 "$bin/qcd-solve" "$res/mg-${smoothers%% *}.toml" --output "$res/warm" -q
+    for s in $smoothers; do
+        for which in base new; do
+            b=$bin/qcd-solve
+            [ "$which" = base ] && b=$bin/base/qcd-solve
+            step "mg-$s-$which" timeout 100 "$b" "$res/mg-$s.toml" --output "$res/mg-$s-$which" -q
+        done
     done
 } 2>&1 | tee "$res/log.txt" "$out/log.txt"
 echo
 echo "===== summary"
 cat "$res/status.txt"
-python3 - "$res" <<'PY'
+python3 - "$res" $smoothers <<'PY'
 import json, sys
 rows = {}
-for which in ("base", "new"):
+for which in [f"{s}-{w}" for s in sys.argv[2:] for w in ("base", "new")]:
     try:
-        r = json.load(open(f"{sys.argv[1]}/mg-{which}/mg.json"))
+        r = json.load(open(f"{sys.argv[1]}/mg-{which}/mg-{which.split('-')[0]}.json"))
     except OSError as e:
         print(which, e)
         continue
@@ -38,6 +51,9 @@ for which in ("base", "new"):
     steps["solve"] = r["multigrid"]["solve_seconds"]
     steps["outer iterations"] = r["iterations"]
     steps["true residual"] = r["true_residual"]
+    steps["coarse solves"] = sum(r["multigrid"]["coarse_solves"])
+    steps["coarse iterations"] = sum(r["multigrid"]["coarse_iterations"])
+    steps["coarse seconds"] = r["multigrid"]["coarse_seconds"][0]
     rows[which] = steps
 keys = list(dict.fromkeys(k for v in rows.values() for k in v))
 print(f"{'step':>40} " + " ".join(f"{w:>10}" for w in rows))
