@@ -116,7 +116,7 @@ fn a_cpu_report_names_its_inputs_by_size_and_sha256() {
     let cfg = config(d.path(), "");
     run(&cfg, &["--quiet"]);
     let r = read_json(&d.path().join("r.json"));
-    assert_eq!(r["schema_version"], "2.2");
+    assert_eq!(r["schema_version"], "2.3");
     assert_eq!(r["kind"], "solve");
     // The gauge file: the input, not the copy; size from the file system, hash computed
     // apart from the report's code.
@@ -214,7 +214,7 @@ fn the_propagator_report_carries_the_same_description() {
         String::from_utf8_lossy(&out.stderr)
     );
     let r = read_json(&d.path().join("run.propagator.json"));
-    assert_eq!(r["schema_version"], "2.2");
+    assert_eq!(r["schema_version"], "2.3");
     assert_eq!(r["kind"], "propagator");
     let input = gauge_path();
     assert_eq!(

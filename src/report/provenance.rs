@@ -15,7 +15,7 @@ use std::path::Path;
 /// The reports' schema version, "MAJOR.MINOR" (docs/report.md, "Versions"): MINOR grows
 /// when keys are added, MAJOR when a key is removed or renamed or changes its meaning or
 /// units. The reports before this field existed are version 1.
-pub const SCHEMA_VERSION: &str = "2.2";
+pub const SCHEMA_VERSION: &str = "2.3";
 
 /// How the program was built: its version and the git commit of its source (build.rs).
 #[derive(Clone, Debug, Serialize)]

@@ -30,6 +30,8 @@ pub struct Hierarchy<S: Coarsen, A> {
     work: Vec<S::Field>,
     low: Option<[S::Field; 2]>,
     applications: usize,
+    /// Wall seconds in the cycles since the last `take_cycle_seconds`.
+    cycle_seconds: f64,
     /// The set-up's fine-operator applications and seconds.
     pub setup_applications: usize,
     pub setup_seconds: f64,
@@ -41,6 +43,13 @@ impl<S: Coarsen, A> Hierarchy<S, A> {
         let mut c = CoarseCounts::default();
         self.coarse.take_counts(&mut c);
         c
+    }
+
+    /// Wall seconds in the fine level's cycles (the coarse solves included) since the last
+    /// call: the host's clock, which the smoother's and the coarse solves' reductions keep
+    /// close to the device's.
+    pub fn take_cycle_seconds(&mut self) -> f64 {
+        std::mem::take(&mut self.cycle_seconds)
     }
 
     /// Lattice dimensions and numbers a site of each coarse level, and the bytes of its
@@ -167,6 +176,7 @@ fn build<S: Coarsen, A>(
         work: Vec::new(),
         low: None,
         applications: 0,
+        cycle_seconds: 0.0,
         setup_applications: 0,
         setup_seconds: 0.0,
     })
@@ -318,6 +328,7 @@ fn orthonormalise<S: Space>(space: &mut S, fields: &mut [S::Field]) -> Result<()
 impl<S: Coarsen, A: LinearOperator<S>> LinearOperator<S> for Hierarchy<S, A> {
     /// out = M inp: one K-cycle in the preconditioner's precision.
     fn apply(&mut self, space: &mut S, out: &mut S::Field, inp: &S::Field) -> Result<()> {
+        let start = std::time::Instant::now();
         let outer = space.layout(inp);
         let layout = outer.with_precision(self.params.precision);
         let smoothing = self.params.smoothing();
@@ -344,10 +355,13 @@ impl<S: Coarsen, A: LinearOperator<S>> LinearOperator<S> for Hierarchy<S, A> {
             _ => (inp, &mut *out),
         };
         self.applications = cycle(space, op, t, smoothing, work, b, x, coarse)?;
-        match &self.low {
-            Some([_, x]) if !same => space.convert(out, x),
-            _ => Ok(()),
+        if let Some([_, x]) = &self.low {
+            if !same {
+                space.convert(out, x)?;
+            }
         }
+        self.cycle_seconds += start.elapsed().as_secs_f64();
+        Ok(())
     }
     fn domain(&self) -> Subset {
         Subset::Full
