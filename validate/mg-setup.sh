@@ -54,6 +54,7 @@ for which in [f"{s}-{w}" for s in sys.argv[2:] for w in ("base", "new")]:
     steps["coarse solves"] = sum(r["multigrid"]["coarse_solves"])
     steps["coarse iterations"] = sum(r["multigrid"]["coarse_iterations"])
     steps["coarse seconds"] = r["multigrid"]["coarse_seconds"][0]
+    steps["cycle seconds"] = r["multigrid"].get("cycle_seconds", float("nan"))
     rows[which] = steps
 keys = list(dict.fromkeys(k for v in rows.values() for k in v))
 print(f"{'step':>40} " + " ".join(f"{w:>10}" for w in rows))
