@@ -8,11 +8,14 @@
 //!   the coarse operator D_c on a random full field, its even Schur complement on a random
 //!   even field (`CoarseOp::apply`, `apply_schur`),
 //! with the device forms the GPU code uploads (`cuda::mg::transfer::device_order`,
-//! `cuda::mg::transposed`, `cuda::mg::domain_tables`). Every section: an i64 count, then
+//! `cuda::mg::transposed`, `cuda::mg::domain_tables`); then, for the clover operator and
+//! the plain Wilson one, the Galerkin product's tables (`cuda::mg::galerkin::galerkin_tables`),
+//! kappa and the host's product. Every section: an i64 count, then
 //! that many i64 or (re, im) f64 pairs.
 //!
 //! Usage: emu_mg_dump LX LY LZ LT NVEC FILE   (extents multiples of 4)
 
+use qcd_solve::backend::cuda::mg::galerkin::galerkin_tables;
 use qcd_solve::backend::cuda::mg::{domain_tables, transfer::device_order, transposed};
 use qcd_solve::dirac::clover::SiteTerms;
 use qcd_solve::dirac::coarse::{galerkin, Aggregation, Prolongator, WilsonStencil};
@@ -136,6 +139,23 @@ fn main() {
     o.complex(&out);
     o.complex(&in_e);
     o.complex(&schur);
+    // The Galerkin product on the device (kernels/mg_galerkin.cu): its tables, kappa, and
+    // the host's products (row-major) with the clover term and without a site term.
+    let wilson = WilsonStencil::new(&gauge, action.kappa, None);
+    for (st, with_blocks) in [(&stencil, true), (&wilson, false)] {
+        let t = galerkin_tables(st, &p).expect("galerkin tables");
+        o.ints(&wide(&t.site_of));
+        o.ints(&wide(&t.slot));
+        o.ints(&wide(&t.nb));
+        o.complex(&t.links);
+        assert_eq!(t.blocks.is_some(), with_blocks);
+        o.complex(t.blocks.as_deref().unwrap_or(&[]));
+        o.complex(&t.proj);
+        o.complex(&[C64::new(st.kappa, 0.0)]);
+        let host = galerkin(st, &p).expect("galerkin");
+        o.complex(&host.site);
+        o.complex(&host.hops);
+    }
     std::fs::File::create(&args[6])
         .and_then(|mut f| f.write_all(&o.0))
         .expect("writing the dump");

@@ -9,7 +9,7 @@
 use super::host_cr::HostFusedCr;
 use super::ledger::{field_bytes, Booking, Ledger, MemoryBooks, Purpose};
 use super::{Layout, Operator, Precision, Prepare, Space, WilsonKernels};
-use crate::dirac::coarse::{CoarseOp, Coarsen, Prolongator};
+use crate::dirac::coarse::{CoarseOp, Coarsen, Prolongator, Stencil};
 use crate::field::{SpinorField, C64};
 use crate::Result;
 use std::sync::Arc;
@@ -197,6 +197,9 @@ impl<B: Coarsen> Coarsen for Counted<B> {
     }
     fn transfer(&mut self, p: &Prolongator, precision: Precision) -> Result<B::Transfer> {
         self.inner.transfer(p, precision)
+    }
+    fn galerkin(&mut self, fine: &dyn Stencil, p: &Prolongator) -> Result<CoarseOp> {
+        self.inner.galerkin(fine, p)
     }
     fn restrict(
         &mut self,

@@ -4,7 +4,8 @@
 // Schur complement (three launches, as src/backend/cuda/mg does it), the gather and
 // scatter between full and half fields, the BLAS-1 update and the several-field dots and
 // updates; in double (to 1e-12
-// relative) and single (to 2e-5 relative) precision.
+// relative) and single (to 2e-5 relative) precision; and the Galerkin product of the fine
+// operator (kernels/mg_galerkin.cu) against the host's, in double.
 // Usage: emu_mg DUMP
 #include "emu_util.h"
 
@@ -23,6 +24,8 @@
 DECLARE(double2, d)
 DECLARE(float2, f)
 extern "C" void coarse_dots_finish(const double2*, int, double2*);
+extern "C" void mg_galerkin(const double2*, const int*, const int*, const int*, const double2*, const double2*,
+                            const double2*, double, int, int, int, double2*, double2*);
 
 struct Reader {
     std::ifstream in;
@@ -74,7 +77,41 @@ struct Dump {
     std::vector<long long> base;
     long long vh;
     std::vector<int> full_nb, sites[2], nb[2];
+    // The Galerkin product's inputs and the host's result, with the clover term [0] and
+    // without a site term [1].
+    struct Galerkin {
+        std::vector<int> site_of, slot, nb;
+        std::vector<double2> links, blocks, proj, site, hops;
+        double kappa;
+    } gal[2];
 };
+
+// kernels/mg_galerkin.cu with `threads` a block (the host's 256, and a few to have the
+// output in several tiles) against the host's product, to 1e-12 relative.
+static void run_galerkin(const Dump& d)
+{
+    const int per = 16; // the kernel's GAL_PER
+    const char* names[2] = {"Galerkin product P^dag D P, clover (device kernel)",
+                            "Galerkin product P^dag D P, Wilson (device kernel)"};
+    for (int k = 0; k < 2; ++k) {
+        const auto& g = d.gal[k];
+        for (int threads : {256, 2}) {
+            const int nel = d.dof * d.dof, tiles = (nel + threads * per - 1) / (threads * per);
+            std::vector<double2> site(g.site.size()), hops(g.hops.size());
+            const size_t shared = 16 * (12 * (size_t)d.dof + 12 * (size_t)d.nvec);
+            emu_launch((unsigned)(d.aggregates * 9 * tiles), threads, shared, true, [&] {
+                mg_galerkin(d.V.data(), g.site_of.data(), g.slot.data(), g.nb.data(), g.links.data(),
+                            g.blocks.empty() ? nullptr : g.blocks.data(), g.proj.data(), g.kappa, d.members,
+                            d.nvec, tiles, site.data(), hops.data());
+            });
+            char what[160];
+            std::snprintf(what, sizeof what, "%s, %d threads, %d tile(s): site", names[k], threads, tiles);
+            report(what, rel_diff(site, g.site), 1e-12);
+            std::snprintf(what, sizeof what, "%s, %d threads, %d tile(s): hops", names[k], threads, tiles);
+            report(what, rel_diff(hops, g.hops), 1e-12);
+        }
+    }
+}
 
 static std::vector<int> narrow(const std::vector<long long>& v) { return std::vector<int>(v.begin(), v.end()); }
 
@@ -257,11 +294,23 @@ int main(int argc, char** argv)
     d.out = r.complex();
     d.in_e = r.complex();
     d.schur = r.complex();
+    for (auto& g : d.gal) {
+        g.site_of = narrow(r.ints());
+        g.slot = narrow(r.ints());
+        g.nb = narrow(r.ints());
+        g.links = r.complex();
+        g.blocks = r.complex();
+        g.proj = r.complex();
+        g.kappa = r.complex().at(0).x;
+        g.site = r.complex();
+        g.hops = r.complex();
+    }
     if (!r.in) {
         std::fprintf(stderr, "%s: truncated\n", argv[1]);
         return 2;
     }
     run<double2>(d, "double", 1e-12, coarse_apply_d, coarse_apply_f);
     run<float2>(d, "single", 2e-5, coarse_apply_d, coarse_apply_f);
+    run_galerkin(d);
     return failures ? 1 : 0;
 }

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# Check multigrid's coarse-level kernels (kernels/mg_coarse.cu) on the CPU (no GPU, no
-# CUDA): compile them with g++ through cuda_emu.h and compare the restriction, the
-# prolongation, the coarse operator and its Schur complement, the half-field gather and
-# the BLAS-1 update with the CPU reference (examples/emu_mg_dump.rs, emu_mg.cpp), in double
-# and single precision, on two lattices.
+# Check multigrid's kernels (kernels/mg_coarse.cu, kernels/mg_galerkin.cu) on the CPU (no
+# GPU, no CUDA): compile them with g++ through cuda_emu.h and compare the restriction, the
+# prolongation, the coarse operator and its Schur complement, the half-field gather, the
+# BLAS-1 updates (double and single precision) and the Galerkin product of the fine
+# operator (double) with the CPU reference (examples/emu_mg_dump.rs, emu_mg.cpp), on two
+# lattices.
 # Usage: validate/emu/run_mg.sh
 set -euo pipefail
 build=$(cd "$(dirname "$0")/../.." && pwd)/target/emu_mg
 source "$(dirname "$0")/common.sh"
 compile mg_coarse mg_coarse.cu
+compile mg_galerkin mg_galerkin.cu
 $cxx -I "$root/validate/emu" "$root/validate/emu/emu_mg.cpp" "${objs[@]}" -o "$build/emu_mg"
 (cd "$root" && cargo build --release --example emu_mg_dump -q)
 status=0

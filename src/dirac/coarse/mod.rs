@@ -61,6 +61,11 @@ pub trait Stencil: Sync {
     fn site_matrix(&self, x: usize, m: &mut [C64]);
     /// m = Y_d(x): what multiplies in(x + e_d) in out(x), the hop's phase included.
     fn hop_matrix(&self, x: usize, d: usize, m: &mut [C64]);
+    /// The fine Wilson operator this stencil is, if it is one (a backend may then form
+    /// its Galerkin product from the links).
+    fn as_wilson(&self) -> Option<&WilsonStencil<'_>> {
+        None
+    }
 }
 
 /// out = M v for a dof x dof row-major M (accumulating when `add`).
@@ -120,6 +125,9 @@ impl<'a> WilsonStencil<'a> {
 impl Stencil for WilsonStencil<'_> {
     fn lattice(&self) -> &Lattice {
         &self.gauge.lattice
+    }
+    fn as_wilson(&self) -> Option<&WilsonStencil<'_>> {
+        Some(self)
     }
     fn dof(&self) -> usize {
         12

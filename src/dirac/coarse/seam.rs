@@ -7,7 +7,7 @@
 //! cycle never leaves the GPU. `CoarseOperator` is the coarse operator as a
 //! `LinearOperator` of any such space, so the Krylov solvers run on every level.
 
-use super::{CoarseOp, Prolongator};
+use super::{galerkin, CoarseOp, Prolongator, Stencil};
 use crate::linalg::{LinearOperator, Precision, Space, Subset};
 use crate::Result;
 use std::sync::Arc;
@@ -37,6 +37,11 @@ pub trait Coarsen: Space {
     type Transfer;
     /// The space of the level below, with operator `op`, fields of `precision`.
     fn coarse_space(&mut self, op: Arc<CoarseOp>, precision: Precision) -> Result<Self::Coarse>;
+    /// The next level's operator P^dag A P for this level's operator `fine` (as a
+    /// stencil) and `p`: by default the host's product; a backend may form it itself.
+    fn galerkin(&mut self, fine: &dyn Stencil, p: &Prolongator) -> Result<CoarseOp> {
+        galerkin(fine, p)
+    }
     /// `p` for this space's fields, applied in `precision` (that of the cycle's fields).
     fn transfer(&mut self, p: &Prolongator, precision: Precision) -> Result<Self::Transfer>;
     /// out = P^dag fine (out: a full field of `coarse`).

@@ -7,7 +7,8 @@
 //!   against the vectors found before), refined adaptively by inverse iteration with the
 //!   multigrid-preconditioned solver; aggregates of `blocks` split by chirality, block
 //!   orthonormalisation in double (`dirac::coarse::Prolongator`); the coarse operator by
-//!   Galerkin projection (`dirac::coarse::galerkin`);
+//!   Galerkin projection (`Coarsen::galerkin`: the host's `dirac::coarse::galerkin`, or
+//!   the backend's own, which the GPU's is for the fine Wilson operator);
 //! - the K-cycle (`cycle`): minimal residual smoothing, the coarse correction solved by
 //!   flexible GCR to a loose tolerance on every coarse level, preconditioned by the next
 //!   level's cycle; the coarsest level by GCR on its even Schur complement;

@@ -157,8 +157,8 @@ fn build<S: Coarsen, A>(
         Prolongator::new(agg, stencil.dof(), &vectors)
     })?;
     drop(vectors);
-    let coarse_op = timed("multigrid set-up: Galerkin product (host)", || {
-        level_op(galerkin(stencil, &p)?, 1, params)
+    let coarse_op = timed("multigrid set-up: Galerkin product", || {
+        level_op(space.galerkin(stencil, &p)?, 1, params)
     })?;
     let t = timed("multigrid set-up: prolongator to the level's space", || {
         space.transfer(&p, params.precision)

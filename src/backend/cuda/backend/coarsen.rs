@@ -7,8 +7,9 @@
 use super::CudaBackend;
 use crate::backend::cuda::core::fast_layout::{spinor_index, SpinorOrder};
 use crate::backend::cuda::core::field::{DeviceData, DeviceSpinor};
+use crate::backend::cuda::mg::galerkin::galerkin_on_device;
 use crate::backend::cuda::mg::{CoarseDeviceField, CudaCoarseSpace, DeviceTransfer};
-use crate::dirac::coarse::{CoarseOp, Coarsen, Prolongator};
+use crate::dirac::coarse::{galerkin, CoarseOp, Coarsen, Prolongator, Stencil};
 use crate::error::{Error, Result};
 use crate::linalg::{Layout, Precision, Space, Subset};
 use std::sync::Arc;
@@ -43,6 +44,14 @@ impl Coarsen for CudaBackend {
 
     fn coarse_space(&mut self, op: Arc<CoarseOp>, precision: Precision) -> Result<CudaCoarseSpace> {
         CudaCoarseSpace::new(&self.core.gpu.stream, &self.core.ledger, op, precision)
+    }
+
+    /// The fine Wilson operator's product on the device (the host's for any other).
+    fn galerkin(&mut self, fine: &dyn Stencil, p: &Prolongator) -> Result<CoarseOp> {
+        match fine.as_wilson() {
+            Some(w) => galerkin_on_device(&self.core.gpu.stream, &self.core.ledger, w, p),
+            None => galerkin(fine, p),
+        }
     }
 
     fn transfer(&mut self, p: &Prolongator, precision: Precision) -> Result<DeviceTransfer> {

@@ -110,6 +110,12 @@ pub(crate) static MG_COARSE: KernelSource = KernelSource {
     code: include_str!("../../../../kernels/mg_coarse.cu"),
 };
 
+/// Multigrid's set-up: the Galerkin product of the fine Wilson operator, in double.
+pub(crate) static MG_GALERKIN: KernelSource = KernelSource {
+    name: "mg_galerkin.cu",
+    code: include_str!("../../../../kernels/mg_galerkin.cu"),
+};
+
 pub(crate) static STENCIL_SPLIT: KernelSource = KernelSource {
     name: "stencil_split.cu",
     code: include_str!("../../../../kernels/stencil_split.cu"),
@@ -407,6 +413,7 @@ pub fn all_sources() -> Vec<&'static str> {
             &STENCIL_V3,
             &HALO,
             &MG_COARSE,
+            &MG_GALERKIN,
         ]
         .iter()
         .map(|s| s.code),

@@ -1,9 +1,12 @@
 //! Multigrid's coarse levels on the GPU: `CudaCoarseSpace`, a coarse level's vector space
 //! with its operator on the device (`dirac::coarse::CoarseLevelSpace`), and the
 //! transfers between levels (`transfer`: the prolongator on the device, for the fine
-//! 3.0 or seed field and for coarse fields). The operator's matrices are made on the host
-//! (`dirac::coarse::galerkin`) and uploaded once; the cycle then never leaves the device.
+//! 3.0 or seed field and for coarse fields). The first coarse operator's matrices are the
+//! Galerkin product of the fine operator formed on the device (`galerkin`), deeper
+//! levels' on the host (`dirac::coarse::galerkin`); each is uploaded once and the cycle
+//! then never leaves the device.
 
+pub mod galerkin;
 pub mod kernels;
 pub mod transfer;
 

@@ -11,6 +11,7 @@ use crate::error::Result;
 use crate::field::C64;
 use crate::linalg::Precision;
 use cudarc::driver::{CudaSlice, CudaStream};
+use rayon::prelude::*;
 use std::sync::Arc;
 
 /// A prolongator in one precision for one fine field order.
@@ -120,13 +121,17 @@ impl DeviceTransfer {
 /// The complex numbers of `p`'s vectors in the device order.
 pub fn device_order(p: &Prolongator) -> Vec<C64> {
     let agg = &p.aggregation;
-    let mut v = Vec::new();
-    for a in 0..agg.coarse.volume() {
+    let per = agg.block_volume() * p.fine_dof * p.nvec;
+    let mut v = vec![C64::new(0.0, 0.0); agg.coarse.volume() * per];
+    v.par_chunks_mut(per).enumerate().for_each(|(a, out)| {
+        let mut at = out.iter_mut();
         for &x in agg.members(a) {
             for k in 0..p.fine_dof {
-                v.extend((0..p.nvec).map(|w| p.vector(x, w)[k]));
+                for w in 0..p.nvec {
+                    *at.next().expect("sized above") = p.vector(x, w)[k];
+                }
             }
         }
-    }
+    });
     v
 }

@@ -4,7 +4,7 @@
 
 use crate::backend::cuda::core::compile::{
     bicgstab_fused_program, check_arch, compile, cr_fused_program, gauge_fix_program,
-    heatbath_program, require_nvrtc, Program, BLAS1, HALO, LAYOUT, MG_COARSE, REDUCE,
+    heatbath_program, require_nvrtc, Program, BLAS1, HALO, LAYOUT, MG_COARSE, MG_GALERKIN, REDUCE,
     STENCIL_COARSE, STENCIL_FINE, STENCIL_SPLIT, STENCIL_V3,
 };
 use crate::backend::cuda::core::version::{Reconstruct, StencilVersion};
@@ -132,6 +132,7 @@ pub(crate) fn all_programs() -> Vec<Program> {
         cr_fused_program(),
         bicgstab_fused_program(),
         Program::plain(&MG_COARSE),
+        Program::plain(&MG_GALERKIN),
     ];
     for &v in StencilVersion::all() {
         for single in [false, true] {
@@ -335,11 +336,14 @@ mod tests {
             }
         }
         // support (3) + heatbath + gauge fixing + fused CR + fused BiCGStab + multigrid's
-        // coarse levels + coarse + fine (1.1/1.2
+        // coarse levels + its Galerkin product + coarse + fine (1.1/1.2
         // share; 1.3, 1.4, 1.5, 1.6, 1.6.1) + split + 3.0 (18, 12 and 8 reals per link,
         // double and single) + its halo kernels (the same six define sets) + 3.0 half (18,
         // 12 and 8) + 3.0 with the clover term (double, single and half, each 18, 12, 8)
-        assert_eq!(all.len(), 3 + 1 + 1 + 1 + 1 + 1 + 1 + 6 + 1 + 6 + 6 + 3 + 9);
+        assert_eq!(
+            all.len(),
+            3 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 6 + 1 + 6 + 6 + 3 + 9
+        );
     }
 
     /// With libnvrtc on the loader path every program compiles for sm_90. Without it the

@@ -1,0 +1,214 @@
+//! The Galerkin product of the fine Wilson(-clover, twisted) operator on the device
+//! (kernels/mg_galerkin.cu), in double: the host form's formulas
+//! (`dirac::coarse::galerkin`) with the links, the site blocks and the prolongator
+//! uploaded for the product and freed after it. The result comes back as the host's
+//! `CoarseOp`, which the coarse level then uploads in its own form.
+
+use super::kernels::launch_args;
+use super::transfer::device_order;
+use crate::backend::cuda::core::compile::{Program, MG_GALERKIN};
+use crate::backend::cuda::core::device::{driver_err, function, load_module};
+use crate::backend::cuda::core::field::as_f64;
+use crate::backend::ledger::{Ledger, Purpose};
+use crate::dirac::coarse::{hop_target, CoarseOp, Prolongator, WilsonStencil, HOPS};
+use crate::error::{Error, Result};
+use crate::field::gamma::projector;
+use crate::field::C64;
+use crate::geometry::lattice::NDIM;
+use cudarc::driver::{CudaSlice, CudaStream, LaunchConfig};
+use rayon::prelude::*;
+use std::sync::Arc;
+
+/// Threads a block (the kernel's GAL_BLOCK) and output numbers a thread (GAL_PER).
+const GAL_BLOCK: usize = 256;
+const GAL_PER: usize = 16;
+
+/// The tables the kernel reads besides the prolongator (`transfer::device_order`): each
+/// `[aggregate][member]`'s fine site, each fine site's `[aggregate][member]` slot, the hop
+/// codes `[x][d] = 2 (x + e_d) + (the hop's phase is -1)`, the links `[x][mu][row][col]`,
+/// the site blocks `[x][chirality][6][6]` (none: the site term is 1) and the hops' spin
+/// matrices `[d][4][4]` (those of `dirac::coarse::WilsonStencil`).
+pub struct GalerkinTables {
+    pub site_of: Vec<i32>,
+    pub slot: Vec<i32>,
+    pub nb: Vec<i32>,
+    pub links: Vec<C64>,
+    pub blocks: Option<Vec<C64>>,
+    pub proj: Vec<C64>,
+}
+
+/// `GalerkinTables` for the fine stencil `w` and the prolongator `p` of its lattice.
+pub fn galerkin_tables(w: &WilsonStencil<'_>, p: &Prolongator) -> Result<GalerkinTables> {
+    let lattice = &w.gauge.lattice;
+    let agg = &p.aggregation;
+    if p.fine_dof != 12 || agg.fine.dims != lattice.dims {
+        return Err(Error::internal(format!(
+            "device galerkin: a prolongator of {} numbers a site on {:?} for the Wilson operator on {:?}",
+            p.fine_dof, agg.fine.dims, lattice.dims
+        )));
+    }
+    let v = lattice.volume();
+    if v.checked_mul(2 * HOPS)
+        .is_none_or(|n| n > i32::MAX as usize)
+    {
+        return Err(Error::internal(
+            "device galerkin: a lattice too large for 32-bit site tables",
+        ));
+    }
+    let site_of: Vec<i32> = (0..agg.coarse.volume())
+        .flat_map(|a| agg.members(a).iter().map(|&x| x as i32))
+        .collect();
+    let mut slot = vec![0i32; v];
+    for (am, &x) in site_of.iter().enumerate() {
+        slot[x as usize] = am as i32;
+    }
+    let mut nb = vec![0i32; v * HOPS];
+    nb.par_chunks_mut(HOPS)
+        .enumerate()
+        .try_for_each(|(x, row)| {
+            for (d, code) in row.iter_mut().enumerate() {
+                let (y, phase) = hop_target(lattice, x, d);
+                if phase.abs() != 1.0 {
+                    return Err(Error::internal(format!(
+                        "device galerkin: a hop phase {phase} (only +-1)"
+                    )));
+                }
+                *code = 2 * y as i32 + i32::from(phase < 0.0);
+            }
+            Ok(())
+        })?;
+    let mut links = vec![C64::new(0.0, 0.0); v * NDIM * 9];
+    links
+        .par_chunks_mut(NDIM * 9)
+        .enumerate()
+        .for_each(|(x, out)| {
+            for mu in 0..NDIM {
+                let u = w.gauge.link(x, mu);
+                for c in 0..3 {
+                    out[mu * 9 + c * 3..mu * 9 + c * 3 + 3].copy_from_slice(&u.0[c]);
+                }
+            }
+        });
+    let blocks = w.terms.map(|t| {
+        let mut b = vec![C64::new(0.0, 0.0); v * 72];
+        b.par_chunks_mut(72).enumerate().for_each(|(x, out)| {
+            for half in 0..2 {
+                for (i, row) in t.block(x, half).iter().enumerate() {
+                    out[half * 36 + i * 6..half * 36 + i * 6 + 6].copy_from_slice(row);
+                }
+            }
+        });
+        b
+    });
+    let proj: Vec<C64> = (0..HOPS)
+        .flat_map(|d| {
+            let m = projector(d % NDIM, if d < NDIM { -1.0 } else { 1.0 });
+            m.into_iter().flatten()
+        })
+        .collect();
+    Ok(GalerkinTables {
+        site_of,
+        slot,
+        nb,
+        links,
+        blocks,
+        proj,
+    })
+}
+
+/// The device's P^dag D P for the fine stencil `w` and the prolongator `p` (whose fine
+/// lattice is `w`'s): the same sums as the host's, in another order.
+pub(crate) fn galerkin_on_device(
+    stream: &Arc<CudaStream>,
+    ledger: &Ledger,
+    w: &WilsonStencil<'_>,
+    p: &Prolongator,
+) -> Result<CoarseOp> {
+    let t = galerkin_tables(w, p)?;
+    let agg = &p.aggregation;
+    let (v, members, nvec) = (w.gauge.lattice.volume(), agg.block_volume(), p.nvec);
+    let aggregates = agg.coarse.volume();
+    let cd = p.coarse_dof();
+    let up_c = |what: &str, z: &[C64]| -> Result<CudaSlice<f64>> {
+        stream
+            .clone_htod(as_f64(z))
+            .map_err(|e| driver_err(&format!("uploading the Galerkin product's {what}"), e))
+    };
+    let up_i = |what: &str, z: &[i32]| -> Result<CudaSlice<i32>> {
+        stream
+            .clone_htod(z)
+            .map_err(|e| driver_err(&format!("uploading the Galerkin product's {what}"), e))
+    };
+    let n_out = aggregates * (1 + HOPS) * cd * cd;
+    let bytes = 16 * (v * 12 * nvec + v * 36 + t.blocks.as_ref().map_or(0, Vec::len) + n_out)
+        + 4 * (2 * v + v * HOPS);
+    let _booking = ledger.book(Purpose::Multigrid, bytes as u64);
+    let d_v = up_c("prolongator", &device_order(p))?;
+    let d_site_of = up_i("member sites", &t.site_of)?;
+    let d_slot = up_i("site slots", &t.slot)?;
+    let d_nb = up_i("neighbours", &t.nb)?;
+    let d_links = up_c("links", &t.links)?;
+    let d_blocks = t
+        .blocks
+        .as_ref()
+        .map(|b| up_c("site blocks", b))
+        .transpose()?;
+    let d_proj = up_c("spin matrices", &t.proj)?;
+    drop(t);
+    let e = |e| driver_err("allocating the Galerkin product's output", e);
+    let out_site: CudaSlice<f64> = stream.alloc_zeros(2 * aggregates * cd * cd).map_err(e)?;
+    let out_hops: CudaSlice<f64> = stream
+        .alloc_zeros(2 * aggregates * HOPS * cd * cd)
+        .map_err(e)?;
+
+    let (ctx, s) = (stream.context(), stream);
+    let (module, _) = load_module(ctx, &Program::plain(&MG_GALERKIN))?;
+    let f = function(&module, "mg_galerkin")?;
+    let tiles = (cd * cd).div_ceil(GAL_BLOCK * GAL_PER);
+    let cfg = LaunchConfig {
+        grid_dim: (
+            u32::try_from(aggregates * (1 + HOPS) * tiles)
+                .map_err(|_| Error::internal("device galerkin: more blocks than a grid holds"))?,
+            1,
+            1,
+        ),
+        block_dim: (GAL_BLOCK as u32, 1, 1),
+        shared_mem_bytes: (16 * (12 * cd + 12 * nvec)) as u32,
+    };
+    let ptr = |b: &CudaSlice<f64>| crate::backend::cuda::core::launch::dptr(b, s);
+    let ptr_i = |b: &CudaSlice<i32>| crate::backend::cuda::core::launch::dptr(b, s);
+    let args = (
+        ptr(&d_v),
+        ptr_i(&d_site_of),
+        ptr_i(&d_slot),
+        ptr_i(&d_nb),
+        ptr(&d_links),
+        d_blocks.as_ref().map_or(0, ptr),
+        ptr(&d_proj),
+    );
+    let (kappa, members, nvec_i, tiles_i) = (w.kappa, members as i32, nvec as i32, tiles as i32);
+    let (site_ptr, hops_ptr) = (ptr(&out_site), ptr(&out_hops));
+    launch_args!(
+        s,
+        &f,
+        cfg,
+        [
+            &args.0, &args.1, &args.2, &args.3, &args.4, &args.5, &args.6, &kappa, &members,
+            &nvec_i, &tiles_i, &site_ptr, &hops_ptr
+        ]
+    )?;
+    let mut op = CoarseOp::zeros(agg.coarse.clone(), cd);
+    op.site = download(s, &out_site)?;
+    op.hops = download(s, &out_hops)?;
+    Ok(op)
+}
+
+fn download(s: &Arc<CudaStream>, d: &CudaSlice<f64>) -> Result<Vec<C64>> {
+    let reals = s
+        .clone_dtoh(d)
+        .map_err(|e| driver_err("downloading the Galerkin product", e))?;
+    Ok(reals
+        .par_chunks_exact(2)
+        .map(|c| C64::new(c[0], c[1]))
+        .collect())
+}
