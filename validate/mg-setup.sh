@@ -16,7 +16,7 @@ smoothers=${SMOOTHERS:-mr}
     if [ -n "${TESTS:-}" ]; then
         step gpu-multigrid-tests timeout 300 "$bin/gpu-multigrid-tests" --test-threads=1
         step gpu-solvers-tests timeout 300 "$bin/gpu-solvers-tests" --test-threads=1
-        step gpu-clover-every-precision timeout 200 "$bin/gpu-clover-tests" --test-threads=1 every_precision
+        step gpu-clover-every-precision timeout 420 "$bin/gpu-clover-tests" --test-threads=1 every_precision
     fi
     for s in $smoothers; do
         mg_config "$s" >"$res/mg-$s.toml"
