@@ -10,6 +10,7 @@ use crate::backend::cuda::core::compile::{Program, MG_GALERKIN};
 use crate::backend::cuda::core::device::{driver_err, function, load_module};
 use crate::backend::cuda::core::field::as_f64;
 use crate::backend::ledger::{Ledger, Purpose};
+use crate::clock::record_since;
 use crate::dirac::coarse::{hop_target, CoarseOp, Prolongator, WilsonStencil, HOPS};
 use crate::error::{Error, Result};
 use crate::field::gamma::projector;
@@ -18,6 +19,7 @@ use crate::geometry::lattice::NDIM;
 use cudarc::driver::{CudaSlice, CudaStream, LaunchConfig};
 use rayon::prelude::*;
 use std::sync::Arc;
+use std::time::Instant;
 
 /// Threads a block (the kernel's GAL_BLOCK) and output numbers a thread (GAL_PER).
 const GAL_BLOCK: usize = 256;
@@ -124,7 +126,9 @@ pub(crate) fn galerkin_on_device(
     w: &WilsonStencil<'_>,
     p: &Prolongator,
 ) -> Result<CoarseOp> {
+    let since = Instant::now();
     let t = galerkin_tables(w, p)?;
+    record_since(&step("tables (host)"), since);
     let agg = &p.aggregation;
     let (v, members, nvec) = (w.gauge.lattice.volume(), agg.block_volume(), p.nvec);
     let aggregates = agg.coarse.volume();
@@ -143,6 +147,7 @@ pub(crate) fn galerkin_on_device(
     let bytes = 16 * (v * 12 * nvec + v * 36 + t.blocks.as_ref().map_or(0, Vec::len) + n_out)
         + 4 * (2 * v + v * HOPS);
     let _booking = ledger.book(Purpose::Multigrid, bytes as u64);
+    let since = Instant::now();
     let d_v = up_c("prolongator", &device_order(p))?;
     let d_site_of = up_i("member sites", &t.site_of)?;
     let d_slot = up_i("site slots", &t.slot)?;
@@ -160,7 +165,9 @@ pub(crate) fn galerkin_on_device(
     let out_hops: CudaSlice<f64> = stream
         .alloc_zeros(2 * aggregates * HOPS * cd * cd)
         .map_err(e)?;
+    record_since(&step("upload"), since);
 
+    let since = Instant::now();
     let (ctx, s) = (stream.context(), stream);
     let (module, _) = load_module(ctx, &Program::plain(&MG_GALERKIN))?;
     let f = function(&module, "mg_galerkin")?;
@@ -197,10 +204,20 @@ pub(crate) fn galerkin_on_device(
             &nvec_i, &tiles_i, &site_ptr, &hops_ptr
         ]
     )?;
+    s.synchronize()
+        .map_err(|e| driver_err("the Galerkin product's kernel", e))?;
+    record_since(&step("kernel"), since);
+    let since = Instant::now();
     let mut op = CoarseOp::zeros(agg.coarse.clone(), cd);
     op.site = download(s, &out_site)?;
     op.hops = download(s, &out_hops)?;
+    record_since(&step("download"), since);
     Ok(op)
+}
+
+/// The name of a piece of the product in the run's steps.
+fn step(piece: &str) -> String {
+    format!("multigrid set-up: Galerkin product: {piece}")
 }
 
 fn download(s: &Arc<CudaStream>, d: &CudaSlice<f64>) -> Result<Vec<C64>> {
