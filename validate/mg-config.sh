@@ -1,19 +1,22 @@
 # Sourced by validate/python-pool-smoother.sh and validate/mg-setup.sh: mg_config SMOOTHER
 # prints the multigrid config of the quenched beta 6.0 16^3x32 field of
 # validate/multigrid.sh (clover c_sw 1.77, kappa 0.1345, tolerance 1e-10, the [multigrid]
-# defaults but the smoother; MG_DEVICE, default cuda).
+# defaults but the smoother; MG_DEVICE, default cuda; MG_DIMS, default 16x16x16x32, and
+# MG_KAPPA, default 0.1345, for another volume or mass).
 mg_config() { # smoother: the multigrid config on stdout
+    local l=(${MG_DIMS:-16x16x16x32})
+    l=(${l//x/ })
     cat <<TOML
 [lattice]
-LX = 16
-LY = 16
-LZ = 16
-LT = 32
+LX = ${l[0]}
+LY = ${l[1]}
+LZ = ${l[2]}
+LT = ${l[3]}
 
 $(heatbath_gauge)
 
 [dirac]
-kappa = 0.1345
+kappa = ${MG_KAPPA:-0.1345}
 csw = 1.77
 
 [source]

@@ -5,7 +5,10 @@
 # that compiles the kernels; a table last (seconds of each set-up step, the solve, the
 # outer iterations, the coarse solves' seconds and iterations). TESTS=1 first runs
 # gpu-multigrid-tests, gpu-solvers-tests and gpu-clover-tests' operator test in every
-# precision (staged with TARGETS="gpu_multigrid gpu_solvers gpu_clover").
+# precision (staged with TARGETS="gpu_multigrid gpu_solvers gpu_clover"). MG_DIMS and
+# MG_KAPPA set another problem (validate/mg-config.sh), MG_TIMEOUT each run's limit
+# (default 100 s), MG_WARMUP=0 leaves the warm-up out (the baseline then runs first and
+# pays the kernels' compile and the field's generation).
 set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/step.sh" # $bin $q $res $big $out, step NAME COMMAND...
 . "$(dirname "${BASH_SOURCE[0]}")/mg-config.sh" # mg_config SMOOTHER
@@ -21,12 +24,12 @@ smoothers=${SMOOTHERS:-mr}
     for s in $smoothers; do
         mg_config "$s" >"$res/mg-$s.toml"
     done
-    step warm-up timeout 100 "$bin/qcd-solve" "$res/mg-${smoothers%% *}.toml" --output "$res/warm" -q
+    [ "${MG_WARMUP:-1}" = 0 ] || step warm-up timeout 100 "$bin/qcd-solve" "$res/mg-${smoothers%% *}.toml" --output "$res/warm" -q
     for s in $smoothers; do
         for which in base new; do
             b=$bin/qcd-solve
             [ "$which" = base ] && b=$bin/base/qcd-solve
-            step "mg-$s-$which" timeout 100 "$b" "$res/mg-$s.toml" --output "$res/mg-$s-$which" -q
+            step "mg-$s-$which" timeout "${MG_TIMEOUT:-100}" "$b" "$res/mg-$s.toml" --output "$res/mg-$s-$which" -q
         done
     done
 } 2>&1 | tee "$res/log.txt" "$out/log.txt"

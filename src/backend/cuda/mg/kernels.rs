@@ -5,6 +5,7 @@
 
 use crate::backend::cuda::core::compile::{Program, MG_COARSE, REDUCE};
 use crate::backend::cuda::core::device::{driver_err, function, load_module};
+use crate::backend::cuda::core::field::as_f64;
 use crate::backend::cuda::core::kernels::{reduce_blocks, REDUCE_BLOCK};
 use crate::backend::cuda::core::launch::{cfg_1d, dptr};
 use crate::backend::cuda::dirac::blas::ReduceBuffers;
@@ -13,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::field::C64;
 use crate::linalg::Precision;
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig};
+use rayon::prelude::*;
 use std::sync::Arc;
 
 /// Threads per block of the multigrid kernels.
@@ -124,15 +126,15 @@ impl Buffer {
         let (data, bytes) = match p {
             Precision::Single => {
                 let v: Vec<f32> = values
-                    .iter()
-                    .flat_map(|z| [z.re as f32, z.im as f32])
+                    .par_iter()
+                    .flat_map_iter(|z| [z.re as f32, z.im as f32])
                     .collect();
                 (Data::Single(stream.clone_htod(&v).map_err(e)?), 8)
             }
-            _ => {
-                let v: Vec<f64> = values.iter().flat_map(|z| [z.re, z.im]).collect();
-                (Data::Double(stream.clone_htod(&v).map_err(e)?), 16)
-            }
+            _ => (
+                Data::Double(stream.clone_htod(as_f64(values)).map_err(e)?),
+                16,
+            ),
         };
         Ok(Buffer {
             data,
