@@ -147,7 +147,13 @@ fn main() {
         o.ints(&wide(&t.site_of));
         o.ints(&wide(&t.slot));
         o.ints(&wide(&t.nb));
-        o.complex(&t.links);
+        o.complex(
+            &st.gauge
+                .links
+                .iter()
+                .flat_map(|u| u.0.concat())
+                .collect::<Vec<_>>(),
+        );
         assert_eq!(t.blocks.is_some(), with_blocks);
         o.complex(t.blocks.as_deref().unwrap_or(&[]));
         o.complex(&t.proj);

@@ -120,6 +120,11 @@ impl<'a> WilsonStencil<'a> {
             spin: std::array::from_fn(|mu| [projector(mu, -1.0), projector(mu, 1.0)]),
         }
     }
+
+    /// The spin matrix of hop d: 1 - g_mu forward (d < 4), 1 + g_mu backward.
+    pub fn hop_spin(&self, d: usize) -> &[[C64; 4]; 4] {
+        &self.spin[d % NDIM][usize::from(d >= NDIM)]
+    }
 }
 
 impl Stencil for WilsonStencil<'_> {
@@ -152,10 +157,11 @@ impl Stencil for WilsonStencil<'_> {
         let lattice = &self.gauge.lattice;
         let mu = d % NDIM;
         let (y, phase) = hop_target(lattice, x, d);
-        let (u, spin) = if d < NDIM {
-            (*self.gauge.link(x, mu), &self.spin[mu][0])
+        let spin = self.hop_spin(d);
+        let u = if d < NDIM {
+            *self.gauge.link(x, mu)
         } else {
-            (self.gauge.link(y, mu).dagger(), &self.spin[mu][1])
+            self.gauge.link(y, mu).dagger()
         };
         let f = -self.kappa * phase;
         for s in 0..4 {

@@ -8,14 +8,13 @@ use super::kernels::launch_args;
 use super::transfer::device_order;
 use crate::backend::cuda::core::compile::{Program, MG_GALERKIN};
 use crate::backend::cuda::core::device::{driver_err, function, load_module};
-use crate::backend::cuda::core::field::as_f64;
+use crate::backend::cuda::core::field::{as_f64, as_f64_mut};
+use crate::backend::cuda::dirac::link_upload::chunks::links_as_f64;
 use crate::backend::ledger::{Ledger, Purpose};
 use crate::clock::record_since;
 use crate::dirac::coarse::{hop_target, CoarseOp, Prolongator, WilsonStencil, HOPS};
 use crate::error::{Error, Result};
-use crate::field::gamma::projector;
 use crate::field::C64;
-use crate::geometry::lattice::NDIM;
 use cudarc::driver::{CudaSlice, CudaStream, LaunchConfig};
 use rayon::prelude::*;
 use std::sync::Arc;
@@ -27,14 +26,13 @@ const GAL_PER: usize = 16;
 
 /// The tables the kernel reads besides the prolongator (`transfer::device_order`): each
 /// `[aggregate][member]`'s fine site, each fine site's `[aggregate][member]` slot, the hop
-/// codes `[x][d] = 2 (x + e_d) + (the hop's phase is -1)`, the links `[x][mu][row][col]`,
-/// the site blocks `[x][chirality][6][6]` (none: the site term is 1) and the hops' spin
-/// matrices `[d][4][4]` (those of `dirac::coarse::WilsonStencil`).
+/// codes `[x][d] = 2 (x + e_d) + (the hop's phase is -1)`, the site blocks `[x][chirality][6][6]` (none: the site term is 1) and the hops' spin
+/// matrices `[d][4][4]` (`WilsonStencil::hop_spin`). The links are the gauge field's own
+/// `[x][mu][row][col]`, uploaded as they are.
 pub struct GalerkinTables {
     pub site_of: Vec<i32>,
     pub slot: Vec<i32>,
     pub nb: Vec<i32>,
-    pub links: Vec<C64>,
     pub blocks: Option<Vec<C64>>,
     pub proj: Vec<C64>,
 }
@@ -79,18 +77,6 @@ pub fn galerkin_tables(w: &WilsonStencil<'_>, p: &Prolongator) -> Result<Galerki
             }
             Ok(())
         })?;
-    let mut links = vec![C64::new(0.0, 0.0); v * NDIM * 9];
-    links
-        .par_chunks_mut(NDIM * 9)
-        .enumerate()
-        .for_each(|(x, out)| {
-            for mu in 0..NDIM {
-                let u = w.gauge.link(x, mu);
-                for c in 0..3 {
-                    out[mu * 9 + c * 3..mu * 9 + c * 3 + 3].copy_from_slice(&u.0[c]);
-                }
-            }
-        });
     let blocks = w.terms.map(|t| {
         let mut b = vec![C64::new(0.0, 0.0); v * 72];
         b.par_chunks_mut(72).enumerate().for_each(|(x, out)| {
@@ -103,16 +89,12 @@ pub fn galerkin_tables(w: &WilsonStencil<'_>, p: &Prolongator) -> Result<Galerki
         b
     });
     let proj: Vec<C64> = (0..HOPS)
-        .flat_map(|d| {
-            let m = projector(d % NDIM, if d < NDIM { -1.0 } else { 1.0 });
-            m.into_iter().flatten()
-        })
+        .flat_map(|d| w.hop_spin(d).iter().flatten().copied())
         .collect();
     Ok(GalerkinTables {
         site_of,
         slot,
         nb,
-        links,
         blocks,
         proj,
     })
@@ -152,7 +134,9 @@ pub(crate) fn galerkin_on_device(
     let d_site_of = up_i("member sites", &t.site_of)?;
     let d_slot = up_i("site slots", &t.slot)?;
     let d_nb = up_i("neighbours", &t.nb)?;
-    let d_links = up_c("links", &t.links)?;
+    let d_links = stream
+        .clone_htod(links_as_f64(&w.gauge.links))
+        .map_err(|e| driver_err("uploading the Galerkin product's links", e))?;
     let d_blocks = t
         .blocks
         .as_ref()
@@ -209,8 +193,10 @@ pub(crate) fn galerkin_on_device(
     record_since(&step("kernel"), since);
     let since = Instant::now();
     let mut op = CoarseOp::zeros(agg.coarse.clone(), cd);
-    op.site = download(s, &out_site)?;
-    op.hops = download(s, &out_hops)?;
+    for (d, host) in [(&out_site, &mut op.site), (&out_hops, &mut op.hops)] {
+        s.memcpy_dtoh(d, as_f64_mut(host))
+            .map_err(|e| driver_err("downloading the Galerkin product", e))?;
+    }
     record_since(&step("download"), since);
     Ok(op)
 }
@@ -218,14 +204,4 @@ pub(crate) fn galerkin_on_device(
 /// The name of a piece of the product in the run's steps.
 fn step(piece: &str) -> String {
     format!("multigrid set-up: Galerkin product: {piece}")
-}
-
-fn download(s: &Arc<CudaStream>, d: &CudaSlice<f64>) -> Result<Vec<C64>> {
-    let reals = s
-        .clone_dtoh(d)
-        .map_err(|e| driver_err("downloading the Galerkin product", e))?;
-    Ok(reals
-        .par_chunks_exact(2)
-        .map(|c| C64::new(c[0], c[1]))
-        .collect())
 }
