@@ -10,7 +10,8 @@
 //! with the device forms the GPU code uploads (`cuda::mg::transfer::device_order`,
 //! `cuda::mg::transposed`, `cuda::mg::domain_tables`); then, for the clover operator and
 //! the plain Wilson one, the Galerkin product's tables (`cuda::mg::galerkin::galerkin_tables`),
-//! kappa and the host's product. Every section: an i64 count, then
+//! kappa and the host's product; last the near-null vectors in 3.0's order (the
+//! device's own prolongator, gathered and orthonormalised there). Every section: an i64 count, then
 //! that many i64 or (re, im) f64 pairs.
 //!
 //! Usage: emu_mg_dump LX LY LZ LT NVEC FILE   (extents multiples of 4)
@@ -143,7 +144,7 @@ fn main() {
     // the host's products (row-major) with the clover term and without a site term.
     let wilson = WilsonStencil::new(&gauge, action.kappa, None);
     for (st, with_blocks) in [(&stencil, true), (&wilson, false)] {
-        let t = galerkin_tables(st, &p).expect("galerkin tables");
+        let t = galerkin_tables(st, &p.aggregation, p.fine_dof).expect("galerkin tables");
         o.ints(&wide(&t.site_of));
         o.ints(&wide(&t.slot));
         o.ints(&wide(&t.nb));
@@ -162,6 +163,11 @@ fn main() {
         o.complex(&host.site);
         o.complex(&host.hops);
     }
+    // The prolongator made on the device (the end of kernels/mg_galerkin.cu): the
+    // near-null vectors in 3.0's order, one after the other; the host's result is the
+    // device-order prolongator written first.
+    let in_order: Vec<C64> = vectors.iter().flat_map(|f| to_device(f)).collect();
+    o.complex(&in_order);
     std::fs::File::create(&args[6])
         .and_then(|mut f| f.write_all(&o.0))
         .expect("writing the dump");

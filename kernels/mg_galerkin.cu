@@ -1,5 +1,5 @@
-// mg_galerkin.cu: multigrid's Galerkin product D_c = P^dag D P of the fine Wilson(-clover,
-// twisted) operator on the GPU, in double (src/backend/cuda/mg/galerkin.rs; the host form
+// mg_galerkin.cu: multigrid's set-up on the GPU: the Galerkin product D_c = P^dag D P of
+// the fine Wilson(-clover, twisted) operator, in double (src/backend/cuda/mg/galerkin.rs; the host form
 // and its formulas are src/dirac/coarse/galerkin.rs). On aggregate a,
 //
 //   X_c(a)   = sum_{x in a} P(x)^dag [ A(x) P(x) + sum_{d: x + e_d in a} Y_d(x) P(x + e_d) ]
@@ -14,6 +14,10 @@
 // 2 nvec), one accumulator each in the threads' registers. For each member x that feeds the
 // output, the block forms T = (what multiplies P there) P, 12 x cd, in shared memory, then
 // each thread adds its numbers' P(x)^dag T.
+//
+// The prolongator itself is made here too when the near-null vectors are on the device
+// (the end of this file): gathered from the fine fields, orthonormalised per aggregate
+// and chirality, and narrowed to single precision for the transfer.
 #include "common.cuh"
 
 #define GAL_BLOCK 256 // the host launches mg_galerkin with this many threads
@@ -122,4 +126,94 @@ extern "C" __global__ void __launch_bounds__(GAL_BLOCK)
             break;
         out[el] = acc[q];
     }
+}
+
+// The prolongator made on the device from near-null vectors that live there (the host's
+// form is src/dirac/coarse/transfer.rs, `Prolongator::new`).
+
+// V[(am * fine_dof + k) * nvec + w] = fine[base[am] + k * stride] for every [aggregate]
+// [member] am < n_am and row k: vector w of the prolongator gathered from a fine field
+// (one thread a number).
+extern "C" __global__ void mg_gather_vector(const double2* __restrict__ fine, double2* __restrict__ V,
+                                            const long long* __restrict__ base, long long stride, int fine_dof,
+                                            int nvec, int w, long long n_am)
+{
+    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n_am * fine_dof)
+        return;
+    const long long am = t / fine_dof;
+    const int k = (int)(t % fine_dof);
+    V[t * nvec + w] = fine[base[am] + k * stride];
+}
+
+// The sum over the block's threads of each one's z (every thread gets it). `red`: shared
+// memory of blockDim.x numbers, blockDim.x a power of two.
+__device__ double2 gal_block_sum(double2* red, double2 z)
+{
+    red[threadIdx.x] = z;
+    __syncthreads();
+    for (int half = blockDim.x / 2; half > 0; half /= 2) {
+        if ((int)threadIdx.x < half)
+            red[threadIdx.x] = c_add(red[threadIdx.x], red[threadIdx.x + half]);
+        __syncthreads();
+    }
+    const double2 sum = red[0];
+    __syncthreads(); // red is reused by the next sum
+    return sum;
+}
+
+// The vectors of V (as mg_gather_vector leaves them) orthonormalised on each aggregate
+// and chirality: block b is aggregate b / 2, chirality b % 2 (rows 6 s .. 6 s + 5 of
+// fine_dof = 12), by modified Gram-Schmidt, two passes, as the host's
+// `Prolongator::orthonormalise` does it: for each pass and vector v, v -= (w | v) w for
+// each w < v, then v /= |v|. A vector whose norm falls below 1e-12 stops the block, and
+// failed[b] records it (v + 1; 0: none). Each thread keeps to its own rows (r = thread,
+// thread + blockDim.x, ...), so only the sums need the block. Shared memory: blockDim.x
+// double2.
+extern "C" __global__ void mg_orthonormalise(double2* __restrict__ V, int members, int fine_dof, int nvec,
+                                             int* __restrict__ failed)
+{
+    QCD_DYNAMIC_SHARED(double2, red);
+    const int a = blockIdx.x / 2, s = blockIdx.x % 2, h = fine_dof / 2;
+    const int rows = members * h;
+    double2* P = V + (long long)a * members * fine_dof * nvec;
+    // Row r of this chirality: member r / h, fine number s h + r % h.
+#define GAL_AT(r, w) P[((long long)((r) / h) * fine_dof + s * h + (r) % h) * nvec + (w)]
+    if (threadIdx.x == 0)
+        failed[blockIdx.x] = 0;
+    for (int pass = 0; pass < 2; ++pass) {
+        for (int v = 0; v < nvec; ++v) {
+            for (int w = 0; w < v; ++w) {
+                double2 part = c_zero();
+                for (int r = threadIdx.x; r < rows; r += blockDim.x)
+                    part = c_add(part, c_conj_mul(GAL_AT(r, w), GAL_AT(r, v)));
+                const double2 dot = gal_block_sum(red, part);
+                for (int r = threadIdx.x; r < rows; r += blockDim.x)
+                    GAL_AT(r, v) = c_sub(GAL_AT(r, v), c_mul(dot, GAL_AT(r, w)));
+            }
+            double2 part = c_zero();
+            for (int r = threadIdx.x; r < rows; r += blockDim.x) {
+                const double2 z = GAL_AT(r, v);
+                part.x += z.x * z.x + z.y * z.y;
+            }
+            const double norm = sqrt(gal_block_sum(red, part).x);
+            if (!(norm >= 1e-12)) {
+                if (threadIdx.x == 0)
+                    failed[blockIdx.x] = v + 1;
+                return;
+            }
+            const double inv = 1.0 / norm;
+            for (int r = threadIdx.x; r < rows; r += blockDim.x)
+                GAL_AT(r, v) = c_scale(inv, GAL_AT(r, v));
+        }
+    }
+#undef GAL_AT
+}
+
+// out[i] = in[i] in single precision, n complex numbers (the transfer's prolongator).
+extern "C" __global__ void mg_narrow(const double2* __restrict__ in, float2* __restrict__ out, long long n)
+{
+    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t < n)
+        out[t] = c_of<float2>((float)in[t].x, (float)in[t].y);
 }

@@ -238,3 +238,83 @@ fn the_device_galerkin_product_is_the_hosts() {
         }
     }
 }
+
+/// The prolongator made on the device from near-null vectors held there (`Coarsen::coarsen`
+/// of the CUDA backend: kernels/mg_galerkin.cu's gather, orthonormalisation and
+/// narrowing) against the host's `Prolongator::new` and `galerkin` (the CPU reference): the
+/// coarse operator to 1e-12 relative (the same sums in another order, both in double), the
+/// restriction and prolongation through its transfer to 1e-12 in double and 1e-5 in single;
+/// and vectors that are linearly dependent refused as the host refuses them (the same
+/// message, naming multigrid.vectors).
+#[test]
+fn the_device_prolongator_is_the_hosts() {
+    require_gpu();
+    let gauge = gpu_common::quenched([8, 8, 8, 8]);
+    let action = Action {
+        kappa: 0.13,
+        csw: 1.77,
+        mu: 0.0,
+    };
+    let terms = SiteTerms::new(&gauge, &action).unwrap();
+    let stencil = WilsonStencil::new(&gauge, action.kappa, Some(&terms));
+    let v = gauge.lattice.volume();
+    let opts = CudaOptions {
+        version: StencilVersion::V3_0,
+        ..CudaOptions::default()
+    };
+    let mut gpu = CudaBackend::new(&gauge, action.kappa, &opts).unwrap();
+    gpu.set_action(&gauge, &action).unwrap();
+    let agg = Aggregation::new(&gauge.lattice, [4, 4, 2, 2], "blocks").unwrap();
+    let vectors: Vec<Vec<C64>> = (0..8).map(|k| gaussian(v * 12, 80 + k)).collect();
+    let p = Prolongator::new(agg.clone(), 12, &vectors).unwrap();
+    let want = galerkin(&stencil, &p).unwrap();
+    let fields: Vec<_> = vectors
+        .iter()
+        .map(|x| gpu.field_from_host(x.clone(), Layout::FULL).unwrap())
+        .collect();
+    let refs: Vec<_> = fields.iter().collect();
+    let fine = SpinorField::random(v, 8, 0);
+    let nc = agg.coarse.volume() * p.coarse_dof();
+    let c = gaussian(nc, 9);
+    let mut want_r = vec![C64::new(0.0, 0.0); nc];
+    p.restrict(&fine.data, &mut want_r);
+    let mut want_p = vec![C64::new(0.0, 0.0); v * 12];
+    p.prolong(&c, &mut want_p);
+    for (precision, tol) in [(Precision::Double, 1e-12), (Precision::Single, 1e-5)] {
+        let (got, t) = gpu
+            .coarsen(&stencil, agg.clone(), &refs, precision)
+            .unwrap();
+        let (ds, dh) = (rel(&got.site, &want.site), rel(&got.hops, &want.hops));
+        let full = Layout::new(Subset::Full, precision);
+        let mut space = gpu.coarse_space(Arc::new(got), precision).unwrap();
+        let f = gpu.field_from_host(fine.data.clone(), full).unwrap();
+        let mut rc = space.alloc_layout(full).unwrap();
+        gpu.restrict(&t, &f, &mut space, &mut rc).unwrap();
+        let dr = rel(&space.to_host(&rc).unwrap(), &want_r);
+        let cf = space.field_from_host(c.clone(), full).unwrap();
+        let mut pf = gpu.alloc_layout(full).unwrap();
+        gpu.prolong(&t, &mut space, &cf, &mut pf).unwrap();
+        let dp = rel(&gpu.to_host(&pf).unwrap(), &want_p);
+        eprintln!("{precision:?}: site {ds:.2e}, hops {dh:.2e}, restriction {dr:.2e}, prolongation {dp:.2e}");
+        assert!(ds <= 1e-12 && dh <= 1e-12, "site {ds:.2e}, hops {dh:.2e}");
+        assert!(
+            dr <= tol && dp <= tol,
+            "restriction {dr:.2e}, prolongation {dp:.2e}"
+        );
+    }
+    // Vector 3 a multiple of vector 1: dependent on every aggregate and chirality.
+    let mut dependent = vectors.clone();
+    dependent[3] = vectors[1].iter().map(|z| z * 2.0).collect();
+    let host = Prolongator::new(agg.clone(), 12, &dependent).unwrap_err();
+    let d_fields: Vec<_> = dependent
+        .iter()
+        .map(|x| gpu.field_from_host(x.clone(), Layout::FULL).unwrap())
+        .collect();
+    let d_refs: Vec<_> = d_fields.iter().collect();
+    let device = match gpu.coarsen(&stencil, agg, &d_refs, Precision::Single) {
+        Ok(_) => panic!("dependent vectors were accepted"),
+        Err(e) => e,
+    };
+    assert_eq!(device.to_string(), host.to_string());
+    assert!(device.to_string().contains("multigrid.vectors"), "{device}");
+}

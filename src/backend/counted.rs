@@ -9,7 +9,7 @@
 use super::host_cr::HostFusedCr;
 use super::ledger::{field_bytes, Booking, Ledger, MemoryBooks, Purpose};
 use super::{Layout, Operator, Precision, Prepare, Space, WilsonKernels};
-use crate::dirac::coarse::{CoarseOp, Coarsen, Prolongator, Stencil};
+use crate::dirac::coarse::{Aggregation, CoarseOp, Coarsen, Prolongator, Stencil};
 use crate::field::{SpinorField, C64};
 use crate::Result;
 use std::sync::Arc;
@@ -200,6 +200,16 @@ impl<B: Coarsen> Coarsen for Counted<B> {
     }
     fn galerkin(&mut self, fine: &dyn Stencil, p: &Prolongator) -> Result<CoarseOp> {
         self.inner.galerkin(fine, p)
+    }
+    fn coarsen(
+        &mut self,
+        fine: &dyn Stencil,
+        agg: Aggregation,
+        fields: &[&Self::Field],
+        precision: Precision,
+    ) -> Result<(CoarseOp, B::Transfer)> {
+        let inner: Vec<&B::Field> = fields.iter().map(|f| &f.inner).collect();
+        self.inner.coarsen(fine, agg, &inner, precision)
     }
     fn restrict(
         &mut self,

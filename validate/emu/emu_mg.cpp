@@ -5,7 +5,8 @@
 // scatter between full and half fields, the BLAS-1 update and the several-field dots and
 // updates; in double (to 1e-12
 // relative) and single (to 2e-5 relative) precision; and the Galerkin product of the fine
-// operator (kernels/mg_galerkin.cu) against the host's, in double.
+// operator (kernels/mg_galerkin.cu) against the host's, in double, and the prolongator
+// made on the device from near-null vectors against the host's `Prolongator::new`.
 // Usage: emu_mg DUMP
 #include "emu_util.h"
 
@@ -24,6 +25,9 @@
 DECLARE(double2, d)
 DECLARE(float2, f)
 extern "C" void coarse_dots_finish(const double2*, int, double2*);
+extern "C" void mg_gather_vector(const double2*, double2*, const long long*, long long, int, int, int, long long);
+extern "C" void mg_orthonormalise(double2*, int, int, int, int*);
+extern "C" void mg_narrow(const double2*, float2*, long long);
 extern "C" void mg_galerkin(const double2*, const int*, const int*, const int*, const double2*, const double2*,
                             const double2*, double, int, int, int, double2*, double2*);
 
@@ -73,7 +77,8 @@ static void check(const char* what, const char* prec, double d, double tol)
 
 struct Dump {
     int fine_dof, nvec, members, aggregates, dof;
-    std::vector<double2> V, fine, restricted, c, prolonged, site, hops, inverse, inp, out, in_e, schur;
+    // vectors: the near-null vectors in 3.0's fine order, one after the other.
+    std::vector<double2> V, vectors, fine, restricted, c, prolonged, site, hops, inverse, inp, out, in_e, schur;
     std::vector<long long> base;
     long long vh;
     std::vector<int> full_nb, sites[2], nb[2];
@@ -111,6 +116,52 @@ static void run_galerkin(const Dump& d)
             report(what, rel_diff(hops, g.hops), 1e-12);
         }
     }
+}
+
+// The prolongator made on the device (mg_gather_vector, mg_orthonormalise, mg_narrow)
+// against the host's `Prolongator::new` (d.V), with 256 and 32 threads a block; then
+// with vector 1 a copy of vector 0, which every block must flag (2: vector 1).
+static void run_prolongator(const Dump& d)
+{
+    const long long n_am = (long long)d.aggregates * d.members, per = (long long)d.fine_dof * d.vh * 2;
+    auto gathered = [&](bool dependent) {
+        std::vector<double2> V(d.V.size());
+        for (int w = 0; w < d.nvec; ++w) {
+            const double2* f = d.vectors.data() + (dependent && w == 1 ? 0 : w) * per;
+            emu_launch(blocks(n_am * d.fine_dof, 128), 128, 0, false, [&] {
+                mg_gather_vector(f, V.data(), d.base.data(), d.vh, d.fine_dof, d.nvec, w, n_am);
+            });
+        }
+        return V;
+    };
+    for (int threads : {256, 32}) {
+        auto V = gathered(false);
+        std::vector<int> failed(2 * d.aggregates, -1);
+        emu_launch(2 * d.aggregates, threads, 16 * (size_t)threads, true,
+                   [&] { mg_orthonormalise(V.data(), d.members, d.fine_dof, d.nvec, failed.data()); });
+        int flagged = 0;
+        for (int f : failed)
+            flagged += f != 0;
+        char what[120];
+        std::snprintf(what, sizeof what, "prolongator on the device, %d threads: against Prolongator::new", threads);
+        report(what, rel_diff(V, d.V), 1e-12);
+        std::snprintf(what, sizeof what, "prolongator on the device, %d threads: blocks flagged", threads);
+        report(what, flagged, 0.5);
+        if (threads == 256) {
+            std::vector<float2> single(V.size());
+            emu_launch(blocks((long long)V.size(), 128), 128, 0, false,
+                       [&] { mg_narrow(V.data(), single.data(), (long long)V.size()); });
+            report("prolongator narrowed to single precision", diff(single, d.V), 1e-7);
+        }
+    }
+    auto V = gathered(true);
+    std::vector<int> failed(2 * d.aggregates, -1);
+    emu_launch(2 * d.aggregates, 256, 16 * 256, true,
+               [&] { mg_orthonormalise(V.data(), d.members, d.fine_dof, d.nvec, failed.data()); });
+    int wrong = 0;
+    for (int f : failed)
+        wrong += f != 2;
+    report("a dependent vector flagged on every block (blocks not flagged 2)", wrong, 0.5);
 }
 
 static std::vector<int> narrow(const std::vector<long long>& v) { return std::vector<int>(v.begin(), v.end()); }
@@ -305,6 +356,7 @@ int main(int argc, char** argv)
         g.site = r.complex();
         g.hops = r.complex();
     }
+    d.vectors = r.complex();
     if (!r.in) {
         std::fprintf(stderr, "%s: truncated\n", argv[1]);
         return 2;
@@ -312,5 +364,6 @@ int main(int argc, char** argv)
     run<double2>(d, "double", 1e-12, coarse_apply_d, coarse_apply_f);
     run<float2>(d, "single", 2e-5, coarse_apply_d, coarse_apply_f);
     run_galerkin(d);
+    run_prolongator(d);
     return failures ? 1 : 0;
 }

@@ -25,7 +25,7 @@ pub mod transfer;
 
 pub use galerkin::galerkin;
 pub use op::CoarseOp;
-pub use seam::{CoarseLevelSpace, CoarseOperator, Coarsen, LevelSpace};
+pub use seam::{host_coarsen, CoarseLevelSpace, CoarseOperator, Coarsen, LevelSpace};
 pub use transfer::{Aggregation, Prolongator};
 
 use super::clover::SiteTerms;

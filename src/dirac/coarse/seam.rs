@@ -7,7 +7,8 @@
 //! cycle never leaves the GPU. `CoarseOperator` is the coarse operator as a
 //! `LinearOperator` of any such space, so the Krylov solvers run on every level.
 
-use super::{galerkin, CoarseOp, Prolongator, Stencil};
+use super::{galerkin, Aggregation, CoarseOp, Prolongator, Stencil};
+use crate::clock::timed;
 use crate::linalg::{LinearOperator, Precision, Space, Subset};
 use crate::Result;
 use std::sync::Arc;
@@ -44,6 +45,20 @@ pub trait Coarsen: Space {
     }
     /// `p` for this space's fields, applied in `precision` (that of the cycle's fields).
     fn transfer(&mut self, p: &Prolongator, precision: Precision) -> Result<Self::Transfer>;
+    /// The next level from this level's near-null vectors `fields` (full fields): the
+    /// prolongator on the aggregates `agg` (`Prolongator::new`'s orthonormalisation), the
+    /// Galerkin product of `fine` with it, and it in this space's form for fields of
+    /// `precision`. By default through the host (`host_coarsen`); a backend whose vectors
+    /// and product live on a device may keep the prolongator there.
+    fn coarsen(
+        &mut self,
+        fine: &dyn Stencil,
+        agg: Aggregation,
+        fields: &[&Self::Field],
+        precision: Precision,
+    ) -> Result<(CoarseOp, Self::Transfer)> {
+        host_coarsen(self, fine, agg, fields, precision)
+    }
     /// out = P^dag fine (out: a full field of `coarse`).
     fn restrict(
         &mut self,
@@ -60,6 +75,34 @@ pub trait Coarsen: Space {
         inp: &<Self::Coarse as Space>::Field,
         fine: &mut Self::Field,
     ) -> Result<()>;
+}
+
+/// `Coarsen::coarsen` through the host: the vectors downloaded, `Prolongator::new`, then
+/// the space's `galerkin` and `transfer`; each a step of the run's report.
+pub fn host_coarsen<S: Coarsen + ?Sized>(
+    space: &mut S,
+    fine: &dyn Stencil,
+    agg: Aggregation,
+    fields: &[&S::Field],
+    precision: Precision,
+) -> Result<(CoarseOp, S::Transfer)> {
+    let vectors = timed("multigrid set-up: vectors to the host", || {
+        fields
+            .iter()
+            .map(|f| space.to_host(f))
+            .collect::<Result<Vec<_>>>()
+    })?;
+    let p = timed("multigrid set-up: prolongator (host)", || {
+        Prolongator::new(agg, fine.dof(), &vectors)
+    })?;
+    drop(vectors);
+    let op = timed("multigrid set-up: Galerkin product", || {
+        space.galerkin(fine, &p)
+    })?;
+    let t = timed("multigrid set-up: prolongator to the level's space", || {
+        space.transfer(&p, precision)
+    })?;
+    Ok((op, t))
 }
 
 /// A coarse level's space whose own coarse levels are of its kind (every coarse space).

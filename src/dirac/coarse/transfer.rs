@@ -77,6 +77,20 @@ impl Aggregation {
         &self.members[a * bv..(a + 1) * bv]
     }
 
+    /// The error of near-null vector `v` linearly dependent on the ones before it on
+    /// aggregate `a`, chirality `s` (0: +, 1: -), found orthonormalising a prolongator.
+    pub fn dependent_vector(&self, a: usize, s: usize, v: usize) -> Error {
+        Error::invalid(
+            "multigrid.vectors",
+            format!(
+                "near-null vector {v} is linearly dependent on the ones before it on aggregate \
+                 {:?}, chirality {}: use fewer vectors or larger blocks",
+                self.coarse.coords(a),
+                if s == 0 { "+" } else { "-" }
+            ),
+        )
+    }
+
     /// The aggregate of fine site x.
     pub fn aggregate_of(&self, x: usize) -> usize {
         self.of_site[x]
@@ -190,15 +204,7 @@ impl Prolongator {
                                 }
                             }
                             if norm.sqrt() < 1e-12 {
-                                return Err(Error::invalid(
-                                    "multigrid.vectors",
-                                    format!(
-                                        "near-null vector {v} is linearly dependent on the ones before it \
-                                         on aggregate {:?}, chirality {}: use fewer vectors or larger blocks",
-                                        agg.coarse.coords(a),
-                                        if s == 0 { "+" } else { "-" }
-                                    ),
-                                ));
+                                return Err(agg.dependent_vector(a, s, v));
                             }
                             let inv = 1.0 / norm.sqrt();
                             for k in 0..sites.len() {

@@ -138,7 +138,8 @@ fn check(params: &MgParams, stencil: &dyn Stencil) -> Result<()> {
     Ok(())
 }
 
-/// The prolongator from the fine vectors and every coarse level below it.
+/// The prolongator from the fine vectors (`Coarsen::coarsen`) and every coarse level below
+/// it.
 fn build<S: Coarsen, A>(
     space: &mut S,
     op: A,
@@ -146,24 +147,10 @@ fn build<S: Coarsen, A>(
     fields: &[S::Field],
     params: &MgParams,
 ) -> Result<Hierarchy<S, A>> {
-    let vectors = timed("multigrid set-up: vectors to the host", || {
-        fields
-            .iter()
-            .map(|f| space.to_host(f))
-            .collect::<Result<Vec<_>>>()
-    })?;
     let agg = Aggregation::new(stencil.lattice(), params.blocks[0], "multigrid.blocks")?;
-    let p = timed("multigrid set-up: prolongator (host)", || {
-        Prolongator::new(agg, stencil.dof(), &vectors)
-    })?;
-    drop(vectors);
-    let coarse_op = timed("multigrid set-up: Galerkin product", || {
-        level_op(space.galerkin(stencil, &p)?, 1, params)
-    })?;
-    let t = timed("multigrid set-up: prolongator to the level's space", || {
-        space.transfer(&p, params.precision)
-    })?;
-    drop(p);
+    let refs: Vec<&S::Field> = fields.iter().collect();
+    let (galerkin_op, t) = space.coarsen(stencil, agg, &refs, params.precision)?;
+    let coarse_op = level_op(galerkin_op, 1, params)?;
     let coarse = timed("multigrid set-up: coarse levels", || {
         let first = space.coarse_space(Arc::new(coarse_op), params.coarse_precision())?;
         coarse_levels(first, 1, params)
@@ -186,7 +173,9 @@ fn build<S: Coarsen, A>(
 /// its site blocks' inverses.
 fn level_op(op: CoarseOp, index: usize, params: &MgParams) -> Result<CoarseOp> {
     if index + 1 == params.levels && params.coarse_even_odd && op.even_odd_possible() {
-        op.with_site_inverse()
+        timed("multigrid set-up: coarse site inverses", || {
+            op.with_site_inverse()
+        })
     } else {
         Ok(op)
     }

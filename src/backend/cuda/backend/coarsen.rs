@@ -8,8 +8,11 @@ use super::CudaBackend;
 use crate::backend::cuda::core::fast_layout::{spinor_index, SpinorOrder};
 use crate::backend::cuda::core::field::{DeviceData, DeviceSpinor};
 use crate::backend::cuda::mg::galerkin::galerkin_on_device;
+use crate::backend::cuda::mg::prolongator::coarsen_on_device;
 use crate::backend::cuda::mg::{CoarseDeviceField, CudaCoarseSpace, DeviceTransfer};
-use crate::dirac::coarse::{galerkin, CoarseOp, Coarsen, Prolongator, Stencil};
+use crate::dirac::coarse::{
+    galerkin, host_coarsen, Aggregation, CoarseOp, Coarsen, Prolongator, Stencil,
+};
 use crate::error::{Error, Result};
 use crate::linalg::{Layout, Precision, Space, Subset};
 use std::sync::Arc;
@@ -52,6 +55,39 @@ impl Coarsen for CudaBackend {
             Some(w) => galerkin_on_device(&self.core.gpu.stream, &self.core.ledger, w, p),
             None => galerkin(fine, p),
         }
+    }
+
+    /// On the device for the fine Wilson operator and fields of 3.0's order (the vectors
+    /// never leave it: `cuda::mg::prolongator`); through the host otherwise.
+    fn coarsen(
+        &mut self,
+        fine: &dyn Stencil,
+        agg: Aggregation,
+        fields: &[&DeviceSpinor],
+        precision: Precision,
+    ) -> Result<(CoarseOp, DeviceTransfer)> {
+        let full_double = fields.iter().all(|f| f.layout == Layout::FULL);
+        let order = self.stencil.spinor_order();
+        let w = match fine.as_wilson() {
+            Some(w) if full_double && order == SpinorOrder::ParityMajor => w,
+            _ => return host_coarsen(self, fine, agg, fields, precision),
+        };
+        let ptrs = fields
+            .iter()
+            .map(|f| self.fine_ptr(f, Precision::Double))
+            .collect::<Result<Vec<_>>>()?;
+        let l = self.core.lattice.clone();
+        let vh = l.volume() / 2;
+        coarsen_on_device(
+            &self.core.gpu.stream,
+            &self.core.ledger,
+            w,
+            agg,
+            &ptrs,
+            |x| spinor_index(vh, l.parity(x), x / 2, 0) as i64,
+            vh as i64,
+            precision,
+        )
     }
 
     fn transfer(&mut self, p: &Prolongator, precision: Precision) -> Result<DeviceTransfer> {

@@ -4,7 +4,7 @@
 //! uploaded for the product and freed after it. The result comes back as the host's
 //! `CoarseOp`, which the coarse level then uploads in its own form.
 
-use super::kernels::launch_args;
+use super::kernels::{launch_args, Buffer};
 use super::transfer::device_order;
 use crate::backend::cuda::core::compile::{Program, MG_GALERKIN};
 use crate::backend::cuda::core::device::{driver_err, function, load_module};
@@ -12,9 +12,10 @@ use crate::backend::cuda::core::field::{as_f64, as_f64_mut};
 use crate::backend::cuda::dirac::link_upload::chunks::links_as_f64;
 use crate::backend::ledger::{Ledger, Purpose};
 use crate::clock::record_since;
-use crate::dirac::coarse::{hop_target, CoarseOp, Prolongator, WilsonStencil, HOPS};
+use crate::dirac::coarse::{hop_target, Aggregation, CoarseOp, Prolongator, WilsonStencil, HOPS};
 use crate::error::{Error, Result};
 use crate::field::C64;
+use crate::linalg::Precision;
 use cudarc::driver::{CudaSlice, CudaStream, LaunchConfig};
 use rayon::prelude::*;
 use std::sync::Arc;
@@ -37,14 +38,18 @@ pub struct GalerkinTables {
     pub proj: Vec<C64>,
 }
 
-/// `GalerkinTables` for the fine stencil `w` and the prolongator `p` of its lattice.
-pub fn galerkin_tables(w: &WilsonStencil<'_>, p: &Prolongator) -> Result<GalerkinTables> {
+/// `GalerkinTables` for the fine stencil `w` and a prolongator of `fine_dof` numbers a
+/// site on the aggregates `agg` of its lattice.
+pub fn galerkin_tables(
+    w: &WilsonStencil<'_>,
+    agg: &Aggregation,
+    fine_dof: usize,
+) -> Result<GalerkinTables> {
     let lattice = &w.gauge.lattice;
-    let agg = &p.aggregation;
-    if p.fine_dof != 12 || agg.fine.dims != lattice.dims {
+    if fine_dof != 12 || agg.fine.dims != lattice.dims {
         return Err(Error::internal(format!(
-            "device galerkin: a prolongator of {} numbers a site on {:?} for the Wilson operator on {:?}",
-            p.fine_dof, agg.fine.dims, lattice.dims
+            "device galerkin: a prolongator of {fine_dof} numbers a site on {:?} for the Wilson operator on {:?}",
+            agg.fine.dims, lattice.dims
         )));
     }
     let v = lattice.volume();
@@ -109,12 +114,35 @@ pub(crate) fn galerkin_on_device(
     p: &Prolongator,
 ) -> Result<CoarseOp> {
     let since = Instant::now();
-    let t = galerkin_tables(w, p)?;
+    let v = Buffer::upload(stream, ledger, Precision::Double, &device_order(p))?;
+    record_since(&step("prolongator upload"), since);
+    galerkin_with(stream, ledger, w, &p.aggregation, p.nvec, &v)
+}
+
+/// P^dag D P for the fine stencil `w` and a prolongator on the device: `v`, double, in the
+/// device order (`transfer::device_order`) of `nvec` vectors on the aggregates `agg` of
+/// `w`'s lattice.
+pub(crate) fn galerkin_with(
+    stream: &Arc<CudaStream>,
+    ledger: &Ledger,
+    w: &WilsonStencil<'_>,
+    agg: &Aggregation,
+    nvec: usize,
+    v_dev: &Buffer,
+) -> Result<CoarseOp> {
+    let since = Instant::now();
+    let t = galerkin_tables(w, agg, 12)?;
     record_since(&step("tables (host)"), since);
-    let agg = &p.aggregation;
-    let (v, members, nvec) = (w.gauge.lattice.volume(), agg.block_volume(), p.nvec);
+    let (v, members) = (w.gauge.lattice.volume(), agg.block_volume());
+    if v_dev.precision() != Precision::Double || v_dev.len != v * 12 * nvec {
+        return Err(Error::internal(format!(
+            "device galerkin: a {:?} prolongator of {} numbers for {nvec} vectors on {v} sites",
+            v_dev.precision(),
+            v_dev.len
+        )));
+    }
     let aggregates = agg.coarse.volume();
-    let cd = p.coarse_dof();
+    let cd = 2 * nvec;
     let up_c = |what: &str, z: &[C64]| -> Result<CudaSlice<f64>> {
         stream
             .clone_htod(as_f64(z))
@@ -126,11 +154,10 @@ pub(crate) fn galerkin_on_device(
             .map_err(|e| driver_err(&format!("uploading the Galerkin product's {what}"), e))
     };
     let n_out = aggregates * (1 + HOPS) * cd * cd;
-    let bytes = 16 * (v * 12 * nvec + v * 36 + t.blocks.as_ref().map_or(0, Vec::len) + n_out)
-        + 4 * (2 * v + v * HOPS);
+    let bytes =
+        16 * (v * 36 + t.blocks.as_ref().map_or(0, Vec::len) + n_out) + 4 * (2 * v + v * HOPS);
     let _booking = ledger.book(Purpose::Multigrid, bytes as u64);
     let since = Instant::now();
-    let d_v = up_c("prolongator", &device_order(p))?;
     let d_site_of = up_i("member sites", &t.site_of)?;
     let d_slot = up_i("site slots", &t.slot)?;
     let d_nb = up_i("neighbours", &t.nb)?;
@@ -169,7 +196,7 @@ pub(crate) fn galerkin_on_device(
     let ptr = |b: &CudaSlice<f64>| crate::backend::cuda::core::launch::dptr(b, s);
     let ptr_i = |b: &CudaSlice<i32>| crate::backend::cuda::core::launch::dptr(b, s);
     let args = (
-        ptr(&d_v),
+        v_dev.ptr(s),
         ptr_i(&d_site_of),
         ptr_i(&d_slot),
         ptr_i(&d_nb),

@@ -8,6 +8,7 @@
 
 pub mod galerkin;
 pub mod kernels;
+pub mod prolongator;
 pub mod transfer;
 
 use crate::backend::ledger::Ledger;

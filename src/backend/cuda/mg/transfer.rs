@@ -6,7 +6,7 @@
 
 use super::kernels::{cfg, launch_args, Buffer, MgKernels, Pair};
 use crate::backend::ledger::Ledger;
-use crate::dirac::coarse::Prolongator;
+use crate::dirac::coarse::{Aggregation, Prolongator};
 use crate::error::Result;
 use crate::field::C64;
 use crate::linalg::Precision;
@@ -38,29 +38,43 @@ impl DeviceTransfer {
         addr: impl Fn(usize) -> i64,
         stride: i64,
     ) -> Result<DeviceTransfer> {
-        let agg = &p.aggregation;
-        let (n, nvec) = (p.fine_dof, p.nvec);
-        let aggregates = agg.coarse.volume();
-        let base: Vec<i64> = (0..aggregates)
-            .flat_map(|a| agg.members(a).iter().map(|&x| addr(x)))
-            .collect();
-        let v = device_order(p);
         let precision = if precision == Precision::Half {
             Precision::Single
         } else {
             precision
         };
-        Ok(DeviceTransfer {
-            v: Buffer::upload(stream, ledger, precision, &v)?,
-            base: stream.clone_htod(&base).map_err(|e| {
-                crate::backend::cuda::core::device::driver_err("uploading a transfer table", e)
-            })?,
+        let v = Buffer::upload(stream, ledger, precision, &device_order(p))?;
+        let base = upload_base(stream, &p.aggregation, addr)?;
+        Ok(DeviceTransfer::from_parts(
+            v,
+            base,
+            stride,
+            &p.aggregation,
+            p.fine_dof,
+            p.nvec,
+        ))
+    }
+
+    /// A prolongator already on the device: `v` in the device order (`device_order`) of
+    /// `nvec` vectors of `fine_dof` numbers on `agg`, the fine addresses `base`
+    /// (`upload_base`) with rows `stride` apart.
+    pub(crate) fn from_parts(
+        v: Buffer,
+        base: CudaSlice<i64>,
+        stride: i64,
+        agg: &Aggregation,
+        fine_dof: usize,
+        nvec: usize,
+    ) -> DeviceTransfer {
+        DeviceTransfer {
+            v,
+            base,
             stride,
             members: agg.block_volume() as i32,
-            fine_dof: n as i32,
+            fine_dof: fine_dof as i32,
             nvec: nvec as i32,
-            aggregates: aggregates as i32,
-        })
+            aggregates: agg.coarse.volume() as i32,
+        }
     }
 
     /// The precision of the fields it applies to.
@@ -116,6 +130,21 @@ impl DeviceTransfer {
             ]
         )
     }
+}
+
+/// The fine address `addr(x)` of row 0 of each aggregate's member sites, as
+/// [aggregate][member], on the device.
+pub(crate) fn upload_base(
+    stream: &Arc<CudaStream>,
+    agg: &Aggregation,
+    addr: impl Fn(usize) -> i64,
+) -> Result<CudaSlice<i64>> {
+    let base: Vec<i64> = (0..agg.coarse.volume())
+        .flat_map(|a| agg.members(a).iter().map(|&x| addr(x)))
+        .collect();
+    stream.clone_htod(&base).map_err(|e| {
+        crate::backend::cuda::core::device::driver_err("uploading a transfer table", e)
+    })
 }
 
 /// The complex numbers of `p`'s vectors in the device order.
