@@ -147,6 +147,21 @@ impl SolvePlan {
                     ),
                 ));
             }
+            let setup = m.coarse_precision();
+            if m.setup_solver == crate::solver::mg::SetupSolver::Bicgstab {
+                if let Some((_, missing)) = caps.missing(true, setup, true) {
+                    return Err(Error::invalid(
+                        "multigrid.setup_solver",
+                        format!(
+                            "the batched even-odd BiCGStab set-up in {} needs {missing}, which \
+                             {} does not have (on the GPU: backend.kernel = \"3.0\"; or \
+                             setup_solver = \"gcr\")",
+                            setup.name(),
+                            caps.name
+                        ),
+                    ));
+                }
+            }
         }
         let Some((key, missing)) = caps.missing(
             self.preconditioning != Preconditioning::None,
@@ -320,6 +335,17 @@ fn check_kernel(cfg: &LoadedConfig) -> Result<()> {
                     "runs on the GPU with backend.kernel = \"3.0\" only, not the seed version {v}"
                 ),
             ));
+        }
+        if c.solver.method == Method::Mg {
+            let plan = SolvePlan::from_config(c, true);
+            if let Err(e) = plan.check(Capabilities::of_stencil(v)) {
+                return Err(match e {
+                    Error::InvalidValue { key, message } if key.starts_with("multigrid.") => {
+                        cfg.bad("multigrid", &key["multigrid.".len()..], message)
+                    }
+                    other => other,
+                });
+            }
         }
     }
     Ok(())

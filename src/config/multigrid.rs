@@ -6,7 +6,7 @@
 use super::{LoadedConfig, Preconditioning, SolverPrecision};
 use crate::geometry::lattice::NDIM;
 use crate::linalg::{Operator, Precision};
-use crate::solver::mg::{MgParams, Smoother, GCR_SMOOTHING_MAX};
+use crate::solver::mg::{MgParams, SetupSolver, Smoother, GCR_SMOOTHING_MAX};
 use crate::solver::Method;
 use crate::Result;
 use serde::{Deserialize, Serialize};
@@ -26,9 +26,13 @@ pub struct MultigridConfig {
     /// Inverse-iteration steps from each random start (1..=100).
     #[serde(default = "d_setup_iterations")]
     pub setup_iterations: i64,
-    /// GCR iterations of each set-up step (1..=10000).
+    /// Iterations of each set-up step's solve (1..=10000).
     #[serde(default = "d_setup_solver_iterations")]
     pub setup_solver_iterations: i64,
+    /// The fine level's set-up solver: "bicgstab" (default: batched, even-odd, in the
+    /// preconditioner's precision) or "gcr" (full operator, double, one vector at a time).
+    #[serde(default)]
+    pub setup_solver: SetupSolver,
     /// Adaptive refinement passes (0..=10).
     #[serde(default = "d_refine")]
     pub refine: i64,
@@ -111,6 +115,7 @@ impl Default for MultigridConfig {
             vectors: d_vectors(),
             setup_iterations: d_setup_iterations(),
             setup_solver_iterations: d_setup_solver_iterations(),
+            setup_solver: SetupSolver::default(),
             refine: d_refine(),
             pre_smoothing: 0,
             post_smoothing: d_post_smoothing(),
@@ -134,6 +139,7 @@ impl MultigridConfig {
             vectors: self.vectors.iter().map(|&v| v as usize).collect(),
             setup_iterations: self.setup_iterations as usize,
             setup_solver_iterations: self.setup_solver_iterations as usize,
+            setup_solver: self.setup_solver,
             refine: self.refine as usize,
             pre_smoothing: self.pre_smoothing as usize,
             post_smoothing: self.post_smoothing as usize,

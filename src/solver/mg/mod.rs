@@ -3,8 +3,9 @@
 //! levels, for any operator written as a `Stencil` (Wilson, Wilson-clover):
 //!
 //! - set-up (`setup`): near-null vectors by inverse iteration from random vectors
-//!   (approximate solves of A y = x by a few GCR iterations, each result orthonormalised
-//!   against the vectors found before), refined adaptively by inverse iteration with the
+//!   (`near_null`: approximate solves of A y = x by a few BiCGStab iterations, batched and
+//!   even-odd, or GCR iterations, each result orthonormalised against the vectors found
+//!   before), refined adaptively by inverse iteration with the
 //!   multigrid-preconditioned solver; aggregates of `blocks` split by chirality, block
 //!   orthonormalisation in double (`dirac::coarse::Prolongator`); the coarse operator by
 //!   Galerkin projection (`Coarsen::galerkin`: the host's `dirac::coarse::galerkin`, or
@@ -20,6 +21,7 @@
 //! `field_from_host`); the coarse levels are host fields.
 
 pub mod cycle;
+pub mod near_null;
 pub mod setup;
 
 pub use cycle::{CoarseCounts, CoarseLevel, Smoother, Smoothing, GCR_SMOOTHING_MAX};
@@ -40,8 +42,10 @@ pub struct MgParams {
     pub vectors: Vec<usize>,
     /// Inverse-iteration steps from the random start of each vector.
     pub setup_iterations: usize,
-    /// GCR iterations of each step's approximate solve.
+    /// Iterations of each step's approximate solve.
     pub setup_solver_iterations: usize,
+    /// The fine level's set-up solver (the coarse levels' is GCR).
+    pub setup_solver: SetupSolver,
     /// Adaptive refinement passes (each vector one inverse-iteration step with the
     /// multigrid-preconditioned solver, a quarter of `setup_solver_iterations` at least 2,
     /// then the hierarchy rebuilt).
@@ -72,6 +76,7 @@ impl Default for MgParams {
             vectors: vec![24],
             setup_iterations: 3,
             setup_solver_iterations: 20,
+            setup_solver: SetupSolver::Bicgstab,
             refine: 1,
             pre_smoothing: 0,
             post_smoothing: 4,
@@ -82,6 +87,28 @@ impl Default for MgParams {
             coarse_even_odd: true,
             precision: Precision::Single,
             seed: 1,
+        }
+    }
+}
+
+/// The solver of the fine level's inverse-iteration steps (`[multigrid] setup_solver`;
+/// `near_null`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SetupSolver {
+    /// The backend's BiCGStab, batched over the vectors, even-odd where the extents are
+    /// even, in the preconditioner's precision (single for half).
+    #[default]
+    Bicgstab,
+    /// GCR(`coarse_restart`) on the full operator in double, one vector after another.
+    Gcr,
+}
+
+impl SetupSolver {
+    pub fn name(self) -> &'static str {
+        match self {
+            SetupSolver::Bicgstab => "bicgstab",
+            SetupSolver::Gcr => "gcr",
         }
     }
 }
@@ -105,7 +132,8 @@ impl MgParams {
 }
 
 use crate::dirac::coarse::{Coarsen, Stencil};
-use crate::linalg::{Form, Operator, WilsonKernels};
+use crate::linalg::engines::FusedCr;
+use crate::linalg::{Form, Operator};
 use crate::solver::gcr::Gcr;
 use crate::solver::{run_plain, Monitor, SolveOutcome, StopRules};
 use crate::Result;
@@ -138,7 +166,7 @@ pub type WilsonHierarchy<S> = Box<Hierarchy<S, Form>>;
 /// from `stencil` (D as dense matrices on the host) and left in `cache`. The stats' set-up
 /// time is this call's (0 when the cache served).
 #[allow(clippy::too_many_arguments)]
-pub fn solve<S: WilsonKernels + Coarsen>(
+pub fn solve<S: FusedCr + Coarsen>(
     space: &mut S,
     stencil: &dyn Stencil,
     params: &MgParams,

@@ -4,6 +4,7 @@
 //! preconditioner M of the outer flexible GCR.
 
 use super::cycle::{cycle, CoarseCounts, CoarseLevel};
+use super::near_null::{self, approximate_solve, near_null, orthonormalise};
 use super::MgParams;
 use crate::backend::coarse::CoarseSpace;
 use crate::clock::timed;
@@ -11,11 +12,10 @@ use crate::dirac::coarse::{
     galerkin, Aggregation, CoarseLevelSpace, CoarseOp, CoarseOperator, Coarsen, LevelSpace,
     Prolongator, Stencil,
 };
-use crate::field::C64;
-use crate::linalg::{Layout, LinearOperator, Precision, Space, Subset};
-use crate::rng::Stream;
+use crate::linalg::engines::FusedCr;
+use crate::linalg::{Layout, LinearOperator, Precision, Subset};
 use crate::solver::gcr::Gcr;
-use crate::solver::{run_plain, Iterate, Monitor, StopRules};
+use crate::solver::StopRules;
 use crate::{Error, Result};
 use std::sync::Arc;
 
@@ -66,10 +66,10 @@ impl<S: Coarsen, A> Hierarchy<S, A> {
     }
 }
 
-/// Build the hierarchy for the fine operator `op` on `space`, whose host form is
-/// `stencil` (the same operator as dense site and hop matrices: the Galerkin products
-/// read it).
-pub fn setup<S: Coarsen, A: LinearOperator<S> + Clone>(
+/// Build the hierarchy for the fine operator `op` (the Wilson form D) on `space`, whose
+/// host form is `stencil` (the same operator as dense site and hop matrices: the Galerkin
+/// products read it).
+pub fn setup<S: Coarsen + FusedCr, A: LinearOperator<S> + Clone>(
     space: &mut S,
     op: A,
     stencil: &dyn Stencil,
@@ -77,18 +77,17 @@ pub fn setup<S: Coarsen, A: LinearOperator<S> + Clone>(
 ) -> Result<Hierarchy<S, A>> {
     check(params, stencil)?;
     let t = std::time::Instant::now();
-    let fine_layout = Layout::new(Subset::Full, Precision::Double);
-    let volume = stencil.lattice().volume();
+    let lattice = stencil.lattice();
+    let numbers = lattice.volume() * stencil.dof();
     let mut op_work = op.clone();
     let (mut fields, mut applications) = timed("multigrid set-up: near-null vectors", || {
-        near_null(
+        near_null::fine(
             space,
             &mut op_work,
-            fine_layout,
-            volume * stencil.dof(),
+            lattice,
+            numbers,
             params.vectors[0],
             params,
-            0,
         )
     })?;
     let mut h = build(space, op, stencil, &fields, params)?;
@@ -216,104 +215,6 @@ fn coarse_levels<C: LevelSpace>(
     Ok(CoarseLevel::intermediate(space, index, params, t, next))
 }
 
-/// `n` near-null vectors of `op` on its level (fields of `layout`, `numbers` host numbers
-/// each): from seeded Gaussian random vectors, `setup_iterations` inverse-iteration steps
-/// by GCR, each result orthonormalised against the vectors before it. Returns the fields
-/// and the applications made.
-fn near_null<S: Space, A: LinearOperator<S> + ?Sized>(
-    space: &mut S,
-    op: &mut A,
-    layout: Layout,
-    numbers: usize,
-    n: usize,
-    params: &MgParams,
-    level: usize,
-) -> Result<(Vec<S::Field>, usize)> {
-    let mut found: Vec<S::Field> = Vec::with_capacity(n);
-    let mut applications = 0;
-    for v in 0..n {
-        let start = random_start(params.seed, level, v, numbers);
-        let mut x = space.field_from_host(start, layout)?;
-        for _ in 0..params.setup_iterations {
-            let mut solver = Gcr::new(&mut *op, params.coarse_restart);
-            let rules = StopRules::new(1e-14, params.setup_solver_iterations);
-            let (y, apps) = approximate_solve(space, &mut solver, &x, rules)?;
-            applications += apps;
-            x = y;
-            orthonormalise_against(space, &found, &mut x)?;
-        }
-        found.push(x);
-    }
-    Ok((found, applications))
-}
-
-/// Numbers a random stream draws of a start vector (one stream a chunk, so that the
-/// chunks are drawn in parallel and the vector is the same for any thread count).
-const START_CHUNK: usize = 4096;
-
-/// Near-null vector `v`'s random start on `level`: `numbers` complex Gaussian numbers,
-/// chunk k of `START_CHUNK` from the stream (level << 56) | (v << 40) | k of `seed`
-/// (vectors < 2^16, chunks < 2^40: 2^52 numbers a vector). Drawn on the host's threads:
-/// at 32^3x64 a vector is 25 M numbers, 50 M Box-Muller draws.
-fn random_start(seed: u64, level: usize, v: usize, numbers: usize) -> Vec<C64> {
-    use rayon::prelude::*;
-    let base = ((level as u64) << 56) | ((v as u64 & 0xffff) << 40);
-    let mut out = vec![C64::new(0.0, 0.0); numbers];
-    out.par_chunks_mut(START_CHUNK)
-        .enumerate()
-        .for_each(|(k, chunk)| {
-            let mut rng = Stream::new(seed, base | k as u64);
-            for z in chunk {
-                *z = C64::new(rng.gaussian(), rng.gaussian());
-            }
-        });
-    out
-}
-
-/// y ~ A^-1 x by the iterations the rules allow.
-fn approximate_solve<S: Space, I: Iterate<S>>(
-    space: &mut S,
-    solver: &mut I,
-    x: &S::Field,
-    rules: StopRules,
-) -> Result<(S::Field, usize)> {
-    let nb = space.norm2(x)?;
-    let mut quiet = |_: usize, _: f64| {};
-    let mut monitor = Monitor::new(rules, nb, &mut quiet);
-    let out = run_plain(space, solver, x, &mut monitor)?;
-    Ok((out.x, out.operator_applications))
-}
-
-/// x minus its projections on `basis` (orthonormal), normalised.
-fn orthonormalise_against<S: Space>(
-    space: &mut S,
-    basis: &[S::Field],
-    x: &mut S::Field,
-) -> Result<()> {
-    for b in basis {
-        let c = space.dot(b, x)?;
-        space.axpy(-c, b, x)?;
-    }
-    let norm = space.norm2(x)?.sqrt();
-    if !(norm > 0.0 && norm.is_finite()) {
-        return Err(Error::internal(
-            "multigrid set-up: a near-null vector vanished",
-        ));
-    }
-    let mut scaled = space.alloc_layout(space.layout(x))?;
-    space.axpy(C64::new(1.0 / norm, 0.0), x, &mut scaled)?;
-    *x = scaled;
-    Ok(())
-}
-
-fn orthonormalise<S: Space>(space: &mut S, fields: &mut [S::Field]) -> Result<()> {
-    for k in 0..fields.len() {
-        let (done, rest) = fields.split_at_mut(k);
-        orthonormalise_against(space, done, &mut rest[0])?;
-    }
-    Ok(())
-}
-
 impl<S: Coarsen, A: LinearOperator<S>> LinearOperator<S> for Hierarchy<S, A> {
     /// out = M inp: one K-cycle in the preconditioner's precision.
     fn apply(&mut self, space: &mut S, out: &mut S::Field, inp: &S::Field) -> Result<()> {
@@ -363,40 +264,5 @@ impl<S: Coarsen, A: LinearOperator<S>> LinearOperator<S> for Hierarchy<S, A> {
     }
     fn stencil_applications(&self) -> usize {
         self.applications
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The start vectors do not depend on the thread count, differ between vectors and
-    /// levels, and are standard complex Gaussians: each real component's mean within 5
-    /// standard errors of 0 (5 / sqrt(n)) and its variance within 5 of 1 (5 sqrt(2 / n)).
-    #[test]
-    fn random_starts_are_thread_independent_gaussians() {
-        let n = 10 * START_CHUNK + 17;
-        let one = rayon::ThreadPoolBuilder::new()
-            .num_threads(1)
-            .build()
-            .unwrap()
-            .install(|| random_start(1, 0, 3, n));
-        let many = rayon::ThreadPoolBuilder::new()
-            .num_threads(3)
-            .build()
-            .unwrap()
-            .install(|| random_start(1, 0, 3, n));
-        assert_eq!(one, many);
-        assert_ne!(one[..8], random_start(1, 0, 4, n)[..8]);
-        assert_ne!(one[..8], random_start(1, 1, 3, n)[..8]);
-        assert_ne!(one[..8], random_start(2, 0, 3, n)[..8]);
-        // Chunks are distinct streams: the second chunk does not repeat the first.
-        assert_ne!(one[..8], one[START_CHUNK..START_CHUNK + 8]);
-        let reals: Vec<f64> = one.iter().flat_map(|z| [z.re, z.im]).collect();
-        let m = reals.len() as f64;
-        let mean = reals.iter().sum::<f64>() / m;
-        let var = reals.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / m;
-        assert!(mean.abs() < 5.0 / m.sqrt(), "mean {mean}");
-        assert!((var - 1.0).abs() < 5.0 * (2.0 / m).sqrt(), "variance {var}");
     }
 }
