@@ -16,7 +16,7 @@
 //!
 //! Usage: emu_mg_dump LX LY LZ LT NVEC FILE   (extents multiples of 4)
 
-use qcd_solve::backend::cuda::mg::galerkin::galerkin_tables;
+use qcd_solve::backend::cuda::mg::galerkin::{galerkin_tables, site_blocks, SITE_BLOCK_VALUES};
 use qcd_solve::backend::cuda::mg::{domain_tables, transfer::device_order, transposed};
 use qcd_solve::dirac::clover::SiteTerms;
 use qcd_solve::dirac::coarse::{galerkin, Aggregation, Prolongator, WilsonStencil};
@@ -155,8 +155,16 @@ fn main() {
                 .flat_map(|u| u.0.concat())
                 .collect::<Vec<_>>(),
         );
-        assert_eq!(t.blocks.is_some(), with_blocks);
-        o.complex(t.blocks.as_deref().unwrap_or(&[]));
+        assert_eq!(st.terms.is_some(), with_blocks);
+        let mut blocks = vec![0.0; st.terms.map_or(0, |t| t.volume() * SITE_BLOCK_VALUES)];
+        if let Some(terms) = st.terms {
+            site_blocks(terms, 0, &mut blocks);
+        }
+        let blocks: Vec<C64> = blocks
+            .chunks_exact(2)
+            .map(|c| C64::new(c[0], c[1]))
+            .collect();
+        o.complex(&blocks);
         o.complex(&t.proj);
         o.complex(&[C64::new(st.kappa, 0.0)]);
         let host = galerkin(st, &p).expect("galerkin");

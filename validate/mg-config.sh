@@ -1,9 +1,12 @@
 # Sourced by validate/python-pool-smoother.sh and validate/mg-setup.sh: mg_config SMOOTHER
-# prints the multigrid config of the quenched beta 6.0 16^3x32 field of
+# [KEY=VALUE...] prints the multigrid config of the quenched beta 6.0 16^3x32 field of
 # validate/multigrid.sh (clover c_sw 1.77, kappa 0.1345, tolerance 1e-10, the [multigrid]
 # defaults but the smoother; MG_DEVICE, default cuda; MG_DIMS, default 16x16x16x32, and
-# MG_KAPPA, default 0.1345, for another volume or mass).
-mg_config() { # smoother: the multigrid config on stdout
+# MG_KAPPA, default 0.1345, for another volume or mass); each KEY=VALUE after the smoother
+# is one more key of [multigrid], the value as TOML writes it.
+mg_config() { # smoother [key=value...]: the multigrid config on stdout
+    local smoother=$1
+    shift
     local l=(${MG_DIMS:-16x16x16x32})
     l=(${l//x/ })
     cat <<TOML
@@ -32,6 +35,10 @@ device = "${MG_DEVICE:-cuda}"
 kernel = "3.0"
 
 [multigrid]
-smoother = "$1"
+smoother = "$smoother"
 TOML
+    local kv
+    for kv in "$@"; do
+        echo "${kv%%=*} = ${kv#*=}"
+    done
 }

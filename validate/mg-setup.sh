@@ -8,7 +8,9 @@
 # precision (staged with TARGETS="gpu_multigrid gpu_solvers gpu_clover"). MG_DIMS and
 # MG_KAPPA set another problem (validate/mg-config.sh), MG_TIMEOUT each run's limit
 # (default 100 s), MG_WARMUP=0 leaves the warm-up out (the baseline then runs first and
-# pays the kernels' compile and the field's generation).
+# pays the kernels' compile and the field's generation). MG_VARIANTS adds runs of the new
+# binary alone, each NAME:KEY=VALUE,KEY=VALUE (keys of [multigrid], the first smoother;
+# e.g. 'gcr:setup_solver="gcr" r0:refine=0').
 set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/step.sh" # $bin $q $res $big $out, step NAME COMMAND...
 . "$(dirname "${BASH_SOURCE[0]}")/mg-config.sh" # mg_config SMOOTHER
@@ -32,16 +34,26 @@ smoothers=${SMOOTHERS:-mr}
             step "mg-$s-$which" timeout "${MG_TIMEOUT:-100}" "$b" "$res/mg-$s.toml" --output "$res/mg-$s-$which" -q
         done
     done
+    for v in ${MG_VARIANTS:-}; do
+        name=${v%%:*}
+        IFS=, read -r -a kvs <<<"${v#*:}"
+        mg_config "${smoothers%% *}" "${kvs[@]}" >"$res/mg-v-$name.toml"
+        step "mg-v-$name" timeout "${MG_TIMEOUT:-100}" "$bin/qcd-solve" "$res/mg-v-$name.toml" --output "$res/mg-v-$name" -q
+    done
 } 2>&1 | tee "$res/log.txt" "$out/log.txt"
 echo
 echo "===== summary"
 cat "$res/status.txt"
-python3 - "$res" $smoothers <<'PY'
+variants=""
+for v in ${MG_VARIANTS:-}; do variants="$variants v-${v%%:*}"; done
+python3 - "$res" "$smoothers" "$variants" <<'PY'
 import json, sys
 rows = {}
-for which in [f"{s}-{w}" for s in sys.argv[2:] for w in ("base", "new")]:
+runs = [(f"{s}-{w}", f"mg-{s}-{w}/mg-{s}.json") for s in sys.argv[2].split() for w in ("base", "new")]
+runs += [(v, f"mg-{v}/mg-{v}.json") for v in sys.argv[3].split()]
+for which, path in runs:
     try:
-        r = json.load(open(f"{sys.argv[1]}/mg-{which}/mg-{which.split('-')[0]}.json"))
+        r = json.load(open(f"{sys.argv[1]}/{path}"))
     except OSError as e:
         print(which, e)
         continue

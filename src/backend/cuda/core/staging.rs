@@ -362,7 +362,7 @@ pub(crate) fn upload_staged(
 pub(crate) fn upload_through(
     buffers: &mut StagingBuffers,
     stream: &Arc<CudaStream>,
-    dst: &mut CudaSlice<f64>,
+    dst: &mut impl DevicePtrMut<f64>,
     chunks: &[Vec<Segment>],
     fill: impl FnMut(usize, &mut [f64]),
 ) -> Result<StagedTimes> {
@@ -380,7 +380,7 @@ pub(crate) fn upload_through(
 pub(crate) fn download_through(
     buffers: &mut StagingBuffers,
     stream: &Arc<CudaStream>,
-    src: &CudaSlice<f64>,
+    src: &impl DevicePtr<f64>,
     chunks: &[Vec<Segment>],
     scatter: impl FnMut(usize, &[f64]),
 ) -> Result<StagedTimes> {

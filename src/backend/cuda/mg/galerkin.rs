@@ -5,6 +5,7 @@
 //! `CoarseOp`, which the coarse level then uploads in its own form.
 
 use super::kernels::{launch_args, Buffer};
+use super::stage::{download_f64, upload_f64, upload_slice};
 use super::transfer::device_order;
 use crate::backend::cuda::core::compile::{Program, MG_GALERKIN};
 use crate::backend::cuda::core::device::{driver_err, function, load_module};
@@ -12,6 +13,7 @@ use crate::backend::cuda::core::field::{as_f64, as_f64_mut};
 use crate::backend::cuda::dirac::link_upload::chunks::links_as_f64;
 use crate::backend::ledger::{Ledger, Purpose};
 use crate::clock::record_since;
+use crate::dirac::clover::SiteTerms;
 use crate::dirac::coarse::{hop_target, Aggregation, CoarseOp, Prolongator, WilsonStencil, HOPS};
 use crate::error::{Error, Result};
 use crate::field::C64;
@@ -27,14 +29,14 @@ const GAL_PER: usize = 16;
 
 /// The tables the kernel reads besides the prolongator (`transfer::device_order`): each
 /// `[aggregate][member]`'s fine site, each fine site's `[aggregate][member]` slot, the hop
-/// codes `[x][d] = 2 (x + e_d) + (the hop's phase is -1)`, the site blocks `[x][chirality][6][6]` (none: the site term is 1) and the hops' spin
-/// matrices `[d][4][4]` (`WilsonStencil::hop_spin`). The links are the gauge field's own
-/// `[x][mu][row][col]`, uploaded as they are.
+/// codes `[x][d] = 2 (x + e_d) + (the hop's phase is -1)` and the hops' spin matrices
+/// `[d][4][4]` (`WilsonStencil::hop_spin`). The links are the gauge field's own
+/// `[x][mu][row][col]`, uploaded as they are; the site blocks `[x][chirality][6][6]` (none:
+/// the site term is 1) are written into the staging buffers (`site_blocks`).
 pub struct GalerkinTables {
     pub site_of: Vec<i32>,
     pub slot: Vec<i32>,
     pub nb: Vec<i32>,
-    pub blocks: Option<Vec<C64>>,
     pub proj: Vec<C64>,
 }
 
@@ -82,17 +84,6 @@ pub fn galerkin_tables(
             }
             Ok(())
         })?;
-    let blocks = w.terms.map(|t| {
-        let mut b = vec![C64::new(0.0, 0.0); v * 72];
-        b.par_chunks_mut(72).enumerate().for_each(|(x, out)| {
-            for half in 0..2 {
-                for (i, row) in t.block(x, half).iter().enumerate() {
-                    out[half * 36 + i * 6..half * 36 + i * 6 + 6].copy_from_slice(row);
-                }
-            }
-        });
-        b
-    });
     let proj: Vec<C64> = (0..HOPS)
         .flat_map(|d| w.hop_spin(d).iter().flatten().copied())
         .collect();
@@ -100,7 +91,6 @@ pub fn galerkin_tables(
         site_of,
         slot,
         nb,
-        blocks,
         proj,
     })
 }
@@ -154,21 +144,25 @@ pub(crate) fn galerkin_with(
             .map_err(|e| driver_err(&format!("uploading the Galerkin product's {what}"), e))
     };
     let n_out = aggregates * (1 + HOPS) * cd * cd;
-    let bytes =
-        16 * (v * 36 + t.blocks.as_ref().map_or(0, Vec::len) + n_out) + 4 * (2 * v + v * HOPS);
+    let block_values = w.terms.map_or(0, |_| v * SITE_BLOCK_VALUES);
+    let bytes = 16 * (v * 36 + n_out) + 8 * block_values + 4 * (2 * v + v * HOPS);
     let _booking = ledger.book(Purpose::Multigrid, bytes as u64);
     let since = Instant::now();
     let d_site_of = up_i("member sites", &t.site_of)?;
     let d_slot = up_i("site slots", &t.slot)?;
     let d_nb = up_i("neighbours", &t.nb)?;
-    let d_links = stream
-        .clone_htod(links_as_f64(&w.gauge.links))
-        .map_err(|e| driver_err("uploading the Galerkin product's links", e))?;
-    let d_blocks = t
-        .blocks
-        .as_ref()
-        .map(|b| up_c("site blocks", b))
-        .transpose()?;
+    let what = "the Galerkin product's links";
+    let d_links = upload_slice(stream, links_as_f64(&w.gauge.links), what)?;
+    let d_blocks = match w.terms {
+        Some(terms) => Some(upload_f64(
+            stream,
+            block_values,
+            SITE_BLOCK_VALUES,
+            "the Galerkin product's site blocks",
+            |first, out| site_blocks(terms, first / SITE_BLOCK_VALUES, out),
+        )?),
+        None => None,
+    };
     let d_proj = up_c("spin matrices", &t.proj)?;
     drop(t);
     let e = |e| driver_err("allocating the Galerkin product's output", e);
@@ -220,12 +214,28 @@ pub(crate) fn galerkin_with(
     record_since(&step("kernel"), since);
     let since = Instant::now();
     let mut op = CoarseOp::zeros(agg.coarse.clone(), cd);
-    for (d, host) in [(&out_site, &mut op.site), (&out_hops, &mut op.hops)] {
-        s.memcpy_dtoh(d, as_f64_mut(host))
-            .map_err(|e| driver_err("downloading the Galerkin product", e))?;
-    }
+    download_f64(s, &out_site, as_f64_mut(&mut op.site))?;
+    download_f64(s, &out_hops, as_f64_mut(&mut op.hops))?;
     record_since(&step("download"), since);
     Ok(op)
+}
+
+/// f64 values of a fine site's two 6x6 blocks of the site term.
+pub const SITE_BLOCK_VALUES: usize = 144;
+
+/// The site blocks of sites `first..` as the kernel reads them, `[x][chirality][6][6]`,
+/// into `out` (whole sites), in parallel.
+pub fn site_blocks(terms: &SiteTerms, first: usize, out: &mut [f64]) {
+    out.par_chunks_mut(SITE_BLOCK_VALUES)
+        .enumerate()
+        .for_each(|(i, o)| {
+            for half in 0..2 {
+                for (r, row) in terms.block(first + i, half).iter().enumerate() {
+                    let at = half * 72 + r * 12;
+                    o[at..at + 12].copy_from_slice(as_f64(row));
+                }
+            }
+        });
 }
 
 /// The name of a piece of the product in the run's steps.

@@ -3,6 +3,7 @@
 //! numbers in double or single precision, and the launches. Every launch goes on the fine
 //! backend's stream, so a cycle's kernels run in order with the fine level's.
 
+use super::stage::upload_numbers;
 use crate::backend::cuda::core::compile::{Program, MG_COARSE, REDUCE};
 use crate::backend::cuda::core::device::{driver_err, function, load_module};
 use crate::backend::cuda::core::field::as_f64;
@@ -141,6 +142,25 @@ impl Buffer {
             len: values.len(),
             _booking: ledger.book(Purpose::Multigrid, (bytes * values.len()) as u64),
         })
+    }
+
+    /// `len` numbers in precision `p` (half: single), number k `value(k)`, written in
+    /// parallel into pinned staging buffers and uploaded from them (`stage`): no host
+    /// copy in the device's order or precision is made.
+    pub fn upload_with(
+        stream: &Arc<CudaStream>,
+        ledger: &Ledger,
+        p: Precision,
+        len: usize,
+        value: impl Fn(usize) -> C64 + Sync,
+    ) -> Result<Buffer> {
+        let mut b = Buffer::zeros(stream, ledger, p, len)?;
+        let p = b.precision();
+        match &mut b.data {
+            Data::Double(d) => upload_numbers(stream, p, len, Some(d), None, value)?,
+            Data::Single(f) => upload_numbers(stream, p, len, None, Some(f), value)?,
+        }
+        Ok(b)
     }
 
     pub fn precision(&self) -> Precision {
