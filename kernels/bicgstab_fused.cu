@@ -10,6 +10,11 @@
 //           max_iter && nr finite; if still active and (omega = 0 or rho_new zero or
 //           non-finite): broken; else beta = (rho_new / rho)(alpha / omega), rho = rho_new
 //   p       (if active) p -= omega v; p = r + beta p
+// On a decomposed lattice (BI_SPLIT set) each reducing kernel's last block keeps the rank's
+// sums in BI_LOCAL instead of finishing; the host all-gathers those BI_GATHERED doubles
+// from every rank and bi_global adds them in rank order and finishes the reduction with
+// the same code (bi_finish_*): the same bits on every rank, so every rank takes the same
+// `active` and breakdown decisions.
 // A breakdown ends the iteration (active = 0, broken = 1): the host restarts the shadow
 // residual (r0 = p = r) and sets the block again. Every kernel of an iteration reads the
 // `active` the previous kernel left (kernel boundaries order them), so all blocks of one
@@ -37,7 +42,22 @@
 #define BI_MAX_ITER 11
 #define BI_ACTIVE 12
 #define BI_BROKEN 13
-#define BI_SCALARS 14
+// The host's part of the block ends here (BiScalars); the rest is set at creation.
+#define BI_HOST_SCALARS 14
+// Decomposed lattice: 1 when the reducing kernels leave this rank's sums in BI_LOCAL ..
+// BI_LOCAL + 3 (two complex numbers) for bi_global to add over the ranks, 0 when they
+// finish the reduction themselves.
+#define BI_SPLIT 14
+#define BI_LOCAL 15
+#define BI_SCALARS 19
+// Doubles each rank contributes to a decomposed reduction's all-gather: BI_LOCAL .. + 3.
+#define BI_GATHERED 4
+
+// The reductions, as bi_global's `which` names them.
+#define BI_WHICH_START 0
+#define BI_WHICH_ALPHA 1
+#define BI_WHICH_OMEGA 2
+#define BI_WHICH_UPDATE 3
 
 #define BI_TICKET_ALPHA 0
 #define BI_TICKET_OMEGA 1
@@ -80,6 +100,58 @@ __device__ __forceinline__ bi_pair cr_block_sum(bi_pair v, double2* sh)
     return {cr_block_sum(v.a, sh), cr_block_sum(v.b, sh)};
 }
 
+// On a decomposed lattice: keep this rank's sums (a, b) for bi_global and return true.
+__device__ __forceinline__ bool bi_keep_local(double* s, double2 a, double2 b)
+{
+    if (s[BI_SPLIT] == 0.0)
+        return false;
+    s[BI_LOCAL] = a.x;
+    s[BI_LOCAL + 1] = a.y;
+    s[BI_LOCAL + 2] = b.x;
+    s[BI_LOCAL + 3] = b.y;
+    return true;
+}
+
+// The reductions' updates of the scalars from their totals (thread 0 of the last block,
+// or bi_global).
+__device__ __forceinline__ void bi_finish_start(double* s, double2 rho) { bi_put(s, BI_RHO_RE, rho); }
+
+__device__ __forceinline__ void bi_finish_alpha(double* s, double2 r0v)
+{
+    if (bi_ok(r0v)) {
+        bi_put(s, BI_ALPHA_RE, c_div(bi_get(s, BI_RHO_RE), r0v));
+    } else {
+        s[BI_ACTIVE] = 0.0;
+        s[BI_BROKEN] = 1.0;
+    }
+}
+
+__device__ __forceinline__ void bi_finish_omega(double* s, double tt, double2 ts)
+{
+    bi_put(s, BI_OMEGA_RE, tt > 0.0 ? c_make(ts.x / tt, ts.y / tt) : c_zero());
+}
+
+__device__ __forceinline__ void bi_finish_update(double* s, double* hist, double nr, double2 rho_new)
+{
+    const double2 alpha = bi_get(s, BI_ALPHA_RE), omega = bi_get(s, BI_OMEGA_RE);
+    const double it = s[BI_ITER] + 1.0;
+    s[BI_NR] = nr;
+    s[BI_ITER] = it;
+    if (it <= s[BI_MAX_ITER]) // always, when the host set a consistent block
+        hist[(size_t)it] = nr;
+    const bool go = isfinite(nr) && nr > s[BI_EPS] && it < s[BI_MAX_ITER];
+    if (!go) {
+        s[BI_ACTIVE] = 0.0;
+    } else if ((omega.x == 0.0 && omega.y == 0.0) || !bi_ok(rho_new)) {
+        s[BI_ACTIVE] = 0.0;
+        s[BI_BROKEN] = 1.0;
+    } else {
+        const double2 beta = c_mul(c_div(rho_new, bi_get(s, BI_RHO_RE)), c_div(alpha, omega));
+        bi_put(s, BI_BETA_RE, beta);
+        bi_put(s, BI_RHO_RE, rho_new);
+    }
+}
+
 template <class T>
 __device__ __forceinline__ void bi_alpha(const T* __restrict__ r0, const T* __restrict__ v, int n, double* s,
                                          double2* partials, unsigned* tickets)
@@ -90,14 +162,9 @@ __device__ __forceinline__ void bi_alpha(const T* __restrict__ r0, const T* __re
     const double2 acc =
         cr_stride_sum((size_t)n, c_zero(), [&](size_t i) { return c_conj_mul(cr_load(r0, i), cr_load(v, i)); });
     double2 r0v;
-    if (cr_reduce_last(acc, bi_sh, partials, tickets + BI_TICKET_ALPHA, &r0v) && threadIdx.x == 0) {
-        if (bi_ok(r0v)) {
-            bi_put(s, BI_ALPHA_RE, c_div(bi_get(s, BI_RHO_RE), r0v));
-        } else {
-            s[BI_ACTIVE] = 0.0;
-            s[BI_BROKEN] = 1.0;
-        }
-    }
+    if (cr_reduce_last(acc, bi_sh, partials, tickets + BI_TICKET_ALPHA, &r0v) && threadIdx.x == 0 &&
+        !bi_keep_local(s, r0v, c_zero()))
+        bi_finish_alpha(s, r0v);
 }
 
 template <class T> __device__ __forceinline__ void bi_s(T* __restrict__ r, const T* __restrict__ v, int n, double* s)
@@ -121,10 +188,9 @@ __device__ __forceinline__ void bi_omega(const T* __restrict__ t, const T* __res
         return bi_pair{c_make(cr_norm(tv), 0.0), c_conj_mul(tv, cr_load(r, i))};
     });
     bi_pair total;
-    if (cr_reduce_last(acc, bi_sh, (bi_pair*)partials, tickets + BI_TICKET_OMEGA, &total) && threadIdx.x == 0) {
-        const double tt = total.a.x;
-        bi_put(s, BI_OMEGA_RE, tt > 0.0 ? c_make(total.b.x / tt, total.b.y / tt) : c_zero());
-    }
+    if (cr_reduce_last(acc, bi_sh, (bi_pair*)partials, tickets + BI_TICKET_OMEGA, &total) && threadIdx.x == 0 &&
+        !bi_keep_local(s, total.a, total.b))
+        bi_finish_omega(s, total.a.x, total.b);
 }
 
 template <class T>
@@ -145,25 +211,9 @@ __device__ __forceinline__ void bi_update(T* __restrict__ x, T* __restrict__ r, 
         return bi_pair{c_make(cr_norm(rv), 0.0), c_conj_mul(cr_load(r0, i), rv)};
     });
     bi_pair total;
-    if (cr_reduce_last(acc, bi_sh, (bi_pair*)partials, tickets + BI_TICKET_UPDATE, &total) && threadIdx.x == 0) {
-        const double nr = total.a.x, it = s[BI_ITER] + 1.0;
-        s[BI_NR] = nr;
-        s[BI_ITER] = it;
-        if (it <= s[BI_MAX_ITER]) // always, when the host set a consistent block
-            hist[(size_t)it] = nr;
-        const bool go = isfinite(nr) && nr > s[BI_EPS] && it < s[BI_MAX_ITER];
-        const double2 rho_new = total.b;
-        if (!go) {
-            s[BI_ACTIVE] = 0.0;
-        } else if ((omega.x == 0.0 && omega.y == 0.0) || !bi_ok(rho_new)) {
-            s[BI_ACTIVE] = 0.0;
-            s[BI_BROKEN] = 1.0;
-        } else {
-            const double2 beta = c_mul(c_div(rho_new, bi_get(s, BI_RHO_RE)), c_div(alpha, omega));
-            bi_put(s, BI_BETA_RE, beta);
-            bi_put(s, BI_RHO_RE, rho_new);
-        }
-    }
+    if (cr_reduce_last(acc, bi_sh, (bi_pair*)partials, tickets + BI_TICKET_UPDATE, &total) && threadIdx.x == 0 &&
+        !bi_keep_local(s, total.a, total.b))
+        bi_finish_update(s, hist, total.a.x, total.b);
 }
 
 template <class T>
@@ -198,8 +248,9 @@ __device__ __forceinline__ void bi_start(const T* __restrict__ rhs, T* __restric
         return c_conj_mul(bv, bv);
     });
     double2 rho;
-    if (cr_reduce_last(acc, bi_sh, partials, tickets + BI_TICKET_ALPHA, &rho) && threadIdx.x == 0)
-        bi_put(s, BI_RHO_RE, rho);
+    if (cr_reduce_last(acc, bi_sh, partials, tickets + BI_TICKET_ALPHA, &rho) && threadIdx.x == 0 &&
+        !bi_keep_local(s, rho, c_zero()))
+        bi_finish_start(s, rho);
 }
 
 #define BI_KERNELS(T, sfx)                                                                                            \
@@ -237,3 +288,34 @@ __device__ __forceinline__ void bi_start(const T* __restrict__ rhs, T* __restric
 
 BI_KERNELS(double2, d)
 BI_KERNELS(float2, s)
+
+// Decomposed lattice: the ranks' sums of reduction `which` (BI_WHICH_*; gathered[BI_GATHERED
+// r ..] from rank r: its BI_LOCAL .. BI_LOCAL + 3) added in rank order, and the reduction
+// finished as one GPU finishes it. Gated on `active` as the reducing kernels are, but for
+// the start (not gated). One thread.
+extern "C" __global__ void bi_global(int which, double* s, double* hist, const double* __restrict__ gathered,
+                                     int ranks)
+{
+    if (threadIdx.x != 0 || blockIdx.x != 0 || (which != BI_WHICH_START && !bi_active(s)))
+        return;
+    double2 a = c_make(gathered[0], gathered[1]), b = c_make(gathered[2], gathered[3]);
+    for (int r = 1; r < ranks; ++r) {
+        const double* g = gathered + (size_t)BI_GATHERED * r;
+        a = c_add(a, c_make(g[0], g[1]));
+        b = c_add(b, c_make(g[2], g[3]));
+    }
+    switch (which) {
+    case BI_WHICH_START:
+        bi_finish_start(s, a);
+        break;
+    case BI_WHICH_ALPHA:
+        bi_finish_alpha(s, a);
+        break;
+    case BI_WHICH_OMEGA:
+        bi_finish_omega(s, a.x, b);
+        break;
+    default:
+        bi_finish_update(s, hist, a.x, b);
+        break;
+    }
+}

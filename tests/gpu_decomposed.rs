@@ -329,11 +329,13 @@ fn solves_match_on(dims: [usize; 4], grid: [usize; 4], across_gpus: bool) {
     let mut whole = CudaBackend::new(&gauge, KAPPA, &o).unwrap();
     let mut failures = Vec::new();
     // CR with host scalars, the fused CR (device scalars; on the ranks, summed over them
-    // on the device: device copies and no graphs here), BiCGStab.
+    // on the device: device copies and no graphs here), BiCGStab's host loop and the fused
+    // BiCGStab (its four reductions all-gathered and finished by bi_global).
     for (method, fused) in [
         (Method::Cr, false),
         (Method::Cr, true),
         (Method::Bicgstab, false),
+        (Method::Bicgstab, true),
     ] {
         for even_odd in [false, true] {
             for prec in BOTH {

@@ -226,7 +226,7 @@ pub fn solve_fields(plan: &DevicePlan, outer: Layout) -> Vec<MemoryLine> {
         ));
     }
     if plan.method == Method::Bicgstab && plan.fused {
-        out.push(cuda_fp::bi_state(plan.max_iterations as u64));
+        out.push(cuda_fp::bi_state(plan.max_iterations as u64, ranks(plan)));
     }
     out
 }

@@ -379,14 +379,6 @@ fn check_split(cfg: &LoadedConfig, on_gpu: bool) -> Result<()> {
                 .to_string(),
         ));
     }
-    if c.solver.method == Method::Bicgstab && c.solver.iteration == Iteration::Fused {
-        return Err(cfg.bad(
-            "solver",
-            "iteration",
-            "the fused BiCGStab runs on one GPU; a split lattice takes iteration = \"auto\" or \"seed\" (the host-driven BiCGStab)"
-                .to_string(),
-        ));
-    }
     Ok(())
 }
 
@@ -412,8 +404,8 @@ fn check_device_lattice(cfg: &LoadedConfig) -> Result<()> {
 }
 
 /// The CUDA options and the solve plan of a split lattice on GPUs: kernel 3.0 (the fused
-/// CR's sums over ranks stay on the device), and BiCGStab's host loop where "auto" would
-/// pick the fused one (its sums stay on one GPU). The clover term and the twisted mass
+/// iterations' sums over ranks stay on the device), and BiCGStab's host loop where "auto"
+/// would pick the fused one (`iteration = "fused"` asks for the fused BiCGStab). The clover term and the twisted mass
 /// are refused here too (`check_action`; reached with "auto", which found a GPU, or by a
 /// launched rank).
 pub fn split_gpu_plan(cfg: &LoadedConfig) -> Result<(CudaOptions, SolvePlan)> {
@@ -421,7 +413,7 @@ pub fn split_gpu_plan(cfg: &LoadedConfig) -> Result<(CudaOptions, SolvePlan)> {
     check_split(cfg, true)?;
     let opts = cuda_options(cfg);
     let mut plan = SolvePlan::from_config(&cfg.config, true);
-    if plan.method == Method::Bicgstab {
+    if plan.method == Method::Bicgstab && cfg.config.solver.iteration == Iteration::Auto {
         plan.fused = false;
     }
     plan.check(Capabilities::of_stencil(opts.version))?;

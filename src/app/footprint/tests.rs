@@ -103,7 +103,7 @@ fn the_working_reserve_is_the_largest_phase_beyond_what_stays() {
     p.fused = true;
     let dp = DevicePlan::of_run(v, &opts(StencilVersion::V3_0, true), &p, false);
     let fields = (v as u64) * (2 * 96 + 2 * 96 + 48 + 6 * 48);
-    let state = crate::backend::cuda::backend::footprint::bi_state(2000).bytes;
+    let state = crate::backend::cuda::backend::footprint::bi_state(2000, None).bytes;
     assert_eq!(solve_working_bytes(&dp), fields + state);
 }
 

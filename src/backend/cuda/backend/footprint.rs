@@ -205,11 +205,12 @@ pub fn cr_state(volume: usize, max_iter: u64, ranks: Option<usize>) -> MemoryLin
     line(Purpose::CrState, cr_state_bytes(volume, max_iter, ranks))
 }
 
-/// A fused BiCGStab solve's device state with room for `max_iter` iterations.
-pub fn bi_state(max_iter: u64) -> MemoryLine {
+/// A fused BiCGStab solve's device state with room for `max_iter` iterations (`ranks`:
+/// those of a decomposed lattice).
+pub fn bi_state(max_iter: u64, ranks: Option<usize>) -> MemoryLine {
     line(
         Purpose::CrState,
-        crate::backend::cuda::engines::bicgstab::bi_state_bytes(max_iter),
+        crate::backend::cuda::engines::bicgstab::bi_state_bytes(max_iter, ranks),
     )
 }
 

@@ -507,7 +507,7 @@ impl Prepare for CudaBackend {
             let mut state = self.cr_state(&s)?;
             self.cr_global(&mut state, CrReduction::Apply)?;
             self.core.gpu.sync()?;
-            // And the fused BiCGStab's module (one GPU only).
+            // And the fused BiCGStab's module.
             self.prepare_bicgstab()?;
         }
         Ok(())

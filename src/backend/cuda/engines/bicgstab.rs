@@ -1,8 +1,10 @@
-//! BiCGStab's iteration with its scalars on the GPU (kernels/bicgstab_fused.cu), kernel 3.0
-//! on one GPU: the engine behind `FusedBiCgStab` for `CudaBackend` (backend::bicgstab). The element-wise passes between the
-//! operator's two applications update the device scalar block themselves, so an iteration
-//! needs no host read and `FusedCr::repeat` records it as a CUDA graph. The launch
-//! geometry and the reductions are the fused CR's (`cr_cfg`, cr_device.cuh).
+//! BiCGStab's iteration with its scalars on the GPU (kernels/bicgstab_fused.cu), kernel
+//! 3.0: the engine behind `FusedBiCgStab` for `CudaBackend` (backend::bicgstab). The
+//! element-wise passes between the operator's two applications update the device scalar
+//! block themselves, so an iteration needs no host read and `FusedCr::repeat` records it
+//! as a CUDA graph. The launch geometry and the reductions are the fused CR's (`cr_cfg`,
+//! cr_device.cuh). On a decomposed lattice each reducing pass leaves the rank's sums in
+//! the block; the backend all-gathers them and `BiEngine::global` finishes the reduction.
 
 use crate::backend::cuda::core::compile::bicgstab_fused_program;
 use crate::backend::cuda::core::device::{function, load_module};
@@ -11,7 +13,7 @@ use crate::backend::cuda::core::kernels::BI_SCALARS;
 use crate::backend::cuda::core::kernels::{Kernel, CR_MAX_GRID};
 use crate::backend::cuda::core::timing::GpuStream;
 use crate::backend::cuda::engines::fused::{
-    check_history, common_shape, cr_cfg, err, pick, ptr, ptr_mut, read_history, shape,
+    check_history, common_shape, cr_cfg, err, pick, ptr, ptr_mut, read_history, shape, RANK_SUM_CFG,
 };
 use crate::backend::ledger::{Booking, Ledger, Purpose};
 use crate::backend::{BiScalars, Precision};
@@ -30,15 +32,32 @@ pub const BI_ITER: usize = 10;
 pub const BI_MAX_ITER: usize = 11;
 pub const BI_ACTIVE: usize = 12;
 pub const BI_BROKEN: usize = 13;
+/// The host's part of the block (`BiScalars`); `BI_SPLIT` and the rank's sums follow.
+pub const BI_HOST_SCALARS: usize = 14;
+pub const BI_SPLIT: usize = 14;
+pub const BI_LOCAL: usize = 15;
+/// Doubles a rank contributes to a decomposed reduction's all-gather.
+pub const BI_GATHERED: usize = 4;
 pub const BI_TICKETS: usize = 4;
+
+/// The reductions of the iteration, as bi_global's `which` (BI_WHICH_*) names them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BiReduction {
+    Start = 0,
+    Alpha = 1,
+    Omega = 2,
+    Update = 3,
+}
 
 /// Doubles of the partial sums: two double2 per block of cr_grid's largest grid.
 pub const BI_PARTIALS: usize = 4 * CR_MAX_GRID;
 
 /// Bytes of a fused BiCGStab state with room for `max_iter` iterations: the scalar block,
-/// the history, the partial sums and the tickets.
-pub fn bi_state_bytes(max_iter: u64) -> u64 {
-    ((BI_SCALARS + max_iter as usize + 1 + BI_PARTIALS) * 8 + BI_TICKETS * 4) as u64
+/// the history, the partial sums, the tickets and (decomposed) the gathered sums of
+/// `ranks`.
+pub fn bi_state_bytes(max_iter: u64, ranks: Option<usize>) -> u64 {
+    let gathered = ranks.map_or(0, |n| BI_GATHERED * n);
+    ((BI_SCALARS + max_iter as usize + 1 + BI_PARTIALS + gathered) * 8 + BI_TICKETS * 4) as u64
 }
 
 fn to_block(s: &BiScalars) -> [f64; BI_SCALARS] {
@@ -85,7 +104,22 @@ pub struct DeviceBiState {
     partials: CudaSlice<f64>,
     /// Zero between launches.
     tickets: CudaSlice<u32>,
+    /// Decomposed lattice: every rank's BI_GATHERED sums, in rank order.
+    gathered: Option<CudaSlice<f64>>,
+    ranks: usize,
     _booking: Booking,
+}
+
+impl DeviceBiState {
+    /// Decomposed: the device addresses of this rank's sums in the block and of the
+    /// gathered array, and the bytes a rank contributes (the all-gather's arguments).
+    pub fn gather_args(&self, stream: &cudarc::driver::CudaStream) -> Option<(u64, u64, usize)> {
+        let g = self.gathered.as_ref()?;
+        let local =
+            crate::backend::cuda::core::launch::dptr(&self.scalars, stream) + (8 * BI_LOCAL) as u64;
+        let dst = crate::backend::cuda::core::launch::dptr(g, stream);
+        Some((local, dst, 8 * BI_GATHERED))
+    }
 }
 
 /// (double, single) of one kernel.
@@ -98,6 +132,7 @@ pub(crate) struct BiKernels {
     update: Pair,
     p: Pair,
     start: Pair,
+    global: CudaFunction,
 }
 
 impl BiKernels {
@@ -116,6 +151,7 @@ impl BiKernels {
             update: pair("bi_update")?,
             p: pair("bi_p")?,
             start: pair("bi_start")?,
+            global: function(&module, "bi_global")?,
         })
     }
 }
@@ -144,12 +180,14 @@ impl BiEngine {
         Ok(self.kernels.as_ref().unwrap())
     }
 
-    /// A new device state holding `s`, booked on `ledger`.
+    /// A new device state holding `s`, booked on `ledger`; `ranks`: those of a
+    /// decomposed lattice (its reductions then end in `global`), None on one GPU.
     pub fn state(
         &mut self,
         gpu: &GpuStream,
         ledger: &Ledger,
         s: &BiScalars,
+        ranks: Option<usize>,
     ) -> Result<DeviceBiState> {
         self.kernels(gpu)?;
         let len = s.max_iter as usize + 1;
@@ -157,9 +195,23 @@ impl BiEngine {
         let mut history = vec![f64::NAN; len];
         history[s.iter as usize] = s.nr;
         let stream = gpu.stream.clone();
+        let mut block = to_block(s);
+        if ranks.is_some() {
+            block[BI_SPLIT] = 1.0;
+        }
+        let gathered = ranks
+            .map(|n| {
+                stream
+                    .alloc_zeros::<f64>(BI_GATHERED * n)
+                    .map_err(err("allocating the BiCGStab ranks' sums"))
+            })
+            .transpose()?;
+        let booked = bi_state_bytes(s.max_iter, ranks);
         Ok(DeviceBiState {
+            gathered,
+            ranks: ranks.unwrap_or(1),
             scalars: stream
-                .clone_htod(&to_block(s))
+                .clone_htod(&block)
                 .map_err(err("uploading the BiCGStab scalars"))?,
             history: stream
                 .clone_htod(&history)
@@ -170,7 +222,7 @@ impl BiEngine {
             tickets: stream
                 .alloc_zeros::<u32>(BI_TICKETS)
                 .map_err(err("allocating the BiCGStab tickets"))?,
-            _booking: ledger.book(Purpose::CrState, bi_state_bytes(s.max_iter)),
+            _booking: ledger.book(Purpose::CrState, booked),
         })
     }
 
@@ -180,8 +232,10 @@ impl BiEngine {
         let nr = [s.nr];
         let it = s.iter as usize;
         let stream = &gpu.stream;
+        // The host's part only: BI_SPLIT stays as the state was made.
+        let mut host = state.scalars.slice_mut(0..BI_HOST_SCALARS);
         stream
-            .memcpy_htod(&block, &mut state.scalars)
+            .memcpy_htod(&block[..BI_HOST_SCALARS], &mut host)
             .map_err(err("uploading the BiCGStab scalars"))?;
         let mut entry = state.history.slice_mut(it..it + 1);
         // No synchronisation: copies from pageable memory have left the host arrays when
@@ -223,19 +277,68 @@ impl BiEngine {
         )
     }
 
-    pub fn alpha_s(
+    /// alpha = rho / (r0|v) (decomposed: this rank's (r0|v), for `global`).
+    pub fn alpha(
         &mut self,
         gpu: &mut GpuStream,
         state: &mut DeviceBiState,
         r0: &DeviceSpinor,
         v: &DeviceSpinor,
+    ) -> Result<()> {
+        let alpha = &mut [Arg::In(r0), Arg::In(v)];
+        self.pass(gpu, Kernel::BiAlpha, |k| &k.alpha, alpha, Tail::Sums, state)
+    }
+
+    /// r -= alpha v (r becomes s).
+    pub fn s(
+        &mut self,
+        gpu: &mut GpuStream,
+        state: &mut DeviceBiState,
+        v: &DeviceSpinor,
         r: &mut DeviceSpinor,
     ) -> Result<()> {
-        use Arg::{In, Out};
-        let alpha = &mut [In(r0), In(v)];
-        self.pass(gpu, Kernel::BiAlpha, |k| &k.alpha, alpha, Tail::Sums, state)?;
-        let s = &mut [Out(r), In(v)];
+        let s = &mut [Arg::Out(r), Arg::In(v)];
         self.pass(gpu, Kernel::BiS, |k| &k.s, s, Tail::Scalars, state)
+    }
+
+    /// Decomposed lattice: reduction `which` finished from the ranks' sums, which the
+    /// caller has all-gathered into the state (`DeviceBiState::gather_args`); nothing on
+    /// one GPU.
+    pub fn global(
+        &mut self,
+        gpu: &mut GpuStream,
+        state: &mut DeviceBiState,
+        which: BiReduction,
+    ) -> Result<()> {
+        use cudarc::driver::PushKernelArg as _;
+        let f = self.kernels(gpu)?.global.clone();
+        let ranks = state.ranks;
+        let DeviceBiState {
+            scalars,
+            history,
+            gathered,
+            ..
+        } = state;
+        let Some(gathered) = gathered else {
+            return Ok(());
+        };
+        let (w, n) = (which as i32, ranks as i32);
+        let stream = gpu.stream.clone();
+        let pending = gpu.begin(&Kernel::BiGlobal)?;
+        let mut b = stream.launch_builder(&f);
+        b.arg(&w);
+        b.arg(scalars);
+        b.arg(history);
+        b.arg(&*gathered);
+        b.arg(&n);
+        // SAFETY: bi_global(int, double*, double*, const double*, int): the block, the
+        // history and the gathered sums of `ranks` ranks are live allocations of this
+        // context; one thread works, on these only.
+        let launched = unsafe { b.launch(RANK_SUM_CFG) };
+        launched.map_err(|e| {
+            crate::backend::cuda::core::device::driver_err("launching bi_global", e)
+        })?;
+        gpu.end(pending, Kernel::BiGlobal, ranks)
     }
 
     pub fn omega(
@@ -383,7 +486,15 @@ mod tests {
             ("BI_MAX_ITER", BI_MAX_ITER),
             ("BI_ACTIVE", BI_ACTIVE),
             ("BI_BROKEN", BI_BROKEN),
+            ("BI_HOST_SCALARS", BI_HOST_SCALARS),
+            ("BI_SPLIT", BI_SPLIT),
+            ("BI_LOCAL", BI_LOCAL),
             ("BI_SCALARS", BI_SCALARS),
+            ("BI_GATHERED", BI_GATHERED),
+            ("BI_WHICH_START", BiReduction::Start as usize),
+            ("BI_WHICH_ALPHA", BiReduction::Alpha as usize),
+            ("BI_WHICH_OMEGA", BiReduction::Omega as usize),
+            ("BI_WHICH_UPDATE", BiReduction::Update as usize),
             ("BI_TICKETS", BI_TICKETS),
         ] {
             assert!(

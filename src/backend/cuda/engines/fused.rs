@@ -464,11 +464,7 @@ impl Fused {
         let Some(gathered) = gathered else {
             return Ok(());
         };
-        let cfg = LaunchConfig {
-            grid_dim: (1, 1, 1),
-            block_dim: (32, 1, 1),
-            shared_mem_bytes: 0,
-        };
+        let cfg = RANK_SUM_CFG;
         let (w, n) = (which as i32, ranks as i32);
         let stream = gpu.stream.clone();
         let (scalars, history) = (dptr(scalars, &stream), dptr(history, &stream));
@@ -507,6 +503,14 @@ impl Fused {
 
 /// The stat a graph launch is booked under (its launches' flops and bytes).
 pub const GRAPH_STAT: &str = "cr graph";
+
+/// The launch of the kernels that add the ranks' sums (cr_global, cr_peer_sum,
+/// bi_global): one warp of one block.
+pub(crate) const RANK_SUM_CFG: LaunchConfig = LaunchConfig {
+    grid_dim: (1, 1, 1),
+    block_dim: (32, 1, 1),
+    shared_mem_bytes: 0,
+};
 
 fn launch_graph(gpu: &mut GpuStream, g: &mut CachedGraph) -> Result<()> {
     let pending = gpu.begin_named(GRAPH_STAT, false)?;

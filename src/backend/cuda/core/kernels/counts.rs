@@ -104,6 +104,7 @@ impl Kernel {
             // n - 1 complex and n - 1 real additions (apply's sum and xr's nr) and at most
             // a complex division.
             Kernel::CrGlobal | Kernel::CrPeerSum => 3 * nn.saturating_sub(1) + 11,
+            Kernel::BiGlobal => 4 * nn.saturating_sub(1) + 11,
             // Per element: conj(b) b as a complex product (6, as kernels/bicgstab_fused.cu
             // bi_start computes it) and its complex sum (2); the last block stores rho.
             Kernel::BiStart(_) => 8 * nn + cr_reduction_flops(n, 0),
@@ -182,6 +183,9 @@ impl Kernel {
             Kernel::CrLoad(p) => 5 * complex_bytes(*p == Precision::Single) * nn,
             // The n ranks' gathered sums (three doubles each) and the scalar block.
             Kernel::CrGlobal => 24 * nn + 8 * CR_SCALARS as u64,
+            Kernel::BiGlobal => {
+                32 * nn + 8 * crate::backend::cuda::core::kernels::BI_SCALARS as u64
+            }
             // Its slot (four doubles) written to each of the n ranks and their n slots read.
             Kernel::CrPeerSum => 64 * nn + 8 * CR_SCALARS as u64,
             // Fields read and written per element; each reducing launch writes its

@@ -180,6 +180,9 @@ pub enum Kernel {
     BiOmega(Precision),
     BiUpdate(Precision),
     BiP(Precision),
+    /// The end of a fused BiCGStab reduction on a decomposed lattice: n ranks' sums added
+    /// in rank order and the scalar update (bi_global, one thread).
+    BiGlobal,
     /// A set-up kernel (layout building); not booked in the solve's statistics.
     Setup(&'static str),
     /// Version 3.0's stencil over n written sites: full or parity mode, single precision
@@ -306,6 +309,7 @@ impl Kernel {
             Kernel::BiOmega(p) => format!("bi_omega ({})", precision_name(*p)),
             Kernel::BiUpdate(p) => format!("bi_update ({})", precision_name(*p)),
             Kernel::BiP(p) => format!("bi_p ({})", precision_name(*p)),
+            Kernel::BiGlobal => "bi_global".into(),
             Kernel::Setup(name) => (*name).into(),
             Kernel::V3 {
                 mode,
@@ -496,4 +500,4 @@ pub fn v3_bytes_per_site(mode: V3Mode, single: bool, reconstruct: Reconstruct) -
     }
 }
 
-pub const BI_SCALARS: usize = 14;
+pub const BI_SCALARS: usize = 19;
