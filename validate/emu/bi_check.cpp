@@ -10,29 +10,16 @@
 // zero (r0|v) breaks the iteration on every rank; an inactive block is left as it is; the
 // start is not gated; the tickets are back at 0. Double and single fields. Prints one
 // line per check; exit 1 on failure.
-#include "cuda_emu.h"
+#include "emu_util.h"
 #include <algorithm>
 #include <cmath>
 #include <complex>
 #include <cstring>
-#include <cstdio>
 #include <random>
 #include <string>
 
-thread_local emu_uint3 threadIdx, blockIdx, blockDim, gridDim;
-char* emu_dynamic_shared = nullptr;
-std::barrier<>* emu_barrier = nullptr;
-
 // The kernels themselves (their BI_* indices with them), emulated in this unit.
 #include "bicgstab_fused.cu"
-
-static int failures = 0;
-static void check(const std::string& what, bool ok, const std::string& detail = "")
-{
-    if (!ok)
-        ++failures;
-    std::printf("%-72s %s %s\n", what.c_str(), ok ? "ok" : "FAIL", detail.c_str());
-}
 
 // Kernel entry points by field type.
 struct D {

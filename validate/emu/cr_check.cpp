@@ -8,14 +8,9 @@
 // and block sizes (including grids of 1 and blocks that are not powers of two), blocks
 // run first to last and last to first (another block sums the partials: same bits).
 // Prints one line per check; exit 1 on failure.
-#include "cuda_emu.h"
-#include <cstdio>
+#include "emu_util.h"
 #include <random>
 #include <string>
-
-thread_local emu_uint3 threadIdx, blockIdx, blockDim, gridDim;
-char* emu_dynamic_shared = nullptr;
-std::barrier<>* emu_barrier = nullptr;
 
 // The indices of kernels/cr_device.cuh.
 #include "cr_device.cuh"
@@ -27,14 +22,6 @@ void cr_p_d(double2*, double2*, const double2*, const double2*, int, double*, do
 void cr_p_s(float2*, float2*, const float2*, const float2*, int, double*, double2*, unsigned*);
 void cr_global(int, double*, double*, const double*, int);
 void cr_peer_sum(int, double*, double*, const unsigned long long*, int, int);
-}
-
-static int failures = 0;
-static void check(const std::string& what, bool ok, const std::string& detail = "")
-{
-    if (!ok)
-        ++failures;
-    std::printf("%-64s %s %s\n", what.c_str(), ok ? "ok" : "FAIL", detail.c_str());
 }
 
 // ---------------------------------------------------------------- host side

@@ -1,6 +1,6 @@
 // emu_util.h: what the emulated checks (emu_check.cpp, emu_v3eo.cpp, emu_halo.cpp) share:
 // the definitions of cuda_emu.h's globals (include in the one file with main), a check's
-// report line, the relative difference of two fields, precision conversions, grid sizes
+// report line (of a value against a tolerance, or of a condition), the relative difference of two fields, precision conversions, grid sizes
 // and the header of the oracle dumps (magic, dims, antiperiodic mask, kappa).
 #pragma once
 #include "cuda_emu.h"
@@ -14,6 +14,14 @@ std::barrier<>* emu_barrier = nullptr;
 
 static int failures = 0;
 static int report_width = 52;
+// One line per check of a condition (`detail` printed after the verdict).
+[[maybe_unused]] static void check(const std::string& what, bool ok, const std::string& detail = "")
+{
+    if (!ok)
+        ++failures;
+    std::printf("%-72s %s %s\n", what.c_str(), ok ? "ok" : "FAIL", detail.c_str());
+}
+
 // One line per check; NaN fails.
 static void report(const std::string& what, double value, double tol)
 {

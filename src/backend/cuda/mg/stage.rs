@@ -8,16 +8,15 @@
 
 use crate::backend::cuda::core::device::driver_err;
 use crate::backend::cuda::core::fast_layout::Segment;
-use crate::backend::cuda::core::staging::{download_through, upload_through, StagingBuffers};
+use crate::backend::cuda::core::staging::{
+    download_through, upload_through, StageShape, StagingBuffers,
+};
 use crate::error::{Error, Result};
 use crate::field::C64;
 use crate::linalg::Precision;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 use rayon::prelude::*;
 use std::sync::Arc;
-
-/// f64 values of each of the two staging buffers (64 MiB, the default stage).
-pub(crate) const STAGE_VALUES: usize = 1 << 23;
 
 /// Values a parallel task writes or reads at once.
 const TASK_VALUES: usize = 1 << 14;
@@ -38,10 +37,11 @@ pub(crate) fn chunks(len: usize, unit: usize, per: usize) -> Vec<Vec<Segment>> {
         .collect()
 }
 
-/// Two staging buffers of `values` f64 (fewer values when the array is smaller) from the
-/// pinned pool of `stream`'s context.
+/// Two staging buffers of the default stage's values (`StageShape`; fewer when the array
+/// is smaller) from the pinned pool of `stream`'s context.
 fn buffers(stream: &Arc<CudaStream>, len: usize) -> Result<StagingBuffers> {
-    StagingBuffers::new(stream.context(), STAGE_VALUES.min(len.max(1)), 2)
+    let values = StageShape::default().values;
+    StagingBuffers::new(stream.context(), values.min(len.max(1)), 2)
 }
 
 /// A new device array of `len` f64, chunk by chunk: `fill(first, out)` writes values
@@ -99,10 +99,7 @@ pub(crate) fn download_f64(
     let c = chunks(len, 1, b.values());
     download_through(&mut b, stream, src, &c, |k, inp| {
         let at = c[k][0].dst;
-        dst[at..at + inp.len()]
-            .par_chunks_mut(TASK_VALUES)
-            .zip(inp.par_chunks(TASK_VALUES))
-            .for_each(|(d, s)| d.copy_from_slice(s));
+        copy_in(&mut dst[at..at + inp.len()], inp);
     })?;
     Ok(())
 }
